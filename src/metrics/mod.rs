@@ -1,0 +1,271 @@
+//! Per-worker metric recorders and their lossless merge.
+//!
+//! A [`Recorder`] belongs to one worker and is written on the hot path without locks; every
+//! second the worker hands a copy to the collector and resets it. Histograms hold microseconds
+//! with three significant figures; adding two histograms is exact, so intervals merge into
+//! totals, and shards from several machines merge into one report, without losing anything.
+
+mod named;
+pub mod summary;
+
+use hdrhistogram::Histogram;
+
+pub use named::NamedCounters;
+pub use summary::{HistSummary, LossSummary};
+
+/// Highest value a histogram tracks: one minute in microseconds. Larger values saturate.
+pub const HIST_MAX_US: u64 = 60_000_000;
+/// Significant figures kept by every histogram.
+pub const HIST_SIGFIG: u8 = 3;
+
+/// A histogram with the project's bounds.
+pub fn new_histogram() -> Histogram<u64> {
+    // The bounds are constants known to be valid.
+    Histogram::new_with_bounds(1, HIST_MAX_US, HIST_SIGFIG).expect("valid histogram bounds")
+}
+
+/// Expected versus received datagrams in one direction.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LossCounts {
+    pub expected: u64,
+    pub received: u64,
+}
+
+impl LossCounts {
+    pub fn add(&mut self, expected: u64, received: u64) {
+        self.expected += expected;
+        self.received += received;
+    }
+
+    pub fn merge(&mut self, o: &LossCounts) {
+        self.add(o.expected, o.received);
+    }
+
+    /// Fraction lost, 0 when nothing was expected.
+    pub fn rate(&self) -> f64 {
+        if self.expected == 0 {
+            0.0
+        } else {
+            self.expected.saturating_sub(self.received) as f64 / self.expected as f64
+        }
+    }
+}
+
+/// All a worker measures. Protocols write into it through the methods below.
+#[derive(Debug, Clone)]
+pub struct Recorder {
+    pub rtt_us: Histogram<u64>,
+    pub handshake_us: Histogram<u64>,
+    pub snapshot_interarrival_us: Histogram<u64>,
+    /// How late each input left relative to its intended time on the grid (coordinated
+    /// omission guard: large values mean the generator, not the server, was slow).
+    pub send_lateness_us: Histogram<u64>,
+    pub packets_up: u64,
+    pub packets_down: u64,
+    pub bytes_up: u64,
+    pub bytes_down: u64,
+    pub inputs_sent: u64,
+    /// Grid slots skipped because the worker was more than a whole period late.
+    pub inputs_skipped: u64,
+    pub snapshots_applied: u64,
+    pub loss_down: LossCounts,
+    pub loss_up: LossCounts,
+    pub connects_ok: u64,
+    /// Failed handshakes by reason (timeout, refused, ...).
+    pub connect_failures: NamedCounters,
+    /// Malformed datagrams by `message.reason`.
+    pub decode_errors: NamedCounters,
+    /// Protocol-specific counters (reported under `protocol_metrics`).
+    pub events: NamedCounters,
+    /// Protocol-specific histograms (reported under `protocol_metrics`).
+    pub extra: Vec<(&'static str, Histogram<u64>)>,
+    /// Local send failures (socket buffer full and the like), by reason.
+    pub send_errors: NamedCounters,
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Recorder {
+    pub fn new() -> Self {
+        Self {
+            rtt_us: new_histogram(),
+            handshake_us: new_histogram(),
+            snapshot_interarrival_us: new_histogram(),
+            send_lateness_us: new_histogram(),
+            packets_up: 0,
+            packets_down: 0,
+            bytes_up: 0,
+            bytes_down: 0,
+            inputs_sent: 0,
+            inputs_skipped: 0,
+            snapshots_applied: 0,
+            loss_down: LossCounts::default(),
+            loss_up: LossCounts::default(),
+            connects_ok: 0,
+            connect_failures: NamedCounters::default(),
+            decode_errors: NamedCounters::default(),
+            events: NamedCounters::default(),
+            extra: Vec::new(),
+            send_errors: NamedCounters::default(),
+        }
+    }
+
+    pub fn record_rtt(&mut self, us: u64) {
+        self.rtt_us.saturating_record(us.max(1));
+    }
+
+    pub fn record_handshake(&mut self, us: u64) {
+        self.handshake_us.saturating_record(us.max(1));
+        self.connects_ok += 1;
+    }
+
+    pub fn record_lateness(&mut self, us: u64) {
+        // Zero lateness is the common case; the histogram's floor is 1 µs.
+        self.send_lateness_us.saturating_record(us.max(1));
+    }
+
+    pub fn record_extra(&mut self, name: &'static str, value: u64) {
+        let h = match self.extra.iter().position(|(n, _)| *n == name) {
+            Some(i) => &mut self.extra[i].1,
+            None => {
+                self.extra.push((name, new_histogram()));
+                let last = self.extra.len() - 1;
+                &mut self.extra[last].1
+            }
+        };
+        h.saturating_record(value.max(1));
+    }
+
+    pub fn decode_error(&mut self, message: &'static str, reason: &'static str) {
+        self.decode_errors.add2(message, reason, 1);
+    }
+
+    pub fn event(&mut self, name: &'static str) {
+        self.events.add(name, 1);
+    }
+
+    pub fn datagram_up(&mut self, bytes: usize) {
+        self.packets_up += 1;
+        self.bytes_up += bytes as u64;
+    }
+
+    pub fn datagram_down(&mut self, bytes: usize) {
+        self.packets_down += 1;
+        self.bytes_down += bytes as u64;
+    }
+
+    /// Add everything in `o` to `self` (exact).
+    pub fn merge(&mut self, o: &Recorder) {
+        // Same bounds on both sides, so `add` cannot fail.
+        let _ = self.rtt_us.add(&o.rtt_us);
+        let _ = self.handshake_us.add(&o.handshake_us);
+        let _ = self.snapshot_interarrival_us.add(&o.snapshot_interarrival_us);
+        let _ = self.send_lateness_us.add(&o.send_lateness_us);
+        self.packets_up += o.packets_up;
+        self.packets_down += o.packets_down;
+        self.bytes_up += o.bytes_up;
+        self.bytes_down += o.bytes_down;
+        self.inputs_sent += o.inputs_sent;
+        self.inputs_skipped += o.inputs_skipped;
+        self.snapshots_applied += o.snapshots_applied;
+        self.loss_down.merge(&o.loss_down);
+        self.loss_up.merge(&o.loss_up);
+        self.connects_ok += o.connects_ok;
+        self.connect_failures.merge(&o.connect_failures);
+        self.decode_errors.merge(&o.decode_errors);
+        self.events.merge(&o.events);
+        self.send_errors.merge(&o.send_errors);
+        for (name, h) in &o.extra {
+            match self.extra.iter_mut().find(|(n, _)| n == name) {
+                Some((_, mine)) => {
+                    let _ = mine.add(h);
+                }
+                None => self.extra.push((name, h.clone())),
+            }
+        }
+    }
+
+    /// Hand over what was recorded since the last call and start afresh. Runs once a second
+    /// per worker, so the clone is off the hot path.
+    pub fn take_interval(&mut self) -> Recorder {
+        let out = self.clone();
+        self.reset();
+        out
+    }
+
+    /// Zero everything, keeping histogram storage and counter names.
+    pub fn reset(&mut self) {
+        self.rtt_us.reset();
+        self.handshake_us.reset();
+        self.snapshot_interarrival_us.reset();
+        self.send_lateness_us.reset();
+        for (_, h) in &mut self.extra {
+            h.reset();
+        }
+        self.packets_up = 0;
+        self.packets_down = 0;
+        self.bytes_up = 0;
+        self.bytes_down = 0;
+        self.inputs_sent = 0;
+        self.inputs_skipped = 0;
+        self.snapshots_applied = 0;
+        self.loss_down = LossCounts::default();
+        self.loss_up = LossCounts::default();
+        self.connects_ok = 0;
+        self.connect_failures.zero();
+        self.decode_errors.zero();
+        self.events.zero();
+        self.send_errors.zero();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_is_exact() {
+        let mut a = Recorder::new();
+        let mut b = Recorder::new();
+        for v in [100, 200, 300] {
+            a.record_rtt(v);
+        }
+        for v in [400, 500] {
+            b.record_rtt(v);
+        }
+        b.decode_error("snapshot", "bad_size");
+        b.record_extra("x", 7);
+        a.merge(&b);
+        assert_eq!(a.rtt_us.len(), 5);
+        assert_eq!(a.rtt_us.max(), a.rtt_us.highest_equivalent(500));
+        assert_eq!(a.decode_errors.get("snapshot.bad_size"), 1);
+        assert_eq!(a.extra.len(), 1);
+    }
+
+    #[test]
+    fn take_interval_resets_but_keeps_names() {
+        let mut a = Recorder::new();
+        a.record_rtt(100);
+        a.event("pong_late");
+        a.record_extra("x", 3);
+        let first = a.take_interval();
+        assert_eq!(first.rtt_us.len(), 1);
+        assert_eq!(first.events.get("pong_late"), 1);
+        assert_eq!(a.rtt_us.len(), 0);
+        assert_eq!(a.events.get("pong_late"), 0);
+        assert_eq!(a.extra[0].1.len(), 0);
+        a.record_rtt(50);
+        assert_eq!(a.rtt_us.len(), 1);
+    }
+
+    #[test]
+    fn loss_rate() {
+        let l = LossCounts { expected: 200, received: 190 };
+        assert!((l.rate() - 0.05).abs() < 1e-12);
+        assert_eq!(LossCounts::default().rate(), 0.0);
+    }
+}

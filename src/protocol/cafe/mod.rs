@@ -1,0 +1,68 @@
+//! The 0xCAFE protocol: raw UDP, little-endian, one message per datagram.
+//!
+//! - [`codec`]: every wire rule.
+//! - [`bot`]: the simulated client.
+//! - [`server`]: the reference server.
+
+pub mod bot;
+pub mod codec;
+pub mod server;
+
+use serde::{Deserialize, Serialize};
+
+pub use bot::CafeBot;
+pub use codec::Dialect;
+pub use server::{CafeServer, CafeServerConfig};
+
+use super::ProtocolInfo;
+
+pub const DEFAULT_PORT: u16 = 4242;
+
+pub const INFO: ProtocolInfo = ProtocolInfo {
+    name: "cafe",
+    spec: "shared/specs/cafe.md",
+    transport: "raw UDP",
+    default_port: DEFAULT_PORT,
+    rtt: "Ping with an opaque token the bot issues; the server echoes it unchanged (µs clock kept by the bot)",
+    downstream_loss: "per-connection header seq (gaps, reordering, duplicates, wrap-around); fallback: snapshot ticks",
+    upstream_loss: "not measurable: the server reports nothing back about inputs",
+    dialects: &[
+        ("spec", "cafe.md as written (default)"),
+        (
+            "implementation",
+            "the documented implementation: snapshot carries last_input u32 + count u16, no Disconnect, 2 s timeout",
+        ),
+    ],
+};
+
+/// Where downstream loss is read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LossSource {
+    /// The header's per-connection `seq` (NOTES.md's reading).
+    #[default]
+    Sequence,
+    /// Snapshot ticks, for servers whose `seq` is global across clients: the bot expects one
+    /// snapshot every `snapshot_tick_step` ticks.
+    Tick,
+}
+
+/// The protocol section of a cafe scenario.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CafeOptions {
+    pub dialect: Dialect,
+    pub loss_source: LossSource,
+    /// With `loss_source: tick`: ticks between two snapshots the server sends.
+    pub snapshot_tick_step: u32,
+}
+
+impl Default for CafeOptions {
+    fn default() -> Self {
+        Self {
+            dialect: Dialect::Spec,
+            loss_source: LossSource::Sequence,
+            snapshot_tick_step: 1,
+        }
+    }
+}

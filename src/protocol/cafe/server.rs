@@ -1,0 +1,413 @@
+//! The cafe reference server: a sans-IO state machine keyed by client address.
+//!
+//! Design decisions where cafe.md is silent (README's protocol notes repeat them):
+//! - Clients are grouped in rooms of `room_size` by player slot; a client's snapshots carry the
+//!   players of its room. A 33-byte record cannot fit a thousand players in a datagram, and a
+//!   real server has interest management of some kind; rooms keep the cost linear.
+//! - Each room's snapshot is encoded once per tick and stamped with each client's own `seq`.
+//! - A full snapshot every `full_every` ticks, and to a client's first snapshot; deltas in
+//!   between carry the entities that moved since the previous snapshot tick.
+//! - When full, the server answers Hello with Disconnect (the refusal); the implementation
+//!   dialect has no Disconnect, so there the Hello goes unanswered.
+//! - A Hello from a known address is answered with the same Welcome again (retries are
+//!   idempotent).
+//! - The server pings each client every `heartbeat_interval` with its own millisecond clock;
+//!   the bot echoes those.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use super::codec::{self, Dialect, EntityRecord, GameStats, Message, SnapshotEncoder};
+use crate::protocol::{Keys, Server, ServerStats, Transmit, MAX_DATAGRAM};
+
+/// World bounds and player speed of the reference game.
+pub const WORLD_W: f32 = 1920.0;
+pub const WORLD_H: f32 = 1080.0;
+pub const PLAYER_SPEED: f32 = 240.0;
+
+#[derive(Debug, Clone)]
+pub struct CafeServerConfig {
+    pub tick_rate: u16,
+    /// A full snapshot every this many ticks.
+    pub full_every: u32,
+    pub max_clients: usize,
+    pub client_timeout: Duration,
+    pub room_size: usize,
+    pub heartbeat_interval: Option<Duration>,
+    pub dialect: Dialect,
+}
+
+impl Default for CafeServerConfig {
+    fn default() -> Self {
+        Self {
+            tick_rate: 60,
+            full_every: 60,
+            max_clients: 10_000,
+            client_timeout: Duration::from_secs(5),
+            room_size: 32,
+            heartbeat_interval: Some(Duration::from_secs(2)),
+            dialect: Dialect::Spec,
+        }
+    }
+}
+
+impl CafeServerConfig {
+    /// Defaults of the documented implementation (2 s timeout).
+    pub fn for_dialect(dialect: Dialect) -> Self {
+        let mut c = Self {
+            dialect,
+            ..Self::default()
+        };
+        if dialect == Dialect::Implementation {
+            c.client_timeout = Duration::from_secs(2);
+        }
+        c
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Client {
+    addr: SocketAddr,
+    player_id: u16,
+    seq: u32,
+    last_seen: Instant,
+    keys: Keys,
+    record: EntityRecord,
+    moved: bool,
+    needs_full: bool,
+    last_input_ms: u32,
+    next_heartbeat: Instant,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Out {
+    Welcome(usize),
+    Pong(usize, u32),
+    Heartbeat(usize),
+    Snapshot { slot: usize, full: bool },
+    Refuse(SocketAddr),
+}
+
+/// One room's encoded snapshots for the current tick (buffers reused across ticks).
+#[derive(Debug, Default)]
+struct RoomCache {
+    delta: Vec<u8>,
+    full: Vec<u8>,
+}
+
+pub struct CafeServer {
+    cfg: CafeServerConfig,
+    epoch: Instant,
+    /// The latest time handed in (heartbeat timestamps are taken from it).
+    now: Instant,
+    slots: Vec<Option<Client>>,
+    by_addr: HashMap<SocketAddr, usize>,
+    tick: u32,
+    next_tick: Instant,
+    out: VecDeque<Out>,
+    rooms: Vec<RoomCache>,
+    stats: ServerStats,
+}
+
+impl CafeServer {
+    pub fn new(cfg: CafeServerConfig, now: Instant) -> Self {
+        let rate = cfg.tick_rate.max(1);
+        Self {
+            next_tick: now + Duration::from_secs(1) / u32::from(rate),
+            cfg,
+            epoch: now,
+            now,
+            slots: Vec::new(),
+            by_addr: HashMap::new(),
+            tick: 0,
+            out: VecDeque::with_capacity(1024),
+            rooms: Vec::new(),
+            stats: ServerStats::default(),
+        }
+    }
+
+    pub fn config(&self) -> &CafeServerConfig {
+        &self.cfg
+    }
+
+    fn tick_interval(&self) -> Duration {
+        Duration::from_secs(1) / u32::from(self.cfg.tick_rate.max(1))
+    }
+
+    fn now_ms(&self, now: Instant) -> u32 {
+        now.saturating_duration_since(self.epoch).as_millis() as u32
+    }
+
+    fn admit(&mut self, now: Instant, from: SocketAddr) {
+        if let Some(&slot) = self.by_addr.get(&from) {
+            self.stats.events.add("hello_repeated", 1);
+            self.out.push_back(Out::Welcome(slot));
+            return;
+        }
+        if self.by_addr.len() >= self.cfg.max_clients {
+            self.stats.refused += 1;
+            if self.cfg.dialect.has_disconnect() {
+                self.out.push_back(Out::Refuse(from));
+            }
+            return;
+        }
+        let slot = match self.slots.iter().position(Option::is_none) {
+            Some(s) => s,
+            None => {
+                self.slots.push(None);
+                self.slots.len() - 1
+            }
+        };
+        // Player ids start at 1 (0 is "server-owned" in owner_id).
+        let player_id = (slot + 1) as u16;
+        let spawn_x = (slot % 40) as f32 * (WORLD_W / 40.0) + 20.0;
+        let spawn_y = ((slot / 40) % 20) as f32 * (WORLD_H / 20.0) + 20.0;
+        let client = Client {
+            addr: from,
+            player_id,
+            seq: 0,
+            last_seen: now,
+            keys: Keys::default(),
+            record: EntityRecord {
+                entity_id: player_id,
+                x: spawn_x,
+                y: spawn_y,
+                hp_cur: 100,
+                hp_max: 100,
+                sprite_id: 1,
+                owner_id: player_id,
+                lives_cur: 3,
+                lives_max: 3,
+                ..EntityRecord::default()
+            },
+            moved: true,
+            needs_full: true,
+            last_input_ms: 0,
+            next_heartbeat: now + self.cfg.heartbeat_interval.unwrap_or_default(),
+        };
+        self.slots[slot] = Some(client);
+        self.by_addr.insert(from, slot);
+        self.stats.accepted += 1;
+        self.stats.clients = self.by_addr.len();
+        self.out.push_back(Out::Welcome(slot));
+    }
+
+    fn remove(&mut self, slot: usize) {
+        if let Some(c) = self.slots.get_mut(slot).and_then(Option::take) {
+            self.by_addr.remove(&c.addr);
+        }
+        self.stats.clients = self.by_addr.len();
+    }
+
+    fn step(&mut self, now: Instant) {
+        self.tick = self.tick.wrapping_add(1);
+        let dt = self.tick_interval().as_secs_f32();
+        let timeout = self.cfg.client_timeout;
+        let mut expired = Vec::new();
+        for (slot, c) in self.slots.iter_mut().enumerate() {
+            let Some(c) = c else { continue };
+            if now.saturating_duration_since(c.last_seen) >= timeout {
+                expired.push(slot);
+                continue;
+            }
+            let (ax, ay) = c.keys.axis();
+            let (vx, vy) = (ax * PLAYER_SPEED, ay * PLAYER_SPEED);
+            let r = &mut c.record;
+            let (nx, ny) = (
+                (r.x + vx * dt).clamp(0.0, WORLD_W),
+                (r.y + vy * dt).clamp(0.0, WORLD_H),
+            );
+            if nx != r.x || ny != r.y || vx != r.vx || vy != r.vy {
+                c.moved = true;
+            }
+            (r.x, r.y, r.vx, r.vy) = (nx, ny, vx, vy);
+        }
+        for slot in expired {
+            self.stats.timed_out += 1;
+            self.remove(slot);
+        }
+        let full_tick = self.tick % self.cfg.full_every.max(1) == 0;
+        self.encode_rooms(full_tick);
+        for slot in 0..self.slots.len() {
+            let Some(c) = &mut self.slots[slot] else { continue };
+            let full = full_tick || c.needs_full;
+            c.needs_full = false;
+            self.out.push_back(Out::Snapshot { slot, full });
+            if let Some(hb) = self.cfg.heartbeat_interval {
+                if now >= c.next_heartbeat {
+                    c.next_heartbeat = now + hb;
+                    self.out.push_back(Out::Heartbeat(slot));
+                }
+            }
+        }
+    }
+
+    /// Encode every room's snapshots for this tick: the delta always, the full one when it
+    /// is a full tick or a member needs its first snapshot. Then clear the moved flags.
+    fn encode_rooms(&mut self, full_tick: bool) {
+        let size = self.cfg.room_size.max(1);
+        let room_count = self.slots.len().div_ceil(size);
+        if self.rooms.len() < room_count {
+            self.rooms.resize_with(room_count, RoomCache::default);
+        }
+        let stats = GameStats {
+            score: 0,
+            wave: 1,
+            current_level: 1,
+            kills_this_level: 0,
+            kills_to_next: 10,
+            total_kills: 0,
+        };
+        for (room, cache) in self.rooms.iter_mut().enumerate().take(room_count) {
+            let members = &self.slots[room * size..((room + 1) * size).min(self.slots.len())];
+            let need_full = full_tick || members.iter().flatten().any(|c| c.needs_full);
+            for full in [false, true] {
+                if full && !need_full {
+                    continue;
+                }
+                let buf = if full { &mut cache.full } else { &mut cache.delta };
+                buf.resize(MAX_DATAGRAM, 0);
+                // The implementation dialect's last_input is per client; it is patched in
+                // at send time, so 0 here.
+                let last_input = (self.cfg.dialect == Dialect::Implementation).then_some(0);
+                let Ok(mut enc) = SnapshotEncoder::begin(buf, 0, self.tick, full, false, last_input) else {
+                    continue;
+                };
+                for c in members.iter().flatten() {
+                    if (full || c.moved) && enc.record(&c.record).is_err() {
+                        break;
+                    }
+                }
+                match enc.finish(&stats) {
+                    Ok(len) => buf.truncate(len),
+                    Err(_) => buf.clear(),
+                }
+            }
+        }
+        for c in self.slots.iter_mut().flatten() {
+            c.moved = false;
+        }
+    }
+}
+
+impl Server for CafeServer {
+    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
+        self.now = now;
+        self.stats.datagrams_in += 1;
+        self.stats.bytes_in += data.len() as u64;
+        let (_seq, msg) = match codec::decode(data, self.cfg.dialect) {
+            Ok(m) => m,
+            Err(e) => {
+                self.stats.dropped.add2(e.message, e.reason, 1);
+                return;
+            }
+        };
+        if let Message::Hello { .. } = msg {
+            self.admit(now, from);
+            return;
+        }
+        let Some(&slot) = self.by_addr.get(&from) else {
+            self.stats.dropped.add2(msg.msg_type().name(), "unknown_client", 1);
+            return;
+        };
+        let Some(client) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
+            return;
+        };
+        client.last_seen = now;
+        match msg {
+            Message::Input {
+                player_id,
+                input_mask,
+                client_time_ms,
+            } => {
+                if player_id != client.player_id {
+                    self.stats.dropped.add2("input", "wrong_player_id", 1);
+                    return;
+                }
+                client.keys = Keys((input_mask & 0x1f) as u8);
+                client.last_input_ms = client_time_ms;
+            }
+            Message::Ping { timestamp_ms } => self.out.push_back(Out::Pong(slot, timestamp_ms)),
+            Message::Disconnect => {
+                self.stats.disconnected += 1;
+                self.remove(slot);
+            }
+            Message::Hello { .. } => {}
+            Message::Welcome { .. } | Message::Snapshot(_) => {
+                self.stats.dropped.add2(msg.msg_type().name(), "wrong_direction", 1);
+            }
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.now = now;
+        let interval = self.tick_interval();
+        let mut ran = 0;
+        while self.next_tick <= now {
+            if ran == 0 {
+                self.step(now);
+            } else {
+                self.stats.events.add("ticks_skipped", 1);
+            }
+            ran += 1;
+            self.next_tick += interval;
+        }
+    }
+
+    fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<(SocketAddr, Transmit)> {
+        loop {
+            let out = self.out.pop_front()?;
+            let now_ms = self.now_ms(self.now);
+            let (addr, len) = match out {
+                Out::Refuse(addr) => (addr, codec::encode(buf, 0, &Message::Disconnect).ok()?),
+                Out::Snapshot { slot, full } => {
+                    let room = slot / self.cfg.room_size.max(1);
+                    let Some(cache) = self.rooms.get(room) else { continue };
+                    let bytes = if full { &cache.full } else { &cache.delta };
+                    let len = bytes.len();
+                    if len == 0 {
+                        continue;
+                    }
+                    let Some(dst) = buf.get_mut(..len) else { continue };
+                    dst.copy_from_slice(bytes);
+                    let Some(c) = self.slots.get_mut(slot).and_then(Option::as_mut) else { continue };
+                    codec::patch_seq(dst, c.seq);
+                    if self.cfg.dialect == Dialect::Implementation {
+                        codec::patch_last_input(dst, c.last_input_ms);
+                    }
+                    c.seq = c.seq.wrapping_add(1);
+                    (c.addr, len)
+                }
+                Out::Welcome(slot) | Out::Pong(slot, _) | Out::Heartbeat(slot) => {
+                    let tick_rate = self.cfg.tick_rate;
+                    let Some(c) = self.slots.get_mut(slot).and_then(Option::as_mut) else { continue };
+                    let msg = match out {
+                        Out::Welcome(_) => Message::Welcome {
+                            player_id: c.player_id,
+                            tick_rate,
+                        },
+                        Out::Pong(_, ts) => Message::Ping { timestamp_ms: ts },
+                        _ => Message::Ping {
+                            timestamp_ms: now_ms | 0x8000_0000,
+                        },
+                    };
+                    let len = codec::encode(buf, c.seq, &msg).ok()?;
+                    c.seq = c.seq.wrapping_add(1);
+                    (c.addr, len)
+                }
+            };
+            self.stats.datagrams_out += 1;
+            self.stats.bytes_out += len as u64;
+            return Some((addr, Transmit::datagram(len)));
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        Some(self.next_tick)
+    }
+
+    fn stats(&self) -> &ServerStats {
+        &self.stats
+    }
+}

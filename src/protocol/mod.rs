@@ -1,0 +1,204 @@
+//! Sans-IO protocol cores.
+//!
+//! Every protocol is a codec plus two state machines, a [`Bot`] (the simulated client) and a
+//! [`Server`] (the reference server). Neither touches a socket, a clock or a runtime: the
+//! caller pushes events in (`start`, `handle_datagram`, `handle_timeout`, `stop`) with the
+//! current time as a value, and pulls actions out (`poll_transmit`, `poll_timeout`). Metrics
+//! are recorded into the caller's [`Recorder`], which belongs to a worker, never to a bot.
+//!
+//! That contract (after quinn-proto) lets a test drive a thousand bots and a server in one
+//! thread with a simulated clock and a simulated lossy link, deterministically.
+
+pub mod cafe;
+pub mod pattern;
+pub mod seqwindow;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use crate::metrics::{NamedCounters, Recorder};
+pub use pattern::{InputPattern, Keys, PatternState};
+
+/// Largest datagram any protocol here writes. Callers hand buffers of at least this size to
+/// `poll_transmit`.
+pub const MAX_DATAGRAM: usize = 1500;
+
+/// What a state machine wants sent. The bytes are already in the caller's buffer.
+///
+/// `channel` and `reliable` are delivery hints for transports that have them (ENet); raw UDP
+/// ignores both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmit {
+    pub len: usize,
+    pub channel: u8,
+    pub reliable: bool,
+}
+
+impl Transmit {
+    /// An unreliable datagram on the default channel: all that raw UDP knows.
+    pub fn datagram(len: usize) -> Self {
+        Self {
+            len,
+            channel: 0,
+            reliable: false,
+        }
+    }
+}
+
+/// Where a bot is in its life. The engine counts these; it never looks inside a protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BotPhase {
+    /// Not started yet.
+    Idle,
+    /// Handshake in progress.
+    Connecting,
+    /// Handshake done; playing.
+    Connected,
+    /// Gave up (timeout, refusal); the reason was recorded as a failure counter.
+    Failed,
+    /// Left after `stop` or after the server closed the session.
+    Closed,
+}
+
+/// Behaviour every protocol's bot shares, taken from the scenario.
+#[derive(Debug, Clone)]
+pub struct BotParams {
+    /// Index of this bot in the whole swarm (stable across runs with the same scenario).
+    pub index: u32,
+    /// Inputs per second on the fixed grid; 0 sends input on change only.
+    pub input_rate_hz: f64,
+    /// Send inputs only when the pattern changes (as some specs describe) instead of at the rate.
+    pub input_on_change: bool,
+    /// Where on the input grid this bot sits, so bots spread across the tick.
+    pub phase_offset: Duration,
+    pub pattern: InputPattern,
+    /// Interval between RTT probes.
+    pub ping_interval: Duration,
+    /// Handshake: resend the hello this often until answered...
+    pub handshake_retry: Duration,
+    /// ...and give up after this long.
+    pub handshake_timeout: Duration,
+    /// Declare the session dead when the server stays silent this long.
+    pub server_silence_timeout: Duration,
+    /// Seed of this bot's own generator (derived from the scenario seed and the index).
+    pub seed: u64,
+}
+
+impl BotParams {
+    /// Defaults for tests and for scenarios that leave behaviour unset.
+    pub fn with_index(index: u32, seed: u64) -> Self {
+        Self {
+            index,
+            input_rate_hz: 60.0,
+            input_on_change: false,
+            phase_offset: Duration::ZERO,
+            pattern: InputPattern::RandomWalk {
+                change_every: Duration::from_millis(500),
+            },
+            ping_interval: Duration::from_secs(1),
+            handshake_retry: Duration::from_millis(500),
+            handshake_timeout: Duration::from_secs(5),
+            server_silence_timeout: Duration::from_secs(5),
+            seed,
+        }
+    }
+
+    /// Time between two inputs on the grid, or `None` when input is sent on change only.
+    pub fn input_period(&self) -> Option<Duration> {
+        if self.input_rate_hz > 0.0 {
+            Some(Duration::from_secs_f64(1.0 / self.input_rate_hz))
+        } else {
+            None
+        }
+    }
+}
+
+/// A simulated client. See the module docs for the contract.
+pub trait Bot: Send {
+    /// Begin the session (send the hello).
+    fn start(&mut self, now: Instant, rec: &mut Recorder);
+    /// One datagram from the server.
+    fn handle_datagram(&mut self, now: Instant, data: &[u8], rec: &mut Recorder);
+    /// The time from [`Bot::poll_timeout`] has come (or passed).
+    fn handle_timeout(&mut self, now: Instant, rec: &mut Recorder);
+    /// End the session politely (send the protocol's disconnect, if it has one).
+    fn stop(&mut self, now: Instant, rec: &mut Recorder);
+    /// Write the next datagram to send into `buf`; `None` when nothing is pending.
+    fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<Transmit>;
+    /// When the bot next wants [`Bot::handle_timeout`].
+    fn poll_timeout(&self) -> Option<Instant>;
+    fn phase(&self) -> BotPhase;
+}
+
+/// Counters every reference server keeps; the serve command prints them.
+#[derive(Debug, Default, Clone)]
+pub struct ServerStats {
+    pub clients: usize,
+    pub accepted: u64,
+    pub refused: u64,
+    pub timed_out: u64,
+    pub disconnected: u64,
+    pub datagrams_in: u64,
+    pub datagrams_out: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    /// Malformed or unexpected datagrams, by `message.reason`.
+    pub dropped: NamedCounters,
+    /// Everything else worth counting (heartbeat echoes, skipped ticks, ...).
+    pub events: NamedCounters,
+}
+
+/// A reference server, keyed by peer address.
+pub trait Server: Send {
+    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]);
+    fn handle_timeout(&mut self, now: Instant);
+    /// Next datagram to send and its destination.
+    fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<(SocketAddr, Transmit)>;
+    fn poll_timeout(&self) -> Option<Instant>;
+    fn stats(&self) -> &ServerStats;
+}
+
+/// The protocols tickswarm speaks, and what each can measure (`tickswarm protocols`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProtocolName {
+    Cafe,
+}
+
+impl ProtocolName {
+    pub const ALL: &'static [ProtocolName] = &[ProtocolName::Cafe];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProtocolName::Cafe => "cafe",
+        }
+    }
+
+    pub fn info(self) -> ProtocolInfo {
+        match self {
+            ProtocolName::Cafe => cafe::INFO,
+        }
+    }
+}
+
+impl std::fmt::Display for ProtocolName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Static description of a protocol, shown by `tickswarm protocols` and in reports.
+#[derive(Debug, Clone, Copy)]
+pub struct ProtocolInfo {
+    pub name: &'static str,
+    pub spec: &'static str,
+    pub transport: &'static str,
+    pub default_port: u16,
+    /// How RTT is measured.
+    pub rtt: &'static str,
+    /// How downstream (server to bot) loss is measured.
+    pub downstream_loss: &'static str,
+    /// How upstream loss is measured, or why it cannot be.
+    pub upstream_loss: &'static str,
+    pub dialects: &'static [(&'static str, &'static str)],
+}

@@ -1,0 +1,183 @@
+//! What a bot presses, as a function of time: the scenario's input pattern.
+//!
+//! Patterns produce [`Keys`], a protocol-neutral set of buttons; each protocol maps them to
+//! its own wire form (cafe's input mask, a city move axis, ...).
+
+use std::time::Duration;
+
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+/// Buttons held, one bit each. The bit order matches cafe's `input_mask`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Keys(pub u8);
+
+impl Keys {
+    pub const UP: u8 = 1 << 0;
+    pub const DOWN: u8 = 1 << 1;
+    pub const LEFT: u8 = 1 << 2;
+    pub const RIGHT: u8 = 1 << 3;
+    pub const SHOOT: u8 = 1 << 4;
+
+    /// Movement axis in screen coordinates (y grows downwards), each component -1, 0 or 1.
+    pub fn axis(self) -> (f32, f32) {
+        let b = |bit: u8| if self.0 & bit != 0 { 1.0 } else { 0.0 };
+        (b(Self::RIGHT) - b(Self::LEFT), b(Self::DOWN) - b(Self::UP))
+    }
+
+    pub fn shoot(self) -> bool {
+        self.0 & Self::SHOOT != 0
+    }
+
+    /// Parse a key list as written in scenarios: `[up, left, shoot]`.
+    pub fn from_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<Self, String> {
+        let mut k = 0;
+        for n in names {
+            k |= match n {
+                "up" => Self::UP,
+                "down" => Self::DOWN,
+                "left" => Self::LEFT,
+                "right" => Self::RIGHT,
+                "shoot" => Self::SHOOT,
+                other => {
+                    return Err(format!(
+                        "unknown key `{other}`, expected one of up, down, left, right, shoot"
+                    ))
+                }
+            };
+        }
+        Ok(Keys(k))
+    }
+}
+
+/// The eight compass directions, clockwise from up.
+const COMPASS: [u8; 8] = [
+    Keys::UP,
+    Keys::UP | Keys::RIGHT,
+    Keys::RIGHT,
+    Keys::DOWN | Keys::RIGHT,
+    Keys::DOWN,
+    Keys::DOWN | Keys::LEFT,
+    Keys::LEFT,
+    Keys::UP | Keys::LEFT,
+];
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum InputPattern {
+    /// Nothing pressed: measures the server's idle cost per client.
+    Idle,
+    /// A new random direction (or standing still), and shooting one time in five, every
+    /// `change_every`.
+    RandomWalk { change_every: Duration },
+    /// Walk the eight compass directions in turn, one full turn per `period`.
+    Circle { period: Duration },
+    /// Hold each step's keys for its duration, then loop.
+    Scripted { steps: Vec<(Keys, Duration)> },
+}
+
+/// A bot's position in its pattern.
+#[derive(Debug, Clone)]
+pub struct PatternState {
+    current: Keys,
+    next_change: Duration,
+}
+
+impl PatternState {
+    pub fn new() -> Self {
+        Self {
+            current: Keys::default(),
+            next_change: Duration::ZERO,
+        }
+    }
+
+    /// Keys held at `elapsed` since the bot connected.
+    pub fn sample(&mut self, pattern: &InputPattern, elapsed: Duration, rng: &mut ChaCha8Rng) -> Keys {
+        match pattern {
+            InputPattern::Idle => Keys::default(),
+            InputPattern::RandomWalk { change_every } => {
+                if elapsed >= self.next_change {
+                    let dir = rng.random_range(0..9usize);
+                    let mut k = COMPASS.get(dir).copied().unwrap_or(0);
+                    if rng.random_range(0..5u8) == 0 {
+                        k |= Keys::SHOOT;
+                    }
+                    self.current = Keys(k);
+                    self.next_change = elapsed + (*change_every).max(Duration::from_millis(1));
+                }
+                self.current
+            }
+            InputPattern::Circle { period } => {
+                let p = period.as_secs_f64().max(1e-3);
+                let turn = (elapsed.as_secs_f64() / p).fract();
+                Keys(COMPASS[((turn * 8.0) as usize).min(7)])
+            }
+            InputPattern::Scripted { steps } => {
+                let total: Duration = steps.iter().map(|(_, d)| *d).sum();
+                if total.is_zero() {
+                    return Keys::default();
+                }
+                let mut t = Duration::from_nanos((elapsed.as_nanos() % total.as_nanos()) as u64);
+                for (keys, d) in steps {
+                    if t < *d {
+                        return *keys;
+                    }
+                    t -= *d;
+                }
+                Keys::default()
+            }
+        }
+    }
+}
+
+impl Default for PatternState {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn axis_follows_keys() {
+        assert_eq!(Keys(Keys::UP | Keys::RIGHT).axis(), (1.0, -1.0));
+        assert_eq!(Keys(Keys::LEFT | Keys::RIGHT).axis(), (0.0, 0.0));
+    }
+
+    #[test]
+    fn circle_visits_every_direction_in_order() {
+        let mut s = PatternState::new();
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let p = InputPattern::Circle { period: Duration::from_secs(8) };
+        let seen: Vec<u8> = (0..8)
+            .map(|i| s.sample(&p, Duration::from_millis(i * 1000 + 500), &mut rng).0)
+            .collect();
+        assert_eq!(seen, COMPASS.to_vec());
+    }
+
+    #[test]
+    fn scripted_loops() {
+        let mut s = PatternState::new();
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let p = InputPattern::Scripted {
+            steps: vec![(Keys(Keys::UP), Duration::from_secs(1)), (Keys(Keys::SHOOT), Duration::from_secs(2))],
+        };
+        assert_eq!(s.sample(&p, Duration::from_millis(500), &mut rng), Keys(Keys::UP));
+        assert_eq!(s.sample(&p, Duration::from_millis(2500), &mut rng), Keys(Keys::SHOOT));
+        assert_eq!(s.sample(&p, Duration::from_millis(3500), &mut rng), Keys(Keys::UP));
+    }
+
+    #[test]
+    fn random_walk_is_deterministic_per_seed() {
+        let p = InputPattern::RandomWalk { change_every: Duration::from_millis(100) };
+        let run = |seed| {
+            let mut s = PatternState::new();
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            (0..50).map(|i| s.sample(&p, Duration::from_millis(i * 37), &mut rng).0).collect::<Vec<_>>()
+        };
+        assert_eq!(run(7), run(7));
+        assert_ne!(run(7), run(8));
+    }
+}

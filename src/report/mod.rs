@@ -1,0 +1,5 @@
+//! Run outputs: summary.json (the contract), report.html, JUnit XML.
+
+pub mod summary;
+
+pub use summary::Summary;

@@ -1,0 +1,120 @@
+//! summary.json: the v1 contract of a run's result. Keys are added, never renamed.
+
+use serde::{Deserialize, Serialize};
+
+use crate::metrics::{HistSummary, LossSummary};
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct BotCounts {
+    /// Peak population the scenario asked for.
+    pub planned: u64,
+    /// Bots that completed the handshake at least once.
+    pub connected: u64,
+    /// Bots whose handshake failed (by reason in `errors.connect`).
+    pub failed: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Loss {
+    pub downstream: Option<LossSummary>,
+    /// `null` where the protocol cannot measure it.
+    pub upstream: Option<LossSummary>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Bandwidth {
+    pub up_bytes: u64,
+    pub down_bytes: u64,
+    pub up_packets: u64,
+    pub down_packets: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Generator {
+    /// How late inputs left relative to their intended grid time.
+    pub send_lateness_us: HistSummary,
+    /// Grid slots skipped because a worker fell a whole period behind.
+    pub inputs_skipped: u64,
+    pub workers: usize,
+    /// Local send failures by reason (socket buffer full, ...).
+    pub send_errors: std::collections::BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ThresholdResult {
+    /// e.g. `rtt_us.p99`
+    pub metric: String,
+    /// As written in the scenario, e.g. `rtt p99 < 50ms`.
+    pub condition: String,
+    /// The measured value in the metric's unit (µs for times, a fraction for rates).
+    pub observed: Option<f64>,
+    pub ok: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Errors {
+    /// Malformed datagrams dropped, by `message.reason`.
+    pub decode: std::collections::BTreeMap<String, u64>,
+    /// Failed handshakes by reason.
+    pub connect: std::collections::BTreeMap<String, u64>,
+}
+
+/// One second of the run, for the time-series charts.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct IntervalPoint {
+    /// Seconds since the run started (end of the interval).
+    pub t: f64,
+    pub bots_connected: u64,
+    pub rtt_p50_us: u64,
+    pub rtt_p99_us: u64,
+    pub loss_down_rate: f64,
+    pub packets_up: u64,
+    pub packets_down: u64,
+    pub bytes_up: u64,
+    pub bytes_down: u64,
+    pub lateness_p99_us: u64,
+    pub inputs_sent: u64,
+    pub snapshots_applied: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Summary {
+    /// Contract version of this file.
+    pub schema: u32,
+    pub protocol: String,
+    pub transport: String,
+    pub dialect: String,
+    pub scenario: String,
+    pub scenario_file: String,
+    pub target: String,
+    pub started_at: String,
+    pub duration_s: f64,
+    /// True when the run was cut short (Ctrl-C).
+    pub interrupted: bool,
+    pub seed: u64,
+    pub bots: BotCounts,
+    pub rtt_us: HistSummary,
+    pub handshake_us: HistSummary,
+    pub snapshot_interarrival_us: HistSummary,
+    pub generator: Generator,
+    pub loss: Loss,
+    /// How each loss direction is measured for this protocol (or why it cannot be).
+    pub loss_method: LossMethod,
+    pub bandwidth: Bandwidth,
+    pub inputs_sent: u64,
+    pub snapshots_applied: u64,
+    pub errors: Errors,
+    /// Per-protocol extras: counters, and histograms as `{count,min,mean,p50,...}`.
+    pub protocol_metrics: serde_json::Map<String, serde_json::Value>,
+    pub thresholds: Vec<ThresholdResult>,
+    /// `pass` or `fail`.
+    pub verdict: String,
+    /// Per-second series (also drawn in report.html).
+    pub intervals: Vec<IntervalPoint>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct LossMethod {
+    pub downstream: String,
+    pub upstream: String,
+}
