@@ -1,0 +1,128 @@
+//! Scenario files: YAML in, a validated [`Plan`] out.
+//!
+//! Parsing is strict: unknown keys are rejected (with a suggestion when a known key is close),
+//! and every error names the file, line and column.
+
+pub mod duration;
+mod file;
+mod plan;
+pub mod threshold;
+
+use std::path::{Path, PathBuf};
+
+use thiserror::Error;
+
+pub use duration::{format_duration, parse_duration, Dur};
+pub use file::{
+    Behaviour, EngineSection, OutputSection, PatternSpec, ProtocolSection, ScenarioFile,
+    ServerSection, Stage, Target,
+};
+pub use plan::{Plan, Overrides, SpawnEvent};
+pub use threshold::{Metric, Threshold};
+
+#[derive(Debug, Error)]
+pub enum ScenarioError {
+    #[error("cannot read scenario {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// A YAML or schema error, already rendered with file, line, column and a snippet.
+    #[error("{0}")]
+    Parse(String),
+    /// A rule that spans several keys (no single location).
+    #[error("{path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+/// Read and parse a scenario file.
+pub fn load(path: &Path) -> Result<ScenarioFile, ScenarioError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse(&text, path)
+}
+
+/// Parse scenario text; `path` is only used in messages.
+pub fn parse(text: &str, path: &Path) -> Result<ScenarioFile, ScenarioError> {
+    serde_saphyr::from_str::<ScenarioFile>(text).map_err(|e| {
+        let shown = path.display().to_string();
+        let mut msg = e.to_string().replace("<input>", &shown);
+        // "error: line 4 column 3: ..." -> "scenario.yaml:4:3: ..." so editors can jump to it.
+        if let Some(rest) = msg.strip_prefix("error: line ") {
+            if let Some((line, rest)) = rest.split_once(" column ") {
+                if let Some((col, rest)) = rest.split_once(": ") {
+                    msg = format!("{shown}:{line}:{col}: {rest}");
+                }
+            }
+        }
+        if let Some(hint) = suggest_key(&msg) {
+            msg.push_str(&format!("\nhelp: did you mean `{hint}`?"));
+        }
+        ScenarioError::Parse(msg)
+    })
+}
+
+/// For "unknown field `x`, expected one of a, b": the closest known key, if it is close.
+fn suggest_key(msg: &str) -> Option<String> {
+    let rest = msg.split("unknown field `").nth(1)?;
+    let (unknown, rest) = rest.split_once('`')?;
+    let expected = rest.split("expected one of ").nth(1).or_else(|| rest.split("expected ").nth(1))?;
+    let first_line = expected.lines().next()?;
+    first_line
+        .split(',')
+        .map(|k| k.trim().trim_matches('`'))
+        .filter(|k| !k.is_empty())
+        .map(|k| (strsim::jaro_winkler(unknown, k), k))
+        .filter(|(score, _)| *score > 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, k)| k.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suggestion_for_a_close_key() {
+        let m = "x.yaml:3:1: unknown field `durration`, expected one of name, duration, seed";
+        assert_eq!(suggest_key(m).as_deref(), Some("duration"));
+        let m = "unknown field `zzz`, expected one of name, duration";
+        assert_eq!(suggest_key(m), None);
+    }
+}
+
+#[cfg(test)]
+mod parse_tests {
+    use super::*;
+
+    #[test]
+    fn quickstart_parses() {
+        let p = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/quickstart.yaml"));
+        let f = load(p).unwrap();
+        let plan = Plan::build(f, p, &Overrides::default()).unwrap();
+        assert_eq!(plan.planned, 100);
+        assert_eq!(plan.thresholds.len(), 3);
+    }
+
+    #[test]
+    fn errors_name_file_line_and_column() {
+        let text = "name: x\nprotocol:\n  cafe:\n    dialectt: spec\npopulation:\n  stages: []\n";
+        let e = parse(text, Path::new("s.yaml")).unwrap_err().to_string();
+        eprintln!("{e}");
+        assert!(e.contains("s.yaml:4:"), "{e}");
+        let text = "name: x\nprotocol:\n  cafe: {}\npopulation:\n  stages:\n    - ramp_to: 10\n      over: 5\n";
+        let e = parse(text, Path::new("s.yaml")).unwrap_err().to_string();
+        eprintln!("{e}");
+        assert!(e.contains("s.yaml:7:"), "{e}");
+        let text = "name: x\nprotocol:\n  cafe: {}\npopulation:\n  stages: []\nthresholds:\n  - rtt < 5ms\n";
+        let e = parse(text, Path::new("s.yaml")).unwrap_err().to_string();
+        eprintln!("{e}");
+        assert!(e.contains("s.yaml:7:"), "{e}");
+        let text = "name: x\nprotocol:\n  cafe: {}\npopulation:\n  stages: []\ndurration: 5s\n";
+        let e = parse(text, Path::new("s.yaml")).unwrap_err().to_string();
+        eprintln!("{e}");
+        assert!(e.contains("did you mean `duration`"), "{e}");
+    }
+}

@@ -1,0 +1,390 @@
+//! From a parsed scenario (plus command-line overrides) to what the engine runs.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::duration::format_duration;
+use super::file::{InputMode, PatternSpec, ScenarioFile, Stage, Target};
+use super::threshold::{Metric, Threshold};
+use super::{ProtocolSection, ScenarioError, ServerSection};
+use crate::protocol::{BotParams, InputPattern, Keys};
+
+/// Command-line values that win over the file.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub target: Option<String>,
+    pub bots: Option<u64>,
+    pub duration: Option<Duration>,
+    pub out: Option<PathBuf>,
+    pub seed: Option<u64>,
+    pub workers: Option<usize>,
+}
+
+/// When one bot starts and (on a ramp down) stops, relative to the run start.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SpawnEvent {
+    pub index: u32,
+    pub start: Duration,
+    pub stop: Option<Duration>,
+}
+
+#[derive(Debug, Clone)]
+pub enum Targets {
+    Embedded,
+    Addrs(Vec<SocketAddr>),
+}
+
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub name: String,
+    pub file: PathBuf,
+    pub protocol: ProtocolSection,
+    pub targets: Targets,
+    /// As written (or overridden), for reports.
+    pub target_text: String,
+    pub server: ServerSection,
+    /// Bots that start within the run's duration.
+    pub planned: u64,
+    pub spawns: Vec<SpawnEvent>,
+    pub duration: Duration,
+    pub seed: u64,
+    /// Behaviour shared by every bot; `for_bot` fills in index, phase and seed.
+    pub bot_template: BotParams,
+    pub thresholds: Vec<Threshold>,
+    pub out_dir: Option<PathBuf>,
+    pub junit: bool,
+    pub workers: usize,
+}
+
+fn invalid(path: &Path, message: impl Into<String>) -> ScenarioError {
+    ScenarioError::Invalid {
+        path: path.to_path_buf(),
+        message: message.into(),
+    }
+}
+
+/// SplitMix64: decorrelates per-bot seeds derived from one scenario seed.
+pub fn mix_seed(seed: u64, index: u64) -> u64 {
+    let mut z = seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+impl Plan {
+    pub fn build(file: ScenarioFile, path: &Path, ov: &Overrides) -> Result<Plan, ScenarioError> {
+        let protocol = file.protocol.clone();
+        let info = protocol.name().info();
+
+        // Target.
+        let target_text = match (&ov.target, &file.target) {
+            (Some(t), _) => t.clone(),
+            (None, Target::Embedded) => "embedded".into(),
+            (None, Target::One(t)) => t.clone(),
+            (None, Target::Many(v)) => v.join(","),
+        };
+        let targets = if target_text == "embedded" {
+            Targets::Embedded
+        } else {
+            let mut addrs = Vec::new();
+            for t in target_text.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+                let with_port = if t.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) {
+                    t.to_string()
+                } else {
+                    format!("{t}:{}", info.default_port)
+                };
+                let a = with_port
+                    .to_socket_addrs()
+                    .map_err(|e| invalid(path, format!("target `{t}` does not resolve: {e}")))?
+                    .next()
+                    .ok_or_else(|| invalid(path, format!("target `{t}` has no address")))?;
+                addrs.push(a);
+            }
+            if addrs.is_empty() {
+                return Err(invalid(path, "target is empty"));
+            }
+            Targets::Addrs(addrs)
+        };
+
+        // Population.
+        let stages = &file.population.stages;
+        if stages.is_empty() {
+            return Err(invalid(path, "population.stages is empty: add e.g. `- ramp_to: 100\n    over: 5s`"));
+        }
+        let file_peak = stages
+            .iter()
+            .filter_map(|s| match s {
+                Stage::Ramp { ramp_to, .. } => Some(*ramp_to),
+                Stage::Hold { .. } => None,
+            })
+            .max()
+            .unwrap_or(0);
+        if file_peak == 0 {
+            return Err(invalid(path, "population never rises above 0 bots: add a `ramp_to` stage"));
+        }
+        let scale = |n: u64| match ov.bots {
+            Some(b) => ((n as f64) * (b as f64) / (file_peak as f64)).round() as u64,
+            None => n,
+        };
+        if ov.bots == Some(0) {
+            return Err(invalid(path, "--bots must be at least 1"));
+        }
+        let stage_total: Duration = stages
+            .iter()
+            .map(|s| match s {
+                Stage::Ramp { over, .. } => over.0,
+                Stage::Hold { hold } => hold.0,
+            })
+            .sum();
+        let duration = ov
+            .duration
+            .or(file.duration.map(|d| d.0))
+            .unwrap_or(stage_total);
+        if duration.is_zero() {
+            return Err(invalid(path, "the run lasts 0s: set `duration` or give the stages a length"));
+        }
+        let mut spawns = spawn_schedule(stages, &scale).map_err(|m| invalid(path, m))?;
+        if let Some(rate) = file.population.spawn_rate {
+            if rate <= 0.0 || !rate.is_finite() {
+                return Err(invalid(path, "population.spawn_rate must be a positive number of bots per second"));
+            }
+            let gap = Duration::from_secs_f64(1.0 / rate);
+            let mut last: Option<Duration> = None;
+            for s in &mut spawns {
+                if let Some(l) = last {
+                    s.start = s.start.max(l + gap);
+                }
+                if let Some(stop) = s.stop {
+                    s.stop = Some(stop.max(s.start));
+                }
+                last = Some(s.start);
+            }
+        }
+        spawns.retain(|s| s.start < duration);
+        let planned = spawns.len() as u64;
+        if planned == 0 {
+            return Err(invalid(path, "no bot starts within the run's duration"));
+        }
+
+        // Thresholds the protocol cannot measure are a scenario error, not a silent pass.
+        for t in &file.thresholds {
+            if t.metric == Metric::UpstreamLoss && info.upstream_loss.starts_with("not measurable") {
+                return Err(invalid(
+                    path,
+                    format!("threshold `{t}`: upstream loss is {} ({})", info.upstream_loss, info.name),
+                ));
+            }
+        }
+
+        // Behaviour.
+        let b = &file.behaviour;
+        if !(b.input_rate > 0.0 && b.input_rate <= 1000.0) {
+            return Err(invalid(path, "behaviour.input_rate must be between 0 and 1000 Hz"));
+        }
+        let pattern = match &b.pattern {
+            PatternSpec::Idle => InputPattern::Idle,
+            PatternSpec::RandomWalk { change_every } => InputPattern::RandomWalk {
+                change_every: change_every.0,
+            },
+            PatternSpec::Circle { period } => InputPattern::Circle { period: period.0 },
+            PatternSpec::Scripted { steps } => {
+                let mut out = Vec::with_capacity(steps.len());
+                for s in steps {
+                    let keys = Keys::from_names(s.keys.iter().map(String::as_str))
+                        .map_err(|m| invalid(path, format!("behaviour.pattern.steps: {m}")))?;
+                    out.push((keys, s.hold_for.0));
+                }
+                if out.iter().all(|(_, d)| d.is_zero()) {
+                    return Err(invalid(path, "behaviour.pattern.steps: the script has no length"));
+                }
+                InputPattern::Scripted { steps: out }
+            }
+        };
+        let seed = ov.seed.or(file.seed).unwrap_or(1);
+        let bot_template = BotParams {
+            index: 0,
+            input_rate_hz: b.input_rate,
+            input_on_change: b.input_mode == InputMode::OnChange,
+            phase_offset: Duration::ZERO,
+            pattern,
+            ping_interval: b.ping_interval.0.max(Duration::from_millis(10)),
+            handshake_retry: b.handshake_retry.0.max(Duration::from_millis(10)),
+            handshake_timeout: b.handshake_timeout.0,
+            server_silence_timeout: b.silence_timeout.0,
+            seed,
+        };
+
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let workers = ov
+            .workers
+            .or(file.engine.workers)
+            .unwrap_or(cores)
+            .clamp(1, planned.max(1) as usize);
+
+        Ok(Plan {
+            name: file.name.clone(),
+            file: path.to_path_buf(),
+            protocol,
+            targets,
+            target_text,
+            server: file.server.clone(),
+            planned,
+            spawns,
+            duration,
+            seed,
+            bot_template,
+            thresholds: file.thresholds.clone(),
+            out_dir: ov.out.clone().or(file.output.dir.as_ref().map(PathBuf::from)),
+            junit: file.output.junit.unwrap_or(true),
+            workers,
+        })
+    }
+
+    /// The parameters of bot `index`: its own seed and its place on the input grid.
+    pub fn bot_params(&self, index: u32) -> BotParams {
+        let mut p = self.bot_template.clone();
+        p.index = index;
+        p.seed = mix_seed(self.seed, u64::from(index));
+        if let Some(period) = p.input_period() {
+            // Spread bots evenly across one input period.
+            let frac = (f64::from(index) * 0.618_033_988_749_895).fract();
+            p.phase_offset = period.mul_f64(frac);
+        }
+        p
+    }
+
+    /// What `validate` prints.
+    pub fn describe(&self) -> String {
+        let info = self.protocol.name().info();
+        let mut s = String::new();
+        s.push_str(&format!("scenario   {} ({})\n", self.name, self.file.display()));
+        s.push_str(&format!(
+            "protocol   {} over {}, dialect {}\n",
+            info.name,
+            info.transport,
+            self.protocol.dialect_name()
+        ));
+        s.push_str(&format!("target     {}\n", self.target_text));
+        s.push_str(&format!(
+            "bots       {} over {} ({} workers)\n",
+            self.planned,
+            format_duration(self.duration),
+            self.workers
+        ));
+        if let (Some(first), Some(last)) = (self.spawns.first(), self.spawns.last()) {
+            s.push_str(&format!(
+                "ramp       first bot at {}, last at {}\n",
+                format_duration(first.start),
+                format_duration(last.start)
+            ));
+        }
+        let b = &self.bot_template;
+        s.push_str(&format!(
+            "input      {} Hz{}, pattern {:?}\n",
+            b.input_rate_hz,
+            if b.input_on_change { " (sent on change)" } else { "" },
+            b.pattern
+        ));
+        s.push_str(&format!(
+            "pings      every {}; handshake retry {} timeout {}\n",
+            format_duration(b.ping_interval),
+            format_duration(b.handshake_retry),
+            format_duration(b.handshake_timeout)
+        ));
+        s.push_str(&format!("seed       {}\n", self.seed));
+        if self.thresholds.is_empty() {
+            s.push_str("thresholds none (verdict is always pass)\n");
+        }
+        for t in &self.thresholds {
+            s.push_str(&format!("threshold  {}  [{}]\n", t.text, t.metric.path()));
+        }
+        s
+    }
+}
+
+/// Start (and stop) times per bot from piecewise-linear stages.
+fn spawn_schedule(stages: &[Stage], scale: &dyn Fn(u64) -> u64) -> Result<Vec<SpawnEvent>, String> {
+    let mut out: Vec<SpawnEvent> = Vec::new();
+    let mut t0 = Duration::ZERO;
+    let mut current: u64 = 0;
+    let mut went_down = false;
+    for stage in stages {
+        match stage {
+            Stage::Hold { hold } => t0 += hold.0,
+            Stage::Ramp { ramp_to, over } => {
+                let to = scale(*ramp_to);
+                let over = over.0;
+                if to > current {
+                    if went_down {
+                        return Err("ramping up again after a ramp down is not supported".into());
+                    }
+                    let span = (to - current) as f64;
+                    for i in current..to {
+                        let frac = (i + 1 - current) as f64 / span;
+                        out.push(SpawnEvent {
+                            index: u32::try_from(i).map_err(|_| "too many bots")?,
+                            start: t0 + over.mul_f64(frac),
+                            stop: None,
+                        });
+                    }
+                } else if to < current {
+                    went_down = true;
+                    let span = (current - to) as f64;
+                    for i in to..current {
+                        let frac = (current - i) as f64 / span;
+                        if let Some(ev) = out.get_mut(i as usize) {
+                            ev.stop = Some(t0 + over.mul_f64(frac));
+                        }
+                    }
+                }
+                current = to;
+                t0 += over;
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::Dur;
+
+    fn ramp(to: u64, secs: u64) -> Stage {
+        Stage::Ramp {
+            ramp_to: to,
+            over: Dur(Duration::from_secs(secs)),
+        }
+    }
+
+    #[test]
+    fn linear_ramp_spaces_bots_evenly() {
+        let s = spawn_schedule(&[ramp(4, 4)], &|n| n).unwrap();
+        let starts: Vec<u64> = s.iter().map(|e| e.start.as_millis() as u64).collect();
+        assert_eq!(starts, vec![1000, 2000, 3000, 4000]);
+    }
+
+    #[test]
+    fn ramp_down_stops_highest_first() {
+        let s = spawn_schedule(
+            &[ramp(4, 0), Stage::Hold { hold: Dur(Duration::from_secs(10)) }, ramp(2, 2)],
+            &|n| n,
+        )
+        .unwrap();
+        assert_eq!(s[3].stop, Some(Duration::from_secs(11)));
+        assert_eq!(s[2].stop, Some(Duration::from_secs(12)));
+        assert_eq!(s[1].stop, None);
+    }
+
+    #[test]
+    fn up_after_down_is_refused() {
+        assert!(spawn_schedule(&[ramp(4, 1), ramp(2, 1), ramp(5, 1)], &|n| n).is_err());
+    }
+
+    #[test]
+    fn seeds_differ_per_bot_and_repeat_per_seed() {
+        assert_ne!(mix_seed(1, 0), mix_seed(1, 1));
+        assert_eq!(mix_seed(7, 3), mix_seed(7, 3));
+    }
+}

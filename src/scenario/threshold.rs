@@ -1,0 +1,252 @@
+//! Pass/fail conditions: `rtt p99 < 50ms`, `downstream_loss < 1%`, `connect_success > 99.9%`.
+//!
+//! Grammar: `METRIC [STAT] OP VALUE[UNIT]`.
+//! - Time metrics (`rtt`, `handshake`, `send_lateness`, `snapshot_interarrival`) take a STAT
+//!   (`min`, `mean`, `p50`, `p90`, `p99`, `p999`, `max`) and a time value (`us`, `ms`, `s`).
+//! - Rate metrics (`downstream_loss`, `upstream_loss`, `connect_success`) take a percentage
+//!   (`1%`) or a fraction (`0.01`).
+//! - Count metrics (`decode_errors`, `bots_failed`, `inputs_skipped`) take a plain number.
+//!
+//! Observed values are compared in the metric's own unit: microseconds for times, a fraction
+//! for rates.
+
+use std::fmt;
+
+use serde::de::{self, Deserializer};
+use serde::{Deserialize, Serialize, Serializer};
+
+use super::duration::parse_duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeMetric {
+    Rtt,
+    Handshake,
+    SendLateness,
+    SnapshotInterarrival,
+}
+
+impl TimeMetric {
+    /// The summary.json key of its histogram.
+    pub fn key(self) -> &'static str {
+        match self {
+            TimeMetric::Rtt => "rtt_us",
+            TimeMetric::Handshake => "handshake_us",
+            TimeMetric::SendLateness => "generator.send_lateness_us",
+            TimeMetric::SnapshotInterarrival => "snapshot_interarrival_us",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stat {
+    Min,
+    Mean,
+    P50,
+    P90,
+    P99,
+    P999,
+    Max,
+}
+
+impl Stat {
+    pub fn name(self) -> &'static str {
+        match self {
+            Stat::Min => "min",
+            Stat::Mean => "mean",
+            Stat::P50 => "p50",
+            Stat::P90 => "p90",
+            Stat::P99 => "p99",
+            Stat::P999 => "p999",
+            Stat::Max => "max",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    Time(TimeMetric, Stat),
+    DownstreamLoss,
+    UpstreamLoss,
+    ConnectSuccess,
+    DecodeErrors,
+    BotsFailed,
+    InputsSkipped,
+}
+
+impl Metric {
+    /// Where the observed value sits in summary.json.
+    pub fn path(self) -> String {
+        match self {
+            Metric::Time(m, s) => format!("{}.{}", m.key(), s.name()),
+            Metric::DownstreamLoss => "loss.downstream.rate".into(),
+            Metric::UpstreamLoss => "loss.upstream.rate".into(),
+            Metric::ConnectSuccess => "bots.connected / bots.planned".into(),
+            Metric::DecodeErrors => "errors.decode (total)".into(),
+            Metric::BotsFailed => "bots.failed".into(),
+            Metric::InputsSkipped => "generator.inputs_skipped".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl Op {
+    pub fn holds(self, observed: f64, limit: f64) -> bool {
+        match self {
+            Op::Lt => observed < limit,
+            Op::Le => observed <= limit,
+            Op::Gt => observed > limit,
+            Op::Ge => observed >= limit,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Threshold {
+    pub metric: Metric,
+    pub op: Op,
+    /// In the metric's unit (µs, fraction, count).
+    pub limit: f64,
+    /// As written.
+    pub text: String,
+}
+
+impl Threshold {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let t = text.trim();
+        let (op_at, op, op_len) = ["<=", ">=", "<", ">"]
+            .iter()
+            .find_map(|o| t.find(o).map(|i| (i, *o, o.len())))
+            .ok_or_else(|| format!("`{t}` has no comparison; write e.g. `rtt p99 < 50ms`"))?;
+        let op = match op {
+            "<=" => Op::Le,
+            ">=" => Op::Ge,
+            "<" => Op::Lt,
+            _ => Op::Gt,
+        };
+        let lhs: Vec<&str> = t[..op_at].split_whitespace().collect();
+        let rhs = t[op_at + op_len..].trim();
+        let time = |name: &str| match name {
+            "rtt" => Some(TimeMetric::Rtt),
+            "handshake" => Some(TimeMetric::Handshake),
+            "send_lateness" | "lateness" => Some(TimeMetric::SendLateness),
+            "snapshot_interarrival" => Some(TimeMetric::SnapshotInterarrival),
+            _ => None,
+        };
+        let metric = match lhs.as_slice() {
+            [name, stat] if time(name).is_some() => {
+                let stat = match *stat {
+                    "min" => Stat::Min,
+                    "mean" | "avg" => Stat::Mean,
+                    "p50" | "median" => Stat::P50,
+                    "p90" => Stat::P90,
+                    "p99" => Stat::P99,
+                    "p999" | "p99.9" => Stat::P999,
+                    "max" => Stat::Max,
+                    other => {
+                        return Err(format!(
+                            "unknown statistic `{other}`; use min, mean, p50, p90, p99, p999 or max"
+                        ))
+                    }
+                };
+                Metric::Time(time(name).unwrap_or(TimeMetric::Rtt), stat)
+            }
+            [name] if time(name).is_some() => {
+                return Err(format!("`{name}` needs a statistic, e.g. `{name} p99 < 50ms`"))
+            }
+            ["downstream_loss"] => Metric::DownstreamLoss,
+            ["upstream_loss"] => Metric::UpstreamLoss,
+            ["connect_success"] => Metric::ConnectSuccess,
+            ["decode_errors"] => Metric::DecodeErrors,
+            ["bots_failed"] => Metric::BotsFailed,
+            ["inputs_skipped"] => Metric::InputsSkipped,
+            _ => {
+                return Err(format!(
+                    "unknown metric `{}`; use rtt, handshake, send_lateness, snapshot_interarrival \
+                     (with a statistic), downstream_loss, upstream_loss, connect_success, \
+                     decode_errors, bots_failed or inputs_skipped",
+                    lhs.join(" ")
+                ))
+            }
+        };
+        let limit = match metric {
+            Metric::Time(..) => parse_duration(rhs)?.as_secs_f64() * 1e6,
+            Metric::DownstreamLoss | Metric::UpstreamLoss | Metric::ConnectSuccess => {
+                let (num, pct) = match rhs.strip_suffix('%') {
+                    Some(n) => (n.trim(), true),
+                    None => (rhs, false),
+                };
+                let v: f64 = num
+                    .parse()
+                    .map_err(|_| format!("`{rhs}` is not a rate; write e.g. 1% or 0.01"))?;
+                let v = if pct { v / 100.0 } else { v };
+                if !(0.0..=1.0).contains(&v) {
+                    return Err(format!("`{rhs}` is not between 0% and 100%"));
+                }
+                v
+            }
+            _ => rhs
+                .parse::<f64>()
+                .map_err(|_| format!("`{rhs}` is not a number"))?,
+        };
+        Ok(Threshold {
+            metric,
+            op,
+            limit,
+            text: t.to_string(),
+        })
+    }
+}
+
+impl fmt::Display for Threshold {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl<'de> Deserialize<'de> for Threshold {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Threshold::parse(&s).map_err(de::Error::custom)
+    }
+}
+
+impl Serialize for Threshold {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_documented_forms() {
+        let t = Threshold::parse("rtt p99 < 50ms").unwrap();
+        assert_eq!(t.metric, Metric::Time(TimeMetric::Rtt, Stat::P99));
+        assert_eq!(t.op, Op::Lt);
+        assert_eq!(t.limit, 50_000.0);
+        let t = Threshold::parse("downstream_loss < 1%").unwrap();
+        assert_eq!((t.metric, t.limit), (Metric::DownstreamLoss, 0.01));
+        let t = Threshold::parse("connect_success >= 99.9%").unwrap();
+        assert_eq!(t.op, Op::Ge);
+        assert!((t.limit - 0.999).abs() < 1e-12);
+        let t = Threshold::parse("decode_errors <= 0").unwrap();
+        assert_eq!((t.metric, t.limit), (Metric::DecodeErrors, 0.0));
+    }
+
+    #[test]
+    fn rejects_nonsense_with_a_hint() {
+        assert!(Threshold::parse("rtt < 50ms").unwrap_err().contains("statistic"));
+        assert!(Threshold::parse("latency p99 < 5ms").unwrap_err().contains("unknown metric"));
+        assert!(Threshold::parse("rtt p99 50ms").unwrap_err().contains("comparison"));
+        assert!(Threshold::parse("downstream_loss < 150%").is_err());
+    }
+}
