@@ -25,6 +25,11 @@ impl NamedCounters {
         self.iter().filter(|(k, _)| k == full).map(|(_, v)| v).sum()
     }
 
+    /// Sum of the counters whose first name part is `a`.
+    pub fn get_prefix(&self, a: &str) -> u64 {
+        self.entries.iter().filter(|e| e.0 == a).map(|e| e.2).sum()
+    }
+
     pub fn total(&self) -> u64 {
         self.entries.iter().map(|e| e.2).sum()
     }

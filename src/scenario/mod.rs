@@ -5,7 +5,7 @@
 
 pub mod duration;
 mod file;
-mod plan;
+pub mod plan;
 pub mod threshold;
 
 use std::path::{Path, PathBuf};

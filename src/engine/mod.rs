@@ -1,0 +1,252 @@
+//! The engine: shards bots over a few worker threads, starts the embedded reference server
+//! when the target is `embedded`, collects per-second metrics and returns the merged result.
+
+mod factory;
+pub mod limits;
+pub mod server_driver;
+pub mod udp;
+mod worker;
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime};
+
+use thiserror::Error;
+use tokio::sync::watch;
+
+pub use factory::{make_bot, make_server};
+pub use server_driver::{spawn_server, ServerHandle};
+
+use crate::metrics::{HistSummary, Recorder};
+use crate::protocol::ServerStats;
+use crate::report::summary::IntervalPoint;
+use crate::scenario::plan::Targets;
+use crate::scenario::Plan;
+use worker::{run_worker, WorkerMsg, WorkerSpec};
+
+#[derive(Debug, Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    FdLimit(#[from] limits::FdLimitError),
+    #[error("cannot start the embedded reference server: {0}")]
+    EmbeddedServer(std::io::Error),
+    #[error("cannot start worker thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// What a run measured.
+pub struct RunOutcome {
+    pub total: Recorder,
+    pub intervals: Vec<IntervalPoint>,
+    pub planned: u64,
+    pub spawned: u64,
+    pub ever_connected: u64,
+    pub failed: u64,
+    pub started_at: SystemTime,
+    pub elapsed: Duration,
+    pub interrupted: bool,
+    pub workers: usize,
+    /// The embedded server's counters, when the target was embedded.
+    pub server: Option<ServerStats>,
+    pub target: String,
+}
+
+/// Stops a run early (Ctrl-C). Cloneable across threads.
+#[derive(Clone)]
+pub struct StopSignal(watch::Sender<bool>);
+
+impl Default for StopSignal {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl StopSignal {
+    pub fn new() -> Self {
+        Self(watch::channel(false).0)
+    }
+    pub fn stop(&self) {
+        let _ = self.0.send(true);
+    }
+    pub fn is_stopped(&self) -> bool {
+        *self.0.borrow()
+    }
+    fn subscribe(&self) -> watch::Receiver<bool> {
+        self.0.subscribe()
+    }
+}
+
+/// Run the plan to its end (or until `stop`), calling `progress` once per second.
+pub fn run(
+    plan: &Plan,
+    stop: &StopSignal,
+    mut progress: impl FnMut(&IntervalPoint, u64),
+) -> Result<RunOutcome, EngineError> {
+    limits::ensure_fd_limit(plan.planned)?;
+
+    let server = match plan.targets {
+        Targets::Embedded => {
+            let protocol = plan.protocol.clone();
+            let section = plan.server.clone();
+            let bind: SocketAddr = (Ipv4Addr::LOCALHOST, 0).into();
+            Some(
+                spawn_server(bind, move |now| make_server(&protocol, &section, now))
+                    .map_err(EngineError::EmbeddedServer)?,
+            )
+        }
+        Targets::Addrs(_) => None,
+    };
+    let addrs: Vec<SocketAddr> = match (&plan.targets, &server) {
+        (Targets::Addrs(a), _) => a.clone(),
+        (Targets::Embedded, Some(s)) => vec![s.addr],
+        (Targets::Embedded, None) => Vec::new(),
+    };
+    let target = match &server {
+        Some(s) => format!("embedded ({})", s.addr),
+        None => plan.target_text.clone(),
+    };
+
+    let workers = plan.workers.max(1);
+    let started_at = SystemTime::now();
+    // A short lead so every worker is up before the first bot is due.
+    let run_start = Instant::now() + Duration::from_millis(50);
+    let run_end = run_start + plan.duration;
+    let mut shards: Vec<Vec<_>> = (0..workers).map(|_| Vec::new()).collect();
+    for ev in &plan.spawns {
+        let i = ev.index as usize;
+        let peer = addrs[i % addrs.len().max(1)];
+        shards[i % workers].push((*ev, plan.bot_params(ev.index), peer));
+    }
+    let (tx, rx) = mpsc::channel();
+    let mut threads = Vec::new();
+    for (id, mut bots) in shards.into_iter().enumerate() {
+        bots.sort_by_key(|b| b.0.start);
+        let spec = WorkerSpec {
+            bots,
+            protocol: plan.protocol.clone(),
+            run_start,
+            run_end,
+        };
+        let tx = tx.clone();
+        let stop_rx = stop.subscribe();
+        let t = std::thread::Builder::new()
+            .name(format!("tickswarm-worker-{id}"))
+            .spawn(move || run_worker(spec, tx, stop_rx))
+            .map_err(EngineError::Thread)?;
+        threads.push(t);
+    }
+    drop(tx);
+
+    let mut collector = Collector::new(workers);
+    while let Ok(msg) = rx.recv() {
+        for (point, connected) in collector.accept(msg) {
+            progress(&point, connected);
+        }
+    }
+    for t in threads {
+        let _ = t.join();
+    }
+    let elapsed = Instant::now().saturating_duration_since(run_start);
+    let interrupted = stop.is_stopped();
+    let server_stats = server.map(ServerHandle::shutdown);
+    Ok(RunOutcome {
+        total: collector.total,
+        intervals: collector.points,
+        planned: plan.planned,
+        spawned: collector.spawned,
+        ever_connected: collector.ever_connected,
+        failed: collector.failed,
+        started_at,
+        elapsed: elapsed.min(plan.duration),
+        interrupted,
+        workers,
+        server: server_stats,
+        target,
+    })
+}
+
+/// Merges worker intervals into per-second points and run totals.
+struct Collector {
+    workers: usize,
+    total: Recorder,
+    /// Interval index -> (merged recorder, workers reported, bots connected).
+    open: std::collections::BTreeMap<u64, (Recorder, usize, u64)>,
+    points: Vec<IntervalPoint>,
+    ever_connected: u64,
+    failed: u64,
+    spawned: u64,
+}
+
+impl Collector {
+    fn new(workers: usize) -> Self {
+        Self {
+            workers,
+            total: Recorder::new(),
+            open: Default::default(),
+            points: Vec::new(),
+            ever_connected: 0,
+            failed: 0,
+            spawned: 0,
+        }
+    }
+
+    /// Returns the points completed by this message (with the bots connected at that time).
+    fn accept(&mut self, msg: WorkerMsg) -> Vec<(IntervalPoint, u64)> {
+        match msg {
+            WorkerMsg::Interval {
+                index,
+                rec,
+                connected_now,
+                ..
+            } => {
+                self.total.merge(&rec);
+                let e = self
+                    .open
+                    .entry(index)
+                    .or_insert_with(|| (Recorder::new(), 0, 0));
+                e.0.merge(&rec);
+                e.1 += 1;
+                e.2 += connected_now;
+                if e.1 == self.workers {
+                    if let Some((r, _, c)) = self.open.remove(&index) {
+                        let p = point(index, &r, c);
+                        self.points.push(p.clone());
+                        return vec![(p, c)];
+                    }
+                }
+                Vec::new()
+            }
+            WorkerMsg::Done {
+                rec,
+                ever_connected,
+                failed,
+                spawned,
+                ..
+            } => {
+                self.total.merge(&rec);
+                self.ever_connected += ever_connected;
+                self.failed += failed;
+                self.spawned += spawned;
+                Vec::new()
+            }
+        }
+    }
+}
+
+fn point(index: u64, r: &Recorder, connected: u64) -> IntervalPoint {
+    let rtt = HistSummary::of(&r.rtt_us);
+    IntervalPoint {
+        t: (index + 1) as f64,
+        bots_connected: connected,
+        rtt_p50_us: rtt.p50,
+        rtt_p99_us: rtt.p99,
+        loss_down_rate: r.loss_down.rate(),
+        packets_up: r.packets_up,
+        packets_down: r.packets_down,
+        bytes_up: r.bytes_up,
+        bytes_down: r.bytes_down,
+        lateness_p99_us: HistSummary::of(&r.send_lateness_us).p99,
+        inputs_sent: r.inputs_sent,
+        snapshots_applied: r.snapshots_applied,
+    }
+}
