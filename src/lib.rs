@@ -5,6 +5,7 @@
 //! bots and reference servers), [`metrics`] (per-worker histograms, merged losslessly) and
 //! [`report`] (summary.json, report.html, JUnit XML).
 
+pub mod cli;
 pub mod engine;
 pub mod metrics;
 pub mod protocol;

@@ -4,6 +4,7 @@
 mod factory;
 pub mod limits;
 pub mod server_driver;
+pub mod timer;
 pub mod udp;
 mod worker;
 

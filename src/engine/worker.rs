@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{watch, Notify};
 
 use super::factory::make_bot;
+use super::timer::{self, PreciseTimer};
 use super::udp::{error_name, RxBatch, Socket};
 use crate::metrics::Recorder;
 use crate::protocol::{Bot, BotParams, BotPhase, MAX_DATAGRAM};
@@ -257,13 +258,20 @@ async fn recv_loop(shared: Rc<Shared>, idx: usize, sock: Rc<Socket>) {
 }
 
 async fn timer_loop(shared: Rc<Shared>) {
+    let precise = PreciseTimer::new().ok();
     loop {
         let next = shared.timers.borrow().peek().map(|r| r.0 .0);
         shared.timer_target.set(next);
         let sleep_until = next.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
-        tokio::select! {
-            _ = shared.timer_wake.notified() => continue,
-            _ = tokio::time::sleep_until(sleep_until.into()) => {}
+        match &precise {
+            Some(t) => tokio::select! {
+                _ = shared.timer_wake.notified() => continue,
+                _ = timer::sleep_until(t, sleep_until) => {}
+            },
+            None => tokio::select! {
+                _ = shared.timer_wake.notified() => continue,
+                _ = tokio::time::sleep_until(sleep_until.into()) => {}
+            },
         }
         let now = Instant::now();
         loop {

@@ -78,6 +78,9 @@ struct Client {
     needs_full: bool,
     last_input_ms: u32,
     next_heartbeat: Instant,
+    /// Timestamp of the heartbeat Ping in flight: a Ping carrying it is the client's echo,
+    /// not a ping to answer (answering would bounce the same Ping back and forth forever).
+    heartbeat_in_flight: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -184,6 +187,7 @@ impl CafeServer {
             moved: true,
             needs_full: true,
             last_input_ms: 0,
+            heartbeat_in_flight: None,
             next_heartbeat: now + self.cfg.heartbeat_interval.unwrap_or_default(),
         };
         self.slots[slot] = Some(client);
@@ -328,7 +332,14 @@ impl Server for CafeServer {
                 client.keys = Keys((input_mask & 0x1f) as u8);
                 client.last_input_ms = client_time_ms;
             }
-            Message::Ping { timestamp_ms } => self.out.push_back(Out::Pong(slot, timestamp_ms)),
+            Message::Ping { timestamp_ms } => {
+                if client.heartbeat_in_flight == Some(timestamp_ms) {
+                    client.heartbeat_in_flight = None;
+                    self.stats.events.add("heartbeat_echoes", 1);
+                } else {
+                    self.out.push_back(Out::Pong(slot, timestamp_ms));
+                }
+            }
             Message::Disconnect => {
                 self.stats.disconnected += 1;
                 self.remove(slot);
@@ -388,9 +399,13 @@ impl Server for CafeServer {
                             tick_rate,
                         },
                         Out::Pong(_, ts) => Message::Ping { timestamp_ms: ts },
-                        _ => Message::Ping {
-                            timestamp_ms: now_ms | 0x8000_0000,
-                        },
+                        _ => {
+                            // The server's own clock, top bit set so it is unlikely to
+                            // collide with a bot's token.
+                            let ts = now_ms | 0x8000_0000;
+                            c.heartbeat_in_flight = Some(ts);
+                            Message::Ping { timestamp_ms: ts }
+                        }
                     };
                     let len = codec::encode(buf, c.seq, &msg).ok()?;
                     c.seq = c.seq.wrapping_add(1);

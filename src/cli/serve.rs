@@ -1,0 +1,112 @@
+//! `tickswarm serve <protocol>`: a reference server as a standalone process.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use crate::engine::{make_server, spawn_server};
+use crate::protocol::ProtocolName;
+use crate::scenario::{parse_duration, Dur, ProtocolSection, ServerSection};
+
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    /// Protocol to serve.
+    #[arg(value_enum)]
+    protocol: ServeProtocol,
+    /// UDP port (default: the protocol's usual port; 0 picks a free one).
+    #[arg(long)]
+    port: Option<u16>,
+    /// Address to bind.
+    #[arg(long, default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
+    bind: IpAddr,
+    /// Simulation and snapshot rate.
+    #[arg(long, value_name = "HZ", default_value_t = 60)]
+    tick_rate: u16,
+    /// Refuse clients beyond this many.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    max_clients: usize,
+    /// A full snapshot every N ticks (deltas in between).
+    #[arg(long, value_name = "N", default_value_t = 60)]
+    full_every: u32,
+    /// Drop clients silent for this long.
+    #[arg(long, value_name = "D", value_parser = parse_duration, default_value = "5s")]
+    client_timeout: Duration,
+    /// Protocol dialect (see `tickswarm protocols`).
+    #[arg(long, default_value = "spec")]
+    dialect: String,
+    /// Stop after this long (default: until Ctrl-C).
+    #[arg(long, value_name = "D", value_parser = parse_duration)]
+    duration: Option<Duration>,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum ServeProtocol {
+    Cafe,
+}
+
+pub fn cmd_serve(a: &ServeArgs) -> anyhow::Result<u8> {
+    let (name, section) = match a.protocol {
+        ServeProtocol::Cafe => {
+            let dialect = match a.dialect.as_str() {
+                "spec" => crate::protocol::cafe::Dialect::Spec,
+                "implementation" => crate::protocol::cafe::Dialect::Implementation,
+                other => {
+                    eprintln!("error: unknown cafe dialect `{other}` (spec, implementation)");
+                    return Ok(super::EXIT_USAGE);
+                }
+            };
+            (
+                ProtocolName::Cafe,
+                ProtocolSection::Cafe(crate::protocol::cafe::CafeOptions {
+                    dialect,
+                    ..Default::default()
+                }),
+            )
+        }
+    };
+    let server = ServerSection {
+        tick_rate: a.tick_rate,
+        full_every: a.full_every,
+        max_clients: a.max_clients,
+        client_timeout: Dur(a.client_timeout),
+        ..ServerSection::default()
+    };
+    let port = a.port.unwrap_or(name.info().default_port);
+    let bind = SocketAddr::new(a.bind, port);
+    let handle = spawn_server(bind, move |now| make_server(&section, &server, now))
+        .map_err(|e| anyhow::anyhow!("cannot bind {bind}: {e}"))?;
+    println!("tickswarm {} reference server listening on {} (udp)", name, handle.addr);
+    let stop = crate::engine::StopSignal::new();
+    super::install_ctrl_c(stop.clone());
+    let start = Instant::now();
+    let mut last_out = 0;
+    while !stop.is_stopped() {
+        std::thread::sleep(Duration::from_millis(200));
+        if a.duration.is_some_and(|d| start.elapsed() >= d) {
+            break;
+        }
+        let s = handle.stats();
+        let secs = start.elapsed().as_secs();
+        if secs != last_out {
+            last_out = secs;
+            eprintln!(
+                "[{secs:>4}s] clients {} · accepted {} refused {} timed out {} · in {} out {} datagrams · dropped {}",
+                s.clients,
+                s.accepted,
+                s.refused,
+                s.timed_out,
+                s.datagrams_in,
+                s.datagrams_out,
+                s.dropped.total()
+            );
+        }
+    }
+    let s = handle.shutdown();
+    println!(
+        "served {} clients; {} datagrams in, {} out; malformed dropped: {:?}",
+        s.accepted,
+        s.datagrams_in,
+        s.datagrams_out,
+        s.dropped.iter().collect::<Vec<_>>()
+    );
+    Ok(super::EXIT_PASS)
+}

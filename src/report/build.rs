@@ -1,0 +1,200 @@
+//! From a run's measurements to the [`Summary`] and its verdict.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Map, Value};
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+use super::summary::*;
+use crate::engine::RunOutcome;
+use crate::metrics::{HistSummary, LossSummary, NamedCounters};
+use crate::scenario::threshold::{Metric, TimeMetric};
+use crate::scenario::{Plan, Threshold};
+
+/// summary.json schema version.
+pub const SCHEMA: u32 = 1;
+
+fn counters(c: &NamedCounters) -> BTreeMap<String, u64> {
+    c.iter().collect()
+}
+
+pub fn summarize(plan: &Plan, run: &RunOutcome) -> Summary {
+    let info = plan.protocol.name().info();
+    let t = &run.total;
+    let upstream_measurable = !info.upstream_loss.starts_with("not measurable");
+    let mut protocol_metrics = Map::new();
+    for (name, h) in &t.extra {
+        protocol_metrics.insert((*name).to_string(), json!(HistSummary::of(h)));
+    }
+    for (name, v) in t.events.iter() {
+        protocol_metrics.insert(name, json!(v));
+    }
+    if let Some(s) = &run.server {
+        protocol_metrics.insert(
+            "embedded_server".into(),
+            json!({
+                "accepted": s.accepted,
+                "refused": s.refused,
+                "timed_out": s.timed_out,
+                "disconnected": s.disconnected,
+                "datagrams_in": s.datagrams_in,
+                "datagrams_out": s.datagrams_out,
+                "dropped": counters(&s.dropped),
+                "events": counters(&s.events),
+            }),
+        );
+    }
+    let started = OffsetDateTime::from(run.started_at)
+        .format(&Rfc3339)
+        .unwrap_or_default();
+    let mut summary = Summary {
+        schema: SCHEMA,
+        protocol: info.name.into(),
+        transport: info.transport.into(),
+        dialect: plan.protocol.dialect_name(),
+        scenario: plan.name.clone(),
+        scenario_file: plan.file.display().to_string(),
+        target: run.target.clone(),
+        started_at: started,
+        duration_s: (run.elapsed.as_secs_f64() * 1000.0).round() / 1000.0,
+        interrupted: run.interrupted,
+        seed: plan.seed,
+        bots: BotCounts {
+            planned: run.planned,
+            connected: run.ever_connected,
+            failed: run.failed,
+        },
+        rtt_us: HistSummary::of(&t.rtt_us),
+        handshake_us: HistSummary::of(&t.handshake_us),
+        snapshot_interarrival_us: HistSummary::of(&t.snapshot_interarrival_us),
+        generator: Generator {
+            send_lateness_us: HistSummary::of(&t.send_lateness_us),
+            inputs_skipped: t.inputs_skipped,
+            workers: run.workers,
+            send_errors: counters(&t.send_errors),
+        },
+        loss: Loss {
+            downstream: Some(LossSummary::from(t.loss_down)),
+            upstream: upstream_measurable.then(|| LossSummary::from(t.loss_up)),
+        },
+        loss_method: LossMethod {
+            downstream: info.downstream_loss.into(),
+            upstream: info.upstream_loss.into(),
+        },
+        bandwidth: Bandwidth {
+            up_bytes: t.bytes_up,
+            down_bytes: t.bytes_down,
+            up_packets: t.packets_up,
+            down_packets: t.packets_down,
+        },
+        inputs_sent: t.inputs_sent,
+        snapshots_applied: t.snapshots_applied,
+        errors: Errors {
+            decode: counters(&t.decode_errors),
+            connect: counters(&t.connect_failures),
+        },
+        protocol_metrics,
+        thresholds: Vec::new(),
+        verdict: String::new(),
+        intervals: run.intervals.clone(),
+    };
+    summary.thresholds = plan.thresholds.iter().map(|th| evaluate(th, &summary)).collect();
+    summary.verdict = if summary.thresholds.iter().all(|t| t.ok) {
+        "pass".into()
+    } else {
+        "fail".into()
+    };
+    summary
+}
+
+fn stat(h: &HistSummary, s: crate::scenario::threshold::Stat) -> Option<f64> {
+    use crate::scenario::threshold::Stat::*;
+    if h.count == 0 {
+        return None;
+    }
+    Some(match s {
+        Min => h.min as f64,
+        Mean => h.mean,
+        P50 => h.p50 as f64,
+        P90 => h.p90 as f64,
+        P99 => h.p99 as f64,
+        P999 => h.p999 as f64,
+        Max => h.max as f64,
+    })
+}
+
+/// Observed value of a threshold's metric; `None` when nothing was measured (which fails:
+/// a gate must not pass on no data).
+pub fn observe(metric: Metric, s: &Summary) -> Option<f64> {
+    match metric {
+        Metric::Time(m, st) => {
+            let h = match m {
+                TimeMetric::Rtt => &s.rtt_us,
+                TimeMetric::Handshake => &s.handshake_us,
+                TimeMetric::SendLateness => &s.generator.send_lateness_us,
+                TimeMetric::SnapshotInterarrival => &s.snapshot_interarrival_us,
+            };
+            stat(h, st)
+        }
+        Metric::DownstreamLoss => s
+            .loss
+            .downstream
+            .filter(|l| l.expected > 0)
+            .map(|l| l.rate),
+        Metric::UpstreamLoss => s.loss.upstream.filter(|l| l.expected > 0).map(|l| l.rate),
+        Metric::ConnectSuccess => {
+            (s.bots.planned > 0).then(|| s.bots.connected as f64 / s.bots.planned as f64)
+        }
+        Metric::DecodeErrors => Some(s.errors.decode.values().sum::<u64>() as f64),
+        Metric::BotsFailed => Some(s.bots.failed as f64),
+        Metric::InputsSkipped => Some(s.generator.inputs_skipped as f64),
+    }
+}
+
+pub fn evaluate(th: &Threshold, s: &Summary) -> ThresholdResult {
+    let observed = observe(th.metric, s);
+    ThresholdResult {
+        metric: th.metric.path(),
+        condition: th.text.clone(),
+        observed,
+        ok: observed.is_some_and(|v| th.op.holds(v, th.limit)),
+    }
+}
+
+/// Render `observed` in the unit a person expects for this metric.
+pub fn format_observed(metric_path: &str, v: Option<f64>) -> String {
+    let Some(v) = v else {
+        return "no data".into();
+    };
+    if metric_path.contains("_us.") {
+        if v >= 1000.0 {
+            format!("{:.2}ms", v / 1000.0)
+        } else {
+            format!("{v:.0}us")
+        }
+    } else if metric_path.contains("rate") || metric_path.contains('/') {
+        format!("{:.3}%", v * 100.0)
+    } else {
+        format!("{v}")
+    }
+}
+
+/// Seconds since the epoch to a compact UTC stamp for folder names: 20261125T221530Z.
+pub fn folder_stamp(t: std::time::SystemTime) -> String {
+    let d = OffsetDateTime::from(t);
+    format!(
+        "{:04}{:02}{:02}T{:02}{:02}{:02}Z",
+        d.year(),
+        u8::from(d.month()),
+        d.day(),
+        d.hour(),
+        d.minute(),
+        d.second()
+    )
+}
+
+/// Something serializable for quick debugging of a Value map.
+pub fn to_value(s: &Summary) -> Value {
+    serde_json::to_value(s).unwrap_or(Value::Null)
+}
