@@ -1,0 +1,191 @@
+//! End to end: the real binary, real sockets on loopback, the embedded cafe server.
+//!
+//! Each run is bounded (a few seconds, a few hundred bots at most).
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tickswarm"))
+}
+
+fn write_scenario(dir: &Path, name: &str, body: &str) -> std::path::PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, body).expect("write scenario");
+    p
+}
+
+fn summary(dir: &Path) -> Value {
+    let text = std::fs::read_to_string(dir.join("summary.json")).expect("summary.json written");
+    serde_json::from_str(&text).expect("summary.json is JSON")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+const SWARM: &str = r#"
+name: e2e
+protocol:
+  cafe: {}
+target: embedded
+population:
+  stages:
+    - ramp_to: 200
+      over: 1s
+    - hold: 3s
+behaviour:
+  input_rate: 60
+  ping_interval: 250ms
+seed: 7
+thresholds:
+  - rtt p99 < 2s
+  - downstream_loss < 1%
+  - connect_success >= 100%
+"#;
+
+/// A few hundred bots against the embedded server: every bot connects, RTT is sampled, nothing
+/// is lost on loopback, inputs go out at 60 Hz, and summary.json, report.html and junit.xml
+/// are written with the contract's keys.
+#[test]
+fn swarm_against_embedded_server() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sc = write_scenario(tmp.path(), "s.yaml", SWARM);
+    let out = tmp.path().join("out");
+    let o = bin().arg("run").arg(&sc).arg("--out").arg(&out).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = summary(&out);
+    assert_eq!(s["protocol"], "cafe");
+    assert_eq!(s["bots"]["planned"], 200);
+    assert_eq!(s["bots"]["connected"], 200);
+    assert_eq!(s["bots"]["failed"], 0);
+    assert!(s["rtt_us"]["count"].as_u64().unwrap() > 200 * 4, "{}", s["rtt_us"]);
+    assert!(s["rtt_us"]["p50"].as_u64().unwrap() > 0);
+    for k in ["count", "min", "mean", "p50", "p90", "p99", "p999", "max"] {
+        assert!(s["rtt_us"].get(k).is_some(), "rtt_us.{k}");
+        assert!(s["handshake_us"].get(k).is_some(), "handshake_us.{k}");
+        assert!(s["generator"]["send_lateness_us"].get(k).is_some(), "lateness.{k}");
+    }
+    let down = &s["loss"]["downstream"];
+    assert!(down["expected"].as_u64().unwrap() > 200 * 60 * 2);
+    assert_eq!(down["expected"], down["received"], "loopback must lose nothing");
+    assert!(s["loss"]["upstream"].is_null(), "cafe cannot measure upstream loss");
+    // Inputs: ~60 Hz for ~3-4 s per bot; the grid is exact, so allow only the ramp's spread.
+    let inputs = s["inputs_sent"].as_u64().unwrap();
+    assert!(inputs > 200 * 60 * 3 * 9 / 10, "inputs_sent {inputs}");
+    assert!(inputs <= 200 * 60 * 4, "inputs_sent {inputs}");
+    assert!(s["snapshots_applied"].as_u64().unwrap() > 0);
+    assert!(s["bandwidth"]["up_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(s["thresholds"].as_array().unwrap().len(), 3);
+    assert_eq!(s["verdict"], "pass");
+    assert!(s["intervals"].as_array().unwrap().len() >= 3);
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("e2e"));
+    assert!(out.join("junit.xml").exists());
+}
+
+/// A scenario error names the file, line and column, and exits 2.
+#[test]
+fn bad_scenario_exits_2_with_location() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sc = write_scenario(
+        tmp.path(),
+        "bad.yaml",
+        "name: x\nprotocol:\n  cafe: {}\npopulation:\n  stages:\n    - ramp_to: 10\n      over: 1s\nbehavior:\n  input_rate: 60\n",
+    );
+    let o = bin().arg("run").arg(&sc).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(e.contains("bad.yaml:8:1"), "{e}");
+    assert!(e.contains("did you mean `behaviour`"), "{e}");
+    let o = bin().arg("validate").arg(&sc).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}
+
+/// `validate` prints the plan and exits 0 for a good file.
+#[test]
+fn validate_prints_the_plan() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sc = write_scenario(tmp.path(), "s.yaml", SWARM);
+    let o = bin().arg("validate").arg(&sc).arg("--bots").arg("50").output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("bots       50 over 4s"), "{out}");
+    assert!(out.contains("rtt p99 < 2s"), "{out}");
+}
+
+/// Nobody listening: no bot completes the handshake, exit 3, and the report is still written.
+#[test]
+fn unreachable_target_exits_3() {
+    // A port that was free a moment ago: bind, note, drop.
+    let port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let tmp = tempfile::tempdir().unwrap();
+    let sc = write_scenario(
+        tmp.path(),
+        "s.yaml",
+        "name: gone\nprotocol:\n  cafe: {}\npopulation:\n  stages:\n    - ramp_to: 5\n      over: 0s\nbehaviour:\n  handshake_timeout: 500ms\n  handshake_retry: 100ms\nduration: 1500ms\n",
+    );
+    let out = tmp.path().join("out");
+    let o = bin()
+        .arg("run")
+        .arg(&sc)
+        .args(["--target", &format!("127.0.0.1:{port}")])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stderr(&o).contains("target unreachable"));
+    let s = summary(&out);
+    assert_eq!(s["bots"]["connected"], 0);
+    assert_eq!(s["bots"]["failed"], 5);
+    assert_eq!(s["errors"]["connect"]["timeout"], 5);
+}
+
+/// A threshold that cannot hold fails the run with exit 1, and says which one.
+#[test]
+fn failed_threshold_exits_1() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sc = write_scenario(
+        tmp.path(),
+        "s.yaml",
+        "name: strict\nprotocol:\n  cafe: {}\npopulation:\n  stages:\n    - ramp_to: 5\n      over: 0s\nbehaviour:\n  ping_interval: 100ms\nduration: 1500ms\nthresholds:\n  - rtt max < 1us\n",
+    );
+    let out = tmp.path().join("out");
+    let o = bin().arg("run").arg(&sc).arg("--out").arg(&out).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let s = summary(&out);
+    assert_eq!(s["verdict"], "fail");
+    assert_eq!(s["thresholds"][0]["ok"], false);
+    let junit = std::fs::read_to_string(out.join("junit.xml")).unwrap();
+    assert!(junit.contains("<failure"), "{junit}");
+}
+
+/// Ctrl-C (SIGINT) stops the swarm early and still writes the report, marked interrupted.
+#[cfg(unix)]
+#[test]
+fn ctrl_c_still_writes_the_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sc = write_scenario(
+        tmp.path(),
+        "s.yaml",
+        "name: cut\nprotocol:\n  cafe: {}\npopulation:\n  stages:\n    - ramp_to: 20\n      over: 0s\nduration: 60s\n",
+    );
+    let out = tmp.path().join("out");
+    let mut child = bin().arg("run").arg(&sc).arg("--out").arg(&out).spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    // SAFETY: sending a signal to our own child process.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGINT);
+    }
+    let started = std::time::Instant::now();
+    let status = child.wait().unwrap();
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    assert_eq!(status.code(), Some(0));
+    let s = summary(&out);
+    assert_eq!(s["interrupted"], true);
+    assert_eq!(s["bots"]["connected"], 20);
+    assert!(s["duration_s"].as_f64().unwrap() < 10.0);
+}
