@@ -54,24 +54,43 @@ fn swarm_against_embedded_server() {
     let tmp = tempfile::tempdir().unwrap();
     let sc = write_scenario(tmp.path(), "s.yaml", SWARM);
     let out = tmp.path().join("out");
-    let o = bin().arg("run").arg(&sc).arg("--out").arg(&out).output().unwrap();
+    let o = bin()
+        .arg("run")
+        .arg(&sc)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let s = summary(&out);
     assert_eq!(s["protocol"], "cafe");
     assert_eq!(s["bots"]["planned"], 200);
     assert_eq!(s["bots"]["connected"], 200);
     assert_eq!(s["bots"]["failed"], 0);
-    assert!(s["rtt_us"]["count"].as_u64().unwrap() > 200 * 4, "{}", s["rtt_us"]);
+    assert!(
+        s["rtt_us"]["count"].as_u64().unwrap() > 200 * 4,
+        "{}",
+        s["rtt_us"]
+    );
     assert!(s["rtt_us"]["p50"].as_u64().unwrap() > 0);
     for k in ["count", "min", "mean", "p50", "p90", "p99", "p999", "max"] {
         assert!(s["rtt_us"].get(k).is_some(), "rtt_us.{k}");
         assert!(s["handshake_us"].get(k).is_some(), "handshake_us.{k}");
-        assert!(s["generator"]["send_lateness_us"].get(k).is_some(), "lateness.{k}");
+        assert!(
+            s["generator"]["send_lateness_us"].get(k).is_some(),
+            "lateness.{k}"
+        );
     }
     let down = &s["loss"]["downstream"];
     assert!(down["expected"].as_u64().unwrap() > 200 * 60 * 2);
-    assert_eq!(down["expected"], down["received"], "loopback must lose nothing");
-    assert!(s["loss"]["upstream"].is_null(), "cafe cannot measure upstream loss");
+    assert_eq!(
+        down["expected"], down["received"],
+        "loopback must lose nothing"
+    );
+    assert!(
+        s["loss"]["upstream"].is_null(),
+        "cafe cannot measure upstream loss"
+    );
     // Inputs: ~60 Hz for ~3-4 s per bot; the grid is exact, so allow only the ramp's spread.
     let inputs = s["inputs_sent"].as_u64().unwrap();
     assert!(inputs > 200 * 60 * 3 * 9 / 10, "inputs_sent {inputs}");
@@ -109,7 +128,13 @@ fn bad_scenario_exits_2_with_location() {
 fn validate_prints_the_plan() {
     let tmp = tempfile::tempdir().unwrap();
     let sc = write_scenario(tmp.path(), "s.yaml", SWARM);
-    let o = bin().arg("validate").arg(&sc).arg("--bots").arg("50").output().unwrap();
+    let o = bin()
+        .arg("validate")
+        .arg(&sc)
+        .arg("--bots")
+        .arg("50")
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("bots       50 over 4s"), "{out}");
@@ -120,7 +145,11 @@ fn validate_prints_the_plan() {
 #[test]
 fn unreachable_target_exits_3() {
     // A port that was free a moment ago: bind, note, drop.
-    let port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let tmp = tempfile::tempdir().unwrap();
     let sc = write_scenario(
         tmp.path(),
@@ -154,7 +183,13 @@ fn failed_threshold_exits_1() {
         "name: strict\nprotocol:\n  cafe: {}\npopulation:\n  stages:\n    - ramp_to: 5\n      over: 0s\nbehaviour:\n  ping_interval: 100ms\nduration: 1500ms\nthresholds:\n  - rtt max < 1us\n",
     );
     let out = tmp.path().join("out");
-    let o = bin().arg("run").arg(&sc).arg("--out").arg(&out).output().unwrap();
+    let o = bin()
+        .arg("run")
+        .arg(&sc)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let s = summary(&out);
     assert_eq!(s["verdict"], "fail");
@@ -174,7 +209,13 @@ fn ctrl_c_still_writes_the_report() {
         "name: cut\nprotocol:\n  cafe: {}\npopulation:\n  stages:\n    - ramp_to: 20\n      over: 0s\nduration: 60s\n",
     );
     let out = tmp.path().join("out");
-    let mut child = bin().arg("run").arg(&sc).arg("--out").arg(&out).spawn().unwrap();
+    let mut child = bin()
+        .arg("run")
+        .arg(&sc)
+        .arg("--out")
+        .arg(&out)
+        .spawn()
+        .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(2500));
     // SAFETY: sending a signal to our own child process.
     unsafe {

@@ -105,7 +105,11 @@ pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
-            let code = if e.use_stderr() { EXIT_USAGE } else { EXIT_PASS };
+            let code = if e.use_stderr() {
+                EXIT_USAGE
+            } else {
+                EXIT_PASS
+            };
             let _ = e.print();
             return ExitCode::from(code);
         }
@@ -154,7 +158,10 @@ fn cmd_protocols() {
     for p in ProtocolName::ALL {
         let i = p.info();
         println!("{} ({})", i.name, i.spec);
-        println!("  transport        {} (default port {})", i.transport, i.default_port);
+        println!(
+            "  transport        {} (default port {})",
+            i.transport, i.default_port
+        );
         println!("  rtt              {}", i.rtt);
         println!("  downstream loss  {}", i.downstream_loss);
         println!("  upstream loss    {}", i.upstream_loss);
@@ -170,7 +177,10 @@ pub(crate) fn install_ctrl_c(stop: StopSignal) {
     let _ = std::thread::Builder::new()
         .name("tickswarm-signals".into())
         .spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
                 return;
             };
             rt.block_on(async {
@@ -251,7 +261,13 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<u8> {
 fn sanitize(name: &str) -> String {
     let s: String = name
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
         .collect();
     if s.is_empty() {
         "run".into()

@@ -88,7 +88,10 @@ pub fn print_result(s: &Summary) {
     );
     let decode: u64 = s.errors.decode.values().sum();
     if decode > 0 {
-        eprintln!("decode   {decode} malformed datagrams dropped: {:?}", s.errors.decode);
+        eprintln!(
+            "decode   {decode} malformed datagrams dropped: {:?}",
+            s.errors.decode
+        );
     }
     for t in &s.thresholds {
         eprintln!(

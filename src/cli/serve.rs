@@ -74,7 +74,10 @@ pub fn cmd_serve(a: &ServeArgs) -> anyhow::Result<u8> {
     let bind = SocketAddr::new(a.bind, port);
     let handle = spawn_server(bind, move |now| make_server(&section, &server, now))
         .map_err(|e| anyhow::anyhow!("cannot bind {bind}: {e}"))?;
-    println!("tickswarm {} reference server listening on {} (udp)", name, handle.addr);
+    println!(
+        "tickswarm {} reference server listening on {} (udp)",
+        name, handle.addr
+    );
     let stop = crate::engine::StopSignal::new();
     super::install_ctrl_c(stop.clone());
     let start = Instant::now();

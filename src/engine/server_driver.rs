@@ -56,7 +56,10 @@ pub fn spawn_server(
     let thread = std::thread::Builder::new()
         .name("tickswarm-server".into())
         .spawn(move || {
-            let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
                 Ok(rt) => rt,
                 Err(e) => {
                     let _ = addr_tx.send(Err(e));

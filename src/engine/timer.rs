@@ -25,7 +25,10 @@ mod imp {
         pub fn new() -> io::Result<Self> {
             // SAFETY: plain syscall; the result is checked before use.
             let raw = unsafe {
-                libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC)
+                libc::timerfd_create(
+                    libc::CLOCK_MONOTONIC,
+                    libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+                )
             };
             if raw < 0 {
                 return Err(io::Error::last_os_error());
@@ -44,7 +47,10 @@ mod imp {
             // A zero it_value would disarm the timer; one nanosecond fires immediately.
             let nanos = d.as_nanos().max(1);
             let spec = libc::itimerspec {
-                it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
+                it_interval: libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                },
                 it_value: libc::timespec {
                     tv_sec: (nanos / 1_000_000_000) as libc::time_t,
                     tv_nsec: (nanos % 1_000_000_000) as libc::c_long,

@@ -72,10 +72,9 @@ impl Socket {
         };
         loop {
             self.io.writable().await?;
-            match self
-                .io
-                .try_io(Interest::WRITABLE, || self.state.try_send(UdpSockRef::from(&self.io), &t))
-            {
+            match self.io.try_io(Interest::WRITABLE, || {
+                self.state.try_send(UdpSockRef::from(&self.io), &t)
+            }) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 r => return r,
             }
@@ -88,7 +87,8 @@ impl Socket {
         let RxBatch { bufs, metas } = rx;
         self.io.try_io(Interest::READABLE, || {
             let mut iovs: [IoSliceMut<'_>; BATCH_SIZE] = bufs_as_slices(bufs);
-            self.state.recv(UdpSockRef::from(&self.io), &mut iovs, metas)
+            self.state
+                .recv(UdpSockRef::from(&self.io), &mut iovs, metas)
         })
     }
 }
@@ -124,8 +124,14 @@ impl RxBatch {
             .zip(self.bufs.iter())
             .take(n)
             .flat_map(|(m, b)| {
-                let stride = if m.stride == 0 { m.len.max(1) } else { m.stride };
-                b[..m.len.min(b.len())].chunks(stride).map(move |d| (m.addr, d))
+                let stride = if m.stride == 0 {
+                    m.len.max(1)
+                } else {
+                    m.stride
+                };
+                b[..m.len.min(b.len())]
+                    .chunks(stride)
+                    .map(move |d| (m.addr, d))
             })
     }
 }

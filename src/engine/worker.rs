@@ -75,7 +75,9 @@ impl Shared {
     fn drive(&self, idx: usize, f: impl FnOnce(&mut dyn Bot, &mut Recorder)) {
         let mut slots = self.slots.borrow_mut();
         let mut rec = self.rec.borrow_mut();
-        let Some(slot) = slots.get_mut(idx) else { return };
+        let Some(slot) = slots.get_mut(idx) else {
+            return;
+        };
         f(slot.bot.as_mut(), &mut rec);
         let mut buf = self.tx_buf.borrow_mut();
         while let Some(t) = slot.bot.poll_transmit(&mut buf) {
@@ -106,7 +108,10 @@ impl Shared {
 
 /// Run a worker to completion on the current thread.
 pub fn run_worker(spec: WorkerSpec, tx: Sender<WorkerMsg>, stop: watch::Receiver<bool>) {
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(_) => {
             let _ = tx.send(WorkerMsg::Done {
@@ -134,11 +139,8 @@ async fn worker_main(spec: WorkerSpec, tx: Sender<WorkerMsg>, mut stop: watch::R
     });
 
     tokio::task::spawn_local(timer_loop(shared.clone()));
-    let intervals = tokio::task::spawn_local(interval_loop(
-        shared.clone(),
-        spec.run_start,
-        tx.clone(),
-    ));
+    let intervals =
+        tokio::task::spawn_local(interval_loop(shared.clone(), spec.run_start, tx.clone()));
 
     // Spawn bots on schedule; stop them on ramp-down; end at run_end or on the stop signal.
     let mut stops: Vec<(Instant, usize)> = Vec::new();
@@ -164,7 +166,9 @@ async fn worker_main(spec: WorkerSpec, tx: Sender<WorkerMsg>, mut stop: watch::R
             .peek()
             .is_some_and(|(ev, _, _)| spec.run_start + ev.start <= now)
         {
-            let Some((ev, params, peer)) = pending.next() else { break };
+            let Some((ev, params, peer)) = pending.next() else {
+                break;
+            };
             match Socket::connect_to(peer) {
                 Ok(sock) => {
                     let sock = Rc::new(sock);
@@ -242,7 +246,11 @@ async fn recv_loop(shared: Rc<Shared>, idx: usize, sock: Rc<Socket>) {
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 Err(e) => {
                     // Connected UDP reports ICMP errors (closed port) here, once each.
-                    shared.rec.borrow_mut().send_errors.add2("recv", error_name(&e), 1);
+                    shared
+                        .rec
+                        .borrow_mut()
+                        .send_errors
+                        .add2("recv", error_name(&e), 1);
                 }
             }
         }
@@ -276,7 +284,9 @@ async fn timer_loop(shared: Rc<Shared>) {
         let now = Instant::now();
         loop {
             let top = shared.timers.borrow().peek().copied();
-            let Some(Reverse((at, idx, generation))) = top else { break };
+            let Some(Reverse((at, idx, generation))) = top else {
+                break;
+            };
             if at > now {
                 break;
             }

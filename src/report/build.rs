@@ -45,7 +45,10 @@ pub fn summarize(plan: &Plan, run: &RunOutcome) -> Summary {
             }),
         );
     }
-    let started = OffsetDateTime::from(run.started_at)
+    let started = OffsetDateTime::from(run.started_at);
+    let started = started
+        .replace_nanosecond(0)
+        .unwrap_or(started)
         .format(&Rfc3339)
         .unwrap_or_default();
     let mut summary = Summary {
@@ -99,7 +102,11 @@ pub fn summarize(plan: &Plan, run: &RunOutcome) -> Summary {
         verdict: String::new(),
         intervals: run.intervals.clone(),
     };
-    summary.thresholds = plan.thresholds.iter().map(|th| evaluate(th, &summary)).collect();
+    summary.thresholds = plan
+        .thresholds
+        .iter()
+        .map(|th| evaluate(th, &summary))
+        .collect();
     summary.verdict = if summary.thresholds.iter().all(|t| t.ok) {
         "pass".into()
     } else {
@@ -137,11 +144,7 @@ pub fn observe(metric: Metric, s: &Summary) -> Option<f64> {
             };
             stat(h, st)
         }
-        Metric::DownstreamLoss => s
-            .loss
-            .downstream
-            .filter(|l| l.expected > 0)
-            .map(|l| l.rate),
+        Metric::DownstreamLoss => s.loss.downstream.filter(|l| l.expected > 0).map(|l| l.rate),
         Metric::UpstreamLoss => s.loss.upstream.filter(|l| l.expected > 0).map(|l| l.rate),
         Metric::ConnectSuccess => {
             (s.bots.planned > 0).then(|| s.bots.connected as f64 / s.bots.planned as f64)
@@ -173,7 +176,7 @@ pub fn format_observed(metric_path: &str, v: Option<f64>) -> String {
         } else {
             format!("{v:.0}us")
         }
-    } else if metric_path.contains("rate") || metric_path.contains('/') {
+    } else if metric_path.contains("rate") {
         format!("{:.3}%", v * 100.0)
     } else {
         format!("{v}")

@@ -17,7 +17,7 @@ pub use file::{
     Behaviour, EngineSection, OutputSection, PatternSpec, ProtocolSection, ScenarioFile,
     ServerSection, Stage, Target,
 };
-pub use plan::{Plan, Overrides, SpawnEvent};
+pub use plan::{Overrides, Plan, SpawnEvent};
 pub use threshold::{Metric, Threshold};
 
 #[derive(Debug, Error)]
@@ -68,7 +68,10 @@ pub fn parse(text: &str, path: &Path) -> Result<ScenarioFile, ScenarioError> {
 fn suggest_key(msg: &str) -> Option<String> {
     let rest = msg.split("unknown field `").nth(1)?;
     let (unknown, rest) = rest.split_once('`')?;
-    let expected = rest.split("expected one of ").nth(1).or_else(|| rest.split("expected ").nth(1))?;
+    let expected = rest
+        .split("expected one of ")
+        .nth(1)
+        .or_else(|| rest.split("expected ").nth(1))?;
     let first_line = expected.lines().next()?;
     first_line
         .split(',')
@@ -99,7 +102,10 @@ mod parse_tests {
 
     #[test]
     fn quickstart_parses() {
-        let p = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/quickstart.yaml"));
+        let p = Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/scenarios/quickstart.yaml"
+        ));
         let f = load(p).unwrap();
         let plan = Plan::build(f, p, &Overrides::default()).unwrap();
         assert_eq!(plan.planned, 100);

@@ -88,8 +88,15 @@ impl Plan {
             Targets::Embedded
         } else {
             let mut addrs = Vec::new();
-            for t in target_text.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-                let with_port = if t.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) {
+            for t in target_text
+                .split(',')
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+            {
+                let with_port = if t
+                    .rsplit_once(':')
+                    .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+                {
                     t.to_string()
                 } else {
                     format!("{t}:{}", info.default_port)
@@ -110,7 +117,10 @@ impl Plan {
         // Population.
         let stages = &file.population.stages;
         if stages.is_empty() {
-            return Err(invalid(path, "population.stages is empty: add e.g. `- ramp_to: 100\n    over: 5s`"));
+            return Err(invalid(
+                path,
+                "population.stages is empty: add e.g. `- ramp_to: 100\n    over: 5s`",
+            ));
         }
         let file_peak = stages
             .iter()
@@ -121,7 +131,10 @@ impl Plan {
             .max()
             .unwrap_or(0);
         if file_peak == 0 {
-            return Err(invalid(path, "population never rises above 0 bots: add a `ramp_to` stage"));
+            return Err(invalid(
+                path,
+                "population never rises above 0 bots: add a `ramp_to` stage",
+            ));
         }
         let scale = |n: u64| match ov.bots {
             Some(b) => ((n as f64) * (b as f64) / (file_peak as f64)).round() as u64,
@@ -142,12 +155,18 @@ impl Plan {
             .or(file.duration.map(|d| d.0))
             .unwrap_or(stage_total);
         if duration.is_zero() {
-            return Err(invalid(path, "the run lasts 0s: set `duration` or give the stages a length"));
+            return Err(invalid(
+                path,
+                "the run lasts 0s: set `duration` or give the stages a length",
+            ));
         }
         let mut spawns = spawn_schedule(stages, &scale).map_err(|m| invalid(path, m))?;
         if let Some(rate) = file.population.spawn_rate {
             if rate <= 0.0 || !rate.is_finite() {
-                return Err(invalid(path, "population.spawn_rate must be a positive number of bots per second"));
+                return Err(invalid(
+                    path,
+                    "population.spawn_rate must be a positive number of bots per second",
+                ));
             }
             let gap = Duration::from_secs_f64(1.0 / rate);
             let mut last: Option<Duration> = None;
@@ -169,10 +188,14 @@ impl Plan {
 
         // Thresholds the protocol cannot measure are a scenario error, not a silent pass.
         for t in &file.thresholds {
-            if t.metric == Metric::UpstreamLoss && info.upstream_loss.starts_with("not measurable") {
+            if t.metric == Metric::UpstreamLoss && info.upstream_loss.starts_with("not measurable")
+            {
                 return Err(invalid(
                     path,
-                    format!("threshold `{t}`: upstream loss is {} ({})", info.upstream_loss, info.name),
+                    format!(
+                        "threshold `{t}`: upstream loss is {} ({})",
+                        info.upstream_loss, info.name
+                    ),
                 ));
             }
         }
@@ -180,7 +203,10 @@ impl Plan {
         // Behaviour.
         let b = &file.behaviour;
         if !(b.input_rate > 0.0 && b.input_rate <= 1000.0) {
-            return Err(invalid(path, "behaviour.input_rate must be between 0 and 1000 Hz"));
+            return Err(invalid(
+                path,
+                "behaviour.input_rate must be between 0 and 1000 Hz",
+            ));
         }
         let pattern = match &b.pattern {
             PatternSpec::Idle => InputPattern::Idle,
@@ -196,7 +222,10 @@ impl Plan {
                     out.push((keys, s.hold_for.0));
                 }
                 if out.iter().all(|(_, d)| d.is_zero()) {
-                    return Err(invalid(path, "behaviour.pattern.steps: the script has no length"));
+                    return Err(invalid(
+                        path,
+                        "behaviour.pattern.steps: the script has no length",
+                    ));
                 }
                 InputPattern::Scripted { steps: out }
             }
@@ -215,7 +244,9 @@ impl Plan {
             seed,
         };
 
-        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let cores = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
         let workers = ov
             .workers
             .or(file.engine.workers)
@@ -235,7 +266,10 @@ impl Plan {
             seed,
             bot_template,
             thresholds: file.thresholds.clone(),
-            out_dir: ov.out.clone().or(file.output.dir.as_ref().map(PathBuf::from)),
+            out_dir: ov
+                .out
+                .clone()
+                .or(file.output.dir.as_ref().map(PathBuf::from)),
             junit: file.output.junit.unwrap_or(true),
             workers,
         })
@@ -258,7 +292,11 @@ impl Plan {
     pub fn describe(&self) -> String {
         let info = self.protocol.name().info();
         let mut s = String::new();
-        s.push_str(&format!("scenario   {} ({})\n", self.name, self.file.display()));
+        s.push_str(&format!(
+            "scenario   {} ({})\n",
+            self.name,
+            self.file.display()
+        ));
         s.push_str(&format!(
             "protocol   {} over {}, dialect {}\n",
             info.name,
@@ -283,7 +321,11 @@ impl Plan {
         s.push_str(&format!(
             "input      {} Hz{}, pattern {:?}\n",
             b.input_rate_hz,
-            if b.input_on_change { " (sent on change)" } else { "" },
+            if b.input_on_change {
+                " (sent on change)"
+            } else {
+                ""
+            },
             b.pattern
         ));
         s.push_str(&format!(
@@ -368,7 +410,13 @@ mod tests {
     #[test]
     fn ramp_down_stops_highest_first() {
         let s = spawn_schedule(
-            &[ramp(4, 0), Stage::Hold { hold: Dur(Duration::from_secs(10)) }, ramp(2, 2)],
+            &[
+                ramp(4, 0),
+                Stage::Hold {
+                    hold: Dur(Duration::from_secs(10)),
+                },
+                ramp(2, 2),
+            ],
             &|n| n,
         )
         .unwrap();

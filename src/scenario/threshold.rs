@@ -80,7 +80,7 @@ impl Metric {
             Metric::Time(m, s) => format!("{}.{}", m.key(), s.name()),
             Metric::DownstreamLoss => "loss.downstream.rate".into(),
             Metric::UpstreamLoss => "loss.upstream.rate".into(),
-            Metric::ConnectSuccess => "bots.connected / bots.planned".into(),
+            Metric::ConnectSuccess => "bots.connect_rate (connected / planned)".into(),
             Metric::DecodeErrors => "errors.decode (total)".into(),
             Metric::BotsFailed => "bots.failed".into(),
             Metric::InputsSkipped => "generator.inputs_skipped".into(),
@@ -158,7 +158,9 @@ impl Threshold {
                 Metric::Time(time(name).unwrap_or(TimeMetric::Rtt), stat)
             }
             [name] if time(name).is_some() => {
-                return Err(format!("`{name}` needs a statistic, e.g. `{name} p99 < 50ms`"))
+                return Err(format!(
+                    "`{name}` needs a statistic, e.g. `{name} p99 < 50ms`"
+                ))
             }
             ["downstream_loss"] => Metric::DownstreamLoss,
             ["upstream_loss"] => Metric::UpstreamLoss,
@@ -244,9 +246,15 @@ mod tests {
 
     #[test]
     fn rejects_nonsense_with_a_hint() {
-        assert!(Threshold::parse("rtt < 50ms").unwrap_err().contains("statistic"));
-        assert!(Threshold::parse("latency p99 < 5ms").unwrap_err().contains("unknown metric"));
-        assert!(Threshold::parse("rtt p99 50ms").unwrap_err().contains("comparison"));
+        assert!(Threshold::parse("rtt < 50ms")
+            .unwrap_err()
+            .contains("statistic"));
+        assert!(Threshold::parse("latency p99 < 5ms")
+            .unwrap_err()
+            .contains("unknown metric"));
+        assert!(Threshold::parse("rtt p99 50ms")
+            .unwrap_err()
+            .contains("comparison"));
         assert!(Threshold::parse("downstream_loss < 150%").is_err());
     }
 }
