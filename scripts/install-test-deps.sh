@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# System packages the test suite needs, on Debian. Idempotent; run as root (CI does).
+#   libenet-dev, build-essential, pkg-config: the C ENet peer used by the ENet interop tests
+#   python3: the independent cafe server used by scripts/verify_external_cafe.sh
+set -euo pipefail
+pkgs=(libenet-dev build-essential pkg-config python3)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-test-deps: all present (${pkgs[*]})"
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-test-deps: missing ${missing[*]}; run as root: sudo $0" >&2
+  exit 1
+fi
+echo "install-test-deps: installing ${missing[*]}"
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
