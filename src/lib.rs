@@ -8,3 +8,4 @@
 pub mod metrics;
 pub mod protocol;
 pub mod report;
+pub mod transport;
