@@ -11,3 +11,5 @@ pub mod metrics;
 pub mod protocol;
 pub mod report;
 pub mod scenario;
+pub mod transport;
+

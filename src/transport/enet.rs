@@ -1,0 +1,1386 @@
+//! ENet 1.3.x transport, sans-IO, over the engine's own sockets.
+//!
+//! [rusty_enet] is a faithful port of the C ENet library (wire-compatible with C ENet 1.3.x;
+//! `tests/enet_interop.rs` proves it against Debian's `libenet`). Its [`rusty_enet::Socket`]
+//! trait lets the caller supply the socket, and that is all this module needs to make ENet
+//! sans-IO: [`QueueSocket`] is a socket made of two datagram queues. The engine pushes the
+//! datagrams it received on its real UDP socket into one ([`EnetHost::handle_datagram`]); ENet
+//! pulls them out when serviced, and whatever ENet sends lands in the other queue, which the
+//! engine drains ([`EnetHost::poll_transmit`]) and writes to its socket. Time is a value too:
+//! the host's clock is a number that each call taking `now` sets, and ENet reads it instead of
+//! the system clock. So an [`EnetHost`] never touches a socket or a clock, and a test can run two
+//! of them back to back over a simulated link with delay and loss (see the tests below).
+//!
+//! # Shapes
+//! - [`EnetHost`]: one ENet host = one UDP socket, any number of peers ([`EnetConfig::peer_limit`]).
+//!   Servers accept peers with it; a bot generator connects several bots through one socket
+//!   with it ("bots per socket" > 1: ENet multiplexes peers by the peer id in each datagram's
+//!   header, so one socket carries many sessions and the generator goes past the
+//!   one-socket-per-bot syscall ceiling).
+//! - [`EnetClient`]: the one-peer case (one bot per socket, the default), with the peer implied.
+//!
+//! # How the engine drives a host
+//! 1. Datagrams read from the host's socket go to [`EnetHost::handle_datagram`] (cheap: a copy
+//!    into a pooled buffer).
+//! 2. [`EnetHost::service`] (at `now`) runs ENet: reads the queued datagrams, dispatches
+//!    connects, packets and disconnects as [`EnetEvent`]s, sends acknowledgements, pings,
+//!    retransmissions, checks timeouts. Take the events with [`EnetHost::poll_event`] and hand
+//!    `Received` payloads to the peer's protocol state machine.
+//! 3. What the protocol wants sent goes to [`EnetHost::send`] (or [`EnetHost::send_transmit`]
+//!    straight from a protocol's `Transmit`); it is only queued. Call [`EnetHost::flush`] once
+//!    after a batch so ENet aggregates the batch into as few datagrams as it can.
+//! 4. Drain [`EnetHost::poll_transmit`] into the socket.
+//! 5. Sleep until the earlier of the next datagram and [`EnetHost::poll_timeout`], then repeat.
+//!
+//! `poll_timeout` is "now" while datagrams wait in the queue or sends wait for a flush,
+//! otherwise the last service plus [`EnetConfig::service_interval`] while any peer is alive,
+//! and `None` for an idle host. ENet keeps its own retransmission, ping and timeout deadlines
+//! inside its peers and does not expose them (C ENet is meant to be serviced every frame), so
+//! the interval is the resolution of those timers; ENet's clock ticks in milliseconds anyway.
+//!
+//! # Allocations
+//! Datagram buffers are pooled in both queues, the event queue keeps its capacity, and received
+//! payloads are handed out as the packet ENet reassembled ([`EnetPacket`], no copy). What
+//! remains per packet is inside rusty_enet and mirrors C ENet: one allocation for a sent
+//! packet's payload plus its packet header, one per queued command, and one contiguous buffer
+//! per outgoing datagram.
+//!
+//! # Measurements
+//! [`PeerStats`] carries ENet's own round-trip estimate (smoothed like TCP's SRTT, millisecond
+//! resolution, from acknowledgements of reliable commands, including ENet's own pings every
+//! [`EnetConfig::ping_interval`]) and ENet's packet-loss estimate (reliable commands that had to
+//! be retransmitted, smoothed over 10 s windows). Report them next to the protocol's own.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::fmt;
+use std::net::SocketAddr;
+use std::ops::Deref;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rusty_enet as enet;
+
+use crate::protocol::Transmit;
+
+/// The largest datagram ENet ever sends or accepts (`PROTOCOL_MAXIMUM_MTU`). Hosts send at most
+/// their [`EnetConfig::mtu`] (1392 by default), so a
+/// [`MAX_DATAGRAM`](crate::protocol::MAX_DATAGRAM)-sized buffer is enough for
+/// [`EnetHost::poll_transmit`] unless the MTU is raised; receive buffers should be this big.
+pub const MAX_ENET_DATAGRAM: usize = enet::MTU_MAX;
+
+/// ENet's default MTU (`ENET_HOST_DEFAULT_MTU`).
+pub const DEFAULT_MTU: u16 = 1392;
+
+/// ENet reads 0 as "unset" in a few timestamps, so the host clock starts here rather than at 0.
+const CLOCK_START_MS: u64 = 1_000;
+
+/// Settings of one ENet host. The defaults are C ENet's, except the peer limit (one: the
+/// one-bot-per-socket case) and the channel limit (two, as City uses).
+#[derive(Debug, Clone)]
+pub struct EnetConfig {
+    /// Peer slots of the host: bots sharing this socket, or players a server accepts.
+    pub peer_limit: usize,
+    /// Most channels an incoming connection may open (outgoing connections ask for their own
+    /// count in [`EnetHost::connect`]). 1..=255.
+    pub channel_limit: usize,
+    /// Bandwidth the host announces, bytes per second; `None` is unlimited. ENet sizes its
+    /// reliable window and throttles from these.
+    pub incoming_bandwidth: Option<u32>,
+    pub outgoing_bandwidth: Option<u32>,
+    /// Largest datagram the host sends (576..=4096); peers settle on the smaller of both MTUs.
+    pub mtu: u16,
+    /// How often a host with live peers wants servicing when nothing else happens: the
+    /// resolution of ENet's retransmission, ping and timeout timers. See the module docs.
+    pub service_interval: Duration,
+    /// ENet pings an otherwise quiet peer this often (`enet_peer_ping_interval`, default 500 ms);
+    /// the pings keep the RTT estimate fresh.
+    pub ping_interval: Duration,
+    /// `enet_peer_timeout`: give up on a peer when a reliable command has been retransmitted
+    /// `timeout_limit` times and `timeout_minimum` has passed, or after `timeout_maximum` in any
+    /// case. This is also how long a connection attempt to a silent server lasts.
+    pub timeout_limit: u32,
+    pub timeout_minimum: Duration,
+    pub timeout_maximum: Duration,
+    /// CRC32 checksums in every datagram, as `host->checksum = enet_crc32` does in C. Both ends
+    /// must agree.
+    pub checksum: bool,
+    /// ENet's range-coder compression, as `enet_host_compress_with_range_coder` in C. Both ends
+    /// must agree.
+    pub range_coder: bool,
+    /// Seed of ENet's generator (connect ids); `None` seeds from the host's address and clock.
+    pub seed: Option<u32>,
+    /// Most datagrams each queue (in and out) holds; beyond it datagrams are dropped and
+    /// counted, as a full socket buffer would.
+    pub queue_limit: usize,
+}
+
+impl Default for EnetConfig {
+    fn default() -> Self {
+        Self {
+            peer_limit: 1,
+            channel_limit: 2,
+            incoming_bandwidth: None,
+            outgoing_bandwidth: None,
+            mtu: DEFAULT_MTU,
+            service_interval: Duration::from_millis(10),
+            ping_interval: Duration::from_millis(u64::from(enet::consts::PEER_PING_INTERVAL)),
+            timeout_limit: enet::consts::PEER_TIMEOUT_LIMIT,
+            timeout_minimum: Duration::from_millis(u64::from(enet::consts::PEER_TIMEOUT_MINIMUM)),
+            timeout_maximum: Duration::from_millis(u64::from(enet::consts::PEER_TIMEOUT_MAXIMUM)),
+            checksum: false,
+            range_coder: false,
+            seed: None,
+            queue_limit: 4096,
+        }
+    }
+}
+
+impl EnetConfig {
+    /// Defaults with room for `peer_limit` peers.
+    pub fn with_peers(peer_limit: usize) -> Self {
+        Self {
+            peer_limit,
+            ..Self::default()
+        }
+    }
+}
+
+/// Why an ENet operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EnetError {
+    #[error("invalid ENet setting: {0}")]
+    BadParameter(&'static str),
+    #[error("no free ENet peer slot (the host has {0})")]
+    NoFreePeer(usize),
+    #[error("no ENet peer {0:?} on this host")]
+    UnknownPeer(PeerId),
+    #[error("ENet peer is not connected")]
+    NotConnected,
+    #[error("ENet channel {0} is not open on this connection")]
+    InvalidChannel(u8),
+    #[error("packet of {0} bytes is larger than ENet accepts")]
+    PacketTooLarge(usize),
+    #[error("ENet could not queue the packet")]
+    FailedToQueue,
+}
+
+/// A peer slot of an [`EnetHost`]. Slots are reused after a peer's `Disconnected` event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PeerId(usize);
+
+impl PeerId {
+    /// The slot number, `0..peer_limit`: an index for the caller's per-peer tables.
+    pub fn index(self) -> usize {
+        self.0
+    }
+}
+
+/// Why a peer's session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DisconnectReason {
+    /// This side asked ([`EnetHost::disconnect`] or [`EnetHost::disconnect_now`]).
+    Local,
+    /// The remote side closed the session or stopped answering. ENet 1.3 reports both the same
+    /// way (a timeout is a disconnect with data 0).
+    Remote,
+    /// The connection never completed: refused, no free slot at the server, or no answer within
+    /// the peer timeout.
+    ConnectFailed,
+}
+
+/// Something that happened on an ENet host, from [`EnetHost::poll_event`].
+///
+/// Every peer that [`EnetHost::connect`] returned, or that a `Connected` event announced, ends
+/// with exactly one `Disconnected` event.
+#[derive(Debug)]
+pub enum EnetEvent {
+    Connected {
+        peer: PeerId,
+        addr: SocketAddr,
+        /// The 32-bit value the connecting side passed to `connect`.
+        data: u32,
+    },
+    Received {
+        peer: PeerId,
+        channel: u8,
+        packet: EnetPacket,
+    },
+    Disconnected {
+        peer: PeerId,
+        /// The value the remote side passed to its disconnect (0 on a timeout).
+        data: u32,
+        reason: DisconnectReason,
+    },
+}
+
+/// A packet ENet delivered: its payload, reassembled if it was fragmented, without a copy.
+///
+/// Whether it came reliably is not reported: rusty_enet 0.4's `Packet::kind` misreads the
+/// flags of received packets (it reports every packet as reliable). Protocols know their channel
+/// layout (City: 0 reliable, 1 unreliable), which is what they act on.
+pub struct EnetPacket(enet::Packet);
+
+impl EnetPacket {
+    pub fn bytes(&self) -> &[u8] {
+        self.0.data()
+    }
+}
+
+impl Deref for EnetPacket {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.0.data()
+    }
+}
+
+impl AsRef<[u8]> for EnetPacket {
+    fn as_ref(&self) -> &[u8] {
+        self.0.data()
+    }
+}
+
+impl fmt::Debug for EnetPacket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "EnetPacket({} bytes)", self.0.data().len())
+    }
+}
+
+/// Where a peer is in its session, simplified from ENet's ten states.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerState {
+    /// Free slot, or the session is over.
+    Disconnected,
+    /// Handshake in progress (either direction).
+    Connecting,
+    Connected,
+    /// A disconnect is under way.
+    Disconnecting,
+}
+
+impl From<enet::PeerState> for PeerState {
+    fn from(s: enet::PeerState) -> Self {
+        use enet::PeerState as S;
+        match s {
+            S::Disconnected | S::Zombie => PeerState::Disconnected,
+            S::Connecting
+            | S::AcknowledgingConnect
+            | S::ConnectionPending
+            | S::ConnectionSucceeded => PeerState::Connecting,
+            S::Connected => PeerState::Connected,
+            S::DisconnectLater | S::Disconnecting | S::AcknowledgingDisconnect => {
+                PeerState::Disconnecting
+            }
+        }
+    }
+}
+
+/// One peer's link, as ENet measures it, plus payload counters kept by this host.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PeerStats {
+    pub state: PeerState,
+    /// ENet's smoothed round-trip time, or `None` until the first acknowledgement measured one
+    /// (before that ENet holds a 500 ms placeholder, which must not be reported as a sample).
+    pub rtt: Option<Duration>,
+    /// ENet's round-trip variance (mean deviation), alongside `rtt`.
+    pub rtt_variance: Option<Duration>,
+    /// ENet's smoothed loss estimate of reliable commands, 0.0..=1.0. ENet updates it once per
+    /// 10 s window in which something was sent, so it stays 0 during the first 10 s.
+    pub packet_loss: f64,
+    /// Variance of that estimate, same scale.
+    pub packet_loss_variance: f64,
+    /// Packets (payloads) handed to [`EnetHost::send`] and accepted, and their bytes.
+    pub packets_sent: u64,
+    pub bytes_sent: u64,
+    /// Packets ENet delivered from this peer, and their bytes.
+    pub packets_received: u64,
+    pub bytes_received: u64,
+    /// The MTU the two sides settled on.
+    pub mtu: u16,
+}
+
+/// Datagram counters of one host's socket queues.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HostStats {
+    pub datagrams_in: u64,
+    pub bytes_in: u64,
+    pub datagrams_out: u64,
+    pub bytes_out: u64,
+    /// Datagrams dropped on the way in: too large for ENet, or the queue was full.
+    pub dropped_in: u64,
+    /// Datagrams dropped on the way out because nobody drained the queue.
+    pub dropped_out: u64,
+}
+
+/// FIFO of datagrams whose buffers are recycled: no allocation once warmed up.
+#[derive(Debug, Default)]
+struct DatagramQueue {
+    queue: VecDeque<(SocketAddr, Vec<u8>)>,
+    free: Vec<Vec<u8>>,
+    limit: usize,
+}
+
+impl DatagramQueue {
+    fn new(limit: usize) -> Self {
+        Self {
+            queue: VecDeque::new(),
+            free: Vec::new(),
+            limit,
+        }
+    }
+
+    /// False when the queue is full (the datagram is dropped).
+    fn push(&mut self, addr: SocketAddr, data: &[u8]) -> bool {
+        if self.queue.len() >= self.limit {
+            return false;
+        }
+        let mut buf = self.free.pop().unwrap_or_default();
+        buf.clear();
+        buf.extend_from_slice(data);
+        self.queue.push_back((addr, buf));
+        true
+    }
+
+    /// Copy the oldest datagram into `out`; `None` when empty. Panics when `out` is too small.
+    fn pop_into(&mut self, out: &mut [u8]) -> Option<(SocketAddr, usize)> {
+        let (addr, buf) = self.queue.pop_front()?;
+        let len = buf.len();
+        assert!(
+            out.len() >= len,
+            "buffer of {} bytes is too small for a {len}-byte ENet datagram",
+            out.len()
+        );
+        out[..len].copy_from_slice(&buf);
+        self.free.push(buf);
+        Some((addr, len))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+}
+
+/// The [`rusty_enet::Socket`] ENet is given: two queues instead of a file descriptor.
+///
+/// `receive` hands ENet what the engine pushed; `send` queues what ENet writes. ENet never
+/// blocks on it and it never fails.
+#[derive(Debug)]
+pub struct QueueSocket {
+    inbound: DatagramQueue,
+    outbound: DatagramQueue,
+    stats: HostStats,
+}
+
+impl QueueSocket {
+    fn new(limit: usize) -> Self {
+        Self {
+            inbound: DatagramQueue::new(limit),
+            outbound: DatagramQueue::new(limit),
+            stats: HostStats::default(),
+        }
+    }
+}
+
+impl enet::Socket for QueueSocket {
+    type Address = SocketAddr;
+    type Error = Infallible;
+
+    fn send(&mut self, address: SocketAddr, buffer: &[u8]) -> Result<usize, Infallible> {
+        if self.outbound.push(address, buffer) {
+            self.stats.datagrams_out += 1;
+            self.stats.bytes_out += buffer.len() as u64;
+        } else {
+            self.stats.dropped_out += 1;
+        }
+        // A full queue behaves like a full socket buffer: the datagram is gone and ENet's
+        // retransmission deals with it.
+        Ok(buffer.len())
+    }
+
+    fn receive(
+        &mut self,
+        buffer: &mut [u8; enet::MTU_MAX],
+    ) -> Result<Option<(SocketAddr, enet::PacketReceived)>, Infallible> {
+        Ok(self
+            .inbound
+            .pop_into(buffer)
+            .map(|(addr, len)| (addr, enet::PacketReceived::Complete(len))))
+    }
+}
+
+/// The host's clock: milliseconds that the caller's `now` sets and ENet reads.
+#[derive(Debug)]
+struct Clock {
+    epoch: Instant,
+    ms: Arc<AtomicU64>,
+}
+
+impl Clock {
+    fn new(now: Instant) -> Self {
+        Self {
+            epoch: now,
+            ms: Arc::new(AtomicU64::new(CLOCK_START_MS)),
+        }
+    }
+
+    /// Never goes backwards, whatever order the caller's instants come in.
+    fn set(&self, now: Instant) {
+        let ms = now.saturating_duration_since(self.epoch).as_millis() as u64 + CLOCK_START_MS;
+        self.ms.fetch_max(ms, Ordering::Relaxed);
+    }
+
+    fn reader(&self) -> Box<dyn Fn() -> Duration> {
+        let ms = Arc::clone(&self.ms);
+        Box::new(move || Duration::from_millis(ms.load(Ordering::Relaxed)))
+    }
+}
+
+/// What this host knows of a peer slot beyond ENet's own state.
+#[derive(Debug, Default, Clone, Copy)]
+struct PeerMeta {
+    /// `connect` returned it or a `Connected` event announced it: it owes a `Disconnected`.
+    announced: bool,
+    /// The session reached Connected.
+    connected: bool,
+    /// This side asked to disconnect.
+    local_close: bool,
+    packets_sent: u64,
+    bytes_sent: u64,
+    packets_received: u64,
+    bytes_received: u64,
+}
+
+fn millis_u32(d: Duration) -> u32 {
+    u32::try_from(d.as_millis()).unwrap_or(u32::MAX)
+}
+
+/// An ENet host over the caller's socket: sans-IO, any number of peers. See the module docs.
+pub struct EnetHost {
+    host: enet::Host<QueueSocket>,
+    clock: Clock,
+    meta: Vec<PeerMeta>,
+    events: VecDeque<EnetEvent>,
+    last_service: Instant,
+    service_interval: Duration,
+    ping_interval: u32,
+    timeout: (u32, u32, u32),
+    /// Some peer slot is not Disconnected: ENet has timers running.
+    busy: bool,
+    /// Packets were queued since the last flush or service.
+    unflushed: bool,
+}
+
+impl fmt::Debug for EnetHost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EnetHost")
+            .field("peer_limit", &self.meta.len())
+            .field("busy", &self.busy)
+            .field("events", &self.events.len())
+            .field("stats", &self.host.socket().stats)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EnetHost {
+    /// A host with no peers yet. `now` starts its clock.
+    pub fn new(now: Instant, config: &EnetConfig) -> Result<Self, EnetError> {
+        if config.peer_limit == 0 || config.peer_limit > enet::PeerID::MAX {
+            return Err(EnetError::BadParameter("peer_limit"));
+        }
+        if config.channel_limit == 0
+            || config.channel_limit > enet::consts::PROTOCOL_MAXIMUM_CHANNEL_COUNT as usize
+        {
+            return Err(EnetError::BadParameter("channel_limit"));
+        }
+        if config.queue_limit == 0 {
+            return Err(EnetError::BadParameter("queue_limit"));
+        }
+        let clock = Clock::new(now);
+        let settings = enet::HostSettings {
+            peer_limit: config.peer_limit,
+            channel_limit: config.channel_limit,
+            incoming_bandwidth_limit: config.incoming_bandwidth,
+            outgoing_bandwidth_limit: config.outgoing_bandwidth,
+            compressor: if config.range_coder {
+                Some(Box::new(enet::RangeCoder::new()))
+            } else {
+                None
+            },
+            checksum: if config.checksum {
+                Some(Box::new(enet::crc32))
+            } else {
+                None
+            },
+            time: clock.reader(),
+            seed: config.seed,
+        };
+        let mut host = enet::Host::new(QueueSocket::new(config.queue_limit), settings).map_err(
+            |e| match e {
+                enet::error::HostNewError::BadParameter(b) => EnetError::BadParameter(b.parameter),
+                enet::error::HostNewError::FailedToInitializeSocket(never) => match never {},
+            },
+        )?;
+        host.set_mtu(config.mtu)
+            .map_err(|_| EnetError::BadParameter("mtu"))?;
+        Ok(Self {
+            host,
+            clock,
+            meta: vec![PeerMeta::default(); config.peer_limit],
+            events: VecDeque::new(),
+            last_service: now,
+            service_interval: config.service_interval.max(Duration::from_millis(1)),
+            ping_interval: millis_u32(config.ping_interval).max(1),
+            timeout: (
+                config.timeout_limit,
+                millis_u32(config.timeout_minimum),
+                millis_u32(config.timeout_maximum),
+            ),
+            busy: false,
+            unflushed: false,
+        })
+    }
+
+    /// Start connecting to `addr` with `channels` channels (1..=255); `data` reaches the other
+    /// side's `Connected` event. The handshake goes out on the next flush or service; a
+    /// `Connected` or `Disconnected { reason: ConnectFailed }` event ends it.
+    pub fn connect(
+        &mut self,
+        now: Instant,
+        addr: SocketAddr,
+        channels: usize,
+        data: u32,
+    ) -> Result<PeerId, EnetError> {
+        if channels == 0 || channels > enet::consts::PROTOCOL_MAXIMUM_CHANNEL_COUNT as usize {
+            return Err(EnetError::BadParameter("channels"));
+        }
+        self.clock.set(now);
+        let limit = self.meta.len();
+        let (ping, (tl, tmin, tmax)) = (self.ping_interval, self.timeout);
+        let peer = self
+            .host
+            .connect(addr, channels, data)
+            .map_err(|_| EnetError::NoFreePeer(limit))?;
+        peer.set_ping_interval(ping);
+        peer.set_timeout(tl, tmin, tmax);
+        let id = PeerId(peer.id().0);
+        self.meta[id.0] = PeerMeta {
+            announced: true,
+            ..PeerMeta::default()
+        };
+        self.busy = true;
+        self.unflushed = true;
+        Ok(id)
+    }
+
+    /// Queue `bytes` for `peer` on `channel`. Reliable packets are acknowledged, retransmitted
+    /// and delivered in order within their channel; unreliable ones are sequenced (a late one is
+    /// dropped) and, like C ENet's default, sent reliably in fragments when larger than the MTU.
+    /// Nothing leaves before the next [`flush`](Self::flush) or [`service`](Self::service).
+    pub fn send(
+        &mut self,
+        peer: PeerId,
+        channel: u8,
+        reliable: bool,
+        bytes: &[u8],
+    ) -> Result<(), EnetError> {
+        let p = self
+            .host
+            .get_peer_mut(enet::PeerID(peer.0))
+            .ok_or(EnetError::UnknownPeer(peer))?;
+        let packet = if reliable {
+            enet::Packet::reliable(bytes)
+        } else {
+            enet::Packet::unreliable(bytes)
+        };
+        p.send(channel, &packet).map_err(|e| match e {
+            enet::error::PeerSendError::NotConnected => EnetError::NotConnected,
+            enet::error::PeerSendError::InvalidChannel => EnetError::InvalidChannel(channel),
+            enet::error::PeerSendError::PacketTooLarge
+            | enet::error::PeerSendError::FragmentsExceeded => {
+                EnetError::PacketTooLarge(bytes.len())
+            }
+            enet::error::PeerSendError::FailedToQueue => EnetError::FailedToQueue,
+        })?;
+        let m = &mut self.meta[peer.0];
+        m.packets_sent += 1;
+        m.bytes_sent += bytes.len() as u64;
+        self.unflushed = true;
+        Ok(())
+    }
+
+    /// [`send`](Self::send) what a protocol state machine wrote: `buf[..t.len]` with its
+    /// channel and reliability hints.
+    pub fn send_transmit(
+        &mut self,
+        peer: PeerId,
+        t: &Transmit,
+        buf: &[u8],
+    ) -> Result<(), EnetError> {
+        self.send(peer, t.channel, t.reliable, &buf[..t.len])
+    }
+
+    /// End `peer`'s session politely: packets already queued go first, then ENet's disconnect,
+    /// and a `Disconnected { reason: Local }` event follows once the other side acknowledged (or
+    /// the peer timeout passed). A peer still connecting is dropped at once (with its event).
+    pub fn disconnect(&mut self, now: Instant, peer: PeerId, data: u32) -> Result<(), EnetError> {
+        self.close(now, peer, data, false)
+    }
+
+    /// End `peer`'s session at once: one unacknowledged disconnect datagram is queued, the slot
+    /// is freed and the `Disconnected { reason: Local }` event is queued immediately.
+    pub fn disconnect_now(
+        &mut self,
+        now: Instant,
+        peer: PeerId,
+        data: u32,
+    ) -> Result<(), EnetError> {
+        self.close(now, peer, data, true)
+    }
+
+    fn close(
+        &mut self,
+        now: Instant,
+        peer: PeerId,
+        data: u32,
+        immediate: bool,
+    ) -> Result<(), EnetError> {
+        self.clock.set(now);
+        let p = self
+            .host
+            .get_peer_mut(enet::PeerID(peer.0))
+            .ok_or(EnetError::UnknownPeer(peer))?;
+        if immediate {
+            p.disconnect_now(data);
+        } else {
+            p.disconnect_later(data);
+        }
+        let gone = p.state() == enet::PeerState::Disconnected;
+        let m = &mut self.meta[peer.0];
+        m.local_close = true;
+        if gone && m.announced {
+            // ENet resets a slot it was not connected on without an event; keep the promise of
+            // one `Disconnected` per announced peer.
+            *m = PeerMeta::default();
+            self.events.push_back(EnetEvent::Disconnected {
+                peer,
+                data,
+                reason: DisconnectReason::Local,
+            });
+        }
+        self.unflushed = true;
+        self.refresh_busy();
+        Ok(())
+    }
+
+    /// A datagram that arrived on this host's socket from `from`. Queued until the next
+    /// [`service`](Self::service).
+    pub fn handle_datagram(&mut self, _now: Instant, from: SocketAddr, data: &[u8]) {
+        let sock = self.host.socket_mut();
+        if data.len() > MAX_ENET_DATAGRAM || !sock.inbound.push(from, data) {
+            sock.stats.dropped_in += 1;
+            return;
+        }
+        sock.stats.datagrams_in += 1;
+        sock.stats.bytes_in += data.len() as u64;
+    }
+
+    /// Run ENet at `now`: process queued datagrams, run its timers, send what is due. Returns
+    /// the number of events it queued for [`poll_event`](Self::poll_event).
+    pub fn service(&mut self, now: Instant) -> usize {
+        self.clock.set(now);
+        let before = self.events.len();
+        loop {
+            let ev = match self.host.service() {
+                Ok(Some(ev)) => ev.no_ref(),
+                Ok(None) => {
+                    // ENet reads at most 256 datagrams per pass.
+                    if self.host.socket().inbound.is_empty() {
+                        break;
+                    }
+                    continue;
+                }
+                Err(never) => match never {},
+            };
+            self.on_event(ev);
+        }
+        self.last_service = now;
+        self.unflushed = false;
+        self.refresh_busy();
+        self.events.len() - before
+    }
+
+    fn on_event(&mut self, ev: enet::EventNoRef) {
+        match ev {
+            enet::EventNoRef::Connect { peer, data } => {
+                let (ping, (tl, tmin, tmax)) = (self.ping_interval, self.timeout);
+                let p = self.host.peer_mut(peer);
+                let Some(addr) = p.address() else {
+                    return;
+                };
+                if !self.meta[peer.0].announced {
+                    // Accepted by this host: apply the same ping and timeout settings.
+                    p.set_ping_interval(ping);
+                    p.set_timeout(tl, tmin, tmax);
+                }
+                self.meta[peer.0] = PeerMeta {
+                    announced: true,
+                    connected: true,
+                    ..PeerMeta::default()
+                };
+                self.events.push_back(EnetEvent::Connected {
+                    peer: PeerId(peer.0),
+                    addr,
+                    data,
+                });
+            }
+            enet::EventNoRef::Receive {
+                peer,
+                channel_id,
+                packet,
+            } => {
+                let m = &mut self.meta[peer.0];
+                m.packets_received += 1;
+                m.bytes_received += packet.data().len() as u64;
+                self.events.push_back(EnetEvent::Received {
+                    peer: PeerId(peer.0),
+                    channel: channel_id,
+                    packet: EnetPacket(packet),
+                });
+            }
+            enet::EventNoRef::Disconnect { peer, data } => {
+                let m = std::mem::take(&mut self.meta[peer.0]);
+                if !m.announced {
+                    return;
+                }
+                let reason = if m.local_close {
+                    DisconnectReason::Local
+                } else if m.connected {
+                    DisconnectReason::Remote
+                } else {
+                    DisconnectReason::ConnectFailed
+                };
+                self.events.push_back(EnetEvent::Disconnected {
+                    peer: PeerId(peer.0),
+                    data,
+                    reason,
+                });
+            }
+        }
+    }
+
+    fn refresh_busy(&mut self) {
+        self.busy = self
+            .host
+            .peers()
+            .any(|p| p.state() != enet::PeerState::Disconnected);
+    }
+
+    /// Send what [`send`](Self::send), [`connect`](Self::connect) and
+    /// [`disconnect`](Self::disconnect) queued, without reading datagrams or running timeouts.
+    pub fn flush(&mut self, now: Instant) {
+        self.clock.set(now);
+        self.host.flush();
+        self.unflushed = false;
+    }
+
+    /// The next event, oldest first.
+    pub fn poll_event(&mut self) -> Option<EnetEvent> {
+        self.events.pop_front()
+    }
+
+    /// The next datagram to write to the socket: copied into `buf`, returns its destination and
+    /// length. `buf` must hold the host's MTU (see [`MAX_ENET_DATAGRAM`]).
+    pub fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<(SocketAddr, usize)> {
+        self.host.socket_mut().outbound.pop_into(buf)
+    }
+
+    /// When this host next wants [`service`](Self::service) (or [`flush`](Self::flush) when
+    /// only sends are pending); `None` when it has nothing alive. An instant not after the last
+    /// call's `now` means "now".
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if !self.host.socket().inbound.is_empty() || self.unflushed {
+            Some(self.last_service)
+        } else if self.busy || !self.events.is_empty() {
+            Some(self.last_service + self.service_interval)
+        } else {
+            None
+        }
+    }
+
+    /// The peer's state and ENet's measurements of its link; `None` for a slot out of range.
+    pub fn peer_stats(&self, peer: PeerId) -> Option<PeerStats> {
+        let p = self.host.get_peer(enet::PeerID(peer.0))?;
+        let m = self.meta.get(peer.0)?;
+        let scale = f64::from(enet::consts::PEER_PACKET_LOSS_SCALE);
+        // ENet's first RTT sample sets the variance to (rtt + 1) / 2 >= 1 and later updates
+        // keep it >= 1; before any sample it is 0 and the RTT is a 500 ms placeholder.
+        let sampled = p.round_trip_time_variance() > Duration::ZERO;
+        Some(PeerStats {
+            state: p.state().into(),
+            rtt: sampled.then(|| p.round_trip_time()),
+            rtt_variance: sampled.then(|| p.round_trip_time_variance()),
+            packet_loss: f64::from(p.packet_loss()) / scale,
+            packet_loss_variance: f64::from(p.packet_loss_variance()) / scale,
+            packets_sent: m.packets_sent,
+            bytes_sent: m.bytes_sent,
+            packets_received: m.packets_received,
+            bytes_received: m.bytes_received,
+            mtu: p.mtu(),
+        })
+    }
+
+    /// ENet's round-trip estimate for `peer`, once it has measured one.
+    pub fn rtt(&self, peer: PeerId) -> Option<Duration> {
+        self.peer_stats(peer)?.rtt
+    }
+
+    /// ENet's packet-loss estimate for `peer`, 0.0..=1.0.
+    pub fn packet_loss(&self, peer: PeerId) -> Option<f64> {
+        Some(self.peer_stats(peer)?.packet_loss)
+    }
+
+    pub fn peer_state(&self, peer: PeerId) -> Option<PeerState> {
+        Some(self.host.get_peer(enet::PeerID(peer.0))?.state().into())
+    }
+
+    /// The remote address of `peer` (kept after it disconnected, until the slot is reused).
+    pub fn peer_addr(&self, peer: PeerId) -> Option<SocketAddr> {
+        self.host.get_peer(enet::PeerID(peer.0))?.address()
+    }
+
+    /// Peers currently connected.
+    pub fn connected_peers(&mut self) -> usize {
+        self.host.connected_peers().count()
+    }
+
+    pub fn peer_limit(&self) -> usize {
+        self.meta.len()
+    }
+
+    /// The largest datagram this host sends.
+    pub fn mtu(&self) -> u16 {
+        self.host.mtu()
+    }
+
+    pub fn stats(&self) -> HostStats {
+        self.host.socket().stats
+    }
+}
+
+/// One ENet connection on its own host: the one-bot-per-socket case. The same contract as
+/// [`EnetHost`], with the peer implied.
+#[derive(Debug)]
+pub struct EnetClient {
+    host: EnetHost,
+    peer: PeerId,
+    server: SocketAddr,
+}
+
+impl EnetClient {
+    /// Start connecting to `server` with `channels` channels and ENet's default settings.
+    pub fn connect(now: Instant, server: SocketAddr, channels: usize) -> Result<Self, EnetError> {
+        Self::connect_with(now, server, channels, 0, &EnetConfig::default())
+    }
+
+    /// [`connect`](Self::connect) with settings and the connect data. `config.peer_limit` is
+    /// ignored (one peer).
+    pub fn connect_with(
+        now: Instant,
+        server: SocketAddr,
+        channels: usize,
+        data: u32,
+        config: &EnetConfig,
+    ) -> Result<Self, EnetError> {
+        let config = EnetConfig {
+            peer_limit: 1,
+            channel_limit: channels.max(1),
+            ..config.clone()
+        };
+        let mut host = EnetHost::new(now, &config)?;
+        let peer = host.connect(now, server, channels, data)?;
+        Ok(Self { host, peer, server })
+    }
+
+    pub fn server(&self) -> SocketAddr {
+        self.server
+    }
+
+    pub fn send(&mut self, channel: u8, reliable: bool, bytes: &[u8]) -> Result<(), EnetError> {
+        self.host.send(self.peer, channel, reliable, bytes)
+    }
+
+    pub fn send_transmit(&mut self, t: &Transmit, buf: &[u8]) -> Result<(), EnetError> {
+        self.host.send_transmit(self.peer, t, buf)
+    }
+
+    pub fn disconnect(&mut self, now: Instant, data: u32) {
+        // The peer id is the host's own, so this cannot fail.
+        let _ = self.host.disconnect(now, self.peer, data);
+    }
+
+    pub fn disconnect_now(&mut self, now: Instant, data: u32) {
+        let _ = self.host.disconnect_now(now, self.peer, data);
+    }
+
+    /// A datagram from the socket. Datagrams from anyone but the server are dropped by ENet.
+    pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
+        self.host.handle_datagram(now, from, data);
+    }
+
+    pub fn service(&mut self, now: Instant) -> usize {
+        self.host.service(now)
+    }
+
+    pub fn flush(&mut self, now: Instant) {
+        self.host.flush(now);
+    }
+
+    pub fn poll_event(&mut self) -> Option<EnetEvent> {
+        self.host.poll_event()
+    }
+
+    /// The next datagram for the server, copied into `buf`.
+    pub fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<(SocketAddr, usize)> {
+        self.host.poll_transmit(buf)
+    }
+
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.host.poll_timeout()
+    }
+
+    pub fn state(&self) -> PeerState {
+        self.host
+            .peer_state(self.peer)
+            .unwrap_or(PeerState::Disconnected)
+    }
+
+    pub fn is_connected(&self) -> bool {
+        self.state() == PeerState::Connected
+    }
+
+    pub fn stats(&self) -> PeerStats {
+        self.host
+            .peer_stats(self.peer)
+            .expect("the client's own peer slot exists")
+    }
+
+    /// ENet's round-trip estimate, once measured.
+    pub fn rtt(&self) -> Option<Duration> {
+        self.stats().rtt
+    }
+
+    /// ENet's packet-loss estimate, 0.0..=1.0.
+    pub fn packet_loss(&self) -> f64 {
+        self.stats().packet_loss
+    }
+
+    pub fn host_stats(&self) -> HostStats {
+        self.host.stats()
+    }
+
+    /// The host underneath, for what the client does not wrap.
+    pub fn host_mut(&mut self) -> &mut EnetHost {
+        &mut self.host
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    const A: &str = "10.0.0.1:5000";
+    const B: &str = "10.0.0.2:7777";
+
+    /// Two hosts joined by a simulated link with one-way delay and random loss, on a simulated
+    /// clock advancing 1 ms per step.
+    struct Sim {
+        now: Instant,
+        hosts: [EnetHost; 2],
+        addrs: [SocketAddr; 2],
+        /// (deliver at, to host index, from, bytes)
+        wire: Vec<(Instant, usize, SocketAddr, Vec<u8>)>,
+        delay: Duration,
+        loss: f64,
+        rng: ChaCha8Rng,
+        events: [Vec<EnetEvent>; 2],
+        sent: u64,
+        lost: u64,
+    }
+
+    impl Sim {
+        fn new(a: EnetConfig, b: EnetConfig, delay: Duration, loss: f64) -> Self {
+            let now = Instant::now();
+            Self {
+                now,
+                hosts: [
+                    EnetHost::new(now, &a).unwrap(),
+                    EnetHost::new(now, &b).unwrap(),
+                ],
+                addrs: [A.parse().unwrap(), B.parse().unwrap()],
+                wire: Vec::new(),
+                delay,
+                loss,
+                rng: ChaCha8Rng::seed_from_u64(7),
+                events: [Vec::new(), Vec::new()],
+                sent: 0,
+                lost: 0,
+            }
+        }
+
+        fn step(&mut self) {
+            self.now += Duration::from_millis(1);
+            let now = self.now;
+            let mut i = 0;
+            while i < self.wire.len() {
+                if self.wire[i].0 <= now {
+                    let (_, to, from, bytes) = self.wire.swap_remove(i);
+                    self.hosts[to].handle_datagram(now, from, &bytes);
+                } else {
+                    i += 1;
+                }
+            }
+            let mut buf = [0u8; MAX_ENET_DATAGRAM];
+            for h in 0..2 {
+                if self.hosts[h].poll_timeout().is_some_and(|t| t <= now) {
+                    self.hosts[h].service(now);
+                }
+                while let Some(ev) = self.hosts[h].poll_event() {
+                    self.events[h].push(ev);
+                }
+                self.hosts[h].flush(now);
+                while let Some((to, len)) = self.hosts[h].poll_transmit(&mut buf) {
+                    let to_idx = self.addrs.iter().position(|a| *a == to).unwrap();
+                    self.sent += 1;
+                    if self.rng.random_bool(self.loss) {
+                        self.lost += 1;
+                        continue;
+                    }
+                    self.wire
+                        .push((now + self.delay, to_idx, self.addrs[h], buf[..len].to_vec()));
+                }
+            }
+        }
+
+        fn run_until(&mut self, limit: Duration, mut done: impl FnMut(&Self) -> bool) -> bool {
+            let end = self.now + limit;
+            while self.now < end {
+                self.step();
+                if done(self) {
+                    return true;
+                }
+            }
+            false
+        }
+
+        fn connect(&mut self, peers: usize, channels: usize) -> Vec<PeerId> {
+            let (now, b) = (self.now, self.addrs[1]);
+            let ids: Vec<PeerId> = (0..peers)
+                .map(|i| self.hosts[0].connect(now, b, channels, i as u32).unwrap())
+                .collect();
+            let n = peers;
+            assert!(self.run_until(Duration::from_secs(5), |s| {
+                s.events[0]
+                    .iter()
+                    .filter(|e| matches!(e, EnetEvent::Connected { .. }))
+                    .count()
+                    == n
+            }));
+            ids
+        }
+    }
+
+    fn received(events: &[EnetEvent]) -> Vec<(PeerId, u8, Vec<u8>)> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                EnetEvent::Received {
+                    peer,
+                    channel,
+                    packet,
+                } => Some((*peer, *channel, packet.to_vec())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn pattern(len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i * 7 + 3) as u8).collect()
+    }
+
+    #[test]
+    fn connect_exchange_fragmented_and_disconnect() {
+        let mut sim = Sim::new(
+            EnetConfig::default(),
+            EnetConfig::with_peers(4),
+            Duration::from_millis(5),
+            0.0,
+        );
+        let ids = sim.connect(1, 2);
+        let p = ids[0];
+        // The server announces the peer once the client acknowledged its verify.
+        assert!(sim.run_until(Duration::from_secs(1), |s| !s.events[1].is_empty()));
+        assert!(matches!(
+            sim.events[1][0],
+            EnetEvent::Connected { data: 0, addr, .. } if addr == sim.addrs[0]
+        ));
+        let big = pattern(10_000);
+        sim.hosts[0].send(p, 0, true, b"hello").unwrap();
+        sim.hosts[0].send(p, 0, true, &big).unwrap();
+        sim.hosts[0].send(p, 1, false, b"input").unwrap();
+        let before = sim.hosts[0].stats().datagrams_out;
+        assert!(
+            sim.run_until(Duration::from_secs(2), |s| received(&s.events[1]).len()
+                == 3)
+        );
+        // 10 000 bytes over a 1392-byte MTU: at least 8 datagrams of fragments.
+        assert!(sim.hosts[0].stats().datagrams_out - before >= 8);
+        // Channels are sequenced independently: channel 1 may overtake the fragments.
+        let got = received(&sim.events[1]);
+        let ch0: Vec<_> = got.iter().filter(|r| r.1 == 0).map(|r| &r.2).collect();
+        let ch1: Vec<_> = got.iter().filter(|r| r.1 == 1).map(|r| &r.2).collect();
+        assert_eq!(ch0, [&b"hello".to_vec(), &big]);
+        assert_eq!(ch1, [&b"input".to_vec()]);
+        let stats = sim.hosts[0].peer_stats(p).unwrap();
+        assert_eq!(stats.packets_sent, 3);
+        assert_eq!(stats.bytes_sent, 10_010);
+        let rtt = stats.rtt.expect("acks measured the RTT");
+        assert!(
+            rtt >= Duration::from_millis(8) && rtt <= Duration::from_millis(20),
+            "{rtt:?}"
+        );
+
+        sim.hosts[0].disconnect(sim.now, p, 99).unwrap();
+        assert!(sim.run_until(Duration::from_secs(2), |s| s.events[1]
+            .iter()
+            .any(|e| matches!(e, EnetEvent::Disconnected { .. }))));
+        assert!(matches!(
+            sim.events[1].last(),
+            Some(EnetEvent::Disconnected {
+                data: 99,
+                reason: DisconnectReason::Remote,
+                ..
+            })
+        ));
+        assert!(sim.run_until(Duration::from_secs(1), |s| s.events[0]
+            .iter()
+            .any(|e| matches!(e, EnetEvent::Disconnected { .. }))));
+        assert!(matches!(
+            sim.events[0].last(),
+            Some(EnetEvent::Disconnected {
+                reason: DisconnectReason::Local,
+                ..
+            })
+        ));
+        // Both idle now: nothing to wake up for.
+        sim.step();
+        assert_eq!(sim.hosts[0].poll_timeout(), None);
+        assert_eq!(sim.hosts[1].poll_timeout(), None);
+    }
+
+    #[test]
+    fn several_peers_share_one_host() {
+        let mut sim = Sim::new(
+            EnetConfig::with_peers(8),
+            EnetConfig::with_peers(8),
+            Duration::from_millis(2),
+            0.0,
+        );
+        let ids = sim.connect(8, 2);
+        let distinct: std::collections::HashSet<_> = ids.iter().collect();
+        assert_eq!(distinct.len(), 8);
+        for (i, &p) in ids.iter().enumerate() {
+            sim.hosts[0].send(p, 0, true, &[i as u8; 3]).unwrap();
+        }
+        assert!(
+            sim.run_until(Duration::from_secs(2), |s| received(&s.events[1]).len()
+                == 8)
+        );
+        // Server side: 8 distinct peers, all from the one client address.
+        let mut from = std::collections::HashSet::new();
+        for (peer, _, bytes) in received(&sim.events[1]) {
+            from.insert(peer);
+            assert_eq!(sim.hosts[1].peer_addr(peer), Some(sim.addrs[0]));
+            // Echo back; the client must route each echo to the bot that sent it.
+            sim.hosts[1].send(peer, 0, true, &bytes).unwrap();
+        }
+        assert_eq!(from.len(), 8);
+        assert!(
+            sim.run_until(Duration::from_secs(2), |s| received(&s.events[0]).len()
+                == 8)
+        );
+        for (peer, _, bytes) in received(&sim.events[0]) {
+            let i = ids.iter().position(|p| *p == peer).unwrap();
+            assert_eq!(bytes, vec![i as u8; 3]);
+        }
+        // A ninth connection has no slot.
+        assert_eq!(
+            sim.hosts[0].connect(sim.now, sim.addrs[1], 2, 0),
+            Err(EnetError::NoFreePeer(8))
+        );
+    }
+
+    #[test]
+    fn injected_delay_moves_enet_rtt() {
+        for one_way_ms in [10u64, 60] {
+            let mut sim = Sim::new(
+                EnetConfig::default(),
+                EnetConfig::default(),
+                Duration::from_millis(one_way_ms),
+                0.0,
+            );
+            let p = sim.connect(1, 2)[0];
+            // A few seconds of reliable traffic and pings.
+            for _ in 0..30 {
+                sim.hosts[0].send(p, 0, true, b"tick").unwrap();
+                sim.run_until(Duration::from_millis(100), |_| false);
+            }
+            let rtt = sim.hosts[0].rtt(p).unwrap().as_millis() as u64;
+            let want = 2 * one_way_ms;
+            eprintln!("simulated one-way delay {one_way_ms} ms: ENet RTT {rtt} ms");
+            assert!(
+                rtt.abs_diff(want) <= 3,
+                "one-way {one_way_ms} ms: rtt {rtt} ms"
+            );
+        }
+    }
+
+    #[test]
+    fn injected_loss_is_repaired_and_estimated() {
+        let mut sim = Sim::new(
+            EnetConfig::default(),
+            EnetConfig::default(),
+            Duration::from_millis(10),
+            0.1,
+        );
+        let p = sim.connect(1, 2)[0];
+        // 45 simulated seconds of 20 Hz reliable traffic: four of ENet's 10 s loss windows (its
+        // estimate moves 1/8 of the way to each window's loss rate).
+        let n = 900;
+        for i in 0..n {
+            sim.hosts[0]
+                .send(p, 0, true, &(i as u32).to_be_bytes())
+                .unwrap();
+            sim.run_until(Duration::from_millis(50), |_| false);
+        }
+        assert!(
+            sim.run_until(Duration::from_secs(5), |s| received(&s.events[1]).len()
+                == n)
+        );
+        let got = received(&sim.events[1]);
+        for (i, (_, _, bytes)) in got.iter().enumerate() {
+            assert_eq!(bytes, &(i as u32).to_be_bytes(), "reliable order");
+        }
+        let loss = sim.hosts[0].packet_loss(p).unwrap();
+        eprintln!(
+            "simulated 10% datagram loss: {} of {} datagrams dropped, all {n} reliable packets \
+             delivered in order, ENet loss estimate {loss:.3}",
+            sim.lost, sim.sent
+        );
+        assert!(sim.lost > 0);
+        assert!(loss > 0.03 && loss < 0.3, "ENet loss estimate {loss}");
+    }
+
+    #[test]
+    fn connect_to_silence_fails_within_the_timeout() {
+        let cfg = EnetConfig {
+            timeout_minimum: Duration::from_millis(500),
+            timeout_maximum: Duration::from_secs(1),
+            ..EnetConfig::default()
+        };
+        let mut sim = Sim::new(cfg, EnetConfig::default(), Duration::from_millis(5), 1.0);
+        let (now, b) = (sim.now, sim.addrs[1]);
+        let p = sim.hosts[0].connect(now, b, 2, 0).unwrap();
+        assert!(sim.hosts[0].poll_timeout().is_some());
+        assert!(sim.run_until(Duration::from_secs(3), |s| !s.events[0].is_empty()));
+        assert!(matches!(
+            sim.events[0][0],
+            EnetEvent::Disconnected { peer, reason: DisconnectReason::ConnectFailed, .. } if peer == p
+        ));
+        assert!(sim.now - now <= Duration::from_secs(2));
+    }
+
+    #[test]
+    fn disconnect_while_connecting_reports_once() {
+        let mut sim = Sim::new(
+            EnetConfig::default(),
+            EnetConfig::default(),
+            Duration::from_millis(5),
+            0.0,
+        );
+        let (now, b) = (sim.now, sim.addrs[1]);
+        let p = sim.hosts[0].connect(now, b, 2, 0).unwrap();
+        sim.hosts[0].disconnect(now, p, 0).unwrap();
+        sim.run_until(Duration::from_secs(1), |_| false);
+        let ends = sim.events[0]
+            .iter()
+            .filter(|e| matches!(e, EnetEvent::Disconnected { .. }))
+            .count();
+        assert_eq!(ends, 1);
+        assert_eq!(sim.hosts[0].peer_state(p), Some(PeerState::Disconnected));
+    }
+
+    #[test]
+    fn checksum_and_range_coder_interoperate() {
+        let cfg = EnetConfig {
+            checksum: true,
+            range_coder: true,
+            ..EnetConfig::default()
+        };
+        let mut sim = Sim::new(cfg.clone(), cfg, Duration::from_millis(1), 0.0);
+        let p = sim.connect(1, 2)[0];
+        let text =
+            b"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+        sim.hosts[0].send(p, 0, true, text).unwrap();
+        assert!(
+            sim.run_until(Duration::from_secs(1), |s| received(&s.events[1]).len()
+                == 1)
+        );
+        assert_eq!(received(&sim.events[1])[0].2, text);
+    }
+
+    #[test]
+    fn client_wrapper_and_wakeups() {
+        let now = Instant::now();
+        let server: SocketAddr = B.parse().unwrap();
+        let mut c = EnetClient::connect(now, server, 2).unwrap();
+        assert_eq!(c.state(), PeerState::Connecting);
+        // The connect is queued: due now.
+        assert_eq!(c.poll_timeout(), Some(now));
+        assert!(matches!(
+            c.send(0, true, b"x"),
+            Err(EnetError::NotConnected)
+        ));
+        c.service(now);
+        let mut buf = [0u8; crate::protocol::MAX_DATAGRAM];
+        let (to, len) = c.poll_transmit(&mut buf).expect("the CONNECT datagram");
+        assert_eq!(to, server);
+        assert!(len > 0);
+        // Waiting on the server: wake up at the service interval.
+        assert_eq!(c.poll_timeout(), Some(now + Duration::from_millis(10)));
+        assert_eq!(c.rtt(), None);
+    }
+
+    #[test]
+    fn bad_settings_are_refused() {
+        let now = Instant::now();
+        for cfg in [
+            EnetConfig::with_peers(0),
+            EnetConfig {
+                mtu: 100,
+                ..EnetConfig::default()
+            },
+            EnetConfig {
+                channel_limit: 0,
+                ..EnetConfig::default()
+            },
+        ] {
+            assert!(matches!(
+                EnetHost::new(now, &cfg),
+                Err(EnetError::BadParameter(_))
+            ));
+        }
+    }
+}
