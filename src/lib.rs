@@ -12,4 +12,3 @@ pub mod protocol;
 pub mod report;
 pub mod scenario;
 pub mod transport;
-

@@ -128,6 +128,9 @@ pub trait Bot: Send {
     /// When the bot next wants [`Bot::handle_timeout`].
     fn poll_timeout(&self) -> Option<Instant>;
     fn phase(&self) -> BotPhase;
+    /// The transport's session under the bot ended (ENet disconnect or timeout). Raw UDP
+    /// never calls it. The bot should record why and move to `Closed` or `Failed`.
+    fn handle_transport_closed(&mut self, _now: Instant, _rec: &mut Recorder) {}
 }
 
 /// Counters every reference server keeps; the serve command prints them.
@@ -156,6 +159,10 @@ pub trait Server: Send {
     fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<(SocketAddr, Transmit)>;
     fn poll_timeout(&self) -> Option<Instant>;
     fn stats(&self) -> &ServerStats;
+    /// A transport session from `from` was established (ENet connect). Raw UDP never calls it.
+    fn handle_connect(&mut self, _now: Instant, _from: SocketAddr) {}
+    /// The transport session from `from` ended (ENet disconnect or timeout).
+    fn handle_disconnect(&mut self, _now: Instant, _from: SocketAddr) {}
 }
 
 /// The protocols tickswarm speaks, and what each can measure (`tickswarm protocols`).
