@@ -1,6 +1,7 @@
 //! The engine: shards bots over a few worker threads, starts the embedded reference server
 //! when the target is `embedded`, collects per-second metrics and returns the merged result.
 
+mod bot_socket;
 mod factory;
 pub mod limits;
 pub mod server_driver;

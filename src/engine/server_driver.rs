@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use super::udp::{RxBatch, Socket};
-use crate::protocol::{Server, ServerStats, MAX_DATAGRAM};
+use super::udp::{RxBatch, Socket, TxBatch};
+use crate::protocol::{Server, ServerStats};
 
 /// A server running in a background thread.
 pub struct ServerHandle {
@@ -97,7 +97,7 @@ async fn serve_loop(
     stats: Arc<Mutex<ServerStats>>,
 ) {
     let mut rx = RxBatch::new();
-    let mut tx = vec![0u8; MAX_DATAGRAM];
+    let mut tx = TxBatch::new();
     let mut next_report = Instant::now();
     loop {
         let wake = server
@@ -142,10 +142,18 @@ async fn serve_loop(
     }
 }
 
-/// Send everything the server has queued, waiting for socket buffer room when needed.
-async fn flush(sock: &Socket, server: &mut dyn Server, buf: &mut [u8]) {
-    while let Some((to, t)) = server.poll_transmit(buf) {
-        // Errors (a departed client's ICMP, say) lose that one datagram only.
-        let _ = sock.send(to, &buf[..t.len]).await;
+/// Send everything the server has queued, in `sendmmsg` batches.
+async fn flush(sock: &Socket, server: &mut dyn Server, batch: &mut TxBatch) {
+    loop {
+        let Some((to, t)) = server.poll_transmit(batch.next_buf()) else {
+            break;
+        };
+        batch.push(to, t.len);
+        if batch.is_full() && batch.flush(sock).await.is_err() {
+            return;
+        }
+    }
+    if !batch.is_empty() {
+        let _ = batch.flush(sock).await;
     }
 }

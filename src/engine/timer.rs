@@ -19,6 +19,8 @@ mod imp {
 
     pub struct PreciseTimer {
         fd: AsyncFd<OwnedFd>,
+        /// The deadline armed and not yet fired: re-arming it would only cost a syscall.
+        armed: std::cell::Cell<Option<Instant>>,
     }
 
     impl PreciseTimer {
@@ -38,11 +40,18 @@ mod imp {
             // SAFETY: the OwnedFd moves into the AsyncFd, which keeps it open for as long as
             // it is registered and deregisters before closing it.
             let fd = unsafe { AsyncFd::register(fd) }.map_err(|e| e.into_parts().1)?;
-            Ok(Self { fd })
+            Ok(Self {
+                fd,
+                armed: std::cell::Cell::new(None),
+            })
         }
 
         /// Arm for `deadline` (relative to now; a past deadline fires at once).
         pub fn arm(&self, deadline: Instant) -> io::Result<()> {
+            if self.armed.get() == Some(deadline) {
+                return Ok(());
+            }
+            self.armed.set(Some(deadline));
             let d = deadline.saturating_duration_since(Instant::now());
             // A zero it_value would disarm the timer; one nanosecond fires immediately.
             let nanos = d.as_nanos().max(1);
@@ -83,7 +92,10 @@ mod imp {
                     }
                 });
                 match res {
-                    Ok(r) => return r,
+                    Ok(r) => {
+                        self.armed.set(None);
+                        return r;
+                    }
                     Err(_would_block) => continue,
                 }
             }

@@ -184,3 +184,98 @@ pub fn error_name(e: &io::Error) -> &'static str {
         _ => "other",
     }
 }
+
+/// Datagrams a server sends per `sendmmsg` call.
+pub const SEND_BATCH: usize = 64;
+
+/// Outgoing datagrams to many peers, sent with one `sendmmsg` per batch: a reference server
+/// sends one snapshot to every client each tick, and a syscall per datagram doubled its cost.
+pub struct TxBatch {
+    bufs: Box<[[u8; crate::protocol::MAX_DATAGRAM]; SEND_BATCH]>,
+    lens: [usize; SEND_BATCH],
+    addrs: Vec<socket2::SockAddr>,
+}
+
+impl Default for TxBatch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TxBatch {
+    pub fn new() -> Self {
+        Self {
+            bufs: Box::new([[0; crate::protocol::MAX_DATAGRAM]; SEND_BATCH]),
+            lens: [0; SEND_BATCH],
+            addrs: Vec::with_capacity(SEND_BATCH),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.addrs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.addrs.is_empty()
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.addrs.len() == SEND_BATCH
+    }
+
+    /// The buffer for the next datagram; commit it with [`TxBatch::push`].
+    pub fn next_buf(&mut self) -> &mut [u8] {
+        let i = self.addrs.len().min(SEND_BATCH - 1);
+        &mut self.bufs[i]
+    }
+
+    pub fn push(&mut self, to: SocketAddr, len: usize) {
+        if self.addrs.len() < SEND_BATCH {
+            self.lens[self.addrs.len()] = len;
+            self.addrs.push(socket2::SockAddr::from(to));
+        }
+    }
+
+    /// Send everything queued, waiting for socket buffer room when needed. A datagram the
+    /// kernel rejects (a departed client) is skipped.
+    pub async fn flush(&mut self, sock: &Socket) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let mut sent = 0;
+        while sent < self.addrs.len() {
+            let count = self.addrs.len() - sent;
+            let mut iovs: [libc::iovec; SEND_BATCH] = std::array::from_fn(|_| libc::iovec {
+                iov_base: std::ptr::null_mut(),
+                iov_len: 0,
+            });
+            // SAFETY: an all-zero mmsghdr is a valid empty header.
+            let mut hdrs: [libc::mmsghdr; SEND_BATCH] = unsafe { std::mem::zeroed() };
+            for i in 0..count {
+                let j = sent + i;
+                iovs[i].iov_base = self.bufs[j].as_mut_ptr().cast();
+                iovs[i].iov_len = self.lens[j];
+                hdrs[i].msg_hdr.msg_iov = &mut iovs[i];
+                hdrs[i].msg_hdr.msg_iovlen = 1;
+                hdrs[i].msg_hdr.msg_name = self.addrs[j].as_ptr() as *mut libc::c_void;
+                hdrs[i].msg_hdr.msg_namelen = self.addrs[j].len();
+            }
+            let fd = sock.io.as_raw_fd();
+            let r = sock.io.try_io(Interest::WRITABLE, || {
+                // SAFETY: `count` headers, each pointing at a live iovec, buffer and address.
+                let n = unsafe { libc::sendmmsg(fd, hdrs.as_mut_ptr(), count as libc::c_uint, 0) };
+                if n < 0 {
+                    Err(io::Error::last_os_error())
+                } else {
+                    Ok(n as usize)
+                }
+            });
+            match r {
+                Ok(n) => sent += n.max(1),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => sock.io.writable().await?,
+                // The first datagram failed for its own reason: skip it, keep the rest.
+                Err(_) => sent += 1,
+            }
+        }
+        self.addrs.clear();
+        Ok(())
+    }
+}

@@ -16,9 +16,10 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{watch, Notify};
 
+use super::bot_socket::{BotRx, BotSocket, RECV_BATCH};
 use super::factory::make_bot;
 use super::timer::{self, PreciseTimer};
-use super::udp::{error_name, RxBatch, Socket};
+use super::udp::error_name;
 use crate::metrics::Recorder;
 use crate::protocol::{Bot, BotParams, BotPhase, MAX_DATAGRAM};
 use crate::scenario::{ProtocolSection, SpawnEvent};
@@ -51,8 +52,7 @@ pub enum WorkerMsg {
 
 struct Slot {
     bot: Box<dyn Bot>,
-    sock: Rc<Socket>,
-    peer: SocketAddr,
+    sock: Rc<BotSocket>,
     /// Generation of the timer entry that is current for this bot.
     timer_gen: u32,
     scheduled: Option<Instant>,
@@ -67,7 +67,7 @@ struct Shared {
     timer_target: Cell<Option<Instant>>,
     timer_wake: Notify,
     tx_buf: RefCell<Vec<u8>>,
-    rx: RefCell<RxBatch>,
+    rx: RefCell<BotRx>,
 }
 
 impl Shared {
@@ -82,7 +82,7 @@ impl Shared {
         let mut buf = self.tx_buf.borrow_mut();
         while let Some(t) = slot.bot.poll_transmit(&mut buf) {
             let bytes = &buf[..t.len.min(buf.len())];
-            match slot.sock.try_send(slot.peer, bytes) {
+            match slot.sock.send(bytes) {
                 Ok(()) => rec.datagram_up(bytes.len()),
                 Err(e) => rec.send_errors.add(error_name(&e), 1),
             }
@@ -135,7 +135,7 @@ async fn worker_main(spec: WorkerSpec, tx: Sender<WorkerMsg>, mut stop: watch::R
         timer_target: Cell::new(None),
         timer_wake: Notify::new(),
         tx_buf: RefCell::new(vec![0u8; MAX_DATAGRAM]),
-        rx: RefCell::new(RxBatch::new()),
+        rx: RefCell::new(BotRx::default()),
     });
 
     tokio::task::spawn_local(timer_loop(shared.clone()));
@@ -169,7 +169,7 @@ async fn worker_main(spec: WorkerSpec, tx: Sender<WorkerMsg>, mut stop: watch::R
             let Some((ev, params, peer)) = pending.next() else {
                 break;
             };
-            match Socket::connect_to(peer) {
+            match BotSocket::connect_to(peer) {
                 Ok(sock) => {
                     let sock = Rc::new(sock);
                     let idx = {
@@ -177,7 +177,6 @@ async fn worker_main(spec: WorkerSpec, tx: Sender<WorkerMsg>, mut stop: watch::R
                         slots.push(Slot {
                             bot: make_bot(&protocol, params),
                             sock: sock.clone(),
-                            peer,
                             timer_gen: 0,
                             scheduled: None,
                             ever_connected: false,
@@ -229,18 +228,22 @@ async fn worker_main(spec: WorkerSpec, tx: Sender<WorkerMsg>, mut stop: watch::R
     });
 }
 
-async fn recv_loop(shared: Rc<Shared>, idx: usize, sock: Rc<Socket>) {
+async fn recv_loop(shared: Rc<Shared>, idx: usize, sock: Rc<BotSocket>) {
     loop {
-        if sock.io.readable().await.is_err() {
+        let Ok(mut ready) = sock.readable().await else {
             return;
-        }
+        };
         loop {
             let mut rx = shared.rx.borrow_mut();
-            match sock.try_recv_batch(&mut rx) {
+            match ready.recv(&mut rx) {
                 Ok(n) => {
+                    // One clock read for the batch.
                     let now = Instant::now();
-                    for (_, d) in rx.datagrams(n) {
+                    for d in rx.datagrams(n) {
                         shared.drive(idx, |bot, rec| bot.handle_datagram(now, d, rec));
+                    }
+                    if n < RECV_BATCH {
+                        break;
                     }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,

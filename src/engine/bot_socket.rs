@@ -1,0 +1,142 @@
+//! The socket of one bot: a connected, non-blocking UDP socket registered with the worker's
+//! reactor.
+//!
+//! Bots use plain `send` and `recvmmsg` without control messages instead of quinn-udp: a bot
+//! socket carries one peer at ~60 datagrams a second, so GRO and GSO never engage, while
+//! quinn-udp's per-datagram control messages (ECN, packet info) showed in profiles as a
+//! measurable share of the worker's time. Reference servers, one socket for every client,
+//! keep quinn-udp.
+//!
+//! One receive syscall per wake-up: `recvmmsg` asks for a small batch, and when it returns
+//! fewer than asked the queue was empty, so readiness is cleared without a second call that
+//! would only return `EAGAIN`.
+
+use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+
+use tokio::io::unix::{AsyncFd, AsyncFdReadyGuard};
+
+/// Datagrams asked for per receive call.
+pub const RECV_BATCH: usize = 8;
+/// Largest datagram a bot accepts; longer ones are truncated and counted by the protocol
+/// as malformed.
+pub const RECV_BUF: usize = 2048;
+
+pub struct BotSocket {
+    fd: AsyncFd<UdpSocket>,
+}
+
+/// Receive buffers shared by all bots of a worker.
+pub struct BotRx {
+    bufs: [[u8; RECV_BUF]; RECV_BATCH],
+    lens: [usize; RECV_BATCH],
+}
+
+impl Default for BotRx {
+    fn default() -> Self {
+        Self {
+            bufs: [[0; RECV_BUF]; RECV_BATCH],
+            lens: [0; RECV_BATCH],
+        }
+    }
+}
+
+impl BotRx {
+    pub fn datagrams(&self, n: usize) -> impl Iterator<Item = &[u8]> + '_ {
+        self.bufs
+            .iter()
+            .zip(self.lens.iter())
+            .take(n)
+            .map(|(b, &l)| &b[..l.min(RECV_BUF)])
+    }
+}
+
+impl BotSocket {
+    /// Bind an ephemeral port of `peer`'s family and connect to it, so the kernel filters
+    /// strangers and reports a closed port (ICMP) as ECONNREFUSED.
+    pub fn connect_to(peer: SocketAddr) -> io::Result<Self> {
+        let local: SocketAddr = match peer {
+            SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
+            SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
+        };
+        let sock = UdpSocket::bind(local)?;
+        sock.connect(peer)?;
+        sock.set_nonblocking(true)?;
+        // SAFETY: the socket moves into the AsyncFd, which owns it, keeps the descriptor
+        // open while registered and deregisters before closing it.
+        let fd = unsafe { AsyncFd::register(sock) }.map_err(|e| e.into_parts().1)?;
+        Ok(Self { fd })
+    }
+
+    /// Send now; never waits. `WouldBlock` means the socket buffer is full.
+    pub fn send(&self, bytes: &[u8]) -> io::Result<()> {
+        self.fd.get_ref().send(bytes).map(|_| ())
+    }
+
+    /// Wait until the socket is readable. Receive through the returned guard, without
+    /// holding any borrow across the wait.
+    pub async fn readable(&self) -> io::Result<Readable<'_>> {
+        Ok(Readable(self.fd.readable().await?))
+    }
+}
+
+/// A readiness guard for one wake-up.
+pub struct Readable<'a>(AsyncFdReadyGuard<'a, UdpSocket>);
+
+impl Readable<'_> {
+    /// Receive up to [`RECV_BATCH`] datagrams with one syscall. Fewer than asked means the
+    /// queue is drained, and readiness is cleared (the next datagram raises a fresh event)
+    /// without a second call that would only return `EAGAIN`. Errors (ICMP port unreachable
+    /// on a connected socket) come once each.
+    pub fn recv(&mut self, rx: &mut BotRx) -> io::Result<usize> {
+        match recvmmsg(self.0.get_ref().get_ref(), rx) {
+            Ok(n) => {
+                if n < RECV_BATCH {
+                    self.0.clear_ready();
+                }
+                Ok(n)
+            }
+            Err(e) => {
+                if e.kind() == io::ErrorKind::WouldBlock {
+                    self.0.clear_ready();
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
+fn recvmmsg(sock: &UdpSocket, rx: &mut BotRx) -> io::Result<usize> {
+    let mut iovs: [libc::iovec; RECV_BATCH] = std::array::from_fn(|_| libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    });
+    // SAFETY: an all-zero mmsghdr (null name and control, no iovecs) is valid.
+    let mut hdrs: [libc::mmsghdr; RECV_BATCH] = unsafe { std::mem::zeroed() };
+    for ((iov, hdr), buf) in iovs.iter_mut().zip(hdrs.iter_mut()).zip(rx.bufs.iter_mut()) {
+        iov.iov_base = buf.as_mut_ptr().cast();
+        iov.iov_len = buf.len();
+        hdr.msg_hdr.msg_iov = iov;
+        hdr.msg_hdr.msg_iovlen = 1;
+    }
+    // SAFETY: every header points at a live iovec over a live buffer of the stated length;
+    // the kernel writes at most that many bytes and the datagram lengths into msg_len.
+    let n = unsafe {
+        libc::recvmmsg(
+            sock.as_raw_fd(),
+            hdrs.as_mut_ptr(),
+            RECV_BATCH as libc::c_uint,
+            libc::MSG_DONTWAIT,
+            std::ptr::null_mut(),
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let n = n as usize;
+    for (len, hdr) in rx.lens.iter_mut().zip(hdrs.iter()).take(n) {
+        *len = hdr.msg_len as usize;
+    }
+    Ok(n)
+}
