@@ -2,15 +2,18 @@
 //! states the total packet size, one packet per datagram.
 //!
 //! - [`codec`]: every wire rule, and the spec gaps of the format.
-//! - `bot` and `server` follow.
+//! - `bot`: the simulated client (follows).
+//! - [`server`]: the reference server, and the spec gaps of its behaviour.
 
 pub mod codec;
+pub mod server;
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 pub use codec::FloatOrder;
+pub use server::{RtypeServer, RtypeServerConfig};
 
 use super::ProtocolInfo;
 
