@@ -2,9 +2,10 @@
 //! states the total packet size, one packet per datagram.
 //!
 //! - [`codec`]: every wire rule, and the spec gaps of the format.
-//! - `bot`: the simulated client (follows).
+//! - [`bot`]: the simulated client.
 //! - [`server`]: the reference server, and the spec gaps of its behaviour.
 
+pub mod bot;
 pub mod codec;
 pub mod server;
 
@@ -12,6 +13,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use bot::RtypeBot;
 pub use codec::FloatOrder;
 pub use server::{RtypeServer, RtypeServerConfig};
 
