@@ -11,6 +11,7 @@
 
 pub mod cafe;
 pub mod pattern;
+pub mod rtype;
 pub mod seqwindow;
 
 use std::net::SocketAddr;

@@ -1,0 +1,855 @@
+//! The R-Type bot: a sans-IO client state machine.
+//!
+//! Life: CONNECT (resent every `handshake_retry` until ACCEPT, REJECT or `handshake_timeout`;
+//! after a REJECT, optionally again after a backoff), then INPUT on a fixed grid, one PING in
+//! flight for RTT, an entity table kept from ENTITY_CREATE / ENTITY_DESTROY / DAMAGE_EVENT /
+//! SNAPSHOT, GAMEOVER (counted; optionally a rejoin), DISCONNECT on stop.
+//!
+//! # What it measures
+//! - `rtt_us`: PING has no payload, so one PING is in flight at a time and the next PONG
+//!   answers it. A PONG is expected within [`RtypeBot::pong_timeout`] (2 × `ping_interval`,
+//!   at least 1 s); past that the ping is counted `ping_timeout`, no new ping goes out for one
+//!   more `ping_interval`, and a PONG arriving meanwhile is counted `pong_late`, not sampled.
+//!   A ping due while one is in flight is skipped (`ping_skipped_in_flight`).
+//! - `handshake_us`: from the CONNECT that opened the successful attempt (after any backoff)
+//!   to ACCEPT. Rejoins after GAMEOVER are `rejoin_us` instead.
+//! - `loss_down`: snapshot ticks divided by the tick step (configured, or learned as the
+//!   greatest common divisor of the tick differences of the first [`LEARN_SNAPSHOTS`]
+//!   snapshots, which are then replayed into the count) through a [`SeqWindow`]. Lost
+//!   snapshots before the first and after the last one received cannot be seen.
+//! - `snapshot_interarrival_us`: time between two arrivals of a snapshot newer than any before.
+//! - `snapshots_applied`: snapshots newer than any before (older ones are not applied: a
+//!   client does not roll its world back).
+//! - Protocol histograms (`record_extra`; note the recorder's floor of 1, so a 0 shows as 1):
+//!   - `entities`: entities in each applied snapshot.
+//!   - `snapshot_jitter_us`: |inter-arrival − Δtick × T̂| per applied snapshot, where T̂ is the
+//!     server's tick duration as delivered: (arrival of the newest − arrival of the first)
+//!     / (their tick difference), before this snapshot. Recorded once [`LEARN_SNAPSHOTS`]
+//!     snapshots have set the baseline. Loss does not inflate it (Δtick grows with the gap),
+//!     as in RFC 3550's transit-time difference.
+//!   - `snapshot_age_ticks`: for each snapshot received (not a duplicate), how many ticks
+//!     behind the newest tick already seen it is: 0 in order, > 0 when reordered.
+//!   - `interp_delay_us`: **the interpolation delay needed to stay smooth at the rate the
+//!     server actually delivers**, defined as the longest inter-arrival gap among the last
+//!     [`INTERP_WINDOW`] applied snapshots (about a second at 20 Hz), recorded per applied
+//!     snapshot. A client rendering that far behind its newest snapshot always holds a later
+//!     snapshot to interpolate towards; with a steady stream it equals one snapshot interval,
+//!     each lost snapshot in the window adds an interval, jitter adds the late part. (The
+//!     usual "2 × interval" setting is this value when one snapshot in a row may be lost.)
+//!   - `snapshot_tick_step`: the step learned (or configured), once per session.
+//!   - `rejoin_us`: GAMEOVER to the ACCEPT of the rejoin.
+//! - Events: `gameover`, `rejoined`, `reject_received`, `damage_events`, `damage_taken`
+//!   (sum of amounts on the bot's own ship), `snapshot_unannounced` (entities a snapshot
+//!   carried that no ENTITY_CREATE announced), `snapshot_stale_removed` (table entries a
+//!   snapshot no longer carried: a lost ENTITY_DESTROY), and the ones named above.
+//!
+//! # Entity
+//! The bot sends its `clientId` in CONNECT and as INPUT's `entity` until it learns its ship:
+//! the first ENTITY_CREATE (or snapshot entity) whose id equals its non-zero clientId
+//! (NOTES.md). After GAMEOVER the bot has no ship: it sends no inputs (the grid keeps
+//! running, unsent slots are not counted) until a rejoin gives it a new one.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::codec::{self, Packet, Snapshot};
+use super::RtypeOptions;
+use crate::metrics::Recorder;
+use crate::protocol::seqwindow::{SeqOutcome, SeqWindow, MAX_JUMP};
+use crate::protocol::{Bot, BotParams, BotPhase, PatternState, Transmit};
+
+/// Snapshots from which the tick step and the tick-duration baseline are learned.
+pub const LEARN_SNAPSHOTS: usize = 8;
+/// Inter-arrival gaps over which `interp_delay_us` takes its maximum.
+pub const INTERP_WINDOW: usize = 20;
+
+#[derive(Debug, Clone, Copy)]
+enum Out {
+    Connect,
+    Input { dx: f32, dy: f32, shooting: bool },
+    Ping,
+    Disconnect,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PingState {
+    Idle,
+    InFlight(Instant),
+    /// The ping in flight timed out; a PONG now is late.
+    TimedOut,
+}
+
+/// One row of the bot's entity table.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TrackedEntity {
+    pub x: f32,
+    pub y: f32,
+    pub vx: f32,
+    pub vy: f32,
+    pub sprite: u16,
+    /// Sum of DAMAGE_EVENT amounts received for this entity.
+    pub damage: u32,
+    /// Snapshot generation that last carried (or created) it.
+    generation: u32,
+}
+
+/// Where a snapshot's tick falls against the newest seen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Order {
+    First,
+    Newer { ticks: u32 },
+    Same,
+    Older { ticks: u32 },
+}
+
+pub struct RtypeBot {
+    params: BotParams,
+    opts: RtypeOptions,
+    rng: ChaCha8Rng,
+    pattern: PatternState,
+    phase: BotPhase,
+    out: VecDeque<Out>,
+    client_id: u32,
+    entity: Option<u32>,
+
+    // Handshake.
+    attempt_started: Option<Instant>,
+    next_connect: Option<Instant>,
+    handshake_deadline: Option<Instant>,
+    /// Waiting out a backoff after REJECT until then.
+    retry_at: Option<Instant>,
+    rejections: u32,
+
+    // Session.
+    connected_at: Option<Instant>,
+    last_heard: Option<Instant>,
+    /// No ship since GAMEOVER.
+    dead: bool,
+    gameover_at: Option<Instant>,
+    rejoining: bool,
+    gameovers: u32,
+
+    // Input grid: slot k is due at `grid_origin + k * period`.
+    grid_origin: Option<Instant>,
+    grid_slot: u64,
+    last_keys: Option<u8>,
+
+    next_ping: Option<Instant>,
+    ping: PingState,
+
+    // Snapshots.
+    tick_step: Option<u32>,
+    learn: Vec<u32>,
+    ticks: SeqWindow,
+    newest: Option<(u32, Instant)>,
+    /// First applied snapshot of the current tick baseline, and applied ones since.
+    base: Option<(u32, Instant)>,
+    base_count: usize,
+    gaps: [u64; INTERP_WINDOW],
+    gap_count: usize,
+
+    entities: HashMap<u32, TrackedEntity>,
+    generation: u32,
+}
+
+impl RtypeBot {
+    pub fn new(params: BotParams, opts: RtypeOptions) -> Self {
+        let rng = ChaCha8Rng::seed_from_u64(params.seed);
+        let client_id = opts.client_id_for(params.index);
+        Self {
+            tick_step: opts.snapshot_tick_step.filter(|&s| s > 0),
+            params,
+            opts,
+            rng,
+            pattern: PatternState::new(),
+            phase: BotPhase::Idle,
+            out: VecDeque::with_capacity(16),
+            client_id,
+            entity: None,
+            attempt_started: None,
+            next_connect: None,
+            handshake_deadline: None,
+            retry_at: None,
+            rejections: 0,
+            connected_at: None,
+            last_heard: None,
+            dead: false,
+            gameover_at: None,
+            rejoining: false,
+            gameovers: 0,
+            grid_origin: None,
+            grid_slot: 0,
+            last_keys: None,
+            next_ping: None,
+            ping: PingState::Idle,
+            learn: Vec::with_capacity(LEARN_SNAPSHOTS),
+            ticks: SeqWindow::new(),
+            newest: None,
+            base: None,
+            base_count: 0,
+            gaps: [0; INTERP_WINDOW],
+            gap_count: 0,
+            entities: HashMap::with_capacity(64),
+            generation: 0,
+        }
+    }
+
+    /// The clientId this bot sends in CONNECT.
+    pub fn client_id(&self) -> u32 {
+        self.client_id
+    }
+
+    /// The bot's ship, once learned (and while alive).
+    pub fn entity_id(&self) -> Option<u32> {
+        self.entity
+    }
+
+    /// Ticks between snapshots, configured or learned.
+    pub fn tick_step(&self) -> Option<u32> {
+        self.tick_step
+    }
+
+    /// GAMEOVERs received.
+    pub fn gameovers(&self) -> u32 {
+        self.gameovers
+    }
+
+    /// True between GAMEOVER and a rejoin.
+    pub fn is_dead(&self) -> bool {
+        self.dead
+    }
+
+    pub fn entity_count(&self) -> usize {
+        self.entities.len()
+    }
+
+    pub fn entity(&self, id: u32) -> Option<&TrackedEntity> {
+        self.entities.get(&id)
+    }
+
+    pub fn entities(&self) -> impl Iterator<Item = (u32, &TrackedEntity)> {
+        self.entities.iter().map(|(&id, e)| (id, e))
+    }
+
+    /// How long a PONG may take before the ping counts as timed out.
+    pub fn pong_timeout(&self) -> Duration {
+        (self.params.ping_interval * 2).max(Duration::from_secs(1))
+    }
+
+    fn begin_attempt(&mut self, now: Instant) {
+        self.out.push_back(Out::Connect);
+        self.attempt_started = Some(now);
+        self.next_connect = Some(now + self.params.handshake_retry);
+        self.handshake_deadline = Some(now + self.params.handshake_timeout);
+        self.retry_at = None;
+    }
+
+    fn fail(&mut self, reason: &'static str, rec: &mut Recorder) {
+        self.phase = BotPhase::Failed;
+        rec.connect_failures.add(reason, 1);
+        self.out.clear();
+        self.next_connect = None;
+        self.handshake_deadline = None;
+        self.retry_at = None;
+    }
+
+    fn on_accept(&mut self, now: Instant, rec: &mut Recorder) {
+        match self.phase {
+            // Also during a backoff: an earlier CONNECT of the attempt got in after all.
+            BotPhase::Connecting => {
+                self.phase = BotPhase::Connected;
+                self.connected_at = Some(now);
+                self.next_connect = None;
+                self.handshake_deadline = None;
+                self.retry_at = None;
+                if let Some(s) = self.attempt_started {
+                    rec.record_handshake(now.saturating_duration_since(s).as_micros() as u64);
+                }
+                let phase = self.params.phase_offset;
+                self.grid_origin = Some(now + phase);
+                self.grid_slot = 0;
+                // Spread pings the same way inputs are spread.
+                self.next_ping = Some(now + phase);
+            }
+            BotPhase::Connected if self.rejoining => {
+                self.rejoining = false;
+                self.dead = false;
+                self.next_connect = None;
+                self.handshake_deadline = None;
+                rec.event("rejoined");
+                if let Some(t) = self.gameover_at {
+                    rec.record_extra(
+                        "rejoin_us",
+                        now.saturating_duration_since(t).as_micros() as u64,
+                    );
+                }
+            }
+            _ => rec.event("accept_duplicate"),
+        }
+    }
+
+    fn on_reject(&mut self, now: Instant, rec: &mut Recorder) {
+        match self.phase {
+            BotPhase::Connecting if self.retry_at.is_none() => {
+                self.rejections += 1;
+                rec.event("reject_received");
+                if self.opts.retry_on_reject && self.rejections < self.opts.retry_limit {
+                    // Jitter in the upper half of the wait, from the bot's own seed.
+                    let wait = self.opts.backoff(self.rejections);
+                    let half = wait / 2;
+                    let jitter = half.mul_f64(self.rng.random::<f64>());
+                    self.retry_at = Some(now + half + jitter);
+                    self.next_connect = None;
+                    self.handshake_deadline = None;
+                } else {
+                    self.fail("rejected", rec);
+                }
+            }
+            BotPhase::Connecting => rec.event("reject_duplicate"),
+            BotPhase::Connected if self.rejoining => {
+                rec.event("rejoin_rejected");
+                self.rejoining = false;
+                self.next_connect = None;
+                self.handshake_deadline = None;
+            }
+            _ => rec.event("reject_unexpected"),
+        }
+    }
+
+    fn on_pong(&mut self, now: Instant, rec: &mut Recorder) {
+        match self.ping {
+            PingState::InFlight(sent) => {
+                rec.record_rtt(now.saturating_duration_since(sent).as_micros() as u64);
+                self.ping = PingState::Idle;
+            }
+            PingState::TimedOut => {
+                rec.event("pong_late");
+                self.ping = PingState::Idle;
+            }
+            PingState::Idle => rec.event("pong_unsolicited"),
+        }
+    }
+
+    fn on_gameover(&mut self, now: Instant, rec: &mut Recorder) {
+        if self.dead {
+            rec.event("gameover_duplicate");
+            return;
+        }
+        rec.event("gameover");
+        self.gameovers += 1;
+        self.dead = true;
+        self.entity = None;
+        self.gameover_at = Some(now);
+        if self.opts.rejoin_on_gameover {
+            self.rejoining = true;
+            self.out.push_back(Out::Connect);
+            self.next_connect = Some(now + self.params.handshake_retry);
+            self.handshake_deadline = Some(now + self.params.handshake_timeout);
+        }
+    }
+
+    fn maybe_learn_entity(&mut self, id: u32) {
+        if self.entity.is_none() && !self.dead && self.client_id != 0 && id == self.client_id {
+            self.entity = Some(id);
+        }
+    }
+
+    fn on_create(&mut self, id: u32, x: f32, y: f32, sprite: u16, rec: &mut Recorder) {
+        let generation = self.generation;
+        let row = TrackedEntity {
+            x,
+            y,
+            vx: 0.0,
+            vy: 0.0,
+            sprite,
+            damage: 0,
+            generation,
+        };
+        if self.entities.insert(id, row).is_some() {
+            rec.event("entity_create_existing");
+        }
+        self.maybe_learn_entity(id);
+    }
+
+    fn on_destroy(&mut self, id: u32, rec: &mut Recorder) {
+        if self.entities.remove(&id).is_none() {
+            rec.event("entity_destroy_unknown");
+        }
+        if self.entity == Some(id) {
+            self.entity = None;
+        }
+    }
+
+    fn on_damage(&mut self, id: u32, amount: u16, rec: &mut Recorder) {
+        rec.event("damage_events");
+        match self.entities.get_mut(&id) {
+            Some(e) => e.damage = e.damage.saturating_add(u32::from(amount)),
+            None => rec.event("damage_unknown_entity"),
+        }
+        if self.entity == Some(id) {
+            rec.events.add("damage_taken", u64::from(amount));
+        }
+    }
+
+    fn order_of(&self, tick: u32) -> Order {
+        let Some((newest, _)) = self.newest else {
+            return Order::First;
+        };
+        let ahead = tick.wrapping_sub(newest);
+        if ahead == 0 {
+            Order::Same
+        } else if ahead < (1 << 31) {
+            Order::Newer { ticks: ahead }
+        } else {
+            Order::Older {
+                ticks: newest.wrapping_sub(tick),
+            }
+        }
+    }
+
+    /// Loss accounting of one snapshot tick (or learning the step first). Returns true when
+    /// the tick was seen before (a duplicate datagram).
+    fn account_tick(&mut self, tick: u32, rec: &mut Recorder) -> bool {
+        if let Some(step) = self.tick_step {
+            let outcome = self.ticks.on_seq(tick / step);
+            let (e, r) = outcome.deltas();
+            rec.loss_down.add(e, r);
+            if outcome == SeqOutcome::Reset {
+                rec.event("snapshot_tick_reset");
+            }
+            return outcome == SeqOutcome::Duplicate;
+        }
+        if self.learn.contains(&tick) {
+            return true;
+        }
+        self.learn.push(tick);
+        if self.learn.len() >= LEARN_SNAPSHOTS {
+            self.finish_learning(rec);
+        }
+        false
+    }
+
+    /// Set the step from the ticks collected so far and replay them into the loss count.
+    fn finish_learning(&mut self, rec: &mut Recorder) {
+        if self.tick_step.is_some() || self.learn.len() < 2 {
+            return;
+        }
+        let mut g = 0u32;
+        let mut min_diff = u32::MAX;
+        for w in self.learn.windows(2) {
+            let d = w[1].wrapping_sub(w[0]);
+            let d = d.min(d.wrapping_neg());
+            if d != 0 {
+                g = gcd(g, d);
+                min_diff = min_diff.min(d);
+            }
+        }
+        if g == 0 {
+            // Only duplicates so far: keep learning from scratch.
+            self.learn.clear();
+            return;
+        }
+        if min_diff != g {
+            rec.event("tick_step_irregular");
+        }
+        self.tick_step = Some(g);
+        rec.record_extra("snapshot_tick_step", u64::from(g));
+        let ticks = std::mem::take(&mut self.learn);
+        for t in ticks {
+            let (e, r) = self.ticks.on_seq(t / g).deltas();
+            rec.loss_down.add(e, r);
+        }
+    }
+
+    fn on_snapshot(&mut self, now: Instant, s: &Snapshot<'_>, rec: &mut Recorder) {
+        let tick = s.tick;
+        let order = self.order_of(tick);
+        let duplicate = self.account_tick(tick, rec);
+        if duplicate || order == Order::Same {
+            rec.event("snapshot_duplicate");
+            return;
+        }
+        match order {
+            Order::Same => return,
+            Order::Older { ticks } => {
+                rec.event("snapshot_reordered");
+                rec.record_extra("snapshot_age_ticks", u64::from(ticks));
+                return;
+            }
+            Order::First => {
+                self.base = Some((tick, now));
+                self.base_count = 1;
+            }
+            Order::Newer { ticks } => {
+                if ticks > MAX_JUMP {
+                    // The server restarted or its counter jumped: new baseline.
+                    rec.event("snapshot_tick_jump");
+                    self.base = Some((tick, now));
+                    self.base_count = 1;
+                    self.gap_count = 0;
+                } else if let Some((_, prev_at)) = self.newest {
+                    self.on_gap(now, prev_at, ticks, rec);
+                    self.base_count += 1;
+                }
+            }
+        }
+        rec.record_extra("snapshot_age_ticks", 0);
+        self.newest = Some((tick, now));
+        self.apply(s, rec);
+    }
+
+    /// Inter-arrival, jitter and interpolation delay for an applied snapshot `ticks` after
+    /// the previous one, which arrived at `prev_at`.
+    fn on_gap(&mut self, now: Instant, prev_at: Instant, ticks: u32, rec: &mut Recorder) {
+        let gap = now.saturating_duration_since(prev_at);
+        let gap_us = gap.as_micros() as u64;
+        rec.snapshot_interarrival_us
+            .saturating_record(gap_us.max(1));
+        if self.base_count >= LEARN_SNAPSHOTS {
+            if let (Some((btick, bat)), Some((ntick, nat))) = (self.base, self.newest) {
+                let span = ntick.wrapping_sub(btick);
+                if span > 0 {
+                    let tick_ns =
+                        nat.saturating_duration_since(bat).as_nanos() as f64 / f64::from(span);
+                    let expected_ns = tick_ns * f64::from(ticks);
+                    let jitter_us = ((gap.as_nanos() as f64 - expected_ns).abs() / 1000.0).round();
+                    rec.record_extra("snapshot_jitter_us", jitter_us as u64);
+                }
+            }
+        }
+        self.gaps[self.gap_count % INTERP_WINDOW] = gap_us;
+        self.gap_count += 1;
+        let filled = self.gap_count.min(INTERP_WINDOW);
+        let need = self.gaps[..filled].iter().copied().max().unwrap_or(gap_us);
+        rec.record_extra("interp_delay_us", need);
+    }
+
+    /// A snapshot is the full world state: upsert what it carries, drop what it does not.
+    fn apply(&mut self, s: &Snapshot<'_>, rec: &mut Recorder) {
+        self.generation = self.generation.wrapping_add(1);
+        let generation = self.generation;
+        let mut unannounced = 0u64;
+        for e in s.entities() {
+            let row = TrackedEntity {
+                x: e.x,
+                y: e.y,
+                vx: e.vx,
+                vy: e.vy,
+                sprite: e.sprite,
+                damage: 0,
+                generation,
+            };
+            match self.entities.get_mut(&e.id) {
+                Some(t) => {
+                    *t = TrackedEntity {
+                        damage: t.damage,
+                        ..row
+                    }
+                }
+                None => {
+                    unannounced += 1;
+                    self.entities.insert(e.id, row);
+                }
+            }
+            self.maybe_learn_entity(e.id);
+        }
+        let before = self.entities.len();
+        self.entities.retain(|_, t| t.generation == generation);
+        let stale = (before - self.entities.len()) as u64;
+        if let Some(id) = self.entity {
+            if !self.entities.contains_key(&id) {
+                self.entity = None;
+            }
+        }
+        if unannounced > 0 {
+            rec.events.add("snapshot_unannounced", unannounced);
+        }
+        if stale > 0 {
+            rec.events.add("snapshot_stale_removed", stale);
+        }
+        rec.snapshots_applied += 1;
+        rec.record_extra("entities", s.entity_count() as u64);
+    }
+
+    fn send_inputs_due(&mut self, now: Instant, rec: &mut Recorder) {
+        let (Some(origin), Some(period)) = (self.grid_origin, self.params.input_period()) else {
+            return;
+        };
+        let due_at = |slot: u64| origin + period.mul_f64(slot as f64);
+        let mut due = due_at(self.grid_slot);
+        if due > now {
+            return;
+        }
+        let late = now.saturating_duration_since(due);
+        if self.dead {
+            // No ship to steer: move past `now` without sending or counting.
+            self.grid_slot += (late.as_nanos() / period.as_nanos().max(1)) as u64 + 1;
+            return;
+        }
+        // More than a whole period late: skip the missed slots (counted), send the latest.
+        if late >= period {
+            let skipped = (late.as_nanos() / period.as_nanos().max(1)) as u64;
+            self.grid_slot += skipped;
+            rec.inputs_skipped += skipped;
+            due = due_at(self.grid_slot);
+        }
+        let elapsed = now.saturating_duration_since(self.connected_at.unwrap_or(now));
+        let keys = self
+            .pattern
+            .sample(&self.params.pattern, elapsed, &mut self.rng);
+        let changed = self.last_keys != Some(keys.0);
+        if !self.params.input_on_change || changed {
+            rec.record_lateness(now.saturating_duration_since(due).as_micros() as u64);
+            let (dx, dy) = keys.axis();
+            self.out.push_back(Out::Input {
+                dx,
+                dy,
+                shooting: keys.shoot(),
+            });
+            rec.inputs_sent += 1;
+            self.last_keys = Some(keys.0);
+        }
+        self.grid_slot += 1;
+    }
+
+    fn send_ping_if_due(&mut self, now: Instant, rec: &mut Recorder) {
+        if let PingState::InFlight(sent) = self.ping {
+            if now >= sent + self.pong_timeout() {
+                rec.event("ping_timeout");
+                self.ping = PingState::TimedOut;
+                // Leave one interval for the late PONG to be recognised as late.
+                let quiet = now + self.params.ping_interval;
+                self.next_ping = Some(self.next_ping.map_or(quiet, |n| n.max(quiet)));
+            }
+        }
+        let Some(at) = self.next_ping else { return };
+        if at > now {
+            return;
+        }
+        match self.ping {
+            PingState::Idle | PingState::TimedOut => {
+                self.out.push_back(Out::Ping);
+                self.ping = PingState::InFlight(now);
+            }
+            PingState::InFlight(_) => rec.event("ping_skipped_in_flight"),
+        }
+        let mut next = at + self.params.ping_interval;
+        if next <= now {
+            next = now + self.params.ping_interval;
+        }
+        self.next_ping = Some(next);
+    }
+
+    fn rejoin_timers(&mut self, now: Instant, rec: &mut Recorder) {
+        if !self.rejoining {
+            return;
+        }
+        if self.handshake_deadline.is_some_and(|d| now >= d) {
+            rec.event("rejoin_timeout");
+            self.rejoining = false;
+            self.next_connect = None;
+            self.handshake_deadline = None;
+            return;
+        }
+        self.resend_connect_if_due(now, rec);
+    }
+
+    fn resend_connect_if_due(&mut self, now: Instant, rec: &mut Recorder) {
+        if let Some(at) = self.next_connect.filter(|&at| now >= at) {
+            rec.event("connect_retry");
+            self.out.push_back(Out::Connect);
+            let mut next = at + self.params.handshake_retry;
+            if next <= now {
+                next = now + self.params.handshake_retry;
+            }
+            self.next_connect = Some(next);
+        }
+    }
+}
+
+fn gcd(mut a: u32, mut b: u32) -> u32 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+impl Bot for RtypeBot {
+    fn start(&mut self, now: Instant, _rec: &mut Recorder) {
+        self.phase = BotPhase::Connecting;
+        self.begin_attempt(now);
+    }
+
+    fn handle_datagram(&mut self, now: Instant, data: &[u8], rec: &mut Recorder) {
+        rec.datagram_down(data.len());
+        if matches!(
+            self.phase,
+            BotPhase::Idle | BotPhase::Failed | BotPhase::Closed
+        ) {
+            rec.event("datagram_outside_session");
+            return;
+        }
+        let packet = match codec::decode(data, self.opts.float_order) {
+            Ok(p) => p,
+            Err(e) => {
+                rec.decode_error(e.message, e.reason);
+                return;
+            }
+        };
+        let ty = packet.packet_type();
+        if ty.is_client_to_server() {
+            rec.decode_error(ty.name(), "wrong_direction");
+            return;
+        }
+        self.last_heard = Some(now);
+        match packet {
+            Packet::Accept => return self.on_accept(now, rec),
+            Packet::Reject => return self.on_reject(now, rec),
+            _ => {}
+        }
+        if self.phase != BotPhase::Connected {
+            rec.event("packet_before_accept");
+            return;
+        }
+        match packet {
+            Packet::Pong { .. } => self.on_pong(now, rec),
+            Packet::GameOver => self.on_gameover(now, rec),
+            Packet::EntityCreate { id, x, y, sprite } => self.on_create(id, x, y, sprite, rec),
+            Packet::EntityDestroy { id } => self.on_destroy(id, rec),
+            Packet::Damage { id, amount } => self.on_damage(id, amount, rec),
+            Packet::Snapshot(s) => self.on_snapshot(now, &s, rec),
+            Packet::Accept
+            | Packet::Reject
+            | Packet::Connect { .. }
+            | Packet::Input { .. }
+            | Packet::Ping
+            | Packet::Disconnect => {}
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Instant, rec: &mut Recorder) {
+        match self.phase {
+            BotPhase::Connecting => {
+                if let Some(at) = self.retry_at {
+                    if now >= at {
+                        rec.event("connect_after_backoff");
+                        self.begin_attempt(now);
+                    }
+                    return;
+                }
+                if self.handshake_deadline.is_some_and(|d| now >= d) {
+                    self.fail("timeout", rec);
+                    return;
+                }
+                self.resend_connect_if_due(now, rec);
+            }
+            BotPhase::Connected => {
+                let silent_since = self.last_heard.or(self.connected_at).unwrap_or(now);
+                if now.saturating_duration_since(silent_since) >= self.params.server_silence_timeout
+                {
+                    self.phase = BotPhase::Closed;
+                    rec.event("server_silence_timeout");
+                    self.out.clear();
+                    self.finish_learning(rec);
+                    return;
+                }
+                self.rejoin_timers(now, rec);
+                self.send_inputs_due(now, rec);
+                self.send_ping_if_due(now, rec);
+            }
+            BotPhase::Idle | BotPhase::Failed | BotPhase::Closed => {}
+        }
+    }
+
+    fn stop(&mut self, _now: Instant, rec: &mut Recorder) {
+        if self.phase == BotPhase::Connected {
+            self.out.push_back(Out::Disconnect);
+            // Count what the learning phase saw, even if the session was short.
+            self.finish_learning(rec);
+        }
+        if matches!(
+            self.phase,
+            BotPhase::Connected | BotPhase::Connecting | BotPhase::Idle
+        ) {
+            self.phase = BotPhase::Closed;
+        }
+    }
+
+    fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<Transmit> {
+        let out = self.out.pop_front()?;
+        let packet = match out {
+            Out::Connect => Packet::Connect {
+                client_id: self.client_id,
+            },
+            Out::Input { dx, dy, shooting } => Packet::Input {
+                entity: self.entity.unwrap_or(self.client_id),
+                dx,
+                dy,
+                shooting,
+            },
+            Out::Ping => Packet::Ping,
+            Out::Disconnect => Packet::Disconnect,
+        };
+        // Every client packet fits in 17 bytes; callers pass MAX_DATAGRAM.
+        codec::encode(buf, &packet, self.opts.float_order)
+            .ok()
+            .map(Transmit::datagram)
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        match self.phase {
+            BotPhase::Connecting => match self.retry_at {
+                Some(at) => Some(at),
+                None => [self.next_connect, self.handshake_deadline]
+                    .into_iter()
+                    .flatten()
+                    .min(),
+            },
+            BotPhase::Connected => {
+                let input = self
+                    .grid_origin
+                    .zip(self.params.input_period())
+                    .map(|(o, p)| o + p.mul_f64(self.grid_slot as f64));
+                let silence = self
+                    .last_heard
+                    .or(self.connected_at)
+                    .map(|t| t + self.params.server_silence_timeout);
+                let pong = match self.ping {
+                    PingState::InFlight(sent) => Some(sent + self.pong_timeout()),
+                    _ => None,
+                };
+                let rejoin = if self.rejoining {
+                    [self.next_connect, self.handshake_deadline]
+                        .into_iter()
+                        .flatten()
+                        .min()
+                } else {
+                    None
+                };
+                [input, self.next_ping, silence, pong, rejoin]
+                    .into_iter()
+                    .flatten()
+                    .min()
+            }
+            BotPhase::Idle | BotPhase::Failed | BotPhase::Closed => None,
+        }
+    }
+
+    fn phase(&self) -> BotPhase {
+        self.phase
+    }
+}
+
+impl std::fmt::Debug for RtypeBot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RtypeBot")
+            .field("index", &self.params.index)
+            .field("phase", &self.phase)
+            .field("client_id", &self.client_id)
+            .field("entity", &self.entity)
+            .finish()
+    }
+}

@@ -1,0 +1,140 @@
+//! The R-Type protocol (`shared/specs/rtype.md`): raw UDP, big-endian, a 4-byte header that
+//! states the total packet size, one packet per datagram.
+//!
+//! - [`codec`]: every wire rule, and the spec gaps of the format.
+//! - [`bot`]: the simulated client.
+//! - [`server`]: the reference server, and the spec gaps of its behaviour.
+
+pub mod bot;
+pub mod codec;
+pub mod server;
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use bot::RtypeBot;
+pub use codec::FloatOrder;
+pub use server::{RtypeServer, RtypeServerConfig};
+
+use super::ProtocolInfo;
+
+/// The spec names no port. 4243 sits next to cafe's 4242 so both reference servers can run
+/// on one host; point the swarm elsewhere with `--target`.
+pub const DEFAULT_PORT: u16 = 4243;
+
+pub const INFO: ProtocolInfo = ProtocolInfo {
+    name: "rtype",
+    spec: "shared/specs/rtype.md",
+    transport: "raw UDP",
+    default_port: DEFAULT_PORT,
+    rtt: "PING has no payload: one PING in flight, matched to the next PONG (µs clock kept by the bot); \
+          a PONG after the timeout is counted late (pong_late), not sampled",
+    downstream_loss: "snapshot tick numbers divided by the server's tick step (learned from the first \
+                      snapshots, or snapshot_tick_step): gaps, reordering, duplicates; no other packet \
+                      carries a sequence",
+    upstream_loss: "not measurable: no packet carries a client sequence and the server acknowledges no input",
+    dialects: &[
+        (
+            "big",
+            "float_order: big — floats in network order, as §7's hex example and the real implementation (default)",
+        ),
+        (
+            "little",
+            "float_order: little — floats copied natively (x86), as §2's \"no endian conversion\" reads",
+        ),
+    ],
+};
+
+/// Which `clientId` a bot puts in CONNECT (and in INPUT until it learns its entity).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientIdMode {
+    /// `client_id_base + bot index`: distinct per bot, so the bot can recognise its own ship
+    /// as the ENTITY_CREATE (or snapshot entity) whose id equals its clientId (NOTES.md).
+    #[default]
+    Index,
+    /// 0, "auto-assignment" (§4.1). The bot then never learns its entity and keeps sending 0
+    /// in INPUT; servers that find the player by source address (the reference server does)
+    /// do not care.
+    Zero,
+}
+
+/// The protocol section of an R-Type scenario.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RtypeOptions {
+    /// Byte order of float fields (NOTES.md): `big` (default) or `little`.
+    pub float_order: FloatOrder,
+    /// Ticks between two snapshots the server sends; unset: learned from the first snapshots
+    /// (the greatest common divisor of their tick differences).
+    pub snapshot_tick_step: Option<u32>,
+    /// After GAMEOVER, send CONNECT again and play on with a new ship. Off: the bot stays in
+    /// the session as a spectator (snapshots, pings, no inputs).
+    pub rejoin_on_gameover: bool,
+    /// After REJECT, try again later instead of failing.
+    pub retry_on_reject: bool,
+    /// First wait after a REJECT; doubled after each further one, up to `retry_backoff_max_ms`,
+    /// with seeded jitter (a random point in the upper half of the wait).
+    pub retry_backoff_ms: u64,
+    pub retry_backoff_max_ms: u64,
+    /// CONNECT attempts rejected before the bot gives up (counted as `rejected`).
+    pub retry_limit: u32,
+    pub client_id: ClientIdMode,
+    /// With `client_id: index`, the id of bot 0 (clientId 0 means auto-assignment, so 1).
+    pub client_id_base: u32,
+}
+
+impl Default for RtypeOptions {
+    fn default() -> Self {
+        Self {
+            float_order: FloatOrder::Big,
+            snapshot_tick_step: None,
+            rejoin_on_gameover: false,
+            retry_on_reject: false,
+            retry_backoff_ms: 500,
+            retry_backoff_max_ms: 8_000,
+            retry_limit: 5,
+            client_id: ClientIdMode::Index,
+            client_id_base: 1,
+        }
+    }
+}
+
+impl RtypeOptions {
+    /// The dialect name for reports (`summary.json`'s `dialect`).
+    pub fn dialect_name(&self) -> &'static str {
+        self.float_order.as_str()
+    }
+
+    /// Check values a scenario may get wrong; the message names the key.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.snapshot_tick_step == Some(0) {
+            return Err("snapshot_tick_step must be at least 1 (or left unset to learn it)".into());
+        }
+        if self.retry_on_reject && self.retry_backoff_ms == 0 {
+            return Err("retry_backoff_ms must be above 0 when retry_on_reject is set".into());
+        }
+        if self.retry_backoff_max_ms < self.retry_backoff_ms {
+            return Err("retry_backoff_max_ms must be at least retry_backoff_ms".into());
+        }
+        Ok(())
+    }
+
+    /// The clientId bot `index` sends.
+    pub fn client_id_for(&self, index: u32) -> u32 {
+        match self.client_id {
+            ClientIdMode::Index => self.client_id_base.wrapping_add(index),
+            ClientIdMode::Zero => 0,
+        }
+    }
+
+    pub(crate) fn backoff(&self, rejections: u32) -> Duration {
+        let base = self.retry_backoff_ms.max(1);
+        let shift = rejections.saturating_sub(1).min(20);
+        let ms = base
+            .saturating_mul(1u64 << shift)
+            .min(self.retry_backoff_max_ms.max(base));
+        Duration::from_millis(ms)
+    }
+}

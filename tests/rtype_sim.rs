@@ -1,0 +1,976 @@
+//! R-Type bots against the reference server over a simulated link, in simulated time: no
+//! sockets, no sleeping. Time is an `Instant` base plus offsets; the link delays every
+//! datagram by a fixed one-way `d` (so it stays in order) and can drop every K-th snapshot
+//! to each bot, every ENTITY_DESTROY, or everything in one direction.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use tickswarm::metrics::Recorder;
+use tickswarm::protocol::rtype::codec::{self, FloatOrder, Packet, PacketType};
+use tickswarm::protocol::rtype::{RtypeBot, RtypeOptions, RtypeServer, RtypeServerConfig};
+use tickswarm::protocol::{Bot, BotParams, BotPhase, InputPattern, Server, MAX_DATAGRAM};
+
+const MS: Duration = Duration::from_millis(1);
+
+struct SimBot {
+    bot: RtypeBot,
+    rec: Recorder,
+    addr: SocketAddr,
+    /// Snapshots the server sent to this bot, in order: (tick, dropped by the link).
+    sent: Vec<(u32, bool)>,
+    /// Ticks of the snapshots delivered, in order.
+    delivered: Vec<u32>,
+}
+
+impl SimBot {
+    /// Snapshots the link dropped between the first and the last one delivered: all the bot
+    /// can see as lost.
+    fn visible_drops(&self) -> u64 {
+        let (Some(&first), Some(&last)) = (self.delivered.first(), self.delivered.last()) else {
+            return 0;
+        };
+        let start = self
+            .sent
+            .iter()
+            .position(|&(t, d)| t == first && !d)
+            .unwrap();
+        let end = self
+            .sent
+            .iter()
+            .rposition(|&(t, d)| t == last && !d)
+            .unwrap();
+        self.sent[start..=end].iter().filter(|(_, d)| *d).count() as u64
+    }
+
+    fn extra(&self, name: &str) -> &hdrhistogram::Histogram<u64> {
+        &self
+            .rec
+            .extra
+            .iter()
+            .find(|(n, _)| *n == name)
+            .unwrap_or_else(|| panic!("no histogram {name}"))
+            .1
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Dest {
+    Server(usize),
+    Bot(usize),
+}
+
+struct InFlight {
+    at: Instant,
+    dest: Dest,
+    bytes: Vec<u8>,
+}
+
+struct Sim {
+    now: Instant,
+    server: RtypeServer,
+    server_ticks: bool,
+    bots: Vec<SimBot>,
+    by_addr: HashMap<SocketAddr, usize>,
+    link: VecDeque<InFlight>,
+    delay: Duration,
+    /// Drop every K-th snapshot sent to each bot.
+    drop_every_snapshot: Option<u64>,
+    drop_destroys: bool,
+    up_open: bool,
+    down_open: bool,
+    order: FloatOrder,
+}
+
+impl Sim {
+    fn new(cfg: RtypeServerConfig, delay: Duration) -> Self {
+        cfg.validate().expect("valid server config");
+        let base = Instant::now();
+        Self {
+            now: base,
+            order: cfg.float_order,
+            server: RtypeServer::new(cfg, base),
+            server_ticks: true,
+            bots: Vec::new(),
+            by_addr: HashMap::new(),
+            link: VecDeque::new(),
+            delay,
+            drop_every_snapshot: None,
+            drop_destroys: false,
+            up_open: true,
+            down_open: true,
+        }
+    }
+
+    /// Add a bot and start it now.
+    fn add_bot(&mut self, params: BotParams, opts: RtypeOptions) -> usize {
+        let i = self.bots.len();
+        let addr = SocketAddr::from((
+            Ipv4Addr::new(10, 0, (i / 200) as u8, (i % 200) as u8 + 1),
+            40_000 + i as u16,
+        ));
+        let mut b = SimBot {
+            bot: RtypeBot::new(params, opts),
+            rec: Recorder::new(),
+            addr,
+            sent: Vec::new(),
+            delivered: Vec::new(),
+        };
+        b.bot.start(self.now, &mut b.rec);
+        self.by_addr.insert(addr, i);
+        self.bots.push(b);
+        self.flush();
+        i
+    }
+
+    /// Move everything the state machines want to send onto the link.
+    fn flush(&mut self) {
+        let mut buf = [0u8; MAX_DATAGRAM];
+        let at = self.now + self.delay;
+        for (i, b) in self.bots.iter_mut().enumerate() {
+            while let Some(t) = b.bot.poll_transmit(&mut buf) {
+                b.rec.datagram_up(t.len);
+                if self.up_open {
+                    self.link.push_back(InFlight {
+                        at,
+                        dest: Dest::Server(i),
+                        bytes: buf[..t.len].to_vec(),
+                    });
+                }
+            }
+        }
+        while let Some((to, t)) = self.server.poll_transmit(&mut buf) {
+            let bytes = &buf[..t.len];
+            let Some(&i) = self.by_addr.get(&to) else {
+                panic!("server sent to unknown {to}");
+            };
+            if !self.down_open {
+                continue;
+            }
+            match codec::decode(bytes, self.order) {
+                Ok(Packet::Snapshot(s)) => {
+                    let b = &mut self.bots[i];
+                    let n = b.sent.len() as u64 + 1;
+                    let drop = self.drop_every_snapshot.is_some_and(|k| n % k == 0);
+                    b.sent.push((s.tick, drop));
+                    if drop {
+                        continue;
+                    }
+                }
+                Ok(Packet::EntityDestroy { .. }) if self.drop_destroys => continue,
+                Ok(_) => {}
+                Err(e) => panic!("server sent a malformed datagram: {e}"),
+            }
+            self.link.push_back(InFlight {
+                at,
+                dest: Dest::Bot(i),
+                bytes: bytes.to_vec(),
+            });
+        }
+    }
+
+    fn next_event(&self) -> Option<Instant> {
+        let link = self.link.front().map(|f| f.at);
+        let server = self.server.poll_timeout().filter(|_| self.server_ticks);
+        let bots = self.bots.iter().filter_map(|b| b.bot.poll_timeout()).min();
+        [link, server, bots].into_iter().flatten().min()
+    }
+
+    /// One step: advance to the next event (not past `end`) and handle everything due.
+    /// Returns false when nothing is due before `end`.
+    fn step(&mut self, end: Instant) -> bool {
+        let Some(next) = self.next_event().filter(|&t| t <= end) else {
+            self.now = self.now.max(end);
+            return false;
+        };
+        self.now = self.now.max(next);
+        let now = self.now;
+        while self.link.front().is_some_and(|f| f.at <= now) {
+            let f = self.link.pop_front().unwrap();
+            match f.dest {
+                Dest::Server(i) => self
+                    .server
+                    .handle_datagram(now, self.bots[i].addr, &f.bytes),
+                Dest::Bot(i) => {
+                    let b = &mut self.bots[i];
+                    if f.bytes[0] == PacketType::Snapshot as u8 {
+                        if let Ok(Packet::Snapshot(s)) = codec::decode(&f.bytes, self.order) {
+                            b.delivered.push(s.tick);
+                        }
+                    }
+                    b.bot.handle_datagram(now, &f.bytes, &mut b.rec);
+                }
+            }
+        }
+        if self.server_ticks && self.server.poll_timeout().is_some_and(|t| t <= now) {
+            self.server.handle_timeout(now);
+        }
+        for b in &mut self.bots {
+            if b.bot.poll_timeout().is_some_and(|t| t <= now) {
+                b.bot.handle_timeout(now, &mut b.rec);
+            }
+        }
+        self.flush();
+        true
+    }
+
+    fn run_for(&mut self, d: Duration) {
+        let end = self.now + d;
+        let mut guard = 0u64;
+        while self.step(end) {
+            guard += 1;
+            assert!(guard < 5_000_000, "simulation does not progress");
+        }
+    }
+
+    fn run_until(&mut self, limit: Duration, mut done: impl FnMut(&Sim) -> bool) -> bool {
+        let end = self.now + limit;
+        while !done(self) {
+            if !self.step(end) {
+                return done(self);
+            }
+        }
+        true
+    }
+
+    /// Stop the server's clock right after a snapshot tick, then deliver everything in
+    /// flight: every bot's view is then the server's current world.
+    fn quiesce(&mut self) {
+        let step = self.server.snapshot_step();
+        let start = self.server.tick();
+        assert!(
+            self.run_until(Duration::from_secs(1), |s| s.server.tick() != start
+                && s.server.tick() % step == 0)
+        );
+        self.server_ticks = false;
+        self.drop_every_snapshot = None;
+        self.run_for(self.delay * 3);
+    }
+
+    fn stop_bot(&mut self, i: usize) {
+        let now = self.now;
+        let b = &mut self.bots[i];
+        b.bot.stop(now, &mut b.rec);
+        self.flush();
+    }
+
+    /// The bot's table must equal the server's view of its room, bit for bit.
+    fn assert_table_matches_server(&self, i: usize) {
+        let b = &self.bots[i];
+        let room = self.server.room_of(b.addr).expect("bot in a room");
+        let mut want: Vec<_> = self
+            .server
+            .room_entities(room)
+            .map(|e| {
+                (
+                    e.id,
+                    e.x.to_bits(),
+                    e.y.to_bits(),
+                    e.vx.to_bits(),
+                    e.vy.to_bits(),
+                    e.sprite,
+                )
+            })
+            .collect();
+        let mut got: Vec<_> = b
+            .bot
+            .entities()
+            .map(|(id, e)| {
+                (
+                    id,
+                    e.x.to_bits(),
+                    e.y.to_bits(),
+                    e.vx.to_bits(),
+                    e.vy.to_bits(),
+                    e.sprite,
+                )
+            })
+            .collect();
+        want.sort_unstable();
+        got.sort_unstable();
+        assert!(!want.is_empty());
+        assert_eq!(got, want, "bot {i}'s entity table");
+    }
+}
+
+fn params(index: u32, pattern: InputPattern) -> BotParams {
+    BotParams {
+        pattern,
+        // Spread the bots over the input tick like the engine does.
+        phase_offset: Duration::from_micros(u64::from(index) * 4_100),
+        ..BotParams::with_index(index, 0xB07 + u64::from(index))
+    }
+}
+
+fn walk() -> InputPattern {
+    InputPattern::RandomWalk {
+        change_every: Duration::from_millis(300),
+    }
+}
+
+/// Histogram precision: `v` and `want` are in the same bucket.
+fn same_bucket(h: &hdrhistogram::Histogram<u64>, v: u64, want: u64) -> bool {
+    h.equivalent(v, want)
+}
+
+#[test]
+fn injected_loss_and_delay_are_reported_exactly() {
+    let d = 20 * MS;
+    let mut sim = Sim::new(RtypeServerConfig::default(), d);
+    sim.drop_every_snapshot = Some(7);
+    for i in 0..4 {
+        sim.add_bot(params(i, walk()), RtypeOptions::default());
+    }
+    sim.run_for(Duration::from_secs(10));
+
+    for (i, b) in sim.bots.iter().enumerate() {
+        assert_eq!(b.bot.phase(), BotPhase::Connected, "bot {i}");
+        assert_eq!(
+            b.bot.tick_step(),
+            Some(3),
+            "bot {i} learned the 20 Hz step of a 60 Hz server"
+        );
+        let loss = b.rec.loss_down;
+        let dropped = b.visible_drops();
+        assert!(dropped >= 20, "bot {i}: only {dropped} drops");
+        assert_eq!(loss.expected - loss.received, dropped, "bot {i} loss");
+        assert_eq!(loss.received, b.delivered.len() as u64, "bot {i} received");
+        assert_eq!(b.rec.snapshots_applied, b.delivered.len() as u64);
+        assert!(b.rec.decode_errors.total() == 0);
+
+        // RTT: one PING in flight, answered at once by the server: 2d.
+        let rtt = &b.rec.rtt_us;
+        assert!(rtt.len() >= 9, "bot {i}: {} rtt samples", rtt.len());
+        assert!(
+            same_bucket(rtt, rtt.min(), 40_000) && same_bucket(rtt, rtt.max(), 40_000),
+            "bot {i} rtt {}..{}",
+            rtt.min(),
+            rtt.max()
+        );
+        let hs = &b.rec.handshake_us;
+        assert_eq!(hs.len(), 1);
+        assert!(same_bucket(hs, hs.max(), 40_000));
+        assert_eq!(
+            b.rec.events.get("pong_late") + b.rec.events.get("ping_timeout"),
+            0
+        );
+
+        // A steady 20 Hz stream with every 7th snapshot missing.
+        let ia = &b.rec.snapshot_interarrival_us;
+        assert!(same_bucket(ia, ia.min(), 50_000) && same_bucket(ia, ia.max(), 100_000));
+        let jitter = b.extra("snapshot_jitter_us");
+        assert!(jitter.len() > 100);
+        assert!(
+            jitter.max() <= 1,
+            "fixed delay has no jitter, got {}",
+            jitter.max()
+        );
+        let interp = b.extra("interp_delay_us");
+        assert!(
+            same_bucket(interp, interp.min(), 50_000),
+            "{}",
+            interp.min()
+        );
+        assert!(
+            same_bucket(interp, interp.max(), 100_000),
+            "{}",
+            interp.max()
+        );
+        let age = b.extra("snapshot_age_ticks");
+        assert_eq!(age.max(), 1, "in order: age 0 (the histogram floor is 1)");
+        assert_eq!(age.len(), b.delivered.len() as u64);
+        assert_eq!(b.extra("entities").len(), b.delivered.len() as u64);
+        assert_eq!(b.extra("snapshot_tick_step").max(), 3);
+
+        // Inputs at 60 Hz on the grid, none late in simulated time.
+        assert!(
+            (590..=601).contains(&b.rec.inputs_sent),
+            "bot {i}: {}",
+            b.rec.inputs_sent
+        );
+        assert!(b.rec.send_lateness_us.max() <= 1);
+        assert_eq!(
+            b.bot.entity_id(),
+            Some(b.bot.client_id()),
+            "bot {i} learned its ship"
+        );
+    }
+}
+
+#[test]
+fn configured_tick_step_and_loss_of_the_first_snapshots() {
+    // With the step configured, loss counts from the first snapshot (no learning phase).
+    let mut sim = Sim::new(
+        RtypeServerConfig {
+            snapshot_hz: 30,
+            ..RtypeServerConfig::default()
+        },
+        5 * MS,
+    );
+    sim.drop_every_snapshot = Some(2);
+    let opts = RtypeOptions {
+        snapshot_tick_step: Some(2),
+        ..RtypeOptions::default()
+    };
+    sim.add_bot(params(0, InputPattern::Idle), opts);
+    sim.run_for(Duration::from_secs(3));
+    let b = &sim.bots[0];
+    let loss = b.rec.loss_down;
+    assert_eq!(loss.expected - loss.received, b.visible_drops());
+    assert!((0.45..0.55).contains(&loss.rate()), "{}", loss.rate());
+    assert_eq!(b.bot.tick_step(), Some(2));
+}
+
+#[test]
+fn reject_when_full() {
+    let cfg = RtypeServerConfig {
+        max_clients: 2,
+        ..RtypeServerConfig::default()
+    };
+    let mut sim = Sim::new(cfg, 10 * MS);
+    for i in 0..3 {
+        sim.add_bot(params(i, InputPattern::Idle), RtypeOptions::default());
+    }
+    sim.run_for(Duration::from_secs(1));
+    let phases: Vec<_> = sim.bots.iter().map(|b| b.bot.phase()).collect();
+    assert_eq!(
+        phases,
+        [BotPhase::Connected, BotPhase::Connected, BotPhase::Failed]
+    );
+    let third = &sim.bots[2].rec;
+    assert_eq!(third.connect_failures.get("rejected"), 1);
+    assert_eq!(third.events.get("reject_received"), 1);
+    assert_eq!(third.connects_ok, 0);
+    assert_eq!(sim.server.stats().refused, 1);
+    assert_eq!(sim.server.stats().clients, 2);
+}
+
+#[test]
+fn rejected_bot_retries_with_backoff_until_a_place_frees_up() {
+    let cfg = RtypeServerConfig {
+        max_clients: 1,
+        ..RtypeServerConfig::default()
+    };
+    let mut sim = Sim::new(cfg, 10 * MS);
+    sim.add_bot(params(0, InputPattern::Idle), RtypeOptions::default());
+    sim.run_for(100 * MS);
+    let retrying = RtypeOptions {
+        retry_on_reject: true,
+        retry_backoff_ms: 100,
+        retry_backoff_max_ms: 400,
+        retry_limit: 100,
+        ..RtypeOptions::default()
+    };
+    sim.add_bot(params(1, InputPattern::Idle), retrying);
+    sim.run_for(Duration::from_secs(2));
+    assert_eq!(sim.bots[1].bot.phase(), BotPhase::Connecting);
+    let rejects = sim.bots[1].rec.events.get("reject_received");
+    // Waits of 50–100, 100–200, then 200–400 ms (+ a round trip each): 5 to 9 in 2 s.
+    assert!((5..=9).contains(&rejects), "{rejects} rejections");
+    sim.stop_bot(0);
+    sim.run_for(Duration::from_secs(1));
+    let b = &sim.bots[1];
+    assert_eq!(b.bot.phase(), BotPhase::Connected);
+    assert_eq!(b.rec.connects_ok, 1);
+    assert_eq!(b.rec.connect_failures.total(), 0);
+    assert_eq!(sim.server.stats().disconnected, 1);
+    assert_eq!(sim.server.ship_of(b.addr), Some(b.bot.client_id()));
+}
+
+#[test]
+fn rejected_bot_gives_up_after_its_retry_limit() {
+    let cfg = RtypeServerConfig {
+        max_clients: 1,
+        ..RtypeServerConfig::default()
+    };
+    let mut sim = Sim::new(cfg, 10 * MS);
+    sim.add_bot(params(0, InputPattern::Idle), RtypeOptions::default());
+    let opts = RtypeOptions {
+        retry_on_reject: true,
+        retry_backoff_ms: 50,
+        retry_limit: 3,
+        ..RtypeOptions::default()
+    };
+    sim.add_bot(params(1, InputPattern::Idle), opts);
+    sim.run_for(Duration::from_secs(2));
+    let b = &sim.bots[1];
+    assert_eq!(b.bot.phase(), BotPhase::Failed);
+    assert_eq!(b.rec.events.get("reject_received"), 3);
+    assert_eq!(b.rec.connect_failures.get("rejected"), 1);
+    assert_eq!(sim.server.stats().refused, 3);
+}
+
+/// Enemies everywhere, one touch kills: idle ships die quickly.
+fn deadly() -> RtypeServerConfig {
+    RtypeServerConfig {
+        enemy_spawn_interval: 50 * MS,
+        max_enemies_per_room: 40,
+        player_hp: 25,
+        contact_damage: 25,
+        seed: 7,
+        ..RtypeServerConfig::default()
+    }
+}
+
+#[test]
+fn gameover_is_counted_and_rejoin_brings_a_new_ship() {
+    let mut sim = Sim::new(deadly(), 10 * MS);
+    let rejoin = RtypeOptions {
+        rejoin_on_gameover: true,
+        ..RtypeOptions::default()
+    };
+    sim.add_bot(params(0, InputPattern::Idle), RtypeOptions::default());
+    sim.add_bot(params(1, InputPattern::Idle), rejoin);
+    let all_died = sim.run_until(Duration::from_secs(60), |s| {
+        s.bots[0].bot.gameovers() >= 1 && s.bots[1].rec.events.get("rejoined") >= 1
+    });
+    assert!(all_died, "no gameover within 60 s of simulated time");
+    sim.run_for(100 * MS);
+
+    // The spectator: dead, no ship, no inputs since.
+    let spectator = &sim.bots[0];
+    assert!(spectator.bot.is_dead());
+    assert_eq!(spectator.bot.entity_id(), None);
+    assert_eq!(sim.server.ship_of(spectator.addr), None);
+    assert_eq!(spectator.bot.phase(), BotPhase::Connected);
+    let inputs = spectator.rec.inputs_sent;
+    sim.run_for(Duration::from_secs(1));
+    assert_eq!(
+        sim.bots[0].rec.inputs_sent, inputs,
+        "a dead bot sends no input"
+    );
+    assert!(sim.bots[0].rec.snapshots_applied > 0);
+
+    // The rejoiner: alive again with its clientId as entity, rejoin time recorded.
+    let b = &sim.bots[1];
+    if !b.bot.is_dead() {
+        assert_eq!(b.bot.entity_id(), Some(b.bot.client_id()));
+        assert_eq!(sim.server.ship_of(b.addr), Some(b.bot.client_id()));
+    }
+    assert!(!b.extra("rejoin_us").is_empty());
+    let gameovers: u64 = sim.bots.iter().map(|b| u64::from(b.bot.gameovers())).sum();
+    assert_eq!(sim.server.stats().events.get("gameover"), gameovers);
+    assert_eq!(
+        sim.bots[1].rec.connects_ok, 1,
+        "a rejoin is not a second handshake"
+    );
+    assert!(sim.bots[0].rec.events.get("damage_taken") >= 25);
+}
+
+#[test]
+fn entity_tables_match_the_server_after_loss() {
+    for order in [FloatOrder::Big, FloatOrder::Little] {
+        let cfg = RtypeServerConfig {
+            enemy_spawn_interval: 200 * MS,
+            float_order: order,
+            ..RtypeServerConfig::default()
+        };
+        let mut sim = Sim::new(cfg, 15 * MS);
+        sim.drop_every_snapshot = Some(5);
+        let opts = RtypeOptions {
+            float_order: order,
+            rejoin_on_gameover: true,
+            ..RtypeOptions::default()
+        };
+        for i in 0..5 {
+            sim.add_bot(params(i, walk()), opts.clone());
+        }
+        sim.run_for(Duration::from_secs(6));
+        sim.quiesce();
+        let mut damage = 0;
+        for i in 0..5 {
+            sim.assert_table_matches_server(i);
+            let r = &sim.bots[i].rec;
+            // Creates and destroys all arrived: snapshots never had to repair the table.
+            assert_eq!(r.events.get("snapshot_unannounced"), 0, "{order:?} bot {i}");
+            assert_eq!(
+                r.events.get("snapshot_stale_removed"),
+                0,
+                "{order:?} bot {i}"
+            );
+            assert_eq!(r.events.get("entity_destroy_unknown"), 0);
+            assert_eq!(r.decode_errors.total(), 0);
+            damage += r.events.get("damage_events");
+        }
+        assert!(damage > 0, "shots hit enemies");
+        let shots = sim.bots[0]
+            .bot
+            .entities()
+            .filter(|(_, e)| e.sprite == 3)
+            .count();
+        let enemies = sim.bots[0]
+            .bot
+            .entities()
+            .filter(|(_, e)| e.sprite == 2)
+            .count();
+        assert!(enemies > 0, "{order:?}: {shots} shots, {enemies} enemies");
+    }
+}
+
+#[test]
+fn snapshots_repair_lost_destroys() {
+    let cfg = RtypeServerConfig {
+        enemy_spawn_interval: 100 * MS,
+        ..RtypeServerConfig::default()
+    };
+    let mut sim = Sim::new(cfg, 10 * MS);
+    sim.drop_destroys = true;
+    for i in 0..3 {
+        sim.add_bot(
+            params(i, walk()),
+            RtypeOptions {
+                rejoin_on_gameover: true,
+                ..RtypeOptions::default()
+            },
+        );
+    }
+    sim.run_for(Duration::from_secs(6));
+    sim.quiesce();
+    for i in 0..3 {
+        sim.assert_table_matches_server(i);
+        assert!(
+            sim.bots[i].rec.events.get("snapshot_stale_removed") > 0,
+            "bot {i}"
+        );
+    }
+}
+
+#[test]
+fn joining_late_sees_the_room_and_leaving_destroys_the_ship() {
+    let mut sim = Sim::new(RtypeServerConfig::default(), 10 * MS);
+    sim.add_bot(params(0, walk()), RtypeOptions::default());
+    sim.run_for(Duration::from_secs(3));
+    sim.add_bot(params(1, walk()), RtypeOptions::default());
+    // Before its first snapshot the newcomer's table is already complete from the creates.
+    sim.run_for(25 * MS);
+    assert_eq!(sim.bots[1].rec.snapshots_applied, 0);
+    assert!(sim.bots[1]
+        .bot
+        .entity(sim.bots[0].bot.client_id())
+        .is_some());
+    sim.run_for(Duration::from_secs(1));
+    let leaving = sim.bots[0].bot.client_id();
+    sim.stop_bot(0);
+    sim.run_for(100 * MS);
+    assert_eq!(sim.server.stats().disconnected, 1);
+    assert_eq!(sim.bots[0].bot.phase(), BotPhase::Closed);
+    assert!(sim.bots[1].bot.entity(leaving).is_none());
+    sim.quiesce();
+    sim.assert_table_matches_server(1);
+}
+
+#[test]
+fn silence_times_out_both_sides() {
+    let mut sim = Sim::new(RtypeServerConfig::default(), 10 * MS);
+    sim.add_bot(params(0, walk()), RtypeOptions::default());
+    sim.run_for(Duration::from_secs(2));
+    // Cut the uplink: the server drops the client after 5 s, then the bot hears nothing.
+    sim.up_open = false;
+    sim.run_for(Duration::from_secs(6));
+    assert_eq!(sim.server.stats().timed_out, 1);
+    assert_eq!(sim.server.stats().clients, 0);
+    assert_eq!(sim.bots[0].bot.phase(), BotPhase::Connected);
+    sim.run_for(Duration::from_secs(5));
+    let b = &sim.bots[0];
+    assert_eq!(b.bot.phase(), BotPhase::Closed);
+    assert_eq!(b.rec.events.get("server_silence_timeout"), 1);
+    assert_eq!(b.bot.poll_timeout(), None);
+}
+
+#[test]
+fn lost_pongs_time_out_and_late_ones_are_not_sampled() {
+    let mut sim = Sim::new(RtypeServerConfig::default(), 10 * MS);
+    sim.add_bot(params(0, InputPattern::Idle), RtypeOptions::default());
+    sim.run_for(Duration::from_millis(1500));
+    // Downlink off for 2.5 s (longer than the 2 s pong timeout, shorter than the 5 s
+    // silence timeout): the ping in flight times out.
+    sim.down_open = false;
+    sim.run_for(Duration::from_millis(2500));
+    sim.down_open = true;
+    sim.run_for(Duration::from_secs(4));
+    let b = &sim.bots[0];
+    assert_eq!(b.bot.phase(), BotPhase::Connected);
+    assert!(b.rec.events.get("ping_timeout") >= 1);
+    assert!(b.rec.events.get("ping_skipped_in_flight") >= 1);
+    let rtt = &b.rec.rtt_us;
+    assert!(
+        same_bucket(rtt, rtt.max(), 20_000),
+        "no stale sample: max {}",
+        rtt.max()
+    );
+}
+
+#[test]
+fn malformed_datagrams_are_counted_not_fatal() {
+    let mut sim = Sim::new(RtypeServerConfig::default(), 10 * MS);
+    sim.add_bot(params(0, InputPattern::Idle), RtypeOptions::default());
+    sim.run_for(Duration::from_secs(1));
+    let now = sim.now;
+    let b = &mut sim.bots[0];
+    b.bot.handle_datagram(
+        now,
+        &[0x17, 0x01, 0x00, 0x0B, 0, 0, 0, 9, 0, 1, 0],
+        &mut b.rec,
+    ); // count 1, no entity
+    b.bot
+        .handle_datagram(now, &[0x63, 0x01, 0x00, 0x04], &mut b.rec); // unknown type
+    b.bot
+        .handle_datagram(now, &[0x0C, 0x02, 0x00, 0x08, 0, 0, 0, 0], &mut b.rec); // version 2
+    b.bot
+        .handle_datagram(now, &[0x03, 0x01, 0x00, 0x04], &mut b.rec); // a PING, server-bound
+    assert_eq!(b.rec.decode_errors.get("snapshot.count_mismatch"), 1);
+    assert_eq!(b.rec.decode_errors.get("header.unknown_type"), 1);
+    assert_eq!(b.rec.decode_errors.get("header.bad_version"), 1);
+    assert_eq!(b.rec.decode_errors.get("ping.wrong_direction"), 1);
+    let addr = b.addr;
+    sim.server
+        .handle_datagram(now, addr, &[0x0A, 0x01, 0x00, 0x04]); // ACCEPT, client-bound
+    sim.server
+        .handle_datagram(now, addr, &[0x02, 0x01, 0x00, 0x11, 0]); // INPUT cut short
+    let other = SocketAddr::from((Ipv4Addr::new(192, 0, 2, 1), 9));
+    sim.server
+        .handle_datagram(now, other, &[0x03, 0x01, 0x00, 0x04]); // PING from a stranger
+    let dropped = &sim.server.stats().dropped;
+    assert_eq!(dropped.get("accept.wrong_direction"), 1);
+    assert_eq!(dropped.get("input.truncated"), 1);
+    assert_eq!(dropped.get("ping.unknown_client"), 1);
+    sim.run_for(Duration::from_secs(1));
+    assert_eq!(sim.bots[0].bot.phase(), BotPhase::Connected);
+}
+
+#[test]
+fn the_server_is_deterministic() {
+    let run = || {
+        let mut sim = Sim::new(
+            RtypeServerConfig {
+                seed: 42,
+                ..deadly()
+            },
+            10 * MS,
+        );
+        for i in 0..3 {
+            sim.add_bot(
+                params(i, walk()),
+                RtypeOptions {
+                    rejoin_on_gameover: true,
+                    ..RtypeOptions::default()
+                },
+            );
+        }
+        sim.run_for(Duration::from_secs(4));
+        let s = sim.server.stats();
+        let mut world: Vec<_> = sim
+            .server
+            .room_entities(0)
+            .map(|e| (e.id, e.x.to_bits(), e.y.to_bits()))
+            .collect();
+        world.sort_unstable();
+        (
+            s.bytes_out,
+            s.datagrams_out,
+            s.events.get("gameover"),
+            world,
+        )
+    };
+    assert_eq!(run(), run());
+}
+
+#[test]
+fn rooms_split_players_and_cap_snapshots() {
+    let cfg = RtypeServerConfig {
+        room_size: 4,
+        enemy_spawn_interval: 20 * MS,
+        max_enemies_per_room: 100,
+        contact_damage: 0,
+        ..RtypeServerConfig::default()
+    };
+    let mut sim = Sim::new(cfg, 5 * MS);
+    let shoot = InputPattern::Scripted {
+        steps: vec![(
+            tickswarm::protocol::Keys(tickswarm::protocol::Keys::SHOOT),
+            Duration::from_secs(1),
+        )],
+    };
+    for i in 0..10 {
+        sim.add_bot(params(i, shoot.clone()), RtypeOptions::default());
+    }
+    sim.run_for(Duration::from_secs(4));
+    let rooms: Vec<_> = sim
+        .bots
+        .iter()
+        .map(|b| sim.server.room_of(b.addr).unwrap())
+        .collect();
+    assert_eq!(rooms, [0, 0, 0, 0, 1, 1, 1, 1, 2, 2]);
+    for b in &sim.bots {
+        let ships = b.bot.entities().filter(|(_, e)| e.sprite == 1).count();
+        let room = sim.server.room_of(b.addr).unwrap();
+        assert_eq!(ships, rooms.iter().filter(|&&r| r == room).count());
+        let entities = b.extra("entities");
+        assert!(entities.max() <= 63, "a snapshot fits 1400 bytes");
+        assert!(b.rec.bytes_down > 0);
+    }
+    assert!(
+        sim.bots[0].extra("entities").max() >= 60,
+        "the cap was reached"
+    );
+    assert!(
+        sim.server.stats().events.get("shot_suppressed")
+            + sim.server.stats().events.get("spawn_suppressed")
+            > 0
+    );
+}
+
+// ------------------------------------------------ the bot alone, fed by hand
+
+fn snapshot_bytes(tick: u32) -> Vec<u8> {
+    let mut buf = [0u8; 64];
+    let enc = codec::SnapshotEncoder::begin(&mut buf, tick, FloatOrder::Big).unwrap();
+    let n = enc.finish().unwrap();
+    buf[..n].to_vec()
+}
+
+fn accepted_bot(t0: Instant) -> (RtypeBot, Recorder) {
+    let mut rec = Recorder::new();
+    let mut bot = RtypeBot::new(params(0, InputPattern::Idle), RtypeOptions::default());
+    bot.start(t0, &mut rec);
+    bot.handle_datagram(t0 + 10 * MS, &[0x0A, 0x01, 0x00, 0x04], &mut rec); // ACCEPT
+    assert_eq!(bot.phase(), BotPhase::Connected);
+    (bot, rec)
+}
+
+fn hist<'r>(rec: &'r Recorder, name: &str) -> &'r hdrhistogram::Histogram<u64> {
+    &rec.extra.iter().find(|(n, _)| *n == name).unwrap().1
+}
+
+#[test]
+fn reordered_duplicate_and_late_snapshots_are_measured() {
+    let t0 = Instant::now();
+    let (mut bot, mut rec) = accepted_bot(t0);
+    // Snapshot k carries tick 3k and is due at t0 + 100 ms + k × 50 ms.
+    let due = |k: u32| t0 + 100 * MS + 50 * MS * k;
+    let mut feed =
+        |at: Instant, tick: u32| bot.handle_datagram(at, &snapshot_bytes(tick), &mut rec);
+    for k in 1..=8 {
+        feed(due(k), 3 * k);
+    }
+    feed(due(10), 30); // 27 is late...
+    feed(due(10) + 5 * MS, 27); // ...arrives after 30: one snapshot (3 ticks) old
+    feed(due(10) + 6 * MS, 27); // and again: a duplicate
+    feed(due(11) + 10 * MS, 33); // 10 ms late
+    feed(due(12), 36);
+
+    assert_eq!(bot.tick_step(), Some(3));
+    assert_eq!((rec.loss_down.expected, rec.loss_down.received), (12, 12));
+    assert_eq!(rec.snapshots_applied, 11, "the late 27 is not applied");
+    assert_eq!(rec.events.get("snapshot_reordered"), 1);
+    assert_eq!(rec.events.get("snapshot_duplicate"), 1);
+    let age = hist(&rec, "snapshot_age_ticks");
+    assert_eq!(age.max(), 3);
+    assert_eq!(age.len(), 12);
+    let jitter = hist(&rec, "snapshot_jitter_us");
+    assert!((9_000..=12_000).contains(&jitter.max()), "{}", jitter.max());
+    let interp = hist(&rec, "interp_delay_us");
+    assert!(interp.equivalent(interp.max(), 100_000), "the 24 → 30 gap");
+}
+
+#[test]
+fn the_tick_step_is_learned_through_loss() {
+    let t0 = Instant::now();
+    let (mut bot, mut rec) = accepted_bot(t0);
+    for (k, tick) in [3, 6, 12, 15, 18, 21, 24, 27].into_iter().enumerate() {
+        bot.handle_datagram(
+            t0 + 100 * MS + 50 * MS * k as u32,
+            &snapshot_bytes(tick),
+            &mut rec,
+        );
+    }
+    assert_eq!(bot.tick_step(), Some(3));
+    assert_eq!((rec.loss_down.expected, rec.loss_down.received), (9, 8));
+}
+
+#[test]
+fn a_short_session_still_counts_its_snapshots() {
+    let t0 = Instant::now();
+    let (mut bot, mut rec) = accepted_bot(t0);
+    for (k, tick) in [100, 102, 106].into_iter().enumerate() {
+        bot.handle_datagram(
+            t0 + 100 * MS + 33 * MS * k as u32,
+            &snapshot_bytes(tick),
+            &mut rec,
+        );
+    }
+    assert_eq!(bot.tick_step(), None);
+    bot.stop(t0 + Duration::from_secs(1), &mut rec);
+    assert_eq!(bot.tick_step(), Some(2));
+    assert_eq!((rec.loss_down.expected, rec.loss_down.received), (4, 3));
+    let mut buf = [0u8; MAX_DATAGRAM];
+    let mut last = None;
+    while let Some(t) = bot.poll_transmit(&mut buf) {
+        last = Some(buf[..t.len].to_vec());
+    }
+    assert_eq!(
+        last.as_deref(),
+        Some(&[0x04, 0x01, 0x00, 0x04][..]),
+        "DISCONNECT on stop"
+    );
+}
+
+#[test]
+fn inputs_carry_the_pattern_and_the_learned_entity() {
+    let t0 = Instant::now();
+    let mut rec = Recorder::new();
+    let keys = tickswarm::protocol::Keys(
+        tickswarm::protocol::Keys::RIGHT
+            | tickswarm::protocol::Keys::UP
+            | tickswarm::protocol::Keys::SHOOT,
+    );
+    let pattern = InputPattern::Scripted {
+        steps: vec![(keys, Duration::from_secs(1))],
+    };
+    let mut bot = RtypeBot::new(params(4, pattern), RtypeOptions::default());
+    let mut buf = [0u8; MAX_DATAGRAM];
+    bot.start(t0, &mut rec);
+    let n = bot.poll_transmit(&mut buf).unwrap().len;
+    // CONNECT with clientId = client_id_base (1) + index 4.
+    assert_eq!(&buf[..n], &[0x01, 0x01, 0x00, 0x08, 0x00, 0x00, 0x00, 0x05]);
+    bot.handle_datagram(t0 + MS, &[0x0A, 0x01, 0x00, 0x04], &mut rec);
+    // Before the ship is known, INPUT names the clientId.
+    let first = bot.poll_timeout().unwrap();
+    bot.handle_timeout(first, &mut rec);
+    let n = bot.poll_transmit(&mut buf).unwrap().len;
+    #[rustfmt::skip]
+    assert_eq!(&buf[..n], &[
+        0x02, 0x01, 0x00, 0x11, // INPUT, v1, size 17
+        0x00, 0x00, 0x00, 0x05, // entity = clientId 5
+        0x3F, 0x80, 0x00, 0x00, // dx 1.0 (right)
+        0xBF, 0x80, 0x00, 0x00, // dy -1.0 (up)
+        0x01,                   // shooting
+    ][..]);
+    // The ENTITY_CREATE with id 5 is this bot's ship.
+    #[rustfmt::skip]
+    bot.handle_datagram(first, &[
+        0x14, 0x01, 0x00, 0x12, 0x00, 0x00, 0x00, 0x05,
+        0x42, 0xC8, 0x00, 0x00, 0x43, 0x48, 0x00, 0x00, 0x00, 0x01,
+    ], &mut rec);
+    assert_eq!(bot.entity_id(), Some(5));
+    assert_eq!(
+        bot.entity(5).map(|e| (e.x, e.y, e.sprite)),
+        Some((100.0, 200.0, 1))
+    );
+    // DAMAGE_EVENT on it, then ENTITY_DESTROY and GAMEOVER.
+    bot.handle_datagram(
+        first,
+        &[0x16, 0x01, 0x00, 0x0A, 0, 0, 0, 5, 0x00, 0x07],
+        &mut rec,
+    );
+    assert_eq!(bot.entity(5).map(|e| e.damage), Some(7));
+    assert_eq!(rec.events.get("damage_taken"), 7);
+    bot.handle_datagram(first, &[0x15, 0x01, 0x00, 0x08, 0, 0, 0, 5], &mut rec);
+    bot.handle_datagram(first, &[0x0D, 0x01, 0x00, 0x04], &mut rec);
+    assert_eq!(
+        (bot.entity_count(), bot.entity_id(), bot.gameovers()),
+        (0, None, 1)
+    );
+    assert!(bot.is_dead());
+}
