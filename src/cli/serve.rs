@@ -30,9 +30,16 @@ pub struct ServeArgs {
     /// Drop clients silent for this long.
     #[arg(long, value_name = "D", value_parser = parse_duration, default_value = "5s")]
     client_timeout: Duration,
-    /// Protocol dialect (see `tickswarm protocols`).
-    #[arg(long, default_value = "spec")]
-    dialect: String,
+    /// Snapshots per second, where the protocol sends them slower than it ticks (rtype: 20-30).
+    #[arg(long, value_name = "HZ")]
+    snapshot_rate: Option<u32>,
+    /// Players per room (default per protocol).
+    #[arg(long, value_name = "N")]
+    room_size: Option<usize>,
+    /// Protocol dialect (see `tickswarm protocols`): cafe `spec`|`implementation`,
+    /// rtype `big`|`little` (float byte order).
+    #[arg(long)]
+    dialect: Option<String>,
     /// Stop after this long (default: until Ctrl-C).
     #[arg(long, value_name = "D", value_parser = parse_duration)]
     duration: Option<Duration>,
@@ -41,12 +48,14 @@ pub struct ServeArgs {
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
 enum ServeProtocol {
     Cafe,
+    Rtype,
 }
 
 pub fn cmd_serve(a: &ServeArgs) -> anyhow::Result<u8> {
+    let dialect = a.dialect.as_deref();
     let (name, section) = match a.protocol {
         ServeProtocol::Cafe => {
-            let dialect = match a.dialect.as_str() {
+            let dialect = match dialect.unwrap_or("spec") {
                 "spec" => crate::protocol::cafe::Dialect::Spec,
                 "implementation" => crate::protocol::cafe::Dialect::Implementation,
                 other => {
@@ -62,14 +71,38 @@ pub fn cmd_serve(a: &ServeArgs) -> anyhow::Result<u8> {
                 }),
             )
         }
+        ServeProtocol::Rtype => {
+            let float_order = match dialect.unwrap_or("big") {
+                "big" => crate::protocol::rtype::FloatOrder::Big,
+                "little" => crate::protocol::rtype::FloatOrder::Little,
+                other => {
+                    eprintln!("error: unknown rtype float order `{other}` (big, little)");
+                    return Ok(super::EXIT_USAGE);
+                }
+            };
+            (
+                ProtocolName::Rtype,
+                ProtocolSection::Rtype(crate::protocol::rtype::RtypeOptions {
+                    float_order,
+                    ..Default::default()
+                }),
+            )
+        }
     };
     let server = ServerSection {
         tick_rate: a.tick_rate,
         full_every: a.full_every,
         max_clients: a.max_clients,
         client_timeout: Dur(a.client_timeout),
-        ..ServerSection::default()
+        snapshot_rate: a.snapshot_rate,
+        room_size: a.room_size,
     };
+    if let ProtocolSection::Rtype(_) = &section {
+        if let Err(m) = crate::engine::rtype_server_config(&section, &server).validate() {
+            eprintln!("error: {m}");
+            return Ok(super::EXIT_USAGE);
+        }
+    }
     let port = a.port.unwrap_or(name.info().default_port);
     let bind = SocketAddr::new(a.bind, port);
     let handle = spawn_server(bind, move |now| make_server(&section, &server, now))

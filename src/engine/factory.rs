@@ -3,12 +3,14 @@
 use std::time::Instant;
 
 use crate::protocol::cafe::{CafeBot, CafeServer, CafeServerConfig};
+use crate::protocol::rtype::{RtypeBot, RtypeServer, RtypeServerConfig};
 use crate::protocol::{Bot, BotParams, Server};
 use crate::scenario::{ProtocolSection, ServerSection};
 
 pub fn make_bot(protocol: &ProtocolSection, params: BotParams) -> Box<dyn Bot> {
     match protocol {
         ProtocolSection::Cafe(o) => Box::new(CafeBot::new(params, o.clone())),
+        ProtocolSection::Rtype(o) => Box::new(RtypeBot::new(params, o.clone())),
     }
 }
 
@@ -20,8 +22,33 @@ pub fn make_server(protocol: &ProtocolSection, s: &ServerSection, now: Instant) 
             cfg.full_every = s.full_every;
             cfg.max_clients = s.max_clients;
             cfg.client_timeout = s.client_timeout.0;
-            cfg.room_size = s.room_size;
+            if let Some(r) = s.room_size {
+                cfg.room_size = r;
+            }
             Box::new(CafeServer::new(cfg, now))
         }
+        ProtocolSection::Rtype(_) => {
+            Box::new(RtypeServer::new(rtype_server_config(protocol, s), now))
+        }
     }
+}
+
+/// The rtype reference server's configuration from a scenario's sections.
+pub fn rtype_server_config(protocol: &ProtocolSection, s: &ServerSection) -> RtypeServerConfig {
+    let mut cfg = RtypeServerConfig {
+        sim_hz: u32::from(s.tick_rate),
+        max_clients: s.max_clients,
+        client_timeout: s.client_timeout.0,
+        ..RtypeServerConfig::default()
+    };
+    if let Some(r) = s.snapshot_rate {
+        cfg.snapshot_hz = r;
+    }
+    if let Some(r) = s.room_size {
+        cfg.room_size = r;
+    }
+    if let ProtocolSection::Rtype(o) = protocol {
+        cfg.float_order = o.float_order;
+    }
+    cfg
 }

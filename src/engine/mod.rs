@@ -16,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime};
 use thiserror::Error;
 use tokio::sync::watch;
 
-pub use factory::{make_bot, make_server};
+pub use factory::{make_bot, make_server, rtype_server_config};
 pub use server_driver::{spawn_server, ServerHandle};
 
 use crate::metrics::{HistSummary, Recorder};

@@ -144,10 +144,7 @@ async fn serve_loop(
 
 /// Send everything the server has queued, in `sendmmsg` batches.
 async fn flush(sock: &Socket, server: &mut dyn Server, batch: &mut TxBatch) {
-    loop {
-        let Some((to, t)) = server.poll_transmit(batch.next_buf()) else {
-            break;
-        };
+    while let Some((to, t)) = server.poll_transmit(batch.next_buf()) {
         batch.push(to, t.len);
         if batch.is_full() && batch.flush(sock).await.is_err() {
             return;

@@ -171,20 +171,23 @@ pub trait Server: Send {
 #[serde(rename_all = "lowercase")]
 pub enum ProtocolName {
     Cafe,
+    Rtype,
 }
 
 impl ProtocolName {
-    pub const ALL: &'static [ProtocolName] = &[ProtocolName::Cafe];
+    pub const ALL: &'static [ProtocolName] = &[ProtocolName::Cafe, ProtocolName::Rtype];
 
     pub fn as_str(self) -> &'static str {
         match self {
             ProtocolName::Cafe => "cafe",
+            ProtocolName::Rtype => "rtype",
         }
     }
 
     pub fn info(self) -> ProtocolInfo {
         match self {
             ProtocolName::Cafe => cafe::INFO,
+            ProtocolName::Rtype => rtype::INFO,
         }
     }
 }

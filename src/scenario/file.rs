@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::duration::Dur;
 use super::threshold::Threshold;
 use crate::protocol::cafe::CafeOptions;
+use crate::protocol::rtype::RtypeOptions;
 use crate::protocol::ProtocolName;
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -43,18 +44,29 @@ pub struct ScenarioFile {
 #[serde(rename_all = "lowercase", deny_unknown_fields)]
 pub enum ProtocolSection {
     Cafe(CafeOptions),
+    Rtype(RtypeOptions),
 }
 
 impl ProtocolSection {
     pub fn name(&self) -> ProtocolName {
         match self {
             ProtocolSection::Cafe(_) => ProtocolName::Cafe,
+            ProtocolSection::Rtype(_) => ProtocolName::Rtype,
         }
     }
 
     pub fn dialect_name(&self) -> String {
         match self {
             ProtocolSection::Cafe(o) => format!("{:?}", o.dialect).to_lowercase(),
+            ProtocolSection::Rtype(o) => format!("float_order={}", o.dialect_name()),
+        }
+    }
+
+    /// Protocol-specific checks of the options.
+    pub fn validate(&self) -> Result<(), String> {
+        match self {
+            ProtocolSection::Cafe(_) => Ok(()),
+            ProtocolSection::Rtype(o) => o.validate(),
         }
     }
 }
@@ -75,23 +87,29 @@ pub enum Target {
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerSection {
+    /// Simulation ticks per second.
     pub tick_rate: u16,
+    /// Snapshots per second where the protocol sends them slower than it ticks
+    /// (rtype: 20-30, default 20); cafe snapshots every tick.
+    pub snapshot_rate: Option<u32>,
     /// A full snapshot every this many ticks (deltas in between).
     pub full_every: u32,
     pub max_clients: usize,
     pub client_timeout: Dur,
-    /// Players per room (a client's snapshots carry its room).
-    pub room_size: usize,
+    /// Players per room (a client's snapshots carry its room); default per protocol
+    /// (cafe 32, rtype 8).
+    pub room_size: Option<usize>,
 }
 
 impl Default for ServerSection {
     fn default() -> Self {
         Self {
             tick_rate: 60,
+            snapshot_rate: None,
             full_every: 60,
             max_clients: 10_000,
             client_timeout: Dur(std::time::Duration::from_secs(5)),
-            room_size: 32,
+            room_size: None,
         }
     }
 }

@@ -76,6 +76,14 @@ impl Plan {
     pub fn build(file: ScenarioFile, path: &Path, ov: &Overrides) -> Result<Plan, ScenarioError> {
         let protocol = file.protocol.clone();
         let info = protocol.name().info();
+        protocol
+            .validate()
+            .map_err(|m| invalid(path, format!("protocol.{}: {m}", protocol.name())))?;
+        if let ProtocolSection::Rtype(_) = &protocol {
+            crate::engine::rtype_server_config(&protocol, &file.server)
+                .validate()
+                .map_err(|m| invalid(path, format!("server: {m}")))?;
+        }
 
         // Target.
         let target_text = match (&ov.target, &file.target) {
