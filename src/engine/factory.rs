@@ -7,6 +7,21 @@ use crate::protocol::rtype::{RtypeBot, RtypeServer, RtypeServerConfig};
 use crate::protocol::{Bot, BotParams, Server};
 use crate::scenario::{ProtocolSection, ServerSection};
 
+/// The transport a protocol runs over; the engine, not the protocol, owns it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransportKind {
+    /// One datagram per protocol message, one socket per bot.
+    Udp,
+    /// ENet sessions with this many channels, `bots_per_socket` peers per socket.
+    Enet { channels: usize },
+}
+
+pub fn transport_for(protocol: &ProtocolSection) -> TransportKind {
+    match protocol {
+        ProtocolSection::Cafe(_) | ProtocolSection::Rtype(_) => TransportKind::Udp,
+    }
+}
+
 pub fn make_bot(protocol: &ProtocolSection, params: BotParams) -> Box<dyn Bot> {
     match protocol {
         ProtocolSection::Cafe(o) => Box::new(CafeBot::new(params, o.clone())),

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime};
 use thiserror::Error;
 use tokio::sync::watch;
 
-pub use factory::{make_bot, make_server, rtype_server_config};
+pub use factory::{make_bot, make_server, rtype_server_config, transport_for, TransportKind};
 pub use server_driver::{spawn_server, ServerHandle};
 
 use crate::metrics::{HistSummary, Recorder};
@@ -128,6 +128,7 @@ pub fn run(
             protocol: plan.protocol.clone(),
             run_start,
             run_end,
+            bots_per_socket: plan.bots_per_socket,
         };
         let tx = tx.clone();
         let stop_rx = stop.subscribe();

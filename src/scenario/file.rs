@@ -230,4 +230,8 @@ pub struct OutputSection {
 pub struct EngineSection {
     /// Worker threads; default one per core.
     pub workers: Option<usize>,
+    /// Bots per socket where the transport multiplexes peers (ENet): sharing sockets is how a
+    /// generator goes past the per-socket syscall ceiling. Default 1. Raw UDP protocols always
+    /// use one socket per bot (servers key clients by address).
+    pub bots_per_socket: Option<usize>,
 }

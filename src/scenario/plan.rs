@@ -55,6 +55,8 @@ pub struct Plan {
     pub out_dir: Option<PathBuf>,
     pub junit: bool,
     pub workers: usize,
+    /// Bots sharing one socket where the transport multiplexes (ENet); 1 for raw UDP.
+    pub bots_per_socket: usize,
 }
 
 fn invalid(path: &Path, message: impl Into<String>) -> ScenarioError {
@@ -280,6 +282,7 @@ impl Plan {
                 .or(file.output.dir.as_ref().map(PathBuf::from)),
             junit: file.output.junit.unwrap_or(true),
             workers,
+            bots_per_socket: file.engine.bots_per_socket.unwrap_or(1).max(1),
         })
     }
 
