@@ -163,7 +163,9 @@ impl Recorder {
         // Same bounds on both sides, so `add` cannot fail.
         let _ = self.rtt_us.add(&o.rtt_us);
         let _ = self.handshake_us.add(&o.handshake_us);
-        let _ = self.snapshot_interarrival_us.add(&o.snapshot_interarrival_us);
+        let _ = self
+            .snapshot_interarrival_us
+            .add(&o.snapshot_interarrival_us);
         let _ = self.send_lateness_us.add(&o.send_lateness_us);
         self.packets_up += o.packets_up;
         self.packets_down += o.packets_down;
@@ -264,7 +266,10 @@ mod tests {
 
     #[test]
     fn loss_rate() {
-        let l = LossCounts { expected: 200, received: 190 };
+        let l = LossCounts {
+            expected: 200,
+            received: 190,
+        };
         assert!((l.rate() - 0.05).abs() < 1e-12);
         assert_eq!(LossCounts::default().rate(), 0.0);
     }

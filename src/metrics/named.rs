@@ -47,7 +47,16 @@ impl NamedCounters {
             .entries
             .iter()
             .filter(|e| e.2 > 0)
-            .map(|&(a, b, n)| (if b.is_empty() { a.to_string() } else { format!("{a}.{b}") }, n))
+            .map(|&(a, b, n)| {
+                (
+                    if b.is_empty() {
+                        a.to_string()
+                    } else {
+                        format!("{a}.{b}")
+                    },
+                    n,
+                )
+            })
             .collect();
         v.sort();
         v.into_iter()

@@ -91,7 +91,12 @@ impl PatternState {
     }
 
     /// Keys held at `elapsed` since the bot connected.
-    pub fn sample(&mut self, pattern: &InputPattern, elapsed: Duration, rng: &mut ChaCha8Rng) -> Keys {
+    pub fn sample(
+        &mut self,
+        pattern: &InputPattern,
+        elapsed: Duration,
+        rng: &mut ChaCha8Rng,
+    ) -> Keys {
         match pattern {
             InputPattern::Idle => Keys::default(),
             InputPattern::RandomWalk { change_every } => {
@@ -150,9 +155,14 @@ mod tests {
     fn circle_visits_every_direction_in_order() {
         let mut s = PatternState::new();
         let mut rng = ChaCha8Rng::seed_from_u64(1);
-        let p = InputPattern::Circle { period: Duration::from_secs(8) };
+        let p = InputPattern::Circle {
+            period: Duration::from_secs(8),
+        };
         let seen: Vec<u8> = (0..8)
-            .map(|i| s.sample(&p, Duration::from_millis(i * 1000 + 500), &mut rng).0)
+            .map(|i| {
+                s.sample(&p, Duration::from_millis(i * 1000 + 500), &mut rng)
+                    .0
+            })
             .collect();
         assert_eq!(seen, COMPASS.to_vec());
     }
@@ -162,20 +172,36 @@ mod tests {
         let mut s = PatternState::new();
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         let p = InputPattern::Scripted {
-            steps: vec![(Keys(Keys::UP), Duration::from_secs(1)), (Keys(Keys::SHOOT), Duration::from_secs(2))],
+            steps: vec![
+                (Keys(Keys::UP), Duration::from_secs(1)),
+                (Keys(Keys::SHOOT), Duration::from_secs(2)),
+            ],
         };
-        assert_eq!(s.sample(&p, Duration::from_millis(500), &mut rng), Keys(Keys::UP));
-        assert_eq!(s.sample(&p, Duration::from_millis(2500), &mut rng), Keys(Keys::SHOOT));
-        assert_eq!(s.sample(&p, Duration::from_millis(3500), &mut rng), Keys(Keys::UP));
+        assert_eq!(
+            s.sample(&p, Duration::from_millis(500), &mut rng),
+            Keys(Keys::UP)
+        );
+        assert_eq!(
+            s.sample(&p, Duration::from_millis(2500), &mut rng),
+            Keys(Keys::SHOOT)
+        );
+        assert_eq!(
+            s.sample(&p, Duration::from_millis(3500), &mut rng),
+            Keys(Keys::UP)
+        );
     }
 
     #[test]
     fn random_walk_is_deterministic_per_seed() {
-        let p = InputPattern::RandomWalk { change_every: Duration::from_millis(100) };
+        let p = InputPattern::RandomWalk {
+            change_every: Duration::from_millis(100),
+        };
         let run = |seed| {
             let mut s = PatternState::new();
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
-            (0..50).map(|i| s.sample(&p, Duration::from_millis(i * 37), &mut rng).0).collect::<Vec<_>>()
+            (0..50)
+                .map(|i| s.sample(&p, Duration::from_millis(i * 37), &mut rng).0)
+                .collect::<Vec<_>>()
         };
         assert_eq!(run(7), run(7));
         assert_ne!(run(7), run(8));

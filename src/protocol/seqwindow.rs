@@ -15,7 +15,9 @@ pub const MAX_JUMP: u32 = 1 << 16;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SeqOutcome {
     /// The first sequence, or one ahead of the highest seen; `gap` sequences were skipped.
-    Advanced { gap: u32 },
+    Advanced {
+        gap: u32,
+    },
     /// Inside the window and not seen before.
     Reordered,
     Duplicate,
@@ -135,10 +137,7 @@ mod tests {
     #[test]
     fn wraps_around_u32() {
         let mut w = SeqWindow::new();
-        assert_eq!(
-            feed(&mut w, &[u32::MAX - 1, u32::MAX, 0, 2, 1]),
-            (5, 5)
-        );
+        assert_eq!(feed(&mut w, &[u32::MAX - 1, u32::MAX, 0, 2, 1]), (5, 5));
         assert_eq!(w.highest(), Some(2));
     }
 

@@ -208,11 +208,15 @@ impl CafeBot {
             self.full_generation = self.full_generation.wrapping_add(1);
             let generation = self.full_generation;
             for record in s.records() {
-                self.entities.insert(record.entity_id, Tracked { record, generation });
+                self.entities
+                    .insert(record.entity_id, Tracked { record, generation });
             }
             self.entities.retain(|_, t| t.generation == generation);
             if let Some(since) = self.stale_since.take() {
-                rec.record_extra("stale_us", now.saturating_duration_since(since).as_micros() as u64);
+                rec.record_extra(
+                    "stale_us",
+                    now.saturating_duration_since(since).as_micros() as u64,
+                );
             }
         } else {
             let generation = self.full_generation;
@@ -230,7 +234,8 @@ impl CafeBot {
     /// A gap in what the server sent may have been a delta: the table is stale until the next
     /// full snapshot.
     fn note_gap(&mut self, now: Instant, outcome: SeqOutcome) {
-        if matches!(outcome, SeqOutcome::Advanced { gap } if gap > 0) && self.stale_since.is_none() {
+        if matches!(outcome, SeqOutcome::Advanced { gap } if gap > 0) && self.stale_since.is_none()
+        {
             self.stale_since = Some(now);
         }
     }
@@ -253,7 +258,9 @@ impl CafeBot {
             due = due_at(self.grid_slot);
         }
         let elapsed = now.saturating_duration_since(self.connected_at.unwrap_or(now));
-        let keys = self.pattern.sample(&self.params.pattern, elapsed, &mut self.rng);
+        let keys = self
+            .pattern
+            .sample(&self.params.pattern, elapsed, &mut self.rng);
         let mask = u16::from(keys.0);
         let changed = self.last_keys != Some(mask);
         if !self.params.input_on_change || changed {
@@ -306,7 +313,10 @@ impl Bot for CafeBot {
 
     fn handle_datagram(&mut self, now: Instant, data: &[u8], rec: &mut Recorder) {
         rec.datagram_down(data.len());
-        if matches!(self.phase, BotPhase::Idle | BotPhase::Failed | BotPhase::Closed) {
+        if matches!(
+            self.phase,
+            BotPhase::Idle | BotPhase::Failed | BotPhase::Closed
+        ) {
             rec.event("datagram_outside_session");
             return;
         }
@@ -318,7 +328,8 @@ impl Bot for CafeBot {
             }
         };
         self.last_heard = Some(now);
-        let counts_for_loss = self.phase == BotPhase::Connected || matches!(msg, Message::Welcome { .. });
+        let counts_for_loss =
+            self.phase == BotPhase::Connected || matches!(msg, Message::Welcome { .. });
         if self.opts.loss_source == LossSource::Sequence && counts_for_loss {
             let outcome = self.down.on_seq(seq);
             let (e, r) = outcome.deltas();
@@ -339,7 +350,10 @@ impl Bot for CafeBot {
             }
         }
         match msg {
-            Message::Welcome { player_id, tick_rate } => self.on_welcome(now, player_id, tick_rate, rec),
+            Message::Welcome {
+                player_id,
+                tick_rate,
+            } => self.on_welcome(now, player_id, tick_rate, rec),
             Message::Snapshot(s) => self.on_snapshot(now, &s, rec),
             Message::Ping { timestamp_ms } => self.on_ping(now, timestamp_ms, rec),
             Message::Disconnect => {
@@ -378,7 +392,8 @@ impl Bot for CafeBot {
             }
             BotPhase::Connected => {
                 let silent_since = self.last_heard.or(self.connected_at).unwrap_or(now);
-                if now.saturating_duration_since(silent_since) >= self.params.server_silence_timeout {
+                if now.saturating_duration_since(silent_since) >= self.params.server_silence_timeout
+                {
                     self.phase = BotPhase::Closed;
                     rec.event("server_silence_timeout");
                     self.out.clear();
@@ -395,7 +410,10 @@ impl Bot for CafeBot {
         if self.phase == BotPhase::Connected && self.dialect().has_disconnect() {
             self.out.push_back(Out::Disconnect);
         }
-        if matches!(self.phase, BotPhase::Connected | BotPhase::Connecting | BotPhase::Idle) {
+        if matches!(
+            self.phase,
+            BotPhase::Connected | BotPhase::Connecting | BotPhase::Idle
+        ) {
             self.phase = BotPhase::Closed;
         }
     }
@@ -403,13 +421,17 @@ impl Bot for CafeBot {
     fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<Transmit> {
         let out = self.out.pop_front()?;
         let msg = match out {
-            Out::Hello => Message::Hello { player_name: self.name },
+            Out::Hello => Message::Hello {
+                player_name: self.name,
+            },
             Out::Input { mask, time_ms } => Message::Input {
                 player_id: self.player_id,
                 input_mask: mask,
                 client_time_ms: time_ms,
             },
-            Out::Ping { token } => Message::Ping { timestamp_ms: token },
+            Out::Ping { token } => Message::Ping {
+                timestamp_ms: token,
+            },
             Out::Disconnect => Message::Disconnect,
         };
         let seq = self.seq_out;
@@ -454,4 +476,3 @@ impl std::fmt::Debug for CafeBot {
             .finish()
     }
 }
-

@@ -168,11 +168,22 @@ impl<'a> Snapshot<'a> {
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Message<'a> {
-    Hello { player_name: [u8; NAME_LEN] },
-    Welcome { player_id: u16, tick_rate: u16 },
-    Input { player_id: u16, input_mask: u16, client_time_ms: u32 },
+    Hello {
+        player_name: [u8; NAME_LEN],
+    },
+    Welcome {
+        player_id: u16,
+        tick_rate: u16,
+    },
+    Input {
+        player_id: u16,
+        input_mask: u16,
+        client_time_ms: u32,
+    },
     Snapshot(Snapshot<'a>),
-    Ping { timestamp_ms: u32 },
+    Ping {
+        timestamp_ms: u32,
+    },
     Disconnect,
 }
 
@@ -359,7 +370,10 @@ impl<'b> Writer<'b> {
     }
     fn bytes(&mut self, b: &[u8]) -> Result<(), BufferTooSmall> {
         let end = self.at + b.len();
-        self.buf.get_mut(self.at..end).ok_or(BufferTooSmall)?.copy_from_slice(b);
+        self.buf
+            .get_mut(self.at..end)
+            .ok_or(BufferTooSmall)?
+            .copy_from_slice(b);
         self.at = end;
         Ok(())
     }

@@ -230,7 +230,9 @@ impl CafeServer {
         let full_tick = self.tick % self.cfg.full_every.max(1) == 0;
         self.encode_rooms(full_tick);
         for slot in 0..self.slots.len() {
-            let Some(c) = &mut self.slots[slot] else { continue };
+            let Some(c) = &mut self.slots[slot] else {
+                continue;
+            };
             let full = full_tick || c.needs_full;
             c.needs_full = false;
             self.out.push_back(Out::Snapshot { slot, full });
@@ -266,12 +268,18 @@ impl CafeServer {
                 if full && !need_full {
                     continue;
                 }
-                let buf = if full { &mut cache.full } else { &mut cache.delta };
+                let buf = if full {
+                    &mut cache.full
+                } else {
+                    &mut cache.delta
+                };
                 buf.resize(MAX_DATAGRAM, 0);
                 // The implementation dialect's last_input is per client; it is patched in
                 // at send time, so 0 here.
                 let last_input = (self.cfg.dialect == Dialect::Implementation).then_some(0);
-                let Ok(mut enc) = SnapshotEncoder::begin(buf, 0, self.tick, full, false, last_input) else {
+                let Ok(mut enc) =
+                    SnapshotEncoder::begin(buf, 0, self.tick, full, false, last_input)
+                else {
                     continue;
                 };
                 for c in members.iter().flatten() {
@@ -308,7 +316,9 @@ impl Server for CafeServer {
             return;
         }
         let Some(&slot) = self.by_addr.get(&from) else {
-            self.stats.dropped.add2(msg.msg_type().name(), "unknown_client", 1);
+            self.stats
+                .dropped
+                .add2(msg.msg_type().name(), "unknown_client", 1);
             return;
         };
         let Some(client) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
@@ -335,7 +345,9 @@ impl Server for CafeServer {
             }
             Message::Hello { .. } => {}
             Message::Welcome { .. } | Message::Snapshot(_) => {
-                self.stats.dropped.add2(msg.msg_type().name(), "wrong_direction", 1);
+                self.stats
+                    .dropped
+                    .add2(msg.msg_type().name(), "wrong_direction", 1);
             }
         }
     }
@@ -363,15 +375,21 @@ impl Server for CafeServer {
                 Out::Refuse(addr) => (addr, codec::encode(buf, 0, &Message::Disconnect).ok()?),
                 Out::Snapshot { slot, full } => {
                     let room = slot / self.cfg.room_size.max(1);
-                    let Some(cache) = self.rooms.get(room) else { continue };
+                    let Some(cache) = self.rooms.get(room) else {
+                        continue;
+                    };
                     let bytes = if full { &cache.full } else { &cache.delta };
                     let len = bytes.len();
                     if len == 0 {
                         continue;
                     }
-                    let Some(dst) = buf.get_mut(..len) else { continue };
+                    let Some(dst) = buf.get_mut(..len) else {
+                        continue;
+                    };
                     dst.copy_from_slice(bytes);
-                    let Some(c) = self.slots.get_mut(slot).and_then(Option::as_mut) else { continue };
+                    let Some(c) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
+                        continue;
+                    };
                     codec::patch_seq(dst, c.seq);
                     if self.cfg.dialect == Dialect::Implementation {
                         codec::patch_last_input(dst, c.last_input_ms);
@@ -381,7 +399,9 @@ impl Server for CafeServer {
                 }
                 Out::Welcome(slot) | Out::Pong(slot, _) | Out::Heartbeat(slot) => {
                     let tick_rate = self.cfg.tick_rate;
-                    let Some(c) = self.slots.get_mut(slot).and_then(Option::as_mut) else { continue };
+                    let Some(c) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
+                        continue;
+                    };
                     let msg = match out {
                         Out::Welcome(_) => Message::Welcome {
                             player_id: c.player_id,
