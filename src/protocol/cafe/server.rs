@@ -108,6 +108,8 @@ pub struct CafeServer {
     out: VecDeque<Out>,
     rooms: Vec<RoomCache>,
     stats: ServerStats,
+    /// `seq` of a new client's first datagram (0; see [`CafeServer::set_first_client_seq`]).
+    first_seq: u32,
 }
 
 impl CafeServer {
@@ -124,11 +126,31 @@ impl CafeServer {
             out: VecDeque::with_capacity(1024),
             rooms: Vec::new(),
             stats: ServerStats::default(),
+            first_seq: 0,
         }
     }
 
     pub fn config(&self) -> &CafeServerConfig {
         &self.cfg
+    }
+
+    /// The last tick simulated (0 before the first).
+    pub fn tick(&self) -> u32 {
+        self.tick
+    }
+
+    /// The clients' player entities as the server holds them now, in slot order (player id
+    /// = slot + 1; a room is `room_size` consecutive slots).
+    pub fn players(&self) -> impl Iterator<Item = (SocketAddr, &EntityRecord)> + '_ {
+        self.slots.iter().flatten().map(|c| (c.addr, &c.record))
+    }
+
+    /// Test hook: the `seq` that clients admitted from now on start at (their Welcome carries
+    /// it), so a test reaches the u32 wrap-around of the per-client sequence without sending
+    /// four billion datagrams. Real servers start at 0.
+    #[doc(hidden)]
+    pub fn set_first_client_seq(&mut self, seq: u32) {
+        self.first_seq = seq;
     }
 
     fn tick_interval(&self) -> Duration {
@@ -166,7 +188,7 @@ impl CafeServer {
         let client = Client {
             addr: from,
             player_id,
-            seq: 0,
+            seq: self.first_seq,
             last_seen: now,
             keys: Keys::default(),
             record: EntityRecord {
