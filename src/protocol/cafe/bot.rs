@@ -267,6 +267,7 @@ impl CafeBot {
             rec.record_lateness(now.saturating_duration_since(due).as_micros() as u64);
             let time_ms = self.since_start_ms(now);
             self.out.push_back(Out::Input { mask, time_ms });
+            rec.inputs_sent += 1;
             self.last_keys = Some(mask);
         }
         self.grid_slot += 1;
