@@ -65,6 +65,8 @@ pub struct CafeBot {
     next_ping: Option<Instant>,
     next_token: u32,
     pings: [Option<(u32, Instant)>; PINGS_IN_FLIGHT],
+    /// The last heartbeat token echoed, to recognise a server answering the echo.
+    echoed_heartbeat: Option<u32>,
 
     entities: HashMap<u16, Tracked>,
     full_generation: u32,
@@ -102,6 +104,7 @@ impl CafeBot {
             next_ping: None,
             next_token,
             pings: [None; PINGS_IN_FLIGHT],
+            echoed_heartbeat: None,
             entities: HashMap::with_capacity(64),
             full_generation: 0,
             last_snapshot_at: None,
@@ -175,9 +178,13 @@ impl CafeBot {
                     }
                 }
             }
+            // The server answered our echo of its heartbeat: echoing again would ping-pong
+            // forever.
+            None if self.echoed_heartbeat == Some(token) => rec.event("heartbeat_echo_answered"),
             None => {
                 // A server heartbeat: echo it unchanged.
                 rec.event("heartbeat_echoed");
+                self.echoed_heartbeat = Some(token);
                 self.out.push_back(Out::Ping { token });
             }
         }

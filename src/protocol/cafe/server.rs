@@ -12,7 +12,8 @@
 //! - A Hello from a known address is answered with the same Welcome again (retries are
 //!   idempotent).
 //! - The server pings each client every `heartbeat_interval` with its own millisecond clock;
-//!   the bot echoes those.
+//!   the bot echoes those, and the server counts the echo (`heartbeat_echo_received`)
+//!   instead of answering it like a client's ping.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -78,6 +79,8 @@ struct Client {
     needs_full: bool,
     last_input_ms: u32,
     next_heartbeat: Instant,
+    /// Token of the last heartbeat sent: a Ping carrying it is the client's echo.
+    heartbeat_token: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -207,6 +210,7 @@ impl CafeServer {
             needs_full: true,
             last_input_ms: 0,
             next_heartbeat: now + self.cfg.heartbeat_interval.unwrap_or_default(),
+            heartbeat_token: None,
         };
         self.slots[slot] = Some(client);
         self.by_addr.insert(from, slot);
@@ -360,6 +364,11 @@ impl Server for CafeServer {
                 client.keys = Keys((input_mask & 0x1f) as u8);
                 client.last_input_ms = client_time_ms;
             }
+            // The echo of our own heartbeat is not answered: the bot would take the answer
+            // for a new heartbeat and the two would ping-pong forever.
+            Message::Ping { timestamp_ms } if client.heartbeat_token == Some(timestamp_ms) => {
+                self.stats.events.add("heartbeat_echo_received", 1);
+            }
             Message::Ping { timestamp_ms } => self.out.push_back(Out::Pong(slot, timestamp_ms)),
             Message::Disconnect => {
                 self.stats.disconnected += 1;
@@ -430,9 +439,13 @@ impl Server for CafeServer {
                             tick_rate,
                         },
                         Out::Pong(_, ts) => Message::Ping { timestamp_ms: ts },
-                        _ => Message::Ping {
-                            timestamp_ms: now_ms | 0x8000_0000,
-                        },
+                        _ => {
+                            let token = now_ms | 0x8000_0000;
+                            c.heartbeat_token = Some(token);
+                            Message::Ping {
+                                timestamp_ms: token,
+                            }
+                        }
                     };
                     let len = codec::encode(buf, c.seq, &msg).ok()?;
                     c.seq = c.seq.wrapping_add(1);
