@@ -63,6 +63,8 @@ pub struct CafeBot {
     last_keys: Option<u16>,
 
     next_ping: Option<Instant>,
+    /// Tokens `first_token..next_token` (wrapping) are the bot's own.
+    first_token: u32,
     next_token: u32,
     pings: [Option<(u32, Instant)>; PINGS_IN_FLIGHT],
     /// The last heartbeat token echoed, to recognise a server answering the echo.
@@ -102,6 +104,7 @@ impl CafeBot {
             grid_slot: 0,
             last_keys: None,
             next_ping: None,
+            first_token: next_token,
             next_token,
             pings: [None; PINGS_IN_FLIGHT],
             echoed_heartbeat: None,
@@ -163,6 +166,7 @@ impl CafeBot {
     }
 
     fn on_ping(&mut self, now: Instant, token: u32, rec: &mut Recorder) {
+        let issued = self.issued(token);
         let own = self
             .pings
             .iter_mut()
@@ -178,6 +182,9 @@ impl CafeBot {
                     }
                 }
             }
+            // One of ours whose slot is gone (answered already, or evicted): not a
+            // heartbeat, so never echoed.
+            None if issued => rec.event("pong_unmatched"),
             // The server answered our echo of its heartbeat: echoing again would ping-pong
             // forever.
             None if self.echoed_heartbeat == Some(token) => rec.event("heartbeat_echo_answered"),
@@ -188,6 +195,11 @@ impl CafeBot {
                 self.out.push_back(Out::Ping { token });
             }
         }
+    }
+
+    /// Whether this bot issued `token` as a ping.
+    fn issued(&self, token: u32) -> bool {
+        token.wrapping_sub(self.first_token) < self.next_token.wrapping_sub(self.first_token)
     }
 
     fn on_snapshot(&mut self, now: Instant, s: &Snapshot<'_>, rec: &mut Recorder) {
