@@ -2,8 +2,8 @@
 //!
 //! Life: Hello (resent every `handshake_retry` until Welcome or `handshake_timeout`), then
 //! input on a fixed grid, pings for RTT, heartbeat echoes, snapshots applied to an entity
-//! table, Disconnect on stop. Every server datagram runs through a [`SeqWindow`] for
-//! downstream loss.
+//! table (a snapshot older than one already applied is counted and skipped), Disconnect on
+//! stop. Every server datagram runs through a [`SeqWindow`] for downstream loss.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
@@ -73,6 +73,8 @@ pub struct CafeBot {
     entities: HashMap<u16, Tracked>,
     full_generation: u32,
     last_snapshot_at: Option<Instant>,
+    /// Tick of the newest snapshot applied.
+    last_tick: Option<u32>,
     /// Since when the entity table may be stale (a datagram was lost after the last full).
     stale_since: Option<Instant>,
 }
@@ -111,6 +113,7 @@ impl CafeBot {
             entities: HashMap::with_capacity(64),
             full_generation: 0,
             last_snapshot_at: None,
+            last_tick: None,
             stale_since: None,
         }
     }
@@ -218,6 +221,16 @@ impl CafeBot {
                 return;
             }
         }
+        // Older than a snapshot already applied (reordered): applying it would roll the table
+        // back. The gap that made it late has marked the table stale already.
+        if self
+            .last_tick
+            .is_some_and(|last| (s.tick.wrapping_sub(last) as i32) < 0)
+        {
+            rec.event("snapshot_out_of_order");
+            return;
+        }
+        self.last_tick = Some(s.tick);
         if let Some(prev) = self.last_snapshot_at {
             rec.snapshot_interarrival_us
                 .saturating_record(now.saturating_duration_since(prev).as_micros().max(1) as u64);
