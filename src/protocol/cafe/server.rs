@@ -166,6 +166,10 @@ impl CafeServer {
 
     fn admit(&mut self, now: Instant, from: SocketAddr) {
         if let Some(&slot) = self.by_addr.get(&from) {
+            // Any packet refreshes last_seen (cafe.md), a retried Hello too.
+            if let Some(c) = self.slots.get_mut(slot).and_then(Option::as_mut) {
+                c.last_seen = now;
+            }
             self.stats.events.add("hello_repeated", 1);
             self.out.push_back(Out::Welcome(slot));
             return;
