@@ -2,8 +2,8 @@
 //!
 //! Life: Hello (resent every `handshake_retry` until Welcome or `handshake_timeout`), then
 //! input on a fixed grid, pings for RTT, heartbeat echoes, snapshots applied to an entity
-//! table, Disconnect on stop. Every server datagram runs through a [`SeqWindow`] for
-//! downstream loss.
+//! table (a snapshot older than one already applied is counted and skipped), Disconnect on
+//! stop. Every server datagram runs through a [`SeqWindow`] for downstream loss.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
@@ -63,12 +63,18 @@ pub struct CafeBot {
     last_keys: Option<u16>,
 
     next_ping: Option<Instant>,
+    /// Tokens `first_token..next_token` (wrapping) are the bot's own.
+    first_token: u32,
     next_token: u32,
     pings: [Option<(u32, Instant)>; PINGS_IN_FLIGHT],
+    /// The last heartbeat token echoed, to recognise a server answering the echo.
+    echoed_heartbeat: Option<u32>,
 
     entities: HashMap<u16, Tracked>,
     full_generation: u32,
     last_snapshot_at: Option<Instant>,
+    /// Tick of the newest snapshot applied.
+    last_tick: Option<u32>,
     /// Since when the entity table may be stale (a datagram was lost after the last full).
     stale_since: Option<Instant>,
 }
@@ -100,11 +106,14 @@ impl CafeBot {
             grid_slot: 0,
             last_keys: None,
             next_ping: None,
+            first_token: next_token,
             next_token,
             pings: [None; PINGS_IN_FLIGHT],
+            echoed_heartbeat: None,
             entities: HashMap::with_capacity(64),
             full_generation: 0,
             last_snapshot_at: None,
+            last_tick: None,
             stale_since: None,
         }
     }
@@ -160,6 +169,7 @@ impl CafeBot {
     }
 
     fn on_ping(&mut self, now: Instant, token: u32, rec: &mut Recorder) {
+        let issued = self.issued(token);
         let own = self
             .pings
             .iter_mut()
@@ -175,12 +185,24 @@ impl CafeBot {
                     }
                 }
             }
+            // One of ours whose slot is gone (answered already, or evicted): not a
+            // heartbeat, so never echoed.
+            None if issued => rec.event("pong_unmatched"),
+            // The server answered our echo of its heartbeat: echoing again would ping-pong
+            // forever.
+            None if self.echoed_heartbeat == Some(token) => rec.event("heartbeat_echo_answered"),
             None => {
                 // A server heartbeat: echo it unchanged.
                 rec.event("heartbeat_echoed");
+                self.echoed_heartbeat = Some(token);
                 self.out.push_back(Out::Ping { token });
             }
         }
+    }
+
+    /// Whether this bot issued `token` as a ping.
+    fn issued(&self, token: u32) -> bool {
+        token.wrapping_sub(self.first_token) < self.next_token.wrapping_sub(self.first_token)
     }
 
     fn on_snapshot(&mut self, now: Instant, s: &Snapshot<'_>, rec: &mut Recorder) {
@@ -199,6 +221,16 @@ impl CafeBot {
                 return;
             }
         }
+        // Older than a snapshot already applied (reordered): applying it would roll the table
+        // back. The gap that made it late has marked the table stale already.
+        if self
+            .last_tick
+            .is_some_and(|last| (s.tick.wrapping_sub(last) as i32) < 0)
+        {
+            rec.event("snapshot_out_of_order");
+            return;
+        }
+        self.last_tick = Some(s.tick);
         if let Some(prev) = self.last_snapshot_at {
             rec.snapshot_interarrival_us
                 .saturating_record(now.saturating_duration_since(prev).as_micros().max(1) as u64);

@@ -12,7 +12,8 @@
 //! - A Hello from a known address is answered with the same Welcome again (retries are
 //!   idempotent).
 //! - The server pings each client every `heartbeat_interval` with its own millisecond clock;
-//!   the bot echoes those.
+//!   the bot echoes those, and the server counts the echo (`heartbeat_echo_received`)
+//!   instead of answering it like a client's ping.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -78,9 +79,8 @@ struct Client {
     needs_full: bool,
     last_input_ms: u32,
     next_heartbeat: Instant,
-    /// Timestamp of the heartbeat Ping in flight: a Ping carrying it is the client's echo,
-    /// not a ping to answer (answering would bounce the same Ping back and forth forever).
-    heartbeat_in_flight: Option<u32>,
+    /// Token of the last heartbeat sent: a Ping carrying it is the client's echo.
+    heartbeat_token: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -111,6 +111,8 @@ pub struct CafeServer {
     out: VecDeque<Out>,
     rooms: Vec<RoomCache>,
     stats: ServerStats,
+    /// `seq` of a new client's first datagram (0; see [`CafeServer::set_first_client_seq`]).
+    first_seq: u32,
 }
 
 impl CafeServer {
@@ -127,11 +129,31 @@ impl CafeServer {
             out: VecDeque::with_capacity(1024),
             rooms: Vec::new(),
             stats: ServerStats::default(),
+            first_seq: 0,
         }
     }
 
     pub fn config(&self) -> &CafeServerConfig {
         &self.cfg
+    }
+
+    /// The last tick simulated (0 before the first).
+    pub fn tick(&self) -> u32 {
+        self.tick
+    }
+
+    /// The clients' player entities as the server holds them now, in slot order (player id
+    /// = slot + 1; a room is `room_size` consecutive slots).
+    pub fn players(&self) -> impl Iterator<Item = (SocketAddr, &EntityRecord)> + '_ {
+        self.slots.iter().flatten().map(|c| (c.addr, &c.record))
+    }
+
+    /// Test hook: the `seq` that clients admitted from now on start at (their Welcome carries
+    /// it), so a test reaches the u32 wrap-around of the per-client sequence without sending
+    /// four billion datagrams. Real servers start at 0.
+    #[doc(hidden)]
+    pub fn set_first_client_seq(&mut self, seq: u32) {
+        self.first_seq = seq;
     }
 
     fn tick_interval(&self) -> Duration {
@@ -144,6 +166,10 @@ impl CafeServer {
 
     fn admit(&mut self, now: Instant, from: SocketAddr) {
         if let Some(&slot) = self.by_addr.get(&from) {
+            // Any packet refreshes last_seen (cafe.md), a retried Hello too.
+            if let Some(c) = self.slots.get_mut(slot).and_then(Option::as_mut) {
+                c.last_seen = now;
+            }
             self.stats.events.add("hello_repeated", 1);
             self.out.push_back(Out::Welcome(slot));
             return;
@@ -169,7 +195,7 @@ impl CafeServer {
         let client = Client {
             addr: from,
             player_id,
-            seq: 0,
+            seq: self.first_seq,
             last_seen: now,
             keys: Keys::default(),
             record: EntityRecord {
@@ -187,8 +213,8 @@ impl CafeServer {
             moved: true,
             needs_full: true,
             last_input_ms: 0,
-            heartbeat_in_flight: None,
             next_heartbeat: now + self.cfg.heartbeat_interval.unwrap_or_default(),
+            heartbeat_token: None,
         };
         self.slots[slot] = Some(client);
         self.by_addr.insert(from, slot);
@@ -342,14 +368,12 @@ impl Server for CafeServer {
                 client.keys = Keys((input_mask & 0x1f) as u8);
                 client.last_input_ms = client_time_ms;
             }
-            Message::Ping { timestamp_ms } => {
-                if client.heartbeat_in_flight == Some(timestamp_ms) {
-                    client.heartbeat_in_flight = None;
-                    self.stats.events.add("heartbeat_echoes", 1);
-                } else {
-                    self.out.push_back(Out::Pong(slot, timestamp_ms));
-                }
+            // The echo of our own heartbeat is not answered: the bot would take the answer
+            // for a new heartbeat and the two would ping-pong forever.
+            Message::Ping { timestamp_ms } if client.heartbeat_token == Some(timestamp_ms) => {
+                self.stats.events.add("heartbeat_echo_received", 1);
             }
+            Message::Ping { timestamp_ms } => self.out.push_back(Out::Pong(slot, timestamp_ms)),
             Message::Disconnect => {
                 self.stats.disconnected += 1;
                 self.remove(slot);
@@ -420,11 +444,11 @@ impl Server for CafeServer {
                         },
                         Out::Pong(_, ts) => Message::Ping { timestamp_ms: ts },
                         _ => {
-                            // The server's own clock, top bit set so it is unlikely to
-                            // collide with a bot's token.
-                            let ts = now_ms | 0x8000_0000;
-                            c.heartbeat_in_flight = Some(ts);
-                            Message::Ping { timestamp_ms: ts }
+                            let token = now_ms | 0x8000_0000;
+                            c.heartbeat_token = Some(token);
+                            Message::Ping {
+                                timestamp_ms: token,
+                            }
                         }
                     };
                     let len = codec::encode(buf, c.seq, &msg).ok()?;

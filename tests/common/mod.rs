@@ -1,0 +1,5 @@
+//! Helpers shared by integration tests (`mod common;`). Each test binary uses a different
+//! subset, so unused items are expected.
+#![allow(dead_code)]
+
+pub mod sim;
