@@ -10,6 +10,7 @@
 //! thread with a simulated clock and a simulated lossy link, deterministically.
 
 pub mod cafe;
+pub mod idmap;
 pub mod pattern;
 pub mod rtype;
 pub mod seqwindow;

@@ -5,7 +5,7 @@
 //! table (a snapshot older than one already applied is counted and skipped), Disconnect on
 //! stop. Every server datagram runs through a [`SeqWindow`] for downstream loss.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::Instant;
 
 use rand::{Rng, SeedableRng};
@@ -14,6 +14,7 @@ use rand_chacha::ChaCha8Rng;
 use super::codec::{self, Dialect, EntityRecord, Message, Snapshot};
 use super::{CafeOptions, LossSource};
 use crate::metrics::Recorder;
+use crate::protocol::idmap::{id_map_with_capacity, IdMap};
 use crate::protocol::seqwindow::{SeqOutcome, SeqWindow};
 use crate::protocol::{Bot, BotParams, BotPhase, PatternState, Transmit};
 
@@ -70,7 +71,7 @@ pub struct CafeBot {
     /// The last heartbeat token echoed, to recognise a server answering the echo.
     echoed_heartbeat: Option<u32>,
 
-    entities: HashMap<u16, Tracked>,
+    entities: IdMap<u16, Tracked>,
     full_generation: u32,
     last_snapshot_at: Option<Instant>,
     /// Tick of the newest snapshot applied.
@@ -110,7 +111,7 @@ impl CafeBot {
             next_token,
             pings: [None; PINGS_IN_FLIGHT],
             echoed_heartbeat: None,
-            entities: HashMap::with_capacity(64),
+            entities: id_map_with_capacity(64),
             full_generation: 0,
             last_snapshot_at: None,
             last_tick: None,
