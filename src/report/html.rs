@@ -1583,14 +1583,14 @@ mod tests {
         assert!(!svg.contains("<circle"));
     }
 
-    /// Writes the sample report for a visual check:
-    /// `cargo test --lib report::html::tests::write_preview -- --ignored`
-    /// (path from `TICKSWARM_REPORT_PREVIEW`, default `/tmp/report.html`).
+    /// A two-hour run stays a small file (charts are thinned per pixel column), and the sample
+    /// reports render. Set `TICKSWARM_REPORT_PREVIEW=/tmp/report.html` to keep them for a
+    /// visual check in a browser.
     #[test]
-    #[ignore]
-    fn write_preview() {
-        let path = std::env::var("TICKSWARM_REPORT_PREVIEW")
-            .unwrap_or_else(|_| "/tmp/report.html".to_string());
+    fn previews_render_and_long_runs_stay_small() {
+        let dir = tempfile::tempdir().unwrap();
+        let keep = std::env::var("TICKSWARM_REPORT_PREVIEW").ok();
+        let path = keep.unwrap_or_else(|| dir.path().join("report.html").display().to_string());
         std::fs::write(&path, render(&sample_summary())).unwrap();
         std::fs::write(
             path.replace(".html", "-empty.html"),
@@ -1617,6 +1617,8 @@ mod tests {
                 ..Default::default()
             })
             .collect();
-        std::fs::write(path.replace(".html", "-long.html"), render(&long)).unwrap();
+        let long_html = render(&long);
+        assert!(long_html.len() < 200_000, "2 h report is {} bytes", long_html.len());
+        std::fs::write(path.replace(".html", "-long.html"), long_html).unwrap();
     }
 }
