@@ -17,7 +17,7 @@ use thiserror::Error;
 use tokio::sync::watch;
 
 pub use factory::{make_bot, make_server, rtype_server_config, transport_for, TransportKind};
-pub use server_driver::{spawn_server, ServerHandle};
+pub use server_driver::{spawn_server, spawn_server_on, ServerHandle};
 
 use crate::metrics::{HistSummary, Recorder};
 use crate::protocol::ServerStats;

@@ -8,8 +8,10 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
+use super::factory::TransportKind;
 use super::udp::{RxBatch, Socket, TxBatch};
 use crate::protocol::{Server, ServerStats};
+use crate::transport::{EnetConfig, EnetEvent, EnetHost, PeerId, MAX_ENET_DATAGRAM};
 
 /// A server running in a background thread.
 pub struct ServerHandle {
@@ -44,9 +46,19 @@ impl Drop for ServerHandle {
     }
 }
 
-/// Bind `bind` and serve in a new thread. `make` builds the state machine in that thread.
+/// Bind `bind` and serve raw UDP in a new thread. `make` builds the state machine there.
 pub fn spawn_server(
     bind: SocketAddr,
+    make: impl FnOnce(Instant) -> Box<dyn Server> + Send + 'static,
+) -> std::io::Result<ServerHandle> {
+    spawn_server_on(bind, TransportKind::Udp, 0, make)
+}
+
+/// Bind `bind` and serve over `transport` in a new thread; `max_peers` sizes an ENet host.
+pub fn spawn_server_on(
+    bind: SocketAddr,
+    transport: TransportKind,
+    max_peers: usize,
     make: impl FnOnce(Instant) -> Box<dyn Server> + Send + 'static,
 ) -> std::io::Result<ServerHandle> {
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -75,8 +87,21 @@ pub fn spawn_server(
                     }
                 };
                 let _ = addr_tx.send(sock.local_addr());
-                let server = make(Instant::now());
-                serve_loop(sock, server, stop_rx, stats2).await;
+                let now = Instant::now();
+                let server = make(now);
+                match transport {
+                    TransportKind::Udp => serve_loop(sock, server, stop_rx, stats2).await,
+                    TransportKind::Enet { .. } => {
+                        // Room for every player plus those being refused politely.
+                        let mut cfg = EnetConfig::with_peers(max_peers.max(1) + 16);
+                        cfg.channel_limit = 255;
+                        // The settings are fixed and valid; a failure leaves the thread (and the
+                        // swarm sees an unreachable target).
+                        if let Ok(host) = EnetHost::new(now, &cfg) {
+                            serve_loop_enet(sock, server, host, stop_rx, stats2).await;
+                        }
+                    }
+                }
             });
         })?;
     let addr = addr_rx
@@ -152,5 +177,108 @@ async fn flush(sock: &Socket, server: &mut dyn Server, batch: &mut TxBatch) {
     }
     if !batch.is_empty() {
         let _ = batch.flush(sock).await;
+    }
+}
+
+/// The ENet variant: datagrams feed an ENet host; its sessions and packets feed the server.
+/// A server's message to an address goes to that address's ENet peer with the protocol's
+/// channel and reliability.
+async fn serve_loop_enet(
+    sock: Socket,
+    mut server: Box<dyn Server>,
+    mut host: EnetHost,
+    mut stop: watch::Receiver<bool>,
+    stats: Arc<Mutex<ServerStats>>,
+) {
+    let mut rx = RxBatch::new();
+    let mut tx = TxBatch::new();
+    let mut buf = vec![0u8; MAX_ENET_DATAGRAM];
+    let mut by_addr: std::collections::HashMap<SocketAddr, PeerId> = Default::default();
+    let mut by_peer: Vec<Option<SocketAddr>> = vec![None; host.peer_limit()];
+    let mut next_report = Instant::now();
+    loop {
+        let wake = [server.poll_timeout(), host.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or_else(|| Instant::now() + Duration::from_millis(100));
+        tokio::select! {
+            biased;
+            _ = stop.changed() => break,
+            r = sock.io.readable() => {
+                if r.is_err() {
+                    break;
+                }
+                loop {
+                    match sock.try_recv_batch(&mut rx) {
+                        Ok(n) => {
+                            let now = Instant::now();
+                            for (from, d) in rx.datagrams(n) {
+                                host.handle_datagram(now, from, d);
+                            }
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                        Err(_) => continue,
+                    }
+                }
+            }
+            _ = tokio::time::sleep_until(wake.into()) => {}
+        }
+        let now = Instant::now();
+        if server.poll_timeout().is_some_and(|t| t <= now) {
+            server.handle_timeout(now);
+        }
+        host.service(now);
+        while let Some(ev) = host.poll_event() {
+            match ev {
+                EnetEvent::Connected { peer, addr, .. } => {
+                    by_addr.insert(addr, peer);
+                    if let Some(slot) = by_peer.get_mut(peer.index()) {
+                        *slot = Some(addr);
+                    }
+                    server.handle_connect(now, addr);
+                }
+                EnetEvent::Received { peer, packet, .. } => {
+                    if let Some(Some(addr)) = by_peer.get(peer.index()) {
+                        server.handle_datagram(now, *addr, &packet);
+                    }
+                }
+                EnetEvent::Disconnected { peer, .. } => {
+                    if let Some(addr) = by_peer.get_mut(peer.index()).and_then(Option::take) {
+                        by_addr.remove(&addr);
+                        server.handle_disconnect(now, addr);
+                    }
+                }
+            }
+        }
+        while let Some((to, t)) = server.poll_transmit(&mut buf) {
+            if let Some(&peer) = by_addr.get(&to) {
+                let _ = host.send_transmit(peer, &t, &buf);
+            }
+        }
+        while let Some(addr) = server.poll_close() {
+            if let Some(&peer) = by_addr.get(&addr) {
+                let _ = host.disconnect(now, peer, 0);
+            }
+        }
+        host.flush(now);
+        while let Some((to, len)) = host.poll_transmit(tx.next_buf()) {
+            tx.push(to, len);
+            if tx.is_full() && tx.flush(&sock).await.is_err() {
+                break;
+            }
+        }
+        if !tx.is_empty() {
+            let _ = tx.flush(&sock).await;
+        }
+        if now >= next_report {
+            next_report = now + Duration::from_millis(100);
+            if let Ok(mut s) = stats.lock() {
+                *s = server.stats().clone();
+            }
+        }
+    }
+    if let Ok(mut s) = stats.lock() {
+        *s = server.stats().clone();
     }
 }

@@ -165,6 +165,11 @@ pub trait Server: Send {
     fn handle_connect(&mut self, _now: Instant, _from: SocketAddr) {}
     /// The transport session from `from` ended (ENet disconnect or timeout).
     fn handle_disconnect(&mut self, _now: Instant, _from: SocketAddr) {}
+    /// A session the server wants the transport to close (after what it queued for it), e.g.
+    /// a refused player. Raw UDP has no sessions and ignores it.
+    fn poll_close(&mut self) -> Option<SocketAddr> {
+        None
+    }
 }
 
 /// The protocols tickswarm speaks, and what each can measure (`tickswarm protocols`).

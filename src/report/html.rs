@@ -1618,7 +1618,11 @@ mod tests {
             })
             .collect();
         let long_html = render(&long);
-        assert!(long_html.len() < 200_000, "2 h report is {} bytes", long_html.len());
+        assert!(
+            long_html.len() < 200_000,
+            "2 h report is {} bytes",
+            long_html.len()
+        );
         std::fs::write(path.replace(".html", "-long.html"), long_html).unwrap();
     }
 }
