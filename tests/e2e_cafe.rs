@@ -230,3 +230,34 @@ fn ctrl_c_still_writes_the_report() {
     assert_eq!(s["bots"]["connected"], 20);
     assert!(s["duration_s"].as_f64().unwrap() < 10.0);
 }
+
+/// More bots than file descriptors: a plain message and exit 2 before anything starts.
+#[cfg(unix)]
+#[test]
+fn too_few_file_descriptors_is_said_plainly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sc = write_scenario(tmp.path(), "s.yaml", SWARM);
+    let cmd = format!(
+        "ulimit -n 100 && ulimit -Hn 100 && exec '{}' run '{}' --bots 500 --out '{}'",
+        env!("CARGO_BIN_EXE_tickswarm"),
+        sc.display(),
+        tmp.path().join("out").display()
+    );
+    let o = Command::new("sh").arg("-c").arg(&cmd).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("500 bots need about 564 open files"), "{e}");
+    assert!(e.contains("the limit is 100"), "{e}");
+}
+
+/// `protocols` names each protocol, its transport and what it cannot measure.
+#[test]
+fn protocols_lists_transports_and_measurability() {
+    let o = bin().arg("protocols").output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("cafe (shared/specs/cafe.md)"), "{out}");
+    assert!(out.contains("rtype"), "{out}");
+    assert!(out.contains("raw UDP"), "{out}");
+    assert!(out.contains("upstream loss    not measurable"), "{out}");
+}
