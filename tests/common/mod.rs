@@ -2,4 +2,5 @@
 //! subset, so unused items are expected.
 #![allow(dead_code)]
 
+pub mod proxy;
 pub mod sim;

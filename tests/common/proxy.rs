@@ -1,0 +1,109 @@
+//! A user-space impairment proxy for end-to-end tests on loopback (a tiny netem): bots talk
+//! to the proxy, the proxy talks to the server with one upstream socket per bot, and it
+//! delays every datagram by a fixed one-way time and drops exactly every K-th datagram from
+//! the server to each bot. It counts what it dropped, so tests compare against ground truth.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::UdpSocket;
+use tokio::sync::Mutex;
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Impairment {
+    /// Added to every datagram, each direction.
+    pub one_way_delay: Duration,
+    /// Drop every K-th server-to-bot datagram, per bot (0 = never).
+    pub drop_every_down: u64,
+}
+
+#[derive(Debug, Default)]
+pub struct ProxyCounts {
+    pub up: AtomicU64,
+    pub down_forwarded: AtomicU64,
+    pub down_dropped: AtomicU64,
+}
+
+pub struct Proxy {
+    pub addr: SocketAddr,
+    pub counts: Arc<ProxyCounts>,
+    _thread: std::thread::JoinHandle<()>,
+}
+
+impl Proxy {
+    /// Start on 127.0.0.1 (ephemeral port) in front of `server`; runs for `lifetime` at most.
+    pub fn start(server: SocketAddr, imp: Impairment, lifetime: Duration) -> Proxy {
+        let counts = Arc::new(ProxyCounts::default());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let c = counts.clone();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                let front = Arc::new(UdpSocket::bind("127.0.0.1:0").await.expect("bind"));
+                tx.send(front.local_addr().expect("addr"))
+                    .expect("send addr");
+                let _ = tokio::time::timeout(lifetime, run(front, server, imp, c)).await;
+            });
+        });
+        let addr = rx.recv().expect("proxy address");
+        Proxy {
+            addr,
+            counts,
+            _thread: thread,
+        }
+    }
+}
+
+async fn run(front: Arc<UdpSocket>, server: SocketAddr, imp: Impairment, counts: Arc<ProxyCounts>) {
+    let upstreams: Arc<Mutex<HashMap<SocketAddr, Arc<UdpSocket>>>> = Default::default();
+    let mut buf = vec![0u8; 65536];
+    loop {
+        let Ok((n, bot)) = front.recv_from(&mut buf).await else {
+            return;
+        };
+        let data = buf[..n].to_vec();
+        let up = {
+            let mut map = upstreams.lock().await;
+            match map.get(&bot) {
+                Some(s) => s.clone(),
+                None => {
+                    let s = Arc::new(UdpSocket::bind("127.0.0.1:0").await.expect("bind"));
+                    s.connect(server).await.expect("connect");
+                    map.insert(bot, s.clone());
+                    // Server to bot, with the per-bot drop rule.
+                    let (s2, f2, c2) = (s.clone(), front.clone(), counts.clone());
+                    tokio::spawn(async move {
+                        let mut b = vec![0u8; 65536];
+                        let mut nth = 0u64;
+                        while let Ok(n) = s2.recv(&mut b).await {
+                            nth += 1;
+                            if imp.drop_every_down > 0 && nth % imp.drop_every_down == 0 {
+                                c2.down_dropped.fetch_add(1, Ordering::Relaxed);
+                                continue;
+                            }
+                            c2.down_forwarded.fetch_add(1, Ordering::Relaxed);
+                            let d = b[..n].to_vec();
+                            let f3 = f2.clone();
+                            tokio::spawn(async move {
+                                tokio::time::sleep(imp.one_way_delay).await;
+                                let _ = f3.send_to(&d, bot).await;
+                            });
+                        }
+                    });
+                    s
+                }
+            }
+        };
+        counts.up.fetch_add(1, Ordering::Relaxed);
+        tokio::spawn(async move {
+            tokio::time::sleep(imp.one_way_delay).await;
+            let _ = up.send(&data).await;
+        });
+    }
+}

@@ -1,0 +1,103 @@
+//! End to end through an impairment proxy on loopback: known one-way delay and exact loss
+//! injected between real bots and the real reference server; the summary must report them.
+
+mod common;
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::process::Command;
+use std::time::Duration;
+
+use common::proxy::{Impairment, Proxy};
+use serde_json::Value;
+use tickswarm::engine::{make_server, spawn_server};
+use tickswarm::scenario::{ProtocolSection, ServerSection};
+
+fn run_through_proxy(
+    protocol_yaml: &str,
+    section: ProtocolSection,
+    imp: Impairment,
+) -> (Value, Proxy) {
+    let bind: SocketAddr = (Ipv4Addr::LOCALHOST, 0).into();
+    let server = ServerSection::default();
+    let handle = spawn_server(bind, move |now| make_server(&section, &server, now)).unwrap();
+    let proxy = Proxy::start(handle.addr, imp, Duration::from_secs(30));
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = tmp.path().join("s.yaml");
+    std::fs::write(
+        &scenario,
+        format!(
+            "name: impaired\nprotocol:\n{protocol_yaml}\npopulation:\n  stages:\n    - ramp_to: 20\n      over: 500ms\n    - hold: 4s\nbehaviour:\n  ping_interval: 200ms\n  silence_timeout: 3s\n"
+        ),
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
+        .arg("run")
+        .arg(&scenario)
+        .args(["--target", &proxy.addr.to_string()])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // Let the last delayed datagrams drain before the counts are read.
+    std::thread::sleep(Duration::from_millis(200));
+    drop(handle);
+    let s: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    (s, proxy)
+}
+
+/// cafe: every 10th server datagram dropped per bot, 15 ms each way. Header-seq loss equals
+/// what the proxy dropped (up to one trailing drop per bot that no later datagram revealed),
+/// and no RTT sample is below the injected 30 ms round trip.
+#[test]
+fn cafe_loss_and_delay_through_a_proxy() {
+    use std::sync::atomic::Ordering;
+    let imp = Impairment {
+        one_way_delay: Duration::from_millis(15),
+        drop_every_down: 10,
+    };
+    let (s, proxy) =
+        run_through_proxy("  cafe: {}", ProtocolSection::Cafe(Default::default()), imp);
+    let dropped = proxy.counts.down_dropped.load(Ordering::Relaxed);
+    let down = &s["loss"]["downstream"];
+    let missing = down["expected"].as_u64().unwrap() - down["received"].as_u64().unwrap();
+    assert!(dropped > 100, "proxy dropped {dropped}");
+    assert!(
+        missing <= dropped && dropped - missing <= 20,
+        "bots saw {missing} missing, proxy dropped {dropped}"
+    );
+    let rate = down["rate"].as_f64().unwrap();
+    assert!((rate - 0.1).abs() < 0.005, "loss rate {rate}");
+    let rtt = &s["rtt_us"];
+    assert!(rtt["min"].as_u64().unwrap() >= 30_000, "{rtt}");
+    assert!(rtt["p50"].as_u64().unwrap() < 45_000, "{rtt}");
+    assert_eq!(s["bots"]["connected"], 20);
+}
+
+/// rtype: loss comes from snapshot ticks, RTT from one ping in flight; the same injected
+/// delay bounds RTT from below, and loss is reported.
+#[test]
+fn rtype_delay_through_a_proxy() {
+    let imp = Impairment {
+        one_way_delay: Duration::from_millis(15),
+        drop_every_down: 0,
+    };
+    let (s, _proxy) = run_through_proxy(
+        "  rtype: {}",
+        ProtocolSection::Rtype(Default::default()),
+        imp,
+    );
+    let rtt = &s["rtt_us"];
+    assert!(rtt["min"].as_u64().unwrap() >= 30_000, "{rtt}");
+    assert!(rtt["p50"].as_u64().unwrap() < 45_000, "{rtt}");
+    let down = &s["loss"]["downstream"];
+    assert_eq!(down["expected"], down["received"], "{down}");
+    assert_eq!(s["bots"]["connected"], 20);
+}
