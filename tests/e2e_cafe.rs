@@ -103,6 +103,8 @@ fn swarm_against_embedded_server() {
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(html.contains("e2e"));
     assert!(out.join("junit.xml").exists());
+    let hlog = std::fs::read_to_string(out.join("histograms.hlog")).unwrap();
+    assert!(hlog.contains("Tag=rtt_us,"), "{hlog}");
 }
 
 /// A scenario error names the file, line and column, and exits 2.

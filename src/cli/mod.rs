@@ -212,7 +212,27 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<u8> {
         scenario::format_duration(plan.duration)
     );
     let mut printer = progress::Progress::new(plan.planned);
-    let outcome = match engine::run(&plan, &stop, |p, c| printer.line(p, c)) {
+    let dir = plan.out_dir.clone().unwrap_or_else(|| {
+        PathBuf::from("reports").join(format!(
+            "{}-{}",
+            sanitize(&plan.name),
+            report::build::folder_stamp(std::time::SystemTime::now())
+        ))
+    });
+    let hlog_path = dir.join("histograms.hlog");
+    let mut hlog = report::hlog::HlogWriter::create(
+        &hlog_path,
+        std::time::SystemTime::now(),
+        &format!("{} ({})", plan.name, plan.protocol.name()),
+    )
+    .with_context(|| format!("creating {}", hlog_path.display()))?;
+    let mut hlog_error = None;
+    let outcome = match engine::run(&plan, &stop, |p, c, rec| {
+        printer.line(p, c);
+        if hlog_error.is_none() {
+            hlog_error = hlog.interval(p.t as u64 - 1, rec).err();
+        }
+    }) {
         Ok(o) => o,
         Err(e @ EngineError::FdLimit(_)) => {
             eprintln!("error: {e}");
@@ -220,14 +240,11 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<u8> {
         }
         Err(e) => return Err(e.into()),
     };
+    if let Some(e) = hlog_error {
+        eprintln!("warning: histograms.hlog is incomplete: {e}");
+    }
+    drop(hlog);
     let summary = report::summarize(&plan, &outcome);
-    let dir = plan.out_dir.clone().unwrap_or_else(|| {
-        PathBuf::from("reports").join(format!(
-            "{}-{}",
-            sanitize(&plan.name),
-            report::build::folder_stamp(outcome.started_at)
-        ))
-    });
     let written = report::write_all(&dir, &summary, plan.junit)
         .with_context(|| format!("writing the report to {}", dir.display()))?;
     progress::print_result(&summary);
@@ -236,6 +253,7 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<u8> {
     if let Some(j) = &written.junit_xml {
         eprintln!("junit    {}", j.display());
     }
+    eprintln!("hlog     {}", hlog_path.display());
     if outcome.ever_connected == 0 {
         eprintln!(
             "error: target unreachable: no bot completed the handshake with {} ({})",

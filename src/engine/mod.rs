@@ -82,7 +82,7 @@ impl StopSignal {
 pub fn run(
     plan: &Plan,
     stop: &StopSignal,
-    mut progress: impl FnMut(&IntervalPoint, u64),
+    mut progress: impl FnMut(&IntervalPoint, u64, &Recorder),
 ) -> Result<RunOutcome, EngineError> {
     limits::ensure_fd_limit(plan.planned)?;
 
@@ -142,8 +142,8 @@ pub fn run(
 
     let mut collector = Collector::new(workers);
     while let Ok(msg) = rx.recv() {
-        for (point, connected) in collector.accept(msg) {
-            progress(&point, connected);
+        if let Some((point, connected, rec)) = collector.accept(msg) {
+            progress(&point, connected, &rec);
         }
     }
     for t in threads {
@@ -193,8 +193,9 @@ impl Collector {
         }
     }
 
-    /// Returns the points completed by this message (with the bots connected at that time).
-    fn accept(&mut self, msg: WorkerMsg) -> Vec<(IntervalPoint, u64)> {
+    /// The interval this message completed, if any: its point, the bots connected then, and
+    /// its merged recorder.
+    fn accept(&mut self, msg: WorkerMsg) -> Option<(IntervalPoint, u64, Recorder)> {
         match msg {
             WorkerMsg::Interval {
                 index,
@@ -214,10 +215,10 @@ impl Collector {
                     if let Some((r, _, c)) = self.open.remove(&index) {
                         let p = point(index, &r, c);
                         self.points.push(p.clone());
-                        return vec![(p, c)];
+                        return Some((p, c, r));
                     }
                 }
-                Vec::new()
+                None
             }
             WorkerMsg::Done {
                 rec,
@@ -230,7 +231,7 @@ impl Collector {
                 self.ever_connected += ever_connected;
                 self.failed += failed;
                 self.spawned += spawned;
-                Vec::new()
+                None
             }
         }
     }
