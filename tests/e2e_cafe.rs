@@ -263,3 +263,68 @@ fn protocols_lists_transports_and_measurability() {
     assert!(out.contains("raw UDP"), "{out}");
     assert!(out.contains("upstream loss    not measurable"), "{out}");
 }
+
+/// Two runs (two "load machines") merge exactly: counts add up, and the merged histogram
+/// holds every sample of both (its count is the sum; its min and max are the extremes).
+#[test]
+fn merge_two_runs_exactly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sc = write_scenario(
+        tmp.path(),
+        "s.yaml",
+        "name: part\nprotocol:\n  cafe: {}\npopulation:\n  stages:\n    - ramp_to: 30\n      over: 0s\nbehaviour:\n  ping_interval: 100ms\nduration: 2500ms\nthresholds:\n  - rtt p99 < 2s\n",
+    );
+    let mut parts = Vec::new();
+    for i in 0..2 {
+        let out = tmp.path().join(format!("run{i}"));
+        let o = bin()
+            .arg("run")
+            .arg(&sc)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        parts.push(summary(&out));
+    }
+    let merged = tmp.path().join("merged");
+    let o = bin()
+        .arg("merge")
+        .arg(tmp.path().join("run0"))
+        .arg(tmp.path().join("run1"))
+        .arg("--out")
+        .arg(&merged)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let m = summary(&merged);
+    let sum = |f: &dyn Fn(&Value) -> u64| parts.iter().map(f).sum::<u64>();
+    assert_eq!(m["bots"]["connected"].as_u64(), Some(60));
+    assert_eq!(
+        m["inputs_sent"].as_u64(),
+        Some(sum(&|s| s["inputs_sent"].as_u64().unwrap()))
+    );
+    assert_eq!(
+        m["rtt_us"]["count"].as_u64(),
+        Some(sum(&|s| s["rtt_us"]["count"].as_u64().unwrap()))
+    );
+    let min = parts
+        .iter()
+        .map(|s| s["rtt_us"]["min"].as_u64().unwrap())
+        .min();
+    let max = parts
+        .iter()
+        .map(|s| s["rtt_us"]["max"].as_u64().unwrap())
+        .max();
+    assert_eq!(m["rtt_us"]["min"].as_u64(), min);
+    assert_eq!(m["rtt_us"]["max"].as_u64(), max);
+    assert_eq!(
+        m["loss"]["downstream"]["expected"].as_u64(),
+        Some(sum(&|s| s["loss"]["downstream"]["expected"]
+            .as_u64()
+            .unwrap()))
+    );
+    assert_eq!(m["verdict"], "pass");
+    assert!(merged.join("report.html").exists());
+    assert!(merged.join("histograms.hlog").exists());
+}

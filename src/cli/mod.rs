@@ -47,6 +47,18 @@ enum Command {
     Validate(ValidateArgs),
     /// List the protocols, their transports and what each can measure.
     Protocols,
+    /// Merge runs from several load machines into one result (exact histogram merge).
+    Merge(MergeArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct MergeArgs {
+    /// Run folders, each with summary.json and histograms.hlog.
+    #[arg(required = true)]
+    runs: Vec<PathBuf>,
+    /// Where to write the merged summary.json, report.html, junit.xml and histograms.hlog.
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
 }
 
 #[derive(clap::Args, Debug)]
@@ -118,6 +130,7 @@ pub fn main() -> ExitCode {
         Command::Run(a) => cmd_run(&a),
         Command::Serve(a) => serve::cmd_serve(&a),
         Command::Validate(a) => cmd_validate(&a),
+        Command::Merge(a) => cmd_merge(&a),
         Command::Protocols => {
             cmd_protocols();
             Ok(EXIT_PASS)
@@ -240,6 +253,10 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<u8> {
         }
         Err(e) => return Err(e.into()),
     };
+    let last = outcome.intervals.last().map(|p| p.t as u64).unwrap_or(0);
+    if hlog_error.is_none() {
+        hlog_error = hlog.interval(last, &outcome.tail).err();
+    }
     if let Some(e) = hlog_error {
         eprintln!("warning: histograms.hlog is incomplete: {e}");
     }
@@ -269,6 +286,36 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<u8> {
         return Ok(EXIT_UNREACHABLE);
     }
     Ok(if summary.verdict == "pass" {
+        EXIT_PASS
+    } else {
+        EXIT_FAIL
+    })
+}
+
+fn cmd_merge(a: &MergeArgs) -> anyhow::Result<u8> {
+    let merged = match report::merge::merge_runs(&a.runs) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(EXIT_USAGE);
+        }
+    };
+    let s = &merged.summary;
+    let written = report::write_all(&a.out, s, true)
+        .with_context(|| format!("writing the merged report to {}", a.out.display()))?;
+    let mut hlog = report::hlog::HlogWriter::create(
+        &a.out.join("histograms.hlog"),
+        std::time::SystemTime::now(),
+        &format!("merge of {} runs of {}", a.runs.len(), s.scenario),
+    )?;
+    for (sec, tags) in &merged.by_second {
+        hlog.interval_tags(*sec, tags)?;
+    }
+    progress::print_result(s);
+    eprintln!("merged   {} runs", a.runs.len());
+    eprintln!("summary  {}", written.summary_json.display());
+    eprintln!("report   {}", written.report_html.display());
+    Ok(if s.verdict == "pass" {
         EXIT_PASS
     } else {
         EXIT_FAIL

@@ -48,6 +48,9 @@ pub struct RunOutcome {
     pub elapsed: Duration,
     pub interrupted: bool,
     pub workers: usize,
+    /// What was measured after the last whole second (the stop), so that the per-second
+    /// histograms plus this add up to `total`.
+    pub tail: Recorder,
     /// The embedded server's counters, when the target was embedded.
     pub server: Option<ServerStats>,
     pub target: String,
@@ -163,6 +166,7 @@ pub fn run(
         elapsed: elapsed.min(plan.duration),
         interrupted,
         workers,
+        tail: collector.tail,
         server: server_stats,
         target,
     })
@@ -175,6 +179,7 @@ struct Collector {
     /// Interval index -> (merged recorder, workers reported, bots connected).
     open: std::collections::BTreeMap<u64, (Recorder, usize, u64)>,
     points: Vec<IntervalPoint>,
+    tail: Recorder,
     ever_connected: u64,
     failed: u64,
     spawned: u64,
@@ -187,6 +192,7 @@ impl Collector {
             total: Recorder::new(),
             open: Default::default(),
             points: Vec::new(),
+            tail: Recorder::new(),
             ever_connected: 0,
             failed: 0,
             spawned: 0,
@@ -228,6 +234,7 @@ impl Collector {
                 ..
             } => {
                 self.total.merge(&rec);
+                self.tail.merge(&rec);
                 self.ever_connected += ever_connected;
                 self.failed += failed;
                 self.spawned += spawned;

@@ -64,6 +64,18 @@ impl HlogWriter {
         self.out.write_all(&self.line)
     }
 
+    /// Append second `index` from histograms by tag (merged results).
+    pub fn interval_tags(
+        &mut self,
+        index: u64,
+        tags: &std::collections::BTreeMap<String, Histogram<u64>>,
+    ) -> io::Result<()> {
+        for (tag, h) in tags {
+            self.write(tag, h, Duration::from_secs(index))?;
+        }
+        self.out.flush()
+    }
+
     /// Append second `index` (starting at `index` seconds after the run start).
     pub fn interval(&mut self, index: u64, rec: &Recorder) -> io::Result<()> {
         let start = Duration::from_secs(index);

@@ -4,6 +4,7 @@ pub mod build;
 pub mod hlog;
 pub mod html;
 pub mod junit;
+pub mod merge;
 pub mod summary;
 
 use std::path::{Path, PathBuf};

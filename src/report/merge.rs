@@ -1,0 +1,249 @@
+//! `tickswarm merge`: one result from runs on several load machines.
+//!
+//! Counters add up. Histograms are rebuilt exactly from each run's `histograms.hlog` (the
+//! per-second interval histograms, added), so merged percentiles are true percentiles of all
+//! samples, not averages of percentiles. Thresholds are evaluated again on the merged result.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
+use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+use hdrhistogram::serialization::Deserializer;
+use hdrhistogram::Histogram;
+use serde_json::Value;
+use thiserror::Error;
+
+use super::build::evaluate;
+use super::summary::{IntervalPoint, Summary};
+use crate::metrics::{new_histogram, HistSummary, LossSummary};
+use crate::scenario::Threshold;
+
+#[derive(Debug, Error)]
+pub enum MergeError {
+    #[error("{path}: {message}")]
+    Input { path: PathBuf, message: String },
+    #[error("nothing to merge: give at least one run folder")]
+    Empty,
+}
+
+fn input_err(path: &Path, message: impl Into<String>) -> MergeError {
+    MergeError::Input {
+        path: path.to_path_buf(),
+        message: message.into(),
+    }
+}
+
+/// One run's histograms from its hlog: totals by tag, and by second and tag.
+#[derive(Default)]
+struct RunHistograms {
+    total: BTreeMap<String, Histogram<u64>>,
+    by_second: BTreeMap<u64, BTreeMap<String, Histogram<u64>>>,
+}
+
+fn add_into(map: &mut BTreeMap<String, Histogram<u64>>, tag: &str, h: &Histogram<u64>) {
+    let e = map.entry(tag.to_string()).or_insert_with(new_histogram);
+    // Both sides have the project's bounds; a foreign log with wider values saturates.
+    if e.add(h).is_err() {
+        for v in h.iter_recorded() {
+            e.saturating_record_n(v.value_iterated_to(), v.count_at_value());
+        }
+    }
+}
+
+fn read_hlog(path: &Path) -> Result<RunHistograms, MergeError> {
+    let bytes = std::fs::read(path).map_err(|e| input_err(path, e.to_string()))?;
+    let mut de = Deserializer::new();
+    let mut out = RunHistograms::default();
+    for (i, entry) in IntervalLogIterator::new(&bytes).enumerate() {
+        let entry = entry.map_err(|e| input_err(path, format!("entry {i}: {e:?}")))?;
+        let LogEntry::Interval(iv) = entry else {
+            continue;
+        };
+        let tag = iv.tag().map(|t| t.as_str().to_string()).unwrap_or_default();
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(iv.encoded_histogram())
+            .map_err(|e| input_err(path, format!("entry {i}: {e}")))?;
+        let h: Histogram<u64> = de
+            .deserialize(&mut raw.as_slice())
+            .map_err(|e| input_err(path, format!("entry {i}: {e:?}")))?;
+        add_into(&mut out.total, &tag, &h);
+        let sec = iv.start_timestamp().as_secs();
+        add_into(out.by_second.entry(sec).or_default(), &tag, &h);
+    }
+    Ok(out)
+}
+
+fn read_summary(path: &Path) -> Result<Summary, MergeError> {
+    let text = std::fs::read_to_string(path).map_err(|e| input_err(path, e.to_string()))?;
+    serde_json::from_str(&text)
+        .map_err(|e| input_err(path, format!("not a tickswarm summary: {e}")))
+}
+
+fn add_maps(into: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {
+    for (k, v) in from {
+        *into.entry(k.clone()).or_default() += v;
+    }
+}
+
+fn add_loss(a: Option<LossSummary>, b: Option<LossSummary>) -> Option<LossSummary> {
+    match (a, b) {
+        (Some(a), Some(b)) => {
+            let expected = a.expected + b.expected;
+            let received = a.received + b.received;
+            let rate = if expected == 0 {
+                0.0
+            } else {
+                expected.saturating_sub(received) as f64 / expected as f64
+            };
+            Some(LossSummary {
+                expected,
+                received,
+                rate,
+            })
+        }
+        (a, b) => a.or(b),
+    }
+}
+
+/// The merged result: its summary, and its histograms by second and tag (for its own hlog,
+/// so merged results can be merged again).
+pub struct Merged {
+    pub summary: Summary,
+    pub by_second: BTreeMap<u64, BTreeMap<String, Histogram<u64>>>,
+}
+
+/// Merge the runs in `dirs` (each with summary.json and histograms.hlog).
+pub fn merge_runs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
+    let mut runs = Vec::new();
+    for d in dirs {
+        let s = read_summary(&d.join("summary.json"))?;
+        let h = read_hlog(&d.join("histograms.hlog"))?;
+        runs.push((s, h));
+    }
+    let Some((first, _)) = runs.first() else {
+        return Err(MergeError::Empty);
+    };
+    let mut m = first.clone();
+    for (s, _) in runs.iter().skip(1) {
+        if s.protocol != m.protocol {
+            return Err(MergeError::Input {
+                path: dirs[0].clone(),
+                message: format!(
+                    "runs speak different protocols ({} and {})",
+                    m.protocol, s.protocol
+                ),
+            });
+        }
+        m.bots.planned += s.bots.planned;
+        m.bots.connected += s.bots.connected;
+        m.bots.failed += s.bots.failed;
+        m.duration_s = m.duration_s.max(s.duration_s);
+        m.interrupted |= s.interrupted;
+        if !m.target.split(" + ").any(|t| t == s.target) {
+            m.target = format!("{} + {}", m.target, s.target);
+        }
+        m.generator.inputs_skipped += s.generator.inputs_skipped;
+        m.generator.workers += s.generator.workers;
+        add_maps(&mut m.generator.send_errors, &s.generator.send_errors);
+        m.loss.downstream = add_loss(m.loss.downstream, s.loss.downstream);
+        m.loss.upstream = add_loss(m.loss.upstream, s.loss.upstream);
+        m.bandwidth.up_bytes += s.bandwidth.up_bytes;
+        m.bandwidth.down_bytes += s.bandwidth.down_bytes;
+        m.bandwidth.up_packets += s.bandwidth.up_packets;
+        m.bandwidth.down_packets += s.bandwidth.down_packets;
+        m.inputs_sent += s.inputs_sent;
+        m.snapshots_applied += s.snapshots_applied;
+        add_maps(&mut m.errors.decode, &s.errors.decode);
+        add_maps(&mut m.errors.connect, &s.errors.connect);
+        for (k, v) in &s.protocol_metrics {
+            if let (Some(Value::Number(a)), Value::Number(b)) = (m.protocol_metrics.get(k), v) {
+                if let (Some(a), Some(b)) = (a.as_u64(), b.as_u64()) {
+                    m.protocol_metrics.insert(k.clone(), Value::from(a + b));
+                }
+            } else if !m.protocol_metrics.contains_key(k) {
+                m.protocol_metrics.insert(k.clone(), v.clone());
+            }
+        }
+    }
+
+    // Histograms: exact, from the logs.
+    let mut total: BTreeMap<String, Histogram<u64>> = BTreeMap::new();
+    let mut by_second: BTreeMap<u64, BTreeMap<String, Histogram<u64>>> = BTreeMap::new();
+    for (_, h) in &runs {
+        for (tag, hist) in &h.total {
+            add_into(&mut total, tag, hist);
+        }
+        for (sec, tags) in &h.by_second {
+            let slot = by_second.entry(*sec).or_default();
+            for (tag, hist) in tags {
+                add_into(slot, tag, hist);
+            }
+        }
+    }
+    let digest = |tag: &str| total.get(tag).map(HistSummary::of).unwrap_or_default();
+    m.rtt_us = digest("rtt_us");
+    m.handshake_us = digest("handshake_us");
+    m.snapshot_interarrival_us = digest("snapshot_interarrival_us");
+    m.generator.send_lateness_us = digest("send_lateness_us");
+    for (tag, h) in &total {
+        if m.protocol_metrics.get(tag).is_some_and(Value::is_object) {
+            m.protocol_metrics
+                .insert(tag.clone(), serde_json::json!(HistSummary::of(h)));
+        }
+    }
+
+    // Intervals: counters add up; percentiles come from the merged second's histograms; the
+    // per-second loss rate is weighted by the packets each run received that second.
+    let mut points: BTreeMap<u64, IntervalPoint> = BTreeMap::new();
+    let mut loss_weight: BTreeMap<u64, (f64, u64)> = BTreeMap::new();
+    for (s, _) in &runs {
+        for p in &s.intervals {
+            let k = p.t.round() as u64;
+            let e = points.entry(k).or_insert_with(|| IntervalPoint {
+                t: p.t,
+                ..IntervalPoint::default()
+            });
+            e.bots_connected += p.bots_connected;
+            e.packets_up += p.packets_up;
+            e.packets_down += p.packets_down;
+            e.bytes_up += p.bytes_up;
+            e.bytes_down += p.bytes_down;
+            e.inputs_sent += p.inputs_sent;
+            e.snapshots_applied += p.snapshots_applied;
+            let w = loss_weight.entry(k).or_default();
+            w.0 += p.loss_down_rate * p.packets_down as f64;
+            w.1 += p.packets_down;
+        }
+    }
+    for (k, p) in points.iter_mut() {
+        // Interval k (ending at t = k s) started at k - 1 s.
+        if let Some(tags) = by_second.get(&k.saturating_sub(1)) {
+            let d = |tag: &str| tags.get(tag).map(HistSummary::of).unwrap_or_default();
+            p.rtt_p50_us = d("rtt_us").p50;
+            p.rtt_p99_us = d("rtt_us").p99;
+            p.lateness_p99_us = d("send_lateness_us").p99;
+        }
+        if let Some((sum, n)) = loss_weight.get(k) {
+            p.loss_down_rate = if *n == 0 { 0.0 } else { sum / *n as f64 };
+        }
+    }
+    m.intervals = points.into_values().collect();
+
+    // Verdict again, from the merged figures.
+    let mut results = Vec::new();
+    for t in &first.thresholds {
+        let th = Threshold::parse(&t.condition).map_err(|e| input_err(&dirs[0], e))?;
+        results.push(evaluate(&th, &m));
+    }
+    m.thresholds = results;
+    m.verdict = if m.thresholds.iter().all(|t| t.ok) {
+        "pass".into()
+    } else {
+        "fail".into()
+    };
+    Ok(Merged {
+        summary: m,
+        by_second,
+    })
+}
