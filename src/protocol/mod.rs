@@ -11,6 +11,7 @@
 
 pub mod cafe;
 pub mod idmap;
+pub mod input_grid;
 pub mod pattern;
 pub mod rtype;
 pub mod seqwindow;

@@ -98,6 +98,44 @@ impl SeqOutcome {
     }
 }
 
+/// Turns snapshot ticks that advance by `step` into a gap-free sequence for [`SeqWindow`],
+/// across the wrap of a 32-bit tick counter.
+///
+/// Dividing the raw tick by the step breaks at the wrap (`u32::MAX / 3` is followed by `0`),
+/// and a server may well start its counter at a random value. Differences between ticks,
+/// taken with wrapping arithmetic, do not break.
+#[derive(Debug, Clone, Copy)]
+pub struct TickSeq {
+    step: u32,
+    /// The newest tick seen and the sequence number it mapped to.
+    anchor: Option<(u32, u32)>,
+}
+
+impl TickSeq {
+    pub fn new(step: u32) -> Self {
+        Self {
+            step: step.max(1),
+            anchor: None,
+        }
+    }
+
+    /// The sequence number of `tick`: the newest tick moves the anchor, an older (reordered)
+    /// one maps below it.
+    pub fn seq(&mut self, tick: u32) -> u32 {
+        let Some((t0, s0)) = self.anchor else {
+            self.anchor = Some((tick, 0));
+            return 0;
+        };
+        let d = i64::from(tick.wrapping_sub(t0) as i32);
+        let ds = d.div_euclid(i64::from(self.step));
+        let s = s0.wrapping_add(ds as i32 as u32);
+        if d > 0 {
+            self.anchor = Some((tick, s));
+        }
+        s
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,6 +185,29 @@ mod tests {
         feed(&mut w, &[1000]);
         assert_eq!(w.on_seq(1000 - WINDOW), SeqOutcome::TooOld);
         assert_eq!(w.on_seq(1000 - WINDOW + 1), SeqOutcome::Reordered);
+    }
+
+    #[test]
+    fn ticks_map_across_the_u32_wrap() {
+        let mut t = TickSeq::new(3);
+        let start = u32::MAX - 4; // ..., MAX-4, MAX-1, 1 (wrapped), 4, ...
+        let ticks = [
+            start,
+            start.wrapping_add(3),
+            start.wrapping_add(6),
+            start.wrapping_add(9),
+        ];
+        let seqs: Vec<u32> = ticks.iter().map(|&k| t.seq(k)).collect();
+        assert_eq!(seqs, vec![0, 1, 2, 3]);
+        // A lost snapshot leaves a gap of one; a late one maps back into place.
+        assert_eq!(t.seq(start.wrapping_add(15)), 5);
+        assert_eq!(t.seq(start.wrapping_add(12)), 4);
+        let mut w = SeqWindow::new();
+        let (e, r) = [0u32, 1, 2, 3, 5, 4].iter().fold((0, 0), |(e, r), &s| {
+            let (de, dr) = w.on_seq(s).deltas();
+            (e + de, r + dr)
+        });
+        assert_eq!((e, r), (6, 6));
     }
 
     #[test]

@@ -15,7 +15,8 @@ use super::codec::{self, Dialect, EntityRecord, Message, Snapshot};
 use super::{CafeOptions, LossSource};
 use crate::metrics::Recorder;
 use crate::protocol::idmap::{id_map_with_capacity, IdMap};
-use crate::protocol::seqwindow::{SeqOutcome, SeqWindow};
+use crate::protocol::input_grid::InputGrid;
+use crate::protocol::seqwindow::{SeqOutcome, SeqWindow, TickSeq};
 use crate::protocol::{Bot, BotParams, BotPhase, PatternState, Transmit};
 
 /// Pings in flight at once; a new ping evicts the oldest (counted as `ping_lost`).
@@ -57,10 +58,10 @@ pub struct CafeBot {
 
     down: SeqWindow,
     ticks: SeqWindow,
+    /// Snapshot ticks to a gap-free sequence (wrap-safe), for `loss_source: tick`.
+    tick_seq: TickSeq,
 
-    /// Input grid: slot k is due at `grid_origin + k * period`.
-    grid_origin: Option<Instant>,
-    grid_slot: u64,
+    grid: InputGrid,
     last_keys: Option<u16>,
 
     next_ping: Option<Instant>,
@@ -82,6 +83,8 @@ pub struct CafeBot {
 
 impl CafeBot {
     pub fn new(params: BotParams, opts: CafeOptions) -> Self {
+        let tick_seq = TickSeq::new(opts.snapshot_tick_step);
+        let grid = InputGrid::new(params.input_period());
         let mut rng = ChaCha8Rng::seed_from_u64(params.seed);
         let next_token = rng.random();
         let name = codec::make_name(&format!("bot-{}", params.index));
@@ -103,8 +106,8 @@ impl CafeBot {
             last_heard: None,
             down: SeqWindow::new(),
             ticks: SeqWindow::new(),
-            grid_origin: None,
-            grid_slot: 0,
+            tick_seq,
+            grid,
             last_keys: None,
             next_ping: None,
             first_token: next_token,
@@ -163,8 +166,7 @@ impl CafeBot {
             rec.record_handshake(now.saturating_duration_since(s).as_micros() as u64);
         }
         let phase = self.params.phase_offset;
-        self.grid_origin = Some(now + phase);
-        self.grid_slot = 0;
+        self.grid.start(now + phase);
         // Spread pings the same way inputs are spread.
         self.next_ping = Some(now + phase);
     }
@@ -212,8 +214,7 @@ impl CafeBot {
             return;
         }
         if self.opts.loss_source == LossSource::Tick {
-            let step = self.opts.snapshot_tick_step.max(1);
-            let outcome = self.ticks.on_seq(s.tick / step);
+            let outcome = self.ticks.on_seq(self.tick_seq.seq(s.tick));
             let (e, r) = outcome.deltas();
             rec.loss_down.add(e, r);
             self.note_gap(now, outcome);
@@ -274,22 +275,9 @@ impl CafeBot {
     }
 
     fn send_inputs_due(&mut self, now: Instant, rec: &mut Recorder) {
-        let (Some(origin), Some(period)) = (self.grid_origin, self.params.input_period()) else {
+        let Some(due) = self.grid.take_due(now, rec) else {
             return;
         };
-        let due_at = |slot: u64| origin + period.mul_f64(slot as f64);
-        let mut due = due_at(self.grid_slot);
-        if due > now {
-            return;
-        }
-        // More than a whole period late: skip the missed slots (counted), send the latest.
-        let late = now.saturating_duration_since(due);
-        if late >= period {
-            let skipped = (late.as_nanos() / period.as_nanos().max(1)) as u64;
-            self.grid_slot += skipped;
-            rec.inputs_skipped += skipped;
-            due = due_at(self.grid_slot);
-        }
         let elapsed = now.saturating_duration_since(self.connected_at.unwrap_or(now));
         let keys = self
             .pattern
@@ -303,7 +291,6 @@ impl CafeBot {
             rec.inputs_sent += 1;
             self.last_keys = Some(mask);
         }
-        self.grid_slot += 1;
     }
 
     fn send_ping_if_due(&mut self, now: Instant, rec: &mut Recorder) {
@@ -481,11 +468,7 @@ impl Bot for CafeBot {
                 (a, b) => a.or(b),
             },
             BotPhase::Connected => {
-                let period = self.params.input_period();
-                let input = self
-                    .grid_origin
-                    .zip(period)
-                    .map(|(o, p)| o + p.mul_f64(self.grid_slot as f64));
+                let input = self.grid.next_due();
                 let silence = self
                     .last_heard
                     .or(self.connected_at)

@@ -58,7 +58,8 @@ use rand_chacha::ChaCha8Rng;
 use super::codec::{self, Packet, Snapshot};
 use super::RtypeOptions;
 use crate::metrics::Recorder;
-use crate::protocol::seqwindow::{SeqOutcome, SeqWindow, MAX_JUMP};
+use crate::protocol::input_grid::InputGrid;
+use crate::protocol::seqwindow::{SeqOutcome, SeqWindow, TickSeq, MAX_JUMP};
 use crate::protocol::{Bot, BotParams, BotPhase, PatternState, Transmit};
 
 /// Snapshots from which the tick step and the tick-duration baseline are learned.
@@ -132,9 +133,7 @@ pub struct RtypeBot {
     rejoining: bool,
     gameovers: u32,
 
-    // Input grid: slot k is due at `grid_origin + k * period`.
-    grid_origin: Option<Instant>,
-    grid_slot: u64,
+    grid: InputGrid,
     last_keys: Option<u8>,
 
     next_ping: Option<Instant>,
@@ -142,6 +141,8 @@ pub struct RtypeBot {
 
     // Snapshots.
     tick_step: Option<u32>,
+    /// Maps ticks to a gap-free sequence (wrap-safe) once the step is known.
+    tick_seq: Option<TickSeq>,
     learn: Vec<u32>,
     ticks: SeqWindow,
     newest: Option<(u32, Instant)>,
@@ -157,10 +158,12 @@ pub struct RtypeBot {
 
 impl RtypeBot {
     pub fn new(params: BotParams, opts: RtypeOptions) -> Self {
+        let grid = InputGrid::new(params.input_period());
         let rng = ChaCha8Rng::seed_from_u64(params.seed);
         let client_id = opts.client_id_for(params.index);
         Self {
             tick_step: opts.snapshot_tick_step.filter(|&s| s > 0),
+            tick_seq: opts.snapshot_tick_step.filter(|&s| s > 0).map(TickSeq::new),
             params,
             opts,
             rng,
@@ -180,8 +183,7 @@ impl RtypeBot {
             gameover_at: None,
             rejoining: false,
             gameovers: 0,
-            grid_origin: None,
-            grid_slot: 0,
+            grid,
             last_keys: None,
             next_ping: None,
             ping: PingState::Idle,
@@ -269,8 +271,7 @@ impl RtypeBot {
                     rec.record_handshake(now.saturating_duration_since(s).as_micros() as u64);
                 }
                 let phase = self.params.phase_offset;
-                self.grid_origin = Some(now + phase);
-                self.grid_slot = 0;
+                self.grid.start(now + phase);
                 // Spread pings the same way inputs are spread.
                 self.next_ping = Some(now + phase);
             }
@@ -413,8 +414,8 @@ impl RtypeBot {
     /// Loss accounting of one snapshot tick (or learning the step first). Returns true when
     /// the tick was seen before (a duplicate datagram).
     fn account_tick(&mut self, tick: u32, rec: &mut Recorder) -> bool {
-        if let Some(step) = self.tick_step {
-            let outcome = self.ticks.on_seq(tick / step);
+        if let Some(mapper) = self.tick_seq.as_mut() {
+            let outcome = self.ticks.on_seq(mapper.seq(tick));
             let (e, r) = outcome.deltas();
             rec.loss_down.add(e, r);
             if outcome == SeqOutcome::Reset {
@@ -458,10 +459,12 @@ impl RtypeBot {
         self.tick_step = Some(g);
         rec.record_extra("snapshot_tick_step", u64::from(g));
         let ticks = std::mem::take(&mut self.learn);
+        let mut mapper = TickSeq::new(g);
         for t in ticks {
-            let (e, r) = self.ticks.on_seq(t / g).deltas();
+            let (e, r) = self.ticks.on_seq(mapper.seq(t)).deltas();
             rec.loss_down.add(e, r);
         }
+        self.tick_seq = Some(mapper);
     }
 
     fn on_snapshot(&mut self, now: Instant, s: &Snapshot<'_>, rec: &mut Recorder) {
@@ -575,27 +578,14 @@ impl RtypeBot {
     }
 
     fn send_inputs_due(&mut self, now: Instant, rec: &mut Recorder) {
-        let (Some(origin), Some(period)) = (self.grid_origin, self.params.input_period()) else {
-            return;
-        };
-        let due_at = |slot: u64| origin + period.mul_f64(slot as f64);
-        let mut due = due_at(self.grid_slot);
-        if due > now {
-            return;
-        }
-        let late = now.saturating_duration_since(due);
         if self.dead {
             // No ship to steer: move past `now` without sending or counting.
-            self.grid_slot += (late.as_nanos() / period.as_nanos().max(1)) as u64 + 1;
+            self.grid.skip_past(now);
             return;
         }
-        // More than a whole period late: skip the missed slots (counted), send the latest.
-        if late >= period {
-            let skipped = (late.as_nanos() / period.as_nanos().max(1)) as u64;
-            self.grid_slot += skipped;
-            rec.inputs_skipped += skipped;
-            due = due_at(self.grid_slot);
-        }
+        let Some(due) = self.grid.take_due(now, rec) else {
+            return;
+        };
         let elapsed = now.saturating_duration_since(self.connected_at.unwrap_or(now));
         let keys = self
             .pattern
@@ -612,7 +602,6 @@ impl RtypeBot {
             rec.inputs_sent += 1;
             self.last_keys = Some(keys.0);
         }
-        self.grid_slot += 1;
     }
 
     fn send_ping_if_due(&mut self, now: Instant, rec: &mut Recorder) {
@@ -809,10 +798,7 @@ impl Bot for RtypeBot {
                     .min(),
             },
             BotPhase::Connected => {
-                let input = self
-                    .grid_origin
-                    .zip(self.params.input_period())
-                    .map(|(o, p)| o + p.mul_f64(self.grid_slot as f64));
+                let input = self.grid.next_due();
                 let silence = self
                     .last_heard
                     .or(self.connected_at)
