@@ -68,7 +68,7 @@ pub enum BotPhase {
 pub struct BotParams {
     /// Index of this bot in the whole swarm (stable across runs with the same scenario).
     pub index: u32,
-    /// Inputs per second on the fixed grid; 0 sends input on change only.
+    /// Inputs per second on the fixed grid; 0 schedules none (scenarios require more than 0).
     pub input_rate_hz: f64,
     /// Send inputs only when the pattern changes (as some specs describe) instead of at the rate.
     pub input_on_change: bool,

@@ -81,6 +81,22 @@ impl Plan {
         protocol
             .validate()
             .map_err(|m| invalid(path, format!("protocol.{}: {m}", protocol.name())))?;
+        if let ProtocolSection::Cafe(_) = &protocol {
+            // Every member of a room rides in each snapshot: 44 records fill a datagram.
+            if file
+                .server
+                .room_size
+                .is_some_and(|r| !(1..=44).contains(&r))
+            {
+                return Err(invalid(path, "server.room_size: cafe rooms hold 1 to 44 players (44 records fill a datagram)"));
+            }
+            if file.server.max_clients > 65_535 {
+                return Err(invalid(
+                    path,
+                    "server.max_clients: cafe player ids are 16-bit (at most 65535)",
+                ));
+            }
+        }
         if let ProtocolSection::Rtype(_) = &protocol {
             crate::engine::rtype_server_config(&protocol, &file.server)
                 .validate()
