@@ -38,7 +38,8 @@ use rand_chacha::ChaCha8Rng;
 
 use super::codec::{
     self, AssetEntry, DeltaState, DisconnectReason, EntityData, Fnv64, FullState, Message, MsgType,
-    PlayerInput, Vec2f, Vec2i, BUTTON_INTERACT, MAX_PACKET_SIZE, TICK_INTERVAL,
+    PlayerInput, Vec2f, Vec2i, BUTTON_INTERACT, MAX_PACKET_SIZE, MAX_UNRELIABLE_PACKET,
+    TICK_INTERVAL,
 };
 use super::{step, CityOptions, Dialect};
 use crate::metrics::Recorder;
@@ -685,7 +686,7 @@ impl CityBot {
         self.remotes.clear();
         self.note_tick(now, f.tick);
         for e in f.entities() {
-            self.spawn(now, f.tick, &e, rec);
+            self.spawn(f.tick, &e, rec);
         }
         rec.snapshots_applied += 1;
         if self.stage != Stage::Playing {
@@ -703,13 +704,13 @@ impl CityBot {
             return;
         }
         let tick = self.newest_tick.map(|(t, _)| t).unwrap_or(0);
-        self.spawn(now, tick, e, rec);
+        self.spawn(tick, e, rec);
         if self.stage == Stage::AwaitWorld && self.own.is_some() {
             self.begin_play(now, tick);
         }
     }
 
-    fn spawn(&mut self, _now: Instant, tick: u32, e: &EntityData<'_>, rec: &mut Recorder) {
+    fn spawn(&mut self, tick: u32, e: &EntityData<'_>, rec: &mut Recorder) {
         let c = &e.components;
         let pos = c.position.unwrap_or_default();
         if e.net_entity_id == self.player_entity {
@@ -1170,10 +1171,15 @@ impl Bot for CityBot {
     }
 
     fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<Transmit> {
-        let cap = buf.len().min(MAX_PACKET_SIZE);
-        let buf = &mut buf[..cap];
         loop {
             let (channel, reliable) = self.out.front()?.msg_type().channel();
+            let limit = if reliable {
+                MAX_PACKET_SIZE
+            } else {
+                MAX_UNRELIABLE_PACKET
+            };
+            let cap = buf.len().min(limit);
+            let buf = &mut buf[..cap];
             let mut len = 0;
             while let Some(o) = self.out.front() {
                 if o.msg_type().channel() != (channel, reliable) {

@@ -88,6 +88,11 @@ pub const PROTOCOL_VERSION: u32 = 1;
 pub const HEADER_LEN: usize = 5;
 /// Largest ENet packet payload City writes (the spec's `MAX_PACKET_SIZE`, "safe MTU").
 pub const MAX_PACKET_SIZE: usize = 1400;
+/// Largest packet City sends on the unreliable channel. ENet sends an unreliable packet longer
+/// than its fragment length (MTU − 28 bytes: 1364 at the default MTU of 1392, less with
+/// checksums) *reliably*, in fragments; staying under 1200 bytes keeps DeltaState and input
+/// unreliable on any MTU from about 1240 up.
+pub const MAX_UNRELIABLE_PACKET: usize = 1200;
 pub const TICK_RATE: u32 = 60;
 /// The movement model's time step: one tick.
 pub const TICK_INTERVAL: f32 = 1.0 / 60.0;

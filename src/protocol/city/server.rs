@@ -60,7 +60,7 @@ use rand_chacha::ChaCha8Rng;
 use super::codec::{
     self, AssetEntry, BufferTooSmall, Components, DisconnectReason, EntityData, EntityUpdate,
     Fnv64, Health, Message, PlayerInput, Vec2f, CHANNEL_RELIABLE, CHANNEL_UNRELIABLE,
-    MAX_PACKET_SIZE, TICK_RATE,
+    MAX_PACKET_SIZE, MAX_UNRELIABLE_PACKET, TICK_RATE,
 };
 use super::{step, Dialect, MAX_PLAYERS};
 use crate::protocol::{Server, ServerStats, Transmit};
@@ -255,7 +255,8 @@ impl Outbox {
 }
 
 /// Append one message to a session's open packet on its channel, starting a new packet when
-/// it does not fit. `false` when the message is larger than a packet.
+/// it does not fit (1400 bytes reliable, 1200 unreliable). `false` when the message is larger
+/// than a packet.
 fn push(
     s: &mut Session,
     ob: &mut Outbox,
@@ -267,8 +268,16 @@ fn push(
         return false;
     };
     s.seq = s.seq.wrapping_add(1);
+    let limit = if reliable {
+        MAX_PACKET_SIZE
+    } else {
+        MAX_UNRELIABLE_PACKET
+    };
+    if !reliable && n > limit {
+        return false;
+    }
     let open = if reliable { &mut s.rel } else { &mut s.unrel };
-    if open.len() + n > MAX_PACKET_SIZE {
+    if open.len() + n > limit {
         ob.flush(s.addr, reliable, open);
     }
     let open = if reliable { &mut s.rel } else { &mut s.unrel };
@@ -1032,9 +1041,12 @@ impl CityServer {
             self.updates.extend(self.candidates.iter().map(|c| c.1));
             let acked = s.last_applied;
             let updates = &self.updates;
-            // Alone in its packet: one tick, one packet.
-            ob.flush(s.addr, false, &mut s.unrel);
+            // Spawns and InputAcks of this tick leave first (ENet does not order across
+            // channels, but over a steady link they then arrive first); the DeltaState goes
+            // alone in its packet: one tick, one packet.
+            ob.flush_session(s);
             push(s, ob, false, |b, seq| {
+                let b = &mut b[..MAX_UNRELIABLE_PACKET];
                 codec::encode_delta_state(b, seq, tick, acked, updates, dialect).map(|(n, _)| n)
             });
             ob.flush(s.addr, false, &mut s.unrel);
