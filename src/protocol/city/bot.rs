@@ -331,6 +331,7 @@ pub struct CityBot {
     ticks: SeqWindow,
     /// Newest server tick and when it arrived.
     newest_tick: Option<(u32, Instant)>,
+    last_delta_at: Option<Instant>,
     own: Option<OwnEntity>,
     remotes: HashMap<u32, Remote>,
 
@@ -383,6 +384,7 @@ impl CityBot {
             bounds: None,
             ticks: SeqWindow::new(),
             newest_tick: None,
+            last_delta_at: None,
             own: None,
             remotes: HashMap::new(),
             grid_origin: None,
@@ -778,6 +780,10 @@ impl CityBot {
             SeqOutcome::Advanced { .. } => {}
         }
         self.note_tick(now, d.tick);
+        if let Some(prev) = self.last_delta_at.replace(now) {
+            rec.snapshot_interarrival_us
+                .saturating_record(now.saturating_duration_since(prev).as_micros().max(1) as u64);
+        }
         let ack = d.last_acked_input.or(self.newest_input_ack);
         for u in d.updates() {
             if self.own.is_some_and(|o| o.id == u.net_entity_id) {

@@ -175,3 +175,38 @@ pub fn step(pos: Vec2f, move_x: i8, move_y: i8, speed: f32, bounds: Option<(f32,
     }
     Vec2f { x, y }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_parse_with_defaults_and_reject_unknown_keys() {
+        let o: CityOptions = serde_saphyr::from_str(
+            "dialect: implementation\ncached_content_share: 0.5\nchat_rate: 2\nchat_channel: local\n",
+        )
+        .unwrap();
+        assert_eq!(o.dialect, Dialect::Implementation);
+        assert_eq!(o.cached_content_share, 0.5);
+        assert_eq!(o.chat_channel, ChatChannel::Local);
+        assert_eq!(o.protocol_version, 1);
+        assert_eq!(o.interpolation_delay_ms, 100);
+        assert!(o.validate().is_ok());
+        assert!(serde_saphyr::from_str::<CityOptions>("chat_rat: 2\n").is_err());
+        let bad = CityOptions {
+            cached_content_share: 1.5,
+            ..CityOptions::default()
+        };
+        assert!(bad.validate().is_err());
+    }
+
+    #[test]
+    fn movement_model_steps_one_tick_and_clamps() {
+        let p = step(Vec2f::new(1.0, 1.0), 1, -1, 6.0, Some((10.0, 10.0)));
+        assert_eq!(p, Vec2f::new(1.0 + 6.0 / 60.0, 1.0 - 6.0 / 60.0));
+        let p = step(Vec2f::new(0.05, 9.99), -1, 1, 6.0, Some((10.0, 10.0)));
+        assert_eq!(p, Vec2f::new(0.0, 10.0));
+        let p = step(Vec2f::new(0.05, 0.0), -1, 0, 6.0, None);
+        assert!(p.x < 0.0);
+    }
+}
