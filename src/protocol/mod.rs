@@ -10,6 +10,7 @@
 //! thread with a simulated clock and a simulated lossy link, deterministically.
 
 pub mod cafe;
+pub mod city;
 pub mod idmap;
 pub mod input_grid;
 pub mod pattern;

@@ -1,0 +1,1262 @@
+//! The City bot: a sans-IO client state machine over ENet packet payloads.
+//!
+//! Life: `start` (ENet is connected) sends ClientHello; ServerHello makes it Connected
+//! (handshake time recorded), a Disconnect before that is a connect failure by reason
+//! (`version_mismatch`, `server_full`, ...). Then the content transfer: the manifest, a
+//! ContentRequest for the assets the bot lacks (always sent, empty when it lacks nothing, so
+//! the server knows it may proceed), chunks checked against size and FNV-1a checksum as they
+//! stream, ContentComplete (`content_time_us`). FullState gives the map and the entities; from
+//! there the bot plays: PlayerInput on its fixed grid (unreliable), DeltaState applied every
+//! tick, EntitySpawn/Despawn, chat, pings. Five seconds of server silence end the session
+//! (Disconnect Timeout is sent, `server_silence_timeout` counted).
+//!
+//! # Prediction and reconciliation (city.md "Client-Side Prediction")
+//! Every input is applied locally at once with the server's movement model
+//! ([`super::step`], the speed from the entity's Movement component, the map bounds from
+//! FullState) and stored in a 128-entry circular buffer with the position it led to. Each
+//! DeltaState names `last_acked_input` A and carries the server's position P of the bot's
+//! entity: the bot compares P with its prediction after input A, records the distance in
+//! `prediction_error` (milli-tiles, once per new A), and when it exceeds
+//! `prediction_error_threshold` it snaps to P and replays the inputs after A (`corrections`).
+//! The server moves a player only by its inputs (one tick of movement each), so with no loss
+//! and no interference the error is exactly 0 however long the delay: delay is what prediction
+//! hides. Lost inputs, server-side moves and map edges the bot does not know make it nonzero.
+//!
+//! # Interpolation
+//! Remote entities keep their last 10 samples (tick, position). At every frame (the input
+//! grid) the bot renders them `interpolation_delay_ms` behind the newest server tick it has
+//! (advanced by local time since it arrived), interpolating between the two samples around
+//! that time. When the render time passes an entity's newest sample while the entity was
+//! moving, the bot would have to extrapolate: one `extrapolation_gaps` per such episode. A
+//! resting entity is not a gap (the server sends only changes).
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::codec::{
+    self, AssetEntry, DeltaState, DisconnectReason, EntityData, Fnv64, FullState, Message, MsgType,
+    PlayerInput, Vec2f, Vec2i, BUTTON_INTERACT, MAX_PACKET_SIZE, MAX_UNRELIABLE_PACKET,
+    TICK_INTERVAL,
+};
+use super::{step, CityOptions, Dialect};
+use crate::metrics::Recorder;
+use crate::protocol::seqwindow::{SeqOutcome, SeqWindow};
+use crate::protocol::{Bot, BotParams, BotPhase, PatternState, Transmit};
+
+/// city.md's input buffer size.
+pub const INPUT_BUFFER: usize = 128;
+/// Samples kept per remote entity (city.md's InterpolationBuffer).
+pub const INTERP_SAMPLES: usize = 10;
+/// ContentRequest ids per message (8 bytes each; fits a packet with room to spare).
+const REQUEST_IDS_PER_MESSAGE: usize = 160;
+/// Own chat messages remembered for the echo latency.
+const CHAT_REMEMBERED: usize = 16;
+
+/// Where a connected session is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// ClientHello sent, waiting for ServerHello.
+    Hello,
+    /// Downloading content (spec dialect).
+    Content,
+    /// Content done; waiting for FullState (spec) or the bot's own EntitySpawn
+    /// (implementation dialect).
+    AwaitWorld,
+    /// In the game loop.
+    Playing,
+}
+
+#[derive(Debug, Clone)]
+enum Out {
+    Hello,
+    Disconnect(DisconnectReason),
+    Ping,
+    Pong,
+    /// `request_ids[from..to]`.
+    ContentRequest {
+        from: usize,
+        to: usize,
+    },
+    Input(PlayerInput),
+    Chat(u32),
+}
+
+impl Out {
+    fn msg_type(&self) -> MsgType {
+        match self {
+            Out::Hello => MsgType::ClientHello,
+            Out::Disconnect(_) => MsgType::Disconnect,
+            Out::Ping => MsgType::Ping,
+            Out::Pong => MsgType::Pong,
+            Out::ContentRequest { .. } => MsgType::ContentRequest,
+            Out::Input(_) => MsgType::PlayerInput,
+            Out::Chat(_) => MsgType::ChatMessage,
+        }
+    }
+}
+
+/// One asset of the manifest, as the bot tracks it.
+#[derive(Debug, Clone)]
+pub struct AssetState {
+    pub resource_id: u64,
+    pub size: u64,
+    pub checksum: u64,
+    pub cached: bool,
+    /// Bytes received so far and their running checksum.
+    pub received: u64,
+    hash: Fnv64,
+    next_chunk: u32,
+    total_chunks: Option<u32>,
+    pub outcome: AssetOutcome,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AssetOutcome {
+    /// Already cached, not requested.
+    Cached,
+    /// Requested, chunks pending.
+    Pending,
+    /// All chunks arrived; size and checksum match the manifest.
+    Verified,
+    /// Size or checksum mismatch, or chunks out of order.
+    Failed,
+}
+
+/// Content-transfer progress, for tests and reports.
+#[derive(Debug, Clone, Default)]
+pub struct ContentProgress {
+    pub assets: usize,
+    pub cached: usize,
+    pub requested: usize,
+    pub verified: usize,
+    pub failed: usize,
+    pub bytes: u64,
+    pub complete: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct InputSnapshot {
+    tick: u32,
+    move_x: i8,
+    move_y: i8,
+    /// Predicted position after applying this input.
+    pos_after: Vec2f,
+}
+
+/// city.md's InputBuffer: inputs `oldest..=latest` (consecutive ticks), at most 128.
+#[derive(Debug)]
+struct InputBuffer {
+    buf: Box<[InputSnapshot; INPUT_BUFFER]>,
+    oldest: u32,
+    latest: Option<u32>,
+}
+
+impl InputBuffer {
+    fn new() -> Self {
+        Self {
+            buf: Box::new([InputSnapshot::default(); INPUT_BUFFER]),
+            oldest: 0,
+            latest: None,
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self.latest {
+            Some(l) if l >= self.oldest => (l - self.oldest) as usize + 1,
+            _ => 0,
+        }
+    }
+
+    /// Add the next input (its tick must follow `latest`). Returns false when the oldest
+    /// unacknowledged input had to make room.
+    fn add(&mut self, s: InputSnapshot) -> bool {
+        let mut kept = true;
+        if self.len() == 0 {
+            self.oldest = s.tick;
+        } else if self.len() == INPUT_BUFFER {
+            self.oldest = self.oldest.wrapping_add(1);
+            kept = false;
+        }
+        self.buf[s.tick as usize % INPUT_BUFFER] = s;
+        self.latest = Some(s.tick);
+        kept
+    }
+
+    fn get(&self, tick: u32) -> Option<&InputSnapshot> {
+        let latest = self.latest?;
+        (tick >= self.oldest && tick <= latest).then(|| &self.buf[tick as usize % INPUT_BUFFER])
+    }
+
+    /// Drop inputs up to and including `tick`.
+    fn acknowledge(&mut self, tick: u32) {
+        if self.latest.is_some() && tick >= self.oldest {
+            self.oldest = tick.wrapping_add(1);
+        }
+    }
+
+    /// Re-predict every input after `tick` from `pos`; returns the new current position.
+    fn replay_after(
+        &mut self,
+        tick: u32,
+        mut pos: Vec2f,
+        speed: f32,
+        b: Option<(f32, f32)>,
+    ) -> Vec2f {
+        let Some(latest) = self.latest else {
+            return pos;
+        };
+        let from = tick.wrapping_add(1).max(self.oldest);
+        for t in from..=latest {
+            let s = &mut self.buf[t as usize % INPUT_BUFFER];
+            pos = step(pos, s.move_x, s.move_y, speed, b);
+            s.pos_after = pos;
+        }
+        pos
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct OwnEntity {
+    id: u32,
+    /// Predicted current position.
+    pos: Vec2f,
+    speed: f32,
+}
+
+#[derive(Debug, Clone)]
+struct Remote {
+    samples: [(u32, Vec2f); INTERP_SAMPLES],
+    len: usize,
+    /// Index of the newest sample.
+    head: usize,
+    velocity: Vec2f,
+    in_gap: bool,
+    rendered: Vec2f,
+}
+
+impl Remote {
+    fn new(tick: u32, pos: Vec2f, velocity: Vec2f) -> Self {
+        let mut r = Self {
+            samples: [(0, Vec2f::ZERO); INTERP_SAMPLES],
+            len: 0,
+            head: 0,
+            velocity,
+            in_gap: false,
+            rendered: pos,
+        };
+        r.push(tick, pos);
+        r
+    }
+
+    fn newest(&self) -> (u32, Vec2f) {
+        self.samples[self.head]
+    }
+
+    fn push(&mut self, tick: u32, pos: Vec2f) {
+        if self.len > 0 {
+            let (t, _) = self.newest();
+            if tick < t {
+                return;
+            }
+            if tick == t {
+                self.samples[self.head] = (tick, pos);
+                return;
+            }
+        }
+        self.head = (self.head + 1) % INTERP_SAMPLES;
+        self.samples[self.head] = (tick, pos);
+        self.len = (self.len + 1).min(INTERP_SAMPLES);
+    }
+
+    /// Position at `render_tick` (fractional), interpolated between the samples around it;
+    /// the oldest or newest sample when outside them.
+    fn interpolate(&self, render_tick: f64) -> Vec2f {
+        let mut newer = self.newest();
+        if render_tick >= f64::from(newer.0) {
+            return newer.1;
+        }
+        for k in 1..self.len {
+            let older = self.samples[(self.head + INTERP_SAMPLES - k) % INTERP_SAMPLES];
+            if f64::from(older.0) <= render_tick {
+                let span = f64::from(newer.0 - older.0).max(1.0);
+                let f = ((render_tick - f64::from(older.0)) / span) as f32;
+                return Vec2f {
+                    x: older.1.x + (newer.1.x - older.1.x) * f,
+                    y: older.1.y + (newer.1.y - older.1.y) * f,
+                };
+            }
+            newer = older;
+        }
+        newer.1
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct PendingAck {
+    tick: u32,
+    sent: Instant,
+    acked: bool,
+}
+
+pub struct CityBot {
+    params: BotParams,
+    opts: CityOptions,
+    name: String,
+    rng: ChaCha8Rng,
+    pattern: PatternState,
+    phase: BotPhase,
+    stage: Stage,
+    out: VecDeque<Out>,
+    seq_out: u16,
+
+    started_at: Option<Instant>,
+    handshake_deadline: Option<Instant>,
+    hello_at: Option<Instant>,
+    last_heard: Option<Instant>,
+    session_id: u32,
+    player_entity: u32,
+
+    // Content.
+    manifest_seen: bool,
+    assets: Vec<AssetState>,
+    request_ids: Vec<u64>,
+    content_bytes: u64,
+    content_complete: bool,
+
+    // World.
+    bounds: Option<(f32, f32)>,
+    ticks: SeqWindow,
+    /// Newest server tick and when it arrived.
+    newest_tick: Option<(u32, Instant)>,
+    last_delta_at: Option<Instant>,
+    own: Option<OwnEntity>,
+    remotes: HashMap<u32, Remote>,
+
+    // Input and prediction.
+    grid_origin: Option<Instant>,
+    grid_slot: u64,
+    next_input_tick: u32,
+    first_input_tick: u32,
+    inputs: InputBuffer,
+    last_compared_ack: Option<u32>,
+    /// Newest InputAck (the implementation dialect reconciles against it).
+    newest_input_ack: Option<u32>,
+    acks: VecDeque<PendingAck>,
+
+    // Ping, chat.
+    ping_sent: Option<Instant>,
+    next_ping: Option<Instant>,
+    next_chat: Option<Instant>,
+    chat_seq: u32,
+    chat_sent: VecDeque<(u32, Instant)>,
+
+    corrections: u64,
+}
+
+impl CityBot {
+    pub fn new(params: BotParams, opts: CityOptions) -> Self {
+        let rng = ChaCha8Rng::seed_from_u64(params.seed);
+        let name = format!("{}-{}", opts.name_prefix, params.index);
+        Self {
+            params,
+            opts,
+            name,
+            rng,
+            pattern: PatternState::new(),
+            phase: BotPhase::Idle,
+            stage: Stage::Hello,
+            out: VecDeque::with_capacity(16),
+            seq_out: 0,
+            started_at: None,
+            handshake_deadline: None,
+            hello_at: None,
+            last_heard: None,
+            session_id: 0,
+            player_entity: 0,
+            manifest_seen: false,
+            assets: Vec::new(),
+            request_ids: Vec::new(),
+            content_bytes: 0,
+            content_complete: false,
+            bounds: None,
+            ticks: SeqWindow::new(),
+            newest_tick: None,
+            last_delta_at: None,
+            own: None,
+            remotes: HashMap::new(),
+            grid_origin: None,
+            grid_slot: 0,
+            next_input_tick: 1,
+            first_input_tick: 1,
+            inputs: InputBuffer::new(),
+            last_compared_ack: None,
+            newest_input_ack: None,
+            acks: VecDeque::with_capacity(128),
+            ping_sent: None,
+            next_ping: None,
+            next_chat: None,
+            chat_seq: 0,
+            chat_sent: VecDeque::with_capacity(CHAT_REMEMBERED),
+            corrections: 0,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn stage(&self) -> Stage {
+        self.stage
+    }
+
+    pub fn session_id(&self) -> u32 {
+        self.session_id
+    }
+
+    /// The bot's NetEntityId from ServerHello (0 before).
+    pub fn player_entity(&self) -> u32 {
+        self.player_entity
+    }
+
+    /// The predicted position of the bot's own entity.
+    pub fn predicted_position(&self) -> Option<Vec2f> {
+        self.own.map(|o| o.pos)
+    }
+
+    /// Remote entities the bot knows.
+    pub fn remote_count(&self) -> usize {
+        self.remotes.len()
+    }
+
+    pub fn knows_entity(&self, id: u32) -> bool {
+        self.remotes.contains_key(&id) || self.own.is_some_and(|o| o.id == id)
+    }
+
+    /// Where a remote entity was last drawn (interpolated).
+    pub fn rendered_position(&self, id: u32) -> Option<Vec2f> {
+        self.remotes.get(&id).map(|r| r.rendered)
+    }
+
+    pub fn corrections(&self) -> u64 {
+        self.corrections
+    }
+
+    /// Map size in tiles from FullState.
+    pub fn map_size(&self) -> Option<(f32, f32)> {
+        self.bounds
+    }
+
+    pub fn content(&self) -> ContentProgress {
+        let count = |o| self.assets.iter().filter(|a| a.outcome == o).count();
+        ContentProgress {
+            assets: self.assets.len(),
+            cached: count(AssetOutcome::Cached),
+            requested: self.assets.len() - count(AssetOutcome::Cached),
+            verified: count(AssetOutcome::Verified),
+            failed: count(AssetOutcome::Failed),
+            bytes: self.content_bytes,
+            complete: self.content_complete,
+        }
+    }
+
+    pub fn assets(&self) -> &[AssetState] {
+        &self.assets
+    }
+
+    fn dialect(&self) -> Dialect {
+        self.opts.dialect
+    }
+
+    fn close(&mut self, phase: BotPhase) {
+        self.phase = phase;
+        self.out.clear();
+        self.ping_sent = None;
+    }
+
+    // ---- messages ------------------------------------------------------------------------
+
+    fn on_message(&mut self, now: Instant, msg: Message<'_>, rec: &mut Recorder) {
+        match msg {
+            Message::ServerHello {
+                session_id,
+                player_entity,
+                ..
+            } => self.on_server_hello(now, session_id, player_entity, rec),
+            Message::Disconnect { reason, .. } => {
+                self.on_disconnect(DisconnectReason::from_u8(reason), rec)
+            }
+            Message::Opaque {
+                msg_type: MsgType::Kick,
+                ..
+            } => self.on_disconnect(DisconnectReason::Kicked, rec),
+            Message::Opaque { .. } => rec.event("opaque_message_ignored"),
+            Message::Ping => {
+                rec.event("server_ping_answered");
+                self.out.push_back(Out::Pong);
+            }
+            Message::Pong => match self.ping_sent.take() {
+                Some(sent) => {
+                    rec.record_rtt(now.saturating_duration_since(sent).as_micros() as u64)
+                }
+                None => rec.event("pong_unmatched"),
+            },
+            Message::ContentManifest(m) => {
+                let assets: Vec<AssetEntry<'_>> = m.assets().collect();
+                self.on_manifest(&assets, rec);
+            }
+            Message::ContentChunk {
+                resource_id,
+                chunk_index,
+                total_chunks,
+                data,
+            } => self.on_chunk(resource_id, chunk_index, total_chunks, data, rec),
+            Message::ContentComplete => self.on_content_complete(now, rec),
+            Message::FullState(f) => self.on_full_state(now, &f, rec),
+            Message::EntitySpawn(e) => self.on_spawn(now, &e, rec),
+            Message::EntityDespawn { net_entity_id } => {
+                if self.remotes.remove(&net_entity_id).is_none() {
+                    if self.own.is_some_and(|o| o.id == net_entity_id) {
+                        rec.event("own_entity_despawned");
+                    } else {
+                        rec.event("despawn_unknown_entity");
+                    }
+                }
+            }
+            Message::DeltaState(d) => self.on_delta(now, &d, rec),
+            Message::InputAck { tick } => self.on_input_ack(now, tick, rec),
+            Message::ChatBroadcast {
+                sender, content, ..
+            } => {
+                rec.event("chat_received");
+                if sender == self.name {
+                    self.on_own_chat(now, content, rec);
+                }
+            }
+            Message::ClientHello { .. }
+            | Message::ContentRequest(_)
+            | Message::PlayerInput(_)
+            | Message::ChatMessage { .. } => {
+                rec.decode_error(msg.msg_type().name(), "wrong_direction")
+            }
+        }
+    }
+
+    fn on_server_hello(&mut self, now: Instant, session_id: u32, entity: u32, rec: &mut Recorder) {
+        if self.phase != BotPhase::Connecting {
+            rec.event("duplicate_server_hello");
+            return;
+        }
+        self.phase = BotPhase::Connected;
+        self.session_id = session_id;
+        self.player_entity = entity;
+        self.hello_at = Some(now);
+        self.handshake_deadline = None;
+        if let Some(s) = self.started_at {
+            rec.record_handshake(now.saturating_duration_since(s).as_micros() as u64);
+        }
+        self.stage = match self.dialect() {
+            Dialect::Spec => Stage::Content,
+            Dialect::Implementation => Stage::AwaitWorld,
+        };
+        self.next_ping = Some(now + self.params.phase_offset);
+    }
+
+    fn on_disconnect(&mut self, reason: DisconnectReason, rec: &mut Recorder) {
+        match self.phase {
+            BotPhase::Connecting => {
+                rec.connect_failures.add(reason.name(), 1);
+                self.close(BotPhase::Failed);
+            }
+            BotPhase::Connected => {
+                rec.events.add2("server_disconnect", reason.name(), 1);
+                self.close(BotPhase::Closed);
+            }
+            _ => {}
+        }
+    }
+
+    fn on_manifest(&mut self, assets: &[AssetEntry<'_>], rec: &mut Recorder) {
+        if self.stage != Stage::Content || self.manifest_seen {
+            rec.event("unexpected_manifest");
+            return;
+        }
+        self.manifest_seen = true;
+        let share = self.opts.cached_content_share.clamp(0.0, 1.0);
+        for a in assets {
+            // Cached or not: a per-bot, per-asset coin from the bot's seed, so the share holds
+            // over the swarm and a rerun caches the same assets.
+            let coin = splitmix(self.params.seed ^ a.resource_id.rotate_left(17));
+            let cached = (coin >> 11) as f64 / (1u64 << 53) as f64 <= share && share > 0.0;
+            self.assets.push(AssetState {
+                resource_id: a.resource_id,
+                size: a.size,
+                checksum: a.checksum,
+                cached,
+                received: 0,
+                hash: Fnv64::new(),
+                next_chunk: 0,
+                total_chunks: None,
+                outcome: if cached {
+                    AssetOutcome::Cached
+                } else {
+                    AssetOutcome::Pending
+                },
+            });
+            if !cached {
+                self.request_ids.push(a.resource_id);
+            }
+        }
+        rec.events
+            .add("content_assets_requested", self.request_ids.len() as u64);
+        if self.request_ids.is_empty() {
+            // Nothing missing: an empty request still tells the server to go on.
+            self.out.push_back(Out::ContentRequest { from: 0, to: 0 });
+        }
+        let n = self.request_ids.len();
+        for from in (0..n).step_by(REQUEST_IDS_PER_MESSAGE) {
+            let to = (from + REQUEST_IDS_PER_MESSAGE).min(n);
+            self.out.push_back(Out::ContentRequest { from, to });
+        }
+    }
+
+    fn on_chunk(&mut self, id: u64, index: u32, total: u32, data: &[u8], rec: &mut Recorder) {
+        let Some(a) = self.assets.iter_mut().find(|a| a.resource_id == id) else {
+            rec.event("chunk_unknown_asset");
+            return;
+        };
+        if a.outcome != AssetOutcome::Pending {
+            rec.event("chunk_unrequested");
+            return;
+        }
+        self.content_bytes += data.len() as u64;
+        rec.events.add("content_bytes", data.len() as u64);
+        let total_known = *a.total_chunks.get_or_insert(total);
+        if index != a.next_chunk || total != total_known {
+            // The reliable channel is ordered: a gap or a changed total is the server's fault.
+            a.outcome = AssetOutcome::Failed;
+            rec.event("content_chunk_out_of_order");
+            return;
+        }
+        a.hash.update(data);
+        a.received += data.len() as u64;
+        a.next_chunk += 1;
+        if a.next_chunk == total {
+            if a.received == a.size && a.hash.finish() == a.checksum {
+                a.outcome = AssetOutcome::Verified;
+                rec.event("content_assets_verified");
+            } else {
+                a.outcome = AssetOutcome::Failed;
+                rec.event("content_checksum_mismatch");
+            }
+        }
+    }
+
+    fn on_content_complete(&mut self, now: Instant, rec: &mut Recorder) {
+        if self.stage != Stage::Content || !self.manifest_seen {
+            rec.event("unexpected_content_complete");
+            return;
+        }
+        self.content_complete = true;
+        let incomplete = self
+            .assets
+            .iter()
+            .filter(|a| a.outcome == AssetOutcome::Pending)
+            .count();
+        if incomplete > 0 {
+            rec.events.add("content_incomplete", incomplete as u64);
+        }
+        if let Some(h) = self.hello_at {
+            rec.record_extra(
+                "content_time_us",
+                now.saturating_duration_since(h).as_micros() as u64,
+            );
+        }
+        self.stage = Stage::AwaitWorld;
+    }
+
+    fn on_full_state(&mut self, now: Instant, f: &FullState<'_>, rec: &mut Recorder) {
+        if !matches!(self.stage, Stage::AwaitWorld | Stage::Playing) {
+            rec.event("unexpected_full_state");
+            return;
+        }
+        let (w, h) = (f.tilemap.width, f.tilemap.height);
+        self.bounds = (w > 0 && h > 0).then(|| (f32::from(w), f32::from(h)));
+        // A full state replaces what the bot knew.
+        self.remotes.clear();
+        self.note_tick(now, f.tick);
+        for e in f.entities() {
+            self.spawn(f.tick, &e, rec);
+        }
+        rec.snapshots_applied += 1;
+        if self.stage != Stage::Playing {
+            if self.own.is_some() {
+                self.begin_play(now, f.tick);
+            } else {
+                rec.event("full_state_without_player");
+            }
+        }
+    }
+
+    fn on_spawn(&mut self, now: Instant, e: &EntityData<'_>, rec: &mut Recorder) {
+        if matches!(self.stage, Stage::Hello | Stage::Content) {
+            rec.event("spawn_before_world");
+            return;
+        }
+        let tick = self.newest_tick.map(|(t, _)| t).unwrap_or(0);
+        self.spawn(tick, e, rec);
+        if self.stage == Stage::AwaitWorld && self.own.is_some() {
+            self.begin_play(now, tick);
+        }
+    }
+
+    fn spawn(&mut self, tick: u32, e: &EntityData<'_>, rec: &mut Recorder) {
+        let c = &e.components;
+        let pos = c.position.unwrap_or_default();
+        if e.net_entity_id == self.player_entity {
+            match &mut self.own {
+                Some(own) => {
+                    // Re-announced: take the server's word for where it is.
+                    own.pos = pos;
+                    if let Some(s) = c.speed {
+                        own.speed = s;
+                    }
+                }
+                None => {
+                    if c.speed.is_none() {
+                        rec.event("player_without_movement");
+                    }
+                    self.own = Some(OwnEntity {
+                        id: e.net_entity_id,
+                        pos,
+                        speed: c.speed.unwrap_or(0.0),
+                    });
+                }
+            }
+            return;
+        }
+        self.remotes.insert(
+            e.net_entity_id,
+            Remote::new(tick, pos, c.velocity.unwrap_or_default()),
+        );
+    }
+
+    fn begin_play(&mut self, now: Instant, tick: u32) {
+        self.stage = Stage::Playing;
+        self.grid_origin = Some(now + self.params.phase_offset);
+        self.grid_slot = 0;
+        self.next_input_tick = tick.wrapping_add(1);
+        self.first_input_tick = self.next_input_tick;
+        if self.opts.chat_rate > 0.0 {
+            let period = Duration::from_secs_f64(60.0 / self.opts.chat_rate);
+            let offset = period.mul_f64(self.rng.random::<f64>());
+            self.next_chat = Some(now + offset);
+        }
+    }
+
+    fn note_tick(&mut self, now: Instant, tick: u32) {
+        if self.newest_tick.is_none_or(|(t, _)| tick > t) {
+            self.newest_tick = Some((tick, now));
+        }
+    }
+
+    fn on_delta(&mut self, now: Instant, d: &DeltaState<'_>, rec: &mut Recorder) {
+        if self.stage != Stage::Playing {
+            rec.event("delta_before_world");
+            return;
+        }
+        let outcome = self.ticks.on_seq(d.tick);
+        let (e, r) = outcome.deltas();
+        rec.loss_down.add(e, r);
+        match outcome {
+            SeqOutcome::Duplicate | SeqOutcome::TooOld => {
+                rec.event("delta_duplicate_or_old");
+                return;
+            }
+            SeqOutcome::Reordered => rec.event("delta_reordered"),
+            SeqOutcome::Reset => rec.event("delta_tick_reset"),
+            SeqOutcome::Advanced { .. } => {}
+        }
+        self.note_tick(now, d.tick);
+        if let Some(prev) = self.last_delta_at.replace(now) {
+            rec.snapshot_interarrival_us
+                .saturating_record(now.saturating_duration_since(prev).as_micros().max(1) as u64);
+        }
+        let ack = d.last_acked_input.or(self.newest_input_ack);
+        for u in d.updates() {
+            if self.own.is_some_and(|o| o.id == u.net_entity_id) {
+                if let Some(a) = ack {
+                    self.reconcile(a, u.position, rec);
+                }
+            } else if let Some(r) = self.remotes.get_mut(&u.net_entity_id) {
+                r.push(d.tick, u.position);
+                r.velocity = u.velocity;
+            } else {
+                rec.event("delta_unknown_entity");
+            }
+        }
+        rec.snapshots_applied += 1;
+    }
+
+    /// Compare the prediction after input `ack` with the server's position; snap and replay
+    /// beyond the threshold.
+    fn reconcile(&mut self, ack: u32, server_pos: Vec2f, rec: &mut Recorder) {
+        let Some(own) = self.own else { return };
+        if self.last_compared_ack.is_some_and(|a| ack <= a) {
+            return;
+        }
+        if ack < self.first_input_tick {
+            // The server has applied none of this session's inputs yet.
+            return;
+        }
+        if self.inputs.latest.is_none_or(|l| ack > l) {
+            rec.event("ack_ahead_of_inputs");
+            return;
+        }
+        self.last_compared_ack = Some(ack);
+        let threshold = self.opts.prediction_error_threshold;
+        let (b, speed) = (self.bounds, own.speed);
+        let new_pos = match self.inputs.get(ack) {
+            Some(s) => {
+                let err = s.pos_after.distance(server_pos);
+                rec.record_extra("prediction_error", (f64::from(err) * 1000.0).round() as u64);
+                if err > threshold {
+                    Some(self.inputs.replay_after(ack, server_pos, speed, b))
+                } else {
+                    None
+                }
+            }
+            None => {
+                // Older than the buffer holds: nothing to compare with, so resync.
+                rec.event("ack_outside_buffer");
+                Some(self.inputs.replay_after(ack, server_pos, speed, b))
+            }
+        };
+        if let Some(p) = new_pos {
+            self.corrections += 1;
+            rec.event("corrections");
+            if let Some(o) = &mut self.own {
+                o.pos = p;
+            }
+        }
+        self.inputs.acknowledge(ack);
+    }
+
+    fn on_input_ack(&mut self, now: Instant, tick: u32, rec: &mut Recorder) {
+        if self.newest_input_ack.is_none_or(|a| tick > a) {
+            self.newest_input_ack = Some(tick);
+        }
+        let Some(front) = self.acks.front() else {
+            rec.event("input_ack_unexpected");
+            return;
+        };
+        let Some(idx) = tick.checked_sub(front.tick).map(|i| i as usize) else {
+            rec.event("input_ack_late");
+            return;
+        };
+        match self.acks.get_mut(idx) {
+            Some(p) if p.tick == tick && !p.acked => {
+                p.acked = true;
+                rec.record_extra(
+                    "input_ack_latency_us",
+                    now.saturating_duration_since(p.sent).as_micros() as u64,
+                );
+            }
+            Some(p) if p.tick == tick => rec.event("input_ack_duplicate"),
+            _ => rec.event("input_ack_unexpected"),
+        }
+    }
+
+    fn on_own_chat(&mut self, now: Instant, content: &str, rec: &mut Recorder) {
+        let Some(k) = content
+            .rsplit_once('#')
+            .and_then(|(_, n)| n.parse::<u32>().ok())
+        else {
+            return;
+        };
+        if let Some(i) = self.chat_sent.iter().position(|(s, _)| *s == k) {
+            let (_, sent) = self.chat_sent.remove(i).unwrap_or((k, now));
+            rec.record_extra(
+                "chat_echo_us",
+                now.saturating_duration_since(sent).as_micros() as u64,
+            );
+        }
+    }
+
+    // ---- timers --------------------------------------------------------------------------
+
+    fn input_due_at(&self, slot: u64) -> Option<Instant> {
+        let origin = self.grid_origin?;
+        let period = self.input_period();
+        Some(origin + period.mul_f64(slot as f64))
+    }
+
+    /// City sends one input per grid slot: each PlayerInput is one tick of movement, so
+    /// `input_on_change` does not apply, and a rate of 0 falls back to the tick rate.
+    fn input_period(&self) -> Duration {
+        self.params
+            .input_period()
+            .unwrap_or(Duration::from_secs(1) / codec::TICK_RATE)
+    }
+
+    fn send_inputs_due(&mut self, now: Instant, rec: &mut Recorder) {
+        let Some(mut due) = self.input_due_at(self.grid_slot) else {
+            return;
+        };
+        if due > now {
+            return;
+        }
+        let period = self.input_period();
+        let late = now.saturating_duration_since(due);
+        if late >= period {
+            let skipped = (late.as_nanos() / period.as_nanos().max(1)) as u64;
+            self.grid_slot += skipped;
+            rec.inputs_skipped += skipped;
+            due = self.input_due_at(self.grid_slot).unwrap_or(now);
+        }
+        rec.record_lateness(now.saturating_duration_since(due).as_micros() as u64);
+        self.grid_slot += 1;
+        let Some(own) = self.own else { return };
+        let elapsed = now.saturating_duration_since(self.grid_origin.unwrap_or(now));
+        let keys = self
+            .pattern
+            .sample(&self.params.pattern, elapsed, &mut self.rng);
+        let (ax, ay) = keys.axis();
+        let (move_x, move_y) = (ax as i8, ay as i8);
+        let tick = self.next_input_tick;
+        self.next_input_tick = tick.wrapping_add(1);
+        let pos = step(own.pos, move_x, move_y, own.speed, self.bounds);
+        if let Some(o) = &mut self.own {
+            o.pos = pos;
+        }
+        if !self.inputs.add(InputSnapshot {
+            tick,
+            move_x,
+            move_y,
+            pos_after: pos,
+        }) {
+            rec.event("input_buffer_overflow");
+        }
+        // Interact with the tile ahead (adjacent, so the server's validation accepts it).
+        let tile = Vec2i {
+            x: pos.x.floor() as i32 + i32::from(move_x),
+            y: pos.y.floor() as i32 + i32::from(move_y),
+        };
+        let input = PlayerInput {
+            tick,
+            last_received_tick: self.newest_tick.map(|(t, _)| t).unwrap_or(0),
+            move_x,
+            move_y,
+            buttons: if keys.shoot() { BUTTON_INTERACT } else { 0 },
+            target_tile: tile,
+        };
+        self.out.push_back(Out::Input(input));
+        self.acks.push_back(PendingAck {
+            tick,
+            sent: now,
+            acked: false,
+        });
+        rec.inputs_sent += 1;
+        self.render_frame(now, rec);
+    }
+
+    /// Draw the remote entities `interpolation_delay_ms` behind the newest server tick.
+    fn render_frame(&mut self, now: Instant, rec: &mut Recorder) {
+        let Some((tick, at)) = self.newest_tick else {
+            return;
+        };
+        let since = now.saturating_duration_since(at).as_secs_f64();
+        let delay = self.opts.interpolation_delay_ms as f64 / 1000.0;
+        let dt = f64::from(TICK_INTERVAL);
+        let render_tick = f64::from(tick) + (since - delay) / dt;
+        for r in self.remotes.values_mut() {
+            let newest = r.newest();
+            let moving = r.velocity != Vec2f::ZERO;
+            if render_tick > f64::from(newest.0) && moving {
+                if !r.in_gap {
+                    r.in_gap = true;
+                    rec.event("extrapolation_gaps");
+                }
+            } else {
+                r.in_gap = false;
+            }
+            r.rendered = r.interpolate(render_tick);
+        }
+    }
+
+    /// Count inputs whose ack had its time: expected one each, received when acked.
+    fn age_acks(&mut self, now: Instant, rec: &mut Recorder) {
+        let wait = Duration::from_millis(self.opts.input_ack_timeout_ms);
+        while let Some(p) = self.acks.front() {
+            if now.saturating_duration_since(p.sent) < wait {
+                break;
+            }
+            rec.loss_up.add(1, u64::from(p.acked));
+            self.acks.pop_front();
+        }
+    }
+
+    fn send_ping_if_due(&mut self, now: Instant, rec: &mut Recorder) {
+        let Some(at) = self.next_ping.filter(|&at| at <= now) else {
+            return;
+        };
+        if self.ping_sent.is_some() {
+            rec.event("ping_lost");
+        }
+        self.ping_sent = Some(now);
+        self.out.push_back(Out::Ping);
+        let mut next = at + self.params.ping_interval;
+        if next <= now {
+            next = now + self.params.ping_interval;
+        }
+        self.next_ping = Some(next);
+    }
+
+    fn send_chat_if_due(&mut self, now: Instant) {
+        let Some(at) = self.next_chat.filter(|&at| at <= now) else {
+            return;
+        };
+        let k = self.chat_seq;
+        self.chat_seq = self.chat_seq.wrapping_add(1);
+        self.out.push_back(Out::Chat(k));
+        if self.chat_sent.len() == CHAT_REMEMBERED {
+            self.chat_sent.pop_front();
+        }
+        self.chat_sent.push_back((k, now));
+        let period = Duration::from_secs_f64(60.0 / self.opts.chat_rate.max(1e-6));
+        let mut next = at + period;
+        if next <= now {
+            next = now + period;
+        }
+        self.next_chat = Some(next);
+    }
+
+    fn silence_deadline(&self) -> Option<Instant> {
+        self.last_heard
+            .or(self.hello_at)
+            .map(|t| t + self.params.server_silence_timeout)
+    }
+
+    fn encode_out(
+        &self,
+        o: &Out,
+        buf: &mut [u8],
+        seq: u16,
+    ) -> Result<usize, codec::BufferTooSmall> {
+        match o {
+            Out::Hello => codec::encode(
+                buf,
+                seq,
+                &Message::ClientHello {
+                    protocol_version: self.opts.protocol_version,
+                    client_version: &self.opts.client_version,
+                    player_name: &self.name,
+                },
+            ),
+            Out::Disconnect(r) => codec::encode(
+                buf,
+                seq,
+                &Message::Disconnect {
+                    reason: *r as u8,
+                    message: match r {
+                        DisconnectReason::Timeout => "server silent",
+                        _ => "bye",
+                    },
+                },
+            ),
+            Out::Ping => codec::encode(buf, seq, &Message::Ping),
+            Out::Pong => codec::encode(buf, seq, &Message::Pong),
+            Out::ContentRequest { from, to } => {
+                let ids = self.request_ids.get(*from..*to).unwrap_or(&[]);
+                codec::encode_content_request(buf, seq, ids)
+            }
+            Out::Input(i) => codec::encode(buf, seq, &Message::PlayerInput(*i)),
+            Out::Chat(k) => {
+                let content = format!("hello from {} #{k}", self.name);
+                codec::encode(
+                    buf,
+                    seq,
+                    &Message::ChatMessage {
+                        channel: self.opts.chat_channel.wire(),
+                        target: "",
+                        content: &content,
+                    },
+                )
+            }
+        }
+    }
+}
+
+/// SplitMix64 finaliser: a well-mixed 64-bit hash of `x`.
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+impl Bot for CityBot {
+    fn start(&mut self, now: Instant, _rec: &mut Recorder) {
+        if self.phase != BotPhase::Idle {
+            return;
+        }
+        self.phase = BotPhase::Connecting;
+        self.stage = Stage::Hello;
+        self.started_at = Some(now);
+        self.handshake_deadline = Some(now + self.params.handshake_timeout);
+        // The reliable channel delivers it or ENet drops the session: no resends.
+        self.out.push_back(Out::Hello);
+    }
+
+    fn handle_datagram(&mut self, now: Instant, data: &[u8], rec: &mut Recorder) {
+        rec.datagram_down(data.len());
+        if !matches!(self.phase, BotPhase::Connecting | BotPhase::Connected) {
+            rec.event("datagram_outside_session");
+            return;
+        }
+        self.last_heard = Some(now);
+        let dialect = self.dialect();
+        for raw in codec::messages(data) {
+            let raw = match raw {
+                Ok(r) => r,
+                Err(e) => {
+                    rec.decode_error(e.message, e.reason);
+                    break;
+                }
+            };
+            match raw.decode(dialect) {
+                Ok(Some(msg)) => self.on_message(now, msg, rec),
+                Ok(None) => rec.event("unknown_message_type"),
+                Err(e) => rec.decode_error(e.message, e.reason),
+            }
+            if !matches!(self.phase, BotPhase::Connecting | BotPhase::Connected) {
+                break;
+            }
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Instant, rec: &mut Recorder) {
+        match self.phase {
+            BotPhase::Connecting => {
+                if self.handshake_deadline.is_some_and(|d| now >= d) {
+                    rec.connect_failures.add("timeout", 1);
+                    self.close(BotPhase::Failed);
+                }
+            }
+            BotPhase::Connected => {
+                if self.silence_deadline().is_some_and(|d| now >= d) {
+                    rec.event("server_silence_timeout");
+                    self.close(BotPhase::Closed);
+                    self.out
+                        .push_back(Out::Disconnect(DisconnectReason::Timeout));
+                    return;
+                }
+                if self.stage == Stage::Playing {
+                    self.send_inputs_due(now, rec);
+                    self.age_acks(now, rec);
+                    self.send_chat_if_due(now);
+                }
+                self.send_ping_if_due(now, rec);
+            }
+            BotPhase::Idle | BotPhase::Failed | BotPhase::Closed => {}
+        }
+    }
+
+    fn stop(&mut self, _now: Instant, _rec: &mut Recorder) {
+        match self.phase {
+            BotPhase::Connecting | BotPhase::Connected => {
+                self.close(BotPhase::Closed);
+                self.out
+                    .push_back(Out::Disconnect(DisconnectReason::ClientQuit));
+            }
+            BotPhase::Idle => self.phase = BotPhase::Closed,
+            BotPhase::Failed | BotPhase::Closed => {}
+        }
+    }
+
+    fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<Transmit> {
+        loop {
+            let (channel, reliable) = self.out.front()?.msg_type().channel();
+            let limit = if reliable {
+                MAX_PACKET_SIZE
+            } else {
+                MAX_UNRELIABLE_PACKET
+            };
+            let cap = buf.len().min(limit);
+            let buf = &mut buf[..cap];
+            let mut len = 0;
+            while let Some(o) = self.out.front() {
+                if o.msg_type().channel() != (channel, reliable) {
+                    break;
+                }
+                match self.encode_out(o, &mut buf[len..], self.seq_out) {
+                    Ok(n) => {
+                        len += n;
+                        self.seq_out = self.seq_out.wrapping_add(1);
+                        self.out.pop_front();
+                    }
+                    Err(_) if len == 0 => {
+                        // Cannot fit even an empty packet: drop it rather than stall.
+                        self.out.pop_front();
+                    }
+                    Err(_) => break,
+                }
+            }
+            if len > 0 {
+                return Some(Transmit {
+                    len,
+                    channel,
+                    reliable,
+                });
+            }
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        match self.phase {
+            BotPhase::Connecting => self.handshake_deadline,
+            BotPhase::Connected => {
+                let playing = self.stage == Stage::Playing;
+                let input = playing.then(|| self.input_due_at(self.grid_slot)).flatten();
+                let chat = playing.then_some(self.next_chat).flatten();
+                [self.silence_deadline(), self.next_ping, input, chat]
+                    .into_iter()
+                    .flatten()
+                    .min()
+            }
+            BotPhase::Idle | BotPhase::Failed | BotPhase::Closed => None,
+        }
+    }
+
+    fn phase(&self) -> BotPhase {
+        self.phase
+    }
+
+    fn handle_transport_closed(&mut self, _now: Instant, rec: &mut Recorder) {
+        match self.phase {
+            BotPhase::Connecting => {
+                rec.connect_failures.add("transport_closed", 1);
+                self.close(BotPhase::Failed);
+            }
+            BotPhase::Connected => {
+                rec.event("transport_closed");
+                self.close(BotPhase::Closed);
+            }
+            BotPhase::Idle => self.close(BotPhase::Failed),
+            BotPhase::Failed | BotPhase::Closed => {}
+        }
+    }
+}
+
+impl std::fmt::Debug for CityBot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CityBot")
+            .field("index", &self.params.index)
+            .field("phase", &self.phase)
+            .field("stage", &self.stage)
+            .field("player_entity", &self.player_entity)
+            .finish()
+    }
+}

@@ -1,0 +1,1235 @@
+//! City bots and the reference server over a simulated link, in simulated time (an `Instant`
+//! base plus offsets; nothing sleeps, no sockets).
+//!
+//! The link works at the ENet-message level, the way ENet presents it to the protocol: the
+//! reliable channel (0) is delivered in order and never lost; the unreliable channel (1) is
+//! subject to injected loss and delay, and delivered sequenced (ENet drops a packet older
+//! than one already delivered on the channel). Every packet on the link is checked: at most
+//! 1400 bytes (1200 unreliable), and each message in it on the channel city.md assigns to its type. The link
+//! keeps what it dropped, so the tests compare the bots' measurements with ground truth.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use tickswarm::metrics::Recorder;
+use tickswarm::protocol::city::bot::Stage;
+use tickswarm::protocol::city::codec::{self, Dialect, Message, MsgType, MAX_PACKET_SIZE};
+use tickswarm::protocol::city::{CityBot, CityOptions, CityServer, CityServerConfig, Vec2f};
+use tickswarm::protocol::{Bot, BotParams, BotPhase, InputPattern, Keys, Server, MAX_DATAGRAM};
+
+#[derive(Debug, Clone, Default)]
+struct Link {
+    delay: Duration,
+    /// Loss on the unreliable channel, bot to server and server to bot.
+    loss_up: f64,
+    loss_down: f64,
+    /// Drop everything server to bot (the server went silent).
+    blackhole_down: bool,
+}
+
+#[derive(Debug, Clone)]
+struct Packet {
+    to_server: bool,
+    bot: usize,
+    reliable: bool,
+    /// ENet's disconnect, queued behind the reliable data.
+    close: bool,
+    /// Send order on its (direction, bot, channel), for sequenced delivery.
+    order: u64,
+    bytes: Vec<u8>,
+}
+
+struct SimBot {
+    bot: CityBot,
+    addr: SocketAddr,
+    rec: Recorder,
+    start_at: Instant,
+    started: bool,
+    close_sent: bool,
+}
+
+struct Sim {
+    base: Instant,
+    now: Instant,
+    server: CityServer,
+    dialect: Dialect,
+    bots: Vec<SimBot>,
+    by_addr: HashMap<SocketAddr, usize>,
+    link: Link,
+    rng: ChaCha8Rng,
+    wire: BTreeMap<(Instant, u64), Packet>,
+    next_id: u64,
+    /// Per (to_server, bot, reliable): last send order, last delivered unreliable order,
+    /// last reliable delivery time.
+    order_out: HashMap<(bool, usize, bool), u64>,
+    delivered_unrel: HashMap<(bool, usize), u64>,
+    last_reliable_at: HashMap<(bool, usize), Instant>,
+    /// Ground truth: what the link dropped.
+    dropped: Vec<Packet>,
+    /// Every packet delivered to a bot, when capturing: (bot, bytes).
+    captured: Vec<(usize, Vec<u8>)>,
+    capture: bool,
+    buf: Vec<u8>,
+}
+
+impl Sim {
+    fn new(cfg: CityServerConfig, link: Link) -> Self {
+        let base = Instant::now();
+        Self {
+            base,
+            now: base,
+            dialect: cfg.dialect,
+            server: CityServer::new(cfg, base),
+            bots: Vec::new(),
+            by_addr: HashMap::new(),
+            link,
+            rng: ChaCha8Rng::seed_from_u64(42),
+            wire: BTreeMap::new(),
+            next_id: 0,
+            order_out: HashMap::new(),
+            delivered_unrel: HashMap::new(),
+            last_reliable_at: HashMap::new(),
+            dropped: Vec::new(),
+            captured: Vec::new(),
+            capture: false,
+            buf: vec![0u8; MAX_DATAGRAM],
+        }
+    }
+
+    fn add_bot(&mut self, opts: CityOptions, params: BotParams, start_after: Duration) -> usize {
+        let i = self.bots.len();
+        let addr: SocketAddr = format!("10.1.{}.{}:5000", i / 250, i % 250 + 1)
+            .parse()
+            .unwrap();
+        self.by_addr.insert(addr, i);
+        self.bots.push(SimBot {
+            bot: CityBot::new(params, opts),
+            addr,
+            rec: Recorder::new(),
+            start_at: self.now + start_after,
+            started: false,
+            close_sent: false,
+        });
+        i
+    }
+
+    fn bot(&self, i: usize) -> &CityBot {
+        &self.bots[i].bot
+    }
+
+    fn rec(&self, i: usize) -> &Recorder {
+        &self.bots[i].rec
+    }
+
+    fn elapsed(&self) -> Duration {
+        self.now - self.base
+    }
+
+    /// Check what a state machine sent, then put it on the wire (or drop it).
+    fn send(&mut self, to_server: bool, bot: usize, channel: u8, reliable: bool, bytes: &[u8]) {
+        let limit = if reliable {
+            MAX_PACKET_SIZE
+        } else {
+            codec::MAX_UNRELIABLE_PACKET
+        };
+        assert!(bytes.len() <= limit, "packet of {} bytes", bytes.len());
+        assert_eq!(
+            channel,
+            if reliable { 0 } else { 1 },
+            "channel and reliability"
+        );
+        for raw in codec::messages(bytes) {
+            let raw = raw.expect("state machines write well-framed packets");
+            let ty = MsgType::from_u8(raw.type_byte, self.dialect).expect("known type");
+            assert_eq!(
+                ty.channel(),
+                (channel, reliable),
+                "{ty:?} on channel {channel}"
+            );
+            raw.decode(self.dialect)
+                .expect("state machines write valid messages");
+        }
+        let key = (to_server, bot, reliable);
+        let order = {
+            let o = self.order_out.entry(key).or_insert(0);
+            *o += 1;
+            *o
+        };
+        let p = Packet {
+            to_server,
+            bot,
+            reliable,
+            close: false,
+            order,
+            bytes: bytes.to_vec(),
+        };
+        let loss = if to_server {
+            self.link.loss_up
+        } else {
+            self.link.loss_down
+        };
+        if (!to_server && self.link.blackhole_down) || (!reliable && self.rng.random_bool(loss)) {
+            self.dropped.push(p);
+            return;
+        }
+        self.enqueue(p);
+    }
+
+    fn enqueue(&mut self, p: Packet) {
+        let mut at = self.now + self.link.delay;
+        if p.reliable || p.close {
+            let last = self
+                .last_reliable_at
+                .entry((p.to_server, p.bot))
+                .or_insert(at);
+            at = at.max(*last);
+            *last = at;
+        }
+        self.next_id += 1;
+        self.wire.insert((at, self.next_id), p);
+    }
+
+    fn drain_server(&mut self) {
+        let mut buf = std::mem::take(&mut self.buf);
+        while let Some((to, t)) = self.server.poll_transmit(&mut buf) {
+            let Some(&i) = self.by_addr.get(&to) else {
+                panic!("server sent to unknown {to}");
+            };
+            self.send(false, i, t.channel, t.reliable, &buf[..t.len]);
+        }
+        self.buf = buf;
+    }
+
+    fn drain_bot(&mut self, i: usize) {
+        let mut buf = std::mem::take(&mut self.buf);
+        while let Some(t) = self.bots[i].bot.poll_transmit(&mut buf) {
+            self.send(true, i, t.channel, t.reliable, &buf[..t.len]);
+        }
+        self.buf = buf;
+        // The engine closes the ENet session of a bot that failed or closed; ENet delivers the
+        // queued reliable data first.
+        let b = &mut self.bots[i];
+        if matches!(b.bot.phase(), BotPhase::Failed | BotPhase::Closed) && !b.close_sent {
+            b.close_sent = true;
+            let p = Packet {
+                to_server: true,
+                bot: i,
+                reliable: true,
+                close: true,
+                order: 0,
+                bytes: Vec::new(),
+            };
+            self.enqueue(p);
+        }
+    }
+
+    fn deliver(&mut self, p: Packet) {
+        let now = self.now;
+        if !p.reliable {
+            let last = self
+                .delivered_unrel
+                .entry((p.to_server, p.bot))
+                .or_insert(0);
+            if p.order < *last {
+                // ENet's unreliable sequenced channel drops a late packet.
+                self.dropped.push(p);
+                return;
+            }
+            *last = p.order;
+        }
+        if p.to_server {
+            let addr = self.bots[p.bot].addr;
+            if p.close {
+                self.server.handle_disconnect(now, addr);
+            } else {
+                self.server.handle_datagram(now, addr, &p.bytes);
+            }
+            self.drain_server();
+        } else {
+            let b = &mut self.bots[p.bot];
+            if self.capture {
+                self.captured.push((p.bot, p.bytes.clone()));
+            }
+            b.bot.handle_datagram(now, &p.bytes, &mut b.rec);
+            self.drain_bot(p.bot);
+        }
+    }
+
+    fn run_for(&mut self, d: Duration) {
+        let end = self.now + d;
+        self.run_until(end);
+    }
+
+    fn run_until(&mut self, end: Instant) {
+        let mut guard = 0u64;
+        loop {
+            guard += 1;
+            assert!(
+                guard < 50_000_000,
+                "simulation stuck at {:?}",
+                self.elapsed()
+            );
+            let mut next = self.server.poll_timeout().unwrap_or(end);
+            if let Some((&(t, _), _)) = self.wire.first_key_value() {
+                next = next.min(t);
+            }
+            for b in &self.bots {
+                let t = if b.started {
+                    b.bot.poll_timeout()
+                } else {
+                    Some(b.start_at)
+                };
+                if let Some(t) = t {
+                    next = next.min(t);
+                }
+            }
+            if next > end {
+                self.now = end;
+                return;
+            }
+            self.now = self.now.max(next);
+            let now = self.now;
+            for i in 0..self.bots.len() {
+                let b = &mut self.bots[i];
+                if !b.started && b.start_at <= now {
+                    b.started = true;
+                    // ENet connected: the engine tells the server, then starts the bot.
+                    self.server.handle_connect(now, b.addr);
+                    b.bot.start(now, &mut b.rec);
+                    self.drain_bot(i);
+                }
+            }
+            while let Some(e) = self.wire.first_entry() {
+                if e.key().0 > now {
+                    break;
+                }
+                let p = e.remove();
+                self.deliver(p);
+            }
+            if self.server.poll_timeout().is_some_and(|t| t <= now) {
+                self.server.handle_timeout(now);
+                self.drain_server();
+            }
+            for i in 0..self.bots.len() {
+                let b = &mut self.bots[i];
+                if b.started && b.bot.poll_timeout().is_some_and(|t| t <= now) {
+                    b.bot.handle_timeout(now, &mut b.rec);
+                    self.drain_bot(i);
+                }
+            }
+        }
+    }
+
+    /// Ticks of the DeltaStates the link dropped on the way to `bot`.
+    fn dropped_delta_ticks(&self, bot: usize) -> Vec<u32> {
+        let mut ticks = Vec::new();
+        for p in self.dropped.iter().filter(|p| !p.to_server && p.bot == bot) {
+            for (_, m) in codec::decode_all(&p.bytes, self.dialect).unwrap() {
+                if let Message::DeltaState(d) = m {
+                    ticks.push(d.tick);
+                }
+            }
+        }
+        ticks
+    }
+
+    /// Ticks of the PlayerInputs the link dropped from `bot`.
+    fn dropped_input_ticks(&self, bot: usize) -> Vec<u32> {
+        let mut ticks = Vec::new();
+        for p in self.dropped.iter().filter(|p| p.to_server && p.bot == bot) {
+            for (_, m) in codec::decode_all(&p.bytes, self.dialect).unwrap() {
+                if let Message::PlayerInput(i) = m {
+                    ticks.push(i.tick);
+                }
+            }
+        }
+        ticks
+    }
+
+    /// Ticks of the DeltaStates delivered to `bot` (needs `capture`).
+    fn delivered_delta_ticks(&self, bot: usize) -> Vec<u32> {
+        let mut ticks = Vec::new();
+        for (b, bytes) in &self.captured {
+            if *b != bot {
+                continue;
+            }
+            for (_, m) in codec::decode_all(bytes, self.dialect).unwrap() {
+                if let Message::DeltaState(d) = m {
+                    ticks.push(d.tick);
+                }
+            }
+        }
+        ticks
+    }
+}
+
+fn params(i: u32) -> BotParams {
+    BotParams::with_index(i, 1000 + u64::from(i))
+}
+
+/// A square walk around the spawn point: right, down, left, up, 0.5 s each.
+fn square_walk() -> InputPattern {
+    let step = Duration::from_millis(500);
+    InputPattern::Scripted {
+        steps: vec![
+            (Keys(Keys::RIGHT), step),
+            (Keys(Keys::DOWN), step),
+            (Keys(Keys::LEFT), step),
+            (Keys(Keys::UP), step),
+        ],
+    }
+}
+
+fn small_content() -> CityServerConfig {
+    CityServerConfig {
+        content_assets: 3,
+        content_asset_size: 2048,
+        ..CityServerConfig::default()
+    }
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn extra<'a>(rec: &'a Recorder, name: &str) -> Option<&'a hdrhistogram::Histogram<u64>> {
+    rec.extra.iter().find(|(n, _)| *n == name).map(|(_, h)| h)
+}
+
+// ---- content ------------------------------------------------------------------------------
+
+#[test]
+fn content_download_completes_and_checksums_match() {
+    let cfg = CityServerConfig {
+        content_assets: 12,
+        content_asset_size: 16 * 1024,
+        ..CityServerConfig::default()
+    };
+    let mut sim = Sim::new(
+        cfg,
+        Link {
+            delay: ms(20),
+            ..Link::default()
+        },
+    );
+    let shares = [0.0, 0.5, 1.0];
+    for (i, &share) in shares.iter().enumerate() {
+        let opts = CityOptions {
+            cached_content_share: share,
+            ..CityOptions::default()
+        };
+        sim.add_bot(opts, params(i as u32), ms(i as u64 * 5));
+    }
+    sim.run_for(Duration::from_secs(4));
+    // Ground truth: the server's assets, checksummed here independently.
+    let truth: HashMap<u64, (u64, u64)> = sim
+        .server
+        .assets()
+        .iter()
+        .map(|a| {
+            (
+                a.resource_id,
+                (a.data.len() as u64, codec::Fnv64::hash(&a.data)),
+            )
+        })
+        .collect();
+    let total: u64 = truth.values().map(|v| v.0).sum();
+    for (i, &share) in shares.iter().enumerate() {
+        let bot = sim.bot(i);
+        let c = bot.content();
+        eprintln!(
+            "share {share}: {} assets, {} cached, {} requested, {} verified, {} bytes, content time {} µs",
+            c.assets,
+            c.cached,
+            c.requested,
+            c.verified,
+            c.bytes,
+            extra(sim.rec(i), "content_time_us").map_or(0, |h| h.max())
+        );
+        assert!(c.complete, "bot {i} content complete");
+        assert_eq!(c.assets, 12);
+        assert_eq!(c.failed, 0);
+        assert_eq!(c.verified, c.requested, "every requested asset verified");
+        assert_eq!(c.cached + c.requested, 12);
+        for a in bot.assets() {
+            let (size, sum) = truth[&a.resource_id];
+            assert_eq!(
+                (a.size, a.checksum),
+                (size, sum),
+                "manifest matches the data"
+            );
+            if !a.cached {
+                assert_eq!(a.received, size, "asset fully received");
+            }
+        }
+        assert_eq!(bot.stage(), Stage::Playing);
+        assert_eq!(
+            extra(sim.rec(i), "content_time_us").map(|h| h.len()),
+            Some(1)
+        );
+        assert_eq!(sim.rec(i).events.get("content_checksum_mismatch"), 0);
+    }
+    assert_eq!(sim.bot(0).content().requested, 12);
+    assert_eq!(sim.bot(0).content().bytes, total);
+    assert_eq!(sim.bot(2).content().requested, 0);
+    let half = sim.bot(1).content().cached;
+    assert!((2..=10).contains(&half), "share 0.5 cached {half} of 12");
+    // Nothing missing: ServerHello to ContentComplete is one request round trip (2 × 20 ms).
+    let t = extra(sim.rec(2), "content_time_us").unwrap().max();
+    assert!((39_900..=40_100).contains(&t), "content time {t} µs");
+    // Everything missing: ~200 KiB at 4 chunks of 1 KiB per tick (~240 KiB/s).
+    let t = extra(sim.rec(0), "content_time_us").unwrap().max();
+    assert!(t > 500_000 && t < 2_000_000, "content time {t} µs");
+}
+
+#[test]
+fn corrupted_chunk_fails_the_checksum() {
+    // A bot fed a manifest and a chunk whose bytes do not match.
+    let now = Instant::now();
+    let mut rec = Recorder::new();
+    let mut bot = CityBot::new(params(0), CityOptions::default());
+    bot.start(now, &mut rec);
+    let mut buf = [0u8; 1500];
+    let mut packet = Vec::new();
+    let hello = Message::ServerHello {
+        protocol_version: 1,
+        server_id: "s",
+        server_name: "s",
+        session_id: 1,
+        player_entity: 1,
+    };
+    let n = codec::encode(&mut buf, 0, &hello).unwrap();
+    packet.extend_from_slice(&buf[..n]);
+    let assets = [codec::AssetEntry {
+        resource_id: 5,
+        asset_type: 0,
+        path: "x",
+        size: 3,
+        checksum: codec::Fnv64::hash(b"abc"),
+    }];
+    let n = codec::encode_content_manifest(&mut buf, 1, "s", "s", 1, 3, &assets).unwrap();
+    packet.extend_from_slice(&buf[..n]);
+    let chunk = Message::ContentChunk {
+        resource_id: 5,
+        chunk_index: 0,
+        total_chunks: 1,
+        data: b"abd",
+    };
+    let n = codec::encode(&mut buf, 2, &chunk).unwrap();
+    packet.extend_from_slice(&buf[..n]);
+    bot.handle_datagram(now, &packet, &mut rec);
+    assert_eq!(rec.events.get("content_checksum_mismatch"), 1);
+    assert_eq!(bot.content().failed, 1);
+}
+
+// ---- RTT ----------------------------------------------------------------------------------
+
+#[test]
+fn rtt_follows_injected_delay() {
+    for one_way in [0u64, 15, 60] {
+        let mut sim = Sim::new(
+            small_content(),
+            Link {
+                delay: ms(one_way),
+                ..Link::default()
+            },
+        );
+        let mut p = params(0);
+        p.ping_interval = ms(200);
+        sim.add_bot(CityOptions::default(), p, Duration::ZERO);
+        sim.run_for(Duration::from_secs(4));
+        let rec = sim.rec(0);
+        let h = &rec.rtt_us;
+        let want = 2 * one_way * 1000;
+        eprintln!(
+            "one-way {one_way} ms: {} RTT samples, min {} µs, p50 {} µs, max {} µs; \
+             input→ack p50 {} µs",
+            h.len(),
+            h.min(),
+            h.value_at_quantile(0.5),
+            h.max(),
+            extra(rec, "input_ack_latency_us").map_or(0, |h| h.value_at_quantile(0.5))
+        );
+        assert!(h.len() >= 15, "{} samples", h.len());
+        // Every sample is exactly 2d, within the histogram's 3 significant figures.
+        let tol = want / 1000 + 1;
+        assert!(h.min() + tol >= want.max(1) && h.max() <= want.max(1) + tol);
+        // Input to InputAck: the round trip plus the wait for the server's next tick.
+        let ack = extra(rec, "input_ack_latency_us").unwrap();
+        assert!(ack.min() + tol >= want && ack.max() <= want + 17_000 + tol);
+        assert_eq!(rec.events.get("ping_lost"), 0);
+    }
+}
+
+// ---- loss ----------------------------------------------------------------------------------
+
+#[test]
+fn unreliable_loss_is_reported_exactly() {
+    let mut sim = Sim::new(
+        small_content(),
+        Link {
+            delay: ms(10),
+            loss_up: 0.1,
+            loss_down: 0.1,
+            ..Link::default()
+        },
+    );
+    sim.capture = true;
+    for i in 0..3 {
+        sim.add_bot(CityOptions::default(), params(i), ms(u64::from(i) * 3));
+    }
+    sim.run_for(Duration::from_secs(8));
+    // A lossless tail longer than the ack timeout, so every lossy input has been judged.
+    sim.link.loss_up = 0.0;
+    sim.link.loss_down = 0.0;
+    sim.run_for(Duration::from_secs(3));
+    let mut total_lost_down = 0;
+    for i in 0..3 {
+        let rec = sim.rec(i);
+        // Downstream: DeltaState ticks lost between the first and the last one delivered.
+        let got = sim.delivered_delta_ticks(i);
+        let (first, last) = (got[0], *got.last().unwrap());
+        let lost_down = sim
+            .dropped_delta_ticks(i)
+            .into_iter()
+            .filter(|t| *t > first && *t < last)
+            .count() as u64;
+        assert_eq!(rec.loss_down.expected, u64::from(last - first) + 1);
+        assert_eq!(
+            rec.loss_down.expected - rec.loss_down.received,
+            lost_down,
+            "bot {i} downstream"
+        );
+        // Upstream: PlayerInputs the link dropped, all judged by now.
+        let lost_up = sim.dropped_input_ticks(i).len() as u64;
+        assert_eq!(
+            rec.loss_up.expected - rec.loss_up.received,
+            lost_up,
+            "bot {i} upstream"
+        );
+        eprintln!(
+            "bot {i}: downstream {}/{} lost (link dropped {lost_down}), upstream {}/{} lost \
+             (link dropped {lost_up}), {} corrections",
+            rec.loss_down.expected - rec.loss_down.received,
+            rec.loss_down.expected,
+            rec.loss_up.expected - rec.loss_up.received,
+            rec.loss_up.expected,
+            rec.events.get("corrections"),
+        );
+        assert!(lost_down > 20 && lost_up > 20);
+        total_lost_down += lost_down;
+    }
+    // The server saw the same upstream gaps.
+    let server_missing = sim.server.stats().events.get("inputs_missing");
+    let link_up: usize = (0..3).map(|i| sim.dropped_input_ticks(i).len()).sum();
+    assert!(server_missing <= link_up as u64 && server_missing + 3 >= link_up as u64);
+    assert!(total_lost_down > 0);
+}
+
+// ---- prediction ----------------------------------------------------------------------------
+
+fn prediction_run(link: Link, pattern: InputPattern, nudges: &[(u64, f32)]) -> (Recorder, u64) {
+    let mut sim = Sim::new(small_content(), link);
+    let mut p = params(0);
+    p.pattern = pattern;
+    sim.add_bot(CityOptions::default(), p, Duration::ZERO);
+    sim.run_for(Duration::from_secs(1));
+    assert_eq!(sim.bot(0).stage(), Stage::Playing);
+    let addr = sim.bots[0].addr;
+    for &(at_ms, dx) in nudges {
+        sim.run_until(sim.base + ms(at_ms));
+        assert!(sim.server.nudge_player(addr, dx, 0.0));
+    }
+    sim.run_until(sim.base + Duration::from_secs(6));
+    // Converged: after the last correction the prediction matches the server again.
+    let predicted = sim.bot(0).predicted_position().unwrap();
+    let server = sim.server.player_position(addr).unwrap();
+    assert!(predicted.distance(server) < 2.0);
+    let c = sim.bot(0).corrections();
+    (sim.bots.swap_remove(0).rec, c)
+}
+
+fn error_stats(rec: &Recorder) -> (u64, u64, u64) {
+    let h = extra(rec, "prediction_error").expect("prediction errors recorded");
+    (h.len(), h.value_at_quantile(0.99), h.max())
+}
+
+#[test]
+fn prediction_is_exact_without_loss_even_with_delay() {
+    for delay in [0u64, 50, 150] {
+        let link = Link {
+            delay: ms(delay),
+            ..Link::default()
+        };
+        let (rec, corrections) = prediction_run(link, square_walk(), &[]);
+        let (n, p99, max) = error_stats(&rec);
+        eprintln!(
+            "delay {delay} ms: {n} comparisons, prediction error p99 {p99} max {max} milli-tiles, \
+             {corrections} corrections"
+        );
+        assert!(n > 250, "{n} comparisons");
+        // 1 milli-tile is the histogram's floor: every comparison found 0.
+        assert_eq!(max, 1);
+        assert_eq!(corrections, 0);
+        assert_eq!(rec.events.get("corrections"), 0);
+    }
+}
+
+#[test]
+fn lost_inputs_cause_corrections() {
+    let link = Link {
+        delay: ms(30),
+        loss_up: 0.05,
+        ..Link::default()
+    };
+    let (rec, corrections) = prediction_run(link, square_walk(), &[]);
+    let (n, p99, max) = error_stats(&rec);
+    eprintln!(
+        "5% upstream loss: {n} comparisons, prediction error p99 {p99} max {max} milli-tiles, \
+         {corrections} corrections"
+    );
+    assert!(corrections > 5);
+    assert_eq!(rec.events.get("corrections"), corrections);
+    // One lost step at 5 tiles/s is 83 milli-tiles.
+    assert!(max >= 80, "max error {max}");
+}
+
+#[test]
+fn server_side_nudges_cause_one_correction_each() {
+    let link = Link {
+        delay: ms(30),
+        ..Link::default()
+    };
+    let (rec, corrections) = prediction_run(
+        link,
+        square_walk(),
+        &[(1500, 0.5), (2500, -0.3), (4000, 0.25)],
+    );
+    let (n, _, max) = error_stats(&rec);
+    eprintln!("3 nudges: {n} comparisons, max error {max} milli-tiles, {corrections} corrections");
+    assert_eq!(corrections, 3);
+    assert!(
+        (495..=505).contains(&max),
+        "largest error is the 0.5-tile nudge: {max}"
+    );
+}
+
+#[test]
+fn downstream_loss_does_not_disturb_prediction() {
+    let link = Link {
+        delay: ms(30),
+        loss_down: 0.2,
+        ..Link::default()
+    };
+    let (rec, corrections) = prediction_run(link, square_walk(), &[]);
+    let (_, _, max) = error_stats(&rec);
+    assert_eq!(corrections, 0);
+    assert_eq!(max, 1);
+    assert!(rec.loss_down.expected > rec.loss_down.received);
+}
+
+// ---- interpolation, interest ------------------------------------------------------------
+
+#[test]
+fn remote_entities_interpolate_and_gaps_follow_loss() {
+    for (loss, want_gaps) in [(0.0, false), (0.6, true)] {
+        let mut sim = Sim::new(
+            small_content(),
+            Link {
+                delay: ms(20),
+                loss_down: loss,
+                ..Link::default()
+            },
+        );
+        for i in 0..3 {
+            let mut p = params(i);
+            p.pattern = square_walk();
+            sim.add_bot(CityOptions::default(), p, Duration::ZERO);
+        }
+        sim.run_for(Duration::from_secs(5));
+        let gaps: u64 = (0..3)
+            .map(|i| sim.rec(i).events.get("extrapolation_gaps"))
+            .sum();
+        eprintln!("downstream loss {loss}: {gaps} extrapolation gaps");
+        assert_eq!(gaps > 0, want_gaps);
+        // Bot 0 draws bot 1 near where the server has it (100 ms + delay behind, 5 tiles/s).
+        let b1 = sim.bot(1).player_entity();
+        let drawn = sim
+            .bot(0)
+            .rendered_position(b1)
+            .expect("bot 1 visible to bot 0");
+        let truth = sim.server.player_position(sim.bots[1].addr).unwrap();
+        assert!(drawn.distance(truth) < 1.5, "{drawn:?} vs {truth:?}");
+    }
+}
+
+#[test]
+fn interest_tiers_near_every_tick_mid_every_third_far_never() {
+    let cfg = CityServerConfig {
+        npc_count: 0,
+        ..small_content()
+    };
+    let mut sim = Sim::new(
+        cfg,
+        Link {
+            delay: ms(5),
+            ..Link::default()
+        },
+    );
+    // Everyone wiggles, so every entity changes every tick.
+    let wiggle = InputPattern::Scripted {
+        steps: vec![(Keys(Keys::RIGHT), ms(100)), (Keys(Keys::LEFT), ms(100))],
+    };
+    for i in 0..4 {
+        let mut p = params(i);
+        p.pattern = wiggle.clone();
+        sim.add_bot(CityOptions::default(), p, Duration::ZERO);
+    }
+    sim.run_for(Duration::from_secs(1));
+    let spots = [(50.0, 50.0), (55.0, 50.0), (70.0, 50.0), (100.0, 50.0)];
+    for (i, (x, y)) in spots.iter().enumerate() {
+        let addr = sim.bots[i].addr;
+        assert!(sim.server.teleport_player(addr, Vec2f::new(*x, *y)));
+    }
+    // Let spawns and despawns settle, then watch bot 0.
+    sim.run_for(ms(500));
+    sim.capture = true;
+    sim.run_for(Duration::from_secs(2));
+    let ids: Vec<u32> = (0..4).map(|i| sim.bot(i).player_entity()).collect();
+    let mut deltas = 0;
+    for (b, bytes) in &sim.captured {
+        if *b != 0 {
+            continue;
+        }
+        for (_, m) in codec::decode_all(bytes, Dialect::Spec).unwrap() {
+            match m {
+                Message::DeltaState(d) => {
+                    deltas += 1;
+                    let has = |id| d.updates().any(|u| u.net_entity_id == id);
+                    assert!(has(ids[0]), "own entity in every delta");
+                    assert!(has(ids[1]), "near (5 tiles) every tick, tick {}", d.tick);
+                    assert_eq!(
+                        has(ids[2]),
+                        d.tick % 3 == 0,
+                        "mid (20 tiles), tick {}",
+                        d.tick
+                    );
+                    assert!(!has(ids[3]), "far (50 tiles) never");
+                }
+                Message::EntitySpawn(e) => {
+                    assert_ne!(e.net_entity_id, ids[3], "far entity never spawned")
+                }
+                _ => {}
+            }
+        }
+    }
+    assert!(deltas >= 110, "{deltas} deltas in 2 s");
+    let a = sim.bot(0);
+    assert!(a.knows_entity(ids[1]) && a.knows_entity(ids[2]));
+    assert!(!a.knows_entity(ids[3]), "far entity despawned");
+    assert_eq!(sim.server.visible_to(sim.bots[0].addr), Some(3)); // own, near, mid
+}
+
+// ---- refusals, timeouts -------------------------------------------------------------------
+
+#[test]
+fn full_server_refuses_the_101st_player() {
+    let cfg = CityServerConfig {
+        content_assets: 1,
+        content_asset_size: 256,
+        npc_count: 0,
+        ..CityServerConfig::default()
+    };
+    assert_eq!(cfg.max_players, 100);
+    let mut sim = Sim::new(
+        cfg,
+        Link {
+            delay: ms(5),
+            ..Link::default()
+        },
+    );
+    for i in 0..101 {
+        // The default random walk: players keep changing, so deltas carry them.
+        sim.add_bot(CityOptions::default(), params(i), ms(u64::from(i) * 2));
+    }
+    sim.run_for(ms(500));
+    let connected = (0..101)
+        .filter(|&i| sim.bot(i).phase() == BotPhase::Connected)
+        .count();
+    let failed: Vec<usize> = (0..101)
+        .filter(|&i| sim.bot(i).phase() == BotPhase::Failed)
+        .collect();
+    assert_eq!(connected, 100);
+    assert_eq!(failed, [100]);
+    assert_eq!(sim.rec(100).connect_failures.get("server_full"), 1);
+    assert_eq!(sim.server.stats().accepted, 100);
+    assert_eq!(sim.server.stats().refused, 1);
+    assert_eq!(sim.server.players(), 100);
+    assert!((0..100).all(|i| sim.bot(i).stage() == Stage::Playing));
+
+    // Crowd all 100 into a few tiles: everyone is near everyone, and a DeltaState holds at most
+    // what fits an unreliable packet (the link asserts 1200 bytes), nearest first.
+    for i in 0..100 {
+        let addr = sim.bots[i].addr;
+        let pos = Vec2f::new(60.0 + (i % 10) as f32 * 0.5, 60.0 + (i / 10) as f32 * 0.5);
+        assert!(sim.server.teleport_player(addr, pos));
+    }
+    sim.run_for(ms(300));
+    sim.capture = true;
+    sim.run_for(ms(100));
+    let most = sim
+        .captured
+        .iter()
+        .flat_map(|(_, bytes)| codec::decode_all(bytes, Dialect::Spec).unwrap())
+        .filter_map(|(_, m)| match m {
+            Message::DeltaState(d) => Some(d.len()),
+            _ => None,
+        })
+        .max()
+        .unwrap();
+    assert_eq!(most, (codec::MAX_UNRELIABLE_PACKET - 13) / 20);
+    assert!((0..100).all(|i| sim.bot(i).remote_count() == 99));
+    assert!((0..100).all(|i| sim.rec(i).decode_errors.total() == 0));
+}
+
+#[test]
+fn version_mismatch_is_a_connect_failure() {
+    let mut sim = Sim::new(small_content(), Link::default());
+    let opts = CityOptions {
+        protocol_version: 2,
+        ..CityOptions::default()
+    };
+    sim.add_bot(opts, params(0), Duration::ZERO);
+    sim.run_for(ms(100));
+    assert_eq!(sim.bot(0).phase(), BotPhase::Failed);
+    assert_eq!(sim.rec(0).connect_failures.get("version_mismatch"), 1);
+    assert_eq!(sim.server.stats().events.get("refused.version_mismatch"), 1);
+    // The engine closed the ENet session; the server forgot it.
+    assert_eq!(sim.server.stats().clients, 0);
+}
+
+#[test]
+fn silent_server_times_out_after_five_seconds() {
+    let mut sim = Sim::new(small_content(), Link::default());
+    sim.add_bot(CityOptions::default(), params(0), Duration::ZERO);
+    sim.run_for(Duration::from_secs(1));
+    assert_eq!(sim.bot(0).stage(), Stage::Playing);
+    sim.link.blackhole_down = true;
+    let silent_from = sim.now;
+    sim.run_for(Duration::from_millis(4900));
+    assert_eq!(sim.bot(0).phase(), BotPhase::Connected);
+    sim.run_for(ms(200));
+    assert_eq!(sim.bot(0).phase(), BotPhase::Closed);
+    assert_eq!(sim.rec(0).events.get("server_silence_timeout"), 1);
+    assert!(sim.now - silent_from <= Duration::from_millis(5100));
+}
+
+#[test]
+fn server_drops_silent_clients_after_thirty_seconds() {
+    let cfg = CityServerConfig {
+        npc_count: 0,
+        ..small_content()
+    };
+    let mut sim = Sim::new(cfg, Link::default());
+    sim.add_bot(CityOptions::default(), params(0), Duration::ZERO);
+    sim.run_for(Duration::from_secs(1));
+    assert_eq!(sim.server.players(), 1);
+    // Stop the bot from talking without a Disconnect: its packets vanish.
+    sim.link.loss_up = 1.0;
+    sim.bots[0].bot = CityBot::new(params(0), CityOptions::default());
+    sim.run_for(Duration::from_secs(31));
+    assert_eq!(sim.server.players(), 0);
+    assert_eq!(sim.server.stats().timed_out, 1);
+}
+
+#[test]
+fn stop_sends_disconnect_and_the_server_despawns_the_player() {
+    let mut sim = Sim::new(small_content(), Link::default());
+    for i in 0..2 {
+        sim.add_bot(CityOptions::default(), params(i), Duration::ZERO);
+    }
+    sim.run_for(Duration::from_secs(1));
+    let gone = sim.bot(1).player_entity();
+    assert!(sim.bot(0).knows_entity(gone));
+    let now = sim.now;
+    let b = &mut sim.bots[1];
+    b.bot.stop(now, &mut b.rec);
+    sim.drain_bot(1);
+    sim.run_for(ms(100));
+    assert_eq!(sim.server.players(), 1);
+    assert_eq!(sim.server.stats().disconnected, 1);
+    assert!(
+        !sim.bot(0).knows_entity(gone),
+        "despawned for the other bot"
+    );
+}
+
+// ---- chat, rate limits ----------------------------------------------------------------------
+
+#[test]
+fn chat_is_relayed_and_rate_limited() {
+    let mut sim = Sim::new(
+        small_content(),
+        Link {
+            delay: ms(10),
+            ..Link::default()
+        },
+    );
+    let talk = CityOptions {
+        chat_rate: 120.0,
+        ..CityOptions::default()
+    };
+    let spam = CityOptions {
+        chat_rate: 1200.0,
+        ..CityOptions::default()
+    };
+    sim.add_bot(talk.clone(), params(0), Duration::ZERO);
+    sim.add_bot(talk, params(1), Duration::ZERO);
+    sim.add_bot(spam, params(2), Duration::ZERO);
+    sim.run_for(Duration::from_secs(6));
+    let ev = &sim.server.stats().events;
+    let relayed = ev.get("chat_relayed");
+    let limited = ev.get("chat_rate_limited");
+    eprintln!("chat: {relayed} relayed, {limited} rate-limited");
+    // The spammer sent ~100 in 5 s; the server relayed its first 30.
+    assert!(limited >= 60, "{limited}");
+    // Every bot got every relayed message (Global), its own included.
+    for i in 0..3 {
+        assert_eq!(sim.rec(i).events.get("chat_received"), relayed, "bot {i}");
+    }
+    let echo = extra(sim.rec(0), "chat_echo_us").unwrap();
+    assert!(echo.len() >= 8);
+    assert!(echo.max() <= 20_000 + 20, "echo {} µs", echo.max());
+}
+
+#[test]
+fn inputs_beyond_the_rate_limit_are_dropped_unacknowledged() {
+    let mut sim = Sim::new(small_content(), Link::default());
+    let mut p = params(0);
+    p.input_rate_hz = 200.0;
+    p.pattern = square_walk();
+    sim.add_bot(CityOptions::default(), p, Duration::ZERO);
+    sim.run_for(Duration::from_secs(6));
+    let limited = sim.server.stats().events.get("inputs_rate_limited");
+    let rec = sim.rec(0);
+    eprintln!(
+        "200 inputs/s: {limited} rate-limited by the server, upstream loss {:.2}, {} corrections",
+        rec.loss_up.rate(),
+        rec.events.get("corrections")
+    );
+    // ~6 s in game at 200/s against 100/s allowed.
+    assert!((500..=650).contains(&limited), "{limited}");
+    assert!((0.4..0.6).contains(&rec.loss_up.rate()));
+    assert!(rec.events.get("corrections") > 0);
+}
+
+// ---- dialect, determinism -----------------------------------------------------------------
+
+#[test]
+fn implementation_dialect_plays_without_content() {
+    let cfg = CityServerConfig::for_dialect(Dialect::Implementation);
+    let mut sim = Sim::new(
+        cfg,
+        Link {
+            delay: ms(10),
+            ..Link::default()
+        },
+    );
+    let opts = CityOptions {
+        dialect: Dialect::Implementation,
+        ..CityOptions::default()
+    };
+    for i in 0..2 {
+        let mut p = params(i);
+        p.pattern = square_walk();
+        sim.add_bot(opts.clone(), p, Duration::ZERO);
+    }
+    sim.run_for(Duration::from_secs(3));
+    for i in 0..2 {
+        let (bot, rec) = (sim.bot(i), sim.rec(i));
+        assert_eq!(bot.stage(), Stage::Playing);
+        assert_eq!(bot.content().assets, 0);
+        assert!(rec.snapshots_applied > 100);
+        assert_eq!(rec.decode_errors.total(), 0);
+        assert!(bot.knows_entity(sim.bot(1 - i).player_entity()));
+        // Reconciled against InputAcks: exact without loss.
+        assert_eq!(bot.corrections(), 0);
+    }
+}
+
+fn fingerprint(seed_link: u64) -> Vec<u64> {
+    let mut sim = Sim::new(
+        small_content(),
+        Link {
+            delay: ms(25),
+            loss_up: 0.05,
+            loss_down: 0.05,
+            ..Link::default()
+        },
+    );
+    sim.rng = ChaCha8Rng::seed_from_u64(seed_link);
+    for i in 0..4 {
+        sim.add_bot(CityOptions::default(), params(i), ms(u64::from(i)));
+    }
+    sim.run_for(Duration::from_secs(3));
+    let s = sim.server.stats();
+    let mut v = vec![s.bytes_out, s.datagrams_out, s.bytes_in];
+    for i in 0..4 {
+        let r = sim.rec(i);
+        v.extend([
+            r.bytes_down,
+            r.inputs_sent,
+            r.loss_down.received,
+            r.rtt_us.len(),
+            r.events.get("corrections"),
+        ]);
+    }
+    v
+}
+
+#[test]
+fn runs_are_deterministic() {
+    assert_eq!(fingerprint(9), fingerprint(9));
+    assert_ne!(fingerprint(9), fingerprint(10));
+}
+
+// ---- through real ENet hosts ------------------------------------------------------------
+
+/// A bot and the server through two real `EnetHost`s (rusty_enet, the C ENet wire protocol)
+/// over a simulated datagram link with one-way delay and datagram loss, 1 ms steps.
+fn enet_run(
+    one_way: Duration,
+    loss: f64,
+    secs: u64,
+) -> (CityBot, Recorder, CityServer, Option<Duration>) {
+    use tickswarm::protocol::city::CHANNELS;
+    use tickswarm::transport::{EnetClient, EnetConfig, EnetEvent, EnetHost, MAX_ENET_DATAGRAM};
+
+    let base = Instant::now();
+    let mut now = base;
+    let server_addr: SocketAddr = "10.0.0.1:7777".parse().unwrap();
+    let client_addr: SocketAddr = "10.0.0.2:5000".parse().unwrap();
+    let mut host = EnetHost::new(now, &EnetConfig::with_peers(8)).unwrap();
+    let mut client = EnetClient::connect(now, server_addr, CHANNELS).unwrap();
+    let mut server = CityServer::new(small_content(), now);
+    let mut p = params(0);
+    p.ping_interval = ms(200);
+    p.pattern = square_walk();
+    let mut bot = CityBot::new(p, CityOptions::default());
+    let mut rec = Recorder::new();
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    // (deliver at, to server, datagram)
+    let mut wire: Vec<(Instant, bool, Vec<u8>)> = Vec::new();
+    let mut peers = HashMap::new();
+    let mut buf = vec![0u8; MAX_DATAGRAM];
+    let mut dgram = vec![0u8; MAX_ENET_DATAGRAM];
+    for _ in 0..secs * 1000 {
+        now += ms(1);
+        let (due, later): (Vec<_>, Vec<_>) = wire.drain(..).partition(|w| w.0 <= now);
+        wire = later;
+        for (_, to_server, bytes) in due {
+            if to_server {
+                host.handle_datagram(now, client_addr, &bytes);
+            } else {
+                client.handle_datagram(now, server_addr, &bytes);
+            }
+        }
+        host.service(now);
+        client.service(now);
+        while let Some(ev) = host.poll_event() {
+            match ev {
+                EnetEvent::Connected { peer, addr, .. } => {
+                    peers.insert(addr, peer);
+                    server.handle_connect(now, addr);
+                }
+                EnetEvent::Received { peer, packet, .. } => {
+                    let from = host.peer_addr(peer).unwrap();
+                    server.handle_datagram(now, from, &packet);
+                }
+                EnetEvent::Disconnected { peer, .. } => {
+                    if let Some(addr) = host.peer_addr(peer) {
+                        server.handle_disconnect(now, addr);
+                    }
+                }
+            }
+        }
+        while let Some(ev) = client.poll_event() {
+            match ev {
+                EnetEvent::Connected { .. } => bot.start(now, &mut rec),
+                EnetEvent::Received { packet, .. } => bot.handle_datagram(now, &packet, &mut rec),
+                EnetEvent::Disconnected { .. } => bot.handle_transport_closed(now, &mut rec),
+            }
+        }
+        if server.poll_timeout().is_some_and(|t| t <= now) {
+            server.handle_timeout(now);
+        }
+        if bot.poll_timeout().is_some_and(|t| t <= now) {
+            bot.handle_timeout(now, &mut rec);
+        }
+        while let Some((to, t)) = server.poll_transmit(&mut buf) {
+            host.send_transmit(peers[&to], &t, &buf).unwrap();
+        }
+        while let Some(t) = bot.poll_transmit(&mut buf) {
+            client.send_transmit(&t, &buf).unwrap();
+        }
+        host.flush(now);
+        client.flush(now);
+        while let Some((_, len)) = host.poll_transmit(&mut dgram) {
+            if !rng.random_bool(loss) {
+                wire.push((now + one_way, false, dgram[..len].to_vec()));
+            }
+        }
+        while let Some((_, len)) = client.poll_transmit(&mut dgram) {
+            if !rng.random_bool(loss) {
+                wire.push((now + one_way, true, dgram[..len].to_vec()));
+            }
+        }
+    }
+    let enet_rtt = client.rtt();
+    (bot, rec, server, enet_rtt)
+}
+
+#[test]
+fn bot_and_server_over_real_enet_hosts() {
+    let (bot, rec, server, enet_rtt) = enet_run(ms(20), 0.0, 3);
+    assert_eq!(bot.phase(), BotPhase::Connected);
+    assert_eq!(bot.stage(), Stage::Playing);
+    let c = bot.content();
+    assert!(c.complete && c.verified == c.requested && c.failed == 0);
+    assert_eq!(server.players(), 1);
+    assert_eq!(rec.decode_errors.total(), 0);
+    assert!(rec.snapshots_applied > 100);
+    // No loss: every DeltaState arrived, every input acknowledged, prediction exact.
+    assert_eq!(rec.loss_down.expected, rec.loss_down.received);
+    assert_eq!(rec.loss_up.expected, rec.loss_up.received);
+    assert_eq!(bot.corrections(), 0);
+    let h = &rec.rtt_us;
+    let enet_ms = enet_rtt.expect("ENet measured an RTT").as_millis();
+    eprintln!(
+        "over ENet, 20 ms one way: protocol RTT p50 {} µs ({} samples), ENet RTT {enet_ms} ms",
+        h.value_at_quantile(0.5),
+        h.len()
+    );
+    // 40 ms plus up to a millisecond of step granularity each way.
+    assert!(h.len() >= 8 && h.min() >= 40_000 && h.max() <= 43_000);
+    assert!((39..=45).contains(&enet_ms), "ENet RTT {enet_ms} ms");
+}
+
+#[test]
+fn enet_datagram_loss_shows_as_delta_loss_and_corrections() {
+    let (bot, rec, _server, _) = enet_run(ms(10), 0.05, 4);
+    assert_eq!(bot.stage(), Stage::Playing);
+    // ENet repairs the reliable channel (content, acks); the unreliable one loses packets.
+    assert_eq!(bot.content().failed, 0);
+    let lost = rec.loss_down.expected - rec.loss_down.received;
+    eprintln!(
+        "over ENet with 5% datagram loss: {lost}/{} DeltaStates lost, {} corrections",
+        rec.loss_down.expected,
+        bot.corrections()
+    );
+    assert!(lost > 0);
+    assert!(bot.corrections() > 0);
+}
