@@ -3,8 +3,8 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use crate::engine::{make_server, spawn_server};
-use crate::protocol::ProtocolName;
+use crate::engine::{make_server, players_per_instance, spawn_server_on, transport_for};
+use crate::protocol::{ProtocolName, ServerStats};
 use crate::scenario::{parse_duration, Dur, ProtocolSection, ServerSection};
 
 #[derive(clap::Args, Debug)]
@@ -36,10 +36,20 @@ pub struct ServeArgs {
     /// Players per room (default per protocol).
     #[arg(long, value_name = "N")]
     room_size: Option<usize>,
-    /// Protocol dialect (see `tickswarm protocols`): cafe `spec`|`implementation`,
+    /// Protocol dialect (see `tickswarm protocols`): cafe and city `spec`|`implementation`,
     /// rtype `big`|`little` (float byte order).
     #[arg(long)]
     dialect: Option<String>,
+    /// Server instances on consecutive ports (city: each takes --max-players).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    instances: usize,
+    /// Players per instance (city; default 100).
+    #[arg(long, value_name = "N")]
+    max_players: Option<usize>,
+    /// Keep ENet's unreliable-packet throttle (C ENet's default), which drops unreliable
+    /// packets when a peer's RTT rises; off by default so loss seen on loopback is the network's.
+    #[arg(long)]
+    enet_throttle: bool,
     /// Stop after this long (default: until Ctrl-C).
     #[arg(long, value_name = "D", value_parser = parse_duration)]
     duration: Option<Duration>,
@@ -49,6 +59,7 @@ pub struct ServeArgs {
 enum ServeProtocol {
     Cafe,
     Rtype,
+    City,
 }
 
 pub fn cmd_serve(a: &ServeArgs) -> anyhow::Result<u8> {
@@ -66,6 +77,23 @@ pub fn cmd_serve(a: &ServeArgs) -> anyhow::Result<u8> {
             (
                 ProtocolName::Cafe,
                 ProtocolSection::Cafe(crate::protocol::cafe::CafeOptions {
+                    dialect,
+                    ..Default::default()
+                }),
+            )
+        }
+        ServeProtocol::City => {
+            let dialect = match dialect.unwrap_or("spec") {
+                "spec" => crate::protocol::city::Dialect::Spec,
+                "implementation" => crate::protocol::city::Dialect::Implementation,
+                other => {
+                    eprintln!("error: unknown city dialect `{other}` (spec, implementation)");
+                    return Ok(super::EXIT_USAGE);
+                }
+            };
+            (
+                ProtocolName::City,
+                ProtocolSection::City(crate::protocol::city::CityOptions {
                     dialect,
                     ..Default::default()
                 }),
@@ -96,6 +124,9 @@ pub fn cmd_serve(a: &ServeArgs) -> anyhow::Result<u8> {
         client_timeout: Dur(a.client_timeout),
         snapshot_rate: a.snapshot_rate,
         room_size: a.room_size,
+        players_per_instance: a.max_players,
+        instances: Some(a.instances),
+        enet_throttle: a.enet_throttle,
     };
     if let ProtocolSection::Rtype(_) = &section {
         if let Err(m) = crate::engine::rtype_server_config(&section, &server).validate() {
@@ -103,24 +134,56 @@ pub fn cmd_serve(a: &ServeArgs) -> anyhow::Result<u8> {
             return Ok(super::EXIT_USAGE);
         }
     }
-    let port = a.port.unwrap_or(name.info().default_port);
-    let bind = SocketAddr::new(a.bind, port);
-    let handle = spawn_server(bind, move |now| make_server(&section, &server, now))
+    let transport = transport_for(&section);
+    let peers = players_per_instance(&section, &server).unwrap_or(server.max_clients);
+    let first_port = a.port.unwrap_or(name.info().default_port);
+    let mut handles: Vec<crate::engine::ServerHandle> = Vec::new();
+    for i in 0..a.instances.max(1) {
+        // Consecutive ports after the first (after the first one picked, when it is 0).
+        let port = match (first_port, handles.first()) {
+            (0, Some(h)) => h.addr.port().wrapping_add(i as u16),
+            (0, None) => 0,
+            (p, _) => p.wrapping_add(i as u16),
+        };
+        let bind = SocketAddr::new(a.bind, port);
+        let (section, server) = (section.clone(), server.clone());
+        let handle = spawn_server_on(bind, transport, peers, a.enet_throttle, move |now| {
+            make_server(&section, &server, now)
+        })
         .map_err(|e| anyhow::anyhow!("cannot bind {bind}: {e}"))?;
-    println!(
-        "tickswarm {} reference server listening on {} (udp)",
-        name, handle.addr
-    );
+        println!(
+            "tickswarm {} reference server listening on {} ({})",
+            name,
+            handle.addr,
+            name.info().transport
+        );
+        handles.push(handle);
+    }
     let stop = crate::engine::StopSignal::new();
     super::install_ctrl_c(stop.clone());
     let start = Instant::now();
     let mut last_out = 0;
+    let total = |handles: &[crate::engine::ServerHandle]| {
+        handles
+            .iter()
+            .map(|h| h.stats())
+            .fold(ServerStats::default(), |mut a, b| {
+                a.clients += b.clients;
+                a.accepted += b.accepted;
+                a.refused += b.refused;
+                a.timed_out += b.timed_out;
+                a.datagrams_in += b.datagrams_in;
+                a.datagrams_out += b.datagrams_out;
+                a.dropped.merge(&b.dropped);
+                a
+            })
+    };
     while !stop.is_stopped() {
         std::thread::sleep(Duration::from_millis(200));
         if a.duration.is_some_and(|d| start.elapsed() >= d) {
             break;
         }
-        let s = handle.stats();
+        let s = total(&handles);
         let secs = start.elapsed().as_secs();
         if secs != last_out {
             last_out = secs;
@@ -136,7 +199,8 @@ pub fn cmd_serve(a: &ServeArgs) -> anyhow::Result<u8> {
             );
         }
     }
-    let s = handle.shutdown();
+    let s = total(&handles);
+    drop(handles);
     println!(
         "served {} clients; {} datagrams in, {} out; malformed dropped: {:?}",
         s.accepted,

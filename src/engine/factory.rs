@@ -3,6 +3,7 @@
 use std::time::Instant;
 
 use crate::protocol::cafe::{CafeBot, CafeServer, CafeServerConfig};
+use crate::protocol::city::{self, CityBot, CityServer, CityServerConfig};
 use crate::protocol::rtype::{RtypeBot, RtypeServer, RtypeServerConfig};
 use crate::protocol::{Bot, BotParams, Server};
 use crate::scenario::{ProtocolSection, ServerSection};
@@ -19,6 +20,9 @@ pub enum TransportKind {
 pub fn transport_for(protocol: &ProtocolSection) -> TransportKind {
     match protocol {
         ProtocolSection::Cafe(_) | ProtocolSection::Rtype(_) => TransportKind::Udp,
+        ProtocolSection::City(_) => TransportKind::Enet {
+            channels: city::CHANNELS,
+        },
     }
 }
 
@@ -26,6 +30,7 @@ pub fn make_bot(protocol: &ProtocolSection, params: BotParams) -> Box<dyn Bot> {
     match protocol {
         ProtocolSection::Cafe(o) => Box::new(CafeBot::new(params, o.clone())),
         ProtocolSection::Rtype(o) => Box::new(RtypeBot::new(params, o.clone())),
+        ProtocolSection::City(o) => Box::new(CityBot::new(params, o.clone())),
     }
 }
 
@@ -45,6 +50,27 @@ pub fn make_server(protocol: &ProtocolSection, s: &ServerSection, now: Instant) 
         ProtocolSection::Rtype(_) => {
             Box::new(RtypeServer::new(rtype_server_config(protocol, s), now))
         }
+        ProtocolSection::City(_) => Box::new(CityServer::new(city_server_config(protocol, s), now)),
+    }
+}
+
+/// The City reference server's configuration from a scenario's sections.
+pub fn city_server_config(protocol: &ProtocolSection, s: &ServerSection) -> CityServerConfig {
+    let mut cfg = match protocol {
+        ProtocolSection::City(o) => CityServerConfig::for_dialect(o.dialect),
+        _ => CityServerConfig::default(),
+    };
+    cfg.max_players = s.players_per_instance.unwrap_or(city::MAX_PLAYERS).max(1);
+    cfg
+}
+
+/// Players one reference server instance takes (only City runs several instances).
+pub fn players_per_instance(protocol: &ProtocolSection, s: &ServerSection) -> Option<usize> {
+    match protocol {
+        ProtocolSection::City(_) => {
+            Some(s.players_per_instance.unwrap_or(city::MAX_PLAYERS).max(1))
+        }
+        _ => None,
     }
 }
 

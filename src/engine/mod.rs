@@ -16,7 +16,10 @@ use std::time::{Duration, Instant, SystemTime};
 use thiserror::Error;
 use tokio::sync::watch;
 
-pub use factory::{make_bot, make_server, rtype_server_config, transport_for, TransportKind};
+pub use factory::{
+    city_server_config, make_bot, make_server, players_per_instance, rtype_server_config,
+    transport_for, TransportKind,
+};
 pub use server_driver::{spawn_server, spawn_server_on, ServerHandle};
 
 use crate::metrics::{HistSummary, Recorder};
@@ -89,26 +92,23 @@ pub fn run(
 ) -> Result<RunOutcome, EngineError> {
     limits::ensure_fd_limit(plan.planned)?;
 
-    let server = match plan.targets {
-        Targets::Embedded => {
-            let protocol = plan.protocol.clone();
-            let section = plan.server.clone();
-            let bind: SocketAddr = (Ipv4Addr::LOCALHOST, 0).into();
-            Some(
-                spawn_server(bind, move |now| make_server(&protocol, &section, now))
-                    .map_err(EngineError::EmbeddedServer)?,
-            )
-        }
-        Targets::Addrs(_) => None,
+    let servers = match plan.targets {
+        Targets::Embedded => start_embedded(plan)?,
+        Targets::Addrs(_) => Vec::new(),
     };
-    let addrs: Vec<SocketAddr> = match (&plan.targets, &server) {
-        (Targets::Addrs(a), _) => a.clone(),
-        (Targets::Embedded, Some(s)) => vec![s.addr],
-        (Targets::Embedded, None) => Vec::new(),
+    let addrs: Vec<SocketAddr> = match &plan.targets {
+        Targets::Addrs(a) => a.clone(),
+        Targets::Embedded => servers.iter().map(|s| s.addr).collect(),
     };
-    let target = match &server {
-        Some(s) => format!("embedded ({})", s.addr),
-        None => plan.target_text.clone(),
+    let target = match servers.as_slice() {
+        [] => plan.target_text.clone(),
+        [one] => format!("embedded ({})", one.addr),
+        many => format!(
+            "embedded ({} instances, {} .. {})",
+            many.len(),
+            many[0].addr,
+            many[many.len() - 1].addr
+        ),
     };
 
     let workers = plan.workers.max(1);
@@ -132,6 +132,7 @@ pub fn run(
             run_start,
             run_end,
             bots_per_socket: plan.bots_per_socket,
+            enet_throttle: plan.enet_throttle,
         };
         let tx = tx.clone();
         let stop_rx = stop.subscribe();
@@ -154,7 +155,7 @@ pub fn run(
     }
     let elapsed = Instant::now().saturating_duration_since(run_start);
     let interrupted = stop.is_stopped();
-    let server_stats = server.map(ServerHandle::shutdown);
+    let server_stats = merge_server_stats(servers.into_iter().map(ServerHandle::shutdown));
     Ok(RunOutcome {
         total: collector.total,
         intervals: collector.points,
@@ -169,6 +170,66 @@ pub fn run(
         tail: collector.tail,
         server: server_stats,
         target,
+    })
+}
+
+/// Start the reference server for an `embedded` target: one instance, or for protocols with
+/// a player cap per instance (City) as many as the population needs, on consecutive ports
+/// (the first one ephemeral) when `server.instances` is unset.
+fn start_embedded(plan: &Plan) -> Result<Vec<ServerHandle>, EngineError> {
+    let transport = transport_for(&plan.protocol);
+    let per_instance = players_per_instance(&plan.protocol, &plan.server);
+    let instances = match (plan.server.instances, per_instance) {
+        (Some(n), _) => n.max(1),
+        (None, Some(p)) => (plan.planned as usize).div_ceil(p).max(1),
+        (None, None) => 1,
+    };
+    let mut handles: Vec<ServerHandle> = Vec::with_capacity(instances);
+    for i in 0..instances {
+        // The first instance takes a free port; the others the ports after it, as a fleet of
+        // game servers on one host would. A taken port falls back to a free one.
+        let port = handles
+            .first()
+            .map(|h| h.addr.port().wrapping_add(i as u16))
+            .unwrap_or(0);
+        let protocol = plan.protocol.clone();
+        let section = plan.server.clone();
+        let make = move |now| make_server(&protocol, &section, now);
+        let bind: SocketAddr = (Ipv4Addr::LOCALHOST, port).into();
+        let peers = per_instance.unwrap_or(plan.server.max_clients);
+        let throttle = plan.server.enet_throttle;
+        let h = match spawn_server_on(bind, transport, peers, throttle, make.clone()) {
+            Ok(h) => h,
+            Err(_) if port != 0 => spawn_server_on(
+                (Ipv4Addr::LOCALHOST, 0).into(),
+                transport,
+                peers,
+                throttle,
+                make,
+            )
+            .map_err(EngineError::EmbeddedServer)?,
+            Err(e) => return Err(EngineError::EmbeddedServer(e)),
+        };
+        handles.push(h);
+    }
+    Ok(handles)
+}
+
+/// Add up the counters of several server instances.
+fn merge_server_stats(stats: impl Iterator<Item = ServerStats>) -> Option<ServerStats> {
+    stats.reduce(|mut a, b| {
+        a.clients += b.clients;
+        a.accepted += b.accepted;
+        a.refused += b.refused;
+        a.timed_out += b.timed_out;
+        a.disconnected += b.disconnected;
+        a.datagrams_in += b.datagrams_in;
+        a.datagrams_out += b.datagrams_out;
+        a.bytes_in += b.bytes_in;
+        a.bytes_out += b.bytes_out;
+        a.dropped.merge(&b.dropped);
+        a.events.merge(&b.events);
+        a
     })
 }
 

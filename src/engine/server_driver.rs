@@ -51,14 +51,16 @@ pub fn spawn_server(
     bind: SocketAddr,
     make: impl FnOnce(Instant) -> Box<dyn Server> + Send + 'static,
 ) -> std::io::Result<ServerHandle> {
-    spawn_server_on(bind, TransportKind::Udp, 0, make)
+    spawn_server_on(bind, TransportKind::Udp, 0, false, make)
 }
 
-/// Bind `bind` and serve over `transport` in a new thread; `max_peers` sizes an ENet host.
+/// Bind `bind` and serve over `transport` in a new thread; `max_peers` sizes an ENet host and
+/// `enet_throttle` keeps ENet's unreliable-packet throttle (C ENet's default) or turns it off.
 pub fn spawn_server_on(
     bind: SocketAddr,
     transport: TransportKind,
     max_peers: usize,
+    enet_throttle: bool,
     make: impl FnOnce(Instant) -> Box<dyn Server> + Send + 'static,
 ) -> std::io::Result<ServerHandle> {
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -95,6 +97,9 @@ pub fn spawn_server_on(
                         // Room for every player plus those being refused politely.
                         let mut cfg = EnetConfig::with_peers(max_peers.max(1) + 16);
                         cfg.channel_limit = 255;
+                        if !enet_throttle {
+                            cfg.throttle.2 = 0;
+                        }
                         // The settings are fixed and valid; a failure leaves the thread (and the
                         // swarm sees an unreachable target).
                         if let Ok(host) = EnetHost::new(now, &cfg) {
@@ -196,6 +201,17 @@ async fn serve_loop_enet(
     let mut by_addr: std::collections::HashMap<SocketAddr, PeerId> = Default::default();
     let mut by_peer: Vec<Option<SocketAddr>> = vec![None; host.peer_limit()];
     let mut next_report = Instant::now();
+    // What the transport lost or refused, reported with the server's own counters.
+    let mut transport = crate::metrics::NamedCounters::default();
+    let report =
+        |server: &dyn Server, host: &EnetHost, transport: &crate::metrics::NamedCounters| {
+            let mut s = server.stats().clone();
+            s.events.merge(transport);
+            let h = host.stats();
+            s.events.add("enet_datagrams_dropped_in", h.dropped_in);
+            s.events.add("enet_datagrams_dropped_out", h.dropped_out);
+            s
+        };
     loop {
         let wake = [server.poll_timeout(), host.poll_timeout()]
             .into_iter()
@@ -252,8 +268,13 @@ async fn serve_loop_enet(
             }
         }
         while let Some((to, t)) = server.poll_transmit(&mut buf) {
-            if let Some(&peer) = by_addr.get(&to) {
-                let _ = host.send_transmit(peer, &t, &buf);
+            match by_addr.get(&to) {
+                Some(&peer) => {
+                    if host.send_transmit(peer, &t, &buf).is_err() {
+                        transport.add("enet_send_refused", 1);
+                    }
+                }
+                None => transport.add("enet_no_session", 1),
             }
         }
         while let Some(addr) = server.poll_close() {
@@ -274,11 +295,11 @@ async fn serve_loop_enet(
         if now >= next_report {
             next_report = now + Duration::from_millis(100);
             if let Ok(mut s) = stats.lock() {
-                *s = server.stats().clone();
+                *s = report(server.as_ref(), &host, &transport);
             }
         }
     }
     if let Ok(mut s) = stats.lock() {
-        *s = server.stats().clone();
+        *s = report(server.as_ref(), &host, &transport);
     }
 }

@@ -40,6 +40,8 @@ pub struct WorkerSpec {
     pub run_end: Instant,
     /// Bots sharing one socket where the transport multiplexes peers (ENet).
     pub bots_per_socket: usize,
+    /// ENet: keep the unreliable-packet throttle of the server's traffic to the bots.
+    pub enet_throttle: bool,
 }
 
 /// Worker to collector.
@@ -74,6 +76,8 @@ struct Slot {
     ever_connected: bool,
     /// The transport never came up (ENet connect failed), so the bot never started.
     transport_failed: bool,
+    /// The ENet session was asked to close (after the bot ended or on stop).
+    closing: bool,
 }
 
 /// An ENet host with its socket, shared by up to `bots_per_socket` bots.
@@ -146,6 +150,13 @@ impl Shared {
                             }
                             Err(_) => rec.send_errors.add2("enet", "not_queued", 1),
                         }
+                    }
+                    // A bot that ended closes its session politely, after its last words.
+                    let ended = matches!(slot.bot.phase(), BotPhase::Failed | BotPhase::Closed);
+                    if ended && !slot.closing {
+                        slot.closing = true;
+                        let _ = g.host.disconnect(now, *peer, 0);
+                        queued = true;
                     }
                     if queued {
                         flush_group(g, now, &mut buf, &mut rec);
@@ -291,6 +302,10 @@ async fn worker_main(spec: WorkerSpec, tx: Sender<WorkerMsg>, mut stop: watch::R
         tokio::task::spawn_local(interval_loop(shared.clone(), spec.run_start, tx.clone()));
 
     let transport = transport_for(&spec.protocol);
+    let mut enet_cfg = EnetConfig::with_peers(spec.bots_per_socket.clamp(1, 4095));
+    if !spec.enet_throttle {
+        enet_cfg.throttle.2 = 0;
+    }
     // Spawn bots on schedule; stop them on ramp-down; end at run_end or on the stop signal.
     let mut stops: Vec<(Instant, usize)> = Vec::new();
     let mut pending = spec.bots.into_iter().peekable();
@@ -322,7 +337,7 @@ async fn worker_main(spec: WorkerSpec, tx: Sender<WorkerMsg>, mut stop: watch::R
             let spawned = match transport {
                 TransportKind::Udp => spawn_udp_bot(&shared, bot, peer, now),
                 TransportKind::Enet { channels } => {
-                    spawn_enet_bot(&shared, bot, peer, channels, spec.bots_per_socket, now)
+                    spawn_enet_bot(&shared, bot, peer, channels, &enet_cfg, now)
                 }
             };
             match spawned {
@@ -388,6 +403,7 @@ fn spawn_udp_bot(
             scheduled: None,
             ever_connected: false,
             transport_failed: false,
+            closing: false,
         });
         slots.len() - 1
     };
@@ -403,10 +419,10 @@ fn spawn_enet_bot(
     bot: Box<dyn Bot>,
     peer_addr: SocketAddr,
     channels: usize,
-    per_socket: usize,
+    cfg: &EnetConfig,
     now: Instant,
 ) -> std::io::Result<usize> {
-    let per_socket = per_socket.clamp(1, 4095);
+    let per_socket = cfg.peer_limit;
     let open = shared
         .groups
         .borrow()
@@ -416,8 +432,7 @@ fn spawn_enet_bot(
         Some(gi) => gi,
         None => {
             let sock = Rc::new(BotSocket::connect_to(peer_addr)?);
-            let host = EnetHost::new(now, &EnetConfig::with_peers(per_socket))
-                .map_err(|e| std::io::Error::other(e.to_string()))?;
+            let host = EnetHost::new(now, cfg).map_err(|e| std::io::Error::other(e.to_string()))?;
             let mut groups = shared.groups.borrow_mut();
             groups.push(Group {
                 sock: sock.clone(),
@@ -454,6 +469,7 @@ fn spawn_enet_bot(
         scheduled: None,
         ever_connected: false,
         transport_failed: false,
+        closing: false,
     });
     {
         let mut groups = shared.groups.borrow_mut();
@@ -469,8 +485,14 @@ fn spawn_enet_bot(
 /// Stop a bot: the protocol's goodbye, then (ENet) the transport's disconnect.
 fn stop_bot(shared: &Rc<Shared>, idx: usize, now: Instant) {
     shared.drive(idx, now, |bot, rec| bot.stop(now, rec));
-    let enet = match shared.slots.borrow().get(idx).map(|s| &s.link) {
-        Some(Link::Enet { group, peer }) => Some((*group, *peer)),
+    let enet = match shared.slots.borrow_mut().get_mut(idx) {
+        Some(s) if !s.closing => match s.link {
+            Link::Enet { group, peer } => {
+                s.closing = true;
+                Some((group, peer))
+            }
+            Link::Udp(_) => None,
+        },
         _ => None,
     };
     if let Some((gi, peer)) = enet {

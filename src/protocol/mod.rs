@@ -180,15 +180,18 @@ pub trait Server: Send {
 pub enum ProtocolName {
     Cafe,
     Rtype,
+    City,
 }
 
 impl ProtocolName {
-    pub const ALL: &'static [ProtocolName] = &[ProtocolName::Cafe, ProtocolName::Rtype];
+    pub const ALL: &'static [ProtocolName] =
+        &[ProtocolName::Cafe, ProtocolName::Rtype, ProtocolName::City];
 
     pub fn as_str(self) -> &'static str {
         match self {
             ProtocolName::Cafe => "cafe",
             ProtocolName::Rtype => "rtype",
+            ProtocolName::City => "city",
         }
     }
 
@@ -196,6 +199,7 @@ impl ProtocolName {
         match self {
             ProtocolName::Cafe => cafe::INFO,
             ProtocolName::Rtype => rtype::INFO,
+            ProtocolName::City => city::INFO,
         }
     }
 }

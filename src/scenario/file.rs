@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::duration::Dur;
 use super::threshold::Threshold;
 use crate::protocol::cafe::CafeOptions;
+use crate::protocol::city::CityOptions;
 use crate::protocol::rtype::RtypeOptions;
 use crate::protocol::ProtocolName;
 
@@ -45,6 +46,7 @@ pub struct ScenarioFile {
 pub enum ProtocolSection {
     Cafe(CafeOptions),
     Rtype(RtypeOptions),
+    City(CityOptions),
 }
 
 impl ProtocolSection {
@@ -52,6 +54,7 @@ impl ProtocolSection {
         match self {
             ProtocolSection::Cafe(_) => ProtocolName::Cafe,
             ProtocolSection::Rtype(_) => ProtocolName::Rtype,
+            ProtocolSection::City(_) => ProtocolName::City,
         }
     }
 
@@ -59,6 +62,7 @@ impl ProtocolSection {
         match self {
             ProtocolSection::Cafe(o) => format!("{:?}", o.dialect).to_lowercase(),
             ProtocolSection::Rtype(o) => format!("float_order={}", o.dialect_name()),
+            ProtocolSection::City(o) => format!("{:?}", o.dialect).to_lowercase(),
         }
     }
 
@@ -67,6 +71,7 @@ impl ProtocolSection {
         match self {
             ProtocolSection::Cafe(_) => Ok(()),
             ProtocolSection::Rtype(o) => o.validate(),
+            ProtocolSection::City(o) => o.validate(),
         }
     }
 }
@@ -99,6 +104,14 @@ pub struct ServerSection {
     /// Players per room (a client's snapshots carry its room); default per protocol
     /// (cafe 32, rtype 8).
     pub room_size: Option<usize>,
+    /// Players one server instance takes (city: MAX_PLAYERS, default 100).
+    pub players_per_instance: Option<usize>,
+    /// Server instances on consecutive ports (city). Default: as many as the population needs.
+    pub instances: Option<usize>,
+    /// ENet servers (city): keep ENet's unreliable-packet throttle, which drops unreliable
+    /// packets at random while a peer's RTT is above its recent mean (C ENet's default). Off by
+    /// default, so loss measured against the embedded server is the network's.
+    pub enet_throttle: bool,
 }
 
 impl Default for ServerSection {
@@ -110,6 +123,9 @@ impl Default for ServerSection {
             max_clients: 10_000,
             client_timeout: Dur(std::time::Duration::from_secs(5)),
             room_size: None,
+            players_per_instance: None,
+            instances: None,
+            enet_throttle: false,
         }
     }
 }
@@ -234,4 +250,9 @@ pub struct EngineSection {
     /// generator goes past the per-socket syscall ceiling. Default 1. Raw UDP protocols always
     /// use one socket per bot (servers key clients by address).
     pub bots_per_socket: Option<usize>,
+    /// ENet (city): keep ENet's unreliable-packet throttle for the traffic *to* the bots
+    /// (default true, as every ENet client has it). ENet lets the receiving side set how its
+    /// peer throttles: false makes each bot tell the server, through ENet's throttle
+    /// configuration, never to drop unreliable packets for it when its RTT rises.
+    pub enet_throttle: Option<bool>,
 }

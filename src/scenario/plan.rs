@@ -57,6 +57,8 @@ pub struct Plan {
     pub workers: usize,
     /// Bots sharing one socket where the transport multiplexes (ENet); 1 for raw UDP.
     pub bots_per_socket: usize,
+    /// ENet: whether the bots leave ENet's unreliable throttle on (see `EngineSection`).
+    pub enet_throttle: bool,
 }
 
 fn invalid(path: &Path, message: impl Into<String>) -> ScenarioError {
@@ -299,6 +301,7 @@ impl Plan {
             junit: file.output.junit.unwrap_or(true),
             workers,
             bots_per_socket: file.engine.bots_per_socket.unwrap_or(1).max(1),
+            enet_throttle: file.engine.enet_throttle.unwrap_or(true),
         })
     }
 

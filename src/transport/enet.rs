@@ -73,6 +73,13 @@ pub const MAX_ENET_DATAGRAM: usize = enet::MTU_MAX;
 /// ENet's default MTU (`ENET_HOST_DEFAULT_MTU`).
 pub const DEFAULT_MTU: u16 = 1392;
 
+/// C ENet's throttle settings: (interval ms, acceleration, deceleration).
+const DEFAULT_THROTTLE: (u32, u32, u32) = (
+    enet::consts::PEER_PACKET_THROTTLE_INTERVAL,
+    enet::consts::PEER_PACKET_THROTTLE_ACCELERATION,
+    enet::consts::PEER_PACKET_THROTTLE_DECELERATION,
+);
+
 /// ENet reads 0 as "unset" in a few timestamps, so the host clock starts here rather than at 0.
 const CLOCK_START_MS: u64 = 1_000;
 
@@ -114,6 +121,11 @@ pub struct EnetConfig {
     /// Most datagrams each queue (in and out) holds; beyond it datagrams are dropped and
     /// counted, as a full socket buffer would.
     pub queue_limit: usize,
+    /// ENet's unreliable-packet throttle (`enet_peer_throttle_configure`): `(interval ms,
+    /// acceleration, deceleration)`. ENet drops outgoing *unreliable* packets at random when a
+    /// peer's RTT rises above its recent mean; C ENet's defaults are (5000, 2, 2). A
+    /// deceleration of 0 keeps every unreliable packet.
+    pub throttle: (u32, u32, u32),
 }
 
 impl Default for EnetConfig {
@@ -133,6 +145,7 @@ impl Default for EnetConfig {
             range_coder: false,
             seed: None,
             queue_limit: 4096,
+            throttle: DEFAULT_THROTTLE,
         }
     }
 }
@@ -465,6 +478,7 @@ pub struct EnetHost {
     service_interval: Duration,
     ping_interval: u32,
     timeout: (u32, u32, u32),
+    throttle: (u32, u32, u32),
     /// Some peer slot is not Disconnected: ENet has timers running.
     busy: bool,
     /// Packets were queued since the last flush or service.
@@ -536,6 +550,7 @@ impl EnetHost {
                 millis_u32(config.timeout_minimum),
                 millis_u32(config.timeout_maximum),
             ),
+            throttle: config.throttle,
             busy: false,
             unflushed: false,
         })
@@ -563,6 +578,8 @@ impl EnetHost {
             .map_err(|_| EnetError::NoFreePeer(limit))?;
         peer.set_ping_interval(ping);
         peer.set_timeout(tl, tmin, tmax);
+        // The throttle is configured once connected: ENet's VERIFY_CONNECT must echo the
+        // throttle settings the CONNECT carried, and a change in between fails the handshake.
         let id = PeerId(peer.id().0);
         self.meta[id.0] = PeerMeta {
             announced: true,
@@ -722,6 +739,12 @@ impl EnetHost {
                     // Accepted by this host: apply the same ping and timeout settings.
                     p.set_ping_interval(ping);
                     p.set_timeout(tl, tmin, tmax);
+                }
+                // ENet sends this to the other side (THROTTLE_CONFIGURE): it sets how the
+                // *remote* throttles unreliable packets to us. Only when not ENet's default.
+                let (ti, ta, td) = self.throttle;
+                if (ti, ta, td) != DEFAULT_THROTTLE {
+                    p.set_throttle(ti, ta, td);
                 }
                 self.meta[peer.0] = PeerMeta {
                     announced: true,
