@@ -62,6 +62,7 @@ fn cafe_loss_and_delay_through_a_proxy() {
     let imp = Impairment {
         one_way_delay: Duration::from_millis(15),
         drop_every_down: 10,
+        drop_every_up: 0,
     };
     let (s, proxy) =
         run_through_proxy("  cafe: {}", ProtocolSection::Cafe(Default::default()), imp);
@@ -88,6 +89,7 @@ fn rtype_delay_through_a_proxy() {
     let imp = Impairment {
         one_way_delay: Duration::from_millis(15),
         drop_every_down: 0,
+        drop_every_up: 0,
     };
     let (s, _proxy) = run_through_proxy(
         "  rtype: {}",

@@ -18,11 +18,14 @@ pub struct Impairment {
     pub one_way_delay: Duration,
     /// Drop every K-th server-to-bot datagram, per bot (0 = never).
     pub drop_every_down: u64,
+    /// Drop every K-th bot-to-server datagram, per bot (0 = never).
+    pub drop_every_up: u64,
 }
 
 #[derive(Debug, Default)]
 pub struct ProxyCounts {
     pub up: AtomicU64,
+    pub up_dropped: AtomicU64,
     pub down_forwarded: AtomicU64,
     pub down_dropped: AtomicU64,
 }
@@ -62,6 +65,7 @@ impl Proxy {
 
 async fn run(front: Arc<UdpSocket>, server: SocketAddr, imp: Impairment, counts: Arc<ProxyCounts>) {
     let upstreams: Arc<Mutex<HashMap<SocketAddr, Arc<UdpSocket>>>> = Default::default();
+    let mut sent_up: HashMap<SocketAddr, u64> = HashMap::new();
     let mut buf = vec![0u8; 65536];
     loop {
         let Ok((n, bot)) = front.recv_from(&mut buf).await else {
@@ -100,6 +104,12 @@ async fn run(front: Arc<UdpSocket>, server: SocketAddr, imp: Impairment, counts:
                 }
             }
         };
+        let nth = sent_up.entry(bot).or_default();
+        *nth += 1;
+        if imp.drop_every_up > 0 && *nth % imp.drop_every_up == 0 {
+            counts.up_dropped.fetch_add(1, Ordering::Relaxed);
+            continue;
+        }
         counts.up.fetch_add(1, Ordering::Relaxed);
         tokio::spawn(async move {
             tokio::time::sleep(imp.one_way_delay).await;

@@ -1,0 +1,135 @@
+//! End to end on loopback over real ENet: City bots against the embedded City reference
+//! servers, directly and through an impairment proxy.
+
+mod common;
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::process::Command;
+use std::time::Duration;
+
+use common::proxy::{Impairment, Proxy};
+use serde_json::Value;
+use tickswarm::engine::{make_server, spawn_server_on, transport_for};
+use tickswarm::protocol::city::CityOptions;
+use tickswarm::scenario::{ProtocolSection, ServerSection};
+
+fn run(scenario_text: &str, extra: &[&str]) -> Value {
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = tmp.path().join("city.yaml");
+    std::fs::write(&scenario, scenario_text).unwrap();
+    let out = tmp.path().join("out");
+    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
+        .arg("run")
+        .arg(&scenario)
+        .args(extra)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let code = o.status.code();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(code == Some(0) || code == Some(1), "exit {code:?}: {err}");
+    serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
+}
+
+fn hist(s: &Value, name: &str) -> Value {
+    s["protocol_metrics"][name].clone()
+}
+
+/// 150 bots over ENet against two embedded instances (100 players each): every bot connects,
+/// downloads its content (checksums verified), plays with prediction; RTT comes from the
+/// protocol and from ENet; nothing is lost on loopback.
+#[test]
+fn city_swarm_over_enet() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/city.yaml"))
+        .unwrap()
+        .replace("ramp_to: 300", "ramp_to: 150")
+        .replace("over: 3s", "over: 1s")
+        .replace("hold: 9s", "hold: 4s")
+        .replace("duration: 12s", "duration: 5s");
+    let s = run(&text, &[]);
+    assert_eq!(s["protocol"], "city");
+    assert_eq!(s["bots"]["connected"], 150, "{}", s["errors"]);
+    assert!(
+        s["target"].as_str().unwrap().contains("2 instances"),
+        "{}",
+        s["target"]
+    );
+    assert_eq!(hist(&s, "content_time_us")["count"], 150);
+    assert_eq!(
+        s["protocol_metrics"]["content_checksum_mismatch"],
+        Value::Null
+    );
+    assert!(hist(&s, "prediction_error")["count"].as_u64().unwrap() > 1000);
+    assert!(hist(&s, "input_ack_latency_us")["count"].as_u64().unwrap() > 1000);
+    assert!(hist(&s, "enet_rtt_us")["count"].as_u64().unwrap() > 150);
+    assert!(s["rtt_us"]["count"].as_u64().unwrap() > 150);
+    let down = &s["loss"]["downstream"];
+    assert!(down["expected"].as_u64().unwrap() > 150 * 60 * 2, "{down}");
+    assert_eq!(down["expected"], down["received"], "{down}");
+    let up = &s["loss"]["upstream"];
+    assert_eq!(up["expected"], up["received"], "{up}");
+}
+
+/// Through the proxy: 15 ms each way moves both RTTs (protocol and ENet) to at least 30 ms;
+/// every 10th datagram lost in each direction is repaired on the reliable channel (content
+/// completes), shows as downstream and upstream loss on the unreliable one, and makes the
+/// bots' prediction disagree with the server (corrections).
+#[test]
+fn city_through_delay_and_loss() {
+    let section = ProtocolSection::City(CityOptions::default());
+    let server = ServerSection::default();
+    let bind: SocketAddr = (Ipv4Addr::LOCALHOST, 0).into();
+    let make_section = section.clone();
+    let handle = spawn_server_on(bind, transport_for(&section), 100, false, move |now| {
+        make_server(&make_section, &server, now)
+    })
+    .unwrap();
+    let proxy = Proxy::start(
+        handle.addr,
+        Impairment {
+            one_way_delay: Duration::from_millis(15),
+            drop_every_down: 10,
+            drop_every_up: 10,
+        },
+        Duration::from_secs(40),
+    );
+    let text = "name: city-impaired\nprotocol:\n  city:\n    cached_content_share: 0.5\npopulation:\n  stages:\n    - ramp_to: 20\n      over: 500ms\n    - hold: 5s\nbehaviour:\n  ping_interval: 250ms\n  handshake_timeout: 10s\n";
+    let s = run(text, &["--target", &proxy.addr.to_string()]);
+    drop(handle);
+    eprintln!(
+        "impaired city: rtt {} enet_rtt {} loss down {} up {} corrections {} prediction_error {}",
+        s["rtt_us"],
+        hist(&s, "enet_rtt_us"),
+        s["loss"]["downstream"],
+        s["loss"]["upstream"],
+        s["protocol_metrics"]["corrections"],
+        hist(&s, "prediction_error")
+    );
+    assert_eq!(s["bots"]["connected"], 20, "{}", s["errors"]);
+    assert_eq!(
+        hist(&s, "content_time_us")["count"],
+        20,
+        "content completes despite loss"
+    );
+    assert!(
+        s["rtt_us"]["min"].as_u64().unwrap() >= 30_000,
+        "{}",
+        s["rtt_us"]
+    );
+    assert!(
+        hist(&s, "enet_rtt_us")["p50"].as_u64().unwrap() >= 30_000,
+        "{}",
+        hist(&s, "enet_rtt_us")
+    );
+    let down = s["loss"]["downstream"]["rate"].as_f64().unwrap();
+    let up = s["loss"]["upstream"]["rate"].as_f64().unwrap();
+    assert!((0.02..0.25).contains(&down), "downstream loss {down}");
+    assert!((0.02..0.25).contains(&up), "upstream loss {up}");
+    assert!(
+        s["protocol_metrics"]["corrections"].as_u64().unwrap_or(0) > 0,
+        "lost inputs make prediction diverge: {}",
+        s["protocol_metrics"]
+    );
+    assert!(hist(&s, "prediction_error")["max"].as_u64().unwrap() > 1);
+}
