@@ -133,3 +133,22 @@ fn city_through_delay_and_loss() {
     );
     assert!(hist(&s, "prediction_error")["max"].as_u64().unwrap() > 1);
 }
+
+/// Bots sharing sockets (ENet multiplexing, 10 per socket): every session is its own player on
+/// the server (sessions are keyed per ENet peer, not per UDP address), and nothing is lost.
+#[test]
+fn city_bots_share_sockets() {
+    let text = "name: shared\nprotocol:\n  city:\n    cached_content_share: 1.0\npopulation:\n  stages:\n    - ramp_to: 60\n      over: 500ms\n    - hold: 3s\nengine:\n  bots_per_socket: 10\n";
+    let s = run(text, &[]);
+    assert_eq!(s["bots"]["connected"], 60, "{}", s["errors"]);
+    let server = &s["protocol_metrics"]["embedded_server"];
+    assert_eq!(server["accepted"], 60, "{server}");
+    let down = &s["loss"]["downstream"];
+    assert!(down["expected"].as_u64().unwrap() > 60 * 60 * 2, "{down}");
+    assert_eq!(down["expected"], down["received"], "{down}");
+    assert_eq!(
+        s["protocol_metrics"]["pong_unmatched"],
+        Value::Null,
+        "no crossed sessions"
+    );
+}

@@ -185,6 +185,26 @@ async fn flush(sock: &Socket, server: &mut dyn Server, batch: &mut TxBatch) {
     }
 }
 
+/// The key a server state machine knows an ENet session by.
+///
+/// Servers key clients by address, but ENet multiplexes: several sessions (bots sharing a
+/// socket, players behind one NAT) arrive from one UDP address. Each session gets a unique
+/// virtual address instead: `[fd00::<peer slot>]:0`, unique-local and never on the wire.
+fn session_key(peer: PeerId) -> SocketAddr {
+    let i = peer.index() as u64;
+    let ip = std::net::Ipv6Addr::new(
+        0xfd00,
+        0,
+        0,
+        0,
+        (i >> 48) as u16,
+        (i >> 32) as u16,
+        (i >> 16) as u16,
+        i as u16,
+    );
+    SocketAddr::new(ip.into(), 0)
+}
+
 /// The ENet variant: datagrams feed an ENet host; its sessions and packets feed the server.
 /// A server's message to an address goes to that address's ENet peer with the protocol's
 /// channel and reliability.
@@ -247,7 +267,8 @@ async fn serve_loop_enet(
         host.service(now);
         while let Some(ev) = host.poll_event() {
             match ev {
-                EnetEvent::Connected { peer, addr, .. } => {
+                EnetEvent::Connected { peer, .. } => {
+                    let addr = session_key(peer);
                     by_addr.insert(addr, peer);
                     if let Some(slot) = by_peer.get_mut(peer.index()) {
                         *slot = Some(addr);
