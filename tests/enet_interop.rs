@@ -522,3 +522,33 @@ fn several_tickswarm_peers_share_one_socket() {
     );
     assert!(started.elapsed() < Duration::from_secs(10));
 }
+
+/// (d) A C ENet client (Debian's libenet) completes the City handshake with tickswarm's City
+/// reference server: ENet connect, ClientHello written by hand in C, ServerHello back.
+#[test]
+fn c_client_speaks_city_to_the_reference_server() {
+    use tickswarm::engine::{make_server, spawn_server_on, transport_for};
+    use tickswarm::protocol::city::CityOptions;
+    use tickswarm::scenario::{ProtocolSection, ServerSection};
+
+    let section = ProtocolSection::City(CityOptions::default());
+    let server_section = ServerSection::default();
+    let make_section = section.clone();
+    let server = spawn_server_on(
+        "127.0.0.1:0".parse().unwrap(),
+        transport_for(&section),
+        100,
+        false,
+        move |now| make_server(&make_section, &server_section, now),
+    )
+    .expect("start the City reference server");
+    let port = server.addr.port().to_string();
+    let mut c = CPeer::spawn(&["city", "127.0.0.1", &port, "5"]);
+    let result = c.wait_line("RESULT", Duration::from_secs(8));
+    assert!(result.starts_with("RESULT ok"), "{result}\n{:#?}", c.log);
+    assert!(c.wait_exit(Duration::from_secs(2)).success());
+    // Give the server a moment to publish its counters.
+    std::thread::sleep(Duration::from_millis(250));
+    let stats = server.stats();
+    assert_eq!(stats.events.get("enet_connects"), 1, "{stats:?}");
+}

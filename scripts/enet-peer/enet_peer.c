@@ -265,11 +265,89 @@ static int run_client(int argc, char **argv)
     return ok ? 0 : 1;
 }
 
+/*
+ * city HOST PORT [SECONDS]: a C ENet client speaking the first City exchange with a City
+ * server (tickswarm serve city): ClientHello (bytes written by hand from city.md) reliable on
+ * channel 0, then wait for ServerHello (message type 0x02) and disconnect.
+ */
+static int run_city(int argc, char **argv)
+{
+    if (argc < 4) {
+        fprintf(stderr, "usage: %s city HOST PORT [SECONDS]\n", argv[0]);
+        return 2;
+    }
+    unsigned seconds = argc > 4 ? (unsigned)atoi(argv[4]) : 10;
+    ENetAddress addr;
+    if (enet_address_set_host(&addr, argv[2]) != 0) {
+        printf("ERROR what=resolve host=%s\n", argv[2]);
+        return 1;
+    }
+    addr.port = (enet_uint16)atoi(argv[3]);
+    ENetHost *host = enet_host_create(NULL, 1, 2, 0, 0);
+    if (host == NULL) {
+        printf("ERROR what=enet_host_create\n");
+        return 1;
+    }
+    ENetPeer *peer = enet_host_connect(host, &addr, 2, 0);
+    if (peer == NULL) {
+        printf("ERROR what=enet_host_connect\n");
+        return 1;
+    }
+    /* header: type 0x01, sequence 0, length 18; payload: protocol_version 1,
+     * client_version "c-enet", player_name "c-peer" (varint lengths). */
+    static const uint8_t hello[] = {0x01, 0x00, 0x00, 0x00, 0x12, 0x00, 0x00, 0x00, 0x01,
+                                    0x06, 'c',  '-',  'e',  'n',  'e',  't',  0x06, 'c',
+                                    '-',  'p',  'e',  'e',  'r'};
+    uint64_t deadline = now_ms() + (uint64_t)seconds * 1000u;
+    int connected = 0, server_hello = 0, disconnecting = 0, disconnected = 0;
+    while (!disconnected && now_ms() < deadline) {
+        ENetEvent ev;
+        int r = enet_host_service(host, &ev, 20);
+        if (r < 0) {
+            break;
+        }
+        if (r > 0) {
+            switch (ev.type) {
+            case ENET_EVENT_TYPE_CONNECT:
+                connected = 1;
+                printf("CONNECTED\n");
+                enet_peer_send(peer, 0,
+                               enet_packet_create(hello, sizeof hello, ENET_PACKET_FLAG_RELIABLE));
+                break;
+            case ENET_EVENT_TYPE_RECEIVE:
+                if (ev.channelID == 0 && ev.packet->dataLength >= 5 && ev.packet->data[0] == 0x02) {
+                    server_hello = 1;
+                    printf("SERVER_HELLO len=%u\n", (unsigned)ev.packet->dataLength);
+                }
+                enet_packet_destroy(ev.packet);
+                break;
+            case ENET_EVENT_TYPE_DISCONNECT:
+                disconnected = 1;
+                printf("DISCONNECTED data=%u\n", (unsigned)ev.data);
+                break;
+            default:
+                break;
+            }
+            fflush(stdout);
+        }
+        if (server_hello && !disconnecting) {
+            enet_peer_disconnect(peer, 0);
+            disconnecting = 1;
+        }
+    }
+    int ok = connected && server_hello && disconnected;
+    printf("RESULT %s connected=%d server_hello=%d disconnected=%d\n", ok ? "ok" : "fail",
+           connected, server_hello, disconnected);
+    fflush(stdout);
+    enet_host_destroy(host);
+    return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc < 2) {
-        fprintf(stderr, "usage: %s server PORT [SECONDS] | client HOST PORT [SECONDS]\n", argv[0]);
+        fprintf(stderr, "usage: %s server PORT [SECONDS] | client HOST PORT [SECONDS] | city HOST PORT [SECONDS]\n", argv[0]);
         return 2;
     }
     if (enet_initialize() != 0) {
@@ -282,6 +360,9 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "client") == 0) {
         return run_client(argc, argv);
+    }
+    if (strcmp(argv[1], "city") == 0) {
+        return run_city(argc, argv);
     }
     fprintf(stderr, "unknown mode %s\n", argv[1]);
     return 2;
