@@ -43,6 +43,7 @@ use super::codec::{
 };
 use super::{step, CityOptions, Dialect};
 use crate::metrics::Recorder;
+use crate::protocol::input_grid::InputGrid;
 use crate::protocol::seqwindow::{SeqOutcome, SeqWindow};
 use crate::protocol::{Bot, BotParams, BotPhase, PatternState, Transmit};
 
@@ -336,8 +337,9 @@ pub struct CityBot {
     remotes: HashMap<u32, Remote>,
 
     // Input and prediction.
-    grid_origin: Option<Instant>,
-    grid_slot: u64,
+    grid: InputGrid,
+    /// When play began (the pattern's clock).
+    play_started: Option<Instant>,
     next_input_tick: u32,
     first_input_tick: u32,
     inputs: InputBuffer,
@@ -358,6 +360,7 @@ pub struct CityBot {
 
 impl CityBot {
     pub fn new(params: BotParams, opts: CityOptions) -> Self {
+        let grid = InputGrid::new(Some(Self::input_period(&params)));
         let rng = ChaCha8Rng::seed_from_u64(params.seed);
         let name = format!("{}-{}", opts.name_prefix, params.index);
         Self {
@@ -387,8 +390,8 @@ impl CityBot {
             last_delta_at: None,
             own: None,
             remotes: HashMap::new(),
-            grid_origin: None,
-            grid_slot: 0,
+            grid,
+            play_started: None,
             next_input_tick: 1,
             first_input_tick: 1,
             inputs: InputBuffer::new(),
@@ -745,8 +748,8 @@ impl CityBot {
 
     fn begin_play(&mut self, now: Instant, tick: u32) {
         self.stage = Stage::Playing;
-        self.grid_origin = Some(now + self.params.phase_offset);
-        self.grid_slot = 0;
+        self.grid.start(now + self.params.phase_offset);
+        self.play_started = Some(now + self.params.phase_offset);
         self.next_input_tick = tick.wrapping_add(1);
         self.first_input_tick = self.next_input_tick;
         if self.opts.chat_rate > 0.0 {
@@ -887,39 +890,21 @@ impl CityBot {
 
     // ---- timers --------------------------------------------------------------------------
 
-    fn input_due_at(&self, slot: u64) -> Option<Instant> {
-        let origin = self.grid_origin?;
-        let period = self.input_period();
-        Some(origin + period.mul_f64(slot as f64))
-    }
-
     /// City sends one input per grid slot: each PlayerInput is one tick of movement, so
     /// `input_on_change` does not apply, and a rate of 0 falls back to the tick rate.
-    fn input_period(&self) -> Duration {
-        self.params
+    fn input_period(params: &BotParams) -> Duration {
+        params
             .input_period()
             .unwrap_or(Duration::from_secs(1) / codec::TICK_RATE)
     }
 
     fn send_inputs_due(&mut self, now: Instant, rec: &mut Recorder) {
-        let Some(mut due) = self.input_due_at(self.grid_slot) else {
+        let Some(due) = self.grid.take_due(now, rec) else {
             return;
         };
-        if due > now {
-            return;
-        }
-        let period = self.input_period();
-        let late = now.saturating_duration_since(due);
-        if late >= period {
-            let skipped = (late.as_nanos() / period.as_nanos().max(1)) as u64;
-            self.grid_slot += skipped;
-            rec.inputs_skipped += skipped;
-            due = self.input_due_at(self.grid_slot).unwrap_or(now);
-        }
         rec.record_lateness(now.saturating_duration_since(due).as_micros() as u64);
-        self.grid_slot += 1;
         let Some(own) = self.own else { return };
-        let elapsed = now.saturating_duration_since(self.grid_origin.unwrap_or(now));
+        let elapsed = now.saturating_duration_since(self.play_started.unwrap_or(now));
         let keys = self
             .pattern
             .sample(&self.params.pattern, elapsed, &mut self.rng);
@@ -1219,7 +1204,7 @@ impl Bot for CityBot {
             BotPhase::Connecting => self.handshake_deadline,
             BotPhase::Connected => {
                 let playing = self.stage == Stage::Playing;
-                let input = playing.then(|| self.input_due_at(self.grid_slot)).flatten();
+                let input = playing.then(|| self.grid.next_due()).flatten();
                 let chat = playing.then_some(self.next_chat).flatten();
                 [self.silence_deadline(), self.next_ping, input, chat]
                     .into_iter()
