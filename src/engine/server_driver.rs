@@ -140,19 +140,7 @@ async fn serve_loop(
                 if r.is_err() {
                     break;
                 }
-                loop {
-                    match sock.try_recv_batch(&mut rx) {
-                        Ok(n) => {
-                            let now = Instant::now();
-                            for (from, d) in rx.datagrams(n) {
-                                server.handle_datagram(now, from, d);
-                            }
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                        // ICMP errors from departed clients and the like: not fatal.
-                        Err(_) => continue,
-                    }
-                }
+                drain(&sock, &mut rx, |now, from, d| server.handle_datagram(now, from, d));
             }
             _ = tokio::time::sleep_until(wake.into()) => {
                 server.handle_timeout(Instant::now());
@@ -169,6 +157,23 @@ async fn serve_loop(
     }
     if let Ok(mut s) = stats.lock() {
         *s = server.stats().clone();
+    }
+}
+
+/// Receive everything queued on `sock`, in batches, one clock read per batch.
+fn drain(sock: &Socket, rx: &mut RxBatch, mut f: impl FnMut(Instant, SocketAddr, &[u8])) {
+    loop {
+        match sock.try_recv_batch(rx) {
+            Ok(n) => {
+                let now = Instant::now();
+                for (from, d) in rx.datagrams(n) {
+                    f(now, from, d);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            // ICMP errors from departed clients and the like: not fatal.
+            Err(_) => continue,
+        }
     }
 }
 
@@ -245,18 +250,7 @@ async fn serve_loop_enet(
                 if r.is_err() {
                     break;
                 }
-                loop {
-                    match sock.try_recv_batch(&mut rx) {
-                        Ok(n) => {
-                            let now = Instant::now();
-                            for (from, d) in rx.datagrams(n) {
-                                host.handle_datagram(now, from, d);
-                            }
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                        Err(_) => continue,
-                    }
-                }
+                drain(&sock, &mut rx, |now, from, d| host.handle_datagram(now, from, d));
             }
             _ = tokio::time::sleep_until(wake.into()) => {}
         }
