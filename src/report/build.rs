@@ -30,6 +30,15 @@ pub fn summarize(plan: &Plan, run: &RunOutcome) -> Summary {
     for (name, v) in t.events.iter() {
         protocol_metrics.insert(name, json!(v));
     }
+    // City: prediction corrections as a rate a netcode engineer reads directly.
+    let corrections = t.events.get("corrections");
+    let bot_minutes = run.ever_connected as f64 * run.elapsed.as_secs_f64() / 60.0;
+    if matches!(plan.protocol, crate::scenario::ProtocolSection::City(_)) && bot_minutes > 0.0 {
+        protocol_metrics.insert(
+            "corrections_per_bot_minute".into(),
+            json!((corrections as f64 / bot_minutes * 100.0).round() / 100.0),
+        );
+    }
     if let Some(s) = &run.server {
         protocol_metrics.insert(
             "embedded_server".into(),
