@@ -30,7 +30,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     default_port: DEFAULT_PORT,
     rtt: "PING has no payload: one PING in flight, matched to the next PONG (µs clock kept by the bot); \
           a PONG after the timeout is counted late (pong_late), not sampled",
-    downstream_loss: "snapshot tick numbers divided by the server's tick step (learned from the first \
+    downstream_loss: "snapshot tick differences (wrap-safe) in units of the server's tick step (learned from the first \
                       snapshots, or snapshot_tick_step): gaps, reordering, duplicates; no other packet \
                       carries a sequence",
     upstream_loss: "not measurable: no packet carries a client sequence and the server acknowledges no input",
