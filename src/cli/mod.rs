@@ -79,8 +79,8 @@ struct ValidateArgs {
 
 #[derive(clap::Args, Debug, Clone)]
 struct OverrideArgs {
-    /// Server to load instead of the scenario's target: HOST:PORT, a comma-separated list,
-    /// or `embedded`.
+    /// Server to load instead of the scenario's target: HOST:PORT, HOST:FIRST-LAST (servers on
+    /// consecutive ports), a comma-separated list of those, or `embedded`.
     #[arg(long, value_name = "HOST:PORT")]
     target: Option<String>,
     /// Peak bot population (every population stage is scaled to it).

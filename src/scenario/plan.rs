@@ -68,6 +68,30 @@ fn invalid(path: &Path, message: impl Into<String>) -> ScenarioError {
     }
 }
 
+/// `host`, `host:port` or `host:first-last` (a fleet of servers on consecutive ports) to
+/// `host:port` strings; a missing port is the protocol's default.
+pub fn expand_port_range(t: &str, default_port: u16) -> Result<Vec<String>, String> {
+    let Some((host, ports)) = t.rsplit_once(':').filter(|(h, p)| {
+        !h.is_empty() && !p.is_empty() && p.chars().all(|c| c.is_ascii_digit() || c == '-')
+    }) else {
+        return Ok(vec![format!("{t}:{default_port}")]);
+    };
+    let bad = || format!("target `{t}`: the port must be a number or a range like 7777-7786");
+    match ports.split_once('-') {
+        None => {
+            let p: u16 = ports.parse().map_err(|_| bad())?;
+            Ok(vec![format!("{host}:{p}")])
+        }
+        Some((a, b)) => {
+            let (a, b): (u16, u16) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+            if a > b || b - a > 10_000 {
+                return Err(bad());
+            }
+            Ok((a..=b).map(|p| format!("{host}:{p}")).collect())
+        }
+    }
+}
+
 /// SplitMix64: decorrelates per-bot seeds derived from one scenario seed.
 pub fn mix_seed(seed: u64, index: u64) -> u64 {
     let mut z = seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15);
@@ -121,20 +145,14 @@ impl Plan {
                 .map(str::trim)
                 .filter(|t| !t.is_empty())
             {
-                let with_port = if t
-                    .rsplit_once(':')
-                    .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
-                {
-                    t.to_string()
-                } else {
-                    format!("{t}:{}", info.default_port)
-                };
-                let a = with_port
-                    .to_socket_addrs()
-                    .map_err(|e| invalid(path, format!("target `{t}` does not resolve: {e}")))?
-                    .next()
-                    .ok_or_else(|| invalid(path, format!("target `{t}` has no address")))?;
-                addrs.push(a);
+                for one in expand_port_range(t, info.default_port).map_err(|m| invalid(path, m))? {
+                    let a = one
+                        .to_socket_addrs()
+                        .map_err(|e| invalid(path, format!("target `{t}` does not resolve: {e}")))?
+                        .next()
+                        .ok_or_else(|| invalid(path, format!("target `{t}` has no address")))?;
+                    addrs.push(a);
+                }
             }
             if addrs.is_empty() {
                 return Err(invalid(path, "target is empty"));
@@ -458,6 +476,20 @@ mod tests {
     #[test]
     fn up_after_down_is_refused() {
         assert!(spawn_schedule(&[ramp(4, 1), ramp(2, 1), ramp(5, 1)], &|n| n).is_err());
+    }
+
+    #[test]
+    fn targets_with_port_ranges() {
+        assert_eq!(
+            expand_port_range("127.0.0.1:7777-7779", 1).unwrap(),
+            vec!["127.0.0.1:7777", "127.0.0.1:7778", "127.0.0.1:7779"]
+        );
+        assert_eq!(
+            expand_port_range("localhost", 4242).unwrap(),
+            vec!["localhost:4242"]
+        );
+        assert_eq!(expand_port_range("[::1]:9", 1).unwrap(), vec!["[::1]:9"]);
+        assert!(expand_port_range("h:9-3", 1).is_err());
     }
 
     #[test]
