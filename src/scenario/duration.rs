@@ -11,6 +11,15 @@ use serde::{Deserialize, Serialize, Serializer};
 pub struct Dur(pub Duration);
 
 /// Parse `<number><unit>` with unit one of `us`/`µs`, `ms`, `s`, `m`, `h`.
+///
+/// ```
+/// use std::time::Duration;
+/// use tickswarm::scenario::parse_duration;
+///
+/// assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+/// assert_eq!(parse_duration("250us"), Ok(Duration::from_micros(250)));
+/// assert!(parse_duration("15").is_err()); // a unit is required
+/// ```
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
     let split = t

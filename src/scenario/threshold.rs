@@ -118,6 +118,19 @@ pub struct Threshold {
 }
 
 impl Threshold {
+    /// Parse a condition as scenarios write it.
+    ///
+    /// ```
+    /// use tickswarm::scenario::threshold::{Metric, Op, Stat, Threshold, TimeMetric};
+    ///
+    /// let t = Threshold::parse("rtt p99 < 50ms").unwrap();
+    /// assert_eq!(t.metric, Metric::Time(TimeMetric::Rtt, Stat::P99));
+    /// assert_eq!((t.op, t.limit), (Op::Lt, 50_000.0)); // microseconds
+    ///
+    /// let loss = Threshold::parse("downstream_loss < 1%").unwrap();
+    /// assert_eq!(loss.limit, 0.01); // a fraction
+    /// assert!(Threshold::parse("rtt < 50ms").is_err()); // which statistic?
+    /// ```
     pub fn parse(text: &str) -> Result<Self, String> {
         let t = text.trim();
         let (op_at, op, op_len) = ["<=", ">=", "<", ">"]
