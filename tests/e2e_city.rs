@@ -91,6 +91,7 @@ fn city_through_delay_and_loss() {
             one_way_delay: Duration::from_millis(15),
             drop_every_down: 10,
             drop_every_up: 10,
+            corrupt_every_down: 0,
         },
         Duration::from_secs(40),
     );

@@ -63,6 +63,7 @@ fn cafe_loss_and_delay_through_a_proxy() {
         one_way_delay: Duration::from_millis(15),
         drop_every_down: 10,
         drop_every_up: 0,
+        corrupt_every_down: 0,
     };
     let (s, proxy) =
         run_through_proxy("  cafe: {}", ProtocolSection::Cafe(Default::default()), imp);
@@ -90,6 +91,7 @@ fn rtype_delay_through_a_proxy() {
         one_way_delay: Duration::from_millis(15),
         drop_every_down: 0,
         drop_every_up: 0,
+        corrupt_every_down: 0,
     };
     let (s, _proxy) = run_through_proxy(
         "  rtype: {}",
@@ -102,4 +104,36 @@ fn rtype_delay_through_a_proxy() {
     let down = &s["loss"]["downstream"];
     assert_eq!(down["expected"], down["received"], "{down}");
     assert_eq!(s["bots"]["connected"], 20);
+}
+
+/// A server sending junk: every 7th datagram to each bot arrives with its first byte flipped
+/// (a bad magic). Each one is counted as a decode error by reason and dropped, the swarm
+/// carries on, and the junk shows as downstream loss (its sequence number never decoded).
+#[test]
+fn cafe_counts_malformed_datagrams_and_carries_on() {
+    use std::sync::atomic::Ordering;
+    let imp = Impairment {
+        corrupt_every_down: 7,
+        ..Impairment::default()
+    };
+    let (s, proxy) =
+        run_through_proxy("  cafe: {}", ProtocolSection::Cafe(Default::default()), imp);
+    let corrupted = proxy.counts.down_corrupted.load(Ordering::Relaxed);
+    let counted = s["errors"]["decode"]["header.bad_magic"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(corrupted > 100, "proxy corrupted {corrupted}");
+    // Junk still in flight when the bots stop is not a decode error of a live session.
+    assert!(
+        counted <= corrupted && corrupted - counted <= 20,
+        "counted {counted} of {corrupted}"
+    );
+    let down = &s["loss"]["downstream"];
+    let missing = down["expected"].as_u64().unwrap() - down["received"].as_u64().unwrap();
+    assert!(
+        missing <= counted && counted - missing <= 20,
+        "missing {missing}, junk {counted}"
+    );
+    assert_eq!(s["bots"]["connected"], 20);
+    assert!(s["snapshots_applied"].as_u64().unwrap() > 1000);
 }

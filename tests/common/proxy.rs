@@ -20,6 +20,8 @@ pub struct Impairment {
     pub drop_every_down: u64,
     /// Drop every K-th bot-to-server datagram, per bot (0 = never).
     pub drop_every_up: u64,
+    /// Flip the first byte of every K-th server-to-bot datagram, per bot (0 = never).
+    pub corrupt_every_down: u64,
 }
 
 #[derive(Debug, Default)]
@@ -28,6 +30,7 @@ pub struct ProxyCounts {
     pub up_dropped: AtomicU64,
     pub down_forwarded: AtomicU64,
     pub down_dropped: AtomicU64,
+    pub down_corrupted: AtomicU64,
 }
 
 pub struct Proxy {
@@ -92,7 +95,13 @@ async fn run(front: Arc<UdpSocket>, server: SocketAddr, imp: Impairment, counts:
                                 continue;
                             }
                             c2.down_forwarded.fetch_add(1, Ordering::Relaxed);
-                            let d = b[..n].to_vec();
+                            let mut d = b[..n].to_vec();
+                            if imp.corrupt_every_down > 0 && nth % imp.corrupt_every_down == 0 {
+                                if let Some(first) = d.first_mut() {
+                                    *first ^= 0xFF;
+                                }
+                                c2.down_corrupted.fetch_add(1, Ordering::Relaxed);
+                            }
                             let f3 = f2.clone();
                             tokio::spawn(async move {
                                 tokio::time::sleep(imp.one_way_delay).await;
