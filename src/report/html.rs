@@ -44,6 +44,7 @@ pub fn render(s: &Summary) -> String {
     header(&mut out, s, title, &verdict);
     thresholds(&mut out, &s.thresholds);
     key_figures(&mut out, s);
+    highlights(&mut out, s);
     charts(&mut out, s);
     latency_table(&mut out, s);
     errors(&mut out, s);
@@ -279,6 +280,92 @@ fn key_figures(out: &mut String, s: &Summary) {
             if c.bad { " bad" } else { "" },
             c.value,
             if c.bad_sub { " bad" } else { "" },
+            c.sub
+        );
+    }
+    out.push_str("</div>\n</section>\n");
+}
+
+/// The protocol extras a netcode engineer looks for first, as cards, when the run has them:
+/// ENet's own RTT next to the protocol's, prediction and reconciliation, content download,
+/// snapshot smoothness. Everything else stays in the protocol metrics tables.
+fn highlights(out: &mut String, s: &Summary) {
+    const HISTS: &[(&str, &str, &str)] = &[
+        (
+            "enet_rtt_us",
+            "ENet RTT",
+            "ENet's own estimate, sampled per bot each second",
+        ),
+        (
+            "prediction_error",
+            "Prediction error",
+            "tiles between prediction and server",
+        ),
+        (
+            "input_ack_latency_us",
+            "Input to ack",
+            "PlayerInput to its InputAck",
+        ),
+        (
+            "content_time_us",
+            "Content download",
+            "ServerHello to ContentComplete",
+        ),
+        (
+            "snapshot_jitter_us",
+            "Snapshot jitter",
+            "arrival against the delivered tick rate",
+        ),
+        (
+            "interp_delay_us",
+            "Interpolation delay",
+            "buffer needed to stay smooth",
+        ),
+        (
+            "stale_us",
+            "Stale entity table",
+            "a gap until the next full snapshot",
+        ),
+    ];
+    let m = &s.protocol_metrics;
+    let mut cards = Vec::new();
+    for &(key, label, what) in HISTS {
+        let Some(h) = m.get(key).and_then(Value::as_object).and_then(as_hist) else {
+            continue;
+        };
+        if h.count == 0 {
+            continue;
+        }
+        let fmt = |v: u64| {
+            if key == "prediction_error" {
+                // Recorded in 1/1000 tile; 1 is the histogram floor (an exact prediction).
+                format!("{:.3} tiles", v as f64 / 1000.0)
+            } else {
+                fmt_us(v as f64)
+            }
+        };
+        let sub = format!("p50 · p99 {} · {}", fmt(h.p99), what);
+        cards.push(Card::new(label, esc(&fmt(h.p50)), &esc(&sub)));
+    }
+    if let Some(c) = m.get("corrections").and_then(Value::as_u64) {
+        let rate = m
+            .get("corrections_per_bot_minute")
+            .and_then(Value::as_f64)
+            .map(|r| format!("{r} per bot-minute"))
+            .unwrap_or_default();
+        cards.push(Card::new("Corrections", group_int(c), &esc(&rate)));
+    }
+    if cards.is_empty() {
+        return;
+    }
+    out.push_str("<section>\n<h2>Protocol highlights</h2>\n<div class=\"cards\">\n");
+    for c in cards {
+        w!(
+            out,
+            "<div class=\"card\"><div class=\"k\">{}</div><div class=\"v\">{}</div>\
+             <div class=\"s\">{}</div></div>\n",
+            c.key,
+            c.value,
             c.sub
         );
     }
@@ -1391,6 +1478,51 @@ mod tests {
                 (x.parse().unwrap(), y.parse().unwrap())
             })
             .collect()
+    }
+
+    /// Protocol extras the run has (ENet RTT, prediction error in 1/1000 tile, corrections)
+    /// come up as highlight cards; a run without them has no such section.
+    #[test]
+    fn protocol_highlights_when_present() {
+        let mut s = sample_summary();
+        s.protocol_metrics.insert(
+            "enet_rtt_us".into(),
+            serde_json::to_value(HistSummary {
+                count: 10,
+                min: 1000,
+                mean: 1500.0,
+                p50: 1000,
+                p90: 2000,
+                p99: 4000,
+                p999: 4000,
+                max: 4000,
+            })
+            .unwrap(),
+        );
+        s.protocol_metrics.insert(
+            "prediction_error".into(),
+            serde_json::to_value(HistSummary {
+                count: 10,
+                min: 1,
+                mean: 30.0,
+                p50: 1,
+                p90: 80,
+                p99: 250,
+                p999: 250,
+                max: 250,
+            })
+            .unwrap(),
+        );
+        s.protocol_metrics
+            .insert("corrections".into(), Value::from(42u64));
+        let html = render(&s);
+        assert!(html.contains("Protocol highlights"));
+        assert!(html.contains("ENet RTT"));
+        assert!(html.contains("0.250 tiles"), "prediction error in tiles");
+        assert!(html.contains(">42<"), "corrections");
+        let mut plain = sample_summary();
+        plain.protocol_metrics.clear();
+        assert!(!render(&plain).contains("Protocol highlights"));
     }
 
     #[test]
