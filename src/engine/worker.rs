@@ -303,6 +303,10 @@ async fn worker_main(spec: WorkerSpec, tx: Sender<WorkerMsg>, mut stop: watch::R
 
     let transport = transport_for(&spec.protocol);
     let mut enet_cfg = EnetConfig::with_peers(spec.bots_per_socket.clamp(1, 4095));
+    // Housekeeping (retransmission, ping and timeout checks) every 25 ms instead of ENet's
+    // usual 10: a worker holds hundreds of hosts, and receiving and sending already service a
+    // host at once. Retransmissions may leave up to 25 ms late, well under ENet's minimum RTO.
+    enet_cfg.service_interval = Duration::from_millis(25);
     if !spec.enet_throttle {
         enet_cfg.throttle.2 = 0;
     }
