@@ -44,7 +44,6 @@ pub struct RunOutcome {
     pub total: Recorder,
     pub intervals: Vec<IntervalPoint>,
     pub planned: u64,
-    pub spawned: u64,
     pub ever_connected: u64,
     pub failed: u64,
     pub started_at: SystemTime,
@@ -160,7 +159,6 @@ pub fn run(
         total: collector.total,
         intervals: collector.points,
         planned: plan.planned,
-        spawned: collector.spawned,
         ever_connected: collector.ever_connected,
         failed: collector.failed,
         started_at,
@@ -243,7 +241,6 @@ struct Collector {
     tail: Recorder,
     ever_connected: u64,
     failed: u64,
-    spawned: u64,
 }
 
 impl Collector {
@@ -256,7 +253,6 @@ impl Collector {
             tail: Recorder::new(),
             ever_connected: 0,
             failed: 0,
-            spawned: 0,
         }
     }
 
@@ -291,14 +287,12 @@ impl Collector {
                 rec,
                 ever_connected,
                 failed,
-                spawned,
                 ..
             } => {
                 self.total.merge(&rec);
                 self.tail.merge(&rec);
                 self.ever_connected += ever_connected;
                 self.failed += failed;
-                self.spawned += spawned;
                 None
             }
         }

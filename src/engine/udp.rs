@@ -2,7 +2,7 @@
 //! quinn-udp (recvmmsg and GRO on Linux) on tokio sockets.
 
 use std::io::{self, IoSliceMut};
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::SocketAddr;
 
 use quinn_udp::{RecvMeta, UdpSockRef, UdpSocketState, BATCH_SIZE};
 use tokio::io::Interest;
@@ -17,18 +17,6 @@ pub struct Socket {
 }
 
 impl Socket {
-    /// Bind an ephemeral local port of the right family and connect it to `peer`, so the
-    /// kernel filters strangers and reports ICMP errors (a closed port) as ECONNREFUSED.
-    pub fn connect_to(peer: SocketAddr) -> io::Result<Self> {
-        let local: SocketAddr = match peer {
-            SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
-            SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
-        };
-        let std = std::net::UdpSocket::bind(local)?;
-        std.connect(peer)?;
-        Self::from_std(std)
-    }
-
     /// Bind a listening socket (reference servers) with large buffers: a server sends a
     /// burst of one snapshot per client every tick.
     pub fn bind(addr: SocketAddr) -> io::Result<Self> {
@@ -46,18 +34,6 @@ impl Socket {
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.io.local_addr()
-    }
-
-    /// Send one datagram now; never waits. `WouldBlock` means the socket buffer is full.
-    pub fn try_send(&self, to: SocketAddr, bytes: &[u8]) -> io::Result<()> {
-        let t = quinn_udp::Transmit {
-            destination: to,
-            ecn: None,
-            contents: bytes,
-            segment_size: None,
-            src_ip: None,
-        };
-        self.state.try_send(UdpSockRef::from(&self.io), &t)
     }
 
     /// Send one datagram, waiting for buffer room if the socket is full (servers: a

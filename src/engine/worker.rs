@@ -57,7 +57,6 @@ pub enum WorkerMsg {
         rec: Recorder,
         ever_connected: u64,
         failed: u64,
-        spawned: u64,
     },
 }
 
@@ -275,7 +274,6 @@ pub fn run_worker(spec: WorkerSpec, tx: Sender<WorkerMsg>, stop: watch::Receiver
                 rec: Recorder::new(),
                 ever_connected: 0,
                 failed: spec.bots.len() as u64,
-                spawned: 0,
             });
             return;
         }
@@ -387,7 +385,6 @@ async fn worker_main(spec: WorkerSpec, tx: Sender<WorkerMsg>, mut stop: watch::R
         rec,
         ever_connected,
         failed: failed + socket_failures,
-        spawned: count as u64,
     });
 }
 

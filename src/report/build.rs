@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Map};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
@@ -204,9 +204,4 @@ pub fn folder_stamp(t: std::time::SystemTime) -> String {
         d.minute(),
         d.second()
     )
-}
-
-/// Something serializable for quick debugging of a Value map.
-pub fn to_value(s: &Summary) -> Value {
-    serde_json::to_value(s).unwrap_or(Value::Null)
 }
