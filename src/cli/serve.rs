@@ -168,13 +168,7 @@ pub fn cmd_serve(a: &ServeArgs) -> anyhow::Result<u8> {
             .iter()
             .map(|h| h.stats())
             .fold(ServerStats::default(), |mut a, b| {
-                a.clients += b.clients;
-                a.accepted += b.accepted;
-                a.refused += b.refused;
-                a.timed_out += b.timed_out;
-                a.datagrams_in += b.datagrams_in;
-                a.datagrams_out += b.datagrams_out;
-                a.dropped.merge(&b.dropped);
+                a.merge(&b);
                 a
             })
     };

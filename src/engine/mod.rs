@@ -216,17 +216,7 @@ fn start_embedded(plan: &Plan) -> Result<Vec<ServerHandle>, EngineError> {
 /// Add up the counters of several server instances.
 fn merge_server_stats(stats: impl Iterator<Item = ServerStats>) -> Option<ServerStats> {
     stats.reduce(|mut a, b| {
-        a.clients += b.clients;
-        a.accepted += b.accepted;
-        a.refused += b.refused;
-        a.timed_out += b.timed_out;
-        a.disconnected += b.disconnected;
-        a.datagrams_in += b.datagrams_in;
-        a.datagrams_out += b.datagrams_out;
-        a.bytes_in += b.bytes_in;
-        a.bytes_out += b.bytes_out;
-        a.dropped.merge(&b.dropped);
-        a.events.merge(&b.events);
+        a.merge(&b);
         a
     })
 }

@@ -191,17 +191,20 @@ impl Shared {
     /// Service ENet group `gi` and hand its events to the bots.
     fn service_group(&self, gi: usize, now: Instant) {
         let mut events = std::mem::take(&mut *self.events.borrow_mut());
-        let peers: Vec<Option<usize>> = {
-            let mut groups = self.groups.borrow_mut();
-            let Some(g) = groups.get_mut(gi) else { return };
+        if let Some(g) = self.groups.borrow_mut().get_mut(gi) {
             g.host.service(now);
             while let Some(ev) = g.host.poll_event() {
                 events.push(ev);
             }
-            g.peers.clone()
+        }
+        // The bot behind an ENet peer, looked up per event (no copy of the table per service).
+        let slot_of = |p: PeerId| {
+            self.groups
+                .borrow()
+                .get(gi)
+                .and_then(|g| g.peers.get(p.index()).copied().flatten())
         };
         for ev in events.drain(..) {
-            let slot_of = |p: PeerId| peers.get(p.index()).copied().flatten();
             match ev {
                 EnetEvent::Connected { peer, .. } => {
                     if let Some(idx) = slot_of(peer) {

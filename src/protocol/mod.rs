@@ -155,6 +155,23 @@ pub struct ServerStats {
     pub events: NamedCounters,
 }
 
+impl ServerStats {
+    /// Add another instance's counters (a fleet of instances reports as one).
+    pub fn merge(&mut self, o: &ServerStats) {
+        self.clients += o.clients;
+        self.accepted += o.accepted;
+        self.refused += o.refused;
+        self.timed_out += o.timed_out;
+        self.disconnected += o.disconnected;
+        self.datagrams_in += o.datagrams_in;
+        self.datagrams_out += o.datagrams_out;
+        self.bytes_in += o.bytes_in;
+        self.bytes_out += o.bytes_out;
+        self.dropped.merge(&o.dropped);
+        self.events.merge(&o.events);
+    }
+}
+
 /// A reference server, keyed by peer address.
 pub trait Server: Send {
     fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]);
