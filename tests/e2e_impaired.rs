@@ -80,6 +80,21 @@ fn cafe_loss_and_delay_through_a_proxy() {
     let rtt = &s["rtt_us"];
     assert!(rtt["min"].as_u64().unwrap() >= 30_000, "{rtt}");
     assert!(rtt["p50"].as_u64().unwrap() < 45_000, "{rtt}");
+    // The handshake is one round trip through the same delay.
+    let hs = &s["handshake_us"];
+    assert_eq!(hs["count"], 20);
+    assert!(hs["min"].as_u64().unwrap() >= 30_000, "{hs}");
+    // Packet counters against the proxy's own count: every datagram the bots say they sent
+    // reached it, and what they say they received is what it forwarded, less at most a few
+    // per bot still in flight when they stopped.
+    let up = proxy.counts.up.load(Ordering::Relaxed);
+    assert_eq!(s["bandwidth"]["up_packets"].as_u64(), Some(up));
+    let forwarded = proxy.counts.down_forwarded.load(Ordering::Relaxed);
+    let down = s["bandwidth"]["down_packets"].as_u64().unwrap();
+    assert!(
+        down <= forwarded && forwarded - down <= 20 * 4,
+        "down {down}, forwarded {forwarded}"
+    );
     assert_eq!(s["bots"]["connected"], 20);
 }
 

@@ -31,13 +31,12 @@ pub fn summarize(plan: &Plan, run: &RunOutcome) -> Summary {
         protocol_metrics.insert(name, json!(v));
     }
     // City: prediction corrections as a rate a netcode engineer reads directly.
-    let corrections = t.events.get("corrections");
-    let bot_minutes = run.ever_connected as f64 * run.elapsed.as_secs_f64() / 60.0;
-    if matches!(plan.protocol, crate::scenario::ProtocolSection::City(_)) && bot_minutes > 0.0 {
-        protocol_metrics.insert(
-            "corrections_per_bot_minute".into(),
-            json!((corrections as f64 / bot_minutes * 100.0).round() / 100.0),
-        );
+    if matches!(plan.protocol, crate::scenario::ProtocolSection::City(_)) {
+        if let Some(r) =
+            per_bot_minute(t.events.get("corrections"), run.ever_connected, run.elapsed)
+        {
+            protocol_metrics.insert("corrections_per_bot_minute".into(), json!(r));
+        }
     }
     if let Some(s) = &run.server {
         protocol_metrics.insert(
@@ -124,6 +123,12 @@ pub fn summarize(plan: &Plan, run: &RunOutcome) -> Summary {
     summary
 }
 
+/// `count` per bot per minute over the run, to two decimals; `None` without bots or time.
+fn per_bot_minute(count: u64, bots: u64, elapsed: std::time::Duration) -> Option<f64> {
+    let bot_minutes = bots as f64 * elapsed.as_secs_f64() / 60.0;
+    (bot_minutes > 0.0).then(|| (count as f64 / bot_minutes * 100.0).round() / 100.0)
+}
+
 fn stat(h: &HistSummary, s: crate::scenario::threshold::Stat) -> Option<f64> {
     use crate::scenario::threshold::Stat::*;
     if h.count == 0 {
@@ -204,4 +209,29 @@ pub fn folder_stamp(t: std::time::SystemTime) -> String {
         d.minute(),
         d.second()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn rate_per_bot_minute() {
+        // 300 corrections by 10 bots over 30 s = 60 per bot-minute.
+        assert_eq!(per_bot_minute(300, 10, Duration::from_secs(30)), Some(60.0));
+        assert_eq!(per_bot_minute(1, 3, Duration::from_secs(60)), Some(0.33));
+        assert_eq!(per_bot_minute(5, 0, Duration::from_secs(60)), None);
+    }
+
+    #[test]
+    fn observed_values_in_their_units() {
+        assert_eq!(format_observed("rtt_us.p99", Some(1500.0)), "1.50ms");
+        assert_eq!(format_observed("rtt_us.p99", Some(150.0)), "150us");
+        assert_eq!(
+            format_observed("loss.downstream.rate", Some(0.0125)),
+            "1.250%"
+        );
+        assert_eq!(format_observed("bots.failed", None), "no data");
+    }
 }
