@@ -796,7 +796,7 @@ proptest! {
             },
             now,
         );
-        let from = "10.0.0.1:5000".parse().unwrap();
+        let from = tickswarm::protocol::ConnId(1);
         server.handle_connect(now, from);
         let mut buf = [0u8; 1500];
         for p in &packets {

@@ -10,7 +10,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
+
 use std::time::{Duration, Instant};
+use tickswarm::protocol::ConnId;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -44,7 +46,7 @@ struct Packet {
 
 struct SimBot {
     bot: CityBot,
-    addr: SocketAddr,
+    addr: ConnId,
     rec: Recorder,
     start_at: Instant,
     started: bool,
@@ -57,7 +59,7 @@ struct Sim {
     server: CityServer,
     dialect: Dialect,
     bots: Vec<SimBot>,
-    by_addr: HashMap<SocketAddr, usize>,
+    by_addr: HashMap<ConnId, usize>,
     link: Link,
     rng: ChaCha8Rng,
     wire: BTreeMap<(Instant, u64), Packet>,
@@ -101,9 +103,7 @@ impl Sim {
 
     fn add_bot(&mut self, opts: CityOptions, params: BotParams, start_after: Duration) -> usize {
         let i = self.bots.len();
-        let addr: SocketAddr = format!("10.1.{}.{}:5000", i / 250, i % 250 + 1)
-            .parse()
-            .unwrap();
+        let addr = ConnId(i as u64);
         self.by_addr.insert(addr, i);
         self.bots.push(SimBot {
             bot: CityBot::new(params, opts),
@@ -1141,18 +1141,16 @@ fn enet_run(
         client.service(now);
         while let Some(ev) = host.poll_event() {
             match ev {
-                EnetEvent::Connected { peer, addr, .. } => {
-                    peers.insert(addr, peer);
-                    server.handle_connect(now, addr);
+                EnetEvent::Connected { peer, .. } => {
+                    let conn = ConnId(peer.index() as u64);
+                    peers.insert(conn, peer);
+                    server.handle_connect(now, conn);
                 }
                 EnetEvent::Received { peer, packet, .. } => {
-                    let from = host.peer_addr(peer).unwrap();
-                    server.handle_datagram(now, from, &packet);
+                    server.handle_datagram(now, ConnId(peer.index() as u64), &packet);
                 }
                 EnetEvent::Disconnected { peer, .. } => {
-                    if let Some(addr) = host.peer_addr(peer) {
-                        server.handle_disconnect(now, addr);
-                    }
+                    server.handle_disconnect(now, ConnId(peer.index() as u64));
                 }
             }
         }

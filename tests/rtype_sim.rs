@@ -4,8 +4,8 @@
 //! to each bot, every ENTITY_DESTROY, or everything in one direction.
 
 use std::collections::{HashMap, VecDeque};
-use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
+use tickswarm::protocol::ConnId;
 
 use tickswarm::metrics::Recorder;
 use tickswarm::protocol::rtype::codec::{self, FloatOrder, Packet, PacketType};
@@ -17,7 +17,7 @@ const MS: Duration = Duration::from_millis(1);
 struct SimBot {
     bot: RtypeBot,
     rec: Recorder,
-    addr: SocketAddr,
+    addr: ConnId,
     /// Snapshots the server sent to this bot, in order: (tick, dropped by the link).
     sent: Vec<(u32, bool)>,
     /// Ticks of the snapshots delivered, in order.
@@ -72,7 +72,7 @@ struct Sim {
     server: RtypeServer,
     server_ticks: bool,
     bots: Vec<SimBot>,
-    by_addr: HashMap<SocketAddr, usize>,
+    by_addr: HashMap<ConnId, usize>,
     link: VecDeque<InFlight>,
     delay: Duration,
     /// Drop every K-th snapshot sent to each bot.
@@ -106,10 +106,7 @@ impl Sim {
     /// Add a bot and start it now.
     fn add_bot(&mut self, params: BotParams, opts: RtypeOptions) -> usize {
         let i = self.bots.len();
-        let addr = SocketAddr::from((
-            Ipv4Addr::new(10, 0, (i / 200) as u8, (i % 200) as u8 + 1),
-            40_000 + i as u16,
-        ));
+        let addr = ConnId(i as u64);
         let mut b = SimBot {
             bot: RtypeBot::new(params, opts),
             rec: Recorder::new(),
@@ -728,7 +725,7 @@ fn malformed_datagrams_are_counted_not_fatal() {
         .handle_datagram(now, addr, &[0x0A, 0x01, 0x00, 0x04]); // ACCEPT, client-bound
     sim.server
         .handle_datagram(now, addr, &[0x02, 0x01, 0x00, 0x11, 0]); // INPUT cut short
-    let other = SocketAddr::from((Ipv4Addr::new(192, 0, 2, 1), 9));
+    let other = ConnId(9_999);
     sim.server
         .handle_datagram(now, other, &[0x03, 0x01, 0x00, 0x04]); // PING from a stranger
     let dropped = &sim.server.stats().dropped;

@@ -10,7 +10,7 @@ use tokio::sync::watch;
 
 use super::factory::TransportKind;
 use super::udp::{RxBatch, Socket, TxBatch};
-use crate::protocol::{Server, ServerStats};
+use crate::protocol::{ConnId, Server, ServerStats};
 use crate::transport::{EnetConfig, EnetEvent, EnetHost, PeerId, MAX_ENET_DATAGRAM};
 
 /// A server running in a background thread.
@@ -128,6 +128,7 @@ async fn serve_loop(
 ) {
     let mut rx = RxBatch::new();
     let mut tx = TxBatch::new();
+    let mut conns = UdpConns::default();
     let mut next_report = Instant::now();
     loop {
         let wake = server
@@ -140,13 +141,18 @@ async fn serve_loop(
                 if r.is_err() {
                     break;
                 }
-                drain(&sock, &mut rx, |now, from, d| server.handle_datagram(now, from, d));
+                drain(&sock, &mut rx, |now, from, d| {
+                    server.handle_datagram(now, conns.id_of(from), d)
+                });
             }
             _ = tokio::time::sleep_until(wake.into()) => {
                 server.handle_timeout(Instant::now());
             }
         }
-        flush(&sock, server.as_mut(), &mut tx).await;
+        flush(&sock, server.as_mut(), &mut tx, &conns).await;
+        while let Some(c) = server.poll_close() {
+            conns.forget(c);
+        }
         let now = Instant::now();
         if now >= next_report {
             next_report = now + Duration::from_millis(100);
@@ -177,9 +183,44 @@ fn drain(sock: &Socket, rx: &mut RxBatch, mut f: impl FnMut(Instant, SocketAddr,
     }
 }
 
+/// Connection ids for raw UDP: one per source address, forgotten when the server closes the
+/// session.
+#[derive(Default)]
+struct UdpConns {
+    by_addr: std::collections::HashMap<SocketAddr, ConnId>,
+    by_id: std::collections::HashMap<ConnId, SocketAddr>,
+    next: u64,
+}
+
+impl UdpConns {
+    fn id_of(&mut self, addr: SocketAddr) -> ConnId {
+        if let Some(&c) = self.by_addr.get(&addr) {
+            return c;
+        }
+        let c = ConnId(self.next);
+        self.next += 1;
+        self.by_addr.insert(addr, c);
+        self.by_id.insert(c, addr);
+        c
+    }
+
+    fn addr_of(&self, c: ConnId) -> Option<SocketAddr> {
+        self.by_id.get(&c).copied()
+    }
+
+    fn forget(&mut self, c: ConnId) {
+        if let Some(a) = self.by_id.remove(&c) {
+            self.by_addr.remove(&a);
+        }
+    }
+}
+
 /// Send everything the server has queued, in `sendmmsg` batches.
-async fn flush(sock: &Socket, server: &mut dyn Server, batch: &mut TxBatch) {
+async fn flush(sock: &Socket, server: &mut dyn Server, batch: &mut TxBatch, conns: &UdpConns) {
     while let Some((to, t)) = server.poll_transmit(batch.next_buf()) {
+        let Some(to) = conns.addr_of(to) else {
+            continue;
+        };
         batch.push(to, t.len);
         if batch.is_full() && batch.flush(sock).await.is_err() {
             return;
@@ -188,26 +229,6 @@ async fn flush(sock: &Socket, server: &mut dyn Server, batch: &mut TxBatch) {
     if !batch.is_empty() {
         let _ = batch.flush(sock).await;
     }
-}
-
-/// The key a server state machine knows an ENet session by.
-///
-/// Servers key clients by address, but ENet multiplexes: several sessions (bots sharing a
-/// socket, players behind one NAT) arrive from one UDP address. Each session gets a unique
-/// virtual address instead: `[fd00::<peer slot>]:0`, unique-local and never on the wire.
-fn session_key(peer: PeerId) -> SocketAddr {
-    let i = peer.index() as u64;
-    let ip = std::net::Ipv6Addr::new(
-        0xfd00,
-        0,
-        0,
-        0,
-        (i >> 48) as u16,
-        (i >> 32) as u16,
-        (i >> 16) as u16,
-        i as u16,
-    );
-    SocketAddr::new(ip.into(), 0)
 }
 
 /// The ENet variant: datagrams feed an ENet host; its sessions and packets feed the server.
@@ -223,8 +244,11 @@ async fn serve_loop_enet(
     let mut rx = RxBatch::new();
     let mut tx = TxBatch::new();
     let mut buf = vec![0u8; MAX_ENET_DATAGRAM];
-    let mut by_addr: std::collections::HashMap<SocketAddr, PeerId> = Default::default();
-    let mut by_peer: Vec<Option<SocketAddr>> = vec![None; host.peer_limit()];
+    // Each ENet session gets a fresh connection id: several sessions (bots sharing a socket,
+    // players behind one NAT) come from one UDP address, and a peer slot is reused.
+    let mut by_conn: std::collections::HashMap<ConnId, PeerId> = Default::default();
+    let mut by_peer: Vec<Option<ConnId>> = vec![None; host.peer_limit()];
+    let mut next_conn = 0u64;
     let mut next_report = Instant::now();
     // What the transport lost or refused, reported with the server's own counters.
     let mut transport = crate::metrics::NamedCounters::default();
@@ -262,8 +286,9 @@ async fn serve_loop_enet(
         while let Some(ev) = host.poll_event() {
             match ev {
                 EnetEvent::Connected { peer, .. } => {
-                    let addr = session_key(peer);
-                    by_addr.insert(addr, peer);
+                    let addr = ConnId(next_conn);
+                    next_conn += 1;
+                    by_conn.insert(addr, peer);
                     if let Some(slot) = by_peer.get_mut(peer.index()) {
                         *slot = Some(addr);
                     }
@@ -276,14 +301,14 @@ async fn serve_loop_enet(
                 }
                 EnetEvent::Disconnected { peer, .. } => {
                     if let Some(addr) = by_peer.get_mut(peer.index()).and_then(Option::take) {
-                        by_addr.remove(&addr);
+                        by_conn.remove(&addr);
                         server.handle_disconnect(now, addr);
                     }
                 }
             }
         }
         while let Some((to, t)) = server.poll_transmit(&mut buf) {
-            match by_addr.get(&to) {
+            match by_conn.get(&to) {
                 Some(&peer) => {
                     if host.send_transmit(peer, &t, &buf).is_err() {
                         transport.add("enet_send_refused", 1);
@@ -293,7 +318,7 @@ async fn serve_loop_enet(
             }
         }
         while let Some(addr) = server.poll_close() {
-            if let Some(&peer) = by_addr.get(&addr) {
+            if let Some(&peer) = by_conn.get(&addr) {
                 let _ = host.disconnect(now, peer, 0);
             }
         }

@@ -17,7 +17,6 @@ pub mod pattern;
 pub mod rtype;
 pub mod seqwindow;
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use crate::metrics::{NamedCounters, Recorder};
@@ -172,21 +171,37 @@ impl ServerStats {
     }
 }
 
-/// A reference server, keyed by peer address.
+/// Who a reference server is talking to: an opaque id the transport under the server hands
+/// out (one per source address for raw UDP, one per ENet peer, one per GNS connection).
+///
+/// Servers key their sessions by it and never see addresses, so several bots behind one
+/// socket (ENet's `bots_per_socket`) are distinct players, and a transport whose connections
+/// are handles rather than addresses (GNS) fits the same trait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConnId(pub u64);
+
+impl std::fmt::Display for ConnId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "conn#{}", self.0)
+    }
+}
+
+/// A reference server, keyed by connection.
 pub trait Server: Send {
-    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]);
+    fn handle_datagram(&mut self, now: Instant, from: ConnId, data: &[u8]);
     fn handle_timeout(&mut self, now: Instant);
     /// Next datagram to send and its destination.
-    fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<(SocketAddr, Transmit)>;
+    fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<(ConnId, Transmit)>;
     fn poll_timeout(&self) -> Option<Instant>;
     fn stats(&self) -> &ServerStats;
     /// A transport session from `from` was established (ENet connect). Raw UDP never calls it.
-    fn handle_connect(&mut self, _now: Instant, _from: SocketAddr) {}
+    fn handle_connect(&mut self, _now: Instant, _from: ConnId) {}
     /// The transport session from `from` ended (ENet disconnect or timeout).
-    fn handle_disconnect(&mut self, _now: Instant, _from: SocketAddr) {}
-    /// A session the server wants the transport to close (after what it queued for it), e.g.
-    /// a refused player. Raw UDP has no sessions and ignores it.
-    fn poll_close(&mut self) -> Option<SocketAddr> {
+    fn handle_disconnect(&mut self, _now: Instant, _from: ConnId) {}
+    /// A session the server is done with: the transport closes it (ENet, after what was
+    /// queued for it) or forgets the connection id (raw UDP), e.g. a refused player or one
+    /// that timed out.
+    fn poll_close(&mut self) -> Option<ConnId> {
         None
     }
 }

@@ -14,12 +14,11 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
-use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use tickswarm::metrics::Recorder;
 use tickswarm::protocol::cafe::{CafeBot, CafeOptions, CafeServer, CafeServerConfig};
-use tickswarm::protocol::{Bot, BotParams, Server, MAX_DATAGRAM};
+use tickswarm::protocol::{Bot, BotParams, ConnId, Server, MAX_DATAGRAM};
 
 /// Message type bytes, from cafe.md.
 pub const HELLO: u8 = 0;
@@ -164,8 +163,8 @@ pub struct Sim {
     /// One recorder per bot, so tests can check each bot's own numbers.
     pub recs: Vec<Recorder>,
     pub params: Vec<BotParams>,
-    pub addrs: Vec<SocketAddr>,
-    by_addr: HashMap<SocketAddr, usize>,
+    pub addrs: Vec<ConnId>,
+    by_addr: HashMap<ConnId, usize>,
     /// Detached bots are no longer driven: no timeouts, and datagrams to them vanish.
     pub detached: Vec<bool>,
     pub up: Path,
@@ -179,15 +178,15 @@ pub struct Sim {
     sent_peer: HashMap<(Dir, usize), u64>,
 }
 
-/// A bot's address: 10.0.x.y:40000.
-pub fn bot_addr(i: usize) -> SocketAddr {
-    SocketAddr::from((Ipv4Addr::new(10, 0, (i >> 8) as u8, i as u8), 40000))
+/// A bot's connection id at the server: its index.
+pub fn bot_addr(i: usize) -> ConnId {
+    ConnId(i as u64)
 }
 
 impl Sim {
     pub fn new(cfg: CafeServerConfig, bots: Vec<(BotParams, CafeOptions)>) -> Self {
         let t0 = Instant::now();
-        let addrs: Vec<SocketAddr> = (0..bots.len()).map(bot_addr).collect();
+        let addrs: Vec<ConnId> = (0..bots.len()).map(bot_addr).collect();
         Self {
             t0,
             now: t0,

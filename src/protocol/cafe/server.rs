@@ -16,11 +16,10 @@
 //!   instead of answering it like a client's ping.
 
 use std::collections::{HashMap, VecDeque};
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use super::codec::{self, Dialect, EntityRecord, GameStats, Message, SnapshotEncoder};
-use crate::protocol::{Keys, Server, ServerStats, Transmit, MAX_DATAGRAM};
+use crate::protocol::{ConnId, Keys, Server, ServerStats, Transmit, MAX_DATAGRAM};
 
 /// World bounds and player speed of the reference game.
 pub const WORLD_W: f32 = 1920.0;
@@ -69,7 +68,7 @@ impl CafeServerConfig {
 
 #[derive(Debug, Clone)]
 struct Client {
-    addr: SocketAddr,
+    addr: ConnId,
     player_id: u16,
     seq: u32,
     last_seen: Instant,
@@ -89,7 +88,7 @@ enum Out {
     Pong(usize, u32),
     Heartbeat(usize),
     Snapshot { slot: usize, full: bool },
-    Refuse(SocketAddr),
+    Refuse(ConnId),
 }
 
 /// One room's encoded snapshots for the current tick (buffers reused across ticks).
@@ -105,7 +104,7 @@ pub struct CafeServer {
     /// The latest time handed in (heartbeat timestamps are taken from it).
     now: Instant,
     slots: Vec<Option<Client>>,
-    by_addr: HashMap<SocketAddr, usize>,
+    by_addr: HashMap<ConnId, usize>,
     tick: u32,
     next_tick: Instant,
     out: VecDeque<Out>,
@@ -144,7 +143,7 @@ impl CafeServer {
 
     /// The clients' player entities as the server holds them now, in slot order (player id
     /// = slot + 1; a room is `room_size` consecutive slots).
-    pub fn players(&self) -> impl Iterator<Item = (SocketAddr, &EntityRecord)> + '_ {
+    pub fn players(&self) -> impl Iterator<Item = (ConnId, &EntityRecord)> + '_ {
         self.slots.iter().flatten().map(|c| (c.addr, &c.record))
     }
 
@@ -164,7 +163,7 @@ impl CafeServer {
         now.saturating_duration_since(self.epoch).as_millis() as u32
     }
 
-    fn admit(&mut self, now: Instant, from: SocketAddr) {
+    fn admit(&mut self, now: Instant, from: ConnId) {
         if let Some(&slot) = self.by_addr.get(&from) {
             // Any packet refreshes last_seen (cafe.md), a retried Hello too.
             if let Some(c) = self.slots.get_mut(slot).and_then(Option::as_mut) {
@@ -330,7 +329,7 @@ impl CafeServer {
 }
 
 impl Server for CafeServer {
-    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
+    fn handle_datagram(&mut self, now: Instant, from: ConnId, data: &[u8]) {
         self.now = now;
         self.stats.datagrams_in += 1;
         self.stats.bytes_in += data.len() as u64;
@@ -402,7 +401,7 @@ impl Server for CafeServer {
         }
     }
 
-    fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<(SocketAddr, Transmit)> {
+    fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<(ConnId, Transmit)> {
         loop {
             let out = self.out.pop_front()?;
             let now_ms = self.now_ms(self.now);

@@ -51,7 +51,6 @@
 //!   skips the rest (counted), so tick numbers stay consecutive.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use rand::{RngCore, SeedableRng};
@@ -63,7 +62,7 @@ use super::codec::{
     MAX_PACKET_SIZE, MAX_UNRELIABLE_PACKET, TICK_RATE,
 };
 use super::{step, Dialect, MAX_PLAYERS};
-use crate::protocol::{Server, ServerStats, Transmit};
+use crate::protocol::{ConnId, Server, ServerStats, Transmit};
 
 /// Tile ids of the reference map.
 pub const TILE_GRASS: u8 = 0;
@@ -207,7 +206,7 @@ enum Stage {
 
 #[derive(Debug)]
 struct Session {
-    addr: SocketAddr,
+    addr: ConnId,
     stage: Stage,
     seq: u16,
     session_id: u32,
@@ -233,12 +232,12 @@ struct Session {
 /// Packets ready to leave, with recycled buffers.
 #[derive(Debug, Default)]
 struct Outbox {
-    queue: VecDeque<(SocketAddr, bool, Vec<u8>)>,
+    queue: VecDeque<(ConnId, bool, Vec<u8>)>,
     pool: Vec<Vec<u8>>,
 }
 
 impl Outbox {
-    fn flush(&mut self, addr: SocketAddr, reliable: bool, open: &mut Vec<u8>) {
+    fn flush(&mut self, addr: ConnId, reliable: bool, open: &mut Vec<u8>) {
         if open.is_empty() {
             return;
         }
@@ -297,7 +296,7 @@ pub struct CityServer {
     /// Tick slot k is due at `epoch + k / TICK_RATE` s.
     next_slot: u64,
     sessions: Vec<Option<Session>>,
-    by_addr: HashMap<SocketAddr, usize>,
+    by_addr: HashMap<ConnId, usize>,
     entities: BTreeMap<u32, Entity>,
     next_entity: u32,
     next_session: u32,
@@ -364,7 +363,7 @@ impl CityServer {
         &self.tiles
     }
 
-    fn session(&self, peer: SocketAddr) -> Option<&Session> {
+    fn session(&self, peer: ConnId) -> Option<&Session> {
         self.by_addr
             .get(&peer)
             .and_then(|&i| self.sessions.get(i))
@@ -372,24 +371,24 @@ impl CityServer {
     }
 
     /// The entity of the player connected from `peer`.
-    pub fn player_entity(&self, peer: SocketAddr) -> Option<u32> {
+    pub fn player_entity(&self, peer: ConnId) -> Option<u32> {
         self.session(peer)?.entity
     }
 
     /// Where the server has the player connected from `peer`.
-    pub fn player_position(&self, peer: SocketAddr) -> Option<Vec2f> {
+    pub fn player_position(&self, peer: ConnId) -> Option<Vec2f> {
         let id = self.player_entity(peer)?;
         self.entities.get(&id).map(|e| e.pos)
     }
 
     /// Entities the client at `peer` has been sent (spawned and not despawned).
-    pub fn visible_to(&self, peer: SocketAddr) -> Option<usize> {
+    pub fn visible_to(&self, peer: ConnId) -> Option<usize> {
         self.session(peer).map(|s| s.visible.len())
     }
 
     /// Move a player by `(dx, dy)` tiles on the server's side (an admin push, a collision
     /// the client did not foresee): the client's prediction is now wrong and must correct.
-    pub fn nudge_player(&mut self, peer: SocketAddr, dx: f32, dy: f32) -> bool {
+    pub fn nudge_player(&mut self, peer: ConnId, dx: f32, dy: f32) -> bool {
         let Some(id) = self.player_entity(peer) else {
             return false;
         };
@@ -406,7 +405,7 @@ impl CityServer {
     }
 
     /// Put a player at `pos` (tests and admin).
-    pub fn teleport_player(&mut self, peer: SocketAddr, pos: Vec2f) -> bool {
+    pub fn teleport_player(&mut self, peer: ConnId, pos: Vec2f) -> bool {
         let Some(p) = self.player_position(peer) else {
             return false;
         };
@@ -463,7 +462,7 @@ impl CityServer {
         Vec2f::new((cx + 0.5) * w / 10.0, (cy + 0.5) * h / 10.0)
     }
 
-    fn session_slot(&mut self, now: Instant, addr: SocketAddr) -> usize {
+    fn session_slot(&mut self, now: Instant, addr: ConnId) -> usize {
         if let Some(&i) = self.by_addr.get(&addr) {
             return i;
         }
@@ -1094,7 +1093,7 @@ fn make_assets(cfg: &CityServerConfig) -> Vec<Asset> {
 }
 
 impl Server for CityServer {
-    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
+    fn handle_datagram(&mut self, now: Instant, from: ConnId, data: &[u8]) {
         self.stats.datagrams_in += 1;
         self.stats.bytes_in += data.len() as u64;
         if !self.by_addr.contains_key(&from) {
@@ -1148,7 +1147,7 @@ impl Server for CityServer {
         }
     }
 
-    fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<(SocketAddr, Transmit)> {
+    fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<(ConnId, Transmit)> {
         loop {
             let (addr, reliable, bytes) = self.outbox.queue.pop_front()?;
             let len = bytes.len();
@@ -1186,7 +1185,7 @@ impl Server for CityServer {
         &self.stats
     }
 
-    fn handle_connect(&mut self, now: Instant, from: SocketAddr) {
+    fn handle_connect(&mut self, now: Instant, from: ConnId) {
         if self.by_addr.contains_key(&from) {
             // A new ENet session from the same address: the old one is over.
             if let Some(&slot) = self.by_addr.get(&from) {
@@ -1197,7 +1196,7 @@ impl Server for CityServer {
         self.stats.events.add("enet_connects", 1);
     }
 
-    fn handle_disconnect(&mut self, _now: Instant, from: SocketAddr) {
+    fn handle_disconnect(&mut self, _now: Instant, from: ConnId) {
         if let Some(&slot) = self.by_addr.get(&from) {
             self.stats.events.add("enet_disconnects", 1);
             if self.sessions[slot]

@@ -50,14 +50,13 @@
 //!   second; the world is 1920 × 1080 pixels, y grows downwards.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::codec::{self, FloatOrder, Packet, SnapshotEncoder, SnapshotEntity};
-use crate::protocol::{Server, ServerStats, Transmit};
+use crate::protocol::{ConnId, Server, ServerStats, Transmit};
 
 pub const WORLD_W: f32 = 1920.0;
 pub const WORLD_H: f32 = 1080.0;
@@ -239,7 +238,7 @@ struct Room {
 
 #[derive(Debug, Clone)]
 struct Client {
-    addr: SocketAddr,
+    addr: ConnId,
     client_id: u32,
     /// Entity id of the live ship; `None` after GAMEOVER.
     ship: Option<u32>,
@@ -275,7 +274,7 @@ pub struct RtypeServer {
     epoch: Instant,
     now: Instant,
     slots: Vec<Option<Client>>,
-    by_addr: HashMap<SocketAddr, usize>,
+    by_addr: HashMap<ConnId, usize>,
     rooms: Vec<Room>,
     /// Ids of live ships (all rooms), so a clientId is never given twice.
     ship_ids: HashSet<u32>,
@@ -284,7 +283,7 @@ pub struct RtypeServer {
     /// Ticks run since start (never wraps in practice), for timers.
     ticks_run: u64,
     next_tick: Instant,
-    out: VecDeque<(SocketAddr, Msg)>,
+    out: VecDeque<(ConnId, Msg)>,
     events: Vec<RoomEvent>,
     stats: ServerStats,
 }
@@ -326,12 +325,12 @@ impl RtypeServer {
     }
 
     /// The room a client plays in.
-    pub fn room_of(&self, addr: SocketAddr) -> Option<usize> {
+    pub fn room_of(&self, addr: ConnId) -> Option<usize> {
         self.by_addr.get(&addr).map(|&s| self.room_index(s))
     }
 
     /// The entity id of a client's live ship.
-    pub fn ship_of(&self, addr: SocketAddr) -> Option<u32> {
+    pub fn ship_of(&self, addr: ConnId) -> Option<u32> {
         let slot = *self.by_addr.get(&addr)?;
         self.slots.get(slot)?.as_ref()?.ship
     }
@@ -371,7 +370,7 @@ impl RtypeServer {
         id
     }
 
-    fn send(&mut self, to: SocketAddr, msg: Msg) {
+    fn send(&mut self, to: ConnId, msg: Msg) {
         self.out.push_back((to, msg));
     }
 
@@ -385,7 +384,7 @@ impl RtypeServer {
         }
     }
 
-    fn on_connect(&mut self, now: Instant, from: SocketAddr, client_id: u32) {
+    fn on_connect(&mut self, now: Instant, from: ConnId, client_id: u32) {
         if let Some(&slot) = self.by_addr.get(&from) {
             let alive = self.slots[slot].as_ref().is_some_and(|c| c.ship.is_some());
             self.send(from, Msg::Accept);
@@ -761,7 +760,7 @@ fn axis(v: f32) -> f32 {
 }
 
 impl Server for RtypeServer {
-    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
+    fn handle_datagram(&mut self, now: Instant, from: ConnId, data: &[u8]) {
         self.now = now;
         self.stats.datagrams_in += 1;
         self.stats.bytes_in += data.len() as u64;
@@ -834,7 +833,7 @@ impl Server for RtypeServer {
         }
     }
 
-    fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<(SocketAddr, Transmit)> {
+    fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<(ConnId, Transmit)> {
         loop {
             let (to, msg) = self.out.pop_front()?;
             let packet = match msg {
