@@ -5,11 +5,13 @@
 //! with three significant figures; adding two histograms is exact, so intervals merge into
 //! totals, and shards from several machines merge into one report, without losing anything.
 
+pub mod describe;
 mod named;
 pub mod summary;
 
 use hdrhistogram::Histogram;
 
+pub use describe::{MetricDesc, MetricInfo};
 pub use named::NamedCounters;
 pub use summary::{HistSummary, LossSummary};
 

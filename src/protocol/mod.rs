@@ -19,7 +19,7 @@ pub mod seqwindow;
 
 use std::time::{Duration, Instant};
 
-use crate::metrics::{NamedCounters, Recorder};
+use crate::metrics::{MetricDesc, NamedCounters, Recorder};
 pub use pattern::{InputPattern, Keys, PatternState};
 
 /// Largest datagram any protocol here writes. Callers hand buffers of at least this size to
@@ -256,4 +256,6 @@ pub struct ProtocolInfo {
     /// How upstream loss is measured, or why it cannot be.
     pub upstream_loss: &'static str,
     pub dialects: &'static [(&'static str, &'static str)],
+    /// The protocol's own metrics (under `protocol_metrics`) and how the report shows them.
+    pub metrics: &'static [MetricDesc],
 }

@@ -30,14 +30,17 @@ pub fn summarize(plan: &Plan, run: &RunOutcome) -> Summary {
     for (name, v) in t.events.iter() {
         protocol_metrics.insert(name, json!(v));
     }
-    // City: prediction corrections as a rate a netcode engineer reads directly.
-    if matches!(plan.protocol, crate::scenario::ProtocolSection::City(_)) {
-        if let Some(r) =
-            per_bot_minute(t.events.get("corrections"), run.ever_connected, run.elapsed)
-        {
-            protocol_metrics.insert("corrections_per_bot_minute".into(), json!(r));
+    // Counters the protocol wants read as a rate (City's corrections per bot-minute).
+    for m in info.metrics.iter().filter(|m| m.per_bot_minute) {
+        if let Some(r) = per_bot_minute(t.events.get(m.key), run.ever_connected, run.elapsed) {
+            protocol_metrics.insert(format!("{}_per_bot_minute", m.key), json!(r));
         }
     }
+    let protocol_metric_info = info
+        .metrics
+        .iter()
+        .map(|m| (m.key.to_string(), m.info()))
+        .collect();
     if let Some(s) = &run.server {
         protocol_metrics.insert(
             "embedded_server".into(),
@@ -106,6 +109,7 @@ pub fn summarize(plan: &Plan, run: &RunOutcome) -> Summary {
             connect: counters(&t.connect_failures),
         },
         protocol_metrics,
+        protocol_metric_info,
         thresholds: Vec::new(),
         verdict: String::new(),
         intervals: run.intervals.clone(),

@@ -106,6 +106,10 @@ pub struct Summary {
     pub errors: Errors,
     /// Per-protocol extras: counters, and histograms as `{count,min,mean,p50,...}`.
     pub protocol_metrics: serde_json::Map<String, serde_json::Value>,
+    /// How to read and show `protocol_metrics` entries (label, unit, card/chart/table), as
+    /// the protocol declares them. Keys absent here are shown as plain table rows.
+    #[serde(default)]
+    pub protocol_metric_info: std::collections::BTreeMap<String, crate::metrics::MetricInfo>,
     pub thresholds: Vec<ThresholdResult>,
     /// `pass` or `fail`.
     pub verdict: String,

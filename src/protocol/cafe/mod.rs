@@ -15,6 +15,7 @@ pub use codec::Dialect;
 pub use server::{CafeServer, CafeServerConfig};
 
 use super::ProtocolInfo;
+use crate::metrics::describe::MetricDesc;
 
 pub const DEFAULT_PORT: u16 = 4242;
 
@@ -31,6 +32,13 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
         (
             "implementation",
             "the documented implementation: snapshot carries last_input u32 + count u16, no Disconnect, 2 s timeout",
+        ),
+    ],
+    metrics: &[
+        MetricDesc::micros(
+            "stale_us",
+            "Stale entity table",
+            "a gap until the next full snapshot",
         ),
     ],
 };

@@ -41,6 +41,7 @@ pub use codec::{Dialect, Vec2f};
 pub use server::{CityServer, CityServerConfig};
 
 use super::ProtocolInfo;
+use crate::metrics::describe::{Display, MetricDesc};
 
 pub const DEFAULT_PORT: u16 = 7777;
 /// City's ENet channel count (0 reliable, 1 unreliable sequenced).
@@ -66,6 +67,58 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
             "the documented implementation: no content transfer or FullState, DeltaState is \
              tick + count + 21-byte records without last_acked_input, extra types 0x06/0x24/0x25",
         ),
+    ],
+    metrics: &[
+        MetricDesc::micros(
+            "enet_rtt_us",
+            "ENet RTT",
+            "ENet's own estimate, sampled per bot each second",
+        ),
+        MetricDesc::micros(
+            "prediction_error",
+            "Prediction error",
+            "tiles between prediction and server",
+        )
+        .unit("tiles", 1000),
+        MetricDesc::micros(
+            "input_ack_latency_us",
+            "Input to ack",
+            "PlayerInput to its InputAck",
+        ),
+        MetricDesc::micros(
+            "content_time_us",
+            "Content download",
+            "ServerHello to ContentComplete",
+        ),
+        MetricDesc::micros(
+            "snapshot_jitter_us",
+            "Snapshot jitter",
+            "arrival against the delivered tick rate",
+        ),
+        MetricDesc::micros(
+            "interp_delay_us",
+            "Interpolation delay",
+            "buffer needed to stay smooth",
+        ),
+        MetricDesc::micros(
+            "chat_echo_us",
+            "Chat echo",
+            "ChatMessage to its relayed copy",
+        )
+        .display(Display::Table),
+        MetricDesc::count(
+            "corrections",
+            "Corrections",
+            "predictions the server's state overruled",
+        )
+        .display(Display::Card)
+        .per_bot_minute(),
+        MetricDesc::count(
+            "enet_packet_loss_ppm",
+            "ENet packet loss",
+            "ENet's own estimate, sampled per bot each second",
+        )
+        .unit("ppm", 1),
     ],
 };
 

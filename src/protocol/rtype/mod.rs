@@ -18,6 +18,7 @@ pub use codec::FloatOrder;
 pub use server::{RtypeServer, RtypeServerConfig};
 
 use super::ProtocolInfo;
+use crate::metrics::describe::{Display, MetricDesc};
 
 /// The spec names no port. 4243 sits next to cafe's 4242 so both reference servers can run
 /// on one host; point the swarm elsewhere with `--target`.
@@ -43,6 +44,30 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
             "little",
             "float_order: little — floats copied natively (x86), as §2's \"no endian conversion\" reads",
         ),
+    ],
+    metrics: &[
+        MetricDesc::micros(
+            "snapshot_jitter_us",
+            "Snapshot jitter",
+            "arrival against the delivered tick rate",
+        ),
+        MetricDesc::micros(
+            "interp_delay_us",
+            "Interpolation delay",
+            "buffer needed to stay smooth",
+        ),
+        MetricDesc::micros("rejoin_us", "Rejoin time", "GAMEOVER to the next ACCEPT")
+            .display(Display::Table),
+        MetricDesc::count("snapshot_age_ticks", "Snapshot age", "ticks behind the newest seen")
+            .unit("ticks", 1),
+        MetricDesc::count("entities", "Entities", "entities in a bot's table per snapshot")
+            .unit("entities", 1),
+        MetricDesc::count(
+            "snapshot_tick_step",
+            "Snapshot tick step",
+            "server ticks between snapshots, as learned",
+        )
+        .unit("ticks", 1),
     ],
 };
 
