@@ -6,6 +6,7 @@
 //! [`report`] (summary.json, report.html, JUnit XML).
 
 pub mod cli;
+pub mod duration;
 pub mod engine;
 pub mod metrics;
 pub mod protocol;

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::proxy::{Impairment, Proxy};
 use serde_json::Value;
-use tickswarm::engine::{make_server, spawn_server_on, transport_for};
+use tickswarm::engine::spawn_reference_server;
 use tickswarm::protocol::city::CityOptions;
 use tickswarm::scenario::{ProtocolSection, ServerSection};
 
@@ -80,11 +80,7 @@ fn city_through_delay_and_loss() {
     let section = ProtocolSection::City(CityOptions::default());
     let server = ServerSection::default();
     let bind: SocketAddr = (Ipv4Addr::LOCALHOST, 0).into();
-    let make_section = section.clone();
-    let handle = spawn_server_on(bind, transport_for(&section), 100, false, move |now| {
-        make_server(&make_section, &server, now)
-    })
-    .unwrap();
+    let handle = spawn_reference_server(bind, &section, &server).unwrap();
     let proxy = Proxy::start(
         handle.addr,
         Impairment {

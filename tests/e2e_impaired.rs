@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::proxy::{Impairment, Proxy};
 use serde_json::Value;
-use tickswarm::engine::{make_server, spawn_server};
+use tickswarm::engine::spawn_reference_server;
 use tickswarm::scenario::{ProtocolSection, ServerSection};
 
 fn run_through_proxy(
@@ -19,7 +19,7 @@ fn run_through_proxy(
 ) -> (Value, Proxy) {
     let bind: SocketAddr = (Ipv4Addr::LOCALHOST, 0).into();
     let server = ServerSection::default();
-    let handle = spawn_server(bind, move |now| make_server(&section, &server, now)).unwrap();
+    let handle = spawn_reference_server(bind, &section, &server).unwrap();
     let proxy = Proxy::start(handle.addr, imp, Duration::from_secs(30));
     let tmp = tempfile::tempdir().unwrap();
     let scenario = tmp.path().join("s.yaml");

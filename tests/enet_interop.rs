@@ -527,21 +527,14 @@ fn several_tickswarm_peers_share_one_socket() {
 /// reference server: ENet connect, ClientHello written by hand in C, ServerHello back.
 #[test]
 fn c_client_speaks_city_to_the_reference_server() {
-    use tickswarm::engine::{make_server, spawn_server_on, transport_for};
+    use tickswarm::engine::spawn_reference_server;
     use tickswarm::protocol::city::CityOptions;
     use tickswarm::scenario::{ProtocolSection, ServerSection};
 
     let section = ProtocolSection::City(CityOptions::default());
     let server_section = ServerSection::default();
-    let make_section = section.clone();
-    let server = spawn_server_on(
-        "127.0.0.1:0".parse().unwrap(),
-        transport_for(&section),
-        100,
-        false,
-        move |now| make_server(&make_section, &server_section, now),
-    )
-    .expect("start the City reference server");
+    let server = spawn_reference_server("127.0.0.1:0".parse().unwrap(), &section, &server_section)
+        .expect("start the City reference server");
     let port = server.addr.port().to_string();
     let mut c = CPeer::spawn(&["city", "127.0.0.1", &port, "5"]);
     let result = c.wait_line("RESULT", Duration::from_secs(8));

@@ -3,47 +3,57 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use crate::engine::{make_server, players_per_instance, spawn_server_on, transport_for};
-use crate::protocol::{ProtocolName, ServerStats};
-use crate::scenario::{parse_duration, Dur, ProtocolSection, ServerSection};
+use std::path::PathBuf;
+
+use crate::duration::{parse_duration, Dur};
+use crate::engine::{spawn_server_on, transport_for};
+use crate::protocol::{ProtocolName, ProtocolSection, ServerParams, ServerStats};
 
 #[derive(clap::Args, Debug)]
 pub struct ServeArgs {
-    /// Protocol to serve.
-    #[arg(value_enum)]
-    protocol: ServeProtocol,
+    /// Protocol to serve (see `tickswarm protocols`).
+    #[arg(value_parser = parse_protocol)]
+    protocol: ProtocolName,
     /// UDP port (default: the protocol's usual port; 0 picks a free one).
     #[arg(long)]
     port: Option<u16>,
     /// Address to bind.
     #[arg(long, default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
     bind: IpAddr,
+    /// Take the protocol options and the `server:` section from this scenario file; the flags
+    /// below override its server values.
+    #[arg(long, value_name = "FILE")]
+    scenario: Option<PathBuf>,
+    /// Protocol dialect (see `tickswarm protocols`): shorthand for the protocol's dialect
+    /// option (cafe and city `dialect`, rtype `float_order`).
+    #[arg(long)]
+    dialect: Option<String>,
+    /// A protocol option as a scenario writes it, e.g. `--option chat_rate=2` (repeatable);
+    /// parsed and checked exactly as the scenario's `protocol:` section.
+    #[arg(long = "option", value_name = "KEY=VALUE")]
+    options: Vec<String>,
     /// Simulation and snapshot rate.
-    #[arg(long, value_name = "HZ", default_value_t = 60)]
-    tick_rate: u16,
+    #[arg(long, value_name = "HZ")]
+    tick_rate: Option<u16>,
     /// Refuse clients beyond this many.
-    #[arg(long, value_name = "N", default_value_t = 10_000)]
-    max_clients: usize,
+    #[arg(long, value_name = "N")]
+    max_clients: Option<usize>,
     /// A full snapshot every N ticks (deltas in between).
-    #[arg(long, value_name = "N", default_value_t = 60)]
-    full_every: u32,
+    #[arg(long, value_name = "N")]
+    full_every: Option<u32>,
     /// Drop clients silent for this long.
-    #[arg(long, value_name = "D", value_parser = parse_duration, default_value = "5s")]
-    client_timeout: Duration,
+    #[arg(long, value_name = "D", value_parser = parse_duration)]
+    client_timeout: Option<Duration>,
     /// Snapshots per second, where the protocol sends them slower than it ticks (rtype: 20-30).
     #[arg(long, value_name = "HZ")]
     snapshot_rate: Option<u32>,
     /// Players per room (default per protocol).
     #[arg(long, value_name = "N")]
     room_size: Option<usize>,
-    /// Protocol dialect (see `tickswarm protocols`): cafe and city `spec`|`implementation`,
-    /// rtype `big`|`little` (float byte order).
-    #[arg(long)]
-    dialect: Option<String>,
-    /// Server instances on consecutive ports (city: each takes --max-players).
+    /// Server instances on consecutive ports.
     #[arg(long, value_name = "N", default_value_t = 1)]
     instances: usize,
-    /// Players per instance (city; default 100).
+    /// Players per instance (protocols with a per-instance cap; city: default 100).
     #[arg(long, value_name = "N")]
     max_players: Option<usize>,
     /// Keep ENet's unreliable-packet throttle (C ENet's default), which drops unreliable
@@ -55,107 +65,142 @@ pub struct ServeArgs {
     duration: Option<Duration>,
 }
 
-#[derive(clap::ValueEnum, Clone, Copy, Debug)]
-enum ServeProtocol {
-    Cafe,
-    Rtype,
-    City,
+fn parse_protocol(s: &str) -> Result<ProtocolName, String> {
+    s.parse()
+}
+
+/// The protocol section and server parameters `serve` runs with, parsed through the same
+/// typed path as a scenario's `protocol:` section.
+fn configure(a: &ServeArgs) -> Result<(ProtocolSection, ServerParams), String> {
+    let (mut section, mut server) = match &a.scenario {
+        Some(path) => {
+            let file = crate::scenario::load(path).map_err(|e| e.to_string())?;
+            if file.protocol.name() != a.protocol {
+                return Err(format!(
+                    "{}: the scenario is for `{}`, not `{}`",
+                    path.display(),
+                    file.protocol.name(),
+                    a.protocol
+                ));
+            }
+            (file.protocol, file.server)
+        }
+        None => (a.protocol.default_section(), ServerParams::default()),
+    };
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    if let Some(d) = &a.dialect {
+        pairs.push((a.protocol.dialect_key().to_string(), d.clone()));
+    }
+    for o in &a.options {
+        let (k, v) = o
+            .split_once('=')
+            .ok_or_else(|| format!("--option `{o}`: expected KEY=VALUE"))?;
+        pairs.push((k.trim().to_string(), v.trim().to_string()));
+    }
+    if !pairs.is_empty() {
+        section = with_options(&section, &pairs)?;
+    }
+    if let Some(v) = a.tick_rate {
+        server.tick_rate = v;
+    }
+    if let Some(v) = a.max_clients {
+        server.max_clients = v;
+    }
+    if let Some(v) = a.full_every {
+        server.full_every = v;
+    }
+    if let Some(v) = a.client_timeout {
+        server.client_timeout = Dur(v);
+    }
+    if a.snapshot_rate.is_some() {
+        server.snapshot_rate = a.snapshot_rate;
+    }
+    if a.room_size.is_some() {
+        server.room_size = a.room_size;
+    }
+    if a.max_players.is_some() {
+        server.players_per_instance = a.max_players;
+    }
+    server.instances = Some(a.instances);
+    server.enet_throttle |= a.enet_throttle;
+    section.validate(&server)?;
+    Ok((section, server))
+}
+
+/// `section` with `pairs` set, through serde: the section is written out as YAML, the pairs
+/// replace its keys, and the result is parsed as a scenario's `protocol:` section would be
+/// (unknown keys and bad values are refused with the scenario's messages).
+fn with_options(
+    section: &ProtocolSection,
+    pairs: &[(String, String)],
+) -> Result<ProtocolSection, String> {
+    let name = section.name();
+    let mut yaml = serde_saphyr::to_string(section).map_err(|e| e.to_string())?;
+    let mut doc = format!("{name}:\n");
+    let body = yaml.split_off(yaml.find('\n').map_or(yaml.len(), |i| i + 1));
+    for line in body.lines() {
+        let key = line.trim_start().split(':').next().unwrap_or_default();
+        if !pairs.iter().any(|(k, _)| k == key) {
+            doc.push_str(line);
+            doc.push('\n');
+        }
+    }
+    for (k, v) in pairs {
+        doc.push_str(&format!("  {k}: {v}\n"));
+    }
+    // The parser's message points into the document built here; its first line says what is
+    // wrong with which key, which is what the user typed.
+    serde_saphyr::from_str::<ProtocolSection>(&doc).map_err(|e| {
+        let e = e.to_string();
+        let first = e.lines().next().unwrap_or_default();
+        let what = first.split_once(": ").map_or(first, |(_, w)| w);
+        format!("{name} option: {}", what.trim_start_matches("error: "))
+    })
 }
 
 pub fn cmd_serve(a: &ServeArgs) -> anyhow::Result<u8> {
-    let dialect = a.dialect.as_deref();
-    let (name, section) = match a.protocol {
-        ServeProtocol::Cafe => {
-            let dialect = match dialect.unwrap_or("spec") {
-                "spec" => crate::protocol::cafe::Dialect::Spec,
-                "implementation" => crate::protocol::cafe::Dialect::Implementation,
-                other => {
-                    eprintln!("error: unknown cafe dialect `{other}` (spec, implementation)");
-                    return Ok(super::EXIT_USAGE);
-                }
-            };
-            (
-                ProtocolName::Cafe,
-                ProtocolSection::Cafe(crate::protocol::cafe::CafeOptions {
-                    dialect,
-                    ..Default::default()
-                }),
-            )
-        }
-        ServeProtocol::City => {
-            let dialect = match dialect.unwrap_or("spec") {
-                "spec" => crate::protocol::city::Dialect::Spec,
-                "implementation" => crate::protocol::city::Dialect::Implementation,
-                other => {
-                    eprintln!("error: unknown city dialect `{other}` (spec, implementation)");
-                    return Ok(super::EXIT_USAGE);
-                }
-            };
-            (
-                ProtocolName::City,
-                ProtocolSection::City(crate::protocol::city::CityOptions {
-                    dialect,
-                    ..Default::default()
-                }),
-            )
-        }
-        ServeProtocol::Rtype => {
-            let float_order = match dialect.unwrap_or("big") {
-                "big" => crate::protocol::rtype::FloatOrder::Big,
-                "little" => crate::protocol::rtype::FloatOrder::Little,
-                other => {
-                    eprintln!("error: unknown rtype float order `{other}` (big, little)");
-                    return Ok(super::EXIT_USAGE);
-                }
-            };
-            (
-                ProtocolName::Rtype,
-                ProtocolSection::Rtype(crate::protocol::rtype::RtypeOptions {
-                    float_order,
-                    ..Default::default()
-                }),
-            )
-        }
-    };
-    let server = ServerSection {
-        tick_rate: a.tick_rate,
-        full_every: a.full_every,
-        max_clients: a.max_clients,
-        client_timeout: Dur(a.client_timeout),
-        snapshot_rate: a.snapshot_rate,
-        room_size: a.room_size,
-        players_per_instance: a.max_players,
-        instances: Some(a.instances),
-        enet_throttle: a.enet_throttle,
-    };
-    if let ProtocolSection::Rtype(_) = &section {
-        if let Err(m) = crate::engine::rtype_server_config(&section, &server).validate() {
+    let (section, server) = match configure(a) {
+        Ok(v) => v,
+        Err(m) => {
             eprintln!("error: {m}");
             return Ok(super::EXIT_USAGE);
         }
-    }
+    };
+    let name = section.name();
+    let info = name.info();
     let transport = transport_for(&section);
-    let peers = players_per_instance(&section, &server).unwrap_or(server.max_clients);
-    let first_port = a.port.unwrap_or(name.info().default_port);
+    let peers = section
+        .players_per_instance(&server)
+        .unwrap_or(server.max_clients);
+    let first_port = a.port.unwrap_or(info.default_port);
+    let instances = a.instances.max(1);
+    if first_port != 0 && usize::from(first_port) + instances - 1 > usize::from(u16::MAX) {
+        eprintln!(
+            "error: {instances} instances from port {first_port} run past port 65535; \
+             pick a lower --port or fewer --instances"
+        );
+        return Ok(super::EXIT_USAGE);
+    }
     let mut handles: Vec<crate::engine::ServerHandle> = Vec::new();
-    for i in 0..a.instances.max(1) {
+    for i in 0..instances {
         // Consecutive ports after the first (after the first one picked, when it is 0).
         let port = match (first_port, handles.first()) {
-            (0, Some(h)) => h.addr.port().wrapping_add(i as u16),
-            (0, None) => 0,
-            (p, _) => p.wrapping_add(i as u16),
+            (0, Some(h)) => h.addr.port().checked_add(i as u16),
+            (0, None) => Some(0),
+            (p, _) => p.checked_add(i as u16),
+        };
+        let Some(port) = port else {
+            anyhow::bail!("instance {i} would need a port past 65535");
         };
         let bind = SocketAddr::new(a.bind, port);
         let (section, server) = (section.clone(), server.clone());
-        let handle = spawn_server_on(bind, transport, peers, a.enet_throttle, move |now| {
-            make_server(&section, &server, now)
+        let handle = spawn_server_on(bind, transport, peers, server.enet_throttle, move |now| {
+            section.make_server(&server, now)
         })
         .map_err(|e| anyhow::anyhow!("cannot bind {bind}: {e}"))?;
         println!(
             "tickswarm {} reference server listening on {} ({})",
-            name,
-            handle.addr,
-            name.info().transport
+            name, handle.addr, info.transport
         );
         handles.push(handle);
     }

@@ -16,11 +16,8 @@ use std::time::{Duration, Instant, SystemTime};
 use thiserror::Error;
 use tokio::sync::watch;
 
-pub use factory::{
-    city_server_config, make_bot, make_server, players_per_instance, rtype_server_config,
-    transport_for, TransportKind,
-};
-pub use server_driver::{spawn_server, spawn_server_on, ServerHandle};
+pub use factory::{transport_for, TransportKind};
+pub use server_driver::{spawn_reference_server, spawn_server, spawn_server_on, ServerHandle};
 
 use crate::metrics::{HistSummary, Recorder};
 use crate::protocol::ServerStats;
@@ -176,7 +173,7 @@ pub fn run(
 /// (the first one ephemeral) when `server.instances` is unset.
 fn start_embedded(plan: &Plan) -> Result<Vec<ServerHandle>, EngineError> {
     let transport = transport_for(&plan.protocol);
-    let per_instance = players_per_instance(&plan.protocol, &plan.server);
+    let per_instance = plan.protocol.players_per_instance(&plan.server);
     let instances = match (plan.server.instances, per_instance) {
         (Some(n), _) => n.max(1),
         (None, Some(p)) => (plan.planned as usize).div_ceil(p).max(1),
@@ -192,7 +189,7 @@ fn start_embedded(plan: &Plan) -> Result<Vec<ServerHandle>, EngineError> {
             .unwrap_or(0);
         let protocol = plan.protocol.clone();
         let section = plan.server.clone();
-        let make = move |now| make_server(&protocol, &section, now);
+        let make = move |now| protocol.make_server(&section, now);
         let bind: SocketAddr = (Ipv4Addr::LOCALHOST, port).into();
         let peers = per_instance.unwrap_or(plan.server.max_clients);
         let throttle = plan.server.enet_throttle;

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use super::factory::TransportKind;
+use super::factory::{transport_for, TransportKind};
 use super::udp::{RxBatch, Socket, TxBatch};
-use crate::protocol::{ConnId, Server, ServerStats};
+use crate::protocol::{ConnId, ProtocolSection, Server, ServerParams, ServerStats};
 use crate::transport::{EnetConfig, EnetEvent, EnetHost, PeerId, MAX_ENET_DATAGRAM};
 
 /// A server running in a background thread.
@@ -44,6 +44,26 @@ impl Drop for ServerHandle {
             let _ = t.join();
         }
     }
+}
+
+/// Bind `bind` and run the reference server of `protocol` there, over the protocol's own
+/// transport, with `params`: what `serve` and an embedded target do for each instance.
+pub fn spawn_reference_server(
+    bind: SocketAddr,
+    protocol: &ProtocolSection,
+    params: &ServerParams,
+) -> std::io::Result<ServerHandle> {
+    let peers = protocol
+        .players_per_instance(params)
+        .unwrap_or(params.max_clients);
+    let (section, server) = (protocol.clone(), params.clone());
+    spawn_server_on(
+        bind,
+        transport_for(protocol),
+        peers,
+        params.enet_throttle,
+        move |now| section.make_server(&server, now),
+    )
 }
 
 /// Bind `bind` and serve raw UDP in a new thread. `make` builds the state machine there.

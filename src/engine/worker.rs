@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{watch, Notify};
 
 use super::bot_socket::{BotRx, BotSocket, RECV_BATCH};
-use super::factory::{make_bot, transport_for, TransportKind};
+use super::factory::{transport_for, TransportKind};
 use super::timer::{self, PreciseTimer};
 use super::udp::error_name;
 use crate::metrics::Recorder;
@@ -338,7 +338,7 @@ async fn worker_main(spec: WorkerSpec, tx: Sender<WorkerMsg>, mut stop: watch::R
             let Some((ev, params, peer)) = pending.next() else {
                 break;
             };
-            let bot = make_bot(&protocol, params);
+            let bot = protocol.make_bot(params);
             let spawned = match transport {
                 TransportKind::Udp => spawn_udp_bot(&shared, bot, peer, now),
                 TransportKind::Enet { channels } => {

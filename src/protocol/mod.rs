@@ -9,13 +9,22 @@
 //! That contract (after quinn-proto) lets a test drive a thousand bots and a server in one
 //! thread with a simulated clock and a simulated lossy link, deterministically.
 
-pub mod cafe;
-pub mod city;
+pub mod registry;
+
 pub mod idmap;
 pub mod input_grid;
 pub mod pattern;
-pub mod rtype;
 pub mod seqwindow;
+
+// The protocol list: one line per protocol (its folder and its `Protocol` marker type).
+// Nothing else in the crate outside `src/protocol/<name>/` names a protocol.
+registry::protocols! {
+    cafe::Cafe,
+    rtype::Rtype,
+    city::City,
+}
+
+pub use registry::{EnetCompression, EnetNeeds, Protocol, ServerParams, TransportNeeds};
 
 use std::time::{Duration, Instant};
 
@@ -206,33 +215,30 @@ pub trait Server: Send {
     }
 }
 
-/// The protocols tickswarm speaks, and what each can measure (`tickswarm protocols`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ProtocolName {
-    Cafe,
-    Rtype,
-    City,
-}
-
 impl ProtocolName {
-    pub const ALL: &'static [ProtocolName] =
-        &[ProtocolName::Cafe, ProtocolName::Rtype, ProtocolName::City];
-
     pub fn as_str(self) -> &'static str {
-        match self {
-            ProtocolName::Cafe => "cafe",
-            ProtocolName::Rtype => "rtype",
-            ProtocolName::City => "city",
-        }
+        self.info().name
     }
 
-    pub fn info(self) -> ProtocolInfo {
-        match self {
-            ProtocolName::Cafe => cafe::INFO,
-            ProtocolName::Rtype => rtype::INFO,
-            ProtocolName::City => city::INFO,
-        }
+    /// Every protocol's name, for help texts and errors.
+    pub fn names() -> Vec<&'static str> {
+        Self::ALL.iter().map(|p| p.as_str()).collect()
+    }
+}
+
+impl std::str::FromStr for ProtocolName {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|p| p.as_str() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown protocol `{s}` (one of: {})",
+                    Self::names().join(", ")
+                )
+            })
     }
 }
 

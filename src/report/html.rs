@@ -1326,6 +1326,7 @@ mod tests {
             snapshots_applied: 0,
             errors: Errors::default(),
             protocol_metrics: Map::new(),
+            protocol_metric_info: Default::default(),
             thresholds: Vec::new(),
             verdict: String::new(),
             intervals: Vec::new(),

@@ -3,12 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::duration::Dur;
 use super::threshold::Threshold;
-use crate::protocol::cafe::CafeOptions;
-use crate::protocol::city::CityOptions;
-use crate::protocol::rtype::RtypeOptions;
-use crate::protocol::ProtocolName;
+use crate::duration::Dur;
+use crate::protocol::{ProtocolSection, ServerParams};
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -21,7 +18,7 @@ pub struct ScenarioFile {
     pub target: Target,
     /// Options of the embedded reference server (ignored for a real target).
     #[serde(default)]
-    pub server: ServerSection,
+    pub server: ServerParams,
     pub population: Population,
     #[serde(default)]
     pub behaviour: Behaviour,
@@ -39,43 +36,6 @@ pub struct ScenarioFile {
     pub engine: EngineSection,
 }
 
-/// `protocol: { cafe: { ...options } }`: externally tagged, so a mistake inside the options
-/// is reported at its own line and column.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(rename_all = "lowercase", deny_unknown_fields)]
-pub enum ProtocolSection {
-    Cafe(CafeOptions),
-    Rtype(RtypeOptions),
-    City(CityOptions),
-}
-
-impl ProtocolSection {
-    pub fn name(&self) -> ProtocolName {
-        match self {
-            ProtocolSection::Cafe(_) => ProtocolName::Cafe,
-            ProtocolSection::Rtype(_) => ProtocolName::Rtype,
-            ProtocolSection::City(_) => ProtocolName::City,
-        }
-    }
-
-    pub fn dialect_name(&self) -> String {
-        match self {
-            ProtocolSection::Cafe(o) => format!("{:?}", o.dialect).to_lowercase(),
-            ProtocolSection::Rtype(o) => format!("float_order={}", o.dialect_name()),
-            ProtocolSection::City(o) => format!("{:?}", o.dialect).to_lowercase(),
-        }
-    }
-
-    /// Protocol-specific checks of the options.
-    pub fn validate(&self) -> Result<(), String> {
-        match self {
-            ProtocolSection::Cafe(_) => Ok(()),
-            ProtocolSection::Rtype(o) => o.validate(),
-            ProtocolSection::City(o) => o.validate(),
-        }
-    }
-}
-
 /// Where the bots go.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
 #[serde(untagged)]
@@ -87,47 +47,6 @@ pub enum Target {
     One(String),
     /// Several servers; bots are spread over them round-robin.
     Many(Vec<String>),
-}
-
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct ServerSection {
-    /// Simulation ticks per second.
-    pub tick_rate: u16,
-    /// Snapshots per second where the protocol sends them slower than it ticks
-    /// (rtype: 20-30, default 20); cafe snapshots every tick.
-    pub snapshot_rate: Option<u32>,
-    /// A full snapshot every this many ticks (deltas in between).
-    pub full_every: u32,
-    pub max_clients: usize,
-    pub client_timeout: Dur,
-    /// Players per room (a client's snapshots carry its room); default per protocol
-    /// (cafe 32, rtype 8).
-    pub room_size: Option<usize>,
-    /// Players one server instance takes (city: MAX_PLAYERS, default 100).
-    pub players_per_instance: Option<usize>,
-    /// Server instances on consecutive ports (city). Default: as many as the population needs.
-    pub instances: Option<usize>,
-    /// ENet servers (city): keep ENet's unreliable-packet throttle, which drops unreliable
-    /// packets at random while a peer's RTT is above its recent mean (C ENet's default). Off by
-    /// default, so loss measured against the embedded server is the network's.
-    pub enet_throttle: bool,
-}
-
-impl Default for ServerSection {
-    fn default() -> Self {
-        Self {
-            tick_rate: 60,
-            snapshot_rate: None,
-            full_every: 60,
-            max_clients: 10_000,
-            client_timeout: Dur(std::time::Duration::from_secs(5)),
-            room_size: None,
-            players_per_instance: None,
-            instances: None,
-            enet_throttle: false,
-        }
-    }
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]

@@ -3,7 +3,6 @@
 //! Parsing is strict: unknown keys are rejected (with a suggestion when a known key is close),
 //! and every error names the file, line and column.
 
-pub mod duration;
 mod file;
 pub mod plan;
 pub mod threshold;
@@ -12,11 +11,9 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-pub use duration::{format_duration, parse_duration, Dur};
-pub use file::{
-    Behaviour, EngineSection, OutputSection, PatternSpec, ProtocolSection, ScenarioFile,
-    ServerSection, Stage, Target,
-};
+pub use crate::duration::{format_duration, parse_duration, Dur};
+pub use crate::protocol::{ProtocolSection, ServerParams as ServerSection};
+pub use file::{Behaviour, EngineSection, OutputSection, PatternSpec, ScenarioFile, Stage, Target};
 pub use plan::{Overrides, Plan, SpawnEvent};
 pub use threshold::{Metric, Threshold};
 

@@ -4,10 +4,10 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::duration::format_duration;
 use super::file::{InputMode, PatternSpec, ScenarioFile, Stage, Target};
 use super::threshold::{Metric, Threshold};
 use super::{ProtocolSection, ScenarioError, ServerSection};
+use crate::duration::format_duration;
 use crate::protocol::{BotParams, InputPattern, Keys};
 
 /// Command-line values that win over the file.
@@ -104,31 +104,13 @@ impl Plan {
     pub fn build(file: ScenarioFile, path: &Path, ov: &Overrides) -> Result<Plan, ScenarioError> {
         let protocol = file.protocol.clone();
         let info = protocol.name().info();
-        protocol
-            .validate()
-            .map_err(|m| invalid(path, format!("protocol.{}: {m}", protocol.name())))?;
-        if let ProtocolSection::Cafe(_) = &protocol {
-            // Every member of a room rides in each snapshot: 44 records fill a datagram.
-            if file
-                .server
-                .room_size
-                .is_some_and(|r| !(1..=44).contains(&r))
-            {
-                return Err(invalid(path, "server.room_size: cafe rooms hold 1 to 44 players (44 records fill a datagram)"));
+        protocol.validate(&file.server).map_err(|m| {
+            if m.starts_with("server") {
+                invalid(path, m)
+            } else {
+                invalid(path, format!("protocol.{}: {m}", protocol.name()))
             }
-            if file.server.max_clients > 65_535 {
-                return Err(invalid(
-                    path,
-                    "server.max_clients: cafe player ids are 16-bit (at most 65535)",
-                ));
-            }
-        }
-        if let ProtocolSection::Rtype(_) = &protocol {
-            crate::engine::rtype_server_config(&protocol, &file.server)
-                .validate()
-                .map_err(|m| invalid(path, format!("server: {m}")))?;
-        }
-
+        })?;
         // Target.
         let target_text = match (&ov.target, &file.target) {
             (Some(t), _) => t.clone(),

@@ -15,7 +15,7 @@ use std::fmt;
 use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize, Serializer};
 
-use super::duration::parse_duration;
+use crate::duration::parse_duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TimeMetric {

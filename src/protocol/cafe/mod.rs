@@ -14,7 +14,10 @@ pub use bot::CafeBot;
 pub use codec::Dialect;
 pub use server::{CafeServer, CafeServerConfig};
 
-use super::ProtocolInfo;
+use std::time::Instant;
+
+use super::registry::{Protocol, ServerParams, TransportNeeds};
+use super::{Bot, BotParams, ProtocolInfo, Server};
 use crate::metrics::describe::MetricDesc;
 
 pub const DEFAULT_PORT: u16 = 4242;
@@ -72,5 +75,51 @@ impl Default for CafeOptions {
             loss_source: LossSource::Sequence,
             snapshot_tick_step: 1,
         }
+    }
+}
+
+/// The registry entry.
+pub struct Cafe;
+
+impl Protocol for Cafe {
+    type Options = CafeOptions;
+    const INFO: ProtocolInfo = INFO;
+
+    fn transport(_: &CafeOptions) -> TransportNeeds {
+        TransportNeeds::Udp
+    }
+
+    fn validate(_: &CafeOptions, s: &ServerParams) -> Result<(), String> {
+        // Every member of a room rides in each snapshot: 44 records fill a datagram.
+        if s.room_size.is_some_and(|r| !(1..=44).contains(&r)) {
+            return Err(
+                "server.room_size: cafe rooms hold 1 to 44 players (44 records fill a datagram)"
+                    .into(),
+            );
+        }
+        if s.max_clients > 65_535 {
+            return Err("server.max_clients: cafe player ids are 16-bit (at most 65535)".into());
+        }
+        Ok(())
+    }
+
+    fn dialect_name(o: &CafeOptions) -> String {
+        format!("{:?}", o.dialect).to_lowercase()
+    }
+
+    fn make_bot(o: &CafeOptions, params: BotParams) -> Box<dyn Bot> {
+        Box::new(CafeBot::new(params, o.clone()))
+    }
+
+    fn make_server(o: &CafeOptions, s: &ServerParams, now: Instant) -> Box<dyn Server> {
+        let mut cfg = CafeServerConfig::for_dialect(o.dialect);
+        cfg.tick_rate = s.tick_rate;
+        cfg.full_every = s.full_every;
+        cfg.max_clients = s.max_clients;
+        cfg.client_timeout = s.client_timeout.0;
+        if let Some(r) = s.room_size {
+            cfg.room_size = r;
+        }
+        Box::new(CafeServer::new(cfg, now))
     }
 }

@@ -40,7 +40,10 @@ pub use bot::CityBot;
 pub use codec::{Dialect, Vec2f};
 pub use server::{CityServer, CityServerConfig};
 
-use super::ProtocolInfo;
+use std::time::Instant;
+
+use super::registry::{EnetCompression, EnetNeeds, Protocol, ServerParams, TransportNeeds};
+use super::{Bot, BotParams, ProtocolInfo, Server};
 use crate::metrics::describe::{Display, MetricDesc};
 
 pub const DEFAULT_PORT: u16 = 7777;
@@ -227,6 +230,54 @@ pub fn step(pos: Vec2f, move_x: i8, move_y: i8, speed: f32, bounds: Option<(f32,
         y = y.clamp(0.0, h);
     }
     Vec2f { x, y }
+}
+
+/// The registry entry.
+pub struct City;
+
+impl City {
+    /// The reference server's configuration from the options and the server parameters.
+    pub fn server_config(o: &CityOptions, s: &ServerParams) -> CityServerConfig {
+        let mut cfg = CityServerConfig::for_dialect(o.dialect);
+        cfg.max_players = s.players_per_instance.unwrap_or(MAX_PLAYERS).max(1);
+        cfg
+    }
+}
+
+impl Protocol for City {
+    type Options = CityOptions;
+    const INFO: ProtocolInfo = INFO;
+
+    fn transport(_: &CityOptions) -> TransportNeeds {
+        TransportNeeds::Enet(EnetNeeds {
+            channels: CHANNELS,
+            compression: EnetCompression::None,
+        })
+    }
+
+    fn validate(o: &CityOptions, s: &ServerParams) -> Result<(), String> {
+        o.validate()?;
+        if s.players_per_instance == Some(0) {
+            return Err("server.players_per_instance must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    fn dialect_name(o: &CityOptions) -> String {
+        format!("{:?}", o.dialect).to_lowercase()
+    }
+
+    fn make_bot(o: &CityOptions, params: BotParams) -> Box<dyn Bot> {
+        Box::new(CityBot::new(params, o.clone()))
+    }
+
+    fn make_server(o: &CityOptions, s: &ServerParams, now: Instant) -> Box<dyn Server> {
+        Box::new(CityServer::new(Self::server_config(o, s), now))
+    }
+
+    fn players_per_instance(_: &CityOptions, s: &ServerParams) -> Option<usize> {
+        Some(s.players_per_instance.unwrap_or(MAX_PLAYERS).max(1))
+    }
 }
 
 #[cfg(test)]

@@ -17,7 +17,10 @@ pub use bot::RtypeBot;
 pub use codec::FloatOrder;
 pub use server::{RtypeServer, RtypeServerConfig};
 
-use super::ProtocolInfo;
+use std::time::Instant;
+
+use super::registry::{Protocol, ServerParams, TransportNeeds};
+use super::{Bot, BotParams, ProtocolInfo, Server};
 use crate::metrics::describe::{Display, MetricDesc};
 
 /// The spec names no port. 4243 sits next to cafe's 4242 so both reference servers can run
@@ -161,5 +164,57 @@ impl RtypeOptions {
             .saturating_mul(1u64 << shift)
             .min(self.retry_backoff_max_ms.max(base));
         Duration::from_millis(ms)
+    }
+}
+
+/// The registry entry.
+pub struct Rtype;
+
+impl Rtype {
+    /// The reference server's configuration from the options and the server parameters.
+    pub fn server_config(o: &RtypeOptions, s: &ServerParams) -> RtypeServerConfig {
+        let mut cfg = RtypeServerConfig {
+            sim_hz: u32::from(s.tick_rate),
+            max_clients: s.max_clients,
+            client_timeout: s.client_timeout.0,
+            float_order: o.float_order,
+            ..RtypeServerConfig::default()
+        };
+        if let Some(r) = s.snapshot_rate {
+            cfg.snapshot_hz = r;
+        }
+        if let Some(r) = s.room_size {
+            cfg.room_size = r;
+        }
+        cfg
+    }
+}
+
+impl Protocol for Rtype {
+    type Options = RtypeOptions;
+    const INFO: ProtocolInfo = INFO;
+    const DIALECT_KEY: &'static str = "float_order";
+
+    fn transport(_: &RtypeOptions) -> TransportNeeds {
+        TransportNeeds::Udp
+    }
+
+    fn validate(o: &RtypeOptions, s: &ServerParams) -> Result<(), String> {
+        o.validate()?;
+        Self::server_config(o, s)
+            .validate()
+            .map_err(|m| format!("server: {m}"))
+    }
+
+    fn dialect_name(o: &RtypeOptions) -> String {
+        format!("float_order={}", o.dialect_name())
+    }
+
+    fn make_bot(o: &RtypeOptions, params: BotParams) -> Box<dyn Bot> {
+        Box::new(RtypeBot::new(params, o.clone()))
+    }
+
+    fn make_server(o: &RtypeOptions, s: &ServerParams, now: Instant) -> Box<dyn Server> {
+        Box::new(RtypeServer::new(Self::server_config(o, s), now))
     }
 }

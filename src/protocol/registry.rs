@@ -1,0 +1,274 @@
+//! The protocol registry: the one seam through which the rest of the crate reaches a protocol.
+//!
+//! Each protocol folder (`src/protocol/<name>/`) implements [`Protocol`] for one marker type:
+//! its static description, its options (the scenario's `protocol: { <name>: {...} }` section,
+//! typed, so a mistake is reported at its own line and column), the transport it runs over,
+//! and how to build a bot and a reference server. The list in `protocol/mod.rs`
+//! (`protocols! { ... }`) turns those into [`ProtocolSection`] and [`ProtocolName`], which
+//! scenario parsing, `serve`, `protocols`, the engine and the report use without naming any
+//! protocol. Adding a protocol is its folder plus one line of that list.
+
+use std::time::{Duration, Instant};
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use super::{Bot, BotParams, ProtocolInfo, Server};
+use crate::duration::Dur;
+
+/// What a protocol needs from the transport under it. Plain data: the engine maps it to a
+/// transport implementation (the protocol layer knows no socket or ENet type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransportNeeds {
+    /// One protocol message per UDP datagram, one socket per bot; sessions keyed by source
+    /// address at the server.
+    Udp,
+    /// ENet 1.3 sessions with this many channels; `Transmit::channel`/`reliable` pick the
+    /// delivery. Bots may share a host (`engine.bots_per_socket`).
+    Enet(EnetNeeds),
+}
+
+/// ENet settings a protocol fixes (both ends must agree on them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EnetNeeds {
+    pub channels: usize,
+    /// ENet's own packet compression (not a protocol's payload compression, such as
+    /// ZergCity's LZ4 inside its messages).
+    pub compression: EnetCompression,
+}
+
+/// ENet-level compression of whole datagrams; both ends must use the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EnetCompression {
+    #[default]
+    None,
+    /// `enet_host_compress_with_range_coder`.
+    RangeCoder,
+}
+
+impl TransportNeeds {
+    /// Short name for reports and errors.
+    pub fn name(&self) -> &'static str {
+        match self {
+            TransportNeeds::Udp => "udp",
+            TransportNeeds::Enet(_) => "enet",
+        }
+    }
+}
+
+/// Parameters every reference server understands (the scenario's `server:` section and the
+/// flags of `tickswarm serve`); each protocol reads the ones that apply to it and checks them
+/// in [`Protocol::validate`].
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerParams {
+    /// Simulation ticks per second.
+    pub tick_rate: u16,
+    /// Snapshots per second where the protocol sends them slower than it ticks
+    /// (rtype: 20-30, default 20); cafe snapshots every tick.
+    pub snapshot_rate: Option<u32>,
+    /// A full snapshot every this many ticks (deltas in between).
+    pub full_every: u32,
+    pub max_clients: usize,
+    pub client_timeout: Dur,
+    /// Players per room (a client's snapshots carry its room); default per protocol
+    /// (cafe 32, rtype 8).
+    pub room_size: Option<usize>,
+    /// Players one server instance takes (city: MAX_PLAYERS, default 100).
+    pub players_per_instance: Option<usize>,
+    /// Server instances on consecutive ports. Default: as many as the population needs for
+    /// protocols with a per-instance player cap, else one.
+    pub instances: Option<usize>,
+    /// ENet servers: keep ENet's unreliable-packet throttle, which drops unreliable packets
+    /// at random while a peer's RTT is above its recent mean (C ENet's default). Off by
+    /// default, so loss measured against the embedded server is the network's.
+    pub enet_throttle: bool,
+}
+
+impl Default for ServerParams {
+    fn default() -> Self {
+        Self {
+            tick_rate: 60,
+            snapshot_rate: None,
+            full_every: 60,
+            max_clients: 10_000,
+            client_timeout: Dur(Duration::from_secs(5)),
+            room_size: None,
+            players_per_instance: None,
+            instances: None,
+            enet_throttle: false,
+        }
+    }
+}
+
+/// One protocol, as the registry sees it. Implemented by a marker type in each protocol
+/// folder; every method is static so the registry's enum dispatch costs a `match`.
+pub trait Protocol: 'static {
+    /// The scenario's `protocol: { <name>: ... }` section. `Default` is what `serve` and a
+    /// section written as `<name>: {}` get.
+    type Options: Clone
+        + std::fmt::Debug
+        + PartialEq
+        + Default
+        + Serialize
+        + DeserializeOwned
+        + Send
+        + Sync
+        + 'static;
+
+    /// Name, spec, measurement methods, dialects, metrics.
+    const INFO: ProtocolInfo;
+
+    /// The option key that selects the dialect (`serve --dialect X` sets it).
+    const DIALECT_KEY: &'static str = "dialect";
+
+    /// The transport this protocol (in this configuration) runs over.
+    fn transport(opts: &Self::Options) -> TransportNeeds;
+
+    /// Check option values and server parameters together; the message names the key
+    /// (`server.room_size: ...`, or an option's name).
+    fn validate(opts: &Self::Options, server: &ServerParams) -> Result<(), String>;
+
+    /// The dialect as reports name it (`summary.json`'s `dialect`).
+    fn dialect_name(opts: &Self::Options) -> String;
+
+    fn make_bot(opts: &Self::Options, params: BotParams) -> Box<dyn Bot>;
+
+    /// A reference server. Called after [`Protocol::validate`] passed.
+    fn make_server(opts: &Self::Options, server: &ServerParams, now: Instant) -> Box<dyn Server>;
+
+    /// Players one reference server instance takes, for protocols whose servers are capped
+    /// (City: 100), so an embedded target starts as many instances as the population needs.
+    fn players_per_instance(_opts: &Self::Options, _server: &ServerParams) -> Option<usize> {
+        None
+    }
+}
+
+/// Builds [`ProtocolSection`], [`ProtocolName`] and their dispatch from the list of protocol
+/// folders and marker types. Used once, in `protocol/mod.rs`. The marker type's name in
+/// lower case is the protocol's name in scenarios (`Cafe` → `cafe`), and must equal its
+/// folder's name and `INFO.name`.
+macro_rules! protocols {
+    ($($module:ident :: $ty:ident),* $(,)?) => {
+        $(pub mod $module;)*
+
+        /// The scenario's `protocol:` section: `{ <name>: { ...options } }`, externally
+        /// tagged so a mistake inside the options is reported at its own line and column.
+        #[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
+        #[serde(deny_unknown_fields, rename_all = "lowercase")]
+        pub enum ProtocolSection {
+            $($ty(<$module::$ty as $crate::protocol::registry::Protocol>::Options),)*
+        }
+
+        /// The protocols tickswarm speaks.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum ProtocolName {
+            $($ty,)*
+        }
+
+        impl ProtocolName {
+            pub const ALL: &'static [ProtocolName] = &[$(ProtocolName::$ty,)*];
+
+            pub fn info(self) -> &'static ProtocolInfo {
+                match self {
+                    $(ProtocolName::$ty => {
+                        &<$module::$ty as $crate::protocol::registry::Protocol>::INFO
+                    })*
+                }
+            }
+
+            /// The option key `serve --dialect` sets.
+            pub fn dialect_key(self) -> &'static str {
+                match self {
+                    $(ProtocolName::$ty => {
+                        <$module::$ty as $crate::protocol::registry::Protocol>::DIALECT_KEY
+                    })*
+                }
+            }
+
+            /// The section with every option at its default.
+            pub fn default_section(self) -> ProtocolSection {
+                match self {
+                    $(ProtocolName::$ty => ProtocolSection::$ty(Default::default()),)*
+                }
+            }
+        }
+
+        impl ProtocolSection {
+            pub fn name(&self) -> ProtocolName {
+                match self {
+                    $(ProtocolSection::$ty(_) => ProtocolName::$ty,)*
+                }
+            }
+
+            pub fn info(&self) -> &'static ProtocolInfo {
+                self.name().info()
+            }
+
+            pub fn transport(&self) -> $crate::protocol::registry::TransportNeeds {
+                match self {
+                    $(ProtocolSection::$ty(o) => {
+                        <$module::$ty as $crate::protocol::registry::Protocol>::transport(o)
+                    })*
+                }
+            }
+
+            /// Options and server parameters checked together; the message names the key.
+            pub fn validate(
+                &self,
+                server: &$crate::protocol::registry::ServerParams,
+            ) -> Result<(), String> {
+                match self {
+                    $(ProtocolSection::$ty(o) => {
+                        <$module::$ty as $crate::protocol::registry::Protocol>::validate(o, server)
+                    })*
+                }
+            }
+
+            pub fn dialect_name(&self) -> String {
+                match self {
+                    $(ProtocolSection::$ty(o) => {
+                        <$module::$ty as $crate::protocol::registry::Protocol>::dialect_name(o)
+                    })*
+                }
+            }
+
+            pub fn make_bot(&self, params: BotParams) -> Box<dyn Bot> {
+                match self {
+                    $(ProtocolSection::$ty(o) => {
+                        <$module::$ty as $crate::protocol::registry::Protocol>::make_bot(o, params)
+                    })*
+                }
+            }
+
+            pub fn make_server(
+                &self,
+                server: &$crate::protocol::registry::ServerParams,
+                now: std::time::Instant,
+            ) -> Box<dyn Server> {
+                match self {
+                    $(ProtocolSection::$ty(o) => {
+                        <$module::$ty as $crate::protocol::registry::Protocol>::make_server(
+                            o, server, now,
+                        )
+                    })*
+                }
+            }
+
+            pub fn players_per_instance(
+                &self,
+                server: &$crate::protocol::registry::ServerParams,
+            ) -> Option<usize> {
+                match self {
+                    $(ProtocolSection::$ty(o) => {
+                        <$module::$ty as $crate::protocol::registry::Protocol>::players_per_instance(
+                            o, server,
+                        )
+                    })*
+                }
+            }
+        }
+    };
+}
+
+pub(crate) use protocols;
