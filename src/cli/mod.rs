@@ -261,7 +261,7 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<u8> {
         eprintln!("warning: histograms.hlog is incomplete: {e}");
     }
     drop(hlog);
-    let summary = report::summarize(&plan, &outcome);
+    let summary = report::summarize(&run_info(&plan), &outcome);
     let written = report::write_all(&dir, &summary, plan.junit)
         .with_context(|| format!("writing the report to {}", dir.display()))?;
     progress::print_result(&summary);
@@ -290,6 +290,25 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<u8> {
     } else {
         EXIT_FAIL
     })
+}
+
+/// The scenario and protocol facts the report prints beside the measurements.
+fn run_info(plan: &Plan) -> report::RunInfo {
+    let info = plan.protocol.info();
+    report::RunInfo {
+        scenario: plan.name.clone(),
+        scenario_file: plan.file.display().to_string(),
+        protocol: info.name.into(),
+        transport: info.transport.into(),
+        dialect: plan.protocol.dialect_name(),
+        seed: plan.seed,
+        loss_method: report::summary::LossMethod {
+            downstream: info.downstream_loss.into(),
+            upstream: info.upstream_loss.into(),
+        },
+        metrics: info.metrics.to_vec(),
+        thresholds: plan.thresholds.clone(),
+    }
 }
 
 fn cmd_merge(a: &MergeArgs) -> anyhow::Result<u8> {

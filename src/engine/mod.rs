@@ -19,9 +19,8 @@ use tokio::sync::watch;
 pub use factory::{transport_for, TransportKind};
 pub use server_driver::{spawn_reference_server, spawn_server, spawn_server_on, ServerHandle};
 
-use crate::metrics::{HistSummary, Recorder};
-use crate::protocol::ServerStats;
-use crate::report::summary::IntervalPoint;
+pub use crate::metrics::RunOutcome;
+use crate::metrics::{HistSummary, IntervalPoint, Recorder, ServerStats};
 use crate::scenario::plan::Targets;
 use crate::scenario::Plan;
 use worker::{run_worker, WorkerMsg, WorkerSpec};
@@ -34,25 +33,6 @@ pub enum EngineError {
     EmbeddedServer(std::io::Error),
     #[error("cannot start worker thread: {0}")]
     Thread(std::io::Error),
-}
-
-/// What a run measured.
-pub struct RunOutcome {
-    pub total: Recorder,
-    pub intervals: Vec<IntervalPoint>,
-    pub planned: u64,
-    pub ever_connected: u64,
-    pub failed: u64,
-    pub started_at: SystemTime,
-    pub elapsed: Duration,
-    pub interrupted: bool,
-    pub workers: usize,
-    /// What was measured after the last whole second (the stop), so that the per-second
-    /// histograms plus this add up to `total`.
-    pub tail: Recorder,
-    /// The embedded server's counters, when the target was embedded.
-    pub server: Option<ServerStats>,
-    pub target: String,
 }
 
 /// Stops a run early (Ctrl-C). Cloneable across threads.

@@ -7,13 +7,17 @@
 
 pub mod describe;
 mod named;
+pub mod run;
 pub mod summary;
+pub mod threshold;
 
 use hdrhistogram::Histogram;
 
 pub use describe::{MetricDesc, MetricInfo};
 pub use named::NamedCounters;
+pub use run::{IntervalPoint, RunOutcome, ServerStats};
 pub use summary::{HistSummary, LossSummary};
+pub use threshold::{Metric, Threshold};
 
 /// Highest value a histogram tracks: one minute in microseconds. Larger values saturate.
 pub const HIST_MAX_US: u64 = 60_000_000;

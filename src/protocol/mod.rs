@@ -28,7 +28,8 @@ pub use registry::{EnetCompression, EnetNeeds, Protocol, ServerParams, Transport
 
 use std::time::{Duration, Instant};
 
-use crate::metrics::{MetricDesc, NamedCounters, Recorder};
+pub use crate::metrics::ServerStats;
+use crate::metrics::{MetricDesc, Recorder};
 pub use pattern::{InputPattern, Keys, PatternState};
 
 /// Largest datagram any protocol here writes. Callers hand buffers of at least this size to
@@ -143,41 +144,6 @@ pub trait Bot: Send {
     /// The transport's session under the bot ended (ENet disconnect or timeout). Raw UDP
     /// never calls it. The bot should record why and move to `Closed` or `Failed`.
     fn handle_transport_closed(&mut self, _now: Instant, _rec: &mut Recorder) {}
-}
-
-/// Counters every reference server keeps; the serve command prints them.
-#[derive(Debug, Default, Clone)]
-pub struct ServerStats {
-    pub clients: usize,
-    pub accepted: u64,
-    pub refused: u64,
-    pub timed_out: u64,
-    pub disconnected: u64,
-    pub datagrams_in: u64,
-    pub datagrams_out: u64,
-    pub bytes_in: u64,
-    pub bytes_out: u64,
-    /// Malformed or unexpected datagrams, by `message.reason`.
-    pub dropped: NamedCounters,
-    /// Everything else worth counting (heartbeat echoes, skipped ticks, ...).
-    pub events: NamedCounters,
-}
-
-impl ServerStats {
-    /// Add another instance's counters (a fleet of instances reports as one).
-    pub fn merge(&mut self, o: &ServerStats) {
-        self.clients += o.clients;
-        self.accepted += o.accepted;
-        self.refused += o.refused;
-        self.timed_out += o.timed_out;
-        self.disconnected += o.disconnected;
-        self.datagrams_in += o.datagrams_in;
-        self.datagrams_out += o.datagrams_out;
-        self.bytes_in += o.bytes_in;
-        self.bytes_out += o.bytes_out;
-        self.dropped.merge(&o.dropped);
-        self.events.merge(&o.events);
-    }
 }
 
 /// Who a reference server is talking to: an opaque id the transport under the server hands

@@ -7,10 +7,8 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 use super::summary::*;
-use crate::engine::RunOutcome;
-use crate::metrics::{HistSummary, LossSummary, NamedCounters};
-use crate::scenario::threshold::{Metric, TimeMetric};
-use crate::scenario::{Plan, Threshold};
+use crate::metrics::threshold::{Metric, Stat, Threshold, TimeMetric};
+use crate::metrics::{HistSummary, LossSummary, MetricDesc, NamedCounters, RunOutcome};
 
 /// summary.json schema version.
 pub const SCHEMA: u32 = 1;
@@ -19,10 +17,27 @@ fn counters(c: &NamedCounters) -> BTreeMap<String, u64> {
     c.iter().collect()
 }
 
-pub fn summarize(plan: &Plan, run: &RunOutcome) -> Summary {
-    let info = plan.protocol.name().info();
+/// What the report needs to know about a run besides its measurements: the scenario and the
+/// protocol as the caller (the CLI) resolved them, so the report depends on no layer above
+/// the metrics.
+#[derive(Debug, Clone)]
+pub struct RunInfo {
+    pub scenario: String,
+    pub scenario_file: String,
+    pub protocol: String,
+    pub transport: String,
+    pub dialect: String,
+    pub seed: u64,
+    /// How each loss direction is measured (or why it cannot be).
+    pub loss_method: LossMethod,
+    /// The protocol's and the transport's own metrics.
+    pub metrics: Vec<MetricDesc>,
+    pub thresholds: Vec<Threshold>,
+}
+
+pub fn summarize(info: &RunInfo, run: &RunOutcome) -> Summary {
     let t = &run.total;
-    let upstream_measurable = !info.upstream_loss.starts_with("not measurable");
+    let upstream_measurable = !info.loss_method.upstream.starts_with("not measurable");
     let mut protocol_metrics = Map::new();
     for (name, h) in &t.extra {
         protocol_metrics.insert((*name).to_string(), json!(HistSummary::of(h)));
@@ -64,16 +79,16 @@ pub fn summarize(plan: &Plan, run: &RunOutcome) -> Summary {
         .unwrap_or_default();
     let mut summary = Summary {
         schema: SCHEMA,
-        protocol: info.name.into(),
-        transport: info.transport.into(),
-        dialect: plan.protocol.dialect_name(),
-        scenario: plan.name.clone(),
-        scenario_file: plan.file.display().to_string(),
+        protocol: info.protocol.clone(),
+        transport: info.transport.clone(),
+        dialect: info.dialect.clone(),
+        scenario: info.scenario.clone(),
+        scenario_file: info.scenario_file.clone(),
         target: run.target.clone(),
         started_at: started,
         duration_s: (run.elapsed.as_secs_f64() * 1000.0).round() / 1000.0,
         interrupted: run.interrupted,
-        seed: plan.seed,
+        seed: info.seed,
         bots: BotCounts {
             planned: run.planned,
             connected: run.ever_connected,
@@ -92,10 +107,7 @@ pub fn summarize(plan: &Plan, run: &RunOutcome) -> Summary {
             downstream: Some(LossSummary::from(t.loss_down)),
             upstream: upstream_measurable.then(|| LossSummary::from(t.loss_up)),
         },
-        loss_method: LossMethod {
-            downstream: info.downstream_loss.into(),
-            upstream: info.upstream_loss.into(),
-        },
+        loss_method: info.loss_method.clone(),
         bandwidth: Bandwidth {
             up_bytes: t.bytes_up,
             down_bytes: t.bytes_down,
@@ -114,7 +126,7 @@ pub fn summarize(plan: &Plan, run: &RunOutcome) -> Summary {
         verdict: String::new(),
         intervals: run.intervals.clone(),
     };
-    summary.thresholds = plan
+    summary.thresholds = info
         .thresholds
         .iter()
         .map(|th| evaluate(th, &summary))
@@ -133,8 +145,8 @@ fn per_bot_minute(count: u64, bots: u64, elapsed: std::time::Duration) -> Option
     (bot_minutes > 0.0).then(|| (count as f64 / bot_minutes * 100.0).round() / 100.0)
 }
 
-fn stat(h: &HistSummary, s: crate::scenario::threshold::Stat) -> Option<f64> {
-    use crate::scenario::threshold::Stat::*;
+fn stat(h: &HistSummary, s: Stat) -> Option<f64> {
+    use Stat::*;
     if h.count == 0 {
         return None;
     }

@@ -16,8 +16,8 @@ use thiserror::Error;
 
 use super::build::evaluate;
 use super::summary::{IntervalPoint, Summary};
+use crate::metrics::Threshold;
 use crate::metrics::{new_histogram, HistSummary, LossSummary};
-use crate::scenario::Threshold;
 
 #[derive(Debug, Error)]
 pub enum MergeError {

@@ -9,7 +9,7 @@ pub mod summary;
 
 use std::path::{Path, PathBuf};
 
-pub use build::summarize;
+pub use build::{summarize, RunInfo};
 pub use summary::Summary;
 
 /// Paths of the files a run wrote.

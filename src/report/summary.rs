@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::metrics::IntervalPoint;
 use crate::metrics::{HistSummary, LossSummary};
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -57,24 +58,6 @@ pub struct Errors {
     pub decode: std::collections::BTreeMap<String, u64>,
     /// Failed handshakes by reason.
     pub connect: std::collections::BTreeMap<String, u64>,
-}
-
-/// One second of the run, for the time-series charts.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct IntervalPoint {
-    /// Seconds since the run started (end of the interval).
-    pub t: f64,
-    pub bots_connected: u64,
-    pub rtt_p50_us: u64,
-    pub rtt_p99_us: u64,
-    pub loss_down_rate: f64,
-    pub packets_up: u64,
-    pub packets_down: u64,
-    pub bytes_up: u64,
-    pub bytes_down: u64,
-    pub lateness_p99_us: u64,
-    pub inputs_sent: u64,
-    pub snapshots_applied: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

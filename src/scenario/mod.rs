@@ -5,17 +5,16 @@
 
 mod file;
 pub mod plan;
-pub mod threshold;
 
 use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
 pub use crate::duration::{format_duration, parse_duration, Dur};
+pub use crate::metrics::threshold::{self, Metric, Threshold};
 pub use crate::protocol::{ProtocolSection, ServerParams as ServerSection};
 pub use file::{Behaviour, EngineSection, OutputSection, PatternSpec, ScenarioFile, Stage, Target};
 pub use plan::{Overrides, Plan, SpawnEvent};
-pub use threshold::{Metric, Threshold};
 
 #[derive(Debug, Error)]
 pub enum ScenarioError {

@@ -1,0 +1,81 @@
+//! What a run measured, as the engine hands it over: the merged recorder, the per-second
+//! points, bot outcomes and the embedded server's counters. The report reads only this (and
+//! a [`RunInfo`](crate::metrics) it is given), never the engine.
+
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+
+use super::{NamedCounters, Recorder};
+
+/// Counters every reference server keeps; the serve command prints them.
+#[derive(Debug, Default, Clone)]
+pub struct ServerStats {
+    pub clients: usize,
+    pub accepted: u64,
+    pub refused: u64,
+    pub timed_out: u64,
+    pub disconnected: u64,
+    pub datagrams_in: u64,
+    pub datagrams_out: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    /// Malformed or unexpected datagrams, by `message.reason`.
+    pub dropped: NamedCounters,
+    /// Everything else worth counting (heartbeat echoes, skipped ticks, ...).
+    pub events: NamedCounters,
+}
+
+impl ServerStats {
+    /// Add another instance's counters (a fleet of instances reports as one).
+    pub fn merge(&mut self, o: &ServerStats) {
+        self.clients += o.clients;
+        self.accepted += o.accepted;
+        self.refused += o.refused;
+        self.timed_out += o.timed_out;
+        self.disconnected += o.disconnected;
+        self.datagrams_in += o.datagrams_in;
+        self.datagrams_out += o.datagrams_out;
+        self.bytes_in += o.bytes_in;
+        self.bytes_out += o.bytes_out;
+        self.dropped.merge(&o.dropped);
+        self.events.merge(&o.events);
+    }
+}
+
+/// One second of the run, for the time-series charts.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct IntervalPoint {
+    /// Seconds since the run started (end of the interval).
+    pub t: f64,
+    pub bots_connected: u64,
+    pub rtt_p50_us: u64,
+    pub rtt_p99_us: u64,
+    pub loss_down_rate: f64,
+    pub packets_up: u64,
+    pub packets_down: u64,
+    pub bytes_up: u64,
+    pub bytes_down: u64,
+    pub lateness_p99_us: u64,
+    pub inputs_sent: u64,
+    pub snapshots_applied: u64,
+}
+
+/// What a run measured.
+pub struct RunOutcome {
+    pub total: Recorder,
+    pub intervals: Vec<IntervalPoint>,
+    pub planned: u64,
+    pub ever_connected: u64,
+    pub failed: u64,
+    pub started_at: SystemTime,
+    pub elapsed: Duration,
+    pub interrupted: bool,
+    pub workers: usize,
+    /// What was measured after the last whole second (the stop), so that the per-second
+    /// histograms plus this add up to `total`.
+    pub tail: Recorder,
+    /// The embedded server's counters, when the target was embedded.
+    pub server: Option<ServerStats>,
+    pub target: String,
+}
