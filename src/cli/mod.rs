@@ -306,7 +306,11 @@ fn run_info(plan: &Plan) -> report::RunInfo {
             downstream: info.downstream_loss.into(),
             upstream: info.upstream_loss.into(),
         },
-        metrics: info.metrics.to_vec(),
+        metrics: engine::transports::transport_metrics(plan.protocol.transport())
+            .iter()
+            .chain(info.metrics)
+            .copied()
+            .collect(),
         thresholds: plan.thresholds.clone(),
     }
 }

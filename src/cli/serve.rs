@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use std::path::PathBuf;
 
 use crate::duration::{parse_duration, Dur};
-use crate::engine::{spawn_server_on, transport_for};
+use crate::engine::spawn_reference_server;
 use crate::protocol::{ProtocolName, ProtocolSection, ServerParams, ServerStats};
 
 #[derive(clap::Args, Debug)]
@@ -168,10 +168,6 @@ pub fn cmd_serve(a: &ServeArgs) -> anyhow::Result<u8> {
     };
     let name = section.name();
     let info = name.info();
-    let transport = transport_for(&section);
-    let peers = section
-        .players_per_instance(&server)
-        .unwrap_or(server.max_clients);
     let first_port = a.port.unwrap_or(info.default_port);
     let instances = a.instances.max(1);
     if first_port != 0 && usize::from(first_port) + instances - 1 > usize::from(u16::MAX) {
@@ -193,11 +189,8 @@ pub fn cmd_serve(a: &ServeArgs) -> anyhow::Result<u8> {
             anyhow::bail!("instance {i} would need a port past 65535");
         };
         let bind = SocketAddr::new(a.bind, port);
-        let (section, server) = (section.clone(), server.clone());
-        let handle = spawn_server_on(bind, transport, peers, server.enet_throttle, move |now| {
-            section.make_server(&server, now)
-        })
-        .map_err(|e| anyhow::anyhow!("cannot bind {bind}: {e}"))?;
+        let handle = spawn_reference_server(bind, &section, &server)
+            .map_err(|e| anyhow::anyhow!("cannot bind {bind}: {e}"))?;
         println!(
             "tickswarm {} reference server listening on {} ({})",
             name, handle.addr, info.transport

@@ -2,10 +2,10 @@
 //! when the target is `embedded`, collects per-second metrics and returns the merged result.
 
 mod bot_socket;
-mod factory;
 pub mod limits;
 pub mod server_driver;
 pub mod timer;
+pub mod transports;
 pub mod udp;
 mod worker;
 
@@ -16,8 +16,7 @@ use std::time::{Duration, Instant, SystemTime};
 use thiserror::Error;
 use tokio::sync::watch;
 
-pub use factory::{transport_for, TransportKind};
-pub use server_driver::{spawn_reference_server, spawn_server, spawn_server_on, ServerHandle};
+pub use server_driver::{spawn_reference_server, ServerHandle};
 
 pub use crate::metrics::RunOutcome;
 use crate::metrics::{HistSummary, IntervalPoint, Recorder, ServerStats};
@@ -107,8 +106,10 @@ pub fn run(
             protocol: plan.protocol.clone(),
             run_start,
             run_end,
-            bots_per_socket: plan.bots_per_socket,
-            enet_throttle: plan.enet_throttle,
+            transport: transports::BotTransportOptions {
+                bots_per_socket: plan.bots_per_socket,
+                enet_throttle: plan.enet_throttle,
+            },
         };
         let tx = tx.clone();
         let stop_rx = stop.subscribe();
@@ -152,7 +153,6 @@ pub fn run(
 /// a player cap per instance (City) as many as the population needs, on consecutive ports
 /// (the first one ephemeral) when `server.instances` is unset.
 fn start_embedded(plan: &Plan) -> Result<Vec<ServerHandle>, EngineError> {
-    let transport = transport_for(&plan.protocol);
     let per_instance = plan.protocol.players_per_instance(&plan.server);
     let instances = match (plan.server.instances, per_instance) {
         (Some(n), _) => n.max(1),
@@ -162,25 +162,18 @@ fn start_embedded(plan: &Plan) -> Result<Vec<ServerHandle>, EngineError> {
     let mut handles: Vec<ServerHandle> = Vec::with_capacity(instances);
     for i in 0..instances {
         // The first instance takes a free port; the others the ports after it, as a fleet of
-        // game servers on one host would. A taken port falls back to a free one.
+        // game servers on one host would. A taken (or missing) port falls back to a free one.
         let port = handles
             .first()
-            .map(|h| h.addr.port().wrapping_add(i as u16))
+            .and_then(|h| h.addr.port().checked_add(i as u16))
             .unwrap_or(0);
-        let protocol = plan.protocol.clone();
-        let section = plan.server.clone();
-        let make = move |now| protocol.make_server(&section, now);
         let bind: SocketAddr = (Ipv4Addr::LOCALHOST, port).into();
-        let peers = per_instance.unwrap_or(plan.server.max_clients);
-        let throttle = plan.server.enet_throttle;
-        let h = match spawn_server_on(bind, transport, peers, throttle, make.clone()) {
+        let h = match spawn_reference_server(bind, &plan.protocol, &plan.server) {
             Ok(h) => h,
-            Err(_) if port != 0 => spawn_server_on(
+            Err(_) if port != 0 => spawn_reference_server(
                 (Ipv4Addr::LOCALHOST, 0).into(),
-                transport,
-                peers,
-                throttle,
-                make,
+                &plan.protocol,
+                &plan.server,
             )
             .map_err(EngineError::EmbeddedServer)?,
             Err(e) => return Err(EngineError::EmbeddedServer(e)),

@@ -6,9 +6,10 @@
 //! socket (woken by readiness) and one timer task per worker (woken by the earliest
 //! deadline). Each wake-up reads the clock once for the whole batch it handles.
 //!
-//! A bot reaches its server over a [`Link`]: its own UDP socket (raw UDP protocols), or a peer
-//! of an ENet host in a [`Group`] that owns one socket for `bots_per_socket` bots. Protocols
-//! never see which.
+//! A bot reaches its server through the [`BotTransport`] its protocol needs (its own UDP
+//! socket, a peer of an ENet host shared by `bots_per_socket` bots, ...). The worker is
+//! generic over it: it watches the sources the transport opens, runs their timers, and hands
+//! the transport's [`LinkEvents`] to the bots. Protocols never see which transport it is.
 
 use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
@@ -21,15 +22,15 @@ use std::time::{Duration, Instant};
 use tokio::sync::{watch, Notify};
 
 use super::bot_socket::{BotRx, BotSocket, RECV_BATCH};
-use super::factory::{transport_for, TransportKind};
 use super::timer::{self, PreciseTimer};
+use super::transports::{
+    self, BotTransport, BotTransportOptions, LinkEvent, LinkEvents, Source, Watch, WithBotTransport,
+};
 use super::udp::error_name;
 use crate::metrics::Recorder;
 use crate::protocol::{Bot, BotParams, BotPhase, MAX_DATAGRAM};
 use crate::scenario::{ProtocolSection, SpawnEvent};
-use crate::transport::{
-    DisconnectReason, EnetConfig, EnetEvent, EnetHost, PeerId, MAX_ENET_DATAGRAM,
-};
+use crate::transport::MAX_ENET_DATAGRAM;
 
 /// What a worker runs.
 pub struct WorkerSpec {
@@ -38,10 +39,7 @@ pub struct WorkerSpec {
     pub protocol: ProtocolSection,
     pub run_start: Instant,
     pub run_end: Instant,
-    /// Bots sharing one socket where the transport multiplexes peers (ENet).
-    pub bots_per_socket: usize,
-    /// ENet: keep the unreliable-packet throttle of the server's traffic to the bots.
-    pub enet_throttle: bool,
+    pub transport: BotTransportOptions,
 }
 
 /// Worker to collector.
@@ -60,43 +58,34 @@ pub enum WorkerMsg {
     },
 }
 
-/// How a bot reaches its server.
-enum Link {
-    Udp(Rc<BotSocket>),
-    Enet { group: usize, peer: PeerId },
-}
-
 struct Slot {
     bot: Box<dyn Bot>,
-    link: Link,
+    /// The transport source carrying this bot.
+    source: Source,
     /// Generation of the timer entry that is current for this bot.
     timer_gen: u32,
     scheduled: Option<Instant>,
     ever_connected: bool,
-    /// The transport never came up (ENet connect failed), so the bot never started.
+    /// The transport never came up (its handshake failed), so the bot never started.
     transport_failed: bool,
-    /// The ENet session was asked to close (after the bot ended or on stop).
+    /// The transport was asked to close the bot's session.
     closing: bool,
 }
 
-/// An ENet host with its socket, shared by up to `bots_per_socket` bots.
-struct Group {
-    sock: Rc<BotSocket>,
-    peer_addr: SocketAddr,
-    host: EnetHost,
-    /// Slot index by ENet peer index.
-    peers: Vec<Option<usize>>,
-    members: usize,
+/// A source's timer entry.
+#[derive(Default, Clone, Copy)]
+struct SourceTimer {
     timer_gen: u32,
     scheduled: Option<Instant>,
 }
 
-/// Timer targets: a bot slot, or an ENet group with this bit set.
-const GROUP_BIT: u32 = 1 << 31;
+/// Timer targets: a bot slot, or a transport source with this bit set.
+const SOURCE_BIT: u32 = 1 << 31;
 
-struct Shared {
+struct Shared<T> {
     slots: RefCell<Vec<Slot>>,
-    groups: RefCell<Vec<Group>>,
+    sources: RefCell<Vec<SourceTimer>>,
+    transport: RefCell<T>,
     rec: RefCell<Recorder>,
     timers: RefCell<BinaryHeap<Reverse<(Instant, u32, u32)>>>,
     /// The deadline the timer task sleeps until; an earlier one must wake it.
@@ -104,11 +93,11 @@ struct Shared {
     timer_wake: Notify,
     tx_buf: RefCell<Vec<u8>>,
     rx: RefCell<BotRx>,
-    /// ENet events drained from a host before the bots handle them (reused).
-    events: RefCell<Vec<EnetEvent>>,
+    /// Link events from the transport before the bots handle them (reused).
+    events: RefCell<LinkEvents>,
 }
 
-impl Shared {
+impl<T: BotTransport> Shared<T> {
     fn arm(&self, target: u32, generation: u32, at: Instant) {
         self.timers
             .borrow_mut()
@@ -118,106 +107,80 @@ impl Shared {
         }
     }
 
-    /// Run `f` on bot `idx`, send what it queued, and re-arm its timer.
+    /// Run `f` on bot `idx`, hand what it queued to the transport, and re-arm its timers.
     fn drive(&self, idx: usize, now: Instant, f: impl FnOnce(&mut dyn Bot, &mut Recorder)) {
-        let mut slots = self.slots.borrow_mut();
-        let mut rec = self.rec.borrow_mut();
-        let Some(slot) = slots.get_mut(idx) else {
-            return;
+        let source = {
+            let mut slots = self.slots.borrow_mut();
+            let mut rec = self.rec.borrow_mut();
+            let Some(slot) = slots.get_mut(idx) else {
+                return;
+            };
+            f(slot.bot.as_mut(), &mut rec);
+            let mut buf = self.tx_buf.borrow_mut();
+            let mut transport = self.transport.borrow_mut();
+            while let Some(t) = slot.bot.poll_transmit(&mut buf) {
+                let bytes = &buf[..t.len.min(buf.len())];
+                transport.send(idx, &t, bytes, &mut rec);
+            }
+            transport.flush(idx, now, &mut rec);
+            // A bot that ended closes its session politely, after its last words.
+            let ended = matches!(slot.bot.phase(), BotPhase::Failed | BotPhase::Closed);
+            if ended && !slot.closing {
+                slot.closing = true;
+                transport.close(idx, now, &mut rec);
+            }
+            if slot.bot.phase() == BotPhase::Connected {
+                slot.ever_connected = true;
+            }
+            let next = slot.bot.poll_timeout();
+            if next != slot.scheduled {
+                slot.scheduled = next;
+                slot.timer_gen = slot.timer_gen.wrapping_add(1);
+                if let Some(at) = next {
+                    self.arm(idx as u32, slot.timer_gen, at);
+                }
+            }
+            slot.source
         };
-        f(slot.bot.as_mut(), &mut rec);
-        let mut buf = self.tx_buf.borrow_mut();
-        match &slot.link {
-            Link::Udp(sock) => {
-                while let Some(t) = slot.bot.poll_transmit(&mut buf) {
-                    let bytes = &buf[..t.len.min(buf.len())];
-                    match sock.send(bytes) {
-                        Ok(()) => rec.datagram_up(bytes.len()),
-                        Err(e) => rec.send_errors.add(error_name(&e), 1),
-                    }
-                }
-            }
-            Link::Enet { group, peer } => {
-                let mut groups = self.groups.borrow_mut();
-                if let Some(g) = groups.get_mut(*group) {
-                    let mut queued = false;
-                    while let Some(t) = slot.bot.poll_transmit(&mut buf) {
-                        match g.host.send_transmit(*peer, &t, &buf) {
-                            Ok(()) => {
-                                rec.datagram_up(t.len);
-                                queued = true;
-                            }
-                            Err(_) => rec.send_errors.add2("enet", "not_queued", 1),
-                        }
-                    }
-                    // A bot that ended closes its session politely, after its last words.
-                    let ended = matches!(slot.bot.phase(), BotPhase::Failed | BotPhase::Closed);
-                    if ended && !slot.closing {
-                        slot.closing = true;
-                        let _ = g.host.disconnect(now, *peer, 0);
-                        queued = true;
-                    }
-                    if queued {
-                        flush_group(g, now, &mut buf, &mut rec);
-                        self.rearm_group(*group, g);
-                    }
-                }
-            }
+        self.rearm_source(source);
+    }
+
+    fn rearm_source(&self, src: Source) {
+        let next = self.transport.borrow().poll_timeout(src);
+        let mut sources = self.sources.borrow_mut();
+        if sources.len() <= src {
+            sources.resize(src + 1, SourceTimer::default());
         }
-        if slot.bot.phase() == BotPhase::Connected {
-            slot.ever_connected = true;
-        }
-        let next = slot.bot.poll_timeout();
-        if next != slot.scheduled {
-            slot.scheduled = next;
-            slot.timer_gen = slot.timer_gen.wrapping_add(1);
+        let s = &mut sources[src];
+        if next != s.scheduled {
+            s.scheduled = next;
+            s.timer_gen = s.timer_gen.wrapping_add(1);
             if let Some(at) = next {
-                self.arm(idx as u32, slot.timer_gen, at);
+                self.arm(src as u32 | SOURCE_BIT, s.timer_gen, at);
             }
         }
     }
 
-    fn rearm_group(&self, gi: usize, g: &mut Group) {
-        let next = g.host.poll_timeout();
-        if next != g.scheduled {
-            g.scheduled = next;
-            g.timer_gen = g.timer_gen.wrapping_add(1);
-            if let Some(at) = next {
-                self.arm(gi as u32 | GROUP_BIT, g.timer_gen, at);
-            }
-        }
-    }
-
-    /// Service ENet group `gi` and hand its events to the bots.
-    fn service_group(&self, gi: usize, now: Instant) {
+    /// Hand the events the transport produced to their bots.
+    fn dispatch(&self, now: Instant) {
         let mut events = std::mem::take(&mut *self.events.borrow_mut());
-        if let Some(g) = self.groups.borrow_mut().get_mut(gi) {
-            g.host.service(now);
-            while let Some(ev) = g.host.poll_event() {
-                events.push(ev);
-            }
-        }
-        // The bot behind an ENet peer, looked up per event (no copy of the table per service).
-        let slot_of = |p: PeerId| {
-            self.groups
-                .borrow()
-                .get(gi)
-                .and_then(|g| g.peers.get(p.index()).copied().flatten())
-        };
-        for ev in events.drain(..) {
+        for i in 0..events.len() {
+            let Some((idx, ev, bytes)) = events.get(i) else {
+                break;
+            };
             match ev {
-                EnetEvent::Connected { peer, .. } => {
-                    if let Some(idx) = slot_of(peer) {
-                        self.drive(idx, now, |bot, rec| bot.start(now, rec));
+                LinkEvent::Up => self.drive(idx, now, |bot, rec| bot.start(now, rec)),
+                LinkEvent::Data(_) => {
+                    // A bot that has ended has left the session: what still arrives for it is
+                    // not its business.
+                    let live = self.slots.borrow().get(idx).is_some_and(|s| {
+                        !matches!(s.bot.phase(), BotPhase::Failed | BotPhase::Closed)
+                    });
+                    if live {
+                        self.drive(idx, now, |bot, rec| bot.handle_datagram(now, bytes, rec));
                     }
                 }
-                EnetEvent::Received { peer, packet, .. } => {
-                    if let Some(idx) = slot_of(peer) {
-                        self.drive(idx, now, |bot, rec| bot.handle_datagram(now, &packet, rec));
-                    }
-                }
-                EnetEvent::Disconnected { peer, reason, .. } => {
-                    let Some(idx) = slot_of(peer) else { continue };
+                LinkEvent::Down(why) => {
                     let never_started = self
                         .slots
                         .borrow()
@@ -226,42 +189,54 @@ impl Shared {
                     if never_started {
                         if let Some(s) = self.slots.borrow_mut().get_mut(idx) {
                             s.transport_failed = true;
+                            s.closing = true;
                         }
-                        let why = match reason {
-                            DisconnectReason::ConnectFailed => "connect_failed",
-                            DisconnectReason::Remote => "closed_by_server",
-                            DisconnectReason::Local => "closed",
-                        };
-                        self.rec.borrow_mut().connect_failures.add2("enet", why, 1);
+                        self.rec
+                            .borrow_mut()
+                            .connect_failures
+                            .add2(T::NAME, why.as_str(), 1);
                     } else {
-                        self.drive(idx, now, |bot, rec| bot.handle_transport_closed(now, rec));
-                    }
-                    if let Some(g) = self.groups.borrow_mut().get_mut(gi) {
-                        if let Some(p) = g.peers.get_mut(peer.index()) {
-                            *p = None;
+                        if let Some(s) = self.slots.borrow_mut().get_mut(idx) {
+                            // The session is gone: nothing left to close.
+                            s.closing = true;
                         }
+                        self.drive(idx, now, |bot, rec| bot.handle_transport_closed(now, rec));
                     }
                 }
             }
         }
+        events.clear();
         *self.events.borrow_mut() = events;
-        let mut groups = self.groups.borrow_mut();
-        if let Some(g) = groups.get_mut(gi) {
-            let mut buf = self.tx_buf.borrow_mut();
-            let mut rec = self.rec.borrow_mut();
-            flush_group(g, now, &mut buf, &mut rec);
-            self.rearm_group(gi, g);
-        }
     }
-}
 
-/// Pack what ENet has queued into datagrams and send them on the group's socket.
-fn flush_group(g: &mut Group, now: Instant, buf: &mut [u8], rec: &mut Recorder) {
-    g.host.flush(now);
-    while let Some((_, len)) = g.host.poll_transmit(buf) {
-        if let Err(e) = g.sock.send(&buf[..len.min(buf.len())]) {
-            rec.send_errors.add(error_name(&e), 1);
+    /// Datagrams for source `src`, then the events they caused.
+    fn on_datagrams(&self, src: Source, now: Instant, n: usize) {
+        {
+            let rx = self.rx.borrow();
+            let mut rec = self.rec.borrow_mut();
+            let mut events = self.events.borrow_mut();
+            self.transport.borrow_mut().on_datagrams(
+                src,
+                now,
+                rx.datagrams(n),
+                &mut rec,
+                &mut events,
+            );
         }
+        self.dispatch(now);
+        self.rearm_source(src);
+    }
+
+    fn on_source_timer(&self, src: Source, now: Instant) {
+        {
+            let mut rec = self.rec.borrow_mut();
+            let mut events = self.events.borrow_mut();
+            self.transport
+                .borrow_mut()
+                .on_timer(src, now, &mut rec, &mut events);
+        }
+        self.dispatch(now);
+        self.rearm_source(src);
     }
 }
 
@@ -282,35 +257,66 @@ pub fn run_worker(spec: WorkerSpec, tx: Sender<WorkerMsg>, stop: watch::Receiver
         }
     };
     let local = tokio::task::LocalSet::new();
-    local.block_on(&rt, worker_main(spec, tx, stop));
+    let needs = spec.protocol.transport();
+    let opts = spec.transport;
+    let start = WorkerStart { spec, tx, stop };
+    transports::run_bots(
+        needs,
+        opts,
+        Instant::now(),
+        RunOn {
+            rt: &rt,
+            local: &local,
+            start,
+        },
+    );
 }
 
-async fn worker_main(spec: WorkerSpec, tx: Sender<WorkerMsg>, mut stop: watch::Receiver<bool>) {
+struct WorkerStart {
+    spec: WorkerSpec,
+    tx: Sender<WorkerMsg>,
+    stop: watch::Receiver<bool>,
+}
+
+/// Runs the worker with the transport the protocol needs, on this thread's runtime.
+struct RunOn<'a> {
+    rt: &'a tokio::runtime::Runtime,
+    local: &'a tokio::task::LocalSet,
+    start: WorkerStart,
+}
+
+impl WithBotTransport for RunOn<'_> {
+    type Output = ();
+    fn run<T: BotTransport + 'static>(self, transport: T) {
+        let WorkerStart { spec, tx, stop } = self.start;
+        self.local
+            .block_on(self.rt, worker_main(spec, transport, tx, stop));
+    }
+}
+
+async fn worker_main<T: BotTransport + 'static>(
+    spec: WorkerSpec,
+    transport: T,
+    tx: Sender<WorkerMsg>,
+    mut stop: watch::Receiver<bool>,
+) {
     let shared = Rc::new(Shared {
         slots: RefCell::new(Vec::with_capacity(spec.bots.len())),
-        groups: RefCell::new(Vec::new()),
+        sources: RefCell::new(Vec::new()),
+        transport: RefCell::new(transport),
         rec: RefCell::new(Recorder::new()),
         timers: RefCell::new(BinaryHeap::with_capacity(spec.bots.len() * 2)),
         timer_target: Cell::new(None),
         timer_wake: Notify::new(),
         tx_buf: RefCell::new(vec![0u8; MAX_DATAGRAM.max(MAX_ENET_DATAGRAM)]),
         rx: RefCell::new(BotRx::default()),
-        events: RefCell::new(Vec::new()),
+        events: RefCell::new(LinkEvents::default()),
     });
 
     tokio::task::spawn_local(timer_loop(shared.clone()));
     let intervals =
         tokio::task::spawn_local(interval_loop(shared.clone(), spec.run_start, tx.clone()));
 
-    let transport = transport_for(&spec.protocol);
-    let mut enet_cfg = EnetConfig::with_peers(spec.bots_per_socket.clamp(1, 4095));
-    // Housekeeping (retransmission, ping and timeout checks) every 25 ms instead of ENet's
-    // usual 10: a worker holds hundreds of hosts, and receiving and sending already service a
-    // host at once. Retransmissions may leave up to 25 ms late, well under ENet's minimum RTO.
-    enet_cfg.service_interval = Duration::from_millis(25);
-    if !spec.enet_throttle {
-        enet_cfg.throttle.2 = 0;
-    }
     // Spawn bots on schedule; stop them on ramp-down; end at run_end or on the stop signal.
     let mut stops: Vec<(Instant, usize)> = Vec::new();
     let mut pending = spec.bots.into_iter().peekable();
@@ -339,13 +345,7 @@ async fn worker_main(spec: WorkerSpec, tx: Sender<WorkerMsg>, mut stop: watch::R
                 break;
             };
             let bot = protocol.make_bot(params);
-            let spawned = match transport {
-                TransportKind::Udp => spawn_udp_bot(&shared, bot, peer, now),
-                TransportKind::Enet { channels } => {
-                    spawn_enet_bot(&shared, bot, peer, channels, &enet_cfg, now)
-                }
-            };
-            match spawned {
+            match spawn_bot(&shared, bot, peer, now) {
                 Ok(idx) => {
                     if let Some(stop_at) = ev.stop {
                         stops.push((spec.run_start + stop_at, idx));
@@ -370,6 +370,10 @@ async fn worker_main(spec: WorkerSpec, tx: Sender<WorkerMsg>, mut stop: watch::R
     for idx in 0..count {
         stop_bot(&shared, idx, now);
     }
+    {
+        let mut rec = shared.rec.borrow_mut();
+        shared.transport.borrow_mut().finish(now, &mut rec);
+    }
     intervals.abort();
     let (ever_connected, failed) = {
         let slots = shared.slots.borrow();
@@ -391,139 +395,80 @@ async fn worker_main(spec: WorkerSpec, tx: Sender<WorkerMsg>, mut stop: watch::R
     });
 }
 
-fn spawn_udp_bot(
-    shared: &Rc<Shared>,
+/// Give the bot a link to its server; it starts now (raw UDP) or when the transport's
+/// session comes up.
+fn spawn_bot<T: BotTransport + 'static>(
+    shared: &Rc<Shared<T>>,
     bot: Box<dyn Bot>,
     peer: SocketAddr,
     now: Instant,
 ) -> std::io::Result<usize> {
-    let sock = Rc::new(BotSocket::connect_to(peer)?);
-    let idx = {
-        let mut slots = shared.slots.borrow_mut();
-        slots.push(Slot {
-            bot,
-            link: Link::Udp(sock.clone()),
-            timer_gen: 0,
-            scheduled: None,
-            ever_connected: false,
-            transport_failed: false,
-            closing: false,
-        });
-        slots.len() - 1
-    };
-    shared.drive(idx, now, |bot, rec| bot.start(now, rec));
-    tokio::task::spawn_local(recv_loop(shared.clone(), idx, sock));
-    Ok(idx)
-}
-
-/// Put the bot on an ENet host with room (one socket per `per_socket` bots) and start the
-/// ENet connection; the bot itself starts when ENet reports `Connected`.
-fn spawn_enet_bot(
-    shared: &Rc<Shared>,
-    bot: Box<dyn Bot>,
-    peer_addr: SocketAddr,
-    channels: usize,
-    cfg: &EnetConfig,
-    now: Instant,
-) -> std::io::Result<usize> {
-    let per_socket = cfg.peer_limit;
-    let open = shared
-        .groups
-        .borrow()
-        .iter()
-        .position(|g| g.peer_addr == peer_addr && g.members < per_socket);
-    let gi = match open {
-        Some(gi) => gi,
-        None => {
-            let sock = Rc::new(BotSocket::connect_to(peer_addr)?);
-            let host = EnetHost::new(now, cfg).map_err(|e| std::io::Error::other(e.to_string()))?;
-            let mut groups = shared.groups.borrow_mut();
-            groups.push(Group {
-                sock: sock.clone(),
-                peer_addr,
-                host,
-                peers: vec![None; per_socket],
-                members: 0,
-                timer_gen: 0,
-                scheduled: None,
-            });
-            let gi = groups.len() - 1;
-            tokio::task::spawn_local(group_recv_loop(shared.clone(), gi, sock));
-            gi
-        }
-    };
-    let slot_idx = shared.slots.borrow().len();
-    let peer = {
-        let mut groups = shared.groups.borrow_mut();
-        let g = &mut groups[gi];
-        let peer = g
-            .host
-            .connect(now, peer_addr, channels, slot_idx as u32)
-            .map_err(|e| std::io::Error::other(e.to_string()))?;
-        if let Some(p) = g.peers.get_mut(peer.index()) {
-            *p = Some(slot_idx);
-        }
-        g.members += 1;
-        peer
+    let idx = shared.slots.borrow().len();
+    let opened = {
+        let mut rec = shared.rec.borrow_mut();
+        shared
+            .transport
+            .borrow_mut()
+            .open(idx, peer, now, &mut rec)?
     };
     shared.slots.borrow_mut().push(Slot {
         bot,
-        link: Link::Enet { group: gi, peer },
+        source: opened.source,
         timer_gen: 0,
         scheduled: None,
         ever_connected: false,
         transport_failed: false,
         closing: false,
     });
-    {
-        let mut groups = shared.groups.borrow_mut();
-        let g = &mut groups[gi];
-        let mut buf = shared.tx_buf.borrow_mut();
-        let mut rec = shared.rec.borrow_mut();
-        flush_group(g, now, &mut buf, &mut rec);
-        shared.rearm_group(gi, g);
+    match opened.watch {
+        Some(Watch::Socket(sock)) => {
+            tokio::task::spawn_local(recv_loop(shared.clone(), opened.source, sock));
+        }
+        Some(Watch::Wake(notify)) => {
+            tokio::task::spawn_local(wake_loop(shared.clone(), opened.source, notify));
+        }
+        None => {}
     }
-    Ok(slot_idx)
+    if opened.up {
+        shared.drive(idx, now, |bot, rec| bot.start(now, rec));
+    }
+    shared.rearm_source(opened.source);
+    Ok(idx)
 }
 
-/// Stop a bot: the protocol's goodbye, then (ENet) the transport's disconnect.
-fn stop_bot(shared: &Rc<Shared>, idx: usize, now: Instant) {
+/// Stop a bot: the protocol's goodbye, then the transport's.
+fn stop_bot<T: BotTransport>(shared: &Rc<Shared<T>>, idx: usize, now: Instant) {
     shared.drive(idx, now, |bot, rec| bot.stop(now, rec));
-    let enet = match shared.slots.borrow_mut().get_mut(idx) {
-        Some(s) if !s.closing => match s.link {
-            Link::Enet { group, peer } => {
-                s.closing = true;
-                Some((group, peer))
-            }
-            Link::Udp(_) => None,
-        },
+    let close = match shared.slots.borrow_mut().get_mut(idx) {
+        Some(s) if !s.closing => {
+            s.closing = true;
+            Some(s.source)
+        }
         _ => None,
     };
-    if let Some((gi, peer)) = enet {
-        let mut groups = shared.groups.borrow_mut();
-        if let Some(g) = groups.get_mut(gi) {
-            let _ = g.host.disconnect(now, peer, 0);
-            let mut buf = shared.tx_buf.borrow_mut();
+    if let Some(src) = close {
+        {
             let mut rec = shared.rec.borrow_mut();
-            flush_group(g, now, &mut buf, &mut rec);
+            shared.transport.borrow_mut().close(idx, now, &mut rec);
         }
+        shared.rearm_source(src);
     }
 }
 
-async fn recv_loop(shared: Rc<Shared>, idx: usize, sock: Rc<BotSocket>) {
+/// Receive on a source's socket: one clock read per batch.
+async fn recv_loop<T: BotTransport>(shared: Rc<Shared<T>>, src: Source, sock: Rc<BotSocket>) {
     loop {
         let Ok(mut ready) = sock.readable().await else {
             return;
         };
         loop {
-            let mut rx = shared.rx.borrow_mut();
-            match ready.recv(&mut rx) {
+            let got = {
+                let mut rx = shared.rx.borrow_mut();
+                ready.recv(&mut rx)
+            };
+            match got {
                 Ok(n) => {
-                    // One clock read for the batch.
-                    let now = Instant::now();
-                    for d in rx.datagrams(n) {
-                        shared.drive(idx, now, |bot, rec| bot.handle_datagram(now, d, rec));
-                    }
+                    shared.on_datagrams(src, Instant::now(), n);
                     if n < RECV_BATCH {
                         break;
                     }
@@ -539,58 +484,22 @@ async fn recv_loop(shared: Rc<Shared>, idx: usize, sock: Rc<BotSocket>) {
                 }
             }
         }
-        let finished = shared
-            .slots
-            .borrow()
-            .get(idx)
-            .is_none_or(|s| matches!(s.bot.phase(), BotPhase::Failed | BotPhase::Closed));
-        if finished {
-            return;
-        }
     }
 }
 
-async fn group_recv_loop(shared: Rc<Shared>, gi: usize, sock: Rc<BotSocket>) {
+/// A self-driven transport source: poll it whenever its I/O threads say so.
+async fn wake_loop<T: BotTransport>(
+    shared: Rc<Shared<T>>,
+    src: Source,
+    notify: std::sync::Arc<Notify>,
+) {
     loop {
-        let Ok(mut ready) = sock.readable().await else {
-            return;
-        };
-        let mut got = false;
-        let mut now = Instant::now();
-        loop {
-            let mut rx = shared.rx.borrow_mut();
-            match ready.recv(&mut rx) {
-                Ok(n) => {
-                    now = Instant::now();
-                    got = true;
-                    let mut groups = shared.groups.borrow_mut();
-                    if let Some(g) = groups.get_mut(gi) {
-                        let from = g.peer_addr;
-                        for d in rx.datagrams(n) {
-                            g.host.handle_datagram(now, from, d);
-                        }
-                    }
-                    if n < RECV_BATCH {
-                        break;
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                Err(e) => {
-                    shared
-                        .rec
-                        .borrow_mut()
-                        .send_errors
-                        .add2("recv", error_name(&e), 1);
-                }
-            }
-        }
-        if got {
-            shared.service_group(gi, now);
-        }
+        notify.notified().await;
+        shared.on_source_timer(src, Instant::now());
     }
 }
 
-async fn timer_loop(shared: Rc<Shared>) {
+async fn timer_loop<T: BotTransport>(shared: Rc<Shared<T>>) {
     let precise = PreciseTimer::new().ok();
     loop {
         let next = shared.timers.borrow().peek().map(|r| r.0 .0);
@@ -616,17 +525,17 @@ async fn timer_loop(shared: Rc<Shared>) {
                 break;
             }
             shared.timers.borrow_mut().pop();
-            if target & GROUP_BIT != 0 {
-                let gi = (target & !GROUP_BIT) as usize;
-                let current = shared.groups.borrow_mut().get_mut(gi).is_some_and(|g| {
-                    let cur = g.timer_gen == generation;
+            if target & SOURCE_BIT != 0 {
+                let src = (target & !SOURCE_BIT) as usize;
+                let current = shared.sources.borrow_mut().get_mut(src).is_some_and(|s| {
+                    let cur = s.timer_gen == generation;
                     if cur {
-                        g.scheduled = None;
+                        s.scheduled = None;
                     }
                     cur
                 });
                 if current {
-                    shared.service_group(gi, now);
+                    shared.on_source_timer(src, now);
                 }
                 continue;
             }
@@ -645,32 +554,27 @@ async fn timer_loop(shared: Rc<Shared>) {
     }
 }
 
-async fn interval_loop(shared: Rc<Shared>, run_start: Instant, tx: Sender<WorkerMsg>) {
+async fn interval_loop<T: BotTransport>(
+    shared: Rc<Shared<T>>,
+    run_start: Instant,
+    tx: Sender<WorkerMsg>,
+) {
     let mut index = 0u64;
     loop {
         let at = run_start + Duration::from_secs(index + 1);
         tokio::time::sleep_until(at.into()).await;
         let connected_now = {
             let slots = shared.slots.borrow();
-            let groups = shared.groups.borrow();
+            let transport = shared.transport.borrow();
             let mut rec = shared.rec.borrow_mut();
             let mut connected = 0u64;
-            for s in slots.iter() {
+            for (idx, s) in slots.iter().enumerate() {
                 if s.bot.phase() != BotPhase::Connected {
                     continue;
                 }
                 connected += 1;
                 // The transport's own view, next to the protocol's: one sample per bot a second.
-                if let Link::Enet { group, peer } = s.link {
-                    if let Some(g) = groups.get(group) {
-                        if let Some(rtt) = g.host.rtt(peer) {
-                            rec.record_extra("enet_rtt_us", rtt.as_micros() as u64);
-                        }
-                        if let Some(loss) = g.host.packet_loss(peer) {
-                            rec.record_extra("enet_packet_loss_ppm", (loss * 1e6) as u64);
-                        }
-                    }
-                }
+                transport.sample(idx, &mut rec);
             }
             connected
         };

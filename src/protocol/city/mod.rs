@@ -73,11 +73,6 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     ],
     metrics: &[
         MetricDesc::micros(
-            "enet_rtt_us",
-            "ENet RTT",
-            "ENet's own estimate, sampled per bot each second",
-        ),
-        MetricDesc::micros(
             "prediction_error",
             "Prediction error",
             "tiles between prediction and server",
@@ -116,12 +111,6 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
         )
         .display(Display::Card)
         .per_bot_minute(),
-        MetricDesc::count(
-            "enet_packet_loss_ppm",
-            "ENet packet loss",
-            "ENet's own estimate, sampled per bot each second",
-        )
-        .unit("ppm", 1),
     ],
 };
 

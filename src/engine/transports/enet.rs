@@ -1,0 +1,374 @@
+//! ENet: sessions with channels, reliability, fragmentation and ENet's own RTT.
+//!
+//! Bots: an ENet host per `bots_per_socket` bots to the same server, each host on one
+//! socket (a [`Source`]); each bot is a peer of its host. Servers: one host; each ENet session
+//! is a connection, whatever address it comes from (bots sharing a socket, players behind one
+//! NAT), and a reused peer slot gets a new connection id.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Instant;
+
+use super::{BotTransport, DownReason, LinkEvents, Opened, ServerTransport, Slot, Source, Watch};
+use crate::engine::bot_socket::BotSocket;
+use crate::engine::udp::error_name;
+use crate::metrics::describe::MetricDesc;
+use crate::metrics::{NamedCounters, Recorder, ServerStats};
+use crate::protocol::{ConnId, Server, Transmit};
+use crate::transport::{
+    DisconnectReason, EnetConfig, EnetEvent, EnetHost, PeerId, MAX_ENET_DATAGRAM,
+};
+
+/// An ENet host with its socket, shared by up to `peer_limit` bots.
+struct Group {
+    sock: Rc<BotSocket>,
+    peer_addr: SocketAddr,
+    host: EnetHost,
+    /// Bot slot by ENet peer index.
+    peers: Vec<Option<Slot>>,
+    members: usize,
+    /// Something was queued since the last flush.
+    dirty: bool,
+}
+
+/// The ENet hosts of one worker's bots.
+pub struct EnetBots {
+    cfg: EnetConfig,
+    channels: usize,
+    groups: Vec<Group>,
+    /// (group, peer) by bot slot.
+    links: Vec<Option<(Source, PeerId)>>,
+    /// Datagram buffer for the host's output.
+    buf: Vec<u8>,
+}
+
+impl EnetBots {
+    pub fn new(cfg: EnetConfig, channels: usize, _now: Instant) -> Self {
+        Self {
+            cfg,
+            channels,
+            groups: Vec::new(),
+            links: Vec::new(),
+            buf: vec![0; MAX_ENET_DATAGRAM],
+        }
+    }
+
+    /// Service group `gi` and turn its events into link events.
+    fn drain_events(&mut self, gi: Source, out: &mut LinkEvents) {
+        let Some(g) = self.groups.get_mut(gi) else {
+            return;
+        };
+        while let Some(ev) = g.host.poll_event() {
+            match ev {
+                EnetEvent::Connected { peer, .. } => {
+                    if let Some(Some(slot)) = g.peers.get(peer.index()) {
+                        out.up(*slot);
+                    }
+                }
+                EnetEvent::Received { peer, packet, .. } => {
+                    if let Some(Some(slot)) = g.peers.get(peer.index()) {
+                        out.data(*slot, &packet);
+                    }
+                }
+                EnetEvent::Disconnected { peer, reason, .. } => {
+                    if let Some(slot) = g.peers.get_mut(peer.index()).and_then(Option::take) {
+                        let why = match reason {
+                            DisconnectReason::ConnectFailed => DownReason::ConnectFailed,
+                            DisconnectReason::Remote => DownReason::ClosedByServer,
+                            DisconnectReason::Local => DownReason::Closed,
+                        };
+                        out.down(slot, why);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Pack what the host has queued into datagrams and send them on its socket.
+    fn flush_group(&mut self, gi: Source, now: Instant, rec: &mut Recorder) {
+        let Some(g) = self.groups.get_mut(gi) else {
+            return;
+        };
+        g.dirty = false;
+        g.host.flush(now);
+        while let Some((_, len)) = g.host.poll_transmit(&mut self.buf) {
+            if let Err(e) = g.sock.send(&self.buf[..len.min(self.buf.len())]) {
+                rec.send_errors.add(error_name(&e), 1);
+            }
+        }
+    }
+}
+
+impl BotTransport for EnetBots {
+    const NAME: &'static str = "enet";
+    const METRICS: &'static [MetricDesc] = &[
+        MetricDesc::micros(
+            "enet_rtt_us",
+            "ENet RTT",
+            "ENet's own estimate, sampled per bot each second",
+        ),
+        MetricDesc::count(
+            "enet_packet_loss_ppm",
+            "ENet packet loss",
+            "ENet's own estimate, sampled per bot each second",
+        )
+        .unit("ppm", 1),
+    ];
+
+    fn open(
+        &mut self,
+        slot: Slot,
+        peer_addr: SocketAddr,
+        now: Instant,
+        rec: &mut Recorder,
+    ) -> std::io::Result<Opened> {
+        let per_socket = self.cfg.peer_limit;
+        let open = self
+            .groups
+            .iter()
+            .position(|g| g.peer_addr == peer_addr && g.members < per_socket);
+        let (gi, watch) = match open {
+            Some(gi) => (gi, None),
+            None => {
+                let sock = Rc::new(BotSocket::connect_to(peer_addr)?);
+                let host = EnetHost::new(now, &self.cfg)
+                    .map_err(|e| std::io::Error::other(e.to_string()))?;
+                self.groups.push(Group {
+                    sock: sock.clone(),
+                    peer_addr,
+                    host,
+                    peers: vec![None; per_socket],
+                    members: 0,
+                    dirty: false,
+                });
+                (self.groups.len() - 1, Some(Watch::Socket(sock)))
+            }
+        };
+        let g = &mut self.groups[gi];
+        let peer = g
+            .host
+            .connect(now, peer_addr, self.channels, slot as u32)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        if let Some(p) = g.peers.get_mut(peer.index()) {
+            *p = Some(slot);
+        }
+        g.members += 1;
+        if self.links.len() <= slot {
+            self.links.resize(slot + 1, None);
+        }
+        self.links[slot] = Some((gi, peer));
+        self.flush_group(gi, now, rec);
+        Ok(Opened {
+            source: gi,
+            watch,
+            up: false,
+        })
+    }
+
+    fn send(&mut self, slot: Slot, t: &Transmit, bytes: &[u8], rec: &mut Recorder) {
+        let Some(Some((gi, peer))) = self.links.get(slot).copied() else {
+            return;
+        };
+        let Some(g) = self.groups.get_mut(gi) else {
+            return;
+        };
+        match g.host.send(peer, t.channel, t.reliable, bytes) {
+            Ok(()) => {
+                rec.datagram_up(bytes.len());
+                g.dirty = true;
+            }
+            Err(_) => rec.send_errors.add2("enet", "not_queued", 1),
+        }
+    }
+
+    fn flush(&mut self, slot: Slot, now: Instant, rec: &mut Recorder) {
+        if let Some(Some((gi, _))) = self.links.get(slot).copied() {
+            if self.groups.get(gi).is_some_and(|g| g.dirty) {
+                self.flush_group(gi, now, rec);
+            }
+        }
+    }
+
+    fn close(&mut self, slot: Slot, now: Instant, rec: &mut Recorder) {
+        let Some(Some((gi, peer))) = self.links.get(slot).copied() else {
+            return;
+        };
+        if let Some(g) = self.groups.get_mut(gi) {
+            let _ = g.host.disconnect(now, peer, 0);
+        }
+        self.flush_group(gi, now, rec);
+    }
+
+    fn on_datagrams<'a>(
+        &mut self,
+        src: Source,
+        now: Instant,
+        datagrams: impl Iterator<Item = &'a [u8]>,
+        rec: &mut Recorder,
+        out: &mut LinkEvents,
+    ) {
+        let Some(g) = self.groups.get_mut(src) else {
+            return;
+        };
+        let from = g.peer_addr;
+        for d in datagrams {
+            g.host.handle_datagram(now, from, d);
+        }
+        g.host.service(now);
+        self.drain_events(src, out);
+        self.flush_group(src, now, rec);
+    }
+
+    fn on_timer(&mut self, src: Source, now: Instant, rec: &mut Recorder, out: &mut LinkEvents) {
+        let Some(g) = self.groups.get_mut(src) else {
+            return;
+        };
+        g.host.service(now);
+        self.drain_events(src, out);
+        self.flush_group(src, now, rec);
+    }
+
+    fn poll_timeout(&self, src: Source) -> Option<Instant> {
+        self.groups.get(src).and_then(|g| g.host.poll_timeout())
+    }
+
+    fn sample(&self, slot: Slot, rec: &mut Recorder) {
+        let Some(Some((gi, peer))) = self.links.get(slot).copied() else {
+            return;
+        };
+        let Some(g) = self.groups.get(gi) else {
+            return;
+        };
+        if let Some(rtt) = g.host.rtt(peer) {
+            rec.record_extra("enet_rtt_us", rtt.as_micros() as u64);
+        }
+        if let Some(loss) = g.host.packet_loss(peer) {
+            rec.record_extra("enet_packet_loss_ppm", (loss * 1e6) as u64);
+        }
+    }
+
+    fn finish(&mut self, now: Instant, rec: &mut Recorder) {
+        for gi in 0..self.groups.len() {
+            self.flush_group(gi, now, rec);
+        }
+    }
+}
+
+/// A reference server's ENet host.
+pub struct EnetServerSide {
+    host: EnetHost,
+    by_conn: HashMap<ConnId, PeerId>,
+    by_peer: Vec<Option<ConnId>>,
+    next_conn: u64,
+    /// The server's output has been moved into the host and flushed.
+    collected: bool,
+    /// What the transport lost or refused, reported with the server's own counters.
+    counters: NamedCounters,
+    buf: Vec<u8>,
+}
+
+impl EnetServerSide {
+    pub fn new(cfg: EnetConfig, now: Instant) -> Result<Self, crate::transport::EnetError> {
+        let host = EnetHost::new(now, &cfg)?;
+        let peers = host.peer_limit();
+        Ok(Self {
+            host,
+            by_conn: HashMap::new(),
+            by_peer: vec![None; peers],
+            next_conn: 0,
+            collected: false,
+            counters: NamedCounters::default(),
+            buf: vec![0; MAX_ENET_DATAGRAM],
+        })
+    }
+
+    fn events(&mut self, now: Instant, server: &mut dyn Server) {
+        while let Some(ev) = self.host.poll_event() {
+            match ev {
+                EnetEvent::Connected { peer, .. } => {
+                    let conn = ConnId(self.next_conn);
+                    self.next_conn += 1;
+                    self.by_conn.insert(conn, peer);
+                    if let Some(slot) = self.by_peer.get_mut(peer.index()) {
+                        *slot = Some(conn);
+                    }
+                    server.handle_connect(now, conn);
+                }
+                EnetEvent::Received { peer, packet, .. } => {
+                    if let Some(Some(conn)) = self.by_peer.get(peer.index()) {
+                        server.handle_datagram(now, *conn, &packet);
+                    }
+                }
+                EnetEvent::Disconnected { peer, .. } => {
+                    if let Some(conn) = self.by_peer.get_mut(peer.index()).and_then(Option::take) {
+                        self.by_conn.remove(&conn);
+                        server.handle_disconnect(now, conn);
+                    }
+                }
+            }
+        }
+        self.collected = false;
+    }
+}
+
+impl ServerTransport for EnetServerSide {
+    fn on_datagram(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        data: &[u8],
+        _server: &mut dyn Server,
+    ) {
+        self.host.handle_datagram(now, from, data);
+        self.collected = false;
+    }
+
+    fn service(&mut self, now: Instant, server: &mut dyn Server) {
+        self.host.service(now);
+        self.events(now, server);
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.host.poll_timeout()
+    }
+
+    fn poll_datagram(
+        &mut self,
+        now: Instant,
+        server: &mut dyn Server,
+        buf: &mut [u8],
+    ) -> Option<(SocketAddr, usize)> {
+        if !self.collected {
+            // The server's messages go to their connection's ENet peer with the protocol's
+            // channel and reliability, then the sessions it is done with are closed.
+            self.collected = true;
+            while let Some((to, t)) = server.poll_transmit(&mut self.buf) {
+                match self.by_conn.get(&to) {
+                    Some(&peer) => {
+                        if self.host.send_transmit(peer, &t, &self.buf).is_err() {
+                            self.counters.add("enet_send_refused", 1);
+                        }
+                    }
+                    None => self.counters.add("enet_no_session", 1),
+                }
+            }
+            while let Some(conn) = server.poll_close() {
+                if let Some(&peer) = self.by_conn.get(&conn) {
+                    let _ = self.host.disconnect(now, peer, 0);
+                }
+            }
+            self.host.flush(now);
+        }
+        self.host.poll_transmit(buf)
+    }
+
+    fn report(&self, stats: &mut ServerStats) {
+        stats.events.merge(&self.counters);
+        let h = self.host.stats();
+        stats.events.add("enet_datagrams_dropped_in", h.dropped_in);
+        stats
+            .events
+            .add("enet_datagrams_dropped_out", h.dropped_out);
+    }
+}

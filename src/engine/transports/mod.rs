@@ -1,0 +1,312 @@
+//! The transport seam: how the engine carries a protocol's datagrams, for bots and for
+//! reference servers, over whichever transport the protocol needs.
+//!
+//! The worker (bots) and the server driver are written once, against [`BotTransport`] and
+//! [`ServerTransport`]. Each transport is one file that implements both sides:
+//!
+//! - [`udp`]: one connected socket per bot; the server gives each source address a
+//!   [`ConnId`](crate::protocol::ConnId).
+//! - [`enet`]: an ENet host per `bots_per_socket` bots; the server runs one host, and each
+//!   ENet session is a connection.
+//!
+//! The engine owns the sockets and the clock: a transport is handed received datagrams and
+//! the time, and hands back [`LinkEvents`] (a link came up, a payload for a bot, a link went
+//! down) and datagrams to send. A transport that runs its own I/O and clock (GameNetworking
+//! Sockets has its own threads) fits the same trait: it returns [`Watch::Wake`] instead of a
+//! socket, and the worker polls it through [`BotTransport::on_timer`] whenever it is woken.
+//!
+//! [`TransportNeeds`] (what the protocol asks for) is mapped to an implementation in one
+//! place, [`run_bots`] and [`server_transport`]; ENet's settings are built in one place,
+//! [`enet_config`].
+
+pub mod enet;
+pub mod udp;
+
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::bot_socket::BotSocket;
+use crate::metrics::{MetricDesc, Recorder, ServerStats};
+use crate::protocol::{Server, Transmit, TransportNeeds};
+use crate::transport::EnetConfig;
+
+/// A bot's index in its worker.
+pub type Slot = usize;
+/// A transport's unit of I/O in a worker: a socket (one bot's, or an ENet host's shared by
+/// several bots) or a self-driven endpoint. Sources have their own timers.
+pub type Source = usize;
+
+/// What the worker must watch for a new source.
+pub enum Watch {
+    /// Readability of this socket: received datagrams go to [`BotTransport::on_datagrams`].
+    Socket(Rc<BotSocket>),
+    /// A transport with its own I/O threads notifies this when it has something; the worker
+    /// then calls [`BotTransport::on_timer`].
+    Wake(Arc<tokio::sync::Notify>),
+}
+
+/// The result of [`BotTransport::open`].
+pub struct Opened {
+    /// The source now carrying the bot.
+    pub source: Source,
+    /// A source the worker has not seen before, to watch.
+    pub watch: Option<Watch>,
+    /// The link is usable at once (raw UDP): the bot starts now. Otherwise it starts on
+    /// [`LinkEvent::Up`].
+    pub up: bool,
+}
+
+/// Why a link went down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DownReason {
+    /// The transport's handshake never completed (no answer, or refused).
+    ConnectFailed,
+    /// The server closed the session.
+    ClosedByServer,
+    /// Closed from this side.
+    Closed,
+}
+
+impl DownReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DownReason::ConnectFailed => "connect_failed",
+            DownReason::ClosedByServer => "closed_by_server",
+            DownReason::Closed => "closed",
+        }
+    }
+}
+
+/// What happened on a bot's link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LinkEvent {
+    /// The transport's session is up: the bot may start its protocol.
+    Up,
+    /// A payload for the bot; the bytes are [`LinkEvents::bytes`] of this range.
+    Data(Range<usize>),
+    Down(DownReason),
+}
+
+/// Events a transport produced in one call, for the worker to hand to the bots once the
+/// transport is no longer borrowed. Payload bytes live in one reused buffer, so delivering a
+/// datagram allocates nothing once the buffers have grown.
+#[derive(Debug, Default)]
+pub struct LinkEvents {
+    events: Vec<(Slot, LinkEvent)>,
+    bytes: Vec<u8>,
+}
+
+impl LinkEvents {
+    pub fn up(&mut self, slot: Slot) {
+        self.events.push((slot, LinkEvent::Up));
+    }
+
+    pub fn data(&mut self, slot: Slot, payload: &[u8]) {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(payload);
+        self.events
+            .push((slot, LinkEvent::Data(start..self.bytes.len())));
+    }
+
+    pub fn down(&mut self, slot: Slot, why: DownReason) {
+        self.events.push((slot, LinkEvent::Down(why)));
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.events.len()
+    }
+
+    /// Event `i` and the payload it refers to (empty for `Up`/`Down`).
+    pub fn get(&self, i: usize) -> Option<(Slot, &LinkEvent, &[u8])> {
+        let (slot, ev) = self.events.get(i)?;
+        let bytes = match ev {
+            LinkEvent::Data(r) => self.bytes.get(r.clone()).unwrap_or_default(),
+            _ => &[],
+        };
+        Some((*slot, ev, bytes))
+    }
+
+    pub fn clear(&mut self) {
+        self.events.clear();
+        self.bytes.clear();
+    }
+}
+
+/// The bot side of a transport, driven by one worker thread.
+pub trait BotTransport {
+    /// Prefix of this transport's counters (`connect_failures`, `send_errors`).
+    const NAME: &'static str;
+    /// Metrics the transport records into the worker's recorder.
+    const METRICS: &'static [MetricDesc];
+
+    /// Carry bot `slot` to `peer`.
+    fn open(
+        &mut self,
+        slot: Slot,
+        peer: SocketAddr,
+        now: Instant,
+        rec: &mut Recorder,
+    ) -> std::io::Result<Opened>;
+
+    /// Queue one transmit of the bot (`bytes` is its payload) for the wire.
+    fn send(&mut self, slot: Slot, t: &Transmit, bytes: &[u8], rec: &mut Recorder);
+
+    /// The bot has queued all it has for now: put it on the wire.
+    fn flush(&mut self, slot: Slot, now: Instant, rec: &mut Recorder);
+
+    /// End the bot's session after what it queued (ENet's disconnect). Called once.
+    fn close(&mut self, slot: Slot, now: Instant, rec: &mut Recorder);
+
+    /// Datagrams arrived on `src`'s socket.
+    fn on_datagrams<'a>(
+        &mut self,
+        src: Source,
+        now: Instant,
+        datagrams: impl Iterator<Item = &'a [u8]>,
+        rec: &mut Recorder,
+        out: &mut LinkEvents,
+    );
+
+    /// `src`'s timer fired, or its [`Watch::Wake`] was notified.
+    fn on_timer(&mut self, src: Source, now: Instant, rec: &mut Recorder, out: &mut LinkEvents);
+
+    /// When `src` next wants [`BotTransport::on_timer`].
+    fn poll_timeout(&self, src: Source) -> Option<Instant>;
+
+    /// Once a second per connected bot: the transport's own view of its link.
+    fn sample(&self, slot: Slot, rec: &mut Recorder);
+
+    /// Before the worker ends: put everything queued (goodbyes, disconnects) on the wire.
+    fn finish(&mut self, now: Instant, rec: &mut Recorder);
+}
+
+/// The server side of a transport: one per reference server instance.
+pub trait ServerTransport {
+    /// A datagram from `from` arrived on the server's socket.
+    fn on_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8], server: &mut dyn Server);
+
+    /// The transport's own timers (and the events they produce) at `now`.
+    fn service(&mut self, now: Instant, server: &mut dyn Server);
+
+    /// When the transport next wants [`ServerTransport::service`].
+    fn poll_timeout(&self) -> Option<Instant>;
+
+    /// The next datagram for the socket, written into `buf`, taking what the server queued
+    /// (datagrams to connections, sessions to close) as needed. `None` once all is out.
+    fn poll_datagram(
+        &mut self,
+        now: Instant,
+        server: &mut dyn Server,
+        buf: &mut [u8],
+    ) -> Option<(SocketAddr, usize)>;
+
+    /// The transport's own counters, added to the server's.
+    fn report(&self, stats: &mut ServerStats);
+}
+
+/// ENet settings, in one place, for bots (a host per `bots_per_socket` bots) and servers.
+pub fn enet_config(
+    role: EnetRole,
+    needs: &crate::protocol::EnetNeeds,
+    throttle: bool,
+) -> EnetConfig {
+    let mut cfg = match role {
+        EnetRole::Bots { per_socket } => {
+            let mut cfg = EnetConfig::with_peers(per_socket.clamp(1, 4095));
+            // Housekeeping (retransmission, ping and timeout checks) every 25 ms instead of
+            // ENet's usual 10: a worker holds hundreds of hosts, and receiving and sending
+            // already service a host at once. Retransmissions may leave up to 25 ms late, well
+            // under ENet's minimum RTO.
+            cfg.service_interval = std::time::Duration::from_millis(25);
+            cfg.channel_limit = needs.channels.clamp(1, 255);
+            cfg
+        }
+        EnetRole::Server { max_peers } => {
+            // Room for every player plus those being refused politely.
+            let mut cfg = EnetConfig::with_peers(max_peers.max(1) + 16);
+            cfg.channel_limit = 255;
+            cfg
+        }
+    };
+    cfg.range_coder = needs.compression == crate::protocol::EnetCompression::RangeCoder;
+    if !throttle {
+        // A deceleration of 0 keeps every unreliable packet.
+        cfg.throttle.2 = 0;
+    }
+    cfg
+}
+
+/// Which end an ENet host is.
+#[derive(Debug, Clone, Copy)]
+pub enum EnetRole {
+    Bots { per_socket: usize },
+    Server { max_peers: usize },
+}
+
+/// Transport settings of a swarm that are not the protocol's.
+#[derive(Debug, Clone, Copy)]
+pub struct BotTransportOptions {
+    pub bots_per_socket: usize,
+    /// ENet: keep the unreliable-packet throttle of the server's traffic to the bots.
+    pub enet_throttle: bool,
+}
+
+/// Calls back with the bot transport the protocol needs: the one place `TransportNeeds` meets
+/// the bot-side implementations. Generic, so the worker is compiled once per transport and
+/// its hot path has no dynamic dispatch.
+pub trait WithBotTransport {
+    type Output;
+    fn run<T: BotTransport + 'static>(self, transport: T) -> Self::Output;
+}
+
+pub fn run_bots<W: WithBotTransport>(
+    needs: TransportNeeds,
+    opts: BotTransportOptions,
+    now: Instant,
+    w: W,
+) -> W::Output {
+    match needs {
+        TransportNeeds::Udp => w.run(udp::UdpBots::default()),
+        TransportNeeds::Enet(e) => {
+            let cfg = enet_config(
+                EnetRole::Bots {
+                    per_socket: opts.bots_per_socket,
+                },
+                &e,
+                opts.enet_throttle,
+            );
+            w.run(enet::EnetBots::new(cfg, e.channels, now))
+        }
+    }
+}
+
+/// The metrics a transport records for bots, for the report.
+pub fn transport_metrics(needs: TransportNeeds) -> &'static [MetricDesc] {
+    match needs {
+        TransportNeeds::Udp => <udp::UdpBots as BotTransport>::METRICS,
+        TransportNeeds::Enet(_) => <enet::EnetBots as BotTransport>::METRICS,
+    }
+}
+
+/// The server side the protocol needs, for one instance taking `max_peers` players.
+pub fn server_transport(
+    needs: TransportNeeds,
+    max_peers: usize,
+    enet_throttle: bool,
+    now: Instant,
+) -> std::io::Result<Box<dyn ServerTransport + Send>> {
+    Ok(match needs {
+        TransportNeeds::Udp => Box::new(udp::UdpServerSide::default()),
+        TransportNeeds::Enet(e) => {
+            let cfg = enet_config(EnetRole::Server { max_peers }, &e, enet_throttle);
+            Box::new(enet::EnetServerSide::new(cfg, now).map_err(std::io::Error::other)?)
+        }
+    })
+}

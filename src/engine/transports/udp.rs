@@ -1,0 +1,231 @@
+//! Raw UDP: one protocol message per datagram.
+//!
+//! Bots: one connected socket each (a server keys clients by source address, so bots cannot
+//! share one), which is its own [`Source`]. Servers: each source address is a connection.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Instant;
+
+use super::{BotTransport, LinkEvents, Opened, ServerTransport, Slot, Source, Watch};
+use crate::engine::bot_socket::BotSocket;
+use crate::engine::udp::error_name;
+use crate::metrics::{MetricDesc, Recorder, ServerStats};
+use crate::protocol::{ConnId, Server, Transmit};
+
+/// The sockets of a worker's UDP bots; source `i` is bot slot `i`'s socket.
+#[derive(Default)]
+pub struct UdpBots {
+    /// By slot. `None` for slots that never got a socket (their open failed).
+    socks: Vec<Option<Rc<BotSocket>>>,
+}
+
+impl BotTransport for UdpBots {
+    const NAME: &'static str = "udp";
+    const METRICS: &'static [MetricDesc] = &[];
+
+    fn open(
+        &mut self,
+        slot: Slot,
+        peer: SocketAddr,
+        _now: Instant,
+        _rec: &mut Recorder,
+    ) -> std::io::Result<Opened> {
+        let sock = Rc::new(BotSocket::connect_to(peer)?);
+        if self.socks.len() <= slot {
+            self.socks.resize(slot + 1, None);
+        }
+        self.socks[slot] = Some(sock.clone());
+        Ok(Opened {
+            source: slot,
+            watch: Some(Watch::Socket(sock)),
+            up: true,
+        })
+    }
+
+    fn send(&mut self, slot: Slot, _t: &Transmit, bytes: &[u8], rec: &mut Recorder) {
+        let Some(Some(sock)) = self.socks.get(slot) else {
+            return;
+        };
+        match sock.send(bytes) {
+            Ok(()) => rec.datagram_up(bytes.len()),
+            Err(e) => rec.send_errors.add(error_name(&e), 1),
+        }
+    }
+
+    fn flush(&mut self, _slot: Slot, _now: Instant, _rec: &mut Recorder) {}
+
+    fn close(&mut self, _slot: Slot, _now: Instant, _rec: &mut Recorder) {}
+
+    fn on_datagrams<'a>(
+        &mut self,
+        src: Source,
+        _now: Instant,
+        datagrams: impl Iterator<Item = &'a [u8]>,
+        _rec: &mut Recorder,
+        out: &mut LinkEvents,
+    ) {
+        for d in datagrams {
+            out.data(src, d);
+        }
+    }
+
+    fn on_timer(&mut self, _: Source, _: Instant, _: &mut Recorder, _: &mut LinkEvents) {}
+
+    fn poll_timeout(&self, _src: Source) -> Option<Instant> {
+        None
+    }
+
+    fn sample(&self, _slot: Slot, _rec: &mut Recorder) {}
+
+    fn finish(&mut self, _now: Instant, _rec: &mut Recorder) {}
+}
+
+/// Connection ids for a raw UDP server: one per source address, forgotten when the server
+/// closes the session (so a flood of spoofed sources cannot grow the table past what the
+/// server itself keeps).
+#[derive(Default)]
+pub struct UdpServerSide {
+    by_addr: HashMap<SocketAddr, ConnId>,
+    by_id: HashMap<ConnId, SocketAddr>,
+    next: u64,
+    /// Datagrams the server addressed to a connection it had already closed.
+    no_conn: u64,
+}
+
+impl UdpServerSide {
+    fn id_of(&mut self, addr: SocketAddr) -> ConnId {
+        if let Some(&c) = self.by_addr.get(&addr) {
+            return c;
+        }
+        let c = ConnId(self.next);
+        self.next += 1;
+        self.by_addr.insert(addr, c);
+        self.by_id.insert(c, addr);
+        c
+    }
+
+    /// Source addresses the table holds.
+    pub fn known(&self) -> usize {
+        self.by_addr.len()
+    }
+}
+
+impl ServerTransport for UdpServerSide {
+    fn on_datagram(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        data: &[u8],
+        server: &mut dyn Server,
+    ) {
+        let id = self.id_of(from);
+        server.handle_datagram(now, id, data);
+    }
+
+    fn service(&mut self, _now: Instant, _server: &mut dyn Server) {}
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+
+    /// Straight from the server into `buf`: no copy through the transport.
+    fn poll_datagram(
+        &mut self,
+        _now: Instant,
+        server: &mut dyn Server,
+        buf: &mut [u8],
+    ) -> Option<(SocketAddr, usize)> {
+        while let Some((to, t)) = server.poll_transmit(buf) {
+            match self.by_id.get(&to) {
+                Some(&addr) => return Some((addr, t.len)),
+                None => self.no_conn += 1,
+            }
+        }
+        // Everything the server queued is out: now forget the sessions it closed.
+        while let Some(c) = server.poll_close() {
+            if let Some(a) = self.by_id.remove(&c) {
+                self.by_addr.remove(&a);
+            }
+        }
+        None
+    }
+
+    fn report(&self, stats: &mut ServerStats) {
+        if self.no_conn > 0 {
+            stats
+                .events
+                .add("udp_send_to_closed_connection", self.no_conn);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ServerStats;
+
+    /// Echoes each datagram to its sender, and closes the connection of any datagram `bye`.
+    #[derive(Default)]
+    struct Echo {
+        out: std::collections::VecDeque<(ConnId, Vec<u8>)>,
+        close: Vec<ConnId>,
+        stats: ServerStats,
+    }
+
+    impl Server for Echo {
+        fn handle_datagram(&mut self, _: Instant, from: ConnId, data: &[u8]) {
+            self.out.push_back((from, data.to_vec()));
+            if data == b"bye" {
+                self.close.push(from);
+            }
+        }
+        fn handle_timeout(&mut self, _: Instant) {}
+        fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<(ConnId, Transmit)> {
+            let (to, d) = self.out.pop_front()?;
+            buf[..d.len()].copy_from_slice(&d);
+            Some((to, Transmit::datagram(d.len())))
+        }
+        fn poll_timeout(&self) -> Option<Instant> {
+            None
+        }
+        fn stats(&self) -> &ServerStats {
+            &self.stats
+        }
+        fn poll_close(&mut self) -> Option<ConnId> {
+            self.close.pop()
+        }
+    }
+
+    #[test]
+    fn one_connection_per_source_forgotten_after_its_last_datagram() {
+        let now = Instant::now();
+        let (a, b): (SocketAddr, SocketAddr) =
+            ("10.0.0.1:1".parse().unwrap(), "10.0.0.2:1".parse().unwrap());
+        let mut t = UdpServerSide::default();
+        let mut s = Echo::default();
+        t.on_datagram(now, a, b"hi", &mut s);
+        t.on_datagram(now, b, b"bye", &mut s);
+        t.on_datagram(now, a, b"again", &mut s);
+        assert_eq!(t.known(), 2);
+        let mut buf = [0u8; 64];
+        let mut sent = Vec::new();
+        while let Some((to, n)) = t.poll_datagram(now, &mut s, &mut buf) {
+            sent.push((to, buf[..n].to_vec()));
+        }
+        // `b`'s goodbye still reached it before its connection was forgotten.
+        assert_eq!(
+            sent,
+            vec![
+                (a, b"hi".to_vec()),
+                (b, b"bye".to_vec()),
+                (a, b"again".to_vec())
+            ]
+        );
+        assert_eq!(t.known(), 1);
+        // A new datagram from `b` is a new connection.
+        t.on_datagram(now, b, b"x", &mut s);
+        assert_eq!(s.out.back().map(|o| o.0), Some(ConnId(2)));
+    }
+}
