@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# System packages the test suite needs, on Debian. Idempotent; run as root (CI does).
+# System packages the test suite needs, on Debian. Idempotent; run as root (scripts/test does
+# it for you, with sudo when needed). `--check` only reports what is missing (exit 1 if any).
 #   libenet-dev, build-essential, pkg-config: the C ENet peer used by the ENet interop tests
 #   python3: the independent cafe server used by scripts/verify_external_cafe.sh
 set -euo pipefail
@@ -11,6 +12,10 @@ done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-test-deps: all present (${pkgs[*]})"
   exit 0
+fi
+if [ "${1:-}" = "--check" ]; then
+  echo "install-test-deps: missing ${missing[*]}"
+  exit 1
 fi
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-test-deps: missing ${missing[*]}; run as root: sudo $0" >&2

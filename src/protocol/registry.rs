@@ -4,7 +4,7 @@
 //! its static description, its options (the scenario's `protocol: { <name>: {...} }` section,
 //! typed, so a mistake is reported at its own line and column), the transport it runs over,
 //! and how to build a bot and a reference server. The list in `protocol/mod.rs`
-//! (`protocols! { ... }`) turns those into [`ProtocolSection`] and [`ProtocolName`], which
+//! (`protocols! { ... }`) turns those into [`ProtocolSection`](super::ProtocolSection) and [`ProtocolName`](super::ProtocolName), which
 //! scenario parsing, `serve`, `protocols`, the engine and the report use without naming any
 //! protocol. Adding a protocol is its folder plus one line of that list.
 

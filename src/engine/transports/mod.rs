@@ -85,7 +85,7 @@ impl DownReason {
 pub enum LinkEvent {
     /// The transport's session is up: the bot may start its protocol.
     Up,
-    /// A payload for the bot; the bytes are [`LinkEvents::bytes`] of this range.
+    /// A payload for the bot: this range of the events' byte buffer ([`LinkEvents::get`]).
     Data(Range<usize>),
     Down(DownReason),
 }
