@@ -271,7 +271,9 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<u8> {
         eprintln!("junit    {}", j.display());
     }
     eprintln!("hlog     {}", hlog_path.display());
-    if outcome.ever_connected == 0 {
+    // A run stopped before any handshake could finish says so through its verdict, not as
+    // an unreachable target.
+    if outcome.ever_connected == 0 && !outcome.interrupted {
         eprintln!(
             "error: target unreachable: no bot completed the handshake with {} ({})",
             outcome.target,

@@ -48,8 +48,11 @@ impl StopSignal {
     pub fn new() -> Self {
         Self(watch::channel(false).0)
     }
+    /// Stop. Never lost: the flag is stored even while nobody is subscribed (a plain
+    /// `watch::Sender::send` drops the value when there is no receiver, which lost a Ctrl-C
+    /// that came before the workers started and every Ctrl-C of `serve`).
     pub fn stop(&self) {
-        let _ = self.0.send(true);
+        self.0.send_replace(true);
     }
     pub fn is_stopped(&self) -> bool {
         *self.0.borrow()

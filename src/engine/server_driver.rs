@@ -28,7 +28,7 @@ impl ServerHandle {
 
     /// Stop the server and wait for its thread.
     pub fn shutdown(mut self) -> ServerStats {
-        let _ = self.stop.send(true);
+        self.stop.send_replace(true);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -38,7 +38,7 @@ impl ServerHandle {
 
 impl Drop for ServerHandle {
     fn drop(&mut self) {
-        let _ = self.stop.send(true);
+        self.stop.send_replace(true);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -138,6 +138,9 @@ async fn serve_loop(
         s
     };
     loop {
+        if *stop.borrow_and_update() {
+            break;
+        }
         let wake = [server.poll_timeout(), transport.poll_timeout()]
             .into_iter()
             .flatten()

@@ -322,6 +322,10 @@ async fn worker_main<T: BotTransport + 'static>(
     let mut pending = spec.bots.into_iter().peekable();
     let protocol = spec.protocol;
     loop {
+        // A stop that came before this worker subscribed is seen here, not as a change.
+        if *stop.borrow_and_update() {
+            break;
+        }
         let next_spawn = pending.peek().map(|(ev, _, _)| spec.run_start + ev.start);
         let next_stop = stops.iter().map(|s| s.0).min();
         let wake = [next_spawn, next_stop, Some(spec.run_end)]
