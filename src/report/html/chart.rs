@@ -1,0 +1,532 @@
+//! SVG charts drawn in code: per-second time series and a protocol metric's percentiles.
+//!
+//! Each function returns one `<svg>` element as a string that the template inserts
+//! unescaped (`|safe`), so everything textual that goes into the SVG (titles, series names,
+//! formatted values, which carry units from summary.json) passes through [`esc`] here.
+
+use std::fmt::Write as _;
+
+use super::format::{fmt_plain, fmt_unit, group_f, Unit};
+use crate::metrics::HistSummary;
+
+/// `write!` into a `String`, which cannot fail.
+macro_rules! w {
+    ($dst:expr, $($arg:tt)*) => {{
+        let _ = write!($dst, $($arg)*);
+    }};
+}
+
+/// Escape text for SVG element content and quoted attribute values. The template escapes
+/// everything else; this is the one escaper left, for markup built in code.
+pub(super) fn esc(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+pub(super) const BLUE: &str = "#2563eb";
+pub(super) const ORANGE: &str = "#ea580c";
+pub(super) const RED: &str = "#dc2626";
+pub(super) const PURPLE: &str = "#7c3aed";
+pub(super) const TEAL: &str = "#0d9488";
+pub(super) const AMBER: &str = "#b45309";
+
+/// Chart geometry in SVG user units (the SVG scales to its container's width).
+const CW: f64 = 600.0;
+const CH: f64 = 250.0;
+pub(super) const ML: f64 = 78.0;
+const MR: f64 = 16.0;
+pub(super) const MT: f64 = 30.0;
+const MB: f64 = 42.0;
+pub(super) const PW: f64 = CW - ML - MR;
+pub(super) const PH: f64 = CH - MT - MB;
+
+/// Up to this many points per series, draw dots (with hover titles) on each point.
+const DOTS_UP_TO: usize = 60;
+
+/// One line of a time-series chart.
+pub(super) struct Series<'a> {
+    pub name: &'a str,
+    pub color: &'a str,
+    /// `(seconds since start, value)`; non-finite points are skipped.
+    pub points: Vec<(f64, f64)>,
+}
+
+impl Unit {
+    /// Smallest y-axis span, so flat or near-zero series don't blow up noise.
+    fn min_span(self) -> f64 {
+        match self {
+            Unit::Count | Unit::Plain => 5.0,
+            Unit::Micros => 100.0,
+            Unit::Rate => 0.001,
+            Unit::Bytes | Unit::BytesPerSec => 1000.0,
+        }
+    }
+
+    /// Whether axis ticks must be whole numbers.
+    fn integral(self) -> bool {
+        matches!(self, Unit::Count | Unit::Bytes | Unit::BytesPerSec)
+    }
+}
+
+/// A step of 1, 2, 2.5 or 5 × 10ⁿ giving about `target` intervals over `span` (> 0); without
+/// `quarter`, 2.5 is skipped (time axes read better in whole 2s and 5s).
+fn nice_step(span: f64, target: usize, quarter: bool) -> f64 {
+    let raw = span / target.max(1) as f64;
+    let mag = 10f64.powf(raw.log10().floor());
+    let norm = raw / mag;
+    let nice = if norm <= 1.0 {
+        1.0
+    } else if norm <= 2.0 {
+        2.0
+    } else if quarter && norm <= 2.5 {
+        2.5
+    } else if norm <= 5.0 {
+        5.0
+    } else {
+        10.0
+    };
+    nice * mag
+}
+
+/// Axis `0..top` covering `max`, with tick step `step` (both nice).
+fn axis_range(max: f64, min_span: f64, target: usize, integral: bool) -> (f64, f64) {
+    let m = if max.is_finite() && max > min_span {
+        max
+    } else {
+        min_span
+    };
+    let mut step = nice_step(m, target, true);
+    if integral && step < 1.0 {
+        step = 1.0;
+    }
+    let n = (m / step - 1e-9).ceil().max(1.0);
+    (n * step, step)
+}
+
+/// Decimals needed to print multiples of `step` exactly.
+fn decimals_for(step: f64) -> usize {
+    for d in 0..6 {
+        let x = step * 10f64.powi(d);
+        if (x - x.round()).abs() < 1e-6 * x.abs().max(1.0) {
+            return d as usize;
+        }
+    }
+    6
+}
+
+/// Label of a y tick; the unit scale is chosen from the axis top so all labels agree.
+fn tick_label(unit: Unit, v: f64, step: f64, top: f64) -> String {
+    match unit {
+        Unit::Count | Unit::Plain => group_f(v, decimals_for(step)),
+        Unit::Micros if top >= 1000.0 => {
+            format!("{} ms", group_f(v / 1000.0, decimals_for(step / 1000.0)))
+        }
+        Unit::Micros => format!("{} µs", group_f(v, decimals_for(step))),
+        Unit::Rate => format!("{}%", group_f(v * 100.0, decimals_for(step * 100.0))),
+        Unit::Bytes | Unit::BytesPerSec => {
+            const UNITS: [&str; 5] = ["B", "kB", "MB", "GB", "TB"];
+            let mut div = 1.0;
+            let mut i = 0;
+            while top / div >= 1000.0 && i < UNITS.len() - 1 {
+                div *= 1000.0;
+                i += 1;
+            }
+            let suffix = if unit == Unit::BytesPerSec { "/s" } else { "" };
+            format!(
+                "{} {}{}",
+                group_f(v / div, decimals_for(step / div)),
+                UNITS[i],
+                suffix
+            )
+        }
+    }
+}
+
+/// One SVG line chart: axes with nice ticks, a legend, one polyline per series. The y axis
+/// starts at zero; the x axis is seconds since the start of the run.
+pub(super) fn line_chart(label: &str, series: &[Series], unit: Unit) -> String {
+    let finite: Vec<Vec<(f64, f64)>> = series
+        .iter()
+        .map(|s| {
+            s.points
+                .iter()
+                .copied()
+                .filter(|(t, v)| t.is_finite() && v.is_finite())
+                .collect()
+        })
+        .collect();
+    let all = || finite.iter().flatten();
+    let has_data = all().next().is_some();
+
+    // x: 0 (or the earliest point) .. the last point, in s, min or h by span.
+    let x0 = all().map(|p| p.0).fold(0.0, f64::min);
+    let x_max = all().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
+    let x1 = if x_max > x0 { x_max } else { x0 + 1.0 };
+    let span = x1 - x0;
+    let (xdiv, xunit) = if span < 300.0 {
+        (1.0, "s")
+    } else if span < 3.0 * 3600.0 {
+        (60.0, "min")
+    } else {
+        (3600.0, "h")
+    };
+    let mut xstep = nice_step(span / xdiv, 8, false);
+    if xdiv == 1.0 && xstep < 1.0 {
+        xstep = 1.0;
+    }
+
+    // y: 0 .. a nice top above the largest value.
+    let y_max = all().map(|p| p.1).fold(0.0, f64::max);
+    let (top, ystep) = axis_range(y_max, unit.min_span(), 5, unit.integral());
+
+    let px = |t: f64| ML + (t - x0) / span * PW;
+    let py = |v: f64| MT + PH - (v / top).clamp(0.0, 1.0) * PH;
+
+    let mut svg = String::new();
+    w!(
+        svg,
+        "<svg class=\"lc\" viewBox=\"0 0 {CW} {CH}\" role=\"img\" aria-label=\"{}\" \
+         preserveAspectRatio=\"xMidYMid meet\">\n",
+        esc(label)
+    );
+
+    // Horizontal grid and y tick labels.
+    let ny = (top / ystep).round() as usize;
+    for i in 0..=ny {
+        let v = i as f64 * ystep;
+        let y = py(v);
+        let class = if i == 0 { "axis" } else { "grid" };
+        w!(
+            svg,
+            "<line class=\"{class}\" x1=\"{ML}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\"/>\
+             <text class=\"yt\" x=\"{:.1}\" y=\"{y:.1}\" dy=\"0.32em\" text-anchor=\"end\">{}</text>\n",
+            ML + PW,
+            ML - 8.0,
+            esc(&tick_label(unit, v, ystep, top))
+        );
+    }
+    // Vertical grid, x ticks and labels.
+    let xdec = decimals_for(xstep);
+    let first = (x0 / xdiv / xstep).ceil() as i64;
+    let last = (x1 / xdiv / xstep + 1e-9).floor() as i64;
+    for k in first..=last {
+        let tv = k as f64 * xstep;
+        let x = px(tv * xdiv);
+        w!(
+            svg,
+            "<line class=\"grid\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{MT}\" y2=\"{:.1}\"/>\
+             <line class=\"axis\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{:.1}\" y2=\"{:.1}\"/>\
+             <text class=\"xt\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>\n",
+            MT + PH,
+            MT + PH,
+            MT + PH + 4.0,
+            MT + PH + 18.0,
+            group_f(tv, xdec)
+        );
+    }
+    w!(
+        svg,
+        "<line class=\"axis\" x1=\"{ML}\" x2=\"{ML}\" y1=\"{MT}\" y2=\"{:.1}\"/>\n\
+         <text class=\"xl\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">time since start ({xunit})</text>\n",
+        MT + PH,
+        ML + PW / 2.0,
+        CH - 6.0
+    );
+
+    // Legend, above the plot.
+    let mut lx = ML;
+    for s in series {
+        w!(
+            svg,
+            "<line x1=\"{lx:.1}\" x2=\"{:.1}\" y1=\"14\" y2=\"14\" stroke=\"{}\" stroke-width=\"3\" \
+             stroke-linecap=\"round\"/><text class=\"lg\" x=\"{:.1}\" y=\"14\" dy=\"0.32em\">{}</text>\n",
+            lx + 16.0,
+            esc(s.color),
+            lx + 22.0,
+            esc(s.name)
+        );
+        lx += 22.0 + 7.0 * s.name.chars().count() as f64 + 20.0;
+    }
+
+    // Series.
+    let cols = PW as usize;
+    for (s, pts) in series.iter().zip(&finite) {
+        if pts.is_empty() {
+            continue;
+        }
+        let pts = decimate(pts, x0, span, cols);
+        let coords: Vec<String> = pts
+            .iter()
+            .map(|&(t, v)| format!("{:.1},{:.1}", px(t), py(v)))
+            .collect();
+        w!(
+            svg,
+            "<polyline data-series=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\" \
+             stroke-linejoin=\"round\" stroke-linecap=\"round\" points=\"{}\"/>\n",
+            esc(s.name),
+            esc(s.color),
+            coords.join(" ")
+        );
+        if pts.len() <= DOTS_UP_TO {
+            for &(t, v) in &pts {
+                w!(
+                    svg,
+                    "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\" fill=\"{}\"><title>{} at {} s: {}</title></circle>\n",
+                    px(t),
+                    py(v),
+                    esc(s.color),
+                    esc(s.name),
+                    fmt_plain((t * 10.0).round() / 10.0),
+                    esc(&fmt_unit(unit, v))
+                );
+            }
+        }
+    }
+    if !has_data {
+        w!(
+            svg,
+            "<text class=\"nodata\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">no data</text>\n",
+            ML + PW / 2.0,
+            MT + PH / 2.0
+        );
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+/// Thin a long series to about two points per pixel column (each column's min and max, in
+/// order), so hour-long runs stay small without hiding spikes.
+fn decimate(pts: &[(f64, f64)], x0: f64, span: f64, cols: usize) -> Vec<(f64, f64)> {
+    if pts.len() <= 2 * cols {
+        return pts.to_vec();
+    }
+    let col = |t: f64| (((t - x0) / span) * cols as f64) as i64;
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < pts.len() {
+        let c = col(pts[i].0);
+        let start = i;
+        while i < pts.len() && col(pts[i].0) == c {
+            i += 1;
+        }
+        let bucket = &pts[start..i];
+        let (mut lo, mut hi) = (0, 0);
+        for (j, p) in bucket.iter().enumerate() {
+            if p.1 < bucket[lo].1 {
+                lo = j;
+            }
+            if p.1 > bucket[hi].1 {
+                hi = j;
+            }
+        }
+        out.push(bucket[lo.min(hi)]);
+        if lo != hi {
+            out.push(bucket[lo.max(hi)]);
+        }
+    }
+    out
+}
+
+/// Percentile bar chart geometry: five bars in a short, wide box that fits a double card.
+const BW: f64 = 360.0;
+const BH: f64 = 130.0;
+/// Top of the tallest bar (room for its value above it) and the baseline (room for names).
+const BTOP: f64 = 22.0;
+const BBASE: f64 = 108.0;
+const BSLOT: f64 = BW / 5.0;
+const BBAR: f64 = 34.0;
+
+/// A histogram's tail as five bars (p50, p90, p99, p99.9, max) on one linear scale, each
+/// with its value above it, printed by `fmt` (the metric's own unit). `label` names the
+/// metric for screen readers and hover titles.
+pub(super) fn percentile_chart(
+    label: &str,
+    h: &HistSummary,
+    fmt: &dyn Fn(u64) -> String,
+) -> String {
+    let bars = [
+        ("p50", h.p50),
+        ("p90", h.p90),
+        ("p99", h.p99),
+        ("p99.9", h.p999),
+        ("max", h.max),
+    ];
+    let top = bars.iter().map(|b| b.1).max().unwrap_or(0).max(1) as f64;
+    let mut svg = String::new();
+    w!(
+        svg,
+        "<svg class=\"pc\" viewBox=\"0 0 {BW} {BH}\" role=\"img\" aria-label=\"{}: percentiles\" \
+         preserveAspectRatio=\"xMidYMid meet\">\n",
+        esc(label)
+    );
+    w!(
+        svg,
+        "<line class=\"axis\" x1=\"0\" x2=\"{BW}\" y1=\"{BBASE}\" y2=\"{BBASE}\"/>\n"
+    );
+    for (i, (name, v)) in bars.iter().enumerate() {
+        let cx = BSLOT * (i as f64 + 0.5);
+        // A non-zero value keeps at least a 1-unit sliver, so it never reads as zero.
+        let height = match (*v as f64 / top * (BBASE - BTOP), *v) {
+            (_, 0) => 0.0,
+            (hgt, _) => hgt.max(1.0),
+        };
+        let color = if *name == "max" { ORANGE } else { BLUE };
+        let value = esc(&fmt(*v));
+        w!(
+            svg,
+            "<rect data-p=\"{name}\" x=\"{:.1}\" y=\"{:.1}\" width=\"{BBAR}\" height=\"{height:.1}\" \
+             fill=\"{color}\"><title>{} {name}: {value}</title></rect>\
+             <text class=\"pv\" x=\"{cx:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{value}</text>\
+             <text x=\"{cx:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{name}</text>\n",
+            cx - BBAR / 2.0,
+            BBASE - height,
+            esc(label),
+            BBASE - height - 6.0,
+            BBASE + 16.0
+        );
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+/// The `points` of the polyline for series `name`, as (x, y) pairs.
+#[cfg(test)]
+pub(super) fn polyline(doc: &str, name: &str) -> Vec<(f64, f64)> {
+    let start = doc
+        .find(&format!("data-series=\"{name}\""))
+        .unwrap_or_else(|| panic!("no series {name}"));
+    let rest = &doc[start..];
+    let p = rest.find("points=\"").expect("polyline has points") + 8;
+    let end = rest[p..].find('"').expect("points attribute is closed");
+    rest[p..p + end]
+        .split(' ')
+        .map(|xy| {
+            let (x, y) = xy.split_once(',').expect("x,y pair");
+            (x.parse().expect("x"), y.parse().expect("y"))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_markup_and_both_quotes() {
+        assert_eq!(esc("a<b>&\"'"), "a&lt;b&gt;&amp;&quot;&#39;");
+        assert_eq!(esc("plain µs"), "plain µs");
+    }
+
+    #[test]
+    fn nice_ticks() {
+        assert_eq!(axis_range(1000.0, 5.0, 5, true), (1000.0, 200.0));
+        assert_eq!(axis_range(0.0, 5.0, 5, true), (5.0, 1.0));
+        assert_eq!(axis_range(730.0, 100.0, 5, false), (800.0, 200.0));
+        assert_eq!(axis_range(0.021, 0.001, 5, false), (0.025, 0.005));
+        assert_eq!(decimals_for(2.5), 1);
+        assert_eq!(decimals_for(0.005 * 100.0), 1);
+    }
+
+    #[test]
+    fn chart_with_two_series_shares_one_scale() {
+        let svg = line_chart(
+            "rtt",
+            &[
+                Series {
+                    name: "a",
+                    color: BLUE,
+                    points: vec![(1.0, 300.0), (2.0, 300.0)],
+                },
+                Series {
+                    name: "b",
+                    color: RED,
+                    points: vec![(1.0, 1500.0), (2.0, 2000.0)],
+                },
+            ],
+            Unit::Micros,
+        );
+        // 2000 µs → axis top 2 ms: 300 µs sits at 15 % of the height.
+        let a = polyline(&svg, "a");
+        assert!((a[0].1 - (MT + PH - 0.15 * PH)).abs() < 0.06);
+        assert_eq!(polyline(&svg, "b")[1].1, MT);
+        assert!(svg.contains(">2.0 ms</text>") && svg.contains(">0.5 ms</text>"));
+    }
+
+    #[test]
+    fn long_series_is_decimated_but_keeps_spikes() {
+        let mut pts: Vec<(f64, f64)> = (0..20_000).map(|i| (i as f64, 10.0)).collect();
+        pts[12_345].1 = 999.0;
+        let svg = line_chart(
+            "long",
+            &[Series {
+                name: "x",
+                color: BLUE,
+                points: pts,
+            }],
+            Unit::Plain,
+        );
+        let line = polyline(&svg, "x");
+        assert!(line.len() <= 2 * PW as usize + 2);
+        assert!(line.iter().any(|p| p.1 < MT + 1.0));
+        assert!(!svg.contains("<circle"));
+    }
+
+    #[test]
+    fn series_names_and_labels_are_escaped_inside_svg() {
+        let svg = line_chart(
+            "<x>",
+            &[Series {
+                name: "a&b",
+                color: BLUE,
+                points: vec![(1.0, 1.0)],
+            }],
+            Unit::Count,
+        );
+        assert!(svg.contains("aria-label=\"&lt;x&gt;\""));
+        assert!(svg.contains("data-series=\"a&amp;b\""));
+        assert!(!svg.contains("a&b") && !svg.contains("<x>"));
+    }
+
+    /// Five bars on one scale: the largest (max) reaches the top, the rest in proportion,
+    /// each labelled with its value in the metric's unit, escaped.
+    #[test]
+    fn percentile_chart_scales_bars_to_the_max() {
+        let h = HistSummary {
+            count: 10,
+            min: 1,
+            mean: 2.0,
+            p50: 100,
+            p90: 200,
+            p99: 400,
+            p999: 400,
+            max: 800,
+        };
+        let svg = percentile_chart("Lag <ms>", &h, &|v| format!("{v} <u>"));
+        let height = |p: &str| -> f64 {
+            let at = svg.find(&format!("data-p=\"{p}\"")).expect("bar");
+            let rest = &svg[at..];
+            let h0 = rest.find("height=\"").expect("height") + 8;
+            let h1 = rest[h0..].find('"').expect("closed");
+            rest[h0..h0 + h1].parse().expect("number")
+        };
+        assert_eq!(height("max"), BBASE - BTOP);
+        assert!((height("p50") - (BBASE - BTOP) / 8.0).abs() < 0.06);
+        assert!((height("p99") - (BBASE - BTOP) / 2.0).abs() < 0.06);
+        assert!(svg.contains(">800 &lt;u&gt;</text>"));
+        assert!(svg.contains("aria-label=\"Lag &lt;ms&gt;: percentiles\""));
+        assert!(!svg.contains("<u>") && !svg.contains("<ms>"));
+        // All zero: no bars, no division by zero.
+        let flat = percentile_chart("z", &HistSummary::default(), &|v| v.to_string());
+        assert!(flat.contains("height=\"0.0\"") && !flat.contains("NaN"));
+    }
+}

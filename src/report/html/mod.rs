@@ -1,0 +1,583 @@
+//! report.html: one self-contained file that a person reads after a run.
+//!
+//! The page is an askama template (`templates/report.html`), checked when the crate compiles
+//! and escaping every value it prints, since scenario names, targets and metric names are
+//! user input. This module turns a [`Summary`] into the template's view model:
+//!
+//! - [`view`]: header, thresholds, key figures, latency percentiles, errors;
+//! - [`timeline`]: the per-second charts;
+//! - [`protocol`]: the protocol's own metrics, shown as its `protocol_metric_info` says;
+//! - [`chart`]: the SVG drawn in code (the only markup not written in the template);
+//! - [`format`]: how numbers and units are printed.
+//!
+//! Everything is inline and works offline: CSS in a `<style>` block, charts as SVG (no
+//! JavaScript, no fonts, no images, no external references; a Content-Security-Policy forbids
+//! fetching anything).
+
+mod chart;
+mod format;
+mod protocol;
+mod timeline;
+mod view;
+
+use askama::Template;
+
+use super::summary::Summary;
+use format::fmt_duration;
+use protocol::Tables;
+use timeline::Figure;
+use view::{Card, ErrorRow, HistRow, Meta, ThresholdRow, Verdict};
+
+/// The whole page, as the template reads it.
+#[derive(Template)]
+#[template(path = "report.html")]
+struct Page<'a> {
+    title: &'a str,
+    verdict: Verdict,
+    meta: Vec<Meta>,
+    /// The run's length when it was interrupted.
+    interrupted: Option<String>,
+    thresholds: Vec<ThresholdRow>,
+    key_figures: Vec<Card>,
+    highlights: Vec<Card>,
+    no_intervals: bool,
+    figures: Vec<Figure>,
+    latency: Vec<HistRow>,
+    /// Error rows and their total, or none at all.
+    errors: Option<(Vec<ErrorRow>, String)>,
+    protocol: Tables,
+    version: &'static str,
+    schema: u32,
+}
+
+impl<'a> Page<'a> {
+    fn of(s: &'a Summary) -> Self {
+        Self {
+            title: if s.scenario.is_empty() {
+                "(unnamed scenario)"
+            } else {
+                &s.scenario
+            },
+            verdict: Verdict::of(&s.verdict),
+            meta: view::meta(s),
+            interrupted: s.interrupted.then(|| fmt_duration(s.duration_s)),
+            thresholds: view::thresholds(&s.thresholds),
+            key_figures: view::key_figures(s),
+            highlights: protocol::highlights(s),
+            no_intervals: s.intervals.is_empty(),
+            figures: timeline::figures(s),
+            latency: view::latency(s),
+            errors: view::errors(s),
+            protocol: protocol::tables(s),
+            version: env!("CARGO_PKG_VERSION"),
+            schema: s.schema,
+        }
+    }
+}
+
+/// Render the whole report as one HTML document.
+pub fn render(s: &Summary) -> String {
+    // Rendering writes into a String and every value's Display is infallible, so an error
+    // here is a bug in the template; say so in the page rather than lose the run's report.
+    Page::of(s)
+        .render()
+        .unwrap_or_else(|e| format!("<!DOCTYPE html>\n<p>report template failed: {e}</p>\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde_json::{Map, Value};
+
+    use super::chart::{polyline, ML, MT, PH, PW};
+    use super::*;
+    use crate::metrics::describe::Display;
+    use crate::metrics::{HistSummary, LossSummary, MetricInfo};
+    use crate::report::summary::{
+        Bandwidth, BotCounts, Errors, Generator, IntervalPoint, Loss, LossMethod, ThresholdResult,
+    };
+
+    /// A HistSummary as summary.json holds it.
+    fn json(h: HistSummary) -> Value {
+        serde_json::to_value(h).expect("HistSummary serializes")
+    }
+
+    fn hist(p50: u64, p99: u64, max: u64, count: u64) -> HistSummary {
+        HistSummary {
+            count,
+            min: p50 / 3,
+            mean: p50 as f64 * 1.1,
+            p50,
+            p90: (p50 + p99) / 2,
+            p99,
+            p999: (p99 + max) / 2,
+            max,
+        }
+    }
+
+    fn empty_summary() -> Summary {
+        Summary {
+            schema: 1,
+            protocol: String::new(),
+            transport: String::new(),
+            dialect: String::new(),
+            scenario: String::new(),
+            scenario_file: String::new(),
+            target: String::new(),
+            started_at: String::new(),
+            duration_s: 0.0,
+            interrupted: false,
+            seed: 0,
+            bots: BotCounts::default(),
+            rtt_us: HistSummary::default(),
+            handshake_us: HistSummary::default(),
+            snapshot_interarrival_us: HistSummary::default(),
+            generator: Generator::default(),
+            loss: Loss::default(),
+            loss_method: LossMethod::default(),
+            bandwidth: Bandwidth::default(),
+            inputs_sent: 0,
+            snapshots_applied: 0,
+            errors: Errors::default(),
+            protocol_metrics: Map::new(),
+            protocol_metric_info: BTreeMap::new(),
+            thresholds: Vec::new(),
+            verdict: String::new(),
+            intervals: Vec::new(),
+        }
+    }
+
+    /// A realistic 20 s run: 1000 bots ramping up over 10 s, RTT around 0.3 ms with a spike at
+    /// 14 s, a little downstream loss, one failed threshold.
+    fn sample_summary() -> Summary {
+        let mut intervals = Vec::new();
+        for i in 1..=20u64 {
+            let bots = (i * 100).min(1000);
+            let spike = i == 14;
+            let near = i == 13 || i == 15;
+            let rtt_p50 = if spike {
+                2100
+            } else if near {
+                520
+            } else {
+                280 + (i % 3) * 15
+            };
+            let rtt_p99 = if spike {
+                24_800
+            } else if near {
+                3_900
+            } else {
+                640 + (i % 4) * 40
+            };
+            intervals.push(IntervalPoint {
+                t: i as f64,
+                bots_connected: bots,
+                rtt_p50_us: rtt_p50,
+                rtt_p99_us: rtt_p99,
+                loss_down_rate: if spike {
+                    0.021
+                } else {
+                    0.0004 * (i % 3) as f64
+                },
+                packets_up: bots * 60,
+                packets_down: bots * 30,
+                bytes_up: bots * 60 * 42,
+                bytes_down: bots * 30 * 410,
+                lateness_p99_us: if spike { 3_400 } else { 40 + (i % 5) * 9 },
+                inputs_sent: bots * 60,
+                snapshots_applied: bots * 30,
+            });
+        }
+        let sum = |f: fn(&IntervalPoint) -> u64| intervals.iter().map(f).sum::<u64>();
+        let mut pm = Map::new();
+        pm.insert("orders_placed".into(), Value::from(152_340u64));
+        pm.insert("resyncs".into(), Value::from(3u64));
+        pm.insert("tip_ratio".into(), Value::from(0.125));
+        pm.insert("kitchen_us".into(), json(hist(800, 4_200, 12_000, 150_000)));
+        let mut tables = Map::new();
+        tables.insert("occupied".into(), Value::from(42u64));
+        tables.insert("wait_us".into(), json(hist(1_500, 9_000, 31_000, 9_000)));
+        pm.insert("tables".into(), Value::Object(tables));
+        let mut s = empty_summary();
+        s.protocol = "diner".into();
+        s.transport = "udp".into();
+        s.dialect = "v2".into();
+        s.scenario = "lunch rush <1000 bots>".into();
+        s.scenario_file = "scenarios/lunch-rush.yaml".into();
+        s.target = "127.0.0.1:7777".into();
+        s.started_at = "2025-05-01T12:00:00Z".into();
+        s.duration_s = 20.0;
+        s.seed = 42;
+        s.bots = BotCounts {
+            planned: 1000,
+            connected: 996,
+            failed: 4,
+        };
+        s.rtt_us = hist(300, 1_900, 31_000, 950_000);
+        s.handshake_us = hist(1_200, 8_500, 40_000, 1_000);
+        s.snapshot_interarrival_us = hist(33_300, 36_100, 80_000, 480_000);
+        s.generator = Generator {
+            send_lateness_us: hist(12, 180, 3_900, 960_000),
+            inputs_skipped: 0,
+            workers: 2,
+            send_errors: [("socket buffer full".to_string(), 12u64)].into(),
+        };
+        s.loss = Loss {
+            downstream: Some(LossSummary {
+                expected: 480_000,
+                received: 479_100,
+                rate: 900.0 / 480_000.0,
+            }),
+            upstream: None,
+        };
+        s.loss_method = LossMethod {
+            downstream: "gaps in snapshot sequence numbers".into(),
+            upstream: "the server does not acknowledge inputs".into(),
+        };
+        s.bandwidth = Bandwidth {
+            up_bytes: sum(|p| p.bytes_up),
+            down_bytes: sum(|p| p.bytes_down),
+            up_packets: sum(|p| p.packets_up),
+            down_packets: sum(|p| p.packets_down),
+        };
+        s.inputs_sent = sum(|p| p.inputs_sent);
+        s.snapshots_applied = sum(|p| p.snapshots_applied);
+        s.errors = Errors {
+            decode: [("snapshot.truncated".to_string(), 3u64)].into(),
+            connect: [("timeout".to_string(), 4u64)].into(),
+        };
+        s.protocol_metrics = pm;
+        s.thresholds = vec![
+            ThresholdResult {
+                metric: "rtt_us.p99".into(),
+                condition: "rtt p99 < 50ms".into(),
+                observed: Some(1_900.0),
+                ok: true,
+            },
+            ThresholdResult {
+                metric: "loss.downstream.rate".into(),
+                condition: "loss down < 1%".into(),
+                observed: Some(900.0 / 480_000.0),
+                ok: true,
+            },
+            ThresholdResult {
+                metric: "generator.send_lateness_us.p99".into(),
+                condition: "lateness p99 < 100us".into(),
+                observed: Some(180.0),
+                ok: false,
+            },
+        ];
+        s.verdict = "fail".into();
+        s.intervals = intervals;
+        s
+    }
+
+    /// How a made-up protocol describes one of its metrics.
+    fn info(label: &str, about: &str, unit: &str, scale: u32, display: Display) -> MetricInfo {
+        MetricInfo {
+            label: label.into(),
+            about: about.into(),
+            unit: unit.into(),
+            scale,
+            display,
+            per_bot_minute: false,
+        }
+    }
+
+    /// The HTML of one section, from its heading to its end.
+    fn section<'a>(doc: &'a str, heading: &str) -> &'a str {
+        let start = doc
+            .find(&format!("<h2>{heading}</h2>"))
+            .unwrap_or_else(|| panic!("no section {heading}"));
+        let end = doc[start..].find("</section>").expect("section is closed");
+        &doc[start..start + end]
+    }
+
+    /// A summary whose protocol declared a time card, a scaled card in its own unit, a
+    /// counter card with a per-bot-minute rate, and a table-only counter.
+    fn with_described_metrics() -> Summary {
+        let mut s = sample_summary();
+        let m = &mut s.protocol_metrics;
+        m.insert("engine_rtt_us".into(), json(hist(1000, 4000, 4000, 10)));
+        m.insert("drift".into(), json(hist(1, 250, 250, 10)));
+        m.insert("rollbacks".into(), Value::from(42u64));
+        m.insert("rollbacks_per_bot_minute".into(), Value::from(1.5));
+        m.insert("idle_us".into(), json(HistSummary::default()));
+        let i = &mut s.protocol_metric_info;
+        i.insert(
+            "engine_rtt_us".into(),
+            info("Engine RTT", "the engine estimate", "us", 1, Display::Card),
+        );
+        i.insert(
+            "drift".into(),
+            info(
+                "Drift",
+                "model against server",
+                "tiles",
+                1000,
+                Display::Card,
+            ),
+        );
+        let mut rollbacks = info("Rollbacks", "states replayed", "count", 1, Display::Card);
+        rollbacks.per_bot_minute = true;
+        i.insert("rollbacks".into(), rollbacks);
+        i.insert(
+            "resyncs".into(),
+            info("Resyncs", "full resends", "count", 1, Display::Table),
+        );
+        // Described but not recorded in this run, or recorded without samples: no card.
+        i.insert(
+            "absent_us".into(),
+            info("Absent", "", "us", 1, Display::Card),
+        );
+        i.insert("idle_us".into(), info("Idle", "", "us", 1, Display::Card));
+        s
+    }
+
+    /// Highlight cards are exactly the metrics the protocol marked card or chart and the run
+    /// recorded: histograms show p50 large and p99 with the description below, in the
+    /// metric's unit and scale; counters show the count and their rate per bot-minute.
+    #[test]
+    fn protocol_highlights_come_from_metric_info() {
+        let doc = render(&with_described_metrics());
+        let h = section(&doc, "Protocol highlights");
+        assert!(h.contains(
+            "<div class=\"k\">Engine RTT</div><div class=\"v\">1.00 ms</div>\
+             <div class=\"s\">p50 · p99 4.00 ms · the engine estimate</div>"
+        ));
+        assert!(h.contains(
+            "<div class=\"k\">Drift</div><div class=\"v\">0.001 tiles</div>\
+             <div class=\"s\">p50 · p99 0.250 tiles · model against server</div>"
+        ));
+        assert!(h.contains(
+            "<div class=\"k\">Rollbacks</div><div class=\"v\">42</div>\
+             <div class=\"s\">1.5 per bot-minute · states replayed</div>"
+        ));
+        assert_eq!(h.matches("class=\"card\"").count(), 3, "{h}");
+        for absent in ["Resyncs", "Absent", "Idle", "kitchen_us"] {
+            assert!(!h.contains(absent), "{absent} has no card");
+        }
+    }
+
+    /// Metric keys alone make no cards: without a description the report does not know a
+    /// metric is worth highlighting, and everything stays in the tables.
+    #[test]
+    fn no_highlights_without_metric_info() {
+        let mut s = with_described_metrics();
+        s.protocol_metric_info.clear();
+        let doc = render(&s);
+        assert!(!doc.contains("Protocol highlights"));
+        assert!(doc.contains("<code>engine_rtt_us</code>"));
+        assert!(doc.contains("<code>rollbacks</code></td><td class=\"num\">42</td>"));
+    }
+
+    /// A `chart` metric gets a wide card with its percentiles drawn, labelled in its unit;
+    /// its description, which is text from summary.json, is escaped inside the SVG too.
+    #[test]
+    fn chart_metrics_draw_their_percentiles() {
+        let mut s = with_described_metrics();
+        s.protocol_metric_info.insert(
+            "engine_rtt_us".into(),
+            info("Lag <&> \"x\"", "", "us", 1, Display::Chart),
+        );
+        let doc = render(&s);
+        let h = section(&doc, "Protocol highlights");
+        let wide = h.find("<div class=\"card wide\">").expect("a wide card");
+        let card = &h[wide..];
+        assert!(card.contains("<svg class=\"pc\""));
+        assert!(card.contains("aria-label=\"Lag &lt;&amp;&gt; &quot;x&quot;: percentiles\""));
+        assert!(card.contains(">4.00 ms</text>") && card.contains(">p99.9</text>"));
+        assert!(!doc.contains("<&>"));
+        // The wide card comes after the plain ones, so the grid has no holes.
+        assert!(h.rfind("class=\"card\"").expect("plain cards") < wide);
+    }
+
+    /// In the tables, a described metric is titled by its label and description beside its
+    /// key, and printed in its unit; undescribed metrics keep their bare key.
+    #[test]
+    fn described_metrics_are_titled_in_tables() {
+        let doc = render(&with_described_metrics());
+        let t = section(&doc, "Protocol metrics");
+        assert!(t.contains(
+            "<td>Drift <code>drift</code><div class=\"about\">model against server</div></td>\
+             <td class=\"num\">10</td><td class=\"num\">0.000 tiles</td>"
+        ));
+        assert!(t.contains(
+            "<td>Resyncs <code>resyncs</code><div class=\"about\">full resends</div></td>\
+             <td class=\"num\">3</td>"
+        ));
+        assert!(t.contains("<td><code>kitchen_us</code></td>"));
+        // Cards show p50 and p99 only; the full distribution stays in the table.
+        assert!(t.contains("Engine RTT <code>engine_rtt_us</code>"));
+    }
+
+    #[test]
+    fn self_contained_no_external_references() {
+        let doc = render(&sample_summary());
+        assert!(doc.starts_with("<!DOCTYPE html>"));
+        for bad in [
+            "http://", "https://", "src=", "href=", "url(", "@import", "<script", "<link",
+        ] {
+            assert!(!doc.contains(bad), "document contains {bad:?}");
+        }
+    }
+
+    #[test]
+    fn text_from_summary_is_escaped() {
+        let mut s = sample_summary();
+        s.scenario = "<script>alert('x')</script> & co".into();
+        s.target = "\"><img src=x>".into();
+        s.protocol_metrics
+            .insert("<b>bold</b>".into(), Value::from("<i>v</i>"));
+        let doc = render(&s);
+        assert!(
+            doc.contains("<h1>&#60;script&#62;alert(&#39;x&#39;)&#60;/script&#62; &#38; co</h1>")
+        );
+        assert!(!doc.contains("<script"));
+        assert!(!doc.contains("<img"));
+        assert!(doc.contains("&#34;&#62;&#60;img src=x&#62;"));
+        assert!(doc.contains("&#60;b&#62;bold&#60;/b&#62;"));
+        assert!(doc.contains("&#60;i&#62;v&#60;/i&#62;"));
+    }
+
+    #[test]
+    fn verdict_shown() {
+        let mut s = sample_summary();
+        s.verdict = "pass".into();
+        assert!(render(&s).contains("<div class=\"verdict pass\" role=\"status\">PASS</div>"));
+        s.verdict = "fail".into();
+        s.interrupted = true;
+        let doc = render(&s);
+        assert!(doc.contains("<div class=\"verdict fail\" role=\"status\">FAIL</div>"));
+        assert!(doc.contains("Interrupted."));
+    }
+
+    #[test]
+    fn thresholds_formatted_in_metric_units() {
+        let doc = render(&sample_summary());
+        assert!(doc.contains("<td class=\"num\">1.90 ms</td>"));
+        assert!(doc.contains("<td class=\"num\">0.19%</td>"));
+        assert!(doc.contains("<td class=\"num\">180 µs</td>"));
+        assert!(doc.contains("✓") && doc.contains("✗"));
+    }
+
+    #[test]
+    fn protocol_metrics_split_into_histograms_and_counters() {
+        let doc = render(&sample_summary());
+        assert!(doc.contains("<code>tables.wait_us</code>"));
+        assert!(doc.contains("<code>kitchen_us</code>"));
+        assert!(doc.contains("<code>tables.occupied</code></td><td class=\"num\">42</td>"));
+        assert!(doc.contains("<code>orders_placed</code></td><td class=\"num\">152,340</td>"));
+        assert!(doc.contains("<td class=\"num\">0.125</td>"));
+    }
+
+    #[test]
+    fn empty_data_renders_without_nan() {
+        let doc = render(&empty_summary());
+        assert!(doc.contains("No per-second intervals"));
+        assert!(doc.contains("no data"));
+        assert!(doc.contains("NO VERDICT"));
+        assert!(!doc.contains("NaN") && !doc.contains("inf"));
+        assert!(!doc.contains("<polyline"));
+    }
+
+    #[test]
+    fn single_point_and_flat_zero_series() {
+        let mut s = empty_summary();
+        s.intervals = vec![IntervalPoint {
+            t: 1.0,
+            ..Default::default()
+        }];
+        let doc = render(&s);
+        assert!(!doc.contains("NaN") && !doc.contains("inf"));
+        let pts = polyline(&doc, "bots connected");
+        assert_eq!(pts, vec![(ML + PW, MT + PH)]);
+        // Odd inputs: repeated timestamps, non-finite values.
+        s.intervals = vec![
+            IntervalPoint {
+                t: 0.0,
+                loss_down_rate: f64::NAN,
+                ..Default::default()
+            },
+            IntervalPoint {
+                t: 0.0,
+                loss_down_rate: f64::INFINITY,
+                ..Default::default()
+            },
+        ];
+        let doc = render(&s);
+        assert!(!doc.contains("NaN") && !doc.contains("inf"));
+    }
+
+    #[test]
+    fn polyline_maps_data_onto_the_axes() {
+        let mut s = empty_summary();
+        s.intervals = [0u64, 500, 1000]
+            .iter()
+            .enumerate()
+            .map(|(i, &b)| IntervalPoint {
+                t: (i + 1) as f64 * 2.0,
+                bots_connected: b,
+                ..Default::default()
+            })
+            .collect();
+        let doc = render(&s);
+        // y axis 0..1000 bots; x axis 0..6 s.
+        let pts = polyline(&doc, "bots connected");
+        let want = [
+            (ML + PW / 3.0, MT + PH),
+            (ML + 2.0 * PW / 3.0, MT + PH / 2.0),
+            (ML + PW, MT),
+        ];
+        assert_eq!(pts.len(), want.len());
+        for (got, want) in pts.iter().zip(want) {
+            assert!((got.0 - want.0).abs() < 0.06, "{got:?} vs {want:?}");
+            assert!((got.1 - want.1).abs() < 0.06, "{got:?} vs {want:?}");
+        }
+        assert!(doc.contains(">1,000</text>"));
+    }
+
+    /// A two-hour run stays a small file (charts are thinned per pixel column), and the sample
+    /// reports render. Set `TICKSWARM_REPORT_PREVIEW=/tmp/report.html` to keep them for a
+    /// visual check in a browser.
+    #[test]
+    fn previews_render_and_long_runs_stay_small() {
+        let dir = tempfile::tempdir().unwrap();
+        let keep = std::env::var("TICKSWARM_REPORT_PREVIEW").ok();
+        let path = keep.unwrap_or_else(|| dir.path().join("report.html").display().to_string());
+        std::fs::write(&path, render(&sample_summary())).unwrap();
+        std::fs::write(
+            path.replace(".html", "-empty.html"),
+            render(&empty_summary()),
+        )
+        .unwrap();
+        // Two hours of seconds: minute ticks and decimated lines.
+        let mut long = sample_summary();
+        long.duration_s = 7200.0;
+        long.intervals = (1..=7200u64)
+            .map(|i| IntervalPoint {
+                t: i as f64,
+                bots_connected: (i * 2).min(5000),
+                rtt_p50_us: 300 + (i * 7919 % 97),
+                rtt_p99_us: if i % 1800 == 0 {
+                    40_000
+                } else {
+                    900 + (i * 104_729 % 400)
+                },
+                loss_down_rate: (i % 13) as f64 * 0.0001,
+                bytes_up: (i * 2).min(5000) * 2_500,
+                bytes_down: (i * 2).min(5000) * 12_000,
+                lateness_p99_us: 50 + i % 40,
+                ..Default::default()
+            })
+            .collect();
+        let long_html = render(&long);
+        assert!(
+            long_html.len() < 200_000,
+            "2 h report is {} bytes",
+            long_html.len()
+        );
+        std::fs::write(path.replace(".html", "-long.html"), long_html).unwrap();
+    }
+}

@@ -1,0 +1,349 @@
+//! The report's view model for the run-wide sections: header, thresholds, key figures,
+//! latency percentiles, errors. Every field is plain text that the template escapes; the
+//! template decides the markup.
+
+use super::format::{
+    fmt_bytes, fmt_duration, fmt_pct, fmt_unit, fmt_us, group_int, metric_unit, Unit,
+};
+use crate::metrics::{HistSummary, LossSummary};
+use crate::report::summary::{IntervalPoint, Summary, ThresholdResult};
+
+/// The verdict badge: its CSS class and its text.
+pub(super) struct Verdict {
+    pub class: &'static str,
+    pub label: String,
+}
+
+impl Verdict {
+    pub fn of(v: &str) -> Self {
+        let (class, label) = match v.to_ascii_lowercase().as_str() {
+            "pass" => ("pass", "PASS".to_string()),
+            "fail" => ("fail", "FAIL".to_string()),
+            "" => ("other", "NO VERDICT".to_string()),
+            _ => ("other", v.to_uppercase()),
+        };
+        Self { class, label }
+    }
+}
+
+/// One `dt`/`dd` pair in the header.
+pub(super) struct Meta {
+    pub key: &'static str,
+    /// "—" when the summary has nothing.
+    pub value: String,
+    /// Shown as code (a path).
+    pub code: bool,
+}
+
+/// The run's identity under the title: protocol stack, target, start, duration, seed, file.
+pub(super) fn meta(s: &Summary) -> Vec<Meta> {
+    let stack: Vec<&str> = [&s.protocol, &s.transport, &s.dialect]
+        .into_iter()
+        .map(|x| x.as_str())
+        .filter(|x| !x.is_empty())
+        .collect();
+    let text = |key, value: String| Meta {
+        key,
+        value: if value.is_empty() {
+            "—".into()
+        } else {
+            value
+        },
+        code: false,
+    };
+    let mut meta = vec![
+        text("Protocol / transport / dialect", stack.join(" / ")),
+        text("Target", s.target.clone()),
+        text("Started", s.started_at.clone()),
+        text("Duration", fmt_duration(s.duration_s)),
+        text("Seed", s.seed.to_string()),
+    ];
+    if !s.scenario_file.is_empty() {
+        meta.push(Meta {
+            key: "Scenario file",
+            value: s.scenario_file.clone(),
+            code: true,
+        });
+    }
+    meta
+}
+
+/// A threshold as a table row, the observed value in the metric's unit.
+pub(super) struct ThresholdRow {
+    pub metric: String,
+    pub condition: String,
+    pub observed: String,
+    pub ok: bool,
+}
+
+pub(super) fn thresholds(ts: &[ThresholdResult]) -> Vec<ThresholdRow> {
+    ts.iter()
+        .map(|t| ThresholdRow {
+            metric: t.metric.clone(),
+            condition: t.condition.clone(),
+            observed: match t.observed {
+                Some(v) => fmt_unit(metric_unit(&t.metric), v),
+                None => "n/a".into(),
+            },
+            ok: t.ok,
+        })
+        .collect()
+}
+
+/// A figure card: a name, a large value, a sub-line.
+pub(super) struct Card {
+    pub key: String,
+    pub value: String,
+    /// The value is an explanation ("not measurable"), not a figure: shown muted.
+    pub value_na: bool,
+    pub sub: String,
+    /// How the figure is measured, on its own line under the sub-line.
+    pub method: Option<String>,
+    /// An SVG drawn by [`super::chart`], shown under the figure (the card is then wider).
+    pub chart: Option<String>,
+    /// The value is a problem (shown in red).
+    pub bad: bool,
+    /// The sub-line is a problem.
+    pub bad_sub: bool,
+}
+
+impl Card {
+    pub fn new(key: impl Into<String>, value: String, sub: impl Into<String>) -> Self {
+        Self {
+            key: key.into(),
+            value,
+            value_na: false,
+            sub: sub.into(),
+            method: None,
+            chart: None,
+            bad: false,
+            bad_sub: false,
+        }
+    }
+}
+
+/// The figures read first: bots, RTT, handshake, loss, bandwidth, inputs, snapshots.
+pub(super) fn key_figures(s: &Summary) -> Vec<Card> {
+    let mut cards: Vec<Card> = Vec::new();
+    let b = &s.bots;
+    cards.push(Card::new("Bots planned", group_int(b.planned), ""));
+    let pct = if b.planned > 0 {
+        format!(
+            "{} of planned",
+            fmt_pct(b.connected as f64 / b.planned as f64)
+        )
+    } else {
+        String::new()
+    };
+    cards.push(Card::new("Bots connected", group_int(b.connected), pct));
+    let mut failed = Card::new("Bots failed", group_int(b.failed), "handshake failures");
+    failed.bad = b.failed > 0;
+    cards.push(failed);
+
+    let rtt = &s.rtt_us;
+    let rtt_n = format!("{} samples", group_int(rtt.count));
+    cards.push(Card::new("RTT p50", hist_value(rtt, rtt.p50), &rtt_n));
+    cards.push(Card::new("RTT p99", hist_value(rtt, rtt.p99), &rtt_n));
+    cards.push(Card::new("RTT max", hist_value(rtt, rtt.max), rtt_n));
+    let hs = &s.handshake_us;
+    let hs_n = format!("{} handshakes", group_int(hs.count));
+    cards.push(Card::new("Handshake p50", hist_value(hs, hs.p50), &hs_n));
+    cards.push(Card::new("Handshake p99", hist_value(hs, hs.p99), hs_n));
+
+    cards.push(loss_card(
+        "Downstream loss",
+        s.loss.downstream.as_ref(),
+        &s.loss_method.downstream,
+    ));
+    cards.push(loss_card(
+        "Upstream loss",
+        s.loss.upstream.as_ref(),
+        &s.loss_method.upstream,
+    ));
+
+    let bot_seconds = bot_seconds(s);
+    let per_bot = |bytes: u64| match bot_seconds {
+        Some(bs) => format!("≈ {}/s per bot", fmt_bytes(bytes as f64 / bs)),
+        None => "per bot: n/a".into(),
+    };
+    let bw = &s.bandwidth;
+    let up_sub = format!(
+        "{} · {} packets",
+        per_bot(bw.up_bytes),
+        group_int(bw.up_packets)
+    );
+    let down_sub = format!(
+        "{} · {} packets",
+        per_bot(bw.down_bytes),
+        group_int(bw.down_packets)
+    );
+    cards.push(Card::new(
+        "Bandwidth up",
+        fmt_bytes(bw.up_bytes as f64),
+        up_sub,
+    ));
+    cards.push(Card::new(
+        "Bandwidth down",
+        fmt_bytes(bw.down_bytes as f64),
+        down_sub,
+    ));
+    let skipped = s.generator.inputs_skipped;
+    let mut inputs = Card::new(
+        "Inputs sent",
+        group_int(s.inputs_sent),
+        format!("{} skipped (generator behind)", group_int(skipped)),
+    );
+    inputs.bad_sub = skipped > 0;
+    cards.push(inputs);
+    cards.push(Card::new(
+        "Snapshots applied",
+        group_int(s.snapshots_applied),
+        "",
+    ));
+    cards
+}
+
+/// A percentile of a time histogram, or "—" when it has no samples.
+fn hist_value(h: &HistSummary, v: u64) -> String {
+    if h.count == 0 {
+        "—".into()
+    } else {
+        fmt_us(v as f64)
+    }
+}
+
+/// A loss card; a direction the protocol cannot measure says so, with the reason.
+fn loss_card(key: &'static str, loss: Option<&LossSummary>, method: &str) -> Card {
+    let method = (!method.is_empty()).then(|| method.to_string());
+    match loss {
+        Some(l) => {
+            let lost = l.expected.saturating_sub(l.received);
+            let sub = format!("{} of {} lost", group_int(lost), group_int(l.expected));
+            Card {
+                method,
+                ..Card::new(key, fmt_pct(l.rate), sub)
+            }
+        }
+        None => Card {
+            value_na: true,
+            method,
+            ..Card::new(key, "not measurable".into(), "")
+        },
+    }
+}
+
+/// Connected-bot seconds over the run (the integral of the bots-connected series), used for
+/// per-bot bandwidth. Falls back to connected × duration when there are no intervals.
+fn bot_seconds(s: &Summary) -> Option<f64> {
+    let from_intervals: f64 = interval_widths(&s.intervals)
+        .zip(&s.intervals)
+        .map(|(dt, p)| dt * p.bots_connected as f64)
+        .sum();
+    let bs = if from_intervals > 0.0 {
+        from_intervals
+    } else {
+        s.bots.connected as f64 * s.duration_s
+    };
+    (bs.is_finite() && bs > 0.0).then_some(bs)
+}
+
+/// Length in seconds of each interval (`t` is the end of the interval); 1 s when unknown.
+pub(super) fn interval_widths(iv: &[IntervalPoint]) -> impl Iterator<Item = f64> + '_ {
+    iv.iter().enumerate().map(|(i, p)| {
+        let prev = if i == 0 { 0.0 } else { iv[i - 1].t };
+        let dt = p.t - prev;
+        if dt.is_finite() && dt > 0.0 {
+            dt
+        } else {
+            1.0
+        }
+    })
+}
+
+/// What a protocol says about one of its metrics, shown beside the metric's key.
+pub(super) struct Described {
+    pub label: String,
+    pub about: String,
+}
+
+/// A histogram as a row of the percentile tables: count, min, mean, p50, p90, p99, p99.9, max.
+pub(super) struct HistRow {
+    pub name: String,
+    pub described: Option<Described>,
+    pub count: String,
+    /// Seven formatted cells, "—" each when the histogram is empty.
+    pub cells: Vec<String>,
+}
+
+impl HistRow {
+    /// A row whose values are printed by `fmt` (a unit's or a protocol metric's formatter).
+    pub fn new(name: String, h: &HistSummary, fmt: &dyn Fn(f64) -> String) -> Self {
+        let values = [
+            h.min as f64,
+            h.mean,
+            h.p50 as f64,
+            h.p90 as f64,
+            h.p99 as f64,
+            h.p999 as f64,
+            h.max as f64,
+        ];
+        let cells = values
+            .iter()
+            .map(|&v| if h.count == 0 { "—".into() } else { fmt(v) })
+            .collect();
+        Self {
+            name,
+            described: None,
+            count: group_int(h.count),
+            cells,
+        }
+    }
+}
+
+/// The run-wide histograms, all times.
+pub(super) fn latency(s: &Summary) -> Vec<HistRow> {
+    let micros = |v| fmt_unit(Unit::Micros, v);
+    [
+        ("rtt_us", &s.rtt_us),
+        ("handshake_us", &s.handshake_us),
+        ("snapshot_interarrival_us", &s.snapshot_interarrival_us),
+        ("generator.send_lateness_us", &s.generator.send_lateness_us),
+    ]
+    .into_iter()
+    .map(|(name, h)| HistRow::new(name.to_string(), h, &micros))
+    .collect()
+}
+
+/// One error reason and its count.
+pub(super) struct ErrorRow {
+    pub kind: &'static str,
+    /// What the kind means (a hover title).
+    pub what: &'static str,
+    pub reason: String,
+    pub count: String,
+}
+
+/// Errors by kind and reason, and their total; `None` when the run had none.
+pub(super) fn errors(s: &Summary) -> Option<(Vec<ErrorRow>, String)> {
+    let groups = [
+        ("decode", "malformed datagram dropped", &s.errors.decode),
+        ("connect", "handshake failed", &s.errors.connect),
+        ("send", "local send failure", &s.generator.send_errors),
+    ];
+    if groups.iter().all(|(_, _, m)| m.is_empty()) {
+        return None;
+    }
+    let total: u64 = groups.iter().flat_map(|(_, _, m)| m.values()).sum();
+    let rows = groups
+        .into_iter()
+        .flat_map(|(kind, what, m)| {
+            m.iter().map(move |(reason, n)| ErrorRow {
+                kind,
+                what,
+                reason: reason.clone(),
+                count: group_int(*n),
+            })
+        })
+        .collect();
+    Some((rows, group_int(total)))
+}
