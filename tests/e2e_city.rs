@@ -149,3 +149,44 @@ fn city_bots_share_sockets() {
         "no crossed sessions"
     );
 }
+
+/// At the end of a run every ENet session is closed properly (the protocol's goodbye, then
+/// ENet's disconnect), so the server frees every slot at once, not at its timeout: back-to-back
+/// CI runs must not find it full.
+#[test]
+fn sessions_are_closed_when_the_run_ends() {
+    use tickswarm::engine::{self, StopSignal};
+    use tickswarm::scenario::{self, Overrides, Plan};
+
+    let section = ProtocolSection::City(CityOptions::default());
+    let handle = spawn_reference_server(
+        (Ipv4Addr::LOCALHOST, 0).into(),
+        &section,
+        &ServerSection::default(),
+    )
+    .unwrap();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/city.yaml");
+    let ov = Overrides {
+        target: Some(handle.addr.to_string()),
+        bots: Some(20),
+        // The scenario ramps over 3 s: every bot is in play before the end.
+        duration: Some(Duration::from_secs(5)),
+        ..Overrides::default()
+    };
+    let plan = Plan::build(scenario::load(&path).unwrap(), &path, &ov).unwrap();
+    let outcome = engine::run(&plan, &StopSignal::new(), |_, _, _| {}).unwrap();
+    assert_eq!(outcome.ever_connected, 20);
+    // The run returns after its sessions closed (or its 1 s grace); the server publishes its
+    // counters every 100 ms.
+    std::thread::sleep(Duration::from_millis(300));
+    let s = handle.stats();
+    assert_eq!(
+        s.clients, 0,
+        "players still in the game after the run: {s:?}"
+    );
+    assert_eq!(
+        s.connections, 0,
+        "ENet sessions still open after the run: {s:?}"
+    );
+    assert_eq!(s.timed_out, 0, "{s:?}");
+}

@@ -79,6 +79,9 @@ struct SourceTimer {
     scheduled: Option<Instant>,
 }
 
+/// Longest a worker waits at the end for its sessions to close.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
+
 /// Timer targets: a bot slot, or a transport source with this bit set.
 const SOURCE_BIT: u32 = 1 << 31;
 
@@ -186,6 +189,13 @@ impl<T: BotTransport> Shared<T> {
                         .borrow()
                         .get(idx)
                         .is_some_and(|s| s.bot.phase() == BotPhase::Idle);
+                    let ended = self.slots.borrow().get(idx).is_some_and(|s| {
+                        matches!(s.bot.phase(), BotPhase::Failed | BotPhase::Closed)
+                    });
+                    if ended {
+                        // The close it asked for, or the end of a session it already left.
+                        continue;
+                    }
                     if never_started {
                         if let Some(s) = self.slots.borrow_mut().get_mut(idx) {
                             s.transport_failed = true;
@@ -379,6 +389,14 @@ async fn worker_main<T: BotTransport + 'static>(
         shared.transport.borrow_mut().finish(now, &mut rec);
     }
     intervals.abort();
+    // Let the sessions close properly (ENet: the protocol's goodbye acknowledged, then ENet's
+    // disconnect), so the server frees every slot at once instead of at its timeout; the
+    // receive and timer tasks keep running meanwhile. Bounded: a dead server cannot hold the
+    // run's end hostage.
+    let deadline = now + CLOSE_GRACE;
+    while !shared.transport.borrow().is_idle() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let (ever_connected, failed) = {
         let slots = shared.slots.borrow();
         let ever = slots.iter().filter(|s| s.ever_connected).count() as u64;

@@ -52,6 +52,24 @@ impl MetricDesc {
         }
     }
 
+    /// A histogram of values in `unit` (shown in the tables).
+    pub const fn histogram(
+        key: &'static str,
+        label: &'static str,
+        about: &'static str,
+        unit: &'static str,
+    ) -> Self {
+        Self {
+            key,
+            label,
+            about,
+            unit,
+            scale: 1,
+            display: Display::Table,
+            per_bot_minute: false,
+        }
+    }
+
     /// A counter.
     pub const fn count(key: &'static str, label: &'static str, about: &'static str) -> Self {
         Self {

@@ -12,6 +12,9 @@ use super::{NamedCounters, Recorder};
 #[derive(Debug, Default, Clone)]
 pub struct ServerStats {
     pub clients: usize,
+    /// Connections the transport holds open: ENet sessions, or raw UDP source addresses the
+    /// server has not closed. A gauge, like `clients`.
+    pub connections: usize,
     pub accepted: u64,
     pub refused: u64,
     pub timed_out: u64,
@@ -30,6 +33,7 @@ impl ServerStats {
     /// Add another instance's counters (a fleet of instances reports as one).
     pub fn merge(&mut self, o: &ServerStats) {
         self.clients += o.clients;
+        self.connections += o.connections;
         self.accepted += o.accepted;
         self.refused += o.refused;
         self.timed_out += o.timed_out;

@@ -47,6 +47,10 @@ pub fn summarize(info: &RunInfo, run: &RunOutcome) -> Summary {
     }
     // Counters the protocol wants read as a rate (City's corrections per bot-minute).
     for m in info.metrics.iter().filter(|m| m.per_bot_minute) {
+        // A declared counter that never fired is a measured 0, not a missing figure.
+        protocol_metrics
+            .entry(m.key.to_string())
+            .or_insert(json!(t.events.get(m.key)));
         if let Some(r) = per_bot_minute(t.events.get(m.key), run.ever_connected, run.elapsed) {
             protocol_metrics.insert(format!("{}_per_bot_minute", m.key), json!(r));
         }

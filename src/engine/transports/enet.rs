@@ -41,6 +41,8 @@ pub struct EnetBots {
     links: Vec<Option<(Source, PeerId)>>,
     /// Datagram buffer for the host's output.
     buf: Vec<u8>,
+    /// Sessions opened and not yet reported down.
+    live: usize,
 }
 
 impl EnetBots {
@@ -51,6 +53,7 @@ impl EnetBots {
             groups: Vec::new(),
             links: Vec::new(),
             buf: vec![0; MAX_ENET_DATAGRAM],
+            live: 0,
         }
     }
 
@@ -73,6 +76,7 @@ impl EnetBots {
                 }
                 EnetEvent::Disconnected { peer, reason, .. } => {
                     if let Some(slot) = g.peers.get_mut(peer.index()).and_then(Option::take) {
+                        self.live = self.live.saturating_sub(1);
                         let why = match reason {
                             DisconnectReason::ConnectFailed => DownReason::ConnectFailed,
                             DisconnectReason::Remote => DownReason::ClosedByServer,
@@ -108,12 +112,12 @@ impl BotTransport for EnetBots {
             "ENet RTT",
             "ENet's own estimate, sampled per bot each second",
         ),
-        MetricDesc::count(
+        MetricDesc::histogram(
             "enet_packet_loss_ppm",
             "ENet packet loss",
             "ENet's own estimate, sampled per bot each second",
-        )
-        .unit("ppm", 1),
+            "ppm",
+        ),
     ];
 
     fn open(
@@ -154,6 +158,7 @@ impl BotTransport for EnetBots {
             *p = Some(slot);
         }
         g.members += 1;
+        self.live += 1;
         if self.links.len() <= slot {
             self.links.resize(slot + 1, None);
         }
@@ -252,6 +257,10 @@ impl BotTransport for EnetBots {
         for gi in 0..self.groups.len() {
             self.flush_group(gi, now, rec);
         }
+    }
+
+    fn is_idle(&self) -> bool {
+        self.live == 0
     }
 }
 
@@ -364,6 +373,7 @@ impl ServerTransport for EnetServerSide {
     }
 
     fn report(&self, stats: &mut ServerStats) {
+        stats.connections = self.by_conn.len();
         stats.events.merge(&self.counters);
         let h = self.host.stats();
         stats.events.add("enet_datagrams_dropped_in", h.dropped_in);

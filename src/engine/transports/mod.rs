@@ -185,6 +185,10 @@ pub trait BotTransport {
 
     /// Before the worker ends: put everything queued (goodbyes, disconnects) on the wire.
     fn finish(&mut self, now: Instant, rec: &mut Recorder);
+
+    /// No session is still closing: the worker may end without cutting a goodbye short
+    /// (ENet's disconnect goes out only after the packets queued before it are acknowledged).
+    fn is_idle(&self) -> bool;
 }
 
 /// The server side of a transport: one per reference server instance.

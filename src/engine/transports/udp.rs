@@ -80,6 +80,10 @@ impl BotTransport for UdpBots {
     fn sample(&self, _slot: Slot, _rec: &mut Recorder) {}
 
     fn finish(&mut self, _now: Instant, _rec: &mut Recorder) {}
+
+    fn is_idle(&self) -> bool {
+        true
+    }
 }
 
 /// Connection ids for a raw UDP server: one per source address, forgotten when the server
@@ -153,6 +157,7 @@ impl ServerTransport for UdpServerSide {
     }
 
     fn report(&self, stats: &mut ServerStats) {
+        stats.connections = self.by_addr.len();
         if self.no_conn > 0 {
             stats
                 .events

@@ -61,16 +61,24 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
         ),
         MetricDesc::micros("rejoin_us", "Rejoin time", "GAMEOVER to the next ACCEPT")
             .display(Display::Table),
-        MetricDesc::count("snapshot_age_ticks", "Snapshot age", "ticks behind the newest seen")
-            .unit("ticks", 1),
-        MetricDesc::count("entities", "Entities", "entities in a bot's table per snapshot")
-            .unit("entities", 1),
-        MetricDesc::count(
+        MetricDesc::histogram(
+            "snapshot_age_ticks",
+            "Snapshot age",
+            "ticks behind the newest seen",
+            "ticks",
+        ),
+        MetricDesc::histogram(
+            "entities",
+            "Entities",
+            "entities in a bot's table per snapshot",
+            "entities",
+        ),
+        MetricDesc::histogram(
             "snapshot_tick_step",
             "Snapshot tick step",
             "server ticks between snapshots, as learned",
-        )
-        .unit("ticks", 1),
+            "ticks",
+        ),
     ],
 };
 
