@@ -60,6 +60,8 @@ pub enum WorkerMsg {
 
 struct Slot {
     bot: Box<dyn Bot>,
+    /// The server the bot plays on (a relink without an address returns to it).
+    peer: SocketAddr,
     /// The transport source carrying this bot.
     source: Source,
     /// Generation of the timer entry that is current for this bot.
@@ -98,9 +100,11 @@ struct Shared<T> {
     rx: RefCell<BotRx>,
     /// Link events from the transport before the bots handle them (reused).
     events: RefCell<LinkEvents>,
+    /// The task watching each source, to stop when the transport retires it.
+    watchers: RefCell<Vec<Option<tokio::task::AbortHandle>>>,
 }
 
-impl<T: BotTransport> Shared<T> {
+impl<T: BotTransport + 'static> Shared<T> {
     fn arm(&self, target: u32, generation: u32, at: Instant) {
         self.timers
             .borrow_mut()
@@ -111,8 +115,13 @@ impl<T: BotTransport> Shared<T> {
     }
 
     /// Run `f` on bot `idx`, hand what it queued to the transport, and re-arm its timers.
-    fn drive(&self, idx: usize, now: Instant, f: impl FnOnce(&mut dyn Bot, &mut Recorder)) {
-        let source = {
+    fn drive(
+        self: &Rc<Self>,
+        idx: usize,
+        now: Instant,
+        f: impl FnOnce(&mut dyn Bot, &mut Recorder),
+    ) {
+        let (source, relink) = {
             let mut slots = self.slots.borrow_mut();
             let mut rec = self.rec.borrow_mut();
             let Some(slot) = slots.get_mut(idx) else {
@@ -143,9 +152,77 @@ impl<T: BotTransport> Shared<T> {
                     self.arm(idx as u32, slot.timer_gen, at);
                 }
             }
-            slot.source
+            let relink = if ended { None } else { slot.bot.poll_relink() };
+            (slot.source, relink.map(|r| r.to.unwrap_or(slot.peer)))
         };
         self.rearm_source(source);
+        if let Some(to) = relink {
+            self.relink(idx, to, now);
+        }
+    }
+
+    /// Move bot `idx` to a new link to `to` (a reconnection, or a zone handoff).
+    fn relink(self: &Rc<Self>, idx: usize, to: SocketAddr, now: Instant) {
+        let opened = {
+            let mut rec = self.rec.borrow_mut();
+            self.transport.borrow_mut().relink(idx, to, now, &mut rec)
+        };
+        self.retire_sources();
+        match opened {
+            Ok(opened) => {
+                if let Some(s) = self.slots.borrow_mut().get_mut(idx) {
+                    s.peer = to;
+                    s.source = opened.source;
+                }
+                self.watch(opened.source, opened.watch);
+                if opened.up {
+                    self.drive(idx, now, |bot, rec| bot.handle_relinked(now, rec));
+                }
+                self.rearm_source(opened.source);
+            }
+            Err(e) => {
+                self.rec
+                    .borrow_mut()
+                    .connect_failures
+                    .add2("relink", error_name(&e), 1);
+                self.drive(idx, now, |bot, rec| bot.handle_transport_closed(now, rec));
+            }
+        }
+    }
+
+    /// Start watching a new source.
+    fn watch(self: &Rc<Self>, src: Source, watch: Option<Watch>) {
+        let task = match watch {
+            Some(Watch::Socket(sock)) => {
+                tokio::task::spawn_local(recv_loop(self.clone(), src, sock))
+            }
+            Some(Watch::Wake(notify)) => {
+                tokio::task::spawn_local(wake_loop(self.clone(), src, notify))
+            }
+            None => return,
+        };
+        let mut w = self.watchers.borrow_mut();
+        if w.len() <= src {
+            w.resize(src + 1, None);
+        }
+        w[src] = Some(task.abort_handle());
+    }
+
+    /// Stop watching the sources the transport no longer uses.
+    fn retire_sources(&self) {
+        loop {
+            let Some(src) = self.transport.borrow_mut().poll_retired() else {
+                break;
+            };
+            if let Some(task) = self
+                .watchers
+                .borrow_mut()
+                .get_mut(src)
+                .and_then(Option::take)
+            {
+                task.abort();
+            }
+        }
     }
 
     fn rearm_source(&self, src: Source) {
@@ -165,14 +242,25 @@ impl<T: BotTransport> Shared<T> {
     }
 
     /// Hand the events the transport produced to their bots.
-    fn dispatch(&self, now: Instant) {
+    fn dispatch(self: &Rc<Self>, now: Instant) {
         let mut events = std::mem::take(&mut *self.events.borrow_mut());
         for i in 0..events.len() {
             let Some((idx, ev, bytes)) = events.get(i) else {
                 break;
             };
             match ev {
-                LinkEvent::Up => self.drive(idx, now, |bot, rec| bot.start(now, rec)),
+                LinkEvent::Up => {
+                    let first = self
+                        .slots
+                        .borrow()
+                        .get(idx)
+                        .is_some_and(|s| s.bot.phase() == BotPhase::Idle);
+                    if first {
+                        self.drive(idx, now, |bot, rec| bot.start(now, rec));
+                    } else {
+                        self.drive(idx, now, |bot, rec| bot.handle_relinked(now, rec));
+                    }
+                }
                 LinkEvent::Data(_) => {
                     // A bot that has ended has left the session: what still arrives for it is
                     // not its business.
@@ -220,7 +308,7 @@ impl<T: BotTransport> Shared<T> {
     }
 
     /// Datagrams for source `src`, then the events they caused.
-    fn on_datagrams(&self, src: Source, now: Instant, n: usize) {
+    fn on_datagrams(self: &Rc<Self>, src: Source, now: Instant, n: usize) {
         {
             let rx = self.rx.borrow();
             let mut rec = self.rec.borrow_mut();
@@ -237,7 +325,7 @@ impl<T: BotTransport> Shared<T> {
         self.rearm_source(src);
     }
 
-    fn on_source_timer(&self, src: Source, now: Instant) {
+    fn on_source_timer(self: &Rc<Self>, src: Source, now: Instant) {
         {
             let mut rec = self.rec.borrow_mut();
             let mut events = self.events.borrow_mut();
@@ -321,6 +409,7 @@ async fn worker_main<T: BotTransport + 'static>(
         tx_buf: RefCell::new(vec![0u8; MAX_DATAGRAM.max(MAX_ENET_DATAGRAM)]),
         rx: RefCell::new(BotRx::default()),
         events: RefCell::new(LinkEvents::default()),
+        watchers: RefCell::new(Vec::new()),
     });
 
     tokio::task::spawn_local(timer_loop(shared.clone()));
@@ -435,6 +524,7 @@ fn spawn_bot<T: BotTransport + 'static>(
     };
     shared.slots.borrow_mut().push(Slot {
         bot,
+        peer,
         source: opened.source,
         timer_gen: 0,
         scheduled: None,
@@ -442,15 +532,7 @@ fn spawn_bot<T: BotTransport + 'static>(
         transport_failed: false,
         closing: false,
     });
-    match opened.watch {
-        Some(Watch::Socket(sock)) => {
-            tokio::task::spawn_local(recv_loop(shared.clone(), opened.source, sock));
-        }
-        Some(Watch::Wake(notify)) => {
-            tokio::task::spawn_local(wake_loop(shared.clone(), opened.source, notify));
-        }
-        None => {}
-    }
+    shared.watch(opened.source, opened.watch);
     if opened.up {
         shared.drive(idx, now, |bot, rec| bot.start(now, rec));
     }
@@ -459,7 +541,7 @@ fn spawn_bot<T: BotTransport + 'static>(
 }
 
 /// Stop a bot: the protocol's goodbye, then the transport's.
-fn stop_bot<T: BotTransport>(shared: &Rc<Shared<T>>, idx: usize, now: Instant) {
+fn stop_bot<T: BotTransport + 'static>(shared: &Rc<Shared<T>>, idx: usize, now: Instant) {
     shared.drive(idx, now, |bot, rec| bot.stop(now, rec));
     let close = match shared.slots.borrow_mut().get_mut(idx) {
         Some(s) if !s.closing => {
@@ -478,7 +560,11 @@ fn stop_bot<T: BotTransport>(shared: &Rc<Shared<T>>, idx: usize, now: Instant) {
 }
 
 /// Receive on a source's socket: one clock read per batch.
-async fn recv_loop<T: BotTransport>(shared: Rc<Shared<T>>, src: Source, sock: Rc<BotSocket>) {
+async fn recv_loop<T: BotTransport + 'static>(
+    shared: Rc<Shared<T>>,
+    src: Source,
+    sock: Rc<BotSocket>,
+) {
     loop {
         let Ok(mut ready) = sock.readable().await else {
             return;
@@ -510,7 +596,7 @@ async fn recv_loop<T: BotTransport>(shared: Rc<Shared<T>>, src: Source, sock: Rc
 }
 
 /// A self-driven transport source: poll it whenever its I/O threads say so.
-async fn wake_loop<T: BotTransport>(
+async fn wake_loop<T: BotTransport + 'static>(
     shared: Rc<Shared<T>>,
     src: Source,
     notify: std::sync::Arc<Notify>,
@@ -521,7 +607,7 @@ async fn wake_loop<T: BotTransport>(
     }
 }
 
-async fn timer_loop<T: BotTransport>(shared: Rc<Shared<T>>) {
+async fn timer_loop<T: BotTransport + 'static>(shared: Rc<Shared<T>>) {
     let precise = PreciseTimer::new().ok();
     loop {
         let next = shared.timers.borrow().peek().map(|r| r.0 .0);
@@ -576,7 +662,7 @@ async fn timer_loop<T: BotTransport>(shared: Rc<Shared<T>>) {
     }
 }
 
-async fn interval_loop<T: BotTransport>(
+async fn interval_loop<T: BotTransport + 'static>(
     shared: Rc<Shared<T>>,
     run_start: Instant,
     tx: Sender<WorkerMsg>,

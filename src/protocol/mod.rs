@@ -26,6 +26,7 @@ registry::protocols! {
 
 pub use registry::{EnetCompression, EnetNeeds, Protocol, ServerParams, TransportNeeds};
 
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 pub use crate::metrics::ServerStats;
@@ -144,6 +145,21 @@ pub trait Bot: Send {
     /// The transport's session under the bot ended (ENet disconnect or timeout). Raw UDP
     /// never calls it. The bot should record why and move to `Closed` or `Failed`.
     fn handle_transport_closed(&mut self, _now: Instant, _rec: &mut Recorder) {}
+    /// The bot wants its transport session replaced: the current one dropped at once (as a
+    /// lost connection would be) and a new one opened, to `to` or to the same server
+    /// (ZergCity's reconnection, DarkAges' zone handoff). The engine asks after every call.
+    fn poll_relink(&mut self) -> Option<Relink> {
+        None
+    }
+    /// The session asked for with [`Bot::poll_relink`] is up: the bot may send on it.
+    fn handle_relinked(&mut self, _now: Instant, _rec: &mut Recorder) {}
+}
+
+/// A new transport session for a bot that is already playing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Relink {
+    /// Another server (a zone handoff), or `None` for the same one (a reconnection).
+    pub to: Option<SocketAddr>,
 }
 
 /// Who a reference server is talking to: an opaque id the transport under the server hands

@@ -171,6 +171,33 @@ impl BotTransport for EnetBots {
         })
     }
 
+    fn relink(
+        &mut self,
+        slot: Slot,
+        peer_addr: SocketAddr,
+        now: Instant,
+        rec: &mut Recorder,
+    ) -> std::io::Result<Opened> {
+        if let Some((gi, peer)) = self.links.get_mut(slot).and_then(Option::take) {
+            if let Some(g) = self.groups.get_mut(gi) {
+                // Forget the peer first, so its Disconnected event reaches no bot.
+                if let Some(p) = g.peers.get_mut(peer.index()) {
+                    *p = None;
+                }
+                g.members = g.members.saturating_sub(1);
+                let _ = g.host.disconnect_now(now, peer, 0);
+                self.live = self.live.saturating_sub(1);
+            }
+            self.flush_group(gi, now, rec);
+        }
+        self.open(slot, peer_addr, now, rec)
+    }
+
+    fn poll_retired(&mut self) -> Option<Source> {
+        // Hosts outlive their bots (a slot freed by a relink takes the next bot).
+        None
+    }
+
     fn send(&mut self, slot: Slot, t: &Transmit, bytes: &[u8], rec: &mut Recorder) {
         let Some(Some((gi, peer))) = self.links.get(slot).copied() else {
             return;

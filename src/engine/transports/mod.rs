@@ -155,6 +155,20 @@ pub trait BotTransport {
         rec: &mut Recorder,
     ) -> std::io::Result<Opened>;
 
+    /// Replace bot `slot`'s link: drop the current one at once (no goodbye, as a lost
+    /// connection) and carry the bot to `peer` on a new one. Its old source, if no other bot
+    /// uses it, comes back from [`BotTransport::poll_retired`].
+    fn relink(
+        &mut self,
+        slot: Slot,
+        peer: SocketAddr,
+        now: Instant,
+        rec: &mut Recorder,
+    ) -> std::io::Result<Opened>;
+
+    /// A source no bot uses any more: the worker stops watching it.
+    fn poll_retired(&mut self) -> Option<Source>;
+
     /// Queue one transmit of the bot (`bytes` is its payload) for the wire.
     fn send(&mut self, slot: Slot, t: &Transmit, bytes: &[u8], rec: &mut Recorder);
 

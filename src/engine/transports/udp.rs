@@ -14,11 +14,22 @@ use crate::engine::udp::error_name;
 use crate::metrics::{MetricDesc, Recorder, ServerStats};
 use crate::protocol::{ConnId, Server, Transmit};
 
-/// The sockets of a worker's UDP bots; source `i` is bot slot `i`'s socket.
+/// The sockets of a worker's UDP bots: one per bot, a new one (a new source) when a bot
+/// moves to another server.
 #[derive(Default)]
 pub struct UdpBots {
-    /// By slot. `None` for slots that never got a socket (their open failed).
-    socks: Vec<Option<Rc<BotSocket>>>,
+    /// By source: the bot it carries and its socket; `None` once retired.
+    sources: Vec<Option<(Slot, Rc<BotSocket>)>>,
+    /// The current source of each bot slot.
+    by_slot: Vec<Option<Source>>,
+    retired: Vec<Source>,
+}
+
+impl UdpBots {
+    fn socket(&self, slot: Slot) -> Option<&Rc<BotSocket>> {
+        let src = (*self.by_slot.get(slot)?)?;
+        self.sources.get(src)?.as_ref().map(|(_, s)| s)
+    }
 }
 
 impl BotTransport for UdpBots {
@@ -33,19 +44,41 @@ impl BotTransport for UdpBots {
         _rec: &mut Recorder,
     ) -> std::io::Result<Opened> {
         let sock = Rc::new(BotSocket::connect_to(peer)?);
-        if self.socks.len() <= slot {
-            self.socks.resize(slot + 1, None);
+        let src = self.sources.len();
+        self.sources.push(Some((slot, sock.clone())));
+        if self.by_slot.len() <= slot {
+            self.by_slot.resize(slot + 1, None);
         }
-        self.socks[slot] = Some(sock.clone());
+        self.by_slot[slot] = Some(src);
         Ok(Opened {
-            source: slot,
+            source: src,
             watch: Some(Watch::Socket(sock)),
             up: true,
         })
     }
 
+    fn relink(
+        &mut self,
+        slot: Slot,
+        peer: SocketAddr,
+        now: Instant,
+        rec: &mut Recorder,
+    ) -> std::io::Result<Opened> {
+        if let Some(old) = self.by_slot.get_mut(slot).and_then(Option::take) {
+            if let Some(s) = self.sources.get_mut(old) {
+                *s = None;
+            }
+            self.retired.push(old);
+        }
+        self.open(slot, peer, now, rec)
+    }
+
+    fn poll_retired(&mut self) -> Option<Source> {
+        self.retired.pop()
+    }
+
     fn send(&mut self, slot: Slot, _t: &Transmit, bytes: &[u8], rec: &mut Recorder) {
-        let Some(Some(sock)) = self.socks.get(slot) else {
+        let Some(sock) = self.socket(slot) else {
             return;
         };
         match sock.send(bytes) {
@@ -66,8 +99,12 @@ impl BotTransport for UdpBots {
         _rec: &mut Recorder,
         out: &mut LinkEvents,
     ) {
+        // A retired source's late datagrams belong to a server the bot has left.
+        let Some(Some((slot, _))) = self.sources.get(src) else {
+            return;
+        };
         for d in datagrams {
-            out.data(src, d);
+            out.data(*slot, d);
         }
     }
 
@@ -201,6 +238,49 @@ mod tests {
         fn poll_close(&mut self) -> Option<ConnId> {
             self.close.pop()
         }
+    }
+
+    #[test]
+    fn a_relinked_bot_gets_a_new_source_and_the_old_one_is_retired() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _guard = rt.enter();
+        let now = Instant::now();
+        let mut rec = Recorder::new();
+        let (a, b): (SocketAddr, SocketAddr) = (
+            "127.0.0.1:9".parse().unwrap(),
+            "127.0.0.1:10".parse().unwrap(),
+        );
+        let mut t = UdpBots::default();
+        let first = t.open(7, a, now, &mut rec).unwrap();
+        assert!(first.up && matches!(first.watch, Some(Watch::Socket(_))));
+        let second = t.relink(7, b, now, &mut rec).unwrap();
+        assert_ne!(first.source, second.source);
+        assert_eq!(t.poll_retired(), Some(first.source));
+        assert_eq!(t.poll_retired(), None);
+        // Late datagrams on the old source reach no bot; the new source's reach bot 7.
+        let mut out = LinkEvents::default();
+        t.on_datagrams(
+            first.source,
+            now,
+            [&b"old"[..]].into_iter(),
+            &mut rec,
+            &mut out,
+        );
+        assert!(out.is_empty());
+        t.on_datagrams(
+            second.source,
+            now,
+            [&b"new"[..]].into_iter(),
+            &mut rec,
+            &mut out,
+        );
+        assert_eq!(
+            out.get(0).map(|(slot, _, d)| (slot, d.to_vec())),
+            Some((7, b"new".to_vec()))
+        );
     }
 
     #[test]
