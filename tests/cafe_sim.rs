@@ -1306,3 +1306,59 @@ fn simulation_is_deterministic() {
     assert!(a.0.len() > 500);
     assert_eq!(a, b);
 }
+
+/// Every session the server drops (refused, disconnected, timed out) is handed to the transport
+/// through `poll_close`, after what was queued for it, so the transport can forget the id.
+#[test]
+fn every_dropped_session_is_reported_through_poll_close() {
+    use tickswarm::protocol::cafe::CafeServer;
+    use tickswarm::protocol::ConnId;
+    let t0 = std::time::Instant::now();
+    let cfg = CafeServerConfig {
+        max_clients: 1,
+        client_timeout: Duration::from_secs(1),
+        ..CafeServerConfig::default()
+    };
+    let mut server = CafeServer::new(cfg, t0);
+    let mut buf = [0u8; MAX_DATAGRAM];
+    let mut msg = [0u8; 64];
+    let mut send = |server: &mut CafeServer, conn: u64, m: &Message<'_>| {
+        let n = codec::encode(&mut msg, 0, m).unwrap();
+        server.handle_datagram(t0, ConnId(conn), &msg[..n]);
+    };
+    let hello = Message::Hello {
+        player_name: codec::make_name("p"),
+    };
+    let mut drain = |server: &mut CafeServer| {
+        let mut to = Vec::new();
+        while let Some((c, _)) = server.poll_transmit(&mut buf) {
+            to.push(c);
+        }
+        to
+    };
+
+    send(&mut server, 1, &hello);
+    assert_eq!(drain(&mut server), vec![ConnId(1)], "welcome");
+    assert_eq!(server.poll_close(), None, "an admitted client stays");
+
+    send(&mut server, 2, &hello);
+    assert_eq!(
+        drain(&mut server),
+        vec![ConnId(2)],
+        "the refusal goes out first"
+    );
+    assert_eq!(server.poll_close(), Some(ConnId(2)), "refused");
+    assert_eq!(server.poll_close(), None);
+
+    send(&mut server, 1, &Message::Disconnect);
+    assert_eq!(server.poll_close(), Some(ConnId(1)), "disconnected");
+    assert_eq!(server.stats().clients, 0);
+
+    send(&mut server, 3, &hello);
+    drain(&mut server);
+    server.handle_timeout(t0 + Duration::from_secs(2));
+    drain(&mut server);
+    assert_eq!(server.stats().timed_out, 1);
+    assert_eq!(server.poll_close(), Some(ConnId(3)), "timed out");
+    assert_eq!(server.poll_close(), None);
+}

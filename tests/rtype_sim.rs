@@ -971,3 +971,54 @@ fn inputs_carry_the_pattern_and_the_learned_entity() {
     );
     assert!(bot.is_dead());
 }
+
+/// Every session the server drops (rejected, disconnected, timed out) is handed to the
+/// transport through `poll_close`, after what was queued for it.
+#[test]
+fn every_dropped_session_is_reported_through_poll_close() {
+    let t0 = Instant::now();
+    let cfg = RtypeServerConfig {
+        max_clients: 1,
+        client_timeout: Duration::from_secs(1),
+        ..RtypeServerConfig::default()
+    };
+    let mut server = RtypeServer::new(cfg, t0);
+    let mut buf = [0u8; MAX_DATAGRAM];
+    let mut pkt = [0u8; 64];
+    let mut send = |server: &mut RtypeServer, conn: u64, p: &Packet<'_>| {
+        let n = codec::encode(&mut pkt, p, FloatOrder::Big).unwrap();
+        server.handle_datagram(t0, ConnId(conn), &pkt[..n]);
+    };
+    let mut drain = |server: &mut RtypeServer| {
+        let mut to = Vec::new();
+        while let Some((c, _)) = server.poll_transmit(&mut buf) {
+            to.push(c);
+        }
+        to
+    };
+    let connect = Packet::Connect { client_id: 0 };
+
+    send(&mut server, 1, &connect);
+    assert!(drain(&mut server).contains(&ConnId(1)), "accept");
+    assert_eq!(server.poll_close(), None, "an accepted client stays");
+
+    send(&mut server, 2, &connect);
+    assert_eq!(
+        drain(&mut server),
+        vec![ConnId(2)],
+        "the REJECT goes out first"
+    );
+    assert_eq!(server.poll_close(), Some(ConnId(2)), "rejected");
+    assert_eq!(server.poll_close(), None);
+
+    send(&mut server, 1, &Packet::Disconnect);
+    assert_eq!(server.poll_close(), Some(ConnId(1)), "disconnected");
+
+    send(&mut server, 3, &connect);
+    drain(&mut server);
+    server.handle_timeout(t0 + Duration::from_secs(2));
+    drain(&mut server);
+    assert_eq!(server.stats().timed_out, 1);
+    assert_eq!(server.poll_close(), Some(ConnId(3)), "timed out");
+    assert_eq!(server.poll_close(), None);
+}

@@ -16,6 +16,7 @@ pub mod input_grid;
 pub mod pattern;
 pub mod rtype;
 pub mod seqwindow;
+pub mod session;
 pub mod wire;
 
 use std::time::{Duration, Instant};
