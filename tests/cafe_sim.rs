@@ -39,7 +39,7 @@ fn fleet(n: usize, opts: CafeOptions) -> Vec<(BotParams, CafeOptions)> {
 }
 
 fn sim(n: usize, cfg: CafeServerConfig, delay: Duration) -> Sim {
-    let mut s = Sim::new(cfg, fleet(n, CafeOptions::default()));
+    let mut s = new_sim(cfg, fleet(n, CafeOptions::default()));
     s.up.delay = delay;
     s.down.delay = delay;
     s
@@ -198,7 +198,7 @@ fn clean_link_is_accounted_exactly() {
         assert_close(rec.handshake_us.min(), 10_000, "handshake");
 
         // Inputs: slot k is due at origin + k / 60 s; all slots up to `end` were sent.
-        let origin = 2 * d + sim.params[i].phase_offset;
+        let origin = 2 * d + params(i).phase_offset;
         let span = (end - origin).as_nanos();
         let (slots, rem) = (span * 60 / 1_000_000_000, span * 60 % 1_000_000_000);
         assert!(
@@ -712,7 +712,7 @@ fn full_server_in_the_implementation_dialect_is_silent() {
         dialect: Dialect::Implementation,
         ..CafeOptions::default()
     };
-    let mut sim = Sim::new(cfg, fleet(2, opts));
+    let mut sim = new_sim(cfg, fleet(2, opts));
     sim.up.delay = ms(5);
     sim.down.delay = ms(5);
     sim.start_all();
@@ -791,7 +791,7 @@ fn lost_delta_is_stale_until_the_next_full() {
     let mut p0 = params(0);
     p0.pattern = InputPattern::Idle;
     let opts = CafeOptions::default();
-    let mut sim = Sim::new(
+    let mut sim = new_sim(
         CafeServerConfig::default(),
         vec![(p0, opts.clone()), (p1, opts)],
     );
@@ -871,7 +871,7 @@ fn late_full_snapshot_does_not_roll_back() {
     let mut p0 = params(0);
     p0.pattern = InputPattern::Idle;
     let opts = CafeOptions::default();
-    let mut sim = Sim::new(
+    let mut sim = new_sim(
         CafeServerConfig::default(),
         vec![(p0, opts.clone()), (p1, opts)],
     );
@@ -931,7 +931,7 @@ fn server_times_out_silent_clients() {
         dialect: Dialect::Implementation,
         ..CafeOptions::default()
     };
-    let mut sim = Sim::new(cfg, fleet(3, opts));
+    let mut sim = new_sim(cfg, fleet(3, opts));
     sim.up.delay = ms(3);
     sim.down.delay = ms(3);
     sim.start_all();
@@ -1077,7 +1077,7 @@ fn implementation_dialect_snapshots_carry_last_input() {
         dialect: Dialect::Implementation,
         ..CafeOptions::default()
     };
-    let mut sim = Sim::new(
+    let mut sim = new_sim(
         CafeServerConfig::for_dialect(Dialect::Implementation),
         fleet(n, opts),
     );
@@ -1125,7 +1125,7 @@ fn tick_loss_source_counts_missing_snapshots() {
         heartbeat_interval: Some(ms(300)),
         ..CafeServerConfig::default()
     };
-    let mut sim = Sim::new(cfg, fleet(n, opts));
+    let mut sim = new_sim(cfg, fleet(n, opts));
     sim.up.delay = ms(2);
     sim.down.delay = ms(2);
     // Every Ping (pongs and heartbeats) and every 5th datagram.
@@ -1245,7 +1245,7 @@ fn input_on_change_sends_only_changes() {
         steps: vec![(Keys(Keys::UP), ms(100)), (Keys(Keys::DOWN), ms(100))],
     };
     let phase = p.phase_offset;
-    let mut sim = Sim::new(
+    let mut sim = new_sim(
         CafeServerConfig::default(),
         vec![(p, CafeOptions::default())],
     );

@@ -17,6 +17,7 @@ pub mod pattern;
 pub mod rtype;
 pub mod seqwindow;
 pub mod session;
+pub mod sim;
 pub mod timers;
 pub mod wire;
 
