@@ -39,7 +39,7 @@ fn fleet(n: usize, opts: CafeOptions) -> Vec<(BotParams, CafeOptions)> {
 }
 
 fn sim(n: usize, cfg: CafeServerConfig, delay: Duration) -> Sim {
-    let mut s = Sim::new(cfg, fleet(n, CafeOptions::default()));
+    let mut s = new_sim(cfg, fleet(n, CafeOptions::default()));
     s.up.delay = delay;
     s.down.delay = delay;
     s
@@ -198,7 +198,7 @@ fn clean_link_is_accounted_exactly() {
         assert_close(rec.handshake_us.min(), 10_000, "handshake");
 
         // Inputs: slot k is due at origin + k / 60 s; all slots up to `end` were sent.
-        let origin = 2 * d + sim.params[i].phase_offset;
+        let origin = 2 * d + params(i).phase_offset;
         let span = (end - origin).as_nanos();
         let (slots, rem) = (span * 60 / 1_000_000_000, span * 60 % 1_000_000_000);
         assert!(
@@ -712,7 +712,7 @@ fn full_server_in_the_implementation_dialect_is_silent() {
         dialect: Dialect::Implementation,
         ..CafeOptions::default()
     };
-    let mut sim = Sim::new(cfg, fleet(2, opts));
+    let mut sim = new_sim(cfg, fleet(2, opts));
     sim.up.delay = ms(5);
     sim.down.delay = ms(5);
     sim.start_all();
@@ -791,7 +791,7 @@ fn lost_delta_is_stale_until_the_next_full() {
     let mut p0 = params(0);
     p0.pattern = InputPattern::Idle;
     let opts = CafeOptions::default();
-    let mut sim = Sim::new(
+    let mut sim = new_sim(
         CafeServerConfig::default(),
         vec![(p0, opts.clone()), (p1, opts)],
     );
@@ -871,7 +871,7 @@ fn late_full_snapshot_does_not_roll_back() {
     let mut p0 = params(0);
     p0.pattern = InputPattern::Idle;
     let opts = CafeOptions::default();
-    let mut sim = Sim::new(
+    let mut sim = new_sim(
         CafeServerConfig::default(),
         vec![(p0, opts.clone()), (p1, opts)],
     );
@@ -931,7 +931,7 @@ fn server_times_out_silent_clients() {
         dialect: Dialect::Implementation,
         ..CafeOptions::default()
     };
-    let mut sim = Sim::new(cfg, fleet(3, opts));
+    let mut sim = new_sim(cfg, fleet(3, opts));
     sim.up.delay = ms(3);
     sim.down.delay = ms(3);
     sim.start_all();
@@ -1077,7 +1077,7 @@ fn implementation_dialect_snapshots_carry_last_input() {
         dialect: Dialect::Implementation,
         ..CafeOptions::default()
     };
-    let mut sim = Sim::new(
+    let mut sim = new_sim(
         CafeServerConfig::for_dialect(Dialect::Implementation),
         fleet(n, opts),
     );
@@ -1125,7 +1125,7 @@ fn tick_loss_source_counts_missing_snapshots() {
         heartbeat_interval: Some(ms(300)),
         ..CafeServerConfig::default()
     };
-    let mut sim = Sim::new(cfg, fleet(n, opts));
+    let mut sim = new_sim(cfg, fleet(n, opts));
     sim.up.delay = ms(2);
     sim.down.delay = ms(2);
     // Every Ping (pongs and heartbeats) and every 5th datagram.
@@ -1245,7 +1245,7 @@ fn input_on_change_sends_only_changes() {
         steps: vec![(Keys(Keys::UP), ms(100)), (Keys(Keys::DOWN), ms(100))],
     };
     let phase = p.phase_offset;
-    let mut sim = Sim::new(
+    let mut sim = new_sim(
         CafeServerConfig::default(),
         vec![(p, CafeOptions::default())],
     );
@@ -1305,4 +1305,60 @@ fn simulation_is_deterministic() {
     let (a, b) = (run(), run());
     assert!(a.0.len() > 500);
     assert_eq!(a, b);
+}
+
+/// Every session the server drops (refused, disconnected, timed out) is handed to the transport
+/// through `poll_close`, after what was queued for it, so the transport can forget the id.
+#[test]
+fn every_dropped_session_is_reported_through_poll_close() {
+    use tickswarm::protocol::cafe::CafeServer;
+    use tickswarm::protocol::ConnId;
+    let t0 = std::time::Instant::now();
+    let cfg = CafeServerConfig {
+        max_clients: 1,
+        client_timeout: Duration::from_secs(1),
+        ..CafeServerConfig::default()
+    };
+    let mut server = CafeServer::new(cfg, t0);
+    let mut buf = [0u8; MAX_DATAGRAM];
+    let mut msg = [0u8; 64];
+    let mut send = |server: &mut CafeServer, conn: u64, m: &Message<'_>| {
+        let n = codec::encode(&mut msg, 0, m).unwrap();
+        server.handle_datagram(t0, ConnId(conn), &msg[..n]);
+    };
+    let hello = Message::Hello {
+        player_name: codec::make_name("p"),
+    };
+    let mut drain = |server: &mut CafeServer| {
+        let mut to = Vec::new();
+        while let Some((c, _)) = server.poll_transmit(&mut buf) {
+            to.push(c);
+        }
+        to
+    };
+
+    send(&mut server, 1, &hello);
+    assert_eq!(drain(&mut server), vec![ConnId(1)], "welcome");
+    assert_eq!(server.poll_close(), None, "an admitted client stays");
+
+    send(&mut server, 2, &hello);
+    assert_eq!(
+        drain(&mut server),
+        vec![ConnId(2)],
+        "the refusal goes out first"
+    );
+    assert_eq!(server.poll_close(), Some(ConnId(2)), "refused");
+    assert_eq!(server.poll_close(), None);
+
+    send(&mut server, 1, &Message::Disconnect);
+    assert_eq!(server.poll_close(), Some(ConnId(1)), "disconnected");
+    assert_eq!(server.stats().clients, 0);
+
+    send(&mut server, 3, &hello);
+    drain(&mut server);
+    server.handle_timeout(t0 + Duration::from_secs(2));
+    drain(&mut server);
+    assert_eq!(server.stats().timed_out, 1);
+    assert_eq!(server.poll_close(), Some(ConnId(3)), "timed out");
+    assert_eq!(server.poll_close(), None);
 }

@@ -1231,3 +1231,67 @@ fn enet_datagram_loss_shows_as_delta_loss_and_corrections() {
     assert!(lost > 0);
     assert!(bot.corrections() > 0);
 }
+
+/// Every session the server drops (refused, timed out, ended by the transport) is handed to
+/// the transport through `poll_close`; a refusal's Disconnect is queued before it.
+#[test]
+fn every_dropped_session_is_reported_through_poll_close() {
+    let t0 = Instant::now();
+    let cfg = CityServerConfig {
+        max_players: 1,
+        client_timeout: Duration::from_secs(1),
+        ..small_content()
+    };
+    let mut server = CityServer::new(cfg, t0);
+    let mut buf = [0u8; MAX_DATAGRAM];
+    let mut hello = [0u8; 128];
+    let n = codec::encode(
+        &mut hello,
+        0,
+        &Message::ClientHello {
+            protocol_version: codec::PROTOCOL_VERSION,
+            client_version: "test",
+            player_name: "p",
+        },
+    )
+    .unwrap();
+    let hello = &hello[..n];
+    let mut drain = |server: &mut CityServer| {
+        let mut to = Vec::new();
+        while let Some((c, _)) = server.poll_transmit(&mut buf) {
+            to.push(c);
+        }
+        to
+    };
+
+    server.handle_connect(t0, ConnId(1));
+    server.handle_datagram(t0, ConnId(1), hello);
+    assert!(drain(&mut server).contains(&ConnId(1)), "server hello");
+    assert_eq!(server.poll_close(), None, "an admitted player stays");
+
+    server.handle_connect(t0, ConnId(2));
+    server.handle_datagram(t0, ConnId(2), hello);
+    assert_eq!(
+        drain(&mut server),
+        vec![ConnId(2)],
+        "the refusal goes out first"
+    );
+    assert_eq!(server.poll_close(), Some(ConnId(2)), "refused");
+
+    server.handle_disconnect(t0, ConnId(1));
+    server.handle_disconnect(t0, ConnId(2));
+    assert_eq!(
+        server.poll_close(),
+        Some(ConnId(1)),
+        "ended by the transport"
+    );
+    assert_eq!(server.poll_close(), Some(ConnId(2)));
+    assert_eq!(server.poll_close(), None);
+
+    server.handle_connect(t0, ConnId(3));
+    server.handle_timeout(t0 + Duration::from_secs(2));
+    drain(&mut server);
+    assert_eq!(server.stats().timed_out, 1);
+    assert_eq!(server.poll_close(), Some(ConnId(3)), "timed out");
+    assert_eq!(server.poll_close(), None);
+}

@@ -3,20 +3,47 @@
 //! datagram by a fixed one-way `d` (so it stays in order) and can drop every K-th snapshot
 //! to each bot, every ENTITY_DESTROY, or everything in one direction.
 
-use std::collections::{HashMap, VecDeque};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 use tickswarm::protocol::ConnId;
 
 use tickswarm::metrics::Recorder;
-use tickswarm::protocol::rtype::codec::{self, FloatOrder, Packet, PacketType};
+use tickswarm::protocol::rtype::codec::{self, FloatOrder, Packet};
 use tickswarm::protocol::rtype::{RtypeBot, RtypeOptions, RtypeServer, RtypeServerConfig};
+use tickswarm::protocol::sim::{rule, Dir};
 use tickswarm::protocol::{Bot, BotParams, BotPhase, InputPattern, Server, MAX_DATAGRAM};
 
 const MS: Duration = Duration::from_millis(1);
 
-struct SimBot {
-    bot: RtypeBot,
-    rec: Recorder,
+type Harness = tickswarm::protocol::sim::Sim<RtypeBot, RtypeServer>;
+
+/// What the downlink does to each server datagram, switched by the tests while they run.
+#[derive(Debug, Default)]
+struct DownRules {
+    open: bool,
+    /// Drop every K-th snapshot sent to each bot.
+    every_snapshot: Option<u64>,
+    drop_destroys: bool,
+    /// Snapshots sent to each bot so far.
+    snapshots: HashMap<usize, u64>,
+}
+
+/// The crate's simulation harness with R-Type's link rules and ground truth: snapshot loss
+/// counted per bot, destroys dropped, either direction cut, the server's clock stopped.
+struct Sim {
+    h: Harness,
+    delay: Duration,
+    down: Rc<RefCell<DownRules>>,
+    up_open: Rc<Cell<bool>>,
+    order: FloatOrder,
+}
+
+/// One bot as the tests read it, with its ground truth from the link's log.
+struct SimBot<'a> {
+    bot: &'a RtypeBot,
+    rec: &'a Recorder,
     addr: ConnId,
     /// Snapshots the server sent to this bot, in order: (tick, dropped by the link).
     sent: Vec<(u32, bool)>,
@@ -24,7 +51,7 @@ struct SimBot {
     delivered: Vec<u32>,
 }
 
-impl SimBot {
+impl SimBot<'_> {
     /// Snapshots the link dropped between the first and the last one delivered: all the bot
     /// can see as lost.
     fn visible_drops(&self) -> u64 {
@@ -55,176 +82,122 @@ impl SimBot {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
-enum Dest {
-    Server(usize),
-    Bot(usize),
-}
-
-struct InFlight {
-    at: Instant,
-    dest: Dest,
-    bytes: Vec<u8>,
-}
-
-struct Sim {
-    now: Instant,
-    server: RtypeServer,
-    server_ticks: bool,
-    bots: Vec<SimBot>,
-    by_addr: HashMap<ConnId, usize>,
-    link: VecDeque<InFlight>,
-    delay: Duration,
-    /// Drop every K-th snapshot sent to each bot.
-    drop_every_snapshot: Option<u64>,
-    drop_destroys: bool,
-    up_open: bool,
-    down_open: bool,
-    order: FloatOrder,
+fn snapshot_tick(bytes: &[u8], order: FloatOrder) -> Option<u32> {
+    match codec::decode(bytes, order) {
+        Ok(Packet::Snapshot(s)) => Some(s.tick),
+        _ => None,
+    }
 }
 
 impl Sim {
     fn new(cfg: RtypeServerConfig, delay: Duration) -> Self {
         cfg.validate().expect("valid server config");
-        let base = Instant::now();
+        let order = cfg.float_order;
+        let t0 = Instant::now();
+        let mut h = Harness::new(t0, RtypeServer::new(cfg, t0), Vec::new());
+        h.up.delay = delay;
+        h.down.delay = delay;
+        let down = Rc::new(RefCell::new(DownRules {
+            open: true,
+            ..DownRules::default()
+        }));
+        let rules = down.clone();
+        h.down.drop = Some(rule(move |m| {
+            let mut r = rules.borrow_mut();
+            if !r.open {
+                return true;
+            }
+            match codec::decode(m.bytes, order) {
+                Ok(Packet::Snapshot(_)) => {
+                    let n = r.snapshots.entry(m.bot).or_default();
+                    *n += 1;
+                    let n = *n;
+                    r.every_snapshot.is_some_and(|k| n % k == 0)
+                }
+                Ok(Packet::EntityDestroy { .. }) => r.drop_destroys,
+                Ok(_) => false,
+                Err(e) => panic!("server sent a malformed datagram: {e}"),
+            }
+        }));
+        let up_open = Rc::new(Cell::new(true));
+        let open = up_open.clone();
+        h.up.drop = Some(rule(move |_| !open.get()));
         Self {
-            now: base,
-            order: cfg.float_order,
-            server: RtypeServer::new(cfg, base),
-            server_ticks: true,
-            bots: Vec::new(),
-            by_addr: HashMap::new(),
-            link: VecDeque::new(),
+            h,
             delay,
-            drop_every_snapshot: None,
-            drop_destroys: false,
-            up_open: true,
-            down_open: true,
+            down,
+            up_open,
+            order,
         }
+    }
+
+    fn set_drop_every_snapshot(&mut self, k: Option<u64>) {
+        self.down.borrow_mut().every_snapshot = k;
+    }
+
+    fn set_drop_destroys(&mut self, on: bool) {
+        self.down.borrow_mut().drop_destroys = on;
+    }
+
+    fn set_down_open(&mut self, open: bool) {
+        self.down.borrow_mut().open = open;
+    }
+
+    fn set_up_open(&mut self, open: bool) {
+        self.up_open.set(open);
+    }
+
+    fn now(&self) -> Instant {
+        self.h.now()
+    }
+
+    fn server(&self) -> &RtypeServer {
+        &self.h.server
     }
 
     /// Add a bot and start it now.
     fn add_bot(&mut self, params: BotParams, opts: RtypeOptions) -> usize {
-        let i = self.bots.len();
-        let addr = ConnId(i as u64);
-        let mut b = SimBot {
-            bot: RtypeBot::new(params, opts),
-            rec: Recorder::new(),
-            addr,
-            sent: Vec::new(),
-            delivered: Vec::new(),
-        };
-        b.bot.start(self.now, &mut b.rec);
-        self.by_addr.insert(addr, i);
-        self.bots.push(b);
-        self.flush();
+        let i = self.h.add_bot(RtypeBot::new(params, opts));
+        self.h.start(i);
         i
     }
 
-    /// Move everything the state machines want to send onto the link.
-    fn flush(&mut self) {
-        let mut buf = [0u8; MAX_DATAGRAM];
-        let at = self.now + self.delay;
-        for (i, b) in self.bots.iter_mut().enumerate() {
-            while let Some(t) = b.bot.poll_transmit(&mut buf) {
-                b.rec.datagram_up(t.len);
-                if self.up_open {
-                    self.link.push_back(InFlight {
-                        at,
-                        dest: Dest::Server(i),
-                        bytes: buf[..t.len].to_vec(),
-                    });
-                }
-            }
-        }
-        while let Some((to, t)) = self.server.poll_transmit(&mut buf) {
-            let bytes = &buf[..t.len];
-            let Some(&i) = self.by_addr.get(&to) else {
-                panic!("server sent to unknown {to}");
-            };
-            if !self.down_open {
-                continue;
-            }
-            match codec::decode(bytes, self.order) {
-                Ok(Packet::Snapshot(s)) => {
-                    let b = &mut self.bots[i];
-                    let n = b.sent.len() as u64 + 1;
-                    let drop = self.drop_every_snapshot.is_some_and(|k| n % k == 0);
-                    b.sent.push((s.tick, drop));
-                    if drop {
-                        continue;
-                    }
-                }
-                Ok(Packet::EntityDestroy { .. }) if self.drop_destroys => continue,
-                Ok(_) => {}
-                Err(e) => panic!("server sent a malformed datagram: {e}"),
-            }
-            self.link.push_back(InFlight {
-                at,
-                dest: Dest::Bot(i),
-                bytes: bytes.to_vec(),
-            });
+    fn bot(&self, i: usize) -> SimBot<'_> {
+        let order = self.order;
+        let sent = self
+            .h
+            .down_to(i)
+            .filter_map(|r| snapshot_tick(&r.bytes, order).map(|t| (t, r.dropped)))
+            .collect();
+        let delivered = self
+            .h
+            .deliveries
+            .iter()
+            .map(|&idx| &self.h.log[idx])
+            .filter(|r| r.dir == Dir::Down && r.bot == i)
+            .filter_map(|r| snapshot_tick(&r.bytes, order))
+            .collect();
+        SimBot {
+            bot: &self.h.bots[i],
+            rec: &self.h.recs[i],
+            addr: self.h.addrs[i],
+            sent,
+            delivered,
         }
     }
 
-    fn next_event(&self) -> Option<Instant> {
-        let link = self.link.front().map(|f| f.at);
-        let server = self.server.poll_timeout().filter(|_| self.server_ticks);
-        let bots = self.bots.iter().filter_map(|b| b.bot.poll_timeout()).min();
-        [link, server, bots].into_iter().flatten().min()
-    }
-
-    /// One step: advance to the next event (not past `end`) and handle everything due.
-    /// Returns false when nothing is due before `end`.
-    fn step(&mut self, end: Instant) -> bool {
-        let Some(next) = self.next_event().filter(|&t| t <= end) else {
-            self.now = self.now.max(end);
-            return false;
-        };
-        self.now = self.now.max(next);
-        let now = self.now;
-        while self.link.front().is_some_and(|f| f.at <= now) {
-            let f = self.link.pop_front().unwrap();
-            match f.dest {
-                Dest::Server(i) => self
-                    .server
-                    .handle_datagram(now, self.bots[i].addr, &f.bytes),
-                Dest::Bot(i) => {
-                    let b = &mut self.bots[i];
-                    if f.bytes[0] == PacketType::Snapshot as u8 {
-                        if let Ok(Packet::Snapshot(s)) = codec::decode(&f.bytes, self.order) {
-                            b.delivered.push(s.tick);
-                        }
-                    }
-                    b.bot.handle_datagram(now, &f.bytes, &mut b.rec);
-                }
-            }
-        }
-        if self.server_ticks && self.server.poll_timeout().is_some_and(|t| t <= now) {
-            self.server.handle_timeout(now);
-        }
-        for b in &mut self.bots {
-            if b.bot.poll_timeout().is_some_and(|t| t <= now) {
-                b.bot.handle_timeout(now, &mut b.rec);
-            }
-        }
-        self.flush();
-        true
+    fn views(&self) -> impl Iterator<Item = SimBot<'_>> + '_ {
+        (0..self.h.bots.len()).map(|i| self.bot(i))
     }
 
     fn run_for(&mut self, d: Duration) {
-        let end = self.now + d;
-        let mut guard = 0u64;
-        while self.step(end) {
-            guard += 1;
-            assert!(guard < 5_000_000, "simulation does not progress");
-        }
+        self.h.run_for(d);
     }
 
     fn run_until(&mut self, limit: Duration, mut done: impl FnMut(&Sim) -> bool) -> bool {
-        let end = self.now + limit;
+        let end = self.now() + limit;
         while !done(self) {
-            if !self.step(end) {
+            if !self.h.advance(end) {
                 return done(self);
             }
         }
@@ -234,30 +207,27 @@ impl Sim {
     /// Stop the server's clock right after a snapshot tick, then deliver everything in
     /// flight: every bot's view is then the server's current world.
     fn quiesce(&mut self) {
-        let step = self.server.snapshot_step();
-        let start = self.server.tick();
+        let step = self.server().snapshot_step();
+        let start = self.server().tick();
         assert!(
-            self.run_until(Duration::from_secs(1), |s| s.server.tick() != start
-                && s.server.tick() % step == 0)
+            self.run_until(Duration::from_secs(1), |s| s.server().tick() != start
+                && s.server().tick() % step == 0)
         );
-        self.server_ticks = false;
-        self.drop_every_snapshot = None;
+        self.h.server_paused = true;
+        self.set_drop_every_snapshot(None);
         self.run_for(self.delay * 3);
     }
 
     fn stop_bot(&mut self, i: usize) {
-        let now = self.now;
-        let b = &mut self.bots[i];
-        b.bot.stop(now, &mut b.rec);
-        self.flush();
+        self.h.stop(i);
     }
 
     /// The bot's table must equal the server's view of its room, bit for bit.
     fn assert_table_matches_server(&self, i: usize) {
-        let b = &self.bots[i];
-        let room = self.server.room_of(b.addr).expect("bot in a room");
+        let b = self.bot(i);
+        let room = self.server().room_of(b.addr).expect("bot in a room");
         let mut want: Vec<_> = self
-            .server
+            .server()
             .room_entities(room)
             .map(|e| {
                 (
@@ -315,13 +285,13 @@ fn same_bucket(h: &hdrhistogram::Histogram<u64>, v: u64, want: u64) -> bool {
 fn injected_loss_and_delay_are_reported_exactly() {
     let d = 20 * MS;
     let mut sim = Sim::new(RtypeServerConfig::default(), d);
-    sim.drop_every_snapshot = Some(7);
+    sim.set_drop_every_snapshot(Some(7));
     for i in 0..4 {
         sim.add_bot(params(i, walk()), RtypeOptions::default());
     }
     sim.run_for(Duration::from_secs(10));
 
-    for (i, b) in sim.bots.iter().enumerate() {
+    for (i, b) in sim.views().enumerate() {
         assert_eq!(b.bot.phase(), BotPhase::Connected, "bot {i}");
         assert_eq!(
             b.bot.tick_step(),
@@ -405,14 +375,14 @@ fn configured_tick_step_and_loss_of_the_first_snapshots() {
         },
         5 * MS,
     );
-    sim.drop_every_snapshot = Some(2);
+    sim.set_drop_every_snapshot(Some(2));
     let opts = RtypeOptions {
         snapshot_tick_step: Some(2),
         ..RtypeOptions::default()
     };
     sim.add_bot(params(0, InputPattern::Idle), opts);
     sim.run_for(Duration::from_secs(3));
-    let b = &sim.bots[0];
+    let b = &sim.bot(0);
     let loss = b.rec.loss_down;
     assert_eq!(loss.expected - loss.received, b.visible_drops());
     assert!((0.45..0.55).contains(&loss.rate()), "{}", loss.rate());
@@ -430,17 +400,17 @@ fn reject_when_full() {
         sim.add_bot(params(i, InputPattern::Idle), RtypeOptions::default());
     }
     sim.run_for(Duration::from_secs(1));
-    let phases: Vec<_> = sim.bots.iter().map(|b| b.bot.phase()).collect();
+    let phases: Vec<_> = sim.views().map(|b| b.bot.phase()).collect();
     assert_eq!(
         phases,
         [BotPhase::Connected, BotPhase::Connected, BotPhase::Failed]
     );
-    let third = &sim.bots[2].rec;
+    let third = &sim.bot(2).rec;
     assert_eq!(third.connect_failures.get("rejected"), 1);
     assert_eq!(third.events.get("reject_received"), 1);
     assert_eq!(third.connects_ok, 0);
-    assert_eq!(sim.server.stats().refused, 1);
-    assert_eq!(sim.server.stats().clients, 2);
+    assert_eq!(sim.server().stats().refused, 1);
+    assert_eq!(sim.server().stats().clients, 2);
 }
 
 #[test]
@@ -461,18 +431,18 @@ fn rejected_bot_retries_with_backoff_until_a_place_frees_up() {
     };
     sim.add_bot(params(1, InputPattern::Idle), retrying);
     sim.run_for(Duration::from_secs(2));
-    assert_eq!(sim.bots[1].bot.phase(), BotPhase::Connecting);
-    let rejects = sim.bots[1].rec.events.get("reject_received");
+    assert_eq!(sim.bot(1).bot.phase(), BotPhase::Connecting);
+    let rejects = sim.bot(1).rec.events.get("reject_received");
     // Waits of 50–100, 100–200, then 200–400 ms (+ a round trip each): 5 to 9 in 2 s.
     assert!((5..=9).contains(&rejects), "{rejects} rejections");
     sim.stop_bot(0);
     sim.run_for(Duration::from_secs(1));
-    let b = &sim.bots[1];
+    let b = &sim.bot(1);
     assert_eq!(b.bot.phase(), BotPhase::Connected);
     assert_eq!(b.rec.connects_ok, 1);
     assert_eq!(b.rec.connect_failures.total(), 0);
-    assert_eq!(sim.server.stats().disconnected, 1);
-    assert_eq!(sim.server.ship_of(b.addr), Some(b.bot.client_id()));
+    assert_eq!(sim.server().stats().disconnected, 1);
+    assert_eq!(sim.server().ship_of(b.addr), Some(b.bot.client_id()));
 }
 
 #[test]
@@ -491,11 +461,11 @@ fn rejected_bot_gives_up_after_its_retry_limit() {
     };
     sim.add_bot(params(1, InputPattern::Idle), opts);
     sim.run_for(Duration::from_secs(2));
-    let b = &sim.bots[1];
+    let b = &sim.bot(1);
     assert_eq!(b.bot.phase(), BotPhase::Failed);
     assert_eq!(b.rec.events.get("reject_received"), 3);
     assert_eq!(b.rec.connect_failures.get("rejected"), 1);
-    assert_eq!(sim.server.stats().refused, 3);
+    assert_eq!(sim.server().stats().refused, 3);
 }
 
 /// Enemies everywhere, one touch kills: idle ships die quickly.
@@ -520,39 +490,41 @@ fn gameover_is_counted_and_rejoin_brings_a_new_ship() {
     sim.add_bot(params(0, InputPattern::Idle), RtypeOptions::default());
     sim.add_bot(params(1, InputPattern::Idle), rejoin);
     let all_died = sim.run_until(Duration::from_secs(60), |s| {
-        s.bots[0].bot.gameovers() >= 1 && s.bots[1].rec.events.get("rejoined") >= 1
+        s.bot(0).bot.gameovers() >= 1 && s.bot(1).rec.events.get("rejoined") >= 1
     });
     assert!(all_died, "no gameover within 60 s of simulated time");
     sim.run_for(100 * MS);
 
     // The spectator: dead, no ship, no inputs since.
-    let spectator = &sim.bots[0];
+    let spectator = &sim.bot(0);
     assert!(spectator.bot.is_dead());
     assert_eq!(spectator.bot.entity_id(), None);
-    assert_eq!(sim.server.ship_of(spectator.addr), None);
+    assert_eq!(sim.server().ship_of(spectator.addr), None);
     assert_eq!(spectator.bot.phase(), BotPhase::Connected);
     let inputs = spectator.rec.inputs_sent;
     sim.run_for(Duration::from_secs(1));
     assert_eq!(
-        sim.bots[0].rec.inputs_sent, inputs,
+        sim.bot(0).rec.inputs_sent,
+        inputs,
         "a dead bot sends no input"
     );
-    assert!(sim.bots[0].rec.snapshots_applied > 0);
+    assert!(sim.bot(0).rec.snapshots_applied > 0);
 
     // The rejoiner: alive again with its clientId as entity, rejoin time recorded.
-    let b = &sim.bots[1];
+    let b = &sim.bot(1);
     if !b.bot.is_dead() {
         assert_eq!(b.bot.entity_id(), Some(b.bot.client_id()));
-        assert_eq!(sim.server.ship_of(b.addr), Some(b.bot.client_id()));
+        assert_eq!(sim.server().ship_of(b.addr), Some(b.bot.client_id()));
     }
     assert!(!b.extra("rejoin_us").is_empty());
-    let gameovers: u64 = sim.bots.iter().map(|b| u64::from(b.bot.gameovers())).sum();
-    assert_eq!(sim.server.stats().events.get("gameover"), gameovers);
+    let gameovers: u64 = sim.views().map(|b| u64::from(b.bot.gameovers())).sum();
+    assert_eq!(sim.server().stats().events.get("gameover"), gameovers);
     assert_eq!(
-        sim.bots[1].rec.connects_ok, 1,
+        sim.bot(1).rec.connects_ok,
+        1,
         "a rejoin is not a second handshake"
     );
-    assert!(sim.bots[0].rec.events.get("damage_taken") >= 25);
+    assert!(sim.bot(0).rec.events.get("damage_taken") >= 25);
 }
 
 #[test]
@@ -564,7 +536,7 @@ fn entity_tables_match_the_server_after_loss() {
             ..RtypeServerConfig::default()
         };
         let mut sim = Sim::new(cfg, 15 * MS);
-        sim.drop_every_snapshot = Some(5);
+        sim.set_drop_every_snapshot(Some(5));
         let opts = RtypeOptions {
             float_order: order,
             rejoin_on_gameover: true,
@@ -578,7 +550,7 @@ fn entity_tables_match_the_server_after_loss() {
         let mut damage = 0;
         for i in 0..5 {
             sim.assert_table_matches_server(i);
-            let r = &sim.bots[i].rec;
+            let r = &sim.bot(i).rec;
             // Creates and destroys all arrived: snapshots never had to repair the table.
             assert_eq!(r.events.get("snapshot_unannounced"), 0, "{order:?} bot {i}");
             assert_eq!(
@@ -591,12 +563,14 @@ fn entity_tables_match_the_server_after_loss() {
             damage += r.events.get("damage_events");
         }
         assert!(damage > 0, "shots hit enemies");
-        let shots = sim.bots[0]
+        let shots = sim
+            .bot(0)
             .bot
             .entities()
             .filter(|(_, e)| e.sprite == 3)
             .count();
-        let enemies = sim.bots[0]
+        let enemies = sim
+            .bot(0)
             .bot
             .entities()
             .filter(|(_, e)| e.sprite == 2)
@@ -612,7 +586,7 @@ fn snapshots_repair_lost_destroys() {
         ..RtypeServerConfig::default()
     };
     let mut sim = Sim::new(cfg, 10 * MS);
-    sim.drop_destroys = true;
+    sim.set_drop_destroys(true);
     for i in 0..3 {
         sim.add_bot(
             params(i, walk()),
@@ -627,7 +601,7 @@ fn snapshots_repair_lost_destroys() {
     for i in 0..3 {
         sim.assert_table_matches_server(i);
         assert!(
-            sim.bots[i].rec.events.get("snapshot_stale_removed") > 0,
+            sim.bot(i).rec.events.get("snapshot_stale_removed") > 0,
             "bot {i}"
         );
     }
@@ -641,18 +615,15 @@ fn joining_late_sees_the_room_and_leaving_destroys_the_ship() {
     sim.add_bot(params(1, walk()), RtypeOptions::default());
     // Before its first snapshot the newcomer's table is already complete from the creates.
     sim.run_for(25 * MS);
-    assert_eq!(sim.bots[1].rec.snapshots_applied, 0);
-    assert!(sim.bots[1]
-        .bot
-        .entity(sim.bots[0].bot.client_id())
-        .is_some());
+    assert_eq!(sim.bot(1).rec.snapshots_applied, 0);
+    assert!(sim.bot(1).bot.entity(sim.bot(0).bot.client_id()).is_some());
     sim.run_for(Duration::from_secs(1));
-    let leaving = sim.bots[0].bot.client_id();
+    let leaving = sim.bot(0).bot.client_id();
     sim.stop_bot(0);
     sim.run_for(100 * MS);
-    assert_eq!(sim.server.stats().disconnected, 1);
-    assert_eq!(sim.bots[0].bot.phase(), BotPhase::Closed);
-    assert!(sim.bots[1].bot.entity(leaving).is_none());
+    assert_eq!(sim.server().stats().disconnected, 1);
+    assert_eq!(sim.bot(0).bot.phase(), BotPhase::Closed);
+    assert!(sim.bot(1).bot.entity(leaving).is_none());
     sim.quiesce();
     sim.assert_table_matches_server(1);
 }
@@ -663,13 +634,13 @@ fn silence_times_out_both_sides() {
     sim.add_bot(params(0, walk()), RtypeOptions::default());
     sim.run_for(Duration::from_secs(2));
     // Cut the uplink: the server drops the client after 5 s, then the bot hears nothing.
-    sim.up_open = false;
+    sim.set_up_open(false);
     sim.run_for(Duration::from_secs(6));
-    assert_eq!(sim.server.stats().timed_out, 1);
-    assert_eq!(sim.server.stats().clients, 0);
-    assert_eq!(sim.bots[0].bot.phase(), BotPhase::Connected);
+    assert_eq!(sim.server().stats().timed_out, 1);
+    assert_eq!(sim.server().stats().clients, 0);
+    assert_eq!(sim.bot(0).bot.phase(), BotPhase::Connected);
     sim.run_for(Duration::from_secs(5));
-    let b = &sim.bots[0];
+    let b = &sim.bot(0);
     assert_eq!(b.bot.phase(), BotPhase::Closed);
     assert_eq!(b.rec.events.get("server_silence_timeout"), 1);
     assert_eq!(b.bot.poll_timeout(), None);
@@ -682,11 +653,11 @@ fn lost_pongs_time_out_and_late_ones_are_not_sampled() {
     sim.run_for(Duration::from_millis(1500));
     // Downlink off for 2.5 s (longer than the 2 s pong timeout, shorter than the 5 s
     // silence timeout): the ping in flight times out.
-    sim.down_open = false;
+    sim.set_down_open(false);
     sim.run_for(Duration::from_millis(2500));
-    sim.down_open = true;
+    sim.set_down_open(true);
     sim.run_for(Duration::from_secs(4));
-    let b = &sim.bots[0];
+    let b = &sim.bot(0);
     assert_eq!(b.bot.phase(), BotPhase::Connected);
     assert!(b.rec.events.get("ping_timeout") >= 1);
     assert!(b.rec.events.get("ping_skipped_in_flight") >= 1);
@@ -703,37 +674,33 @@ fn malformed_datagrams_are_counted_not_fatal() {
     let mut sim = Sim::new(RtypeServerConfig::default(), 10 * MS);
     sim.add_bot(params(0, InputPattern::Idle), RtypeOptions::default());
     sim.run_for(Duration::from_secs(1));
-    let now = sim.now;
-    let b = &mut sim.bots[0];
-    b.bot.handle_datagram(
-        now,
-        &[0x17, 0x01, 0x00, 0x0B, 0, 0, 0, 9, 0, 1, 0],
-        &mut b.rec,
-    ); // count 1, no entity
-    b.bot
-        .handle_datagram(now, &[0x63, 0x01, 0x00, 0x04], &mut b.rec); // unknown type
-    b.bot
-        .handle_datagram(now, &[0x0C, 0x02, 0x00, 0x08, 0, 0, 0, 0], &mut b.rec); // version 2
-    b.bot
-        .handle_datagram(now, &[0x03, 0x01, 0x00, 0x04], &mut b.rec); // a PING, server-bound
-    assert_eq!(b.rec.decode_errors.get("snapshot.count_mismatch"), 1);
-    assert_eq!(b.rec.decode_errors.get("header.unknown_type"), 1);
-    assert_eq!(b.rec.decode_errors.get("header.bad_version"), 1);
-    assert_eq!(b.rec.decode_errors.get("ping.wrong_direction"), 1);
-    let addr = b.addr;
-    sim.server
+    let now = sim.now();
+    let (bot, rec) = (&mut sim.h.bots[0], &mut sim.h.recs[0]);
+    bot.handle_datagram(now, &[0x17, 0x01, 0x00, 0x0B, 0, 0, 0, 9, 0, 1, 0], rec); // count 1, no entity
+    bot.handle_datagram(now, &[0x63, 0x01, 0x00, 0x04], rec); // unknown type
+    bot.handle_datagram(now, &[0x0C, 0x02, 0x00, 0x08, 0, 0, 0, 0], rec); // version 2
+    bot.handle_datagram(now, &[0x03, 0x01, 0x00, 0x04], rec); // a PING, server-bound
+    assert_eq!(rec.decode_errors.get("snapshot.count_mismatch"), 1);
+    assert_eq!(rec.decode_errors.get("header.unknown_type"), 1);
+    assert_eq!(rec.decode_errors.get("header.bad_version"), 1);
+    assert_eq!(rec.decode_errors.get("ping.wrong_direction"), 1);
+    let addr = sim.h.addrs[0];
+    sim.h
+        .server
         .handle_datagram(now, addr, &[0x0A, 0x01, 0x00, 0x04]); // ACCEPT, client-bound
-    sim.server
+    sim.h
+        .server
         .handle_datagram(now, addr, &[0x02, 0x01, 0x00, 0x11, 0]); // INPUT cut short
     let other = ConnId(9_999);
-    sim.server
+    sim.h
+        .server
         .handle_datagram(now, other, &[0x03, 0x01, 0x00, 0x04]); // PING from a stranger
-    let dropped = &sim.server.stats().dropped;
+    let dropped = &sim.server().stats().dropped;
     assert_eq!(dropped.get("accept.wrong_direction"), 1);
     assert_eq!(dropped.get("input.truncated"), 1);
     assert_eq!(dropped.get("ping.unknown_client"), 1);
     sim.run_for(Duration::from_secs(1));
-    assert_eq!(sim.bots[0].bot.phase(), BotPhase::Connected);
+    assert_eq!(sim.bot(0).bot.phase(), BotPhase::Connected);
 }
 
 #[test]
@@ -756,9 +723,9 @@ fn the_server_is_deterministic() {
             );
         }
         sim.run_for(Duration::from_secs(4));
-        let s = sim.server.stats();
+        let s = sim.server().stats();
         let mut world: Vec<_> = sim
-            .server
+            .server()
             .room_entities(0)
             .map(|e| (e.id, e.x.to_bits(), e.y.to_bits()))
             .collect();
@@ -794,26 +761,25 @@ fn rooms_split_players_and_cap_snapshots() {
     }
     sim.run_for(Duration::from_secs(4));
     let rooms: Vec<_> = sim
-        .bots
-        .iter()
-        .map(|b| sim.server.room_of(b.addr).unwrap())
+        .views()
+        .map(|b| sim.server().room_of(b.addr).unwrap())
         .collect();
     assert_eq!(rooms, [0, 0, 0, 0, 1, 1, 1, 1, 2, 2]);
-    for b in &sim.bots {
+    for b in sim.views() {
         let ships = b.bot.entities().filter(|(_, e)| e.sprite == 1).count();
-        let room = sim.server.room_of(b.addr).unwrap();
+        let room = sim.server().room_of(b.addr).unwrap();
         assert_eq!(ships, rooms.iter().filter(|&&r| r == room).count());
         let entities = b.extra("entities");
         assert!(entities.max() <= 63, "a snapshot fits 1400 bytes");
         assert!(b.rec.bytes_down > 0);
     }
     assert!(
-        sim.bots[0].extra("entities").max() >= 60,
+        sim.bot(0).extra("entities").max() >= 60,
         "the cap was reached"
     );
     assert!(
-        sim.server.stats().events.get("shot_suppressed")
-            + sim.server.stats().events.get("spawn_suppressed")
+        sim.server().stats().events.get("shot_suppressed")
+            + sim.server().stats().events.get("spawn_suppressed")
             > 0
     );
 }
@@ -970,4 +936,55 @@ fn inputs_carry_the_pattern_and_the_learned_entity() {
         (0, None, 1)
     );
     assert!(bot.is_dead());
+}
+
+/// Every session the server drops (rejected, disconnected, timed out) is handed to the
+/// transport through `poll_close`, after what was queued for it.
+#[test]
+fn every_dropped_session_is_reported_through_poll_close() {
+    let t0 = Instant::now();
+    let cfg = RtypeServerConfig {
+        max_clients: 1,
+        client_timeout: Duration::from_secs(1),
+        ..RtypeServerConfig::default()
+    };
+    let mut server = RtypeServer::new(cfg, t0);
+    let mut buf = [0u8; MAX_DATAGRAM];
+    let mut pkt = [0u8; 64];
+    let mut send = |server: &mut RtypeServer, conn: u64, p: &Packet<'_>| {
+        let n = codec::encode(&mut pkt, p, FloatOrder::Big).unwrap();
+        server.handle_datagram(t0, ConnId(conn), &pkt[..n]);
+    };
+    let mut drain = |server: &mut RtypeServer| {
+        let mut to = Vec::new();
+        while let Some((c, _)) = server.poll_transmit(&mut buf) {
+            to.push(c);
+        }
+        to
+    };
+    let connect = Packet::Connect { client_id: 0 };
+
+    send(&mut server, 1, &connect);
+    assert!(drain(&mut server).contains(&ConnId(1)), "accept");
+    assert_eq!(server.poll_close(), None, "an accepted client stays");
+
+    send(&mut server, 2, &connect);
+    assert_eq!(
+        drain(&mut server),
+        vec![ConnId(2)],
+        "the REJECT goes out first"
+    );
+    assert_eq!(server.poll_close(), Some(ConnId(2)), "rejected");
+    assert_eq!(server.poll_close(), None);
+
+    send(&mut server, 1, &Packet::Disconnect);
+    assert_eq!(server.poll_close(), Some(ConnId(1)), "disconnected");
+
+    send(&mut server, 3, &connect);
+    drain(&mut server);
+    server.handle_timeout(t0 + Duration::from_secs(2));
+    drain(&mut server);
+    assert_eq!(server.stats().timed_out, 1);
+    assert_eq!(server.poll_close(), Some(ConnId(3)), "timed out");
+    assert_eq!(server.poll_close(), None);
 }

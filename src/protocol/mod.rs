@@ -15,6 +15,10 @@ pub mod idmap;
 pub mod input_grid;
 pub mod pattern;
 pub mod seqwindow;
+pub mod session;
+pub mod sim;
+pub mod timers;
+pub mod wire;
 
 // The protocol list: one line per protocol (its folder and its `Protocol` marker type).
 // Nothing else in the crate outside `src/protocol/<name>/` names a protocol.

@@ -17,6 +17,7 @@ use crate::metrics::Recorder;
 use crate::protocol::idmap::{id_map_with_capacity, IdMap};
 use crate::protocol::input_grid::InputGrid;
 use crate::protocol::seqwindow::{SeqOutcome, SeqWindow, TickSeq};
+use crate::protocol::timers::{earliest, Handshake, Periodic, Silence};
 use crate::protocol::{Bot, BotParams, BotPhase, PatternState, Transmit};
 
 /// Pings in flight at once; a new ping evicts the oldest (counted as `ping_lost`).
@@ -48,13 +49,12 @@ pub struct CafeBot {
     seq_out: u32,
 
     started_at: Option<Instant>,
-    next_hello: Option<Instant>,
-    handshake_deadline: Option<Instant>,
+    handshake: Handshake,
 
     player_id: u16,
     tick_rate: u16,
     connected_at: Option<Instant>,
-    last_heard: Option<Instant>,
+    silence: Silence,
 
     down: SeqWindow,
     ticks: SeqWindow,
@@ -64,7 +64,7 @@ pub struct CafeBot {
     grid: InputGrid,
     last_keys: Option<u16>,
 
-    next_ping: Option<Instant>,
+    ping_timer: Periodic,
     /// Tokens `first_token..next_token` (wrapping) are the bot's own.
     first_token: u32,
     next_token: u32,
@@ -88,6 +88,8 @@ impl CafeBot {
         let mut rng = ChaCha8Rng::seed_from_u64(params.seed);
         let next_token = rng.random();
         let name = codec::make_name(&format!("bot-{}", params.index));
+        let silence = Silence::new(params.server_silence_timeout);
+        let ping_timer = Periodic::new(params.ping_interval);
         Self {
             params,
             opts,
@@ -98,18 +100,17 @@ impl CafeBot {
             out: VecDeque::with_capacity(16),
             seq_out: 0,
             started_at: None,
-            next_hello: None,
-            handshake_deadline: None,
+            handshake: Handshake::new(),
             player_id: 0,
             tick_rate: 0,
             connected_at: None,
-            last_heard: None,
+            silence,
             down: SeqWindow::new(),
             ticks: SeqWindow::new(),
             tick_seq,
             grid,
             last_keys: None,
-            next_ping: None,
+            ping_timer,
             first_token: next_token,
             next_token,
             pings: [None; PINGS_IN_FLIGHT],
@@ -160,15 +161,15 @@ impl CafeBot {
         self.player_id = player_id;
         self.tick_rate = tick_rate;
         self.connected_at = Some(now);
-        self.next_hello = None;
-        self.handshake_deadline = None;
+        self.silence.arm(now);
+        self.handshake.end();
         if let Some(s) = self.started_at {
             rec.record_handshake(now.saturating_duration_since(s).as_micros() as u64);
         }
         let phase = self.params.phase_offset;
         self.grid.start(now + phase);
         // Spread pings the same way inputs are spread.
-        self.next_ping = Some(now + phase);
+        self.ping_timer.start_at(now + phase);
     }
 
     fn on_ping(&mut self, now: Instant, token: u32, rec: &mut Recorder) {
@@ -294,8 +295,7 @@ impl CafeBot {
     }
 
     fn send_ping_if_due(&mut self, now: Instant, rec: &mut Recorder) {
-        let Some(at) = self.next_ping else { return };
-        if at > now {
+        if !self.ping_timer.fire(now) {
             return;
         }
         let token = self.next_token;
@@ -315,11 +315,6 @@ impl CafeBot {
         };
         self.pings[idx] = Some((token, now));
         self.out.push_back(Out::Ping { token });
-        let mut next = at + self.params.ping_interval;
-        if next <= now {
-            next = now + self.params.ping_interval;
-        }
-        self.next_ping = Some(next);
     }
 }
 
@@ -328,8 +323,11 @@ impl Bot for CafeBot {
         self.phase = BotPhase::Connecting;
         self.started_at = Some(now);
         self.out.push_back(Out::Hello);
-        self.next_hello = Some(now + self.params.handshake_retry);
-        self.handshake_deadline = Some(now + self.params.handshake_timeout);
+        self.handshake.begin(
+            now,
+            Some(self.params.handshake_retry),
+            self.params.handshake_timeout,
+        );
     }
 
     fn handle_datagram(&mut self, now: Instant, data: &[u8], rec: &mut Recorder) {
@@ -348,7 +346,7 @@ impl Bot for CafeBot {
                 return;
             }
         };
-        self.last_heard = Some(now);
+        self.silence.heard(now);
         let counts_for_loss =
             self.phase == BotPhase::Connected || matches!(msg, Message::Welcome { .. });
         if self.opts.loss_source == LossSource::Sequence && counts_for_loss {
@@ -395,26 +393,19 @@ impl Bot for CafeBot {
     fn handle_timeout(&mut self, now: Instant, rec: &mut Recorder) {
         match self.phase {
             BotPhase::Connecting => {
-                if self.handshake_deadline.is_some_and(|d| now >= d) {
+                if self.handshake.timed_out(now) {
                     self.phase = BotPhase::Failed;
                     rec.connect_failures.add("timeout", 1);
                     self.out.clear();
                     return;
                 }
-                if let Some(at) = self.next_hello.filter(|&at| now >= at) {
+                if self.handshake.retry_due(now) {
                     rec.event("hello_retry");
                     self.out.push_back(Out::Hello);
-                    let mut next = at + self.params.handshake_retry;
-                    if next <= now {
-                        next = now + self.params.handshake_retry;
-                    }
-                    self.next_hello = Some(next);
                 }
             }
             BotPhase::Connected => {
-                let silent_since = self.last_heard.or(self.connected_at).unwrap_or(now);
-                if now.saturating_duration_since(silent_since) >= self.params.server_silence_timeout
-                {
+                if self.silence.expired(now) {
                     self.phase = BotPhase::Closed;
                     rec.event("server_silence_timeout");
                     self.out.clear();
@@ -463,18 +454,12 @@ impl Bot for CafeBot {
 
     fn poll_timeout(&self) -> Option<Instant> {
         match self.phase {
-            BotPhase::Connecting => match (self.next_hello, self.handshake_deadline) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            },
-            BotPhase::Connected => {
-                let input = self.grid.next_due();
-                let silence = self
-                    .last_heard
-                    .or(self.connected_at)
-                    .map(|t| t + self.params.server_silence_timeout);
-                [input, self.next_ping, silence].into_iter().flatten().min()
-            }
+            BotPhase::Connecting => self.handshake.next_deadline(),
+            BotPhase::Connected => earliest([
+                self.grid.next_due(),
+                self.ping_timer.next(),
+                self.silence.deadline(),
+            ]),
             BotPhase::Idle | BotPhase::Failed | BotPhase::Closed => None,
         }
     }

@@ -24,6 +24,8 @@
 
 use thiserror::Error;
 
+use crate::protocol::wire::{self, Le, WireError};
+
 pub const MAGIC: u16 = 0xCAFE;
 pub const VERSION: u8 = 1;
 pub const HEADER_LEN: usize = 8;
@@ -217,37 +219,45 @@ pub fn make_name(s: &str) -> [u8; NAME_LEN] {
     out
 }
 
-fn u16_at(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([b[at], b[at + 1]])
-}
-fn i16_at(b: &[u8], at: usize) -> i16 {
-    i16::from_le_bytes([b[at], b[at + 1]])
-}
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-fn f32_at(b: &[u8], at: usize) -> f32 {
-    f32::from_bits(u32_at(b, at))
+/// Type of the wire reader and writer: cafe is little-endian throughout.
+type Reader<'a> = wire::Reader<'a, Le>;
+type Writer<'b> = wire::Writer<'b, Le>;
+
+/// Reads of fields whose length was checked beforehand cannot fail; should one ever, it is
+/// counted as the message's truncation rather than a panic.
+fn short(message: &'static str) -> impl Fn(WireError) -> DecodeError {
+    move |_| err(message, "truncated")
 }
 
 /// `r` is exactly RECORD_LEN bytes (from `chunks_exact`).
 fn read_record(r: &[u8]) -> EntityRecord {
-    EntityRecord {
-        entity_id: u16_at(r, 0),
-        x: f32_at(r, 2),
-        y: f32_at(r, 6),
-        vx: f32_at(r, 10),
-        vy: f32_at(r, 14),
-        hp_cur: i16_at(r, 18),
-        hp_max: i16_at(r, 20),
-        sprite_id: u16_at(r, 22),
-        owner_id: u16_at(r, 24),
-        lives_cur: i16_at(r, 26),
-        lives_max: i16_at(r, 28),
-        is_spectating: r[30],
-        ultimate_frame: r[31],
-        ultimate_ready: r[32],
-    }
+    let b: &[u8; RECORD_LEN] = match r.try_into() {
+        Ok(b) => b,
+        Err(_) => return EntityRecord::default(),
+    };
+    read_record_exact(b).unwrap_or_default()
+}
+
+/// A fixed-size array lets the compiler drop the per-field bounds checks on the hot path.
+#[inline]
+fn read_record_exact(b: &[u8; RECORD_LEN]) -> Result<EntityRecord, WireError> {
+    let mut r = Reader::new(b);
+    Ok(EntityRecord {
+        entity_id: r.u16()?,
+        x: r.f32()?,
+        y: r.f32()?,
+        vx: r.f32()?,
+        vy: r.f32()?,
+        hp_cur: r.i16()?,
+        hp_max: r.i16()?,
+        sprite_id: r.u16()?,
+        owner_id: r.u16()?,
+        lives_cur: r.i16()?,
+        lives_max: r.i16()?,
+        is_spectating: r.u8()?,
+        ultimate_frame: r.u8()?,
+        ultimate_ready: r.u8()?,
+    })
 }
 
 /// Read the header only (type byte and seq), validating magic and version.
@@ -255,14 +265,17 @@ pub fn decode_header(buf: &[u8], dialect: Dialect) -> Result<(MsgType, u32), Dec
     if buf.len() < HEADER_LEN {
         return Err(err("header", "truncated"));
     }
-    if u16_at(buf, 0) != MAGIC {
+    let mut r = Reader::new(buf);
+    let short = short("header");
+    if r.u16().map_err(&short)? != MAGIC {
         return Err(err("header", "bad_magic"));
     }
-    if buf[2] != VERSION {
+    if r.u8().map_err(&short)? != VERSION {
         return Err(err("header", "bad_version"));
     }
-    let ty = MsgType::from_u8(buf[3], dialect).ok_or(err("header", "unknown_type"))?;
-    Ok((ty, u32_at(buf, 4)))
+    let ty =
+        MsgType::from_u8(r.u8().map_err(&short)?, dialect).ok_or(err("header", "unknown_type"))?;
+    Ok((ty, r.u32().map_err(&short)?))
 }
 
 /// Decode one datagram. Returns the header's `seq` and the message.
@@ -278,32 +291,34 @@ pub fn decode(buf: &[u8], dialect: Dialect) -> Result<(u32, Message<'_>), Decode
             Err(err(ty.name(), "trailing_bytes"))
         }
     };
+    let mut r = Reader::new(body);
+    let short = short(ty.name());
     let msg = match ty {
         MsgType::Hello => {
             exact(NAME_LEN)?;
-            let mut player_name = [0u8; NAME_LEN];
-            player_name.copy_from_slice(body);
-            Message::Hello { player_name }
+            Message::Hello {
+                player_name: r.array().map_err(&short)?,
+            }
         }
         MsgType::Welcome => {
             exact(4)?;
             Message::Welcome {
-                player_id: u16_at(body, 0),
-                tick_rate: u16_at(body, 2),
+                player_id: r.u16().map_err(&short)?,
+                tick_rate: r.u16().map_err(&short)?,
             }
         }
         MsgType::Input => {
             exact(8)?;
             Message::Input {
-                player_id: u16_at(body, 0),
-                input_mask: u16_at(body, 2),
-                client_time_ms: u32_at(body, 4),
+                player_id: r.u16().map_err(&short)?,
+                input_mask: r.u16().map_err(&short)?,
+                client_time_ms: r.u32().map_err(&short)?,
             }
         }
         MsgType::Ping => {
             exact(4)?;
             Message::Ping {
-                timestamp_ms: u32_at(body, 0),
+                timestamp_ms: r.u32().map_err(&short)?,
             }
         }
         MsgType::Disconnect => {
@@ -324,31 +339,36 @@ fn decode_snapshot(body: &[u8], dialect: Dialect) -> Result<Snapshot<'_>, Decode
     if blob_len % RECORD_LEN != 0 {
         return Err(err("snapshot", "bad_blob_size"));
     }
+    let short = short("snapshot");
+    let mut r = Reader::new(body);
+    let tick = r.u32().map_err(&short)?;
+    let flags = r.u8().map_err(&short)?;
+    let paused = r.u8().map_err(&short)?;
     let last_input = match dialect {
         Dialect::Spec => None,
         Dialect::Implementation => {
-            let count = usize::from(u16_at(body, 10));
+            let last_input = r.u32().map_err(&short)?;
+            let count = usize::from(r.u16().map_err(&short)?);
             if count * RECORD_LEN != blob_len {
                 return Err(err("snapshot", "count_mismatch"));
             }
-            Some(u32_at(body, 6))
+            Some(last_input)
         }
     };
-    let records = &body[fixed..fixed + blob_len];
-    let s = &body[fixed + blob_len..];
+    let records = r.take(blob_len).map_err(&short)?;
     Ok(Snapshot {
-        tick: u32_at(body, 0),
-        flags: body[4],
-        paused: body[5],
+        tick,
+        flags,
+        paused,
         last_input,
         records,
         stats: GameStats {
-            score: u32_at(s, 0),
-            wave: u16_at(s, 4),
-            current_level: u16_at(s, 6),
-            kills_this_level: u16_at(s, 8),
-            kills_to_next: u16_at(s, 10),
-            total_kills: u16_at(s, 12),
+            score: r.u32().map_err(&short)?,
+            wave: r.u16().map_err(&short)?,
+            current_level: r.u16().map_err(&short)?,
+            kills_this_level: r.u16().map_err(&short)?,
+            kills_to_next: r.u16().map_err(&short)?,
+            total_kills: r.u16().map_err(&short)?,
         },
     })
 }
@@ -358,53 +378,24 @@ fn decode_snapshot(body: &[u8], dialect: Dialect) -> Result<Snapshot<'_>, Decode
 #[error("buffer too small for cafe message")]
 pub struct BufferTooSmall;
 
-/// A little-endian writer over a caller's buffer.
-struct Writer<'b> {
-    buf: &'b mut [u8],
-    at: usize,
+impl From<WireError> for BufferTooSmall {
+    fn from(_: WireError) -> Self {
+        BufferTooSmall
+    }
 }
 
-impl<'b> Writer<'b> {
-    fn new(buf: &'b mut [u8]) -> Self {
-        Self { buf, at: 0 }
-    }
-    fn bytes(&mut self, b: &[u8]) -> Result<(), BufferTooSmall> {
-        let end = self.at + b.len();
-        self.buf
-            .get_mut(self.at..end)
-            .ok_or(BufferTooSmall)?
-            .copy_from_slice(b);
-        self.at = end;
-        Ok(())
-    }
-    fn u8(&mut self, v: u8) -> Result<(), BufferTooSmall> {
-        self.bytes(&[v])
-    }
-    fn u16(&mut self, v: u16) -> Result<(), BufferTooSmall> {
-        self.bytes(&v.to_le_bytes())
-    }
-    fn i16(&mut self, v: i16) -> Result<(), BufferTooSmall> {
-        self.bytes(&v.to_le_bytes())
-    }
-    fn u32(&mut self, v: u32) -> Result<(), BufferTooSmall> {
-        self.bytes(&v.to_le_bytes())
-    }
-    fn f32(&mut self, v: f32) -> Result<(), BufferTooSmall> {
-        self.u32(v.to_bits())
-    }
-    fn header(&mut self, ty: MsgType, seq: u32) -> Result<(), BufferTooSmall> {
-        self.u16(MAGIC)?;
-        self.u8(VERSION)?;
-        self.u8(ty as u8)?;
-        self.u32(seq)
-    }
+fn write_header(w: &mut Writer<'_>, ty: MsgType, seq: u32) -> Result<(), WireError> {
+    w.u16(MAGIC)?;
+    w.u8(VERSION)?;
+    w.u8(ty as u8)?;
+    w.u32(seq)
 }
 
 /// Encode a fixed-size message (anything but Snapshot, which has [`SnapshotEncoder`]).
 /// Returns the datagram length.
 pub fn encode(buf: &mut [u8], seq: u32, msg: &Message<'_>) -> Result<usize, BufferTooSmall> {
     let mut w = Writer::new(buf);
-    w.header(msg.msg_type(), seq)?;
+    write_header(&mut w, msg.msg_type(), seq)?;
     match msg {
         Message::Hello { player_name } => w.bytes(player_name)?,
         Message::Welcome {
@@ -433,7 +424,7 @@ pub fn encode(buf: &mut [u8], seq: u32, msg: &Message<'_>) -> Result<usize, Buff
             return e.finish(&s.stats);
         }
     }
-    Ok(w.at)
+    Ok(w.position())
 }
 
 /// Builds a snapshot in place: header and fixed fields, then records one by one, then the
@@ -456,7 +447,7 @@ impl<'b> SnapshotEncoder<'b> {
         last_input: Option<u32>,
     ) -> Result<Self, BufferTooSmall> {
         let mut w = Writer::new(buf);
-        w.header(MsgType::Snapshot, seq)?;
+        write_header(&mut w, MsgType::Snapshot, seq)?;
         Self::begin_at(w, tick, u8::from(full), u8::from(paused), last_input)
     }
 
@@ -473,7 +464,7 @@ impl<'b> SnapshotEncoder<'b> {
         let count_at = match last_input {
             Some(li) => {
                 w.u32(li)?;
-                let at = w.at;
+                let at = w.position();
                 w.u16(0)?;
                 Some(at)
             }
@@ -488,7 +479,7 @@ impl<'b> SnapshotEncoder<'b> {
 
     /// Room left for records, keeping space for the trailer.
     pub fn records_room(&self) -> usize {
-        self.w.buf.len().saturating_sub(self.w.at + STATS_LEN) / RECORD_LEN
+        self.w.remaining().saturating_sub(STATS_LEN) / RECORD_LEN
     }
 
     pub fn record(&mut self, r: &EntityRecord) -> Result<(), BufferTooSmall> {
@@ -522,24 +513,19 @@ impl<'b> SnapshotEncoder<'b> {
         self.w.u16(s.kills_to_next)?;
         self.w.u16(s.total_kills)?;
         if let Some(at) = self.count_at {
-            self.w.buf[at..at + 2].copy_from_slice(&self.count.to_le_bytes());
+            self.w.patch_u16(at, self.count)?;
         }
-        Ok(self.w.at)
+        Ok(self.w.position())
     }
 }
 
 /// Overwrite the `seq` of an encoded datagram (the server encodes a room's snapshot once and
 /// stamps each client's own sequence into its copy).
 pub fn patch_seq(datagram: &mut [u8], seq: u32) {
-    if let Some(s) = datagram.get_mut(4..8) {
-        s.copy_from_slice(&seq.to_le_bytes());
-    }
+    wire::patch_u32_at::<Le>(datagram, 4, seq);
 }
 
 /// Overwrite `last_input` of an encoded implementation-dialect snapshot.
 pub fn patch_last_input(datagram: &mut [u8], last_input: u32) {
-    let at = HEADER_LEN + SNAPSHOT_FIXED_LEN;
-    if let Some(s) = datagram.get_mut(at..at + 4) {
-        s.copy_from_slice(&last_input.to_le_bytes());
-    }
+    wire::patch_u32_at::<Le>(datagram, HEADER_LEN + SNAPSHOT_FIXED_LEN, last_input);
 }

@@ -15,10 +15,11 @@
 //!   the bot echoes those, and the server counts the echo (`heartbeat_echo_received`)
 //!   instead of answering it like a client's ping.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use super::codec::{self, Dialect, EntityRecord, GameStats, Message, SnapshotEncoder};
+use crate::protocol::session::{SessionTable, TickClock};
 use crate::protocol::{ConnId, Keys, Server, ServerStats, Transmit, MAX_DATAGRAM};
 
 /// World bounds and player speed of the reference game.
@@ -68,10 +69,8 @@ impl CafeServerConfig {
 
 #[derive(Debug, Clone)]
 struct Client {
-    addr: ConnId,
     player_id: u16,
     seq: u32,
-    last_seen: Instant,
     keys: Keys,
     record: EntityRecord,
     moved: bool,
@@ -103,10 +102,11 @@ pub struct CafeServer {
     epoch: Instant,
     /// The latest time handed in (heartbeat timestamps are taken from it).
     now: Instant,
-    slots: Vec<Option<Client>>,
-    by_addr: HashMap<ConnId, usize>,
+    sessions: SessionTable<Client>,
     tick: u32,
-    next_tick: Instant,
+    clock: TickClock,
+    /// Scratch for the timeout sweep, kept so a tick allocates nothing.
+    expired: Vec<usize>,
     out: VecDeque<Out>,
     rooms: Vec<RoomCache>,
     stats: ServerStats,
@@ -118,12 +118,12 @@ impl CafeServer {
     pub fn new(cfg: CafeServerConfig, now: Instant) -> Self {
         let rate = cfg.tick_rate.max(1);
         Self {
-            next_tick: now + Duration::from_secs(1) / u32::from(rate),
+            clock: TickClock::new(now, Duration::from_secs(1) / u32::from(rate)),
             cfg,
             epoch: now,
             now,
-            slots: Vec::new(),
-            by_addr: HashMap::new(),
+            sessions: SessionTable::new(),
+            expired: Vec::new(),
             tick: 0,
             out: VecDeque::with_capacity(1024),
             rooms: Vec::new(),
@@ -144,7 +144,7 @@ impl CafeServer {
     /// The clients' player entities as the server holds them now, in slot order (player id
     /// = slot + 1; a room is `room_size` consecutive slots).
     pub fn players(&self) -> impl Iterator<Item = (ConnId, &EntityRecord)> + '_ {
-        self.slots.iter().flatten().map(|c| (c.addr, &c.record))
+        self.sessions.iter().map(|(_, s)| (s.conn, &s.state.record))
     }
 
     /// Test hook: the `seq` that clients admitted from now on start at (their Welcome carries
@@ -164,38 +164,30 @@ impl CafeServer {
     }
 
     fn admit(&mut self, now: Instant, from: ConnId) {
-        if let Some(&slot) = self.by_addr.get(&from) {
+        if let Some(slot) = self.sessions.slot_of(from) {
             // Any packet refreshes last_seen (cafe.md), a retried Hello too.
-            if let Some(c) = self.slots.get_mut(slot).and_then(Option::as_mut) {
-                c.last_seen = now;
-            }
+            self.sessions.touch(slot, now);
             self.stats.events.add("hello_repeated", 1);
             self.out.push_back(Out::Welcome(slot));
             return;
         }
-        if self.by_addr.len() >= self.cfg.max_clients {
+        if self.sessions.len() >= self.cfg.max_clients {
             self.stats.refused += 1;
             if self.cfg.dialect.has_disconnect() {
                 self.out.push_back(Out::Refuse(from));
             }
+            // The transport forgets the connection after sending what is queued for it.
+            self.sessions.close(from);
             return;
         }
-        let slot = match self.slots.iter().position(Option::is_none) {
-            Some(s) => s,
-            None => {
-                self.slots.push(None);
-                self.slots.len() - 1
-            }
-        };
+        let slot = self.sessions.next_slot();
         // Player ids start at 1 (0 is "server-owned" in owner_id).
         let player_id = (slot + 1) as u16;
         let spawn_x = (slot % 40) as f32 * (WORLD_W / 40.0) + 20.0;
         let spawn_y = ((slot / 40) % 20) as f32 * (WORLD_H / 20.0) + 20.0;
         let client = Client {
-            addr: from,
             player_id,
             seq: self.first_seq,
-            last_seen: now,
             keys: Keys::default(),
             record: EntityRecord {
                 entity_id: player_id,
@@ -215,31 +207,29 @@ impl CafeServer {
             next_heartbeat: now + self.cfg.heartbeat_interval.unwrap_or_default(),
             heartbeat_token: None,
         };
-        self.slots[slot] = Some(client);
-        self.by_addr.insert(from, slot);
+        let slot = self.sessions.insert(from, now, client);
         self.stats.accepted += 1;
-        self.stats.clients = self.by_addr.len();
+        self.stats.clients = self.sessions.len();
         self.out.push_back(Out::Welcome(slot));
     }
 
     fn remove(&mut self, slot: usize) {
-        if let Some(c) = self.slots.get_mut(slot).and_then(Option::take) {
-            self.by_addr.remove(&c.addr);
-        }
-        self.stats.clients = self.by_addr.len();
+        self.sessions.remove(slot);
+        self.stats.clients = self.sessions.len();
     }
 
     fn step(&mut self, now: Instant) {
         self.tick = self.tick.wrapping_add(1);
         let dt = self.tick_interval().as_secs_f32();
         let timeout = self.cfg.client_timeout;
-        let mut expired = Vec::new();
-        for (slot, c) in self.slots.iter_mut().enumerate() {
-            let Some(c) = c else { continue };
-            if now.saturating_duration_since(c.last_seen) >= timeout {
+        let mut expired = std::mem::take(&mut self.expired);
+        expired.clear();
+        for (slot, s) in self.sessions.iter_mut() {
+            if now.saturating_duration_since(s.last_seen) >= timeout {
                 expired.push(slot);
                 continue;
             }
+            let c = &mut s.state;
             let (ax, ay) = c.keys.axis();
             let (vx, vy) = (ax * PLAYER_SPEED, ay * PLAYER_SPEED);
             let r = &mut c.record;
@@ -252,16 +242,15 @@ impl CafeServer {
             }
             (r.x, r.y, r.vx, r.vy) = (nx, ny, vx, vy);
         }
-        for slot in expired {
+        for &slot in &expired {
             self.stats.timed_out += 1;
             self.remove(slot);
         }
+        self.expired = expired;
         let full_tick = self.tick % self.cfg.full_every.max(1) == 0;
         self.encode_rooms(full_tick);
-        for slot in 0..self.slots.len() {
-            let Some(c) = &mut self.slots[slot] else {
-                continue;
-            };
+        for (slot, s) in self.sessions.iter_mut() {
+            let c = &mut s.state;
             let full = full_tick || c.needs_full;
             c.needs_full = false;
             self.out.push_back(Out::Snapshot { slot, full });
@@ -278,7 +267,7 @@ impl CafeServer {
     /// is a full tick or a member needs its first snapshot. Then clear the moved flags.
     fn encode_rooms(&mut self, full_tick: bool) {
         let size = self.cfg.room_size.max(1);
-        let room_count = self.slots.len().div_ceil(size);
+        let room_count = self.sessions.slot_count().div_ceil(size);
         if self.rooms.len() < room_count {
             self.rooms.resize_with(room_count, RoomCache::default);
         }
@@ -291,8 +280,12 @@ impl CafeServer {
             total_kills: 0,
         };
         for (room, cache) in self.rooms.iter_mut().enumerate().take(room_count) {
-            let members = &self.slots[room * size..((room + 1) * size).min(self.slots.len())];
-            let need_full = full_tick || members.iter().flatten().any(|c| c.needs_full);
+            let members = room * size..(room + 1) * size;
+            let need_full = full_tick
+                || self
+                    .sessions
+                    .range(members.clone())
+                    .any(|(_, s)| s.state.needs_full);
             for full in [false, true] {
                 if full && !need_full {
                     continue;
@@ -311,7 +304,8 @@ impl CafeServer {
                 else {
                     continue;
                 };
-                for c in members.iter().flatten() {
+                for (_, s) in self.sessions.range(members.clone()) {
+                    let c = &s.state;
                     if (full || c.moved) && enc.record(&c.record).is_err() {
                         break;
                     }
@@ -322,8 +316,8 @@ impl CafeServer {
                 }
             }
         }
-        for c in self.slots.iter_mut().flatten() {
-            c.moved = false;
+        for (_, s) in self.sessions.iter_mut() {
+            s.state.moved = false;
         }
     }
 }
@@ -344,16 +338,17 @@ impl Server for CafeServer {
             self.admit(now, from);
             return;
         }
-        let Some(&slot) = self.by_addr.get(&from) else {
+        let Some(slot) = self.sessions.slot_of(from) else {
             self.stats
                 .dropped
                 .add2(msg.msg_type().name(), "unknown_client", 1);
             return;
         };
-        let Some(client) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
+        let Some(session) = self.sessions.get_mut(slot) else {
             return;
         };
-        client.last_seen = now;
+        session.last_seen = now;
+        let client = &mut session.state;
         match msg {
             Message::Input {
                 player_id,
@@ -388,16 +383,12 @@ impl Server for CafeServer {
 
     fn handle_timeout(&mut self, now: Instant) {
         self.now = now;
-        let interval = self.tick_interval();
-        let mut ran = 0;
-        while self.next_tick <= now {
-            if ran == 0 {
-                self.step(now);
-            } else {
-                self.stats.events.add("ticks_skipped", 1);
-            }
-            ran += 1;
-            self.next_tick += interval;
+        let due = self.clock.due(now);
+        if due > 0 {
+            self.step(now);
+        }
+        if due > 1 {
+            self.stats.events.add("ticks_skipped", due - 1);
         }
     }
 
@@ -421,21 +412,23 @@ impl Server for CafeServer {
                         continue;
                     };
                     dst.copy_from_slice(bytes);
-                    let Some(c) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
+                    let Some(s) = self.sessions.get_mut(slot) else {
                         continue;
                     };
+                    let c = &mut s.state;
                     codec::patch_seq(dst, c.seq);
                     if self.cfg.dialect == Dialect::Implementation {
                         codec::patch_last_input(dst, c.last_input_ms);
                     }
                     c.seq = c.seq.wrapping_add(1);
-                    (c.addr, len)
+                    (s.conn, len)
                 }
                 Out::Welcome(slot) | Out::Pong(slot, _) | Out::Heartbeat(slot) => {
                     let tick_rate = self.cfg.tick_rate;
-                    let Some(c) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
+                    let Some(s) = self.sessions.get_mut(slot) else {
                         continue;
                     };
+                    let c = &mut s.state;
                     let msg = match out {
                         Out::Welcome(_) => Message::Welcome {
                             player_id: c.player_id,
@@ -452,7 +445,7 @@ impl Server for CafeServer {
                     };
                     let len = codec::encode(buf, c.seq, &msg).ok()?;
                     c.seq = c.seq.wrapping_add(1);
-                    (c.addr, len)
+                    (s.conn, len)
                 }
             };
             self.stats.datagrams_out += 1;
@@ -462,10 +455,14 @@ impl Server for CafeServer {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        Some(self.next_tick)
+        Some(self.clock.next_deadline())
     }
 
     fn stats(&self) -> &ServerStats {
         &self.stats
+    }
+
+    fn poll_close(&mut self) -> Option<ConnId> {
+        self.sessions.poll_close()
     }
 }

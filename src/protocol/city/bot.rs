@@ -45,6 +45,7 @@ use super::{step, CityOptions, Dialect};
 use crate::metrics::Recorder;
 use crate::protocol::input_grid::InputGrid;
 use crate::protocol::seqwindow::{SeqOutcome, SeqWindow};
+use crate::protocol::timers::{earliest, Handshake, Periodic, Silence};
 use crate::protocol::{Bot, BotParams, BotPhase, PatternState, Transmit};
 
 /// city.md's input buffer size.
@@ -314,9 +315,10 @@ pub struct CityBot {
     seq_out: u16,
 
     started_at: Option<Instant>,
-    handshake_deadline: Option<Instant>,
+    /// ENet delivers the hello or drops the session: a deadline, no resends.
+    handshake: Handshake,
     hello_at: Option<Instant>,
-    last_heard: Option<Instant>,
+    silence: Silence,
     session_id: u32,
     player_entity: u32,
 
@@ -350,8 +352,8 @@ pub struct CityBot {
 
     // Ping, chat.
     ping_sent: Option<Instant>,
-    next_ping: Option<Instant>,
-    next_chat: Option<Instant>,
+    ping_timer: Periodic,
+    chat_timer: Periodic,
     chat_seq: u32,
     chat_sent: VecDeque<(u32, Instant)>,
 
@@ -363,6 +365,9 @@ impl CityBot {
         let grid = InputGrid::new(Some(Self::input_period(&params)));
         let rng = ChaCha8Rng::seed_from_u64(params.seed);
         let name = format!("{}-{}", opts.name_prefix, params.index);
+        let silence = Silence::new(params.server_silence_timeout);
+        let ping_timer = Periodic::new(params.ping_interval);
+        let chat_timer = Periodic::new(Duration::from_secs_f64(60.0 / opts.chat_rate.max(1e-6)));
         Self {
             params,
             opts,
@@ -374,9 +379,9 @@ impl CityBot {
             out: VecDeque::with_capacity(16),
             seq_out: 0,
             started_at: None,
-            handshake_deadline: None,
+            handshake: Handshake::new(),
             hello_at: None,
-            last_heard: None,
+            silence,
             session_id: 0,
             player_entity: 0,
             manifest_seen: false,
@@ -399,8 +404,8 @@ impl CityBot {
             newest_input_ack: None,
             acks: VecDeque::with_capacity(128),
             ping_sent: None,
-            next_ping: None,
-            next_chat: None,
+            ping_timer,
+            chat_timer,
             chat_seq: 0,
             chat_sent: VecDeque::with_capacity(CHAT_REMEMBERED),
             corrections: 0,
@@ -556,7 +561,8 @@ impl CityBot {
         self.session_id = session_id;
         self.player_entity = entity;
         self.hello_at = Some(now);
-        self.handshake_deadline = None;
+        self.silence.arm(now);
+        self.handshake.end();
         if let Some(s) = self.started_at {
             rec.record_handshake(now.saturating_duration_since(s).as_micros() as u64);
         }
@@ -564,7 +570,7 @@ impl CityBot {
             Dialect::Spec => Stage::Content,
             Dialect::Implementation => Stage::AwaitWorld,
         };
-        self.next_ping = Some(now + self.params.phase_offset);
+        self.ping_timer.start_at(now + self.params.phase_offset);
     }
 
     fn on_disconnect(&mut self, reason: DisconnectReason, rec: &mut Recorder) {
@@ -755,7 +761,7 @@ impl CityBot {
         if self.opts.chat_rate > 0.0 {
             let period = Duration::from_secs_f64(60.0 / self.opts.chat_rate);
             let offset = period.mul_f64(self.rng.random::<f64>());
-            self.next_chat = Some(now + offset);
+            self.chat_timer.start_at(now + offset);
         }
     }
 
@@ -984,25 +990,20 @@ impl CityBot {
     }
 
     fn send_ping_if_due(&mut self, now: Instant, rec: &mut Recorder) {
-        let Some(at) = self.next_ping.filter(|&at| at <= now) else {
+        if !self.ping_timer.fire(now) {
             return;
-        };
+        }
         if self.ping_sent.is_some() {
             rec.event("ping_lost");
         }
         self.ping_sent = Some(now);
         self.out.push_back(Out::Ping);
-        let mut next = at + self.params.ping_interval;
-        if next <= now {
-            next = now + self.params.ping_interval;
-        }
-        self.next_ping = Some(next);
     }
 
     fn send_chat_if_due(&mut self, now: Instant) {
-        let Some(at) = self.next_chat.filter(|&at| at <= now) else {
+        if !self.chat_timer.fire(now) {
             return;
-        };
+        }
         let k = self.chat_seq;
         self.chat_seq = self.chat_seq.wrapping_add(1);
         self.out.push_back(Out::Chat(k));
@@ -1010,18 +1011,6 @@ impl CityBot {
             self.chat_sent.pop_front();
         }
         self.chat_sent.push_back((k, now));
-        let period = Duration::from_secs_f64(60.0 / self.opts.chat_rate.max(1e-6));
-        let mut next = at + period;
-        if next <= now {
-            next = now + period;
-        }
-        self.next_chat = Some(next);
-    }
-
-    fn silence_deadline(&self) -> Option<Instant> {
-        self.last_heard
-            .or(self.hello_at)
-            .map(|t| t + self.params.server_silence_timeout)
     }
 
     fn encode_out(
@@ -1090,7 +1079,8 @@ impl Bot for CityBot {
         self.phase = BotPhase::Connecting;
         self.stage = Stage::Hello;
         self.started_at = Some(now);
-        self.handshake_deadline = Some(now + self.params.handshake_timeout);
+        self.handshake
+            .begin(now, None, self.params.handshake_timeout);
         // The reliable channel delivers it or ENet drops the session: no resends.
         self.out.push_back(Out::Hello);
     }
@@ -1101,7 +1091,7 @@ impl Bot for CityBot {
             rec.event("datagram_outside_session");
             return;
         }
-        self.last_heard = Some(now);
+        self.silence.heard(now);
         let dialect = self.dialect();
         for raw in codec::messages(data) {
             let raw = match raw {
@@ -1125,13 +1115,13 @@ impl Bot for CityBot {
     fn handle_timeout(&mut self, now: Instant, rec: &mut Recorder) {
         match self.phase {
             BotPhase::Connecting => {
-                if self.handshake_deadline.is_some_and(|d| now >= d) {
+                if self.handshake.timed_out(now) {
                     rec.connect_failures.add("timeout", 1);
                     self.close(BotPhase::Failed);
                 }
             }
             BotPhase::Connected => {
-                if self.silence_deadline().is_some_and(|d| now >= d) {
+                if self.silence.expired(now) {
                     rec.event("server_silence_timeout");
                     self.close(BotPhase::Closed);
                     self.out
@@ -1201,15 +1191,12 @@ impl Bot for CityBot {
 
     fn poll_timeout(&self) -> Option<Instant> {
         match self.phase {
-            BotPhase::Connecting => self.handshake_deadline,
+            BotPhase::Connecting => self.handshake.next_deadline(),
             BotPhase::Connected => {
                 let playing = self.stage == Stage::Playing;
                 let input = playing.then(|| self.grid.next_due()).flatten();
-                let chat = playing.then_some(self.next_chat).flatten();
-                [self.silence_deadline(), self.next_ping, input, chat]
-                    .into_iter()
-                    .flatten()
-                    .min()
+                let chat = playing.then(|| self.chat_timer.next()).flatten();
+                earliest([self.silence.deadline(), self.ping_timer.next(), input, chat])
             }
             BotPhase::Idle | BotPhase::Failed | BotPhase::Closed => None,
         }

@@ -84,6 +84,8 @@
 
 use thiserror::Error;
 
+use crate::protocol::wire::{self, Be, WireError};
+
 pub const PROTOCOL_VERSION: u32 = 1;
 pub const HEADER_LEN: usize = 5;
 /// Largest ENet packet payload City writes (the spec's `MAX_PACKET_SIZE`, "safe MTU").
@@ -432,7 +434,7 @@ impl<'a> ContentRequest<'a> {
     pub fn ids(&self) -> impl Iterator<Item = u64> + 'a {
         self.ids
             .chunks_exact(8)
-            .map(|c| u64::from_be_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+            .map(|c| Reader::new(c).u64().unwrap_or(0))
     }
 }
 
@@ -512,8 +514,8 @@ impl<'a> DeltaState<'a> {
             let mut r = Reader::new(c);
             EntityUpdate {
                 net_entity_id: r.u32().unwrap_or(0),
-                position: r.vec2f().unwrap_or_default(),
-                velocity: r.vec2f().unwrap_or_default(),
+                position: read_vec2f(&mut r).unwrap_or_default(),
+                velocity: read_vec2f(&mut r).unwrap_or_default(),
                 has_player: impl_dialect.then(|| r.u8().unwrap_or(0) == 1),
             }
         })
@@ -608,128 +610,25 @@ impl Message<'_> {
 // ---------------------------------------------------------------------------------------------
 // Reading
 
-/// Bounds-checked big-endian reader. Errors are reason names.
-struct Reader<'a> {
-    buf: &'a [u8],
-    at: usize,
-}
+/// City is big-endian throughout (floats too).
+type Reader<'a> = wire::Reader<'a, Be>;
 
+/// Inner decode results carry the bare reason name; wire errors convert to theirs
+/// (`truncated`, `varint_overlong`, `length_overrun`, `bad_utf8`, ...) through `?`.
 type RResult<T> = Result<T, &'static str>;
 
-impl<'a> Reader<'a> {
-    fn new(buf: &'a [u8]) -> Self {
-        Self { buf, at: 0 }
-    }
+fn read_vec2f(r: &mut Reader<'_>) -> Result<Vec2f, WireError> {
+    Ok(Vec2f {
+        x: r.f32()?,
+        y: r.f32()?,
+    })
+}
 
-    fn is_empty(&self) -> bool {
-        self.at >= self.buf.len()
-    }
-
-    fn remaining(&self) -> usize {
-        self.buf.len().saturating_sub(self.at)
-    }
-
-    fn take(&mut self, n: usize) -> RResult<&'a [u8]> {
-        let end = self.at.checked_add(n).ok_or("truncated")?;
-        let s = self.buf.get(self.at..end).ok_or("truncated")?;
-        self.at = end;
-        Ok(s)
-    }
-
-    fn array<const N: usize>(&mut self) -> RResult<[u8; N]> {
-        let mut out = [0u8; N];
-        out.copy_from_slice(self.take(N)?);
-        Ok(out)
-    }
-
-    fn u8(&mut self) -> RResult<u8> {
-        Ok(self.array::<1>()?[0])
-    }
-
-    fn i8(&mut self) -> RResult<i8> {
-        Ok(self.u8()? as i8)
-    }
-
-    fn u16(&mut self) -> RResult<u16> {
-        Ok(u16::from_be_bytes(self.array()?))
-    }
-
-    fn u32(&mut self) -> RResult<u32> {
-        Ok(u32::from_be_bytes(self.array()?))
-    }
-
-    fn i32(&mut self) -> RResult<i32> {
-        Ok(i32::from_be_bytes(self.array()?))
-    }
-
-    fn u64(&mut self) -> RResult<u64> {
-        Ok(u64::from_be_bytes(self.array()?))
-    }
-
-    fn f32(&mut self) -> RResult<f32> {
-        Ok(f32::from_bits(self.u32()?))
-    }
-
-    fn vec2f(&mut self) -> RResult<Vec2f> {
-        Ok(Vec2f {
-            x: self.f32()?,
-            y: self.f32()?,
-        })
-    }
-
-    fn vec2i(&mut self) -> RResult<Vec2i> {
-        Ok(Vec2i {
-            x: self.i32()?,
-            y: self.i32()?,
-        })
-    }
-
-    /// LEB128, at most 10 bytes.
-    fn varint(&mut self) -> RResult<u64> {
-        let mut v: u64 = 0;
-        for i in 0..10 {
-            let b = self.u8()?;
-            if i == 9 {
-                if b & 0x80 != 0 {
-                    return Err("varint_overlong");
-                }
-                if b > 1 {
-                    return Err("varint_overflow");
-                }
-            }
-            v |= u64::from(b & 0x7f) << (7 * i);
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err("varint_overlong")
-    }
-
-    fn bytes(&mut self) -> RResult<&'a [u8]> {
-        let n = self.varint()?;
-        if n > self.remaining() as u64 {
-            return Err("length_overrun");
-        }
-        self.take(n as usize)
-    }
-
-    fn string(&mut self) -> RResult<&'a str> {
-        std::str::from_utf8(self.bytes()?).map_err(|_| "bad_utf8")
-    }
-
-    fn rest(&mut self) -> &'a [u8] {
-        let s = self.buf.get(self.at..).unwrap_or(&[]);
-        self.at = self.buf.len();
-        s
-    }
-
-    fn finish(&self) -> RResult<()> {
-        if self.is_empty() {
-            Ok(())
-        } else {
-            Err("trailing_bytes")
-        }
-    }
+fn read_vec2i(r: &mut Reader<'_>) -> Result<Vec2i, WireError> {
+    Ok(Vec2i {
+        x: r.i32()?,
+        y: r.i32()?,
+    })
 }
 
 fn read_asset<'a>(r: &mut Reader<'a>) -> RResult<AssetEntry<'a>> {
@@ -751,10 +650,10 @@ fn read_entity<'a>(r: &mut Reader<'a>) -> RResult<EntityData<'a>> {
     let has = |b: u8| flags & b != 0;
     let mut c = Components::default();
     if has(COMP_TRANSFORM) {
-        c.position = Some(r.vec2f()?);
+        c.position = Some(read_vec2f(r)?);
     }
     if has(COMP_VELOCITY) {
-        c.velocity = Some(r.vec2f()?);
+        c.velocity = Some(read_vec2f(r)?);
     }
     if has(COMP_MOVEMENT) {
         c.speed = Some(r.f32()?);
@@ -783,7 +682,7 @@ fn read_tilemap<'a>(r: &mut Reader<'a>) -> RResult<TileMap<'a>> {
     if (width == 0) != (height == 0) {
         return Err("bad_dimensions");
     }
-    let start = r.at;
+    let start = r.position();
     for row in 0..height {
         let runs = r.varint()?;
         if runs == 0 {
@@ -815,7 +714,7 @@ fn read_tilemap<'a>(r: &mut Reader<'a>) -> RResult<TileMap<'a>> {
     Ok(TileMap {
         width,
         height,
-        rows: &r.buf[start..r.at],
+        rows: r.since(start),
     })
 }
 
@@ -856,15 +755,16 @@ impl<'a> Iterator for Messages<'a> {
             self.rest = &[];
             return fail("truncated");
         }
-        let h = self.rest;
-        let type_byte = h[0];
-        let seq = u16::from_be_bytes([h[1], h[2]]);
-        let len = usize::from(u16::from_be_bytes([h[3], h[4]]));
-        let Some(payload) = h.get(HEADER_LEN..HEADER_LEN + len) else {
+        let mut r = Reader::new(self.rest);
+        let (Ok(type_byte), Ok(seq), Ok(len)) = (r.u8(), r.u16(), r.u16()) else {
+            self.rest = &[];
+            return fail("truncated");
+        };
+        let Ok(payload) = r.take(usize::from(len)) else {
             self.rest = &[];
             return fail("length_overrun");
         };
-        self.rest = &h[HEADER_LEN + len..];
+        self.rest = r.rest();
         Some(Ok(RawMessage {
             type_byte,
             seq,
@@ -892,7 +792,7 @@ pub fn decode_body(
     let mut r = Reader::new(payload);
     decode_inner(ty, &mut r, dialect)
         .and_then(|m| {
-            r.finish()?;
+            r.expect_end()?;
             Ok(m)
         })
         .map_err(|reason| DecodeError {
@@ -933,7 +833,7 @@ fn decode_inner<'a>(ty: MsgType, r: &mut Reader<'a>, dialect: Dialect) -> RResul
             let server_name = r.string()?;
             let version = r.u32()?;
             let total_size = r.u64()?;
-            let start = r.at;
+            let start = r.position();
             while !r.is_empty() {
                 read_asset(r)?;
             }
@@ -942,14 +842,14 @@ fn decode_inner<'a>(ty: MsgType, r: &mut Reader<'a>, dialect: Dialect) -> RResul
                 server_name,
                 version,
                 total_size,
-                assets: &r.buf[start..],
+                assets: r.since(start),
             })
         }
         MsgType::ContentChunk => {
             let resource_id = r.u64()?;
             let chunk_index = r.u32()?;
             let total_chunks = r.u32()?;
-            let data = r.bytes()?;
+            let data = r.len_prefixed()?;
             if chunk_index >= total_chunks {
                 return Err("chunk_index_out_of_range");
             }
@@ -964,14 +864,14 @@ fn decode_inner<'a>(ty: MsgType, r: &mut Reader<'a>, dialect: Dialect) -> RResul
         MsgType::FullState => {
             let tick = r.u32()?;
             let tilemap = read_tilemap(r)?;
-            let start = r.at;
+            let start = r.position();
             while !r.is_empty() {
                 read_entity(r)?;
             }
             Message::FullState(FullState {
                 tick,
                 tilemap,
-                entities: &r.buf[start..],
+                entities: r.since(start),
             })
         }
         MsgType::DeltaState => {
@@ -1021,7 +921,7 @@ fn decode_inner<'a>(ty: MsgType, r: &mut Reader<'a>, dialect: Dialect) -> RResul
                 move_x: r.i8()?,
                 move_y: r.i8()?,
                 buttons: r.u8()?,
-                target_tile: r.vec2i()?,
+                target_tile: read_vec2i(r)?,
             };
             if !(-1..=1).contains(&input.move_x) || !(-1..=1).contains(&input.move_y) {
                 return Err("bad_axis");
@@ -1064,118 +964,70 @@ pub fn decode_all(packet: &[u8], dialect: Dialect) -> Result<Vec<(u16, Message<'
 // ---------------------------------------------------------------------------------------------
 // Writing
 
-/// Big-endian writer over a caller's buffer.
-struct Writer<'b> {
-    buf: &'b mut [u8],
-    at: usize,
-}
+type Writer<'b> = wire::Writer<'b, Be>;
 
 type WResult<T = ()> = Result<T, BufferTooSmall>;
 
-impl<'b> Writer<'b> {
-    fn new(buf: &'b mut [u8]) -> Self {
-        Self { buf, at: 0 }
+impl From<WireError> for BufferTooSmall {
+    fn from(_: WireError) -> Self {
+        BufferTooSmall
     }
+}
 
-    fn bytes_raw(&mut self, b: &[u8]) -> WResult {
-        let end = self.at + b.len();
-        self.buf
-            .get_mut(self.at..end)
-            .ok_or(BufferTooSmall)?
-            .copy_from_slice(b);
-        self.at = end;
-        Ok(())
-    }
+fn write_vec2f(w: &mut Writer<'_>, v: Vec2f) -> WResult {
+    w.f32(v.x)?;
+    Ok(w.f32(v.y)?)
+}
 
-    fn u8(&mut self, v: u8) -> WResult {
-        self.bytes_raw(&[v])
-    }
-    fn u16(&mut self, v: u16) -> WResult {
-        self.bytes_raw(&v.to_be_bytes())
-    }
-    fn u32(&mut self, v: u32) -> WResult {
-        self.bytes_raw(&v.to_be_bytes())
-    }
-    fn i32(&mut self, v: i32) -> WResult {
-        self.bytes_raw(&v.to_be_bytes())
-    }
-    fn u64(&mut self, v: u64) -> WResult {
-        self.bytes_raw(&v.to_be_bytes())
-    }
-    fn f32(&mut self, v: f32) -> WResult {
-        self.u32(v.to_bits())
-    }
-    fn vec2f(&mut self, v: Vec2f) -> WResult {
-        self.f32(v.x)?;
-        self.f32(v.y)
-    }
-    fn varint(&mut self, mut v: u64) -> WResult {
-        loop {
-            let b = (v & 0x7f) as u8;
-            v >>= 7;
-            if v == 0 {
-                return self.u8(b);
-            }
-            self.u8(b | 0x80)?;
-        }
-    }
-    fn bytes(&mut self, b: &[u8]) -> WResult {
-        self.varint(b.len() as u64)?;
-        self.bytes_raw(b)
-    }
-    fn string(&mut self, s: &str) -> WResult {
-        self.bytes(s.as_bytes())
-    }
+/// Header with a zero length; [`end`] patches it. Returns where the message starts.
+fn begin(w: &mut Writer<'_>, ty: MsgType, seq: u16) -> WResult<usize> {
+    let start = w.position();
+    w.u8(ty as u8)?;
+    w.u16(seq)?;
+    w.u16(0)?;
+    Ok(start)
+}
 
-    /// Header with a zero length; [`Writer::end`] patches it.
-    fn begin(&mut self, ty: MsgType, seq: u16) -> WResult<usize> {
-        let start = self.at;
-        self.u8(ty as u8)?;
-        self.u16(seq)?;
-        self.u16(0)?;
-        Ok(start)
-    }
+/// Patch the length of the message begun at `start`; returns the bytes written in all.
+fn end(w: &mut Writer<'_>, start: usize) -> WResult<usize> {
+    let len = w.position() - start - HEADER_LEN;
+    let len16 = u16::try_from(len).map_err(|_| BufferTooSmall)?;
+    w.patch_u16(start + 3, len16)?;
+    Ok(w.position())
+}
 
-    fn end(&mut self, start: usize) -> WResult<usize> {
-        let len = self.at - start - HEADER_LEN;
-        let len16 = u16::try_from(len).map_err(|_| BufferTooSmall)?;
-        self.buf[start + 3..start + 5].copy_from_slice(&len16.to_be_bytes());
-        Ok(self.at)
+fn write_entity(w: &mut Writer<'_>, e: &EntityData<'_>) -> WResult {
+    let c = &e.components;
+    w.u32(e.net_entity_id)?;
+    w.u8(c.flags())?;
+    if let Some(p) = c.position {
+        write_vec2f(w, p)?;
     }
+    if let Some(v) = c.velocity {
+        write_vec2f(w, v)?;
+    }
+    if let Some(s) = c.speed {
+        w.f32(s)?;
+    }
+    if let Some(n) = c.name {
+        w.string(n)?;
+    }
+    if let Some(s) = c.sprite {
+        w.u16(s)?;
+    }
+    if let Some(h) = c.health {
+        w.u16(h.hp)?;
+        w.u16(h.hp_max)?;
+    }
+    Ok(())
+}
 
-    fn entity(&mut self, e: &EntityData<'_>) -> WResult {
-        let c = &e.components;
-        self.u32(e.net_entity_id)?;
-        self.u8(c.flags())?;
-        if let Some(p) = c.position {
-            self.vec2f(p)?;
-        }
-        if let Some(v) = c.velocity {
-            self.vec2f(v)?;
-        }
-        if let Some(s) = c.speed {
-            self.f32(s)?;
-        }
-        if let Some(n) = c.name {
-            self.string(n)?;
-        }
-        if let Some(s) = c.sprite {
-            self.u16(s)?;
-        }
-        if let Some(h) = c.health {
-            self.u16(h.hp)?;
-            self.u16(h.hp_max)?;
-        }
-        Ok(())
-    }
-
-    fn asset(&mut self, a: &AssetEntry<'_>) -> WResult {
-        self.u64(a.resource_id)?;
-        self.u8(a.asset_type)?;
-        self.string(a.path)?;
-        self.u64(a.size)?;
-        self.u64(a.checksum)
-    }
+fn write_asset(w: &mut Writer<'_>, a: &AssetEntry<'_>) -> WResult {
+    w.u64(a.resource_id)?;
+    w.u8(a.asset_type)?;
+    w.string(a.path)?;
+    w.u64(a.size)?;
+    Ok(w.u64(a.checksum)?)
 }
 
 /// Encode one message (header and payload) at the start of `buf`; returns its length.
@@ -1185,7 +1037,7 @@ impl<'b> Writer<'b> {
 /// [`encode_full_state`] and [`encode_delta_state`].
 pub fn encode(buf: &mut [u8], seq: u16, msg: &Message<'_>) -> WResult<usize> {
     let mut w = Writer::new(buf);
-    let start = w.begin(msg.msg_type(), seq)?;
+    let start = begin(&mut w, msg.msg_type(), seq)?;
     match msg {
         Message::ClientHello {
             protocol_version,
@@ -1216,14 +1068,14 @@ pub fn encode(buf: &mut [u8], seq: u16, msg: &Message<'_>) -> WResult<usize> {
         Message::Ping | Message::Pong | Message::ContentComplete => {}
         Message::ContentRequest(c) => {
             w.u32(c.count() as u32)?;
-            w.bytes_raw(&c.ids[..c.count() * 8])?;
+            w.bytes(&c.ids[..c.count() * 8])?;
         }
         Message::ContentManifest(m) => {
             w.string(m.server_id)?;
             w.string(m.server_name)?;
             w.u32(m.version)?;
             w.u64(m.total_size)?;
-            w.bytes_raw(m.assets)?;
+            w.bytes(m.assets)?;
         }
         Message::ContentChunk {
             resource_id,
@@ -1234,14 +1086,14 @@ pub fn encode(buf: &mut [u8], seq: u16, msg: &Message<'_>) -> WResult<usize> {
             w.u64(*resource_id)?;
             w.u32(*chunk_index)?;
             w.u32(*total_chunks)?;
-            w.bytes(data)?;
+            w.len_prefixed(data)?;
         }
         Message::FullState(f) => {
             w.u32(f.tick)?;
             w.u16(f.tilemap.width)?;
             w.u16(f.tilemap.height)?;
-            w.bytes_raw(f.tilemap.rows)?;
-            w.bytes_raw(f.entities)?;
+            w.bytes(f.tilemap.rows)?;
+            w.bytes(f.entities)?;
         }
         Message::DeltaState(d) => {
             w.u32(d.tick)?;
@@ -1249,9 +1101,9 @@ pub fn encode(buf: &mut [u8], seq: u16, msg: &Message<'_>) -> WResult<usize> {
                 Some(a) => w.u32(a)?,
                 None => w.u32(d.len() as u32)?,
             }
-            w.bytes_raw(d.records)?;
+            w.bytes(d.records)?;
         }
-        Message::EntitySpawn(e) => w.entity(e)?,
+        Message::EntitySpawn(e) => write_entity(&mut w, e)?,
         Message::EntityDespawn { net_entity_id } => w.u32(*net_entity_id)?,
         Message::PlayerInput(i) => {
             w.u32(i.tick)?;
@@ -1283,20 +1135,20 @@ pub fn encode(buf: &mut [u8], seq: u16, msg: &Message<'_>) -> WResult<usize> {
             w.string(target)?;
             w.string(content)?;
         }
-        Message::Opaque { payload, .. } => w.bytes_raw(payload)?,
+        Message::Opaque { payload, .. } => w.bytes(payload)?,
     }
-    w.end(start)
+    end(&mut w, start)
 }
 
 /// ContentRequest for `ids`.
 pub fn encode_content_request(buf: &mut [u8], seq: u16, ids: &[u64]) -> WResult<usize> {
     let mut w = Writer::new(buf);
-    let start = w.begin(MsgType::ContentRequest, seq)?;
+    let start = begin(&mut w, MsgType::ContentRequest, seq)?;
     w.u32(u32::try_from(ids.len()).map_err(|_| BufferTooSmall)?)?;
     for &id in ids {
         w.u64(id)?;
     }
-    w.end(start)
+    end(&mut w, start)
 }
 
 /// ContentManifest with `assets`.
@@ -1311,15 +1163,15 @@ pub fn encode_content_manifest(
     assets: &[AssetEntry<'_>],
 ) -> WResult<usize> {
     let mut w = Writer::new(buf);
-    let start = w.begin(MsgType::ContentManifest, seq)?;
+    let start = begin(&mut w, MsgType::ContentManifest, seq)?;
     w.string(server_id)?;
     w.string(server_name)?;
     w.u32(version)?;
     w.u64(total_size)?;
     for a in assets {
-        w.asset(a)?;
+        write_asset(&mut w, a)?;
     }
-    w.end(start)
+    end(&mut w, start)
 }
 
 /// The TileMap encoding of `tiles` (row-major, `width × height`). See the module docs.
@@ -1362,19 +1214,19 @@ pub fn encode_full_state(
 ) -> WResult<(usize, usize)> {
     let limit = buf.len().min(HEADER_LEN + usize::from(u16::MAX));
     let mut w = Writer::new(&mut buf[..limit]);
-    let start = w.begin(MsgType::FullState, seq)?;
+    let start = begin(&mut w, MsgType::FullState, seq)?;
     w.u32(tick)?;
     write_tilemap(&mut w, width, height, tiles)?;
     let mut n = 0;
     for e in entities {
-        let before = w.at;
-        if w.entity(e).is_err() {
-            w.at = before;
+        let before = w.position();
+        if write_entity(&mut w, e).is_err() {
+            w.rewind(before);
             break;
         }
         n += 1;
     }
-    Ok((w.end(start)?, n))
+    Ok((end(&mut w, start)?, n))
 }
 
 /// DeltaState: `tick`, then (spec dialect) `last_acked_input` or (implementation dialect) the
@@ -1390,54 +1242,53 @@ pub fn encode_delta_state(
 ) -> WResult<(usize, usize)> {
     let limit = buf.len().min(HEADER_LEN + usize::from(u16::MAX));
     let mut w = Writer::new(&mut buf[..limit]);
-    let start = w.begin(MsgType::DeltaState, seq)?;
+    let start = begin(&mut w, MsgType::DeltaState, seq)?;
     w.u32(tick)?;
-    let count_at = w.at;
+    let count_at = w.position();
     w.u32(last_acked_input)?;
     let rec_len = match dialect {
         Dialect::Spec => DELTA_RECORD_LEN,
         Dialect::Implementation => DELTA_RECORD_LEN_IMPL,
     };
-    let room = (w.buf.len() - w.at) / rec_len;
+    let room = w.remaining() / rec_len;
     let n = updates.len().min(room);
     for u in &updates[..n] {
         w.u32(u.net_entity_id)?;
-        w.vec2f(u.position)?;
-        w.vec2f(u.velocity)?;
+        write_vec2f(&mut w, u.position)?;
+        write_vec2f(&mut w, u.velocity)?;
         if dialect == Dialect::Implementation {
             w.u8(u8::from(u.has_player.unwrap_or(false)))?;
         }
     }
     if dialect == Dialect::Implementation {
-        w.buf[count_at..count_at + 4].copy_from_slice(&(n as u32).to_be_bytes());
+        w.patch_u32(count_at, n as u32)?;
     }
-    Ok((w.end(start)?, n))
+    Ok((end(&mut w, start)?, n))
 }
 
 /// Encode a payload under a header verbatim (tests, unknown types).
 pub fn encode_raw(buf: &mut [u8], type_byte: u8, seq: u16, payload: &[u8]) -> WResult<usize> {
     let len = u16::try_from(payload.len()).map_err(|_| BufferTooSmall)?;
-    let total = HEADER_LEN + payload.len();
-    let dst = buf.get_mut(..total).ok_or(BufferTooSmall)?;
-    dst[0] = type_byte;
-    dst[1..3].copy_from_slice(&seq.to_be_bytes());
-    dst[3..5].copy_from_slice(&len.to_be_bytes());
-    dst[5..].copy_from_slice(payload);
-    Ok(total)
+    let mut w = Writer::new(buf);
+    w.u8(type_byte)?;
+    w.u16(seq)?;
+    w.u16(len)?;
+    w.bytes(payload)?;
+    Ok(w.position())
 }
 
 /// Encode `v` as LEB128 into `buf`; returns the bytes written.
 pub fn encode_varint(buf: &mut [u8], v: u64) -> WResult<usize> {
     let mut w = Writer::new(buf);
     w.varint(v)?;
-    Ok(w.at)
+    Ok(w.position())
 }
 
 /// Decode a LEB128 varint at the start of `buf`: `(value, bytes read)`.
 pub fn decode_varint(buf: &[u8]) -> Result<(u64, usize), &'static str> {
     let mut r = Reader::new(buf);
     let v = r.varint()?;
-    Ok((v, r.at))
+    Ok((v, r.position()))
 }
 
 /// FNV-1a 64, the asset checksum. Streaming: a bot checks chunks as they arrive without

@@ -50,7 +50,7 @@
 //! - Ticks run on a fixed 60 Hz schedule; a late wake-up runs at most 4 ticks to catch up and
 //!   skips the rest (counted), so tick numbers stay consecutive.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use rand::{RngCore, SeedableRng};
@@ -62,6 +62,7 @@ use super::codec::{
     MAX_PACKET_SIZE, MAX_UNRELIABLE_PACKET, TICK_RATE,
 };
 use super::{step, Dialect, MAX_PLAYERS};
+use crate::protocol::session::SessionTable;
 use crate::protocol::{ConnId, Server, ServerStats, Transmit};
 
 /// Tile ids of the reference map.
@@ -212,7 +213,6 @@ struct Session {
     session_id: u32,
     entity: Option<u32>,
     name: String,
-    last_seen: Instant,
     inputs: VecDeque<PlayerInput>,
     last_queued: Option<u32>,
     last_applied: u32,
@@ -295,8 +295,9 @@ pub struct CityServer {
     tick: u32,
     /// Tick slot k is due at `epoch + k / TICK_RATE` s.
     next_slot: u64,
-    sessions: Vec<Option<Session>>,
-    by_addr: HashMap<ConnId, usize>,
+    sessions: SessionTable<Session>,
+    /// Scratch for the timeout sweep.
+    expired: Vec<usize>,
     entities: BTreeMap<u32, Entity>,
     next_entity: u32,
     next_session: u32,
@@ -322,8 +323,8 @@ impl CityServer {
             epoch: now,
             tick: 0,
             next_slot: 1,
-            sessions: Vec::new(),
-            by_addr: HashMap::new(),
+            sessions: SessionTable::new(),
+            expired: Vec::new(),
             entities: BTreeMap::new(),
             next_entity: 1,
             next_session: (cfg.seed as u32) | 1,
@@ -364,10 +365,7 @@ impl CityServer {
     }
 
     fn session(&self, peer: ConnId) -> Option<&Session> {
-        self.by_addr
-            .get(&peer)
-            .and_then(|&i| self.sessions.get(i))
-            .and_then(Option::as_ref)
+        self.sessions.by_conn(peer).map(|s| &s.state)
     }
 
     /// The entity of the player connected from `peer`.
@@ -463,56 +461,50 @@ impl CityServer {
     }
 
     fn session_slot(&mut self, now: Instant, addr: ConnId) -> usize {
-        if let Some(&i) = self.by_addr.get(&addr) {
+        if let Some(i) = self.sessions.slot_of(addr) {
             return i;
         }
-        let slot = match self.sessions.iter().position(Option::is_none) {
-            Some(s) => s,
-            None => {
-                self.sessions.push(None);
-                self.sessions.len() - 1
-            }
-        };
-        self.sessions[slot] = Some(Session {
+        let slot = self.sessions.insert(
             addr,
-            stage: Stage::AwaitHello,
-            seq: 0,
-            session_id: 0,
-            entity: None,
-            name: String::new(),
-            last_seen: now,
-            inputs: VecDeque::new(),
-            last_queued: None,
-            last_applied: 0,
-            idle_ticks: 0,
-            rate_window: now,
-            inputs_in_window: 0,
-            chat_window: now,
-            chats_in_window: 0,
-            requested: false,
-            downloads: VecDeque::new(),
-            visible: HashSet::new(),
-            rel: Vec::with_capacity(MAX_PACKET_SIZE),
-            unrel: Vec::with_capacity(MAX_PACKET_SIZE),
-        });
-        self.by_addr.insert(addr, slot);
-        self.stats.clients = self.by_addr.len();
+            now,
+            Session {
+                addr,
+                stage: Stage::AwaitHello,
+                seq: 0,
+                session_id: 0,
+                entity: None,
+                name: String::new(),
+                inputs: VecDeque::new(),
+                last_queued: None,
+                last_applied: 0,
+                idle_ticks: 0,
+                rate_window: now,
+                inputs_in_window: 0,
+                chat_window: now,
+                chats_in_window: 0,
+                requested: false,
+                downloads: VecDeque::new(),
+                visible: HashSet::new(),
+                rel: Vec::with_capacity(MAX_PACKET_SIZE),
+                unrel: Vec::with_capacity(MAX_PACKET_SIZE),
+            },
+        );
+        self.stats.clients = self.sessions.len();
         slot
     }
 
     /// Forget a session and its player; despawn the player for everyone who saw it.
     fn remove(&mut self, slot: usize) {
-        let Some(mut s) = self.sessions.get_mut(slot).and_then(Option::take) else {
+        let Some(mut s) = self.sessions.remove(slot).map(|s| s.state) else {
             return;
         };
         self.outbox.flush_session(&mut s);
-        self.by_addr.remove(&s.addr);
-        self.stats.clients = self.by_addr.len();
+        self.stats.clients = self.sessions.len();
         if let Some(id) = s.entity {
             self.players -= 1;
             self.entities.remove(&id);
             let ob = &mut self.outbox;
-            for o in self.sessions.iter_mut().flatten() {
+            for o in self.sessions.states_mut() {
                 if o.visible.remove(&id) {
                     push_msg(o, ob, &Message::EntityDespawn { net_entity_id: id });
                 }
@@ -524,7 +516,7 @@ impl CityServer {
         self.stats.refused += 1;
         self.stats.events.add2("refused", reason.name(), 1);
         let ob = &mut self.outbox;
-        if let Some(s) = self.sessions[slot].as_mut() {
+        if let Some(s) = self.sessions.state_mut(slot) {
             s.stage = Stage::Refused;
             push_msg(
                 s,
@@ -535,10 +527,15 @@ impl CityServer {
                 },
             );
         }
+        // The transport closes the session once the Disconnect is out (ENet sends what is
+        // queued first); the session stays here, ignoring everything, until it has.
+        if let Some(conn) = self.sessions.get(slot).map(|s| s.conn) {
+            self.sessions.close(conn);
+        }
     }
 
     fn on_hello(&mut self, slot: usize, protocol_version: u32, name: &str) {
-        let Some(s) = self.sessions[slot].as_ref() else {
+        let Some(s) = self.sessions.state(slot) else {
             return;
         };
         if s.stage != Stage::AwaitHello {
@@ -580,7 +577,7 @@ impl CityServer {
         self.players += 1;
         self.stats.accepted += 1;
         let ob = &mut self.outbox;
-        let Some(s) = self.sessions[slot].as_mut() else {
+        let Some(s) = self.sessions.state_mut(slot) else {
             return;
         };
         s.entity = Some(id);
@@ -637,7 +634,7 @@ impl CityServer {
     }
 
     fn on_content_request(&mut self, slot: usize, ids: impl Iterator<Item = u64>) {
-        let Some(s) = self.sessions[slot].as_mut() else {
+        let Some(s) = self.sessions.state_mut(slot) else {
             return;
         };
         if s.stage != Stage::Content {
@@ -667,7 +664,7 @@ impl CityServer {
         let view = self.cfg.view_distance;
         let (w, h) = (self.cfg.map_width, self.cfg.map_height);
         let ob = &mut self.outbox;
-        let Some(s) = self.sessions[slot].as_mut() else {
+        let Some(s) = self.sessions.state_mut(slot) else {
             return;
         };
         let Some(own_id) = s.entity else { return };
@@ -705,7 +702,7 @@ impl CityServer {
 
     fn on_input(&mut self, now: Instant, slot: usize, input: PlayerInput) {
         let max = self.cfg.max_inputs_per_second;
-        let Some(s) = self.sessions[slot].as_mut() else {
+        let Some(s) = self.sessions.state_mut(slot) else {
             return;
         };
         if s.stage != Stage::InGame {
@@ -742,7 +739,7 @@ impl CityServer {
     fn on_chat(&mut self, now: Instant, slot: usize, channel: u8, target: &str, content: &str) {
         let max = self.cfg.max_chat_per_minute;
         let view = self.cfg.view_distance;
-        let Some(s) = self.sessions[slot].as_mut() else {
+        let Some(s) = self.sessions.state_mut(slot) else {
             return;
         };
         let Some(sender_entity) = s.entity.filter(|_| s.stage == Stage::InGame) else {
@@ -776,8 +773,8 @@ impl CityServer {
         };
         let ob = &mut self.outbox;
         let mut delivered = 0u64;
-        for (i, o) in self.sessions.iter_mut().enumerate() {
-            let Some(o) = o else { continue };
+        for (i, o) in self.sessions.iter_mut() {
+            let o = &mut o.state;
             if o.stage != Stage::InGame {
                 continue;
             }
@@ -801,8 +798,9 @@ impl CityServer {
     }
 
     fn on_message(&mut self, now: Instant, slot: usize, msg: Message<'_>) {
-        let refused = self.sessions[slot]
-            .as_ref()
+        let refused = self
+            .sessions
+            .state(slot)
             .is_none_or(|s| s.stage == Stage::Refused);
         if refused {
             self.stats.events.add("after_refusal", 1);
@@ -816,7 +814,7 @@ impl CityServer {
             } => self.on_hello(slot, protocol_version, player_name),
             Message::Ping => {
                 let ob = &mut self.outbox;
-                if let Some(s) = self.sessions[slot].as_mut() {
+                if let Some(s) = self.sessions.state_mut(slot) {
                     // Answer at once, in a packet of its own.
                     ob.flush(s.addr, false, &mut s.unrel);
                     push_msg(s, ob, &Message::Pong);
@@ -848,20 +846,12 @@ impl CityServer {
         let tick = self.tick;
         // Timeouts.
         let timeout = self.cfg.client_timeout;
-        let expired: Vec<usize> = self
-            .sessions
-            .iter()
-            .enumerate()
-            .filter_map(|(i, s)| {
-                s.as_ref()
-                    .filter(|s| now.saturating_duration_since(s.last_seen) >= timeout)
-                    .map(|_| i)
-            })
-            .collect();
-        for slot in expired {
+        let mut expired = std::mem::take(&mut self.expired);
+        self.sessions.expired_into(now, timeout, &mut expired);
+        for &slot in &expired {
             self.stats.timed_out += 1;
             let ob = &mut self.outbox;
-            if let Some(s) = self.sessions[slot].as_mut() {
+            if let Some(s) = self.sessions.state_mut(slot) {
                 if s.stage != Stage::Refused {
                     push_msg(
                         s,
@@ -875,12 +865,13 @@ impl CityServer {
             }
             self.remove(slot);
         }
+        self.expired = expired;
         self.apply_inputs(tick);
         self.move_npcs(tick);
         self.stream_content();
         self.send_world(tick);
         let ob = &mut self.outbox;
-        for s in self.sessions.iter_mut().flatten() {
+        for s in self.sessions.states_mut() {
             ob.flush_session(s);
         }
     }
@@ -888,7 +879,7 @@ impl CityServer {
     fn apply_inputs(&mut self, tick: u32) {
         let bounds = Some(self.bounds());
         let ob = &mut self.outbox;
-        for s in self.sessions.iter_mut().flatten() {
+        for s in self.sessions.states_mut() {
             let Some(id) = s.entity else { continue };
             let Some(e) = self.entities.get_mut(&id) else {
                 continue;
@@ -946,8 +937,8 @@ impl CityServer {
         let per_tick = self.cfg.chunks_per_tick;
         let cs = self.cfg.chunk_size;
         let mut finished = Vec::new();
-        for (slot, s) in self.sessions.iter_mut().enumerate() {
-            let Some(s) = s else { continue };
+        for (slot, s) in self.sessions.iter_mut() {
+            let s = &mut s.state;
             if s.stage != Stage::Content || !s.requested || s.downloads.is_empty() {
                 continue;
             }
@@ -992,7 +983,7 @@ impl CityServer {
         let dialect = self.cfg.dialect;
         let mid_tick = tick % 3 == 0;
         let ob = &mut self.outbox;
-        for s in self.sessions.iter_mut().flatten() {
+        for s in self.sessions.states_mut() {
             if s.stage != Stage::InGame {
                 continue;
             }
@@ -1096,14 +1087,12 @@ impl Server for CityServer {
     fn handle_datagram(&mut self, now: Instant, from: ConnId, data: &[u8]) {
         self.stats.datagrams_in += 1;
         self.stats.bytes_in += data.len() as u64;
-        if !self.by_addr.contains_key(&from) {
+        if !self.sessions.contains(from) {
             // The engine announces ENet peers with handle_connect; accept a peer it did not.
             self.stats.events.add("implicit_connect", 1);
         }
         let slot = self.session_slot(now, from);
-        if let Some(s) = self.sessions[slot].as_mut() {
-            s.last_seen = now;
-        }
+        self.sessions.touch(slot, now);
         let dialect = self.cfg.dialect;
         for raw in codec::messages(data) {
             let raw = match raw {
@@ -1118,12 +1107,12 @@ impl Server for CityServer {
                 Ok(None) => self.stats.events.add("unknown_message_type", 1),
                 Err(e) => self.stats.dropped.add2(e.message, e.reason, 1),
             }
-            if self.sessions.get(slot).is_none_or(Option::is_none) {
+            if self.sessions.get(slot).is_none() {
                 break;
             }
         }
         let ob = &mut self.outbox;
-        for s in self.sessions.iter_mut().flatten() {
+        for s in self.sessions.states_mut() {
             ob.flush_session(s);
         }
     }
@@ -1185,22 +1174,27 @@ impl Server for CityServer {
         &self.stats
     }
 
+    fn poll_close(&mut self) -> Option<ConnId> {
+        self.sessions.poll_close()
+    }
+
     fn handle_connect(&mut self, now: Instant, from: ConnId) {
-        if self.by_addr.contains_key(&from) {
-            // A new ENet session from the same address: the old one is over.
-            if let Some(&slot) = self.by_addr.get(&from) {
-                self.remove(slot);
-            }
+        if let Some(slot) = self.sessions.slot_of(from) {
+            // A new ENet session from the same address: the old one is over, and the
+            // transport must not be told to close the new one.
+            self.remove(slot);
+            self.sessions.retract_close(from);
         }
         self.session_slot(now, from);
         self.stats.events.add("enet_connects", 1);
     }
 
     fn handle_disconnect(&mut self, _now: Instant, from: ConnId) {
-        if let Some(&slot) = self.by_addr.get(&from) {
+        if let Some(slot) = self.sessions.slot_of(from) {
             self.stats.events.add("enet_disconnects", 1);
-            if self.sessions[slot]
-                .as_ref()
+            if self
+                .sessions
+                .state(slot)
                 .is_some_and(|s| s.entity.is_some())
             {
                 self.stats.disconnected += 1;

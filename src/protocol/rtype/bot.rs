@@ -60,6 +60,7 @@ use super::RtypeOptions;
 use crate::metrics::Recorder;
 use crate::protocol::input_grid::InputGrid;
 use crate::protocol::seqwindow::{SeqOutcome, SeqWindow, TickSeq, MAX_JUMP};
+use crate::protocol::timers::{earliest, Handshake, Periodic, Silence};
 use crate::protocol::{Bot, BotParams, BotPhase, PatternState, Transmit};
 
 /// Snapshots from which the tick step and the tick-duration baseline are learned.
@@ -118,15 +119,15 @@ pub struct RtypeBot {
 
     // Handshake.
     attempt_started: Option<Instant>,
-    next_connect: Option<Instant>,
-    handshake_deadline: Option<Instant>,
+    /// CONNECT resends and deadline, of the first attempt and of a rejoin.
+    handshake: Handshake,
     /// Waiting out a backoff after REJECT until then.
     retry_at: Option<Instant>,
     rejections: u32,
 
     // Session.
     connected_at: Option<Instant>,
-    last_heard: Option<Instant>,
+    silence: Silence,
     /// No ship since GAMEOVER.
     dead: bool,
     gameover_at: Option<Instant>,
@@ -136,7 +137,7 @@ pub struct RtypeBot {
     grid: InputGrid,
     last_keys: Option<u8>,
 
-    next_ping: Option<Instant>,
+    ping_timer: Periodic,
     ping: PingState,
 
     // Snapshots.
@@ -161,6 +162,8 @@ impl RtypeBot {
         let grid = InputGrid::new(params.input_period());
         let rng = ChaCha8Rng::seed_from_u64(params.seed);
         let client_id = opts.client_id_for(params.index);
+        let silence = Silence::new(params.server_silence_timeout);
+        let ping_timer = Periodic::new(params.ping_interval);
         Self {
             tick_step: opts.snapshot_tick_step.filter(|&s| s > 0),
             tick_seq: opts.snapshot_tick_step.filter(|&s| s > 0).map(TickSeq::new),
@@ -173,19 +176,18 @@ impl RtypeBot {
             client_id,
             entity: None,
             attempt_started: None,
-            next_connect: None,
-            handshake_deadline: None,
+            handshake: Handshake::new(),
             retry_at: None,
             rejections: 0,
             connected_at: None,
-            last_heard: None,
+            silence,
             dead: false,
             gameover_at: None,
             rejoining: false,
             gameovers: 0,
             grid,
             last_keys: None,
-            next_ping: None,
+            ping_timer,
             ping: PingState::Idle,
             learn: Vec::with_capacity(LEARN_SNAPSHOTS),
             ticks: SeqWindow::new(),
@@ -244,8 +246,7 @@ impl RtypeBot {
     fn begin_attempt(&mut self, now: Instant) {
         self.out.push_back(Out::Connect);
         self.attempt_started = Some(now);
-        self.next_connect = Some(now + self.params.handshake_retry);
-        self.handshake_deadline = Some(now + self.params.handshake_timeout);
+        self.start_handshake(now);
         self.retry_at = None;
     }
 
@@ -253,8 +254,7 @@ impl RtypeBot {
         self.phase = BotPhase::Failed;
         rec.connect_failures.add(reason, 1);
         self.out.clear();
-        self.next_connect = None;
-        self.handshake_deadline = None;
+        self.handshake.end();
         self.retry_at = None;
     }
 
@@ -264,8 +264,8 @@ impl RtypeBot {
             BotPhase::Connecting => {
                 self.phase = BotPhase::Connected;
                 self.connected_at = Some(now);
-                self.next_connect = None;
-                self.handshake_deadline = None;
+                self.silence.arm(now);
+                self.handshake.end();
                 self.retry_at = None;
                 if let Some(s) = self.attempt_started {
                     rec.record_handshake(now.saturating_duration_since(s).as_micros() as u64);
@@ -273,13 +273,12 @@ impl RtypeBot {
                 let phase = self.params.phase_offset;
                 self.grid.start(now + phase);
                 // Spread pings the same way inputs are spread.
-                self.next_ping = Some(now + phase);
+                self.ping_timer.start_at(now + phase);
             }
             BotPhase::Connected if self.rejoining => {
                 self.rejoining = false;
                 self.dead = false;
-                self.next_connect = None;
-                self.handshake_deadline = None;
+                self.handshake.end();
                 rec.event("rejoined");
                 if let Some(t) = self.gameover_at {
                     rec.record_extra(
@@ -303,8 +302,7 @@ impl RtypeBot {
                     let half = wait / 2;
                     let jitter = half.mul_f64(self.rng.random::<f64>());
                     self.retry_at = Some(now + half + jitter);
-                    self.next_connect = None;
-                    self.handshake_deadline = None;
+                    self.handshake.end();
                 } else {
                     self.fail("rejected", rec);
                 }
@@ -313,8 +311,7 @@ impl RtypeBot {
             BotPhase::Connected if self.rejoining => {
                 rec.event("rejoin_rejected");
                 self.rejoining = false;
-                self.next_connect = None;
-                self.handshake_deadline = None;
+                self.handshake.end();
             }
             _ => rec.event("reject_unexpected"),
         }
@@ -347,8 +344,7 @@ impl RtypeBot {
         if self.opts.rejoin_on_gameover {
             self.rejoining = true;
             self.out.push_back(Out::Connect);
-            self.next_connect = Some(now + self.params.handshake_retry);
-            self.handshake_deadline = Some(now + self.params.handshake_timeout);
+            self.start_handshake(now);
         }
     }
 
@@ -610,12 +606,10 @@ impl RtypeBot {
                 rec.event("ping_timeout");
                 self.ping = PingState::TimedOut;
                 // Leave one interval for the late PONG to be recognised as late.
-                let quiet = now + self.params.ping_interval;
-                self.next_ping = Some(self.next_ping.map_or(quiet, |n| n.max(quiet)));
+                self.ping_timer.not_before(now + self.params.ping_interval);
             }
         }
-        let Some(at) = self.next_ping else { return };
-        if at > now {
+        if !self.ping_timer.fire(now) {
             return;
         }
         match self.ping {
@@ -625,37 +619,35 @@ impl RtypeBot {
             }
             PingState::InFlight(_) => rec.event("ping_skipped_in_flight"),
         }
-        let mut next = at + self.params.ping_interval;
-        if next <= now {
-            next = now + self.params.ping_interval;
-        }
-        self.next_ping = Some(next);
     }
 
     fn rejoin_timers(&mut self, now: Instant, rec: &mut Recorder) {
         if !self.rejoining {
             return;
         }
-        if self.handshake_deadline.is_some_and(|d| now >= d) {
+        if self.handshake.timed_out(now) {
             rec.event("rejoin_timeout");
             self.rejoining = false;
-            self.next_connect = None;
-            self.handshake_deadline = None;
+            self.handshake.end();
             return;
         }
         self.resend_connect_if_due(now, rec);
     }
 
     fn resend_connect_if_due(&mut self, now: Instant, rec: &mut Recorder) {
-        if let Some(at) = self.next_connect.filter(|&at| now >= at) {
+        if self.handshake.retry_due(now) {
             rec.event("connect_retry");
             self.out.push_back(Out::Connect);
-            let mut next = at + self.params.handshake_retry;
-            if next <= now {
-                next = now + self.params.handshake_retry;
-            }
-            self.next_connect = Some(next);
         }
+    }
+
+    /// Resend CONNECT every `handshake_retry`, give up after `handshake_timeout`.
+    fn start_handshake(&mut self, now: Instant) {
+        self.handshake.begin(
+            now,
+            Some(self.params.handshake_retry),
+            self.params.handshake_timeout,
+        );
     }
 }
 
@@ -693,7 +685,7 @@ impl Bot for RtypeBot {
             rec.decode_error(ty.name(), "wrong_direction");
             return;
         }
-        self.last_heard = Some(now);
+        self.silence.heard(now);
         match packet {
             Packet::Accept => return self.on_accept(now, rec),
             Packet::Reject => return self.on_reject(now, rec),
@@ -729,16 +721,14 @@ impl Bot for RtypeBot {
                     }
                     return;
                 }
-                if self.handshake_deadline.is_some_and(|d| now >= d) {
+                if self.handshake.timed_out(now) {
                     self.fail("timeout", rec);
                     return;
                 }
                 self.resend_connect_if_due(now, rec);
             }
             BotPhase::Connected => {
-                let silent_since = self.last_heard.or(self.connected_at).unwrap_or(now);
-                if now.saturating_duration_since(silent_since) >= self.params.server_silence_timeout
-                {
+                if self.silence.expired(now) {
                     self.phase = BotPhase::Closed;
                     rec.event("server_silence_timeout");
                     self.out.clear();
@@ -792,33 +782,25 @@ impl Bot for RtypeBot {
         match self.phase {
             BotPhase::Connecting => match self.retry_at {
                 Some(at) => Some(at),
-                None => [self.next_connect, self.handshake_deadline]
-                    .into_iter()
-                    .flatten()
-                    .min(),
+                None => self.handshake.next_deadline(),
             },
             BotPhase::Connected => {
-                let input = self.grid.next_due();
-                let silence = self
-                    .last_heard
-                    .or(self.connected_at)
-                    .map(|t| t + self.params.server_silence_timeout);
                 let pong = match self.ping {
                     PingState::InFlight(sent) => Some(sent + self.pong_timeout()),
                     _ => None,
                 };
                 let rejoin = if self.rejoining {
-                    [self.next_connect, self.handshake_deadline]
-                        .into_iter()
-                        .flatten()
-                        .min()
+                    self.handshake.next_deadline()
                 } else {
                     None
                 };
-                [input, self.next_ping, silence, pong, rejoin]
-                    .into_iter()
-                    .flatten()
-                    .min()
+                earliest([
+                    self.grid.next_due(),
+                    self.ping_timer.next(),
+                    self.silence.deadline(),
+                    pong,
+                    rejoin,
+                ])
             }
             BotPhase::Idle | BotPhase::Failed | BotPhase::Closed => None,
         }

@@ -56,6 +56,8 @@
 
 use thiserror::Error;
 
+use crate::protocol::wire::{self, Be, Order, WireError};
+
 pub const VERSION: u8 = 1;
 pub const HEADER_LEN: usize = 4;
 /// `sizeof(SnapshotEntity)`.
@@ -99,17 +101,11 @@ impl FloatOrder {
         }
     }
 
-    fn read(self, b: [u8; 4]) -> f32 {
+    /// The same order as the wire module names it.
+    fn order(self) -> Order {
         match self {
-            FloatOrder::Big => f32::from_be_bytes(b),
-            FloatOrder::Little => f32::from_le_bytes(b),
-        }
-    }
-
-    fn write(self, v: f32) -> [u8; 4] {
-        match self {
-            FloatOrder::Big => v.to_be_bytes(),
-            FloatOrder::Little => v.to_le_bytes(),
+            FloatOrder::Big => Order::Big,
+            FloatOrder::Little => Order::Little,
         }
     }
 }
@@ -315,39 +311,53 @@ impl Packet<'_> {
     }
 }
 
-// Readers. Callers have checked the length, so the indexing below is in bounds.
-fn u16_at(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
-}
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-fn f32_at(b: &[u8], at: usize, order: FloatOrder) -> f32 {
-    order.read([b[at], b[at + 1], b[at + 2], b[at + 3]])
+/// R-Type's integers are big-endian; floats follow the runtime [`FloatOrder`].
+type Reader<'a> = wire::Reader<'a, Be>;
+type Writer<'b> = wire::Writer<'b, Be>;
+
+/// Reads of fields whose length was checked beforehand cannot fail; should one ever, it is
+/// counted as the packet's `bad_size` rather than a panic.
+fn short(message: &'static str) -> impl Fn(WireError) -> DecodeError {
+    move |_| err(message, "bad_size")
 }
 
 /// `r` is exactly SNAPSHOT_ENTITY_LEN bytes (from `chunks_exact`).
 fn read_entity(r: &[u8], order: FloatOrder) -> SnapshotEntity {
-    SnapshotEntity {
-        id: u32_at(r, 0),
-        x: f32_at(r, 4, order),
-        y: f32_at(r, 8, order),
-        vx: f32_at(r, 12, order),
-        vy: f32_at(r, 16, order),
-        sprite: u16_at(r, 20),
-    }
+    let b: &[u8; SNAPSHOT_ENTITY_LEN] = match r.try_into() {
+        Ok(b) => b,
+        Err(_) => return SnapshotEntity::default(),
+    };
+    read_entity_exact(b, order.order()).unwrap_or_default()
+}
+
+/// A fixed-size array lets the compiler drop the per-field bounds checks.
+#[inline]
+fn read_entity_exact(
+    b: &[u8; SNAPSHOT_ENTITY_LEN],
+    order: Order,
+) -> Result<SnapshotEntity, WireError> {
+    let mut r = Reader::new(b);
+    Ok(SnapshotEntity {
+        id: r.u32()?,
+        x: r.f32_in(order)?,
+        y: r.f32_in(order)?,
+        vx: r.f32_in(order)?,
+        vy: r.f32_in(order)?,
+        sprite: r.u16()?,
+    })
 }
 
 /// Validate the header against the datagram: steps 1–4 of the module docs. Returns the type.
 pub fn decode_header(buf: &[u8]) -> Result<PacketType, DecodeError> {
-    if buf.len() < HEADER_LEN {
+    let mut r = Reader::new(buf);
+    let (Ok(type_byte), Ok(version), Ok(size)) = (r.u8(), r.u8(), r.u16()) else {
         return Err(err("header", "truncated"));
-    }
-    if buf[1] != VERSION {
+    };
+    if version != VERSION {
         return Err(err("header", "bad_version"));
     }
-    let ty = PacketType::from_u8(buf[0]).ok_or(err("header", "unknown_type"))?;
-    let declared = usize::from(u16_at(buf, 2));
+    let ty = PacketType::from_u8(type_byte).ok_or(err("header", "unknown_type"))?;
+    let declared = usize::from(size);
     if declared > buf.len() {
         return Err(err(ty.name(), "truncated"));
     }
@@ -365,47 +375,53 @@ pub fn decode(buf: &[u8], float_order: FloatOrder) -> Result<Packet<'_>, DecodeE
             return Err(err(ty.name(), "bad_size"));
         }
     }
-    let f = |at| f32_at(buf, at, float_order);
+    let order = float_order.order();
+    let short = short(ty.name());
+    let mut r = Reader::new(buf);
+    r.skip(HEADER_LEN).map_err(&short)?;
     Ok(match ty {
         PacketType::Connect => Packet::Connect {
-            client_id: u32_at(buf, 4),
+            client_id: r.u32().map_err(&short)?,
         },
         PacketType::Input => Packet::Input {
-            entity: u32_at(buf, 4),
-            dx: f(8),
-            dy: f(12),
-            shooting: buf[16] != 0,
+            entity: r.u32().map_err(&short)?,
+            dx: r.f32_in(order).map_err(&short)?,
+            dy: r.f32_in(order).map_err(&short)?,
+            shooting: r.u8().map_err(&short)? != 0,
         },
         PacketType::Ping => Packet::Ping,
         PacketType::Disconnect => Packet::Disconnect,
         PacketType::Accept => Packet::Accept,
         PacketType::Reject => Packet::Reject,
         PacketType::Pong => Packet::Pong {
-            timestamp: u32_at(buf, 4),
+            timestamp: r.u32().map_err(&short)?,
         },
         PacketType::GameOver => Packet::GameOver,
         PacketType::EntityCreate => Packet::EntityCreate {
-            id: u32_at(buf, 4),
-            x: f(8),
-            y: f(12),
-            sprite: u16_at(buf, 16),
+            id: r.u32().map_err(&short)?,
+            x: r.f32_in(order).map_err(&short)?,
+            y: r.f32_in(order).map_err(&short)?,
+            sprite: r.u16().map_err(&short)?,
         },
-        PacketType::EntityDestroy => Packet::EntityDestroy { id: u32_at(buf, 4) },
+        PacketType::EntityDestroy => Packet::EntityDestroy {
+            id: r.u32().map_err(&short)?,
+        },
         PacketType::DamageEvent => Packet::Damage {
-            id: u32_at(buf, 4),
-            amount: u16_at(buf, 8),
+            id: r.u32().map_err(&short)?,
+            amount: r.u16().map_err(&short)?,
         },
         PacketType::Snapshot => {
             if buf.len() < SNAPSHOT_FIXED_LEN {
                 return Err(err("snapshot", "bad_size"));
             }
-            let count = usize::from(u16_at(buf, 8));
+            let tick = r.u32().map_err(&short)?;
+            let count = usize::from(r.u16().map_err(&short)?);
             if buf.len() != snapshot_len(count) {
                 return Err(err("snapshot", "count_mismatch"));
             }
             Packet::Snapshot(Snapshot {
-                tick: u32_at(buf, 4),
-                records: &buf[SNAPSHOT_FIXED_LEN..],
+                tick,
+                records: r.rest(),
                 float_order,
             })
         }
@@ -418,63 +434,33 @@ pub fn decode(buf: &[u8], float_order: FloatOrder) -> Result<Packet<'_>, DecodeE
 #[error("buffer too small for rtype packet")]
 pub struct BufferTooSmall;
 
-/// A big-endian writer over a caller's buffer.
-struct Writer<'b> {
-    buf: &'b mut [u8],
-    at: usize,
-    float_order: FloatOrder,
+impl From<WireError> for BufferTooSmall {
+    fn from(_: WireError) -> Self {
+        BufferTooSmall
+    }
 }
 
-impl<'b> Writer<'b> {
-    fn new(buf: &'b mut [u8], float_order: FloatOrder) -> Self {
-        Self {
-            buf,
-            at: 0,
-            float_order,
-        }
-    }
-    fn bytes(&mut self, b: &[u8]) -> Result<(), BufferTooSmall> {
-        let end = self.at + b.len();
-        self.buf
-            .get_mut(self.at..end)
-            .ok_or(BufferTooSmall)?
-            .copy_from_slice(b);
-        self.at = end;
-        Ok(())
-    }
-    fn u8(&mut self, v: u8) -> Result<(), BufferTooSmall> {
-        self.bytes(&[v])
-    }
-    fn u16(&mut self, v: u16) -> Result<(), BufferTooSmall> {
-        self.bytes(&v.to_be_bytes())
-    }
-    fn u32(&mut self, v: u32) -> Result<(), BufferTooSmall> {
-        self.bytes(&v.to_be_bytes())
-    }
-    fn f32(&mut self, v: f32) -> Result<(), BufferTooSmall> {
-        let b = self.float_order.write(v);
-        self.bytes(&b)
-    }
-    /// Header with a placeholder size, patched by [`Writer::finish`].
-    fn header(&mut self, ty: PacketType) -> Result<(), BufferTooSmall> {
-        self.u8(ty as u8)?;
-        self.u8(VERSION)?;
-        self.u16(0)
-    }
-    /// Patch the header's size with the bytes written; returns the datagram length.
-    fn finish(self) -> Result<usize, BufferTooSmall> {
-        let size = u16::try_from(self.at).map_err(|_| BufferTooSmall)?;
-        self.buf[2..4].copy_from_slice(&size.to_be_bytes());
-        Ok(self.at)
-    }
-    fn entity(&mut self, e: &SnapshotEntity) -> Result<(), BufferTooSmall> {
-        self.u32(e.id)?;
-        self.f32(e.x)?;
-        self.f32(e.y)?;
-        self.f32(e.vx)?;
-        self.f32(e.vy)?;
-        self.u16(e.sprite)
-    }
+/// Header with a placeholder size, patched by [`finish`].
+fn write_header(w: &mut Writer<'_>, ty: PacketType) -> Result<(), WireError> {
+    w.u8(ty as u8)?;
+    w.u8(VERSION)?;
+    w.u16(0)
+}
+
+/// Patch the header's size with the bytes written; returns the datagram length.
+fn finish(mut w: Writer<'_>) -> Result<usize, BufferTooSmall> {
+    let size = u16::try_from(w.position()).map_err(|_| BufferTooSmall)?;
+    w.patch_u16(2, size)?;
+    Ok(w.position())
+}
+
+fn write_entity(w: &mut Writer<'_>, e: &SnapshotEntity, order: Order) -> Result<(), WireError> {
+    w.u32(e.id)?;
+    w.f32_in(order, e.x)?;
+    w.f32_in(order, e.y)?;
+    w.f32_in(order, e.vx)?;
+    w.f32_in(order, e.vy)?;
+    w.u16(e.sprite)
 }
 
 /// Encode a packet into `buf`; returns the datagram length. Snapshots can also be built in
@@ -484,8 +470,9 @@ pub fn encode(
     packet: &Packet<'_>,
     float_order: FloatOrder,
 ) -> Result<usize, BufferTooSmall> {
-    let mut w = Writer::new(buf, float_order);
-    w.header(packet.packet_type())?;
+    let order = float_order.order();
+    let mut w = Writer::new(buf);
+    write_header(&mut w, packet.packet_type())?;
     match *packet {
         Packet::Connect { client_id } => w.u32(client_id)?,
         Packet::Input {
@@ -495,16 +482,16 @@ pub fn encode(
             shooting,
         } => {
             w.u32(entity)?;
-            w.f32(dx)?;
-            w.f32(dy)?;
+            w.f32_in(order, dx)?;
+            w.f32_in(order, dy)?;
             w.u8(u8::from(shooting))?;
         }
         Packet::Ping | Packet::Disconnect | Packet::Accept | Packet::Reject | Packet::GameOver => {}
         Packet::Pong { timestamp } => w.u32(timestamp)?,
         Packet::EntityCreate { id, x, y, sprite } => {
             w.u32(id)?;
-            w.f32(x)?;
-            w.f32(y)?;
+            w.f32_in(order, x)?;
+            w.f32_in(order, y)?;
             w.u16(sprite)?;
         }
         Packet::EntityDestroy { id } => w.u32(id)?,
@@ -517,11 +504,11 @@ pub fn encode(
             w.u32(s.tick)?;
             w.u16(count)?;
             for e in s.entities() {
-                w.entity(&e)?;
+                write_entity(&mut w, &e, order)?;
             }
         }
     }
-    w.finish()
+    finish(w)
 }
 
 /// Builds a SNAPSHOT in place: header and tick, then entities one by one; `finish` patches
@@ -529,6 +516,7 @@ pub fn encode(
 /// slice to stay within one unfragmented datagram.
 pub struct SnapshotEncoder<'b> {
     w: Writer<'b>,
+    order: Order,
     count: u16,
 }
 
@@ -538,17 +526,21 @@ impl<'b> SnapshotEncoder<'b> {
         tick: u32,
         float_order: FloatOrder,
     ) -> Result<Self, BufferTooSmall> {
-        let mut w = Writer::new(buf, float_order);
-        w.header(PacketType::Snapshot)?;
+        let mut w = Writer::new(buf);
+        write_header(&mut w, PacketType::Snapshot)?;
         w.u32(tick)?;
         w.u16(0)?;
-        Ok(Self { w, count: 0 })
+        Ok(Self {
+            w,
+            order: float_order.order(),
+            count: 0,
+        })
     }
 
     /// How many more entities fit (in the buffer and under the u16 size field).
     pub fn room(&self) -> usize {
-        let cap = self.w.buf.len().min(usize::from(u16::MAX));
-        cap.saturating_sub(self.w.at) / SNAPSHOT_ENTITY_LEN
+        let cap = self.w.capacity().min(usize::from(u16::MAX));
+        cap.saturating_sub(self.w.position()) / SNAPSHOT_ENTITY_LEN
     }
 
     pub fn count(&self) -> usize {
@@ -559,15 +551,14 @@ impl<'b> SnapshotEncoder<'b> {
         if self.room() == 0 {
             return Err(BufferTooSmall);
         }
-        self.w.entity(e)?;
+        write_entity(&mut self.w, e, self.order)?;
         self.count += 1;
         Ok(())
     }
 
-    pub fn finish(self) -> Result<usize, BufferTooSmall> {
-        let count = self.count.to_be_bytes();
-        self.w.buf[8..10].copy_from_slice(&count);
-        self.w.finish()
+    pub fn finish(mut self) -> Result<usize, BufferTooSmall> {
+        self.w.patch_u16(8, self.count)?;
+        finish(self.w)
     }
 }
 

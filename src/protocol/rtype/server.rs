@@ -49,13 +49,14 @@
 //! - **Sprites**: 1 ship, 2 enemy, 3 projectile. Velocities in snapshots are pixels per
 //!   second; the world is 1920 × 1080 pixels, y grows downwards.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::codec::{self, FloatOrder, Packet, SnapshotEncoder, SnapshotEntity};
+use crate::protocol::session::{SessionTable, TickClock};
 use crate::protocol::{ConnId, Server, ServerStats, Transmit};
 
 pub const WORLD_W: f32 = 1920.0;
@@ -238,11 +239,9 @@ struct Room {
 
 #[derive(Debug, Clone)]
 struct Client {
-    addr: ConnId,
     client_id: u32,
     /// Entity id of the live ship; `None` after GAMEOVER.
     ship: Option<u32>,
-    last_seen: Instant,
     dx: f32,
     dy: f32,
     shooting: bool,
@@ -273,8 +272,9 @@ pub struct RtypeServer {
     cfg: RtypeServerConfig,
     epoch: Instant,
     now: Instant,
-    slots: Vec<Option<Client>>,
-    by_addr: HashMap<ConnId, usize>,
+    sessions: SessionTable<Client>,
+    /// Scratch for the timeout sweep, kept so a tick allocates nothing.
+    expired: Vec<usize>,
     rooms: Vec<Room>,
     /// Ids of live ships (all rooms), so a clientId is never given twice.
     ship_ids: HashSet<u32>,
@@ -282,7 +282,7 @@ pub struct RtypeServer {
     tick: u32,
     /// Ticks run since start (never wraps in practice), for timers.
     ticks_run: u64,
-    next_tick: Instant,
+    clock: TickClock,
     out: VecDeque<(ConnId, Msg)>,
     events: Vec<RoomEvent>,
     stats: ServerStats,
@@ -293,12 +293,12 @@ impl RtypeServer {
     /// [`RtypeServerConfig::validate`]; out-of-range values are clamped, never a panic.
     pub fn new(cfg: RtypeServerConfig, now: Instant) -> Self {
         Self {
-            next_tick: now + cfg.tick_interval(),
+            clock: TickClock::new(now, cfg.tick_interval()),
             cfg,
             epoch: now,
             now,
-            slots: Vec::new(),
-            by_addr: HashMap::new(),
+            sessions: SessionTable::new(),
+            expired: Vec::new(),
             rooms: Vec::new(),
             ship_ids: HashSet::new(),
             next_id: SERVER_ID_BASE,
@@ -326,13 +326,12 @@ impl RtypeServer {
 
     /// The room a client plays in.
     pub fn room_of(&self, addr: ConnId) -> Option<usize> {
-        self.by_addr.get(&addr).map(|&s| self.room_index(s))
+        self.sessions.slot_of(addr).map(|s| self.room_index(s))
     }
 
     /// The entity id of a client's live ship.
     pub fn ship_of(&self, addr: ConnId) -> Option<u32> {
-        let slot = *self.by_addr.get(&addr)?;
-        self.slots.get(slot)?.as_ref()?.ship
+        self.sessions.by_conn(addr)?.state.ship
     }
 
     /// A room's entities as a snapshot shows them.
@@ -376,17 +375,17 @@ impl RtypeServer {
 
     fn broadcast(&mut self, room: usize, msg: Msg) {
         let size = self.room_size();
-        let end = ((room + 1) * size).min(self.slots.len());
-        for slot in room * size..end {
-            if let Some(c) = &self.slots[slot] {
-                self.out.push_back((c.addr, msg));
-            }
+        for (_, s) in self.sessions.range(room * size..(room + 1) * size) {
+            self.out.push_back((s.conn, msg));
         }
     }
 
     fn on_connect(&mut self, now: Instant, from: ConnId, client_id: u32) {
-        if let Some(&slot) = self.by_addr.get(&from) {
-            let alive = self.slots[slot].as_ref().is_some_and(|c| c.ship.is_some());
+        if let Some(slot) = self.sessions.slot_of(from) {
+            let alive = self
+                .sessions
+                .get(slot)
+                .is_some_and(|s| s.state.ship.is_some());
             self.send(from, Msg::Accept);
             if alive {
                 self.stats.events.add("connect_repeated", 1);
@@ -396,18 +395,14 @@ impl RtypeServer {
             }
             return;
         }
-        if self.by_addr.len() >= self.cfg.max_clients {
+        if self.sessions.len() >= self.cfg.max_clients {
             self.stats.refused += 1;
             self.send(from, Msg::Reject);
+            // The transport forgets the connection after sending the REJECT.
+            self.sessions.close(from);
             return;
         }
-        let slot = match self.slots.iter().position(Option::is_none) {
-            Some(s) => s,
-            None => {
-                self.slots.push(None);
-                self.slots.len() - 1
-            }
-        };
+        let slot = self.sessions.next_slot();
         let room = self.room_index(slot);
         while self.rooms.len() <= room {
             let idx = self.rooms.len() as u64;
@@ -421,19 +416,20 @@ impl RtypeServer {
                 snapshot: Vec::new(),
             });
         }
-        self.slots[slot] = Some(Client {
-            addr: from,
-            client_id,
-            ship: None,
-            last_seen: now,
-            dx: 0.0,
-            dy: 0.0,
-            shooting: false,
-            next_fire_tick: 0,
-        });
-        self.by_addr.insert(from, slot);
+        self.sessions.insert(
+            from,
+            now,
+            Client {
+                client_id,
+                ship: None,
+                dx: 0.0,
+                dy: 0.0,
+                shooting: false,
+                next_fire_tick: 0,
+            },
+        );
         self.stats.accepted += 1;
-        self.stats.clients = self.by_addr.len();
+        self.stats.clients = self.sessions.len();
         self.send(from, Msg::Accept);
         let r = &mut self.rooms[room];
         if r.members == 0 {
@@ -449,7 +445,7 @@ impl RtypeServer {
 
     /// A new ship for the client in `slot`, announced to its room.
     fn spawn_ship(&mut self, slot: usize) {
-        let Some(client_id) = self.slots[slot].as_ref().map(|c| c.client_id) else {
+        let Some(client_id) = self.sessions.get(slot).map(|s| s.state.client_id) else {
             return;
         };
         let id = self.alloc_ship_id(client_id);
@@ -467,7 +463,7 @@ impl RtypeServer {
             owner: Some(slot),
             dead: false,
         };
-        if let Some(c) = self.slots[slot].as_mut() {
+        if let Some(c) = self.sessions.get_mut(slot).map(|s| &mut s.state) {
             c.ship = Some(id);
             c.next_fire_tick = self.ticks_run;
         }
@@ -477,11 +473,10 @@ impl RtypeServer {
 
     /// Remove a client (DISCONNECT or idle timeout): its ship leaves the room.
     fn remove(&mut self, slot: usize) {
-        let Some(c) = self.slots.get_mut(slot).and_then(Option::take) else {
+        let Some(c) = self.sessions.remove(slot).map(|s| s.state) else {
             return;
         };
-        self.by_addr.remove(&c.addr);
-        self.stats.clients = self.by_addr.len();
+        self.stats.clients = self.sessions.len();
         let room = self.room_index(slot);
         let Some(r) = self.rooms.get_mut(room) else {
             return;
@@ -502,20 +497,13 @@ impl RtypeServer {
         self.tick = self.tick.wrapping_add(1);
         self.ticks_run += 1;
         let timeout = self.cfg.client_timeout;
-        let expired: Vec<usize> = self
-            .slots
-            .iter()
-            .enumerate()
-            .filter_map(|(i, c)| {
-                c.as_ref()
-                    .filter(|c| now.saturating_duration_since(c.last_seen) >= timeout)
-                    .map(|_| i)
-            })
-            .collect();
-        for slot in expired {
+        let mut expired = std::mem::take(&mut self.expired);
+        self.sessions.expired_into(now, timeout, &mut expired);
+        for &slot in &expired {
             self.stats.timed_out += 1;
             self.remove(slot);
         }
+        self.expired = expired;
         for room in 0..self.rooms.len() {
             if self.rooms[room].members > 0 {
                 self.step_room(room);
@@ -541,13 +529,13 @@ impl RtypeServer {
         let contact_damage = i32::from(self.cfg.contact_damage);
         let mut events = std::mem::take(&mut self.events);
         events.clear();
-        let slots = &mut self.slots;
+        let slots = &mut self.sessions;
         let r = &mut self.rooms[room];
 
         // Move: ships by their input, the rest by their velocity.
         for e in &mut r.entities {
             if e.kind == Kind::Player {
-                if let Some(c) = e.owner.and_then(|s| slots.get(s)).and_then(Option::as_ref) {
+                if let Some(c) = e.owner.and_then(|s| slots.get(s)).map(|s| &s.state) {
                     e.vx = c.dx * PLAYER_SPEED;
                     e.vy = c.dy * PLAYER_SPEED;
                 }
@@ -637,11 +625,7 @@ impl RtypeServer {
         let mut non_players = r.entities.iter().filter(|e| e.kind != Kind::Player).count();
         let mut shots = Vec::new();
         for e in r.entities.iter().filter(|e| e.kind == Kind::Player) {
-            let Some(c) = e
-                .owner
-                .and_then(|s| slots.get_mut(s))
-                .and_then(Option::as_mut)
-            else {
+            let Some(c) = e.owner.and_then(|s| slots.get_mut(s)).map(|s| &mut s.state) else {
                 continue;
             };
             if !c.shooting || tick < c.next_fire_tick {
@@ -693,13 +677,13 @@ impl RtypeServer {
             match ev {
                 RoomEvent::Broadcast(msg) => self.broadcast(room, msg),
                 RoomEvent::GameOver(slot) => {
-                    let Some(c) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
+                    let Some(s) = self.sessions.get_mut(slot) else {
                         continue;
                     };
-                    if let Some(id) = c.ship.take() {
+                    if let Some(id) = s.state.ship.take() {
                         self.ship_ids.remove(&id);
                     }
-                    let addr = c.addr;
+                    let addr = s.conn;
                     self.stats.events.add("gameover", 1);
                     self.send(addr, Msg::GameOver);
                 }
@@ -780,14 +764,15 @@ impl Server for RtypeServer {
             self.on_connect(now, from, client_id);
             return;
         }
-        let Some(&slot) = self.by_addr.get(&from) else {
+        let Some(slot) = self.sessions.slot_of(from) else {
             self.stats.dropped.add2(ty.name(), "unknown_client", 1);
             return;
         };
-        let Some(client) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
+        let Some(session) = self.sessions.get_mut(slot) else {
             return;
         };
-        client.last_seen = now;
+        session.last_seen = now;
+        let client = &mut session.state;
         match packet {
             Packet::Input {
                 entity,
@@ -820,16 +805,12 @@ impl Server for RtypeServer {
 
     fn handle_timeout(&mut self, now: Instant) {
         self.now = now;
-        let interval = self.cfg.tick_interval();
-        let mut ran = 0;
-        while self.next_tick <= now {
-            if ran == 0 {
-                self.step(now);
-            } else {
-                self.stats.events.add("ticks_skipped", 1);
-            }
-            ran += 1;
-            self.next_tick += interval;
+        let due = self.clock.due(now);
+        if due > 0 {
+            self.step(now);
+        }
+        if due > 1 {
+            self.stats.events.add("ticks_skipped", due - 1);
         }
     }
 
@@ -875,11 +856,15 @@ impl Server for RtypeServer {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        Some(self.next_tick)
+        Some(self.clock.next_deadline())
     }
 
     fn stats(&self) -> &ServerStats {
         &self.stats
+    }
+
+    fn poll_close(&mut self) -> Option<ConnId> {
+        self.sessions.poll_close()
     }
 }
 
@@ -887,7 +872,7 @@ impl std::fmt::Debug for RtypeServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RtypeServer")
             .field("tick", &self.tick)
-            .field("clients", &self.by_addr.len())
+            .field("clients", &self.sessions.len())
             .field("rooms", &self.rooms.len())
             .finish()
     }

@@ -1,0 +1,335 @@
+//! What every reference server keeps about its clients, once: a slab of sessions indexed by
+//! [`ConnId`], the last-seen timeout sweep, the queue of sessions the transport should forget
+//! ([`Server::poll_close`](crate::protocol::Server::poll_close)), and the fixed-tick clock.
+//!
+//! Slots matter to the servers beyond storage: a client's slot decides its room (cafe, R-Type)
+//! and its player id (cafe: slot + 1), and a freed slot is given to the next client. So the
+//! table hands out the *lowest* free slot, exactly as the servers did before it existed.
+//!
+//! Every session that leaves the table ([`SessionTable::remove`]) and every connection turned
+//! away without one ([`SessionTable::close`]) is queued for `poll_close`: without that, the
+//! transport under the server (one id per UDP source, one per ENet peer) would keep a mapping
+//! for a client the server has forgotten, for the life of the process.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use super::ConnId;
+
+/// One client as the table holds it: the transport's id, when it was last heard, and the
+/// server's own per-client state.
+#[derive(Debug, Clone)]
+pub struct Session<T> {
+    pub conn: ConnId,
+    pub last_seen: Instant,
+    pub state: T,
+}
+
+/// Sessions by slot, with a [`ConnId`] index and a queue of closed connections.
+#[derive(Debug, Clone)]
+pub struct SessionTable<T> {
+    slots: Vec<Option<Session<T>>>,
+    by_conn: HashMap<ConnId, usize>,
+    closed: VecDeque<ConnId>,
+}
+
+impl<T> Default for SessionTable<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> SessionTable<T> {
+    pub fn new() -> Self {
+        Self {
+            slots: Vec::new(),
+            by_conn: HashMap::new(),
+            closed: VecDeque::new(),
+        }
+    }
+
+    /// Live sessions.
+    pub fn len(&self) -> usize {
+        self.by_conn.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_conn.is_empty()
+    }
+
+    /// Slots in use or freed (one past the highest slot ever used): rooms are cut from this.
+    pub fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// The slot of `conn`'s session.
+    pub fn slot_of(&self, conn: ConnId) -> Option<usize> {
+        self.by_conn.get(&conn).copied()
+    }
+
+    pub fn contains(&self, conn: ConnId) -> bool {
+        self.by_conn.contains_key(&conn)
+    }
+
+    /// A new session for `conn` in the lowest free slot; returns the slot. A `conn` that
+    /// already has a session keeps it (its state is not replaced).
+    pub fn insert(&mut self, conn: ConnId, now: Instant, state: T) -> usize {
+        if let Some(slot) = self.slot_of(conn) {
+            return slot;
+        }
+        let slot = self.free_slot();
+        self.slots[slot] = Some(Session {
+            conn,
+            last_seen: now,
+            state,
+        });
+        self.by_conn.insert(conn, slot);
+        slot
+    }
+
+    /// The slot the next [`SessionTable::insert`] will use (a server derives a player's id or
+    /// spawn point from it before building the state).
+    pub fn next_slot(&self) -> usize {
+        self.slots
+            .iter()
+            .position(Option::is_none)
+            .unwrap_or(self.slots.len())
+    }
+
+    fn free_slot(&mut self) -> usize {
+        let slot = self.next_slot();
+        if slot == self.slots.len() {
+            self.slots.push(None);
+        }
+        slot
+    }
+
+    pub fn get(&self, slot: usize) -> Option<&Session<T>> {
+        self.slots.get(slot)?.as_ref()
+    }
+
+    pub fn get_mut(&mut self, slot: usize) -> Option<&mut Session<T>> {
+        self.slots.get_mut(slot)?.as_mut()
+    }
+
+    /// The server's own state of the session in `slot`.
+    pub fn state(&self, slot: usize) -> Option<&T> {
+        self.get(slot).map(|s| &s.state)
+    }
+
+    pub fn state_mut(&mut self, slot: usize) -> Option<&mut T> {
+        self.get_mut(slot).map(|s| &mut s.state)
+    }
+
+    /// Every live session's state, in slot order.
+    pub fn states_mut(&mut self) -> impl Iterator<Item = &mut T> + '_ {
+        self.slots.iter_mut().flatten().map(|s| &mut s.state)
+    }
+
+    /// The session of `conn`.
+    pub fn by_conn(&self, conn: ConnId) -> Option<&Session<T>> {
+        self.get(self.slot_of(conn)?)
+    }
+
+    /// Any datagram from a client proves it alive (cafe.md: every packet refreshes it).
+    pub fn touch(&mut self, slot: usize, now: Instant) {
+        if let Some(s) = self.get_mut(slot) {
+            s.last_seen = now;
+        }
+    }
+
+    /// Take the session out of `slot` and queue its connection for `poll_close`.
+    pub fn remove(&mut self, slot: usize) -> Option<Session<T>> {
+        let s = self.slots.get_mut(slot)?.take()?;
+        self.by_conn.remove(&s.conn);
+        self.closed.push_back(s.conn);
+        Some(s)
+    }
+
+    /// Queue a connection that never got a session (a refused client) for `poll_close`.
+    pub fn close(&mut self, conn: ConnId) {
+        self.closed.push_back(conn);
+    }
+
+    /// Withdraw the queued closes of `conn`: the transport reused the id for a new session
+    /// (a reconnect announced before the old session's close was polled), which must live.
+    pub fn retract_close(&mut self, conn: ConnId) {
+        self.closed.retain(|&c| c != conn);
+    }
+
+    /// The next connection the server is done with (see the module docs).
+    pub fn poll_close(&mut self) -> Option<ConnId> {
+        self.closed.pop_front()
+    }
+
+    /// Slots of sessions silent for `timeout` or longer at `now`, ascending, into `out`
+    /// (cleared first; the caller keeps the buffer so a sweep allocates nothing).
+    pub fn expired_into(&self, now: Instant, timeout: Duration, out: &mut Vec<usize>) {
+        out.clear();
+        out.extend(self.iter().filter_map(|(slot, s)| {
+            (now.saturating_duration_since(s.last_seen) >= timeout).then_some(slot)
+        }));
+    }
+
+    /// Live sessions in slot order.
+    pub fn iter(&self) -> impl Iterator<Item = (usize, &Session<T>)> + '_ {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.as_ref().map(|s| (i, s)))
+    }
+
+    /// Live sessions in slot order, mutable (the table's index is not: a session cannot
+    /// change its connection or slot here).
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (usize, &mut Session<T>)> + '_ {
+        self.slots
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(i, s)| s.as_mut().map(|s| (i, s)))
+    }
+
+    /// Live sessions whose slot is in `slots` (a room), in slot order.
+    pub fn range(
+        &self,
+        slots: std::ops::Range<usize>,
+    ) -> impl Iterator<Item = (usize, &Session<T>)> + '_ {
+        let end = slots.end.min(self.slots.len());
+        let start = slots.start.min(end);
+        self.slots[start..end]
+            .iter()
+            .enumerate()
+            .filter_map(move |(i, s)| s.as_ref().map(|s| (start + i, s)))
+    }
+}
+
+/// A fixed-rate simulation clock with catch-up: the cafe and R-Type servers run at most one
+/// tick per wake-up and count the ones they were too late for, rather than running a burst
+/// of ticks that would flood every client with snapshots at once.
+///
+/// Deadlines advance by whole intervals from the first (`start + interval`), so a late wake
+/// does not shift the grid.
+#[derive(Debug, Clone)]
+pub struct TickClock {
+    next: Instant,
+    interval: Duration,
+    skipped: u64,
+}
+
+impl TickClock {
+    /// The first tick is due one `interval` after `start`. A zero interval is taken as 1 ns
+    /// (the servers clamp their rates, so this only guards the arithmetic).
+    pub fn new(start: Instant, interval: Duration) -> Self {
+        let interval = interval.max(Duration::from_nanos(1));
+        Self {
+            next: start + interval,
+            interval,
+            skipped: 0,
+        }
+    }
+
+    /// When the next tick is due.
+    pub fn next_deadline(&self) -> Instant {
+        self.next
+    }
+
+    pub fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    /// How many ticks are due at `now` (0 when none), and move the deadline past `now`. The
+    /// caller runs one of them; the rest are added to [`TickClock::skipped`].
+    pub fn due(&mut self, now: Instant) -> u64 {
+        if self.next > now {
+            return 0;
+        }
+        let behind = now.duration_since(self.next).as_nanos();
+        let n = behind / self.interval.as_nanos() + 1;
+        let n = u64::try_from(n).unwrap_or(u64::MAX);
+        // Whole intervals, exactly as adding `interval` n times would.
+        let step = self.interval.as_nanos().saturating_mul(u128::from(n));
+        self.next += Duration::from_nanos(u64::try_from(step).unwrap_or(u64::MAX));
+        self.skipped += n - 1;
+        n
+    }
+
+    /// Ticks that came due and were not run, since the start.
+    pub fn skipped(&self) -> u64 {
+        self.skipped
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lowest_free_slot_is_reused_and_every_removal_is_closed() {
+        let t = Instant::now();
+        let mut tab = SessionTable::new();
+        assert_eq!(tab.insert(ConnId(10), t, 'a'), 0);
+        assert_eq!(tab.insert(ConnId(11), t, 'b'), 1);
+        assert_eq!(tab.insert(ConnId(12), t, 'c'), 2);
+        assert_eq!(
+            tab.insert(ConnId(11), t, 'x'),
+            1,
+            "known conn keeps its slot"
+        );
+        assert_eq!(tab.get(1).map(|s| s.state), Some('b'));
+        assert_eq!(tab.remove(1).map(|s| s.state), Some('b'));
+        assert_eq!(tab.next_slot(), 1);
+        assert_eq!(tab.insert(ConnId(13), t, 'd'), 1);
+        assert_eq!(tab.slot_of(ConnId(11)), None);
+        assert_eq!(tab.len(), 3);
+        assert_eq!(tab.slot_count(), 3);
+        tab.close(ConnId(99));
+        assert_eq!(tab.poll_close(), Some(ConnId(11)));
+        assert_eq!(tab.poll_close(), Some(ConnId(99)));
+        assert_eq!(tab.poll_close(), None);
+        let room: Vec<char> = tab.range(1..5).map(|(_, s)| s.state).collect();
+        assert_eq!(room, vec!['d', 'c']);
+    }
+
+    #[test]
+    fn sweep_finds_the_silent() {
+        let t = Instant::now();
+        let mut tab = SessionTable::new();
+        tab.insert(ConnId(1), t, ());
+        tab.insert(ConnId(2), t, ());
+        tab.touch(1, t + Duration::from_secs(3));
+        let mut out = Vec::new();
+        tab.expired_into(t + Duration::from_secs(5), Duration::from_secs(5), &mut out);
+        assert_eq!(out, vec![0]);
+    }
+
+    #[test]
+    fn clock_runs_one_and_counts_the_rest() {
+        let t = Instant::now();
+        let ms = Duration::from_millis;
+        let mut c = TickClock::new(t, ms(10));
+        assert_eq!(c.next_deadline(), t + ms(10));
+        assert_eq!(c.due(t + ms(9)), 0);
+        assert_eq!(c.due(t + ms(10)), 1);
+        assert_eq!(c.next_deadline(), t + ms(20));
+        assert_eq!(c.due(t + ms(45)), 3, "20, 30 and 40 were due");
+        assert_eq!(c.next_deadline(), t + ms(50));
+        assert_eq!(c.skipped(), 2);
+    }
+
+    #[test]
+    fn clock_matches_adding_the_interval() {
+        let t = Instant::now();
+        let interval = Duration::from_secs(1) / 60;
+        let mut c = TickClock::new(t, interval);
+        let mut next = t + interval;
+        for wake in [1u64, 17, 18, 100, 1_000, 1_001, 5_000] {
+            let now = t + Duration::from_millis(wake);
+            let mut n = 0;
+            while next <= now {
+                n += 1;
+                next += interval;
+            }
+            assert_eq!(c.due(now), n, "at {wake} ms");
+            assert_eq!(c.next_deadline(), next);
+        }
+    }
+}

@@ -1,0 +1,720 @@
+//! A deterministic simulation of N bots and one server, in one thread, on a simulated clock,
+//! joined by a simulated link: the test harness the sans-IO contract exists for (after
+//! quinn-proto's test `Pair`, which drives two endpoints the same way).
+//!
+//! No socket, no sleep, no wall clock after the origin, no randomness but seeded rules, so a
+//! test can state exact ground truth ("the link dropped these 12 snapshots; the bot must
+//! report exactly 12 lost") and a run repeats bit for bit.
+//!
+//! - **Clock**: an `Instant` taken once as the origin; simulated time is an offset from it and
+//!   only moves when the event loop jumps to the next event.
+//! - **Link**: one [`Path`] per direction, with a one-way delay and impairments decided per
+//!   datagram by a [`Rule`]: drop, duplicate (a copy some time after the original), hold back
+//!   (arrive later than datagrams sent after it, i.e. reordering). Rules are deterministic:
+//!   every K-th ([`every_kth`]), explicit positions ([`at_indices`]), seeded random
+//!   ([`random`]), or any closure over the datagram's [`Meta`] ([`rule`]).
+//! - **Event loop**: jump to the earliest of (datagram arrival, server timeout, bot timeouts);
+//!   deliver every datagram due, then the server's timeout, then each bot's, in bot order;
+//!   after every call drain `poll_transmit` (into buffers of [`MAX_DATAGRAM`]) onto the link,
+//!   and the server's `poll_close` into [`Sim::closed`].
+//! - **Log**: every datagram the link took, with its bytes, fate and arrival times
+//!   ([`Sim::log`], [`Sim::deliveries`]). Tests read their ground truth from it.
+//!
+//! Bot `i` is [`ConnId`]`(i)` at the server for the whole run. Each bot has its own
+//! [`Recorder`] so a test can check one bot's numbers; like the engine, the harness counts
+//! each datagram a bot sends in its recorder (`datagram_up`), and the bot counts what it
+//! receives.
+//!
+//! The link is a datagram network (raw UDP). A transport with reliable channels and sessions
+//! (ENet) is not modelled: drive those through real transport hosts instead.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::{Bot, ConnId, Server, Transmit, MAX_DATAGRAM};
+use crate::metrics::Recorder;
+
+/// A direction of the link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dir {
+    /// Bot to server.
+    Up,
+    /// Server to bot.
+    Down,
+}
+
+/// What a rule sees of one datagram as the link takes it.
+#[derive(Debug, Clone, Copy)]
+pub struct Meta<'a> {
+    pub dir: Dir,
+    pub bot: usize,
+    /// Position among all datagrams of this direction, from 0.
+    pub index: u64,
+    /// Position among the datagrams of this direction to or from this bot, from 0.
+    pub peer_index: u64,
+    /// Simulated time of sending.
+    pub at: Duration,
+    pub bytes: &'a [u8],
+    /// The sender's delivery hints (see [`Transmit`]); the link itself treats every datagram
+    /// alike, a rule may not.
+    pub channel: u8,
+    pub reliable: bool,
+}
+
+/// Decides, for each datagram, whether an impairment applies.
+pub type Rule = Box<dyn FnMut(&Meta<'_>) -> bool>;
+
+/// The k-th, 2k-th, 3k-th ... datagram of the direction (counting from 1).
+///
+/// # Panics
+/// If `k` is 0 (a test bug, caught at setup).
+pub fn every_kth(k: u64) -> Rule {
+    assert!(k > 0, "every_kth(0)");
+    Box::new(move |m| (m.index + 1) % k == 0)
+}
+
+/// The datagrams of the direction at these positions (from 0).
+pub fn at_indices(indices: &[u64]) -> Rule {
+    let set: Vec<u64> = indices.to_vec();
+    Box::new(move |m| set.contains(&m.index))
+}
+
+/// Every datagram (a link down in that direction).
+pub fn always() -> Rule {
+    Box::new(|_| true)
+}
+
+/// Each datagram with probability `p`, from a generator seeded with `seed`: random-looking
+/// loss that is the same on every run.
+pub fn random(p: f64, seed: u64) -> Rule {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let p = p.clamp(0.0, 1.0);
+    Box::new(move |_| rng.random_bool(p))
+}
+
+/// Any decision over the datagram's [`Meta`] (its bytes, bot, position, time).
+pub fn rule(f: impl FnMut(&Meta<'_>) -> bool + 'static) -> Rule {
+    Box::new(f)
+}
+
+/// One direction of the link.
+#[derive(Default)]
+pub struct Path {
+    /// One-way delay of every datagram.
+    pub delay: Duration,
+    pub drop: Option<Rule>,
+    /// Matching datagrams arrive twice, the copy this long after the original.
+    pub duplicate: Option<(Rule, Duration)>,
+    /// Matching datagrams are held back this much longer than the others (reordering).
+    pub hold: Option<(Rule, Duration)>,
+}
+
+/// A datagram the link took.
+#[derive(Debug, Clone)]
+pub struct Record {
+    pub dir: Dir,
+    pub bot: usize,
+    pub index: u64,
+    pub peer_index: u64,
+    pub sent_at: Duration,
+    pub bytes: Vec<u8>,
+    pub channel: u8,
+    pub reliable: bool,
+    pub dropped: bool,
+    pub duplicated: bool,
+    /// Arrival times, one per copy delivered so far (empty: dropped or still in flight).
+    pub delivered: Vec<Duration>,
+}
+
+impl Record {
+    pub fn first_arrival(&self) -> Option<Duration> {
+        self.delivered.first().copied()
+    }
+}
+
+/// N bots of type `B` and one server of type `S` on a simulated link. See the module docs.
+pub struct Sim<B: Bot, S: Server> {
+    pub t0: Instant,
+    now: Instant,
+    pub server: S,
+    pub bots: Vec<B>,
+    /// One recorder per bot.
+    pub recs: Vec<Recorder>,
+    /// Bot `i`'s connection id at the server: `ConnId(i)`.
+    pub addrs: Vec<ConnId>,
+    by_addr: HashMap<ConnId, usize>,
+    /// Detached bots are no longer driven: no timeouts, and datagrams to them vanish.
+    pub detached: Vec<bool>,
+    /// While set, the server's timeouts are not called (its clock stands still), so what is
+    /// in flight can settle against a fixed world.
+    pub server_paused: bool,
+    pub up: Path,
+    pub down: Path,
+    pub log: Vec<Record>,
+    /// Log indices in delivery order (one entry per copy).
+    pub deliveries: Vec<usize>,
+    /// Connections the server closed (`poll_close`), with when.
+    pub closed: Vec<(Duration, ConnId)>,
+    queue: BinaryHeap<Reverse<(Instant, u64, usize)>>,
+    order: u64,
+    spins: u32,
+    sent: [u64; 2],
+    sent_peer: HashMap<(Dir, usize), u64>,
+}
+
+/// A bot's connection id at the server: its index.
+pub fn bot_addr(i: usize) -> ConnId {
+    ConnId(i as u64)
+}
+
+/// Guards against a state machine that never lets time move (a timer that stays due).
+const MAX_SPINS: u32 = 100_000;
+/// Guards against datagrams that trigger datagrams forever.
+const MAX_LOG: usize = 2_000_000;
+
+impl<B: Bot, S: Server> Sim<B, S> {
+    /// A simulation starting at `t0` (the instant `server` was created with), with `bots`
+    /// not yet started.
+    pub fn new(t0: Instant, server: S, bots: Vec<B>) -> Self {
+        let mut sim = Self {
+            t0,
+            now: t0,
+            server,
+            bots: Vec::new(),
+            recs: Vec::new(),
+            addrs: Vec::new(),
+            by_addr: HashMap::new(),
+            detached: Vec::new(),
+            server_paused: false,
+            up: Path::default(),
+            down: Path::default(),
+            log: Vec::new(),
+            deliveries: Vec::new(),
+            closed: Vec::new(),
+            queue: BinaryHeap::new(),
+            order: 0,
+            spins: 0,
+            sent: [0; 2],
+            sent_peer: HashMap::new(),
+        };
+        for b in bots {
+            sim.add_bot(b);
+        }
+        sim
+    }
+
+    /// Add a bot (not started); returns its index.
+    pub fn add_bot(&mut self, bot: B) -> usize {
+        let i = self.bots.len();
+        let addr = bot_addr(i);
+        self.bots.push(bot);
+        self.recs.push(Recorder::new());
+        self.addrs.push(addr);
+        self.by_addr.insert(addr, i);
+        self.detached.push(false);
+        i
+    }
+
+    /// The current simulated instant.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// Simulated time since the origin.
+    pub fn elapsed(&self) -> Duration {
+        self.now - self.t0
+    }
+
+    /// The instant `d` after the origin.
+    pub fn at(&self, d: Duration) -> Instant {
+        self.t0 + d
+    }
+
+    pub fn start_all(&mut self) {
+        for i in 0..self.bots.len() {
+            self.start(i);
+        }
+    }
+
+    /// `Bot::start` now, and send what it queues.
+    pub fn start(&mut self, i: usize) {
+        self.bots[i].start(self.now, &mut self.recs[i]);
+        self.drain_bot(i);
+    }
+
+    /// `Bot::stop` now, and send what it queues.
+    pub fn stop(&mut self, i: usize) {
+        self.bots[i].stop(self.now, &mut self.recs[i]);
+        self.drain_bot(i);
+    }
+
+    /// Stop driving bot `i` altogether, as if its process had died.
+    pub fn detach(&mut self, i: usize) {
+        self.detached[i] = true;
+    }
+
+    /// Hand one datagram to bot `i` directly (bypassing the link, not logged) and send what it
+    /// answers through the link.
+    pub fn inject_to_bot(&mut self, i: usize, bytes: &[u8]) {
+        self.bots[i].handle_datagram(self.now, bytes, &mut self.recs[i]);
+        self.drain_bot(i);
+    }
+
+    /// Run every event up to and including `until` (time since the origin); the clock ends at
+    /// `until`.
+    ///
+    /// # Panics
+    /// When time stops moving (a timer that stays due, a datagram loop): a state machine bug
+    /// the test should see rather than hang on.
+    pub fn run_until(&mut self, until: Duration) {
+        let end = self.t0 + until;
+        while self.advance(end) {}
+        self.now = self.now.max(end);
+    }
+
+    pub fn run_for(&mut self, d: Duration) {
+        let until = self.elapsed() + d;
+        self.run_until(until);
+    }
+
+    /// Run until `done` holds or `limit` of simulated time has passed; whether `done` held.
+    pub fn run_while_not(&mut self, limit: Duration, mut done: impl FnMut(&Self) -> bool) -> bool {
+        let end = self.now + limit;
+        while !done(self) {
+            if !self.advance(end) {
+                self.now = self.now.max(end);
+                return done(self);
+            }
+        }
+        true
+    }
+
+    /// Jump to the next instant with events and handle them, if it is not after `end`;
+    /// `false` (and the clock unmoved) when there is none. For loops with their own stop
+    /// condition; [`Sim::run_until`] is this until `false`.
+    pub fn advance(&mut self, end: Instant) -> bool {
+        let Some(next) = self.next_event().filter(|&t| t <= end) else {
+            return false;
+        };
+        let now = next.max(self.now);
+        if now == self.now {
+            self.spins += 1;
+            assert!(
+                self.spins < MAX_SPINS,
+                "simulation stuck at {:?}: a timer or datagram loop",
+                now - self.t0
+            );
+        } else {
+            self.spins = 0;
+        }
+        self.now = now;
+        self.step();
+        true
+    }
+
+    fn next_event(&self) -> Option<Instant> {
+        let arrival = self.queue.peek().map(|Reverse((t, _, _))| *t);
+        let server = self.server.poll_timeout().filter(|_| !self.server_paused);
+        let bots = self
+            .bots
+            .iter()
+            .zip(&self.detached)
+            .filter(|(_, &d)| !d)
+            .filter_map(|(b, _)| b.poll_timeout());
+        [arrival, server].into_iter().flatten().chain(bots).min()
+    }
+
+    fn step(&mut self) {
+        let now = self.now;
+        while let Some(&Reverse((at, _, idx))) = self.queue.peek() {
+            if at > now {
+                break;
+            }
+            self.queue.pop();
+            self.deliver(idx);
+        }
+        if !self.server_paused && self.server.poll_timeout().is_some_and(|t| t <= now) {
+            self.server.handle_timeout(now);
+            self.drain_server();
+        }
+        for i in 0..self.bots.len() {
+            if !self.detached[i] && self.bots[i].poll_timeout().is_some_and(|t| t <= now) {
+                self.bots[i].handle_timeout(now, &mut self.recs[i]);
+                self.drain_bot(i);
+            }
+        }
+    }
+
+    fn deliver(&mut self, idx: usize) {
+        let (dir, bot) = (self.log[idx].dir, self.log[idx].bot);
+        if dir == Dir::Down && self.detached[bot] {
+            return;
+        }
+        let at = self.now - self.t0;
+        self.log[idx].delivered.push(at);
+        self.deliveries.push(idx);
+        // Taken out for the call and put back: the state machines borrow the bytes, and the
+        // log keeps them for ground truth.
+        let bytes = std::mem::take(&mut self.log[idx].bytes);
+        match dir {
+            Dir::Up => {
+                self.server
+                    .handle_datagram(self.now, self.addrs[bot], &bytes);
+                self.log[idx].bytes = bytes;
+                self.drain_server();
+            }
+            Dir::Down => {
+                self.bots[bot].handle_datagram(self.now, &bytes, &mut self.recs[bot]);
+                self.log[idx].bytes = bytes;
+                self.drain_bot(bot);
+            }
+        }
+    }
+
+    /// Put what the server wants sent on the link, then note what it closed (after, as the
+    /// engine does: a refusal goes out before its connection is forgotten).
+    ///
+    /// # Panics
+    /// When the server sends to a connection no bot has.
+    pub fn drain_server(&mut self) {
+        let mut buf = [0u8; MAX_DATAGRAM];
+        while let Some((to, tx)) = self.server.poll_transmit(&mut buf) {
+            assert!(
+                tx.len > 0 && tx.len <= MAX_DATAGRAM,
+                "transmit of {}",
+                tx.len
+            );
+            let bot = *self
+                .by_addr
+                .get(&to)
+                .unwrap_or_else(|| panic!("server sent to unknown connection {to}"));
+            self.send(Dir::Down, bot, &buf[..tx.len], tx);
+        }
+        while let Some(c) = self.server.poll_close() {
+            self.closed.push((self.now - self.t0, c));
+        }
+    }
+
+    /// Put what bot `i` wants sent on the link.
+    pub fn drain_bot(&mut self, i: usize) {
+        let mut buf = [0u8; MAX_DATAGRAM];
+        while let Some(tx) = self.bots[i].poll_transmit(&mut buf) {
+            assert!(
+                tx.len > 0 && tx.len <= MAX_DATAGRAM,
+                "transmit of {}",
+                tx.len
+            );
+            self.recs[i].datagram_up(tx.len);
+            self.send(Dir::Up, i, &buf[..tx.len], tx);
+        }
+    }
+
+    fn send(&mut self, dir: Dir, bot: usize, bytes: &[u8], tx: Transmit) {
+        assert!(
+            self.log.len() < MAX_LOG,
+            "datagram storm: {MAX_LOG} datagrams by {:?}",
+            self.now - self.t0
+        );
+        let at = self.now - self.t0;
+        let d = dir as usize;
+        let index = self.sent[d];
+        self.sent[d] += 1;
+        let peer = self.sent_peer.entry((dir, bot)).or_default();
+        let peer_index = *peer;
+        *peer += 1;
+        let path = match dir {
+            Dir::Up => &mut self.up,
+            Dir::Down => &mut self.down,
+        };
+        let meta = Meta {
+            dir,
+            bot,
+            index,
+            peer_index,
+            at,
+            bytes,
+            channel: tx.channel,
+            reliable: tx.reliable,
+        };
+        let dropped = path.drop.as_mut().is_some_and(|r| r(&meta));
+        let mut dup_gap = None;
+        let mut hold = Duration::ZERO;
+        if !dropped {
+            if let Some((r, gap)) = &mut path.duplicate {
+                dup_gap = r(&meta).then_some(*gap);
+            }
+            if let Some((r, extra)) = &mut path.hold {
+                if r(&meta) {
+                    hold = *extra;
+                }
+            }
+        }
+        let arrive = self.now + path.delay + hold;
+        let idx = self.log.len();
+        self.log.push(Record {
+            dir,
+            bot,
+            index,
+            peer_index,
+            sent_at: at,
+            bytes: bytes.to_vec(),
+            channel: tx.channel,
+            reliable: tx.reliable,
+            dropped,
+            duplicated: dup_gap.is_some(),
+            delivered: Vec::new(),
+        });
+        if !dropped {
+            self.schedule(arrive, idx);
+            if let Some(gap) = dup_gap {
+                self.schedule(arrive + gap, idx);
+            }
+        }
+    }
+
+    fn schedule(&mut self, at: Instant, idx: usize) {
+        self.queue.push(Reverse((at, self.order, idx)));
+        self.order += 1;
+    }
+
+    // -----------------------------------------------------------------------------------
+    // Ground truth from the log.
+    // -----------------------------------------------------------------------------------
+
+    /// Server-to-bot datagrams for bot `i`, in sending order.
+    pub fn down_to(&self, i: usize) -> impl Iterator<Item = &Record> + '_ {
+        self.log
+            .iter()
+            .filter(move |r| r.dir == Dir::Down && r.bot == i)
+    }
+
+    /// Bot-to-server datagrams from bot `i`, in sending order.
+    pub fn up_from(&self, i: usize) -> impl Iterator<Item = &Record> + '_ {
+        self.log
+            .iter()
+            .filter(move |r| r.dir == Dir::Up && r.bot == i)
+    }
+
+    /// Where bot `i`'s downstream accounting can start and end, as positions in
+    /// [`Sim::down_to`]: from the first datagram that `starts` a session and reached the bot
+    /// (datagrams before it belong to no session) to the last datagram that reached it (later
+    /// ones could not be seen missing yet).
+    pub fn down_window(
+        &self,
+        i: usize,
+        starts: impl Fn(&Record) -> bool,
+    ) -> Option<(usize, usize)> {
+        let first = self
+            .down_to(i)
+            .enumerate()
+            .filter(|(_, r)| starts(r))
+            .filter_map(|(p, r)| r.first_arrival().map(|t| (t, p)))
+            .min()?
+            .1;
+        let last = self
+            .down_to(i)
+            .enumerate()
+            .filter(|(_, r)| !r.delivered.is_empty())
+            .map(|(p, _)| p)
+            .last()?;
+        Some((first, last))
+    }
+
+    /// The datagrams of a [`Sim::down_window`].
+    pub fn down_in_window(
+        &self,
+        i: usize,
+        window: Option<(usize, usize)>,
+    ) -> impl Iterator<Item = &Record> + '_ {
+        let (first, n) = window.map_or((0, 0), |(f, l)| (f, l + 1 - f));
+        self.down_to(i).skip(first).take(n)
+    }
+
+    /// Extra copies of datagrams from position `first` on that reached bot `i`.
+    pub fn duplicate_deliveries_from(&self, i: usize, first: usize) -> u64 {
+        self.down_to(i)
+            .skip(first)
+            .map(|r| r.delivered.len().saturating_sub(1) as u64)
+            .sum()
+    }
+
+    /// First copies of datagrams from position `first` on that reached bot `i` after a
+    /// datagram sent later.
+    pub fn reordered_deliveries_from(&self, i: usize, first: usize) -> u64 {
+        let mut seen = std::collections::HashSet::new();
+        let mut highest: Option<u64> = None;
+        let mut n = 0;
+        for &idx in &self.deliveries {
+            let r = &self.log[idx];
+            if r.dir != Dir::Down || r.bot != i || (r.peer_index as usize) < first {
+                continue;
+            }
+            if !seen.insert(idx) {
+                continue; // a duplicate copy
+            }
+            if highest.is_some_and(|h| r.peer_index < h) {
+                n += 1;
+            }
+            highest = highest.max(Some(r.peer_index));
+        }
+        n
+    }
+
+    /// All bots' recorders merged, as one worker would hold them.
+    pub fn merged(&self) -> Recorder {
+        let mut all = Recorder::new();
+        for r in &self.recs {
+            all.merge(r);
+        }
+        all
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{BotPhase, ServerStats};
+
+    /// A bot that sends one byte (its counter) every 10 ms and counts what comes back.
+    struct Echoer {
+        next: Option<Instant>,
+        n: u8,
+        pending: bool,
+        got: Vec<u8>,
+    }
+
+    impl Bot for Echoer {
+        fn start(&mut self, now: Instant, _: &mut Recorder) {
+            self.next = Some(now);
+        }
+        fn handle_datagram(&mut self, _: Instant, data: &[u8], _: &mut Recorder) {
+            self.got.extend_from_slice(data);
+        }
+        fn handle_timeout(&mut self, now: Instant, _: &mut Recorder) {
+            self.pending = true;
+            self.next = Some(now + Duration::from_millis(10));
+        }
+        fn stop(&mut self, _: Instant, _: &mut Recorder) {
+            self.next = None;
+        }
+        fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<Transmit> {
+            if !std::mem::take(&mut self.pending) {
+                return None;
+            }
+            buf[0] = self.n;
+            self.n += 1;
+            Some(Transmit::datagram(1))
+        }
+        fn poll_timeout(&self) -> Option<Instant> {
+            self.next
+        }
+        fn phase(&self) -> BotPhase {
+            BotPhase::Connected
+        }
+    }
+
+    /// Echoes every datagram to its sender; closes a connection after its 3rd datagram.
+    #[derive(Default)]
+    struct Mirror {
+        out: Vec<(ConnId, u8)>,
+        seen: HashMap<ConnId, u32>,
+        close: Vec<ConnId>,
+        stats: ServerStats,
+    }
+
+    impl Server for Mirror {
+        fn handle_datagram(&mut self, _: Instant, from: ConnId, data: &[u8]) {
+            self.out.push((from, data[0]));
+            let n = self.seen.entry(from).or_default();
+            *n += 1;
+            if *n == 3 {
+                self.close.push(from);
+            }
+        }
+        fn handle_timeout(&mut self, _: Instant) {}
+        fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<(ConnId, Transmit)> {
+            let (to, b) = self.out.pop()?;
+            buf[0] = b;
+            Some((to, Transmit::datagram(1)))
+        }
+        fn poll_timeout(&self) -> Option<Instant> {
+            None
+        }
+        fn stats(&self) -> &ServerStats {
+            &self.stats
+        }
+        fn poll_close(&mut self) -> Option<ConnId> {
+            self.close.pop()
+        }
+    }
+
+    fn echoer() -> Echoer {
+        Echoer {
+            next: None,
+            n: 0,
+            pending: false,
+            got: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn delay_drop_duplicate_hold_and_log() {
+        let ms = Duration::from_millis;
+        let t0 = Instant::now();
+        let mut sim = Sim::new(t0, Mirror::default(), vec![echoer(), echoer()]);
+        sim.up.delay = ms(3);
+        sim.down.delay = ms(2);
+        sim.up.drop = Some(at_indices(&[2]));
+        sim.down.duplicate = Some((rule(|m| m.bot == 1 && m.peer_index == 0), ms(1)));
+        sim.down.hold = Some((rule(|m| m.bot == 0 && m.peer_index == 1), ms(15)));
+        sim.start_all();
+        sim.run_until(ms(25));
+        // Up: bot 0 sends 0,1,2 at 0,10,20 ms; bot 1 the same; up index 2 is bot 0's second.
+        let up0: Vec<bool> = sim.up_from(0).map(|r| r.dropped).collect();
+        assert_eq!(up0, vec![false, true, false]);
+        // Echoes arrive 5 ms after sending; bot 0's second echo is its datagram 2, held.
+        assert_eq!(sim.bots[0].got, vec![0]);
+        assert_eq!(sim.bots[1].got, vec![0, 0, 1, 2], "first echo duplicated");
+        assert_eq!(
+            sim.recs[0].packets_up, 3,
+            "the harness counts what a bot sends"
+        );
+        assert_eq!(sim.closed, vec![(ms(23), ConnId(1))]);
+        sim.run_until(ms(40));
+        assert_eq!(sim.bots[0].got, vec![0, 3, 2], "held back past a later one");
+        assert_eq!(sim.reordered_deliveries_from(0, 0), 1);
+        assert_eq!(sim.duplicate_deliveries_from(1, 0), 1);
+        let window = sim.down_window(1, |r| r.bytes[0] == 1);
+        assert_eq!(window, Some((1, 3)));
+        assert_eq!(sim.down_in_window(1, window).count(), 3);
+    }
+
+    #[test]
+    fn seeded_random_rules_repeat() {
+        let picks = |seed| {
+            let mut r = random(0.3, seed);
+            (0..100u64)
+                .map(|index| {
+                    r(&Meta {
+                        dir: Dir::Up,
+                        bot: 0,
+                        index,
+                        peer_index: index,
+                        at: Duration::ZERO,
+                        bytes: &[],
+                        channel: 0,
+                        reliable: false,
+                    })
+                })
+                .collect::<Vec<bool>>()
+        };
+        assert_eq!(picks(7), picks(7));
+        assert_ne!(picks(7), picks(8));
+        let n = picks(7).iter().filter(|&&d| d).count();
+        assert!((15..45).contains(&n), "{n} of 100 at p = 0.3");
+    }
+}
