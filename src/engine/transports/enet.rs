@@ -295,6 +295,8 @@ impl BotTransport for EnetBots {
 pub struct EnetServerSide {
     host: EnetHost,
     by_conn: HashMap<ConnId, PeerId>,
+    /// Sessions the server closed whose ENet disconnect is still under way.
+    closing: std::collections::HashSet<ConnId>,
     by_peer: Vec<Option<ConnId>>,
     next_conn: u64,
     /// The server's output has been moved into the host and flushed.
@@ -311,6 +313,7 @@ impl EnetServerSide {
         Ok(Self {
             host,
             by_conn: HashMap::new(),
+            closing: Default::default(),
             by_peer: vec![None; peers],
             next_conn: 0,
             collected: false,
@@ -339,6 +342,7 @@ impl EnetServerSide {
                 EnetEvent::Disconnected { peer, .. } => {
                     if let Some(conn) = self.by_peer.get_mut(peer.index()).and_then(Option::take) {
                         self.by_conn.remove(&conn);
+                        self.closing.remove(&conn);
                         server.handle_disconnect(now, conn);
                     }
                 }
@@ -391,6 +395,7 @@ impl ServerTransport for EnetServerSide {
             }
             while let Some(conn) = server.poll_close() {
                 if let Some(&peer) = self.by_conn.get(&conn) {
+                    self.closing.insert(conn);
                     let _ = self.host.disconnect(now, peer, 0);
                 }
             }
@@ -400,7 +405,8 @@ impl ServerTransport for EnetServerSide {
     }
 
     fn report(&self, stats: &mut ServerStats) {
-        stats.connections = self.by_conn.len();
+        // Open sessions: a session the server closed is on its way out.
+        stats.connections = self.by_conn.len().saturating_sub(self.closing.len());
         stats.events.merge(&self.counters);
         let h = self.host.stats();
         stats.events.add("enet_datagrams_dropped_in", h.dropped_in);
