@@ -173,6 +173,15 @@ fn unreachable_target_exits_3() {
     assert_eq!(s["bots"]["connected"], 0);
     assert_eq!(s["bots"]["failed"], 5);
     assert_eq!(s["errors"]["connect"]["timeout"], 5);
+    // Nothing measured is not zero: a `jq '.rtt_us.p99 < 50000'` gate cannot pass on it.
+    assert_eq!(s["rtt_us"]["count"], 0);
+    assert!(s["rtt_us"]["p99"].is_null(), "{}", s["rtt_us"]);
+    assert!(s["handshake_us"]["p50"].is_null(), "{}", s["handshake_us"]);
+    assert!(
+        s["loss"]["downstream"]["rate"].is_null(),
+        "{}",
+        s["loss"]["downstream"]
+    );
 }
 
 /// A threshold that cannot hold fails the run with exit 1, and says which one.
