@@ -337,3 +337,44 @@ fn merge_two_runs_exactly() {
     assert!(merged.join("report.html").exists());
     assert!(merged.join("histograms.hlog").exists());
 }
+
+/// The per-second points add up to the run: the last, partial second is a point of its own
+/// (a 2.5 s run has points at 1, 2 and 2.5 s), and every packet counted in the totals is in
+/// exactly one point.
+#[test]
+fn intervals_add_up_to_the_totals_including_the_last_partial_second() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sc = write_scenario(
+        tmp.path(),
+        "s.yaml",
+        "name: tail\nprotocol:\n  cafe: {}\npopulation:\n  stages:\n    - ramp_to: 10\n      over: 0s\nduration: 2500ms\n",
+    );
+    let out = tmp.path().join("out");
+    let o = bin()
+        .arg("run")
+        .arg(&sc)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = summary(&out);
+    let iv = s["intervals"].as_array().unwrap();
+    let ts: Vec<f64> = iv.iter().map(|p| p["t"].as_f64().unwrap()).collect();
+    assert_eq!(ts.len(), 3, "{ts:?}");
+    assert_eq!(&ts[..2], &[1.0, 2.0]);
+    assert!((ts[2] - 2.5).abs() < 0.05, "{ts:?}");
+    assert_eq!(iv[2]["partial"], true);
+    assert!(iv[1].get("partial").is_none());
+    for (total, key) in [
+        ("up_packets", "packets_up"),
+        ("down_packets", "packets_down"),
+        ("up_bytes", "bytes_up"),
+        ("down_bytes", "bytes_down"),
+    ] {
+        let sum: u64 = iv.iter().map(|p| p[key].as_u64().unwrap()).sum();
+        assert_eq!(sum, s["bandwidth"][total].as_u64().unwrap(), "{key}");
+    }
+    let inputs: u64 = iv.iter().map(|p| p["inputs_sent"].as_u64().unwrap()).sum();
+    assert_eq!(inputs, s["inputs_sent"].as_u64().unwrap());
+}

@@ -253,7 +253,13 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<u8> {
         }
         Err(e) => return Err(e.into()),
     };
-    let last = outcome.intervals.last().map(|p| p.t as u64).unwrap_or(0);
+    let last = outcome
+        .intervals
+        .iter()
+        .rev()
+        .find(|p| !p.partial)
+        .map(|p| p.t as u64)
+        .unwrap_or(0);
     if hlog_error.is_none() {
         hlog_error = hlog.interval(last, &outcome.tail).err();
     }

@@ -133,7 +133,10 @@ pub fn run(
     for t in threads {
         let _ = t.join();
     }
-    let elapsed = Instant::now().saturating_duration_since(run_start);
+    let elapsed = Instant::now()
+        .saturating_duration_since(run_start)
+        .min(plan.duration);
+    collector.finish(elapsed);
     let interrupted = stop.is_stopped();
     let server_stats = merge_server_stats(servers.into_iter().map(ServerHandle::shutdown));
     Ok(RunOutcome {
@@ -143,7 +146,7 @@ pub fn run(
         ever_connected: collector.ever_connected,
         failed: collector.failed,
         started_at,
-        elapsed: elapsed.min(plan.duration),
+        elapsed,
         interrupted,
         workers,
         tail: collector.tail,
@@ -202,6 +205,8 @@ struct Collector {
     open: std::collections::BTreeMap<u64, (Recorder, usize, u64)>,
     points: Vec<IntervalPoint>,
     tail: Recorder,
+    /// Bots in play at the end, summed over workers.
+    tail_connected: u64,
     ever_connected: u64,
     failed: u64,
 }
@@ -214,6 +219,7 @@ impl Collector {
             open: Default::default(),
             points: Vec::new(),
             tail: Recorder::new(),
+            tail_connected: 0,
             ever_connected: 0,
             failed: 0,
         }
@@ -250,14 +256,33 @@ impl Collector {
                 rec,
                 ever_connected,
                 failed,
-                ..
+                connected_now,
             } => {
                 self.total.merge(&rec);
                 self.tail.merge(&rec);
+                self.tail_connected += connected_now;
                 self.ever_connected += ever_connected;
                 self.failed += failed;
                 None
             }
+        }
+    }
+
+    /// After the last worker: what no whole second holds (seconds some workers finished
+    /// before they reported them, and the time since the last whole second) becomes the
+    /// tail, and the tail becomes the last, partial point, so the points add up to the totals.
+    fn finish(&mut self, elapsed: Duration) {
+        for (_, (r, _, _)) in std::mem::take(&mut self.open) {
+            self.tail.merge(&r);
+        }
+        let last_t = self.points.last().map_or(0.0, |p| p.t);
+        let t = (elapsed.as_secs_f64() * 1000.0).round() / 1000.0;
+        let tail_has_data = self.tail.packets_up + self.tail.packets_down > 0;
+        if t > last_t || tail_has_data {
+            let mut p = point(0, &self.tail, self.tail_connected);
+            p.t = t.max(last_t);
+            p.partial = true;
+            self.points.push(p);
         }
     }
 }
@@ -277,5 +302,6 @@ fn point(index: u64, r: &Recorder, connected: u64) -> IntervalPoint {
         lateness_p99_us: HistSummary::of(&r.send_lateness_us).p99,
         inputs_sent: r.inputs_sent,
         snapshots_applied: r.snapshots_applied,
+        partial: false,
     }
 }

@@ -55,6 +55,8 @@ pub enum WorkerMsg {
         rec: Recorder,
         ever_connected: u64,
         failed: u64,
+        /// Bots in play when the run ended.
+        connected_now: u64,
     },
 }
 
@@ -350,6 +352,7 @@ pub fn run_worker(spec: WorkerSpec, tx: Sender<WorkerMsg>, stop: watch::Receiver
                 rec: Recorder::new(),
                 ever_connected: 0,
                 failed: spec.bots.len() as u64,
+                connected_now: 0,
             });
             return;
         }
@@ -469,6 +472,12 @@ async fn worker_main<T: BotTransport + 'static>(
 
     // Polite shutdown: every bot sends its goodbye now.
     let now = Instant::now();
+    let connected_now = shared
+        .slots
+        .borrow()
+        .iter()
+        .filter(|s| s.bot.phase() == BotPhase::Connected)
+        .count() as u64;
     let count = shared.slots.borrow().len();
     for idx in 0..count {
         stop_bot(&shared, idx, now);
@@ -503,6 +512,7 @@ async fn worker_main<T: BotTransport + 'static>(
         rec,
         ever_connected,
         failed: failed + socket_failures,
+        connected_now,
     });
 }
 

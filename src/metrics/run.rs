@@ -63,6 +63,10 @@ pub struct IntervalPoint {
     pub lateness_p99_us: u64,
     pub inputs_sent: u64,
     pub snapshots_applied: u64,
+    /// The run's last, shorter interval (from the last whole second to the stop), so that the
+    /// points add up to the run's totals. Absent (false) on whole seconds.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
 }
 
 /// What a run measured.

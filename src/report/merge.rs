@@ -199,11 +199,19 @@ pub fn merge_runs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
     let mut loss_weight: BTreeMap<u64, (f64, u64)> = BTreeMap::new();
     for (s, _) in &runs {
         for p in &s.intervals {
-            let k = p.t.round() as u64;
+            // Each run's last, partial interval ends at its own time: they merge into one last
+            // point, at the latest end.
+            let k = if p.partial {
+                u64::MAX
+            } else {
+                p.t.round() as u64
+            };
             let e = points.entry(k).or_insert_with(|| IntervalPoint {
                 t: p.t,
+                partial: p.partial,
                 ..IntervalPoint::default()
             });
+            e.t = e.t.max(p.t);
             e.bots_connected += p.bots_connected;
             e.packets_up += p.packets_up;
             e.packets_down += p.packets_down;
@@ -217,8 +225,14 @@ pub fn merge_runs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
         }
     }
     for (k, p) in points.iter_mut() {
-        // Interval k (ending at t = k s) started at k - 1 s.
-        if let Some(tags) = by_second.get(&k.saturating_sub(1)) {
+        // Interval k (ending at t = k s) started at k - 1 s; a partial one at the last whole
+        // second before its end.
+        let start = if p.partial {
+            (p.t - 1e-9).floor().max(0.0) as u64
+        } else {
+            k.saturating_sub(1)
+        };
+        if let Some(tags) = by_second.get(&start) {
             let d = |tag: &str| tags.get(tag).map(HistSummary::of).unwrap_or_default();
             p.rtt_p50_us = d("rtt_us").p50;
             p.rtt_p99_us = d("rtt_us").p99;

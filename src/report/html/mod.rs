@@ -187,6 +187,7 @@ mod tests {
                 lateness_p99_us: if spike { 3_400 } else { 40 + (i % 5) * 9 },
                 inputs_sent: bots * 60,
                 snapshots_applied: bots * 30,
+                partial: false,
             });
         }
         let sum = |f: fn(&IntervalPoint) -> u64| intervals.iter().map(f).sum::<u64>();
