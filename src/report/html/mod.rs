@@ -4,11 +4,11 @@
 //! and escaping every value it prints, since scenario names, targets and metric names are
 //! user input. This module turns a [`Summary`] into the template's view model:
 //!
-//! - [`view`]: header, thresholds, key figures, latency percentiles, errors;
-//! - [`timeline`]: the per-second charts;
-//! - [`protocol`]: the protocol's own metrics, shown as its `protocol_metric_info` says;
-//! - [`chart`]: the SVG drawn in code (the only markup not written in the template);
-//! - [`format`]: how numbers and units are printed.
+//! - `view`: header, thresholds, key figures, latency percentiles, errors;
+//! - `timeline`: the per-second charts;
+//! - `protocol`: the protocol's own metrics, shown as its `protocol_metric_info` says;
+//! - `chart`: the SVG drawn in code (the only markup not written in the template);
+//! - `format`: how numbers and units are printed.
 //!
 //! Everything is inline and works offline: CSS in a `<style>` block, charts as SVG (no
 //! JavaScript, no fonts, no images, no external references; a Content-Security-Policy forbids
