@@ -54,7 +54,9 @@ Readings taken where the spec (and NOTES.md) is silent -- the "decisions":
       3 server_full at --max-clients sessions. message is NUL-padded ASCII.
   D3  Tick rate --tick-rate (20) ticks/s, one snapshot per connected client per tick, so
       consecutive snapshot ticks differ by exactly 1 and every gap is a lost snapshot.
-      Ticks start at --start-tick (1) and wrap modulo 2^32.
+      The first tick is --start-tick + 1 (2 by default); ticks wrap modulo 2^32 and are
+      compared in serial-number arithmetic. last_received_tick 0 always means "send a full
+      snapshot" (so right after a wrap through 0 one extra full is sent).
   D4  Baselines: the server remembers what it generated for each client for the last 30+
       ticks. last_received_tick (from 26-byte inputs) acks a tick; the newest valid ack
       (serial-number order) is the client's baseline. A delta is sent against it while
@@ -302,6 +304,18 @@ class Ent:
                 max(0, min(100, int(self.health))), self.anim & 0xFF, self.team & 0xFF)
 
 
+COUNTER_KEYS = (
+            "snapshots_generated", "snapshots_dropped", "snapshots_sent", "full_snapshots",
+            "delta_snapshots", "full_fallback_mtu", "pongs", "pings", "inputs",
+            "inputs_valid", "invalid_inputs", "inputs_reordered", "inputs_over_rate",
+            "inputs_no_ack", "acks_valid", "ack_not_sent", "ack_stale", "events_sent",
+            "damage_events", "death_events", "handoffs_sent", "handoff_events_sent",
+            "handoffs_arrived", "handoffs_ignored", "heartbeats_received",
+            "heartbeats_echoed", "heartbeats_sent", "heartbeat_replies",
+            "connect_acks_sent", "connected_msgs", "input_before_connected",
+            "send_errors")
+
+
 class Client:
     def __init__(self, addr, entity: Ent, client_id: str, client_version: int, now: float):
         self.addr = addr
@@ -335,16 +349,7 @@ class Client:
         self.handoff_deadline = None
         self.hb_sent: dict[int, float] = {}
         self.next_hb = None
-        self.c = dict.fromkeys((
-            "snapshots_generated", "snapshots_dropped", "snapshots_sent", "full_snapshots",
-            "delta_snapshots", "full_fallback_mtu", "pongs", "pings", "inputs",
-            "inputs_valid", "invalid_inputs", "inputs_reordered", "inputs_over_rate",
-            "inputs_no_ack", "acks_valid", "ack_not_sent", "ack_stale", "events_sent",
-            "damage_events", "death_events", "handoffs_sent", "handoff_events_sent",
-            "handoffs_arrived", "handoffs_ignored", "heartbeats_received",
-            "heartbeats_echoed", "heartbeats_sent", "heartbeat_replies",
-            "connect_acks_sent", "connected_msgs", "input_before_connected",
-            "send_errors"), 0)
+        self.c = dict.fromkeys(COUNTER_KEYS, 0)
         self.handoff_latency_ms = None
         self.invalid_by_reason: dict[str, int] = {}
         self.disconnect_reason = None
@@ -685,7 +690,7 @@ class Server:
         dt = self.interval
         t = self.ticks_run * dt
         for i, e in enumerate(self.npcs):
-            r = 10.0 + 6.0 * i
+            r = 10.0 + (6.0 * i) % 180.0
             w = 0.4 + 0.1 * i
             a = w * t + i
             nx, nz = r * math.cos(a), r * math.sin(a)
@@ -936,7 +941,7 @@ class Server:
                 + " ".join(f"{k}={c.c[k]}" for k in head) + " "
                 + f"handoff_latency_ms={c.handoff_latency_ms if c.handoff_latency_ms is not None else '-'} "
                 + " ".join(f"{k}={v}" for k, v in rest.items()))
-        tot = {k: sum(c.c[k] for c in everyone) for k in everyone[0].c} if everyone else {}
+        tot = {k: sum(c.c[k] for c in everyone) for k in COUNTER_KEYS}
         lines.append(
             f"TRUTH total zone={self.args.zone_id} port={self.port} clients={self.clients_seen} "
             + " ".join(f"{k}={tot.get(k, 0)}" for k in head) + " "
