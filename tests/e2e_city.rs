@@ -190,3 +190,70 @@ fn sessions_are_closed_when_the_run_ends() {
     );
     assert_eq!(s.timed_out, 0, "{s:?}");
 }
+
+/// Bytes on the wire: what the bots report as crossing their sockets (ENet headers, acks,
+/// retransmissions and fragments included) is what a counting proxy between them and the
+/// server saw; the City payload inside is reported separately and is smaller.
+#[test]
+fn wire_bytes_equal_what_a_counting_proxy_saw() {
+    use std::sync::atomic::Ordering;
+
+    let section = ProtocolSection::City(CityOptions::default());
+    let handle = spawn_reference_server(
+        (Ipv4Addr::LOCALHOST, 0).into(),
+        &section,
+        &ServerSection::default(),
+    )
+    .unwrap();
+    let proxy = Proxy::start(
+        handle.addr,
+        Impairment {
+            one_way_delay: Duration::ZERO,
+            drop_every_down: 0,
+            drop_every_up: 0,
+            corrupt_every_down: 0,
+        },
+        Duration::from_secs(30),
+    );
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/city.yaml"))
+        .unwrap()
+        .replace("ramp_to: 300", "ramp_to: 10")
+        .replace("over: 3s", "over: 1s")
+        .replace("duration: 12s", "duration: 3s");
+    let s = run(&text, &["--target", &proxy.addr.to_string()]);
+    let bw = &s["bandwidth"];
+    let n = |k: &str| bw[k].as_u64().unwrap();
+    // Up: every datagram the bots sent reached the proxy on loopback, byte for byte.
+    assert_eq!(
+        n("wire_up_packets"),
+        proxy.counts.up_received.load(Ordering::Relaxed)
+    );
+    assert_eq!(
+        n("wire_up_bytes"),
+        proxy.counts.up_received_bytes.load(Ordering::Relaxed)
+    );
+    // Down: what the bots received is what the proxy forwarded, less what the server still
+    // sent after the bots had gone (a retransmission or two of its disconnect per session).
+    let fwd = proxy.counts.down_forwarded.load(Ordering::Relaxed);
+    let fwd_bytes = proxy.counts.down_forwarded_bytes.load(Ordering::Relaxed);
+    assert!(
+        n("wire_down_packets") <= fwd && fwd - n("wire_down_packets") <= 10 * 3,
+        "{bw} vs {fwd}"
+    );
+    assert!(
+        n("wire_down_bytes") <= fwd_bytes && fwd_bytes - n("wire_down_bytes") <= 10 * 3 * 64,
+        "{bw} vs {fwd_bytes}"
+    );
+    // The City payload is inside: fewer bytes than the wire, and ENet adds acks both ways.
+    assert!(n("down_bytes") < n("wire_down_bytes"), "{bw}");
+    assert!(n("up_bytes") < n("wire_up_bytes"), "{bw}");
+    // Per-bot bandwidth and message sizes are histograms.
+    assert!(
+        bw["per_bot_down_bytes_per_s"]["count"].as_u64().unwrap() >= 10,
+        "{bw}"
+    );
+    assert!(
+        bw["packet_size_down_bytes"]["max"].as_u64().unwrap() > 0,
+        "{bw}"
+    );
+}

@@ -19,36 +19,54 @@ use tokio::io::unix::{AsyncFd, AsyncFdReadyGuard};
 
 /// Datagrams asked for per receive call.
 pub const RECV_BATCH: usize = 8;
-/// Largest datagram a bot accepts; longer ones are truncated and counted by the protocol
-/// as malformed.
-pub const RECV_BUF: usize = 2048;
+/// Largest datagram a bot accepts: the largest a UDP datagram can be, so servers that send
+/// big snapshots (tens of kilobytes) are read whole. A longer one (an IPv6 jumbogram) is
+/// counted as `recv.truncated` and not handed to the bot.
+pub const RECV_BUF: usize = 65_536;
 
 pub struct BotSocket {
     fd: AsyncFd<UdpSocket>,
 }
 
-/// Receive buffers shared by all bots of a worker.
+/// Receive buffers shared by all bots of a worker (allocated once, on the heap).
 pub struct BotRx {
-    bufs: [[u8; RECV_BUF]; RECV_BATCH],
+    bufs: [Box<[u8]>; RECV_BATCH],
+    /// Each datagram's real length (the kernel reports it even when it did not fit).
     lens: [usize; RECV_BATCH],
 }
 
 impl Default for BotRx {
     fn default() -> Self {
         Self {
-            bufs: [[0; RECV_BUF]; RECV_BATCH],
+            bufs: std::array::from_fn(|_| vec![0u8; RECV_BUF].into_boxed_slice()),
             lens: [0; RECV_BATCH],
         }
     }
 }
 
 impl BotRx {
+    /// The first `n` datagrams that fit their buffer.
     pub fn datagrams(&self, n: usize) -> impl Iterator<Item = &[u8]> + '_ {
         self.bufs
             .iter()
             .zip(self.lens.iter())
             .take(n)
-            .map(|(b, &l)| &b[..l.min(RECV_BUF)])
+            .filter(|(b, &l)| l <= b.len())
+            .map(|(b, &l)| &b[..l])
+    }
+
+    /// The real sizes of the first `n` datagrams.
+    pub fn sizes(&self, n: usize) -> impl Iterator<Item = usize> + '_ {
+        self.lens.iter().take(n).copied()
+    }
+
+    /// Of the first `n` datagrams, how many were cut short, and their real total size.
+    pub fn truncated(&self, n: usize) -> (u64, u64) {
+        self.lens
+            .iter()
+            .take(n)
+            .filter(|&&l| l > RECV_BUF)
+            .fold((0, 0), |(c, b), &l| (c + 1, b + l as u64))
     }
 }
 
@@ -127,7 +145,8 @@ fn recvmmsg(sock: &UdpSocket, rx: &mut BotRx) -> io::Result<usize> {
             sock.as_raw_fd(),
             hdrs.as_mut_ptr(),
             RECV_BATCH as libc::c_uint,
-            libc::MSG_DONTWAIT,
+            // MSG_TRUNC: msg_len is the datagram's real length even when it did not fit.
+            libc::MSG_DONTWAIT | libc::MSG_TRUNC,
             std::ptr::null_mut(),
         )
     };

@@ -74,6 +74,9 @@ struct Slot {
     transport_failed: bool,
     /// The transport was asked to close the bot's session.
     closing: bool,
+    /// Application bytes sent and received in the current second.
+    second_up: u64,
+    second_down: u64,
 }
 
 /// A source's timer entry.
@@ -134,6 +137,7 @@ impl<T: BotTransport + 'static> Shared<T> {
             let mut transport = self.transport.borrow_mut();
             while let Some(t) = slot.bot.poll_transmit(&mut buf) {
                 let bytes = &buf[..t.len.min(buf.len())];
+                slot.second_up += bytes.len() as u64;
                 transport.send(idx, &t, bytes, &mut rec);
             }
             transport.flush(idx, now, &mut rec);
@@ -266,7 +270,8 @@ impl<T: BotTransport + 'static> Shared<T> {
                 LinkEvent::Data(_) => {
                     // A bot that has ended has left the session: what still arrives for it is
                     // not its business.
-                    let live = self.slots.borrow().get(idx).is_some_and(|s| {
+                    let live = self.slots.borrow_mut().get_mut(idx).is_some_and(|s| {
+                        s.second_down += bytes.len() as u64;
                         !matches!(s.bot.phase(), BotPhase::Failed | BotPhase::Closed)
                     });
                     if live {
@@ -314,6 +319,16 @@ impl<T: BotTransport + 'static> Shared<T> {
         {
             let rx = self.rx.borrow();
             let mut rec = self.rec.borrow_mut();
+            for size in rx.sizes(n) {
+                rec.wire_down(size);
+            }
+            let (cut, bytes) = rx.truncated(n);
+            if cut > 0 {
+                // Counted by its own reason at its real size, never as the server's malformed
+                // message: the bot never sees it.
+                rec.send_errors.add2("recv", "truncated", cut);
+                rec.events.add("truncated_bytes", bytes);
+            }
             let mut events = self.events.borrow_mut();
             self.transport.borrow_mut().on_datagrams(
                 src,
@@ -541,6 +556,8 @@ fn spawn_bot<T: BotTransport + 'static>(
         ever_connected: false,
         transport_failed: false,
         closing: false,
+        second_up: 0,
+        second_down: 0,
     });
     shared.watch(opened.source, opened.watch);
     if opened.up {
@@ -682,15 +699,19 @@ async fn interval_loop<T: BotTransport + 'static>(
         let at = run_start + Duration::from_secs(index + 1);
         tokio::time::sleep_until(at.into()).await;
         let connected_now = {
-            let slots = shared.slots.borrow();
+            let mut slots = shared.slots.borrow_mut();
             let transport = shared.transport.borrow();
             let mut rec = shared.rec.borrow_mut();
             let mut connected = 0u64;
-            for (idx, s) in slots.iter().enumerate() {
+            for (idx, s) in slots.iter_mut().enumerate() {
+                let (up, down) = (s.second_up, s.second_down);
+                s.second_up = 0;
+                s.second_down = 0;
                 if s.bot.phase() != BotPhase::Connected {
                     continue;
                 }
                 connected += 1;
+                rec.record_bot_second(up, down);
                 // The transport's own view, next to the protocol's: one sample per bot a second.
                 transport.sample(idx, &mut rec);
             }

@@ -87,6 +87,35 @@ pub struct Recorder {
     pub extra: Vec<(&'static str, Histogram<u64>)>,
     /// Local send failures (socket buffer full and the like), by reason.
     pub send_errors: NamedCounters,
+    /// What crossed the bots' sockets (UDP payload: for ENet, its headers, acks,
+    /// retransmissions and fragments included), next to the application payload counted in
+    /// `packets_*`/`bytes_*`.
+    pub wire: WireCounts,
+    /// Application payload bytes one bot sent (received) in one second: one sample per bot
+    /// in play per second.
+    pub bot_up_bytes_per_s: Histogram<u64>,
+    pub bot_down_bytes_per_s: Histogram<u64>,
+    /// Application payload sizes, one sample per message (datagram or ENet packet).
+    pub packet_size_up: Histogram<u64>,
+    pub packet_size_down: Histogram<u64>,
+}
+
+/// Datagrams and their bytes as they crossed the sockets.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WireCounts {
+    pub packets_up: u64,
+    pub packets_down: u64,
+    pub bytes_up: u64,
+    pub bytes_down: u64,
+}
+
+impl WireCounts {
+    pub fn merge(&mut self, o: &WireCounts) {
+        self.packets_up += o.packets_up;
+        self.packets_down += o.packets_down;
+        self.bytes_up += o.bytes_up;
+        self.bytes_down += o.bytes_down;
+    }
 }
 
 impl Default for Recorder {
@@ -117,6 +146,11 @@ impl Recorder {
             events: NamedCounters::default(),
             extra: Vec::new(),
             send_errors: NamedCounters::default(),
+            wire: WireCounts::default(),
+            bot_up_bytes_per_s: new_histogram(),
+            bot_down_bytes_per_s: new_histogram(),
+            packet_size_up: new_histogram(),
+            packet_size_down: new_histogram(),
         }
     }
 
@@ -154,14 +188,37 @@ impl Recorder {
         self.events.add(name, 1);
     }
 
+    /// One application message sent (a datagram for raw UDP, an ENet packet for ENet).
     pub fn datagram_up(&mut self, bytes: usize) {
         self.packets_up += 1;
         self.bytes_up += bytes as u64;
+        self.packet_size_up.saturating_record((bytes as u64).max(1));
     }
 
+    /// One application message received.
     pub fn datagram_down(&mut self, bytes: usize) {
         self.packets_down += 1;
         self.bytes_down += bytes as u64;
+        self.packet_size_down
+            .saturating_record((bytes as u64).max(1));
+    }
+
+    /// One datagram left a bot socket.
+    pub fn wire_up(&mut self, bytes: usize) {
+        self.wire.packets_up += 1;
+        self.wire.bytes_up += bytes as u64;
+    }
+
+    /// One datagram arrived on a bot socket (at its real size, even if it was cut short).
+    pub fn wire_down(&mut self, bytes: usize) {
+        self.wire.packets_down += 1;
+        self.wire.bytes_down += bytes as u64;
+    }
+
+    /// A bot's application bytes over the last second, up and down.
+    pub fn record_bot_second(&mut self, up: u64, down: u64) {
+        self.bot_up_bytes_per_s.saturating_record(up.max(1));
+        self.bot_down_bytes_per_s.saturating_record(down.max(1));
     }
 
     /// Add everything in `o` to `self` (exact).
@@ -173,6 +230,11 @@ impl Recorder {
             .snapshot_interarrival_us
             .add(&o.snapshot_interarrival_us);
         let _ = self.send_lateness_us.add(&o.send_lateness_us);
+        let _ = self.bot_up_bytes_per_s.add(&o.bot_up_bytes_per_s);
+        let _ = self.bot_down_bytes_per_s.add(&o.bot_down_bytes_per_s);
+        let _ = self.packet_size_up.add(&o.packet_size_up);
+        let _ = self.packet_size_down.add(&o.packet_size_down);
+        self.wire.merge(&o.wire);
         self.packets_up += o.packets_up;
         self.packets_down += o.packets_down;
         self.bytes_up += o.bytes_up;
@@ -211,6 +273,11 @@ impl Recorder {
         self.handshake_us.reset();
         self.snapshot_interarrival_us.reset();
         self.send_lateness_us.reset();
+        self.bot_up_bytes_per_s.reset();
+        self.bot_down_bytes_per_s.reset();
+        self.packet_size_up.reset();
+        self.packet_size_down.reset();
+        self.wire = WireCounts::default();
         for (_, h) in &mut self.extra {
             h.reset();
         }

@@ -37,7 +37,10 @@ impl HlogWriter {
         {
             let mut b = IntervalLogWriterBuilder::new();
             b.add_comment(&format!("tickswarm {}: {what}", env!("CARGO_PKG_VERSION")))
-                .add_comment("values in microseconds; one interval per second per tag")
+                .add_comment(
+                    "values in microseconds (*_us tags) or bytes (*_bytes, *_bytes_per_s tags); \
+                     one interval per second per tag",
+                )
                 .with_start_time(start)
                 .with_base_time(start);
             b.begin_log_with(&mut out, &mut ser)?;
@@ -87,6 +90,10 @@ impl HlogWriter {
             start,
         )?;
         self.write("send_lateness_us", &rec.send_lateness_us, start)?;
+        self.write("bot_up_bytes_per_s", &rec.bot_up_bytes_per_s, start)?;
+        self.write("bot_down_bytes_per_s", &rec.bot_down_bytes_per_s, start)?;
+        self.write("packet_size_up_bytes", &rec.packet_size_up, start)?;
+        self.write("packet_size_down_bytes", &rec.packet_size_down, start)?;
         for (name, h) in &rec.extra {
             self.write(name, h, start)?;
         }

@@ -152,6 +152,10 @@ pub fn merge_runs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
         m.bandwidth.down_bytes += s.bandwidth.down_bytes;
         m.bandwidth.up_packets += s.bandwidth.up_packets;
         m.bandwidth.down_packets += s.bandwidth.down_packets;
+        m.bandwidth.wire_up_bytes += s.bandwidth.wire_up_bytes;
+        m.bandwidth.wire_down_bytes += s.bandwidth.wire_down_bytes;
+        m.bandwidth.wire_up_packets += s.bandwidth.wire_up_packets;
+        m.bandwidth.wire_down_packets += s.bandwidth.wire_down_packets;
         m.inputs_sent += s.inputs_sent;
         m.snapshots_applied += s.snapshots_applied;
         add_maps(&mut m.errors.decode, &s.errors.decode);
@@ -186,6 +190,10 @@ pub fn merge_runs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
     m.handshake_us = digest("handshake_us");
     m.snapshot_interarrival_us = digest("snapshot_interarrival_us");
     m.generator.send_lateness_us = digest("send_lateness_us");
+    m.bandwidth.per_bot_up_bytes_per_s = digest("bot_up_bytes_per_s");
+    m.bandwidth.per_bot_down_bytes_per_s = digest("bot_down_bytes_per_s");
+    m.bandwidth.packet_size_up_bytes = digest("packet_size_up_bytes");
+    m.bandwidth.packet_size_down_bytes = digest("packet_size_down_bytes");
     for (tag, h) in &total {
         if m.protocol_metrics.get(tag).is_some_and(Value::is_object) {
             m.protocol_metrics

@@ -22,12 +22,34 @@ pub struct Loss {
     pub upstream: Option<LossSummary>,
 }
 
+/// Application payload (`up_*`/`down_*`: protocol messages, whether a datagram each or
+/// inside ENet packets) and what crossed the bots' sockets (`wire_*`: UDP payload, ENet's
+/// headers, acks, retransmissions and fragments included). For raw UDP protocols the two are
+/// equal.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Bandwidth {
     pub up_bytes: u64,
     pub down_bytes: u64,
     pub up_packets: u64,
     pub down_packets: u64,
+    #[serde(default)]
+    pub wire_up_bytes: u64,
+    #[serde(default)]
+    pub wire_down_bytes: u64,
+    #[serde(default)]
+    pub wire_up_packets: u64,
+    #[serde(default)]
+    pub wire_down_packets: u64,
+    /// Payload bytes per second of one bot in play, one sample per bot per second.
+    #[serde(default)]
+    pub per_bot_up_bytes_per_s: HistSummary,
+    #[serde(default)]
+    pub per_bot_down_bytes_per_s: HistSummary,
+    /// Payload message sizes in bytes.
+    #[serde(default)]
+    pub packet_size_up_bytes: HistSummary,
+    #[serde(default)]
+    pub packet_size_down_bytes: HistSummary,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

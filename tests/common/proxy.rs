@@ -26,6 +26,11 @@ pub struct Impairment {
 
 #[derive(Debug, Default)]
 pub struct ProxyCounts {
+    /// Datagrams (and their bytes) that arrived from the bots, dropped ones included.
+    pub up_received: AtomicU64,
+    pub up_received_bytes: AtomicU64,
+    /// Bytes of the datagrams forwarded to the bots.
+    pub down_forwarded_bytes: AtomicU64,
     pub up: AtomicU64,
     pub up_dropped: AtomicU64,
     pub down_forwarded: AtomicU64,
@@ -75,6 +80,10 @@ async fn run(front: Arc<UdpSocket>, server: SocketAddr, imp: Impairment, counts:
             return;
         };
         let data = buf[..n].to_vec();
+        counts.up_received.fetch_add(1, Ordering::Relaxed);
+        counts
+            .up_received_bytes
+            .fetch_add(n as u64, Ordering::Relaxed);
         let up = {
             let mut map = upstreams.lock().await;
             match map.get(&bot) {
@@ -95,6 +104,8 @@ async fn run(front: Arc<UdpSocket>, server: SocketAddr, imp: Impairment, counts:
                                 continue;
                             }
                             c2.down_forwarded.fetch_add(1, Ordering::Relaxed);
+                            c2.down_forwarded_bytes
+                                .fetch_add(n as u64, Ordering::Relaxed);
                             let mut d = b[..n].to_vec();
                             if imp.corrupt_every_down > 0 && nth % imp.corrupt_every_down == 0 {
                                 if let Some(first) = d.first_mut() {

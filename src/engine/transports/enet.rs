@@ -97,8 +97,10 @@ impl EnetBots {
         g.dirty = false;
         g.host.flush(now);
         while let Some((_, len)) = g.host.poll_transmit(&mut self.buf) {
-            if let Err(e) = g.sock.send(&self.buf[..len.min(self.buf.len())]) {
-                rec.send_errors.add(error_name(&e), 1);
+            let datagram = &self.buf[..len.min(self.buf.len())];
+            match g.sock.send(datagram) {
+                Ok(()) => rec.wire_up(datagram.len()),
+                Err(e) => rec.send_errors.add(error_name(&e), 1),
             }
         }
     }

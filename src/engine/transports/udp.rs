@@ -82,7 +82,10 @@ impl BotTransport for UdpBots {
             return;
         };
         match sock.send(bytes) {
-            Ok(()) => rec.datagram_up(bytes.len()),
+            Ok(()) => {
+                rec.datagram_up(bytes.len());
+                rec.wire_up(bytes.len());
+            }
             Err(e) => rec.send_errors.add(error_name(&e), 1),
         }
     }
