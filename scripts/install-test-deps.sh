@@ -2,9 +2,10 @@
 # System packages the test suite needs, on Debian. Idempotent; run as root (scripts/test does
 # it for you, with sudo when needed). `--check` only reports what is missing (exit 1 if any).
 #   libenet-dev, build-essential, pkg-config: the C ENet peer used by the ENet interop tests
+#   liblz4-dev: the independent ZergCity peer (scripts/zergcity-peer, scripts/zergcity_peer_smoke.sh)
 #   python3: the independent cafe server used by scripts/verify_external_cafe.sh
 set -euo pipefail
-pkgs=(libenet-dev build-essential pkg-config python3)
+pkgs=(libenet-dev liblz4-dev build-essential pkg-config python3)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
