@@ -241,6 +241,7 @@ mod tests {
             down_bytes: sum(|p| p.bytes_down),
             up_packets: sum(|p| p.packets_up),
             down_packets: sum(|p| p.packets_down),
+            ..Bandwidth::default()
         };
         s.inputs_sent = sum(|p| p.inputs_sent);
         s.snapshots_applied = sum(|p| p.snapshots_applied);
