@@ -167,26 +167,54 @@ pub(super) fn key_figures(s: &Summary) -> Vec<Card> {
         None => "per bot: n/a".into(),
     };
     let bw = &s.bandwidth;
-    let up_sub = format!(
-        "{} · {} packets",
-        per_bot(bw.up_bytes),
-        group_int(bw.up_packets)
+    // On the wire (what crosses the sockets, transport overhead included) when it was
+    // measured; the protocol's own payload beside it, with one bot's second as a distribution.
+    let side = |wire: u64, wire_packets: u64, payload: u64, packets: u64, per_s: &HistSummary| {
+        let per_bot_dist = if per_s.count > 0 {
+            format!(
+                " · one bot p50 {}/s p99 {}/s",
+                fmt_bytes(per_s.p50 as f64),
+                fmt_bytes(per_s.p99 as f64)
+            )
+        } else {
+            String::new()
+        };
+        if wire_packets > 0 {
+            let sub = format!(
+                "{} on the wire · {} datagrams · payload {} in {} messages{}",
+                per_bot(wire),
+                group_int(wire_packets),
+                fmt_bytes(payload as f64),
+                group_int(packets),
+                per_bot_dist
+            );
+            (fmt_bytes(wire as f64), sub)
+        } else {
+            let sub = format!(
+                "{} · {} packets{}",
+                per_bot(payload),
+                group_int(packets),
+                per_bot_dist
+            );
+            (fmt_bytes(payload as f64), sub)
+        }
+    };
+    let (up, up_sub) = side(
+        bw.wire_up_bytes,
+        bw.wire_up_packets,
+        bw.up_bytes,
+        bw.up_packets,
+        &bw.per_bot_up_bytes_per_s,
     );
-    let down_sub = format!(
-        "{} · {} packets",
-        per_bot(bw.down_bytes),
-        group_int(bw.down_packets)
+    let (down, down_sub) = side(
+        bw.wire_down_bytes,
+        bw.wire_down_packets,
+        bw.down_bytes,
+        bw.down_packets,
+        &bw.per_bot_down_bytes_per_s,
     );
-    cards.push(Card::new(
-        "Bandwidth up",
-        fmt_bytes(bw.up_bytes as f64),
-        up_sub,
-    ));
-    cards.push(Card::new(
-        "Bandwidth down",
-        fmt_bytes(bw.down_bytes as f64),
-        down_sub,
-    ));
+    cards.push(Card::new("Bandwidth up", up, up_sub));
+    cards.push(Card::new("Bandwidth down", down, down_sub));
     let skipped = s.generator.inputs_skipped;
     let mut inputs = Card::new(
         "Inputs sent",
