@@ -58,8 +58,8 @@ pub fn print_result(s: &Summary) {
     }
     let l = s.loss.downstream.unwrap_or_default();
     eprintln!(
-        "bots     {} planned, {} connected, {} failed",
-        s.bots.planned, s.bots.connected, s.bots.failed
+        "bots     {} planned, {} connected, {} failed, {} lost mid-run, {} silent at the end",
+        s.bots.planned, s.bots.connected, s.bots.failed, s.bots.lost, s.bots.silent_at_end
     );
     eprintln!(
         "rtt      p50 {} p99 {} max {} ({} samples)",
@@ -86,6 +86,14 @@ pub fn print_result(s: &Summary) {
         ms(s.generator.send_lateness_us.max),
         s.generator.inputs_skipped
     );
+    let socket: u64 = s.generator.send_errors.values().sum();
+    if socket > 0 {
+        // Local socket errors (e.g. `recv.connection_refused`: the server's port is closed).
+        eprintln!(
+            "sockets  {socket} send/receive errors: {:?}",
+            s.generator.send_errors
+        );
+    }
     let decode: u64 = s.errors.decode.values().sum();
     if decode > 0 {
         eprintln!(

@@ -145,6 +145,8 @@ pub fn run(
         planned: plan.planned,
         ever_connected: collector.ever_connected,
         failed: collector.failed,
+        bots_lost: collector.lost,
+        bots_silent_at_end: collector.silent_at_end,
         started_at,
         elapsed,
         interrupted,
@@ -207,6 +209,8 @@ struct Collector {
     tail: Recorder,
     /// Bots in play at the end, summed over workers.
     tail_connected: u64,
+    lost: u64,
+    silent_at_end: u64,
     ever_connected: u64,
     failed: u64,
 }
@@ -220,6 +224,8 @@ impl Collector {
             points: Vec::new(),
             tail: Recorder::new(),
             tail_connected: 0,
+            lost: 0,
+            silent_at_end: 0,
             ever_connected: 0,
             failed: 0,
         }
@@ -257,7 +263,11 @@ impl Collector {
                 ever_connected,
                 failed,
                 connected_now,
+                lost,
+                silent_at_end,
             } => {
+                self.lost += lost;
+                self.silent_at_end += silent_at_end;
                 self.total.merge(&rec);
                 self.tail.merge(&rec);
                 self.tail_connected += connected_now;

@@ -57,6 +57,10 @@ pub enum WorkerMsg {
         failed: u64,
         /// Bots in play when the run ended.
         connected_now: u64,
+        /// Bots that were in play and lost their session before the end.
+        lost: u64,
+        /// Bots in play at the end that had heard nothing for [`SILENT_AT_END`].
+        silent_at_end: u64,
     },
 }
 
@@ -77,6 +81,12 @@ struct Slot {
     /// Application bytes sent and received in the current second.
     second_up: u64,
     second_down: u64,
+    /// When the bot last received anything.
+    last_rx: Option<Instant>,
+    /// The engine is stopping this bot (ramp-down or the end of the run).
+    stopping: bool,
+    /// In play, then its session ended without the engine stopping it.
+    lost: bool,
 }
 
 /// A source's timer entry.
@@ -85,6 +95,10 @@ struct SourceTimer {
     timer_gen: u32,
     scheduled: Option<Instant>,
 }
+
+/// A bot in play that has heard nothing for this long when the run ends is counted silent:
+/// every protocol here streams snapshots many times a second.
+const SILENT_AT_END: Duration = Duration::from_secs(1);
 
 /// Longest a worker waits at the end for its sessions to close.
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
@@ -149,6 +163,9 @@ impl<T: BotTransport + 'static> Shared<T> {
             }
             if slot.bot.phase() == BotPhase::Connected {
                 slot.ever_connected = true;
+            }
+            if ended && slot.ever_connected && !slot.stopping {
+                slot.lost = true;
             }
             let next = slot.bot.poll_timeout();
             if next != slot.scheduled {
@@ -272,6 +289,7 @@ impl<T: BotTransport + 'static> Shared<T> {
                     // not its business.
                     let live = self.slots.borrow_mut().get_mut(idx).is_some_and(|s| {
                         s.second_down += bytes.len() as u64;
+                        s.last_rx = Some(now);
                         !matches!(s.bot.phase(), BotPhase::Failed | BotPhase::Closed)
                     });
                     if live {
@@ -368,6 +386,8 @@ pub fn run_worker(spec: WorkerSpec, tx: Sender<WorkerMsg>, stop: watch::Receiver
                 ever_connected: 0,
                 failed: spec.bots.len() as u64,
                 connected_now: 0,
+                lost: 0,
+                silent_at_end: 0,
             });
             return;
         }
@@ -485,14 +505,27 @@ async fn worker_main<T: BotTransport + 'static>(
         }
     }
 
+    // Let the receive tasks read what is already waiting before bots are judged silent: on a
+    // busy machine the end of the run can come before they ran.
+    for _ in 0..4 {
+        tokio::task::yield_now().await;
+    }
     // Polite shutdown: every bot sends its goodbye now.
     let now = Instant::now();
-    let connected_now = shared
-        .slots
-        .borrow()
-        .iter()
-        .filter(|s| s.bot.phase() == BotPhase::Connected)
-        .count() as u64;
+    let (connected_now, silent_at_end) = {
+        let slots = shared.slots.borrow();
+        let in_play = slots
+            .iter()
+            .filter(|s| s.bot.phase() == BotPhase::Connected);
+        let silent = in_play
+            .clone()
+            .filter(|s| {
+                s.last_rx
+                    .is_none_or(|t| now.saturating_duration_since(t) >= SILENT_AT_END)
+            })
+            .count() as u64;
+        (in_play.count() as u64, silent)
+    };
     let count = shared.slots.borrow().len();
     for idx in 0..count {
         stop_bot(&shared, idx, now);
@@ -521,6 +554,7 @@ async fn worker_main<T: BotTransport + 'static>(
             .count() as u64;
         (ever, failed)
     };
+    let lost = shared.slots.borrow().iter().filter(|s| s.lost).count() as u64;
     let socket_failures = shared.rec.borrow().connect_failures.get_prefix("socket");
     let rec = shared.rec.borrow_mut().take_interval();
     let _ = tx.send(WorkerMsg::Done {
@@ -528,6 +562,8 @@ async fn worker_main<T: BotTransport + 'static>(
         ever_connected,
         failed: failed + socket_failures,
         connected_now,
+        lost,
+        silent_at_end,
     });
 }
 
@@ -558,6 +594,9 @@ fn spawn_bot<T: BotTransport + 'static>(
         closing: false,
         second_up: 0,
         second_down: 0,
+        last_rx: None,
+        stopping: false,
+        lost: false,
     });
     shared.watch(opened.source, opened.watch);
     if opened.up {
@@ -569,6 +608,9 @@ fn spawn_bot<T: BotTransport + 'static>(
 
 /// Stop a bot: the protocol's goodbye, then the transport's.
 fn stop_bot<T: BotTransport + 'static>(shared: &Rc<Shared<T>>, idx: usize, now: Instant) {
+    if let Some(s) = shared.slots.borrow_mut().get_mut(idx) {
+        s.stopping = true;
+    }
     shared.drive(idx, now, |bot, rec| bot.stop(now, rec));
     let close = match shared.slots.borrow_mut().get_mut(idx) {
         Some(s) if !s.closing => {

@@ -76,6 +76,10 @@ pub struct RunOutcome {
     pub planned: u64,
     pub ever_connected: u64,
     pub failed: u64,
+    /// Bots that were in play and lost their session before the run ended.
+    pub bots_lost: u64,
+    /// Bots in play at the end that had heard nothing from the server for a second or more.
+    pub bots_silent_at_end: u64,
     pub started_at: SystemTime,
     pub elapsed: Duration,
     pub interrupted: bool,

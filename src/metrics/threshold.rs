@@ -71,6 +71,11 @@ pub enum Metric {
     DecodeErrors,
     BotsFailed,
     InputsSkipped,
+    /// Bots that were in play and lost their session before the run ended (server silent
+    /// past the silence timeout, closed by the server, transport gone).
+    BotsLost,
+    /// Bots in play at the end that had heard nothing from the server for a second or more.
+    BotsSilentAtEnd,
 }
 
 impl Metric {
@@ -84,6 +89,8 @@ impl Metric {
             Metric::DecodeErrors => "errors.decode (total)".into(),
             Metric::BotsFailed => "bots.failed".into(),
             Metric::InputsSkipped => "generator.inputs_skipped".into(),
+            Metric::BotsLost => "bots.lost".into(),
+            Metric::BotsSilentAtEnd => "bots.silent_at_end".into(),
         }
     }
 }
@@ -115,6 +122,26 @@ pub struct Threshold {
     pub limit: f64,
     /// As written.
     pub text: String,
+    /// One of the checks every run gets unless the scenario sets its own threshold on the
+    /// same metric (or turns them off with `default_checks: false`).
+    pub default: bool,
+}
+
+/// The checks a run gets without asking: a server that died or went silent must fail the
+/// run even when the scenario lists no thresholds.
+pub const DEFAULT_CHECKS: &[&str] = &["bots_lost <= 0", "bots_silent_at_end <= 0"];
+
+/// `DEFAULT_CHECKS` as thresholds, minus those on a metric `own` already has a threshold on.
+pub fn default_checks(own: &[Threshold]) -> Vec<Threshold> {
+    DEFAULT_CHECKS
+        .iter()
+        .filter_map(|t| Threshold::parse(t).ok())
+        .filter(|d| !own.iter().any(|t| t.metric == d.metric))
+        .map(|mut d| {
+            d.default = true;
+            d
+        })
+        .collect()
 }
 
 impl Threshold {
@@ -181,11 +208,13 @@ impl Threshold {
             ["decode_errors"] => Metric::DecodeErrors,
             ["bots_failed"] => Metric::BotsFailed,
             ["inputs_skipped"] => Metric::InputsSkipped,
+            ["bots_lost"] => Metric::BotsLost,
+            ["bots_silent_at_end"] => Metric::BotsSilentAtEnd,
             _ => {
                 return Err(format!(
                     "unknown metric `{}`; use rtt, handshake, send_lateness, snapshot_interarrival \
                      (with a statistic), downstream_loss, upstream_loss, connect_success, \
-                     decode_errors, bots_failed or inputs_skipped",
+                     decode_errors, bots_failed, bots_lost, bots_silent_at_end or inputs_skipped",
                     lhs.join(" ")
                 ))
             }
@@ -215,6 +244,7 @@ impl Threshold {
             op,
             limit,
             text: t.to_string(),
+            default: false,
         })
     }
 }

@@ -97,6 +97,8 @@ pub fn summarize(info: &RunInfo, run: &RunOutcome) -> Summary {
             planned: run.planned,
             connected: run.ever_connected,
             failed: run.failed,
+            lost: run.bots_lost,
+            silent_at_end: run.bots_silent_at_end,
         },
         rtt_us: HistSummary::of(&t.rtt_us),
         handshake_us: HistSummary::of(&t.handshake_us),
@@ -194,6 +196,8 @@ pub fn observe(metric: Metric, s: &Summary) -> Option<f64> {
         Metric::DecodeErrors => Some(s.errors.decode.values().sum::<u64>() as f64),
         Metric::BotsFailed => Some(s.bots.failed as f64),
         Metric::InputsSkipped => Some(s.generator.inputs_skipped as f64),
+        Metric::BotsLost => Some(s.bots.lost as f64),
+        Metric::BotsSilentAtEnd => Some(s.bots.silent_at_end as f64),
     }
 }
 
@@ -204,6 +208,7 @@ pub fn evaluate(th: &Threshold, s: &Summary) -> ThresholdResult {
         condition: th.text.clone(),
         observed,
         ok: observed.is_some_and(|v| th.op.holds(v, th.limit)),
+        default: th.default,
     }
 }
 

@@ -145,6 +145,7 @@ mod tests {
                 condition: hostile.into(),
                 observed: None,
                 ok: false,
+                default: false,
             }],
             verdict: "fail".into(),
             intervals: Vec::new(),

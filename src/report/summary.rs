@@ -13,6 +13,12 @@ pub struct BotCounts {
     pub connected: u64,
     /// Bots whose handshake failed (by reason in `errors.connect`).
     pub failed: u64,
+    /// Bots that were in play and lost their session before the run ended.
+    #[serde(default)]
+    pub lost: u64,
+    /// Bots in play at the end that had heard nothing from the server for a second or more.
+    #[serde(default)]
+    pub silent_at_end: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -72,6 +78,9 @@ pub struct ThresholdResult {
     /// The measured value in the metric's unit (µs for times, a fraction for rates).
     pub observed: Option<f64>,
     pub ok: bool,
+    /// A default check (the scenario did not ask for it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub default: bool,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

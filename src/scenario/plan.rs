@@ -293,7 +293,13 @@ impl Plan {
             duration,
             seed,
             bot_template,
-            thresholds: file.thresholds.clone(),
+            thresholds: {
+                let mut t = file.thresholds.clone();
+                if file.default_checks {
+                    t.extend(crate::metrics::threshold::default_checks(&file.thresholds));
+                }
+                t
+            },
             out_dir: ov
                 .out
                 .clone()
@@ -369,7 +375,12 @@ impl Plan {
             s.push_str("thresholds none (verdict is always pass)\n");
         }
         for t in &self.thresholds {
-            s.push_str(&format!("threshold  {}  [{}]\n", t.text, t.metric.path()));
+            let default = if t.default { " (default check)" } else { "" };
+            s.push_str(&format!(
+                "threshold  {}  [{}]{default}\n",
+                t.text,
+                t.metric.path()
+            ));
         }
         s
     }

@@ -214,6 +214,7 @@ mod tests {
             planned: 1000,
             connected: 996,
             failed: 4,
+            ..BotCounts::default()
         };
         s.rtt_us = hist(300, 1_900, 31_000, 950_000);
         s.handshake_us = hist(1_200, 8_500, 40_000, 1_000);
@@ -256,18 +257,21 @@ mod tests {
                 condition: "rtt p99 < 50ms".into(),
                 observed: Some(1_900.0),
                 ok: true,
+                default: false,
             },
             ThresholdResult {
                 metric: "loss.downstream.rate".into(),
                 condition: "loss down < 1%".into(),
                 observed: Some(900.0 / 480_000.0),
                 ok: true,
+                default: false,
             },
             ThresholdResult {
                 metric: "generator.send_lateness_us.p99".into(),
                 condition: "lateness p99 < 100us".into(),
                 observed: Some(180.0),
                 ok: false,
+                default: false,
             },
         ];
         s.verdict = "fail".into();

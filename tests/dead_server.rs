@@ -1,0 +1,149 @@
+//! A server that dies mid-run fails the run by default, even when the scenario lists no
+//! thresholds: the default checks see the bots that lost their session or went silent.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tickswarm"))
+}
+
+/// `tickswarm serve <protocol>` on a free port; returns the process and its address.
+fn serve(protocol: &str) -> (Child, String) {
+    let mut child = bin()
+        .args(["serve", protocol, "--port", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start serve");
+    let stdout = child.stdout.take().expect("serve stdout");
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("serve prints its address");
+    let addr = line
+        .split_whitespace()
+        .find(|w| w.starts_with("127.0.0.1:"))
+        .expect("an address in the first line")
+        .to_string();
+    (child, addr)
+}
+
+/// Run `bots` bots for `secs` against `addr`, killing `server` (SIGKILL) after `kill_after`.
+fn run_and_kill(
+    protocol: &str,
+    extra_behaviour: &str,
+    mut server: Child,
+    addr: &str,
+    kill_after: Duration,
+) -> (Option<i32>, Value, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = tmp.path().join("s.yaml");
+    std::fs::write(
+        &scenario,
+        format!(
+            "name: dies\nprotocol:\n  {protocol}: {{}}\npopulation:\n  stages:\n    - ramp_to: 10\n      over: 0s\nbehaviour:\n  ping_interval: 200ms\n{extra_behaviour}duration: 4s\n"
+        ),
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let run = bin()
+        .arg("run")
+        .arg(&scenario)
+        .args(["--target", addr])
+        .arg("--out")
+        .arg(&out)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(kill_after);
+    server.kill().expect("kill the server");
+    let _ = server.wait();
+    let o = run.wait_with_output().unwrap();
+    let s: Value = serde_json::from_str(
+        &std::fs::read_to_string(Path::new(&out).join("summary.json")).expect("summary.json"),
+    )
+    .unwrap();
+    (
+        o.status.code(),
+        s,
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn check<'a>(s: &'a Value, metric: &str) -> &'a Value {
+    s["thresholds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["metric"] == metric)
+        .unwrap_or_else(|| panic!("no check on {metric}: {}", s["thresholds"]))
+}
+
+/// cafe, killed 2 s into a 4 s run: the bots' 5 s silence timeout has not run out, but at
+/// the end every bot has been silent for 2 s, and the default check fails the run.
+#[test]
+fn a_killed_cafe_server_fails_the_run_through_silence_at_the_end() {
+    let (server, addr) = serve("cafe");
+    let (code, s, err) = run_and_kill("cafe", "", server, &addr, Duration::from_secs(2));
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(s["verdict"], "fail");
+    assert_eq!(s["bots"]["connected"], 10);
+    assert_eq!(s["bots"]["silent_at_end"], 10, "{}", s["bots"]);
+    let c = check(&s, "bots.silent_at_end");
+    assert_eq!(c["ok"], false);
+    assert_eq!(c["default"], true);
+}
+
+/// rtype with a 1 s silence timeout: the bots give up on the dead server during the run,
+/// and the `bots_lost` default check fails it.
+#[test]
+fn a_killed_rtype_server_fails_the_run_through_lost_bots() {
+    let (server, addr) = serve("rtype");
+    let (code, s, err) = run_and_kill(
+        "rtype",
+        "  silence_timeout: 1s\n",
+        server,
+        &addr,
+        Duration::from_millis(1500),
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(s["verdict"], "fail");
+    assert_eq!(s["bots"]["lost"], 10, "{}", s["bots"]);
+    assert_eq!(check(&s, "bots.lost")["ok"], false);
+}
+
+/// The checks can be relaxed by name: a scenario's own threshold on the same metric replaces
+/// the default one.
+#[test]
+fn a_scenario_threshold_replaces_the_default_check() {
+    let (server, addr) = serve("cafe");
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = tmp.path().join("s.yaml");
+    std::fs::write(
+        &scenario,
+        "name: relaxed\nprotocol:\n  cafe: {}\npopulation:\n  stages:\n    - ramp_to: 3\n      over: 0s\nduration: 1s\nthresholds:\n  - bots_silent_at_end <= 3\n",
+    )
+    .unwrap();
+    let o = bin()
+        .arg("validate")
+        .arg(&scenario)
+        .args(["--target", &addr])
+        .output()
+        .unwrap();
+    let mut server = server;
+    let _ = server.kill();
+    let _ = server.wait();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("bots_silent_at_end <= 3"), "{text}");
+    assert!(!text.contains("bots_silent_at_end <= 0"), "{text}");
+    assert!(
+        text.contains("bots_lost <= 0  [bots.lost] (default check)"),
+        "{text}"
+    );
+}
