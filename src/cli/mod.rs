@@ -232,6 +232,13 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<u8> {
             report::build::folder_stamp(std::time::SystemTime::now())
         ))
     });
+    // A run refused before it starts leaves no folder behind.
+    let dir_is_new = !dir.exists();
+    let discard = |dir: &Path| {
+        if dir_is_new {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    };
     let hlog_path = dir.join("histograms.hlog");
     let mut hlog = report::hlog::HlogWriter::create(
         &hlog_path,
@@ -248,10 +255,16 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<u8> {
     }) {
         Ok(o) => o,
         Err(e @ EngineError::FdLimit(_)) => {
+            drop(hlog);
+            discard(&dir);
             eprintln!("error: {e}");
             return Ok(EXIT_USAGE);
         }
-        Err(e) => return Err(e.into()),
+        Err(e) => {
+            drop(hlog);
+            discard(&dir);
+            return Err(e.into());
+        }
     };
     let last = outcome
         .intervals

@@ -101,6 +101,34 @@ impl Default for ServerParams {
     }
 }
 
+impl ServerParams {
+    /// Ranges every reference server needs, checked before any protocol's own rules.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(1..=1000).contains(&self.tick_rate) {
+            return Err(format!(
+                "server.tick_rate must be 1 to 1000 Hz, got {}",
+                self.tick_rate
+            ));
+        }
+        if self.full_every == 0 {
+            return Err("server.full_every must be at least 1 tick".into());
+        }
+        if self.max_clients == 0 {
+            return Err("server.max_clients must be at least 1".into());
+        }
+        if self.client_timeout.0.is_zero() {
+            return Err("server.client_timeout must be longer than 0".into());
+        }
+        if self.instances == Some(0) || self.instances.is_some_and(|n| n > 10_000) {
+            return Err("server.instances must be 1 to 10000".into());
+        }
+        if self.snapshot_rate == Some(0) {
+            return Err("server.snapshot_rate must be above 0".into());
+        }
+        Ok(())
+    }
+}
+
 /// One protocol, as the registry sees it. Implemented by a marker type in each protocol
 /// folder; every method is static so the registry's enum dispatch costs a `match`.
 pub trait Protocol: 'static {
@@ -218,6 +246,7 @@ macro_rules! protocols {
                 &self,
                 server: &$crate::protocol::registry::ServerParams,
             ) -> Result<(), String> {
+                server.validate()?;
                 match self {
                     $(ProtocolSection::$ty(o) => {
                         <$module::$ty as $crate::protocol::registry::Protocol>::validate(o, server)

@@ -42,6 +42,12 @@ pub fn load(path: &Path) -> Result<ScenarioFile, ScenarioError> {
 
 /// Parse scenario text; `path` is only used in messages.
 pub fn parse(text: &str, path: &Path) -> Result<ScenarioFile, ScenarioError> {
+    if text.trim().is_empty() {
+        return Err(ScenarioError::Parse(format!(
+            "{}: the scenario file is empty; start from scenarios/quickstart.yaml",
+            path.display()
+        )));
+    }
     serde_saphyr::from_str::<ScenarioFile>(text).map_err(|e| {
         let shown = path.display().to_string();
         let mut msg = e.to_string().replace("<input>", &shown);

@@ -21,6 +21,10 @@ pub struct Overrides {
     pub workers: Option<usize>,
 }
 
+/// Most bots one load machine runs (one socket, or ENet peer, and timers each); larger
+/// populations are sharded over machines and merged.
+pub const MAX_BOTS: u64 = 1_000_000;
+
 /// When one bot starts and (on a ramp down) stops, relative to the run start.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SpawnEvent {
@@ -164,6 +168,26 @@ impl Plan {
                 "population never rises above 0 bots: add a `ramp_to` stage",
             ));
         }
+        // Checked before anything is sized by it: every bot is a socket (or an ENet peer) and
+        // a schedule entry.
+        if let Some(b) = ov.bots.filter(|&b| b > MAX_BOTS) {
+            return Err(invalid(
+                path,
+                format!(
+                    "--bots {b}: one load machine runs at most {MAX_BOTS} bots; \
+                     shard the population over several machines and `tickswarm merge` them"
+                ),
+            ));
+        }
+        if ov.bots.is_none() && file_peak > MAX_BOTS {
+            return Err(invalid(
+                path,
+                format!(
+                    "population: ramp_to {file_peak} is more than the {MAX_BOTS} bots one load \
+                     machine runs; shard the population and `tickswarm merge` the runs"
+                ),
+            ));
+        }
         let scale = |n: u64| match ov.bots {
             Some(b) => ((n as f64) * (b as f64) / (file_peak as f64)).round() as u64,
             None => n,
@@ -196,7 +220,19 @@ impl Plan {
                     "population.spawn_rate must be a positive number of bots per second",
                 ));
             }
-            let gap = Duration::from_secs_f64(1.0 / rate);
+            let gap = Duration::try_from_secs_f64(1.0 / rate)
+                .ok()
+                .filter(|g| *g <= duration)
+                .ok_or_else(|| {
+                    invalid(
+                        path,
+                        format!(
+                            "population.spawn_rate {rate:e}: less than one bot would start \
+                             within the run ({})",
+                            format_duration(duration)
+                        ),
+                    )
+                })?;
             let mut last: Option<Duration> = None;
             for s in &mut spawns {
                 if let Some(l) = last {
@@ -230,6 +266,19 @@ impl Plan {
 
         // Behaviour.
         let b = &file.behaviour;
+        for (key, d) in [
+            ("ping_interval", b.ping_interval.0),
+            ("handshake_timeout", b.handshake_timeout.0),
+            ("handshake_retry", b.handshake_retry.0),
+            ("silence_timeout", b.silence_timeout.0),
+        ] {
+            if d.is_zero() {
+                return Err(invalid(
+                    path,
+                    format!("behaviour.{key} must be longer than 0"),
+                ));
+            }
+        }
         if !(b.input_rate > 0.0 && b.input_rate <= 1000.0) {
             return Err(invalid(
                 path,
