@@ -32,6 +32,13 @@ fn run(scenario_text: &str, extra: &[&str]) -> Value {
     serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
 }
 
+/// One swarm at a time: each test runs hundreds of ENet bots and their servers, and five at
+/// once on a 2-core machine measure the machine, not the code (loopback loss appears).
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn hist(s: &Value, name: &str) -> Value {
     s["protocol_metrics"][name].clone()
 }
@@ -41,6 +48,7 @@ fn hist(s: &Value, name: &str) -> Value {
 /// protocol and from ENet; nothing is lost on loopback.
 #[test]
 fn city_swarm_over_enet() {
+    let _one_at_a_time = serial();
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/city.yaml"))
         .unwrap()
         .replace("ramp_to: 300", "ramp_to: 150")
@@ -77,6 +85,7 @@ fn city_swarm_over_enet() {
 /// bots' prediction disagree with the server (corrections).
 #[test]
 fn city_through_delay_and_loss() {
+    let _one_at_a_time = serial();
     let section = ProtocolSection::City(CityOptions::default());
     let server = ServerSection::default();
     let bind: SocketAddr = (Ipv4Addr::LOCALHOST, 0).into();
@@ -135,6 +144,7 @@ fn city_through_delay_and_loss() {
 /// the server (sessions are keyed per ENet peer, not per UDP address), and nothing is lost.
 #[test]
 fn city_bots_share_sockets() {
+    let _one_at_a_time = serial();
     let text = "name: shared\nprotocol:\n  city:\n    cached_content_share: 1.0\npopulation:\n  stages:\n    - ramp_to: 60\n      over: 500ms\n    - hold: 3s\nengine:\n  bots_per_socket: 10\n";
     let s = run(text, &[]);
     assert_eq!(s["bots"]["connected"], 60, "{}", s["errors"]);
@@ -155,6 +165,7 @@ fn city_bots_share_sockets() {
 /// CI runs must not find it full.
 #[test]
 fn sessions_are_closed_when_the_run_ends() {
+    let _one_at_a_time = serial();
     use tickswarm::engine::{self, StopSignal};
     use tickswarm::scenario::{self, Overrides, Plan};
 
@@ -196,6 +207,7 @@ fn sessions_are_closed_when_the_run_ends() {
 /// server saw; the City payload inside is reported separately and is smaller.
 #[test]
 fn wire_bytes_equal_what_a_counting_proxy_saw() {
+    let _one_at_a_time = serial();
     use std::sync::atomic::Ordering;
 
     let section = ProtocolSection::City(CityOptions::default());
