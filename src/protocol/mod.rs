@@ -37,6 +37,11 @@ pub use crate::metrics::ServerStats;
 use crate::metrics::{MetricDesc, Recorder};
 pub use pattern::{InputPattern, Keys, PatternState};
 
+/// Most entities a bot tracks. A server that announces more (a hostile or broken one
+/// inventing entities) is refused and counted (`entity_refused_table_full`), so a bot's memory
+/// stays bounded whatever the server sends.
+pub const MAX_TRACKED_ENTITIES: usize = 65_536;
+
 /// Largest datagram any protocol here writes. Callers hand buffers of at least this size to
 /// `poll_transmit`.
 pub const MAX_DATAGRAM: usize = 1500;

@@ -43,6 +43,7 @@ use super::codec::{
 };
 use super::{step, CityOptions, Dialect};
 use crate::metrics::Recorder;
+use crate::protocol::MAX_TRACKED_ENTITIES;
 use crate::protocol::input_grid::InputGrid;
 use crate::protocol::seqwindow::{SeqOutcome, SeqWindow};
 use crate::protocol::timers::{earliest, Handshake, Periodic, Silence};
@@ -744,6 +745,11 @@ impl CityBot {
                     });
                 }
             }
+            return;
+        }
+        if !self.remotes.contains_key(&e.net_entity_id) && self.remotes.len() >= MAX_TRACKED_ENTITIES
+        {
+            rec.event("entity_refused_table_full");
             return;
         }
         self.remotes.insert(

@@ -58,6 +58,7 @@ use rand_chacha::ChaCha8Rng;
 use super::codec::{self, Packet, Snapshot};
 use super::RtypeOptions;
 use crate::metrics::Recorder;
+use crate::protocol::MAX_TRACKED_ENTITIES;
 use crate::protocol::input_grid::InputGrid;
 use crate::protocol::seqwindow::{SeqOutcome, SeqWindow, TickSeq, MAX_JUMP};
 use crate::protocol::timers::{earliest, Handshake, Periodic, Silence};
@@ -365,6 +366,10 @@ impl RtypeBot {
             damage: 0,
             generation,
         };
+        if !self.entities.contains_key(&id) && self.entities.len() >= MAX_TRACKED_ENTITIES {
+            rec.event("entity_refused_table_full");
+            return;
+        }
         if self.entities.insert(id, row).is_some() {
             rec.event("entity_create_existing");
         }
@@ -541,12 +546,16 @@ impl RtypeBot {
                 damage: 0,
                 generation,
             };
+            let full = self.entities.len() >= MAX_TRACKED_ENTITIES;
             match self.entities.get_mut(&e.id) {
                 Some(t) => {
                     *t = TrackedEntity {
                         damage: t.damage,
                         ..row
                     }
+                }
+                None if full => {
+                    rec.event("entity_refused_table_full");
                 }
                 None => {
                     unannounced += 1;
