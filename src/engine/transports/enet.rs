@@ -318,7 +318,8 @@ impl EnetServerSide {
             next_conn: 0,
             collected: false,
             counters: NamedCounters::default(),
-            buf: vec![0; MAX_ENET_DATAGRAM],
+            // Holds a protocol's whole message (ENet fragments it), and a datagram.
+            buf: vec![0; MAX_ENET_DATAGRAM.max(crate::protocol::MAX_MESSAGE)],
         })
     }
 
