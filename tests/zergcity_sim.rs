@@ -411,8 +411,10 @@ fn the_server_deltas_against_each_clients_newest_ack() {
 
 #[test]
 fn lost_and_reordered_deltas_never_meet_the_wrong_baseline_and_a_full_snapshot_recovers() {
-    let mut cfg = ZergCityServerConfig::default();
-    cfg.max_delta_age = 10;
+    let cfg = ZergCityServerConfig {
+        max_delta_age: 10,
+        ..Default::default()
+    };
     let mut sim = Sim::new(cfg, ms(10));
     sim.sequenced = false;
     // Random-looking loss and hold-back; then a blackout of the unreliable channel longer

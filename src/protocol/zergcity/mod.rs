@@ -125,12 +125,14 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
             "Baseline misses",
             "deltas whose base tick the bot did not hold (not acked)",
         )
-        .display(Display::Card),
+        .display(Display::Card)
+        .per_bot_minute(),
         MetricDesc::count(
             "full_snapshot_fallbacks",
             "Full-snapshot fallbacks",
             "FullSnapshots after the first of a session (the server found the ack too old)",
-        ),
+        )
+        .per_bot_minute(),
         MetricDesc::count(
             "reconnect_attempts",
             "Reconnections",
@@ -151,7 +153,8 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
             "reconnect_failed",
             "Reconnect failed",
             "reconnections refused or timed out",
-        ),
+        )
+        .per_bot_minute(),
         MetricDesc::count(
             "input_result.accepted",
             "Inputs accepted",
