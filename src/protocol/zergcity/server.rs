@@ -200,6 +200,8 @@ pub struct ZergCityServer {
     enc: Encoder,
     scratch: Vec<u8>,
     expired: Vec<usize>,
+    /// Snapshot decisions of one tick (reused: nothing allocated per tick).
+    sends: Vec<(ConnId, Out)>,
     stats: ServerStats,
 }
 
@@ -272,6 +274,7 @@ impl ZergCityServer {
             enc: Encoder::new(),
             scratch: vec![0; 1024 * 1024],
             expired: Vec::new(),
+            sends: Vec::with_capacity(MAX_PLAYERS + 1),
             stats: ServerStats::default(),
             cfg,
         }
@@ -1077,7 +1080,7 @@ impl ZergCityServer {
     }
 
     fn send_snapshots(&mut self, tick: u64) {
-        let mut sends: Vec<(ConnId, Out)> = Vec::new();
+        let mut sends = std::mem::take(&mut self.sends);
         for (_, s) in self.sessions.iter_mut() {
             let c = &mut s.state;
             if c.stage != Stage::Playing || c.full_pending.is_some() {
@@ -1098,9 +1101,10 @@ impl ZergCityServer {
                 }
             }
         }
-        for (conn, o) in sends {
+        for (conn, o) in sends.drain(..) {
             self.queue(conn, o);
         }
+        self.sends = sends;
     }
 
     fn encode(&mut self, buf: &mut [u8], seq: u32, o: &Out) -> Result<usize, codec::EncodeError> {
