@@ -28,7 +28,7 @@ use super::transports::{
 };
 use super::udp::error_name;
 use crate::metrics::Recorder;
-use crate::protocol::{Bot, BotParams, BotPhase, MAX_DATAGRAM};
+use crate::protocol::{Bot, BotParams, BotPhase, MAX_DATAGRAM, MAX_MESSAGE};
 use crate::scenario::{ProtocolSection, SpawnEvent};
 use crate::transport::MAX_ENET_DATAGRAM;
 
@@ -444,7 +444,10 @@ async fn worker_main<T: BotTransport + 'static>(
         timers: RefCell::new(BinaryHeap::with_capacity(spec.bots.len() * 2)),
         timer_target: Cell::new(None),
         timer_wake: Notify::new(),
-        tx_buf: RefCell::new(vec![0u8; MAX_DATAGRAM.max(MAX_ENET_DATAGRAM)]),
+        tx_buf: RefCell::new(vec![
+            0u8;
+            MAX_DATAGRAM.max(MAX_ENET_DATAGRAM).max(MAX_MESSAGE)
+        ]),
         rx: RefCell::new(BotRx::default()),
         events: RefCell::new(LinkEvents::default()),
         watchers: RefCell::new(Vec::new()),

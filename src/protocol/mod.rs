@@ -26,6 +26,7 @@ registry::protocols! {
     cafe::Cafe,
     rtype::Rtype,
     city::City,
+    zergcity::ZergCity,
 }
 
 pub use registry::{EnetCompression, EnetNeeds, Protocol, ServerParams, TransportNeeds};
@@ -45,6 +46,11 @@ pub const MAX_TRACKED_ENTITIES: usize = 65_536;
 /// Largest datagram any protocol here writes. Callers hand buffers of at least this size to
 /// `poll_transmit`.
 pub const MAX_DATAGRAM: usize = 1500;
+
+/// Largest message a protocol hands a transport that fragments (ENet's reliable channels) in
+/// one [`Transmit`]: the engine's transmit buffers hold this much. A snapshot that is "100 KB
+/// to 5 MB uncompressed" (ZergCity's FullSnapshot) does not fit a datagram; ENet splits it.
+pub const MAX_MESSAGE: usize = 64 * 1024;
 
 /// What a state machine wants sent. The bytes are already in the caller's buffer.
 ///

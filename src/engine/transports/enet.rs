@@ -30,6 +30,8 @@ struct Group {
     members: usize,
     /// Something was queued since the last flush.
     dirty: bool,
+    /// Events taken out of the host during a relink, handed out at the next drain.
+    deferred: std::collections::VecDeque<EnetEvent>,
 }
 
 /// The ENet hosts of one worker's bots.
@@ -62,7 +64,7 @@ impl EnetBots {
         let Some(g) = self.groups.get_mut(gi) else {
             return;
         };
-        while let Some(ev) = g.host.poll_event() {
+        while let Some(ev) = g.deferred.pop_front().or_else(|| g.host.poll_event()) {
             match ev {
                 EnetEvent::Connected { peer, .. } => {
                     if let Some(Some(slot)) = g.peers.get(peer.index()) {
@@ -147,6 +149,7 @@ impl BotTransport for EnetBots {
                     peers: vec![None; per_socket],
                     members: 0,
                     dirty: false,
+                    deferred: Default::default(),
                 });
                 (self.groups.len() - 1, Some(Watch::Socket(sock)))
             }
@@ -189,6 +192,15 @@ impl BotTransport for EnetBots {
                 g.members = g.members.saturating_sub(1);
                 let _ = g.host.disconnect_now(now, peer, 0);
                 self.live = self.live.saturating_sub(1);
+                // disconnect_now queues the old peer's Disconnected at once, and the new
+                // session may get the same peer index: drop that event here, or it would
+                // reach the bot as the end of its new session.
+                while let Some(ev) = g.host.poll_event() {
+                    let stale = matches!(ev, EnetEvent::Disconnected { peer: p, .. } if p == peer);
+                    if !stale {
+                        g.deferred.push_back(ev);
+                    }
+                }
             }
             self.flush_group(gi, now, rec);
         }
@@ -320,7 +332,8 @@ impl EnetServerSide {
             next_conn: 0,
             collected: false,
             counters: NamedCounters::default(),
-            buf: vec![0; MAX_ENET_DATAGRAM],
+            // Holds a protocol's whole message (ENet fragments it), and a datagram.
+            buf: vec![0; MAX_ENET_DATAGRAM.max(crate::protocol::MAX_MESSAGE)],
         })
     }
 

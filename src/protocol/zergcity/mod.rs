@@ -1,0 +1,361 @@
+//! ZergCity: a city builder's binary protocol over ENet (`shared/specs/zergcity.md`, read with
+//! NOTES.md).
+//!
+//! - [`codec`]: the 16-byte header, every message, LZ4 block compression and §13.1's checks.
+//! - [`world`]: entities and components, the FullSnapshot sections and the delta payload
+//!   (layouts the spec leaves open are defined there).
+//! - [`bot`]: the simulated player: handshake, baselines and deltas, actions, RTT and clock
+//!   offset, chat, reconnection with the session token.
+//! - [`server`]: the reference server: four-player games at 20 Hz.
+//!
+//! One ZergCity message per ENet packet, on §10's channels: 0 reliable ordered (handshake,
+//! input, acks, chat, errors), 1 reliable (FullSnapshot: ENet has no "reliable unordered",
+//! so it is a channel of its own that does not hold up channel 0), 2 unreliable (deltas,
+//! Ping/Pong).
+//!
+//! # What is measured, and how
+//! - **RTT**: Ping carries the bot's microsecond clock; the server echoes it in Pong with its
+//!   tick. A Pong is paired with its Ping by that echoed timestamp (up to 8 pings in flight);
+//!   a Pong for no Ping in flight is `pong_unmatched`, one older than the silence timeout
+//!   `pong_late`. The Pong's `server_tick` gives a clock-offset estimate (`clock_offset_us`:
+//!   the bot's tick clock against the server's, corrected by half the RTT).
+//! - **Downstream loss**: the header `sequence` the server keeps per connection, over every
+//!   message it sends (a 128-wide window handles reordering across channels). Only channel 2
+//!   (deltas, Pongs) can lose messages, so every gap is one lost unreliable message; the
+//!   denominator counts all messages. A new session (reconnection) starts a new count.
+//! - **Upstream loss**: every InputMessage gets an InputAck (the reference server acks all of
+//!   them, rejected ones with their result code), so an input without its ack within
+//!   `input_ack_timeout_ms` is lost. Inputs in flight when a bot drops its session on purpose
+//!   are not counted (`inputs_abandoned`).
+
+pub mod bot;
+pub mod codec;
+pub mod server;
+pub mod world;
+
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+pub use bot::ZergCityBot;
+pub use server::{ZergCityServer, ZergCityServerConfig};
+
+use super::registry::{EnetCompression, EnetNeeds, Protocol, ServerParams, TransportNeeds};
+use super::{Bot, BotParams, ProtocolInfo, Server};
+use crate::metrics::describe::{Display, MetricDesc};
+
+pub const DEFAULT_PORT: u16 = 7777;
+/// Players one game holds (slots 0-3).
+pub const MAX_PLAYERS: usize = 4;
+/// The reference simulation's rate (ServerHello's `tick_rate`, "normally 20").
+pub const TICK_RATE: u32 = 20;
+
+/// The wire dialect. Only the spec for now; NOTES.md's variants (the POC-2 benchmark and the
+/// 5-byte-header game server) would be further values here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dialect {
+    #[default]
+    Spec,
+}
+
+pub const INFO: ProtocolInfo = ProtocolInfo {
+    name: "zergcity",
+    spec: "shared/specs/zergcity.md",
+    transport: "ENet 1.3 (channel 0 reliable ordered, 1 reliable for full snapshots, 2 unreliable)",
+    default_port: DEFAULT_PORT,
+    rtt: "Ping/Pong on the unreliable channel, paired by the echoed microsecond timestamp \
+          (several in flight); plus ENet's own smoothed RTT",
+    downstream_loss: "gaps in the server's per-connection header sequence (every message it \
+                      sends; only unreliable ones can be lost), from the first ServerHello of \
+                      each session",
+    upstream_loss: "InputMessages without an InputAck within input_ack_timeout_ms (the \
+                    reference server acks every input, rejected ones with their result)",
+    dialects: &[("spec", "zergcity.md as written, with NOTES.md (default)")],
+    metrics: &[
+        MetricDesc::micros(
+            "input_ack_latency_us",
+            "Input to ack",
+            "InputMessage to its InputAck",
+        ),
+        MetricDesc::micros(
+            "resync_us",
+            "Reconnect resync",
+            "session dropped to the FullSnapshot applied on the new one",
+        ),
+        MetricDesc::micros(
+            "clock_offset_us",
+            "Clock offset",
+            "bot's tick clock against the server's (Pong tick + RTT/2)",
+        )
+        .display(Display::Table),
+        MetricDesc::histogram(
+            "full_snapshot_compressed_bytes",
+            "Full snapshot (wire)",
+            "FullSnapshot message size on the wire",
+            "bytes",
+        ),
+        MetricDesc::histogram(
+            "full_snapshot_uncompressed_bytes",
+            "Full snapshot (decompressed)",
+            "FullSnapshot payload after LZ4",
+            "bytes",
+        ),
+        MetricDesc::histogram(
+            "delta_compressed_bytes",
+            "Delta (wire)",
+            "DeltaSnapshot message size on the wire",
+            "bytes",
+        ),
+        MetricDesc::histogram(
+            "delta_uncompressed_bytes",
+            "Delta (decompressed)",
+            "DeltaSnapshot body after LZ4 (equal to the wire body when sent plain)",
+            "bytes",
+        ),
+        MetricDesc::histogram(
+            "compression_ratio",
+            "Compression ratio",
+            "uncompressed / compressed bytes of each compressed message",
+            "x",
+        )
+        .unit("x", 100),
+        MetricDesc::count(
+            "baseline_misses",
+            "Baseline misses",
+            "deltas whose base tick the bot did not hold (not acked)",
+        )
+        .display(Display::Card)
+        .per_bot_minute(),
+        MetricDesc::count(
+            "full_snapshot_fallbacks",
+            "Full-snapshot fallbacks",
+            "FullSnapshots after the first of a session (the server found the ack too old)",
+        )
+        .per_bot_minute(),
+        MetricDesc::count(
+            "reconnect_attempts",
+            "Reconnections",
+            "sessions dropped on purpose and reopened with the token",
+        ),
+        MetricDesc::count(
+            "reconnect_slot_restored",
+            "Slot restored",
+            "reconnections that got their slot back",
+        )
+        .display(Display::Card),
+        MetricDesc::count(
+            "reconnect_new_slot",
+            "New slot",
+            "reconnections accepted in another slot",
+        ),
+        MetricDesc::count(
+            "reconnect_failed",
+            "Reconnect failed",
+            "reconnections refused or timed out",
+        )
+        .per_bot_minute(),
+        MetricDesc::count(
+            "input_result.accepted",
+            "Inputs accepted",
+            "InputAck result 0",
+        ),
+        MetricDesc::count(
+            "input_result.rate_limited",
+            "Inputs rate limited",
+            "InputAck result 6",
+        ),
+    ],
+};
+
+/// Relative weights of the actions a bot draws for its inputs.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ActionWeights {
+    pub place_building: f64,
+    pub designate_zone: f64,
+    pub demolish: f64,
+    pub purchase_tile: f64,
+    pub set_tribute_rate: f64,
+    pub place_road: f64,
+    pub place_conduit: f64,
+    pub place_pipe: f64,
+}
+
+impl Default for ActionWeights {
+    fn default() -> Self {
+        Self {
+            place_building: 3.0,
+            designate_zone: 2.0,
+            demolish: 1.0,
+            purchase_tile: 3.0,
+            set_tribute_rate: 0.5,
+            place_road: 1.5,
+            place_conduit: 0.5,
+            place_pipe: 0.5,
+        }
+    }
+}
+
+impl ActionWeights {
+    pub fn as_array(&self) -> [f64; 8] {
+        [
+            self.place_building,
+            self.designate_zone,
+            self.demolish,
+            self.purchase_tile,
+            self.set_tribute_rate,
+            self.place_road,
+            self.place_conduit,
+            self.place_pipe,
+        ]
+    }
+}
+
+/// The protocol section of a zergcity scenario.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ZergCityOptions {
+    pub dialect: Dialect,
+    /// Action mix of the inputs (sent at `behaviour.input_rate` per second, on the grid).
+    pub actions: ActionWeights,
+    /// Chat messages per minute per bot (0 = silent).
+    pub chat_rate: f64,
+    /// Share of bots (0..=1, chosen per bot from its seed) that drop their ENet session once
+    /// and reconnect with their session token.
+    pub reconnect_share: f64,
+    /// When, after its first FullSnapshot, a chosen bot drops (plus up to the same again,
+    /// per bot, so drops spread out).
+    pub reconnect_after_ms: u64,
+    /// An input without an InputAck after this long counts as lost upstream.
+    pub input_ack_timeout_ms: u64,
+    /// Largest decompressed size a bot accepts (at most 16 MiB, §13.1).
+    pub max_decompressed_bytes: usize,
+    /// Header `protocol_version` the bot sends (another value exercises the rejection).
+    pub protocol_version: u8,
+    pub client_version: u32,
+    /// Player names are `<prefix>-<bot index>`.
+    pub name_prefix: String,
+}
+
+impl Default for ZergCityOptions {
+    fn default() -> Self {
+        Self {
+            dialect: Dialect::Spec,
+            actions: ActionWeights::default(),
+            chat_rate: 0.0,
+            reconnect_share: 0.0,
+            reconnect_after_ms: 2000,
+            input_ack_timeout_ms: 2000,
+            max_decompressed_bytes: codec::MAX_PAYLOAD,
+            protocol_version: codec::PROTOCOL_VERSION,
+            client_version: 1,
+            name_prefix: "bot".to_string(),
+        }
+    }
+}
+
+impl ZergCityOptions {
+    pub fn validate(&self) -> Result<(), String> {
+        if !(0.0..=1.0).contains(&self.reconnect_share) {
+            return Err(format!(
+                "reconnect_share must be within 0..=1, got {}",
+                self.reconnect_share
+            ));
+        }
+        if !(self.chat_rate >= 0.0 && self.chat_rate.is_finite()) {
+            return Err(format!("chat_rate must be >= 0, got {}", self.chat_rate));
+        }
+        let w = self.actions.as_array();
+        if w.iter().any(|x| !(*x >= 0.0 && x.is_finite())) || w.iter().sum::<f64>() <= 0.0 {
+            return Err("actions: weights must be >= 0 and not all 0".into());
+        }
+        if self.input_ack_timeout_ms == 0 {
+            return Err("input_ack_timeout_ms must be > 0".into());
+        }
+        if self.max_decompressed_bytes == 0 || self.max_decompressed_bytes > codec::MAX_PAYLOAD {
+            return Err(format!(
+                "max_decompressed_bytes must be within 1..={}",
+                codec::MAX_PAYLOAD
+            ));
+        }
+        if self.name_prefix.len() > 20 {
+            return Err("name_prefix: at most 20 bytes (names are 32 bytes on the wire)".into());
+        }
+        Ok(())
+    }
+}
+
+/// The registry entry.
+pub struct ZergCity;
+
+impl ZergCity {
+    pub fn server_config(_o: &ZergCityOptions, s: &ServerParams) -> ZergCityServerConfig {
+        ZergCityServerConfig {
+            max_players: s.players_per_instance.unwrap_or(MAX_PLAYERS).clamp(1, MAX_PLAYERS),
+            client_timeout: s.client_timeout.0.max(Duration::from_secs(1)),
+            ..ZergCityServerConfig::default()
+        }
+    }
+}
+
+impl Protocol for ZergCity {
+    type Options = ZergCityOptions;
+    const INFO: ProtocolInfo = INFO;
+
+    fn transport(_: &ZergCityOptions) -> TransportNeeds {
+        TransportNeeds::Enet(EnetNeeds {
+            channels: codec::CHANNELS,
+            compression: EnetCompression::None,
+        })
+    }
+
+    fn validate(o: &ZergCityOptions, s: &ServerParams) -> Result<(), String> {
+        o.validate()?;
+        match s.players_per_instance {
+            Some(n) if n == 0 || n > MAX_PLAYERS => Err(format!(
+                "server.players_per_instance must be within 1..={MAX_PLAYERS} (slots 0-3)"
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn dialect_name(o: &ZergCityOptions) -> String {
+        format!("{:?}", o.dialect).to_lowercase()
+    }
+
+    fn make_bot(o: &ZergCityOptions, params: BotParams) -> Box<dyn Bot> {
+        Box::new(ZergCityBot::new(params, o.clone()))
+    }
+
+    fn make_server(o: &ZergCityOptions, s: &ServerParams, now: Instant) -> Box<dyn Server> {
+        Box::new(ZergCityServer::new(Self::server_config(o, s), now))
+    }
+
+    fn players_per_instance(_: &ZergCityOptions, s: &ServerParams) -> Option<usize> {
+        Some(s.players_per_instance.unwrap_or(MAX_PLAYERS).clamp(1, MAX_PLAYERS))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_parse_with_defaults_and_reject_unknown_keys() {
+        let o: ZergCityOptions = serde_saphyr::from_str(
+            "reconnect_share: 0.25\nactions:\n  demolish: 4\nchat_rate: 2\n",
+        )
+        .unwrap();
+        assert_eq!(o.reconnect_share, 0.25);
+        assert_eq!(o.actions.demolish, 4.0);
+        assert_eq!(o.actions.place_building, 3.0);
+        assert!(o.validate().is_ok());
+        assert!(serde_saphyr::from_str::<ZergCityOptions>("reconect_share: 1\n").is_err());
+        let bad = ZergCityOptions {
+            reconnect_share: 2.0,
+            ..Default::default()
+        };
+        assert!(bad.validate().is_err());
+    }
+}
