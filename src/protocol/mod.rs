@@ -19,8 +19,6 @@ pub mod session;
 pub mod sim;
 pub mod timers;
 pub mod wire;
-// Wired into `protocols!` once its bot and server exist.
-pub mod darkages;
 
 // The protocol list: one line per protocol (its folder and its `Protocol` marker type).
 // Nothing else in the crate outside `src/protocol/<name>/` names a protocol.
@@ -28,6 +26,7 @@ registry::protocols! {
     cafe::Cafe,
     rtype::Rtype,
     city::City,
+    darkages::DarkAges,
 }
 
 pub use registry::{EnetCompression, EnetNeeds, Protocol, ServerParams, TransportNeeds};
