@@ -469,7 +469,7 @@ fn position_quantization_edges() {
     assert_eq!(quantize_pos(-1.0e9), -32768);
     assert_eq!(quantize_pos(f32::NAN), 0);
     assert_eq!(dequantize_pos(-32768), -512.0);
-    assert_eq!(dequantize_pos(32767), 511.984375);
+    assert_eq!(dequantize_pos(32767), 32767.0 / 64.0);
     assert_eq!(dequantize_pos(1), 0.015625);
 }
 

@@ -265,6 +265,10 @@ fn invalid_input_is_sent_on_purpose_and_the_servers_reaction_counted() {
 // ---------------------------------------------------------------------------------------------
 // Two zones.
 
+/// A datagram in flight: arrival, order, destination zone (`None`: the bot), connection,
+/// bytes.
+type InFlight = Reverse<(Instant, u64, Option<usize>, ConnId, Vec<u8>)>;
+
 struct Zone {
     addr: SocketAddr,
     server: DarkAgesServer,
@@ -283,7 +287,7 @@ struct Zones {
     /// The bot's connection id at that zone: a new one per link (a new socket).
     conn: ConnId,
     delay: Duration,
-    queue: BinaryHeap<Reverse<(Instant, u64, Option<usize>, ConnId, Vec<u8>)>>,
+    queue: BinaryHeap<InFlight>,
     order: u64,
 }
 

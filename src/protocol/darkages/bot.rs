@@ -682,6 +682,7 @@ impl DarkAgesBot {
             rec.event("corrections");
             if let Some((kind, _)) = self.verdict.take() {
                 rec.events.add2("invalid_input_applied", kind, 1);
+                rec.event("invalid_input_applied");
             }
         }
     }
@@ -755,6 +756,7 @@ impl DarkAgesBot {
                 }
             }
             rec.events.add2("invalid_input_sent", kind, 1);
+                rec.event("invalid_input_sent");
             self.verdict = Some((kind, now + VERDICT_WINDOW));
         } else {
             self.seq += 1;
@@ -882,6 +884,7 @@ impl Bot for DarkAgesBot {
                 rec.events.add2("server_disconnect", reason::name(r), 1);
                 if let Some((kind, _)) = self.verdict.take() {
                     rec.events.add2("invalid_input_disconnected", kind, 1);
+                rec.event("invalid_input_disconnected");
                 }
                 self.phase = BotPhase::Closed;
                 self.out.clear();
@@ -927,6 +930,7 @@ impl Bot for DarkAgesBot {
                     if now >= at {
                         self.verdict = None;
                         rec.events.add2("invalid_input_ignored", kind, 1);
+                rec.event("invalid_input_ignored");
                     }
                 }
                 self.send_input_if_due(now, rec);
