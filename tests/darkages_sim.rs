@@ -228,14 +228,14 @@ fn invalid_input_is_sent_on_purpose_and_the_servers_reaction_counted() {
     // One invalid input at a time, judged within a second.
     sim.run_until(ms(10_000));
     for (i, r) in sim.recs.iter().enumerate() {
-        let sent = r.events.get_prefix("invalid_input_sent");
+        let sent = r.events.get("invalid_input_sent");
         assert!(sent >= 9, "bot {i}: {sent}");
         for kind in ["yaw_out_of_range", "conflicting_flags", "replayed_sequence"] {
             assert!(r.events.get(&format!("invalid_input_sent.{kind}")) >= 3);
         }
-        let ignored = r.events.get_prefix("invalid_input_ignored");
+        let ignored = r.events.get("invalid_input_ignored");
         assert!(ignored + 1 >= sent, "bot {i}: {ignored} of {sent}");
-        assert_eq!(r.events.get_prefix("invalid_input_applied"), 0);
+        assert_eq!(r.events.get("invalid_input_applied"), 0);
         assert_eq!(r.events.get("corrections"), 0);
         assert_eq!(sim.bots[i].phase(), BotPhase::Connected);
     }
@@ -258,7 +258,7 @@ fn invalid_input_is_sent_on_purpose_and_the_servers_reaction_counted() {
     sim.run_until(ms(2000));
     let r = &sim.recs[0];
     assert_eq!(r.events.get("server_disconnect.cheat_detected"), 1);
-    assert_eq!(r.events.get_prefix("invalid_input_disconnected"), 1);
+    assert_eq!(r.events.get("invalid_input_disconnected"), 1);
     assert_eq!(sim.bots[0].phase(), BotPhase::Closed);
 }
 
