@@ -189,7 +189,11 @@ pub fn cmd_serve(a: &ServeArgs) -> anyhow::Result<u8> {
             anyhow::bail!("instance {i} would need a port past 65535");
         };
         let bind = SocketAddr::new(a.bind, port);
-        let handle = spawn_reference_server(bind, &section, &server)
+        let params = crate::protocol::ServerParams {
+            instance: i,
+            ..server.clone()
+        };
+        let handle = spawn_reference_server(bind, &section, &params)
             .map_err(|e| anyhow::anyhow!("cannot bind {bind}: {e}"))?;
         println!(
             "tickswarm {} reference server listening on {} ({})",

@@ -20,6 +20,7 @@ pub use server_driver::{spawn_reference_server, ServerHandle};
 
 pub use crate::metrics::RunOutcome;
 use crate::metrics::{HistSummary, IntervalPoint, Recorder, ServerStats};
+use crate::protocol::ServerParams;
 use crate::scenario::plan::Targets;
 use crate::scenario::Plan;
 use worker::{run_worker, WorkerMsg, WorkerSpec};
@@ -176,14 +177,16 @@ fn start_embedded(plan: &Plan) -> Result<Vec<ServerHandle>, EngineError> {
             .and_then(|h| h.addr.port().checked_add(i as u16))
             .unwrap_or(0);
         let bind: SocketAddr = (Ipv4Addr::LOCALHOST, port).into();
-        let h = match spawn_reference_server(bind, &plan.protocol, &plan.server) {
+        let params = ServerParams {
+            instance: i,
+            ..plan.server.clone()
+        };
+        let h = match spawn_reference_server(bind, &plan.protocol, &params) {
             Ok(h) => h,
-            Err(_) if port != 0 => spawn_reference_server(
-                (Ipv4Addr::LOCALHOST, 0).into(),
-                &plan.protocol,
-                &plan.server,
-            )
-            .map_err(EngineError::EmbeddedServer)?,
+            Err(_) if port != 0 => {
+                spawn_reference_server((Ipv4Addr::LOCALHOST, 0).into(), &plan.protocol, &params)
+                    .map_err(EngineError::EmbeddedServer)?
+            }
             Err(e) => return Err(EngineError::EmbeddedServer(e)),
         };
         handles.push(h);

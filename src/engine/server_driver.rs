@@ -58,8 +58,12 @@ pub fn spawn_reference_server(
     let needs = protocol.transport();
     let throttle = params.enet_throttle;
     let (section, server) = (protocol.clone(), params.clone());
-    spawn_server_with(bind, move |now| {
+    spawn_server_with(bind, move |now, local| {
         let transport = server_transport(needs, peers, throttle, now)?;
+        let server = ServerParams {
+            bind: Some(local),
+            ..server
+        };
         Ok((section.make_server(&server, now), transport))
     })
 }
@@ -68,10 +72,10 @@ pub fn spawn_reference_server(
 type Parts = (Box<dyn Server>, Box<dyn ServerTransport + Send>);
 
 /// Bind `bind` and serve in a new thread; `make` builds the state machine and its transport
-/// there.
+/// there, given the time and the address actually bound.
 pub fn spawn_server_with(
     bind: SocketAddr,
-    make: impl FnOnce(Instant) -> std::io::Result<Parts> + Send + 'static,
+    make: impl FnOnce(Instant, SocketAddr) -> std::io::Result<Parts> + Send + 'static,
 ) -> std::io::Result<ServerHandle> {
     let (stop_tx, stop_rx) = watch::channel(false);
     let stats = Arc::new(Mutex::new(ServerStats::default()));
@@ -98,14 +102,21 @@ pub fn spawn_server_with(
                         return;
                     }
                 };
-                let (server, transport) = match make(Instant::now()) {
+                let local = match sock.local_addr() {
+                    Ok(a) => a,
+                    Err(e) => {
+                        let _ = addr_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let (server, transport) = match make(Instant::now(), local) {
                     Ok(parts) => parts,
                     Err(e) => {
                         let _ = addr_tx.send(Err(e));
                         return;
                     }
                 };
-                let _ = addr_tx.send(sock.local_addr());
+                let _ = addr_tx.send(Ok(local));
                 serve_loop(sock, server, transport, stop_rx, stats2).await;
             });
         })?;

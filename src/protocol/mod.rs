@@ -27,6 +27,7 @@ registry::protocols! {
     rtype::Rtype,
     city::City,
     zergcity::ZergCity,
+    darkages::DarkAges,
 }
 
 pub use registry::{EnetCompression, EnetNeeds, Protocol, ServerParams, TransportNeeds};

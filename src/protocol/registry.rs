@@ -83,6 +83,16 @@ pub struct ServerParams {
     /// at random while a peer's RTT is above its recent mean (C ENet's default). Off by
     /// default, so loss measured against the embedded server is the network's.
     pub enet_throttle: bool,
+    /// Which of the instances started together this one is (0 for the first): set by
+    /// whoever starts them (`serve --instances`, an embedded target), never by a scenario.
+    /// A protocol whose instances are parts of one world (DarkAges' zones) reads it.
+    #[serde(skip)]
+    pub instance: usize,
+    /// The address this instance's socket is bound to, once it is (the server driver fills it
+    /// in before the server is made), so a server can name itself and its neighbours on
+    /// consecutive ports. `None` where no socket exists (simulations).
+    #[serde(skip)]
+    pub bind: Option<std::net::SocketAddr>,
 }
 
 impl Default for ServerParams {
@@ -97,6 +107,8 @@ impl Default for ServerParams {
             players_per_instance: None,
             instances: None,
             enet_throttle: false,
+            instance: 0,
+            bind: None,
         }
     }
 }

@@ -1,0 +1,470 @@
+//! DarkAges (`shared/specs/darkages.md`, read with NOTES.md): an MMO protocol with quantized,
+//! delta-compressed snapshots against client-acknowledged baselines, and zone servers that
+//! hand players over at their borders.
+//!
+//! - [`codec`]: every wire rule.
+//! - [`bot`]: the simulated client: baselines, own-entity prediction and reconciliation,
+//!   invalid input on purpose, zone handoff.
+//! - [`server`]: the reference zone server: players, projectiles, loot, area-of-interest
+//!   tiers, per-client deltas, the validation and rate limits of §6, handoff to neighbours.
+//! - [`token`]: the handoff token the zones mint and verify.
+//!
+//! **Transport.** The spec runs over GameNetworkingSockets, which no registry this project
+//! reaches packages. Until the swarm speaks it, DarkAges runs over plain UDP, one packet per
+//! datagram ([`DarkAges::transport`] is where GNS will be chosen), and events, handshake and
+//! handoff are therefore unreliable: the bot resends CONNECT, the server resends ZONE_HANDOFF.
+//!
+//! # Zones
+//! Zone `i` is server instance `i`; zones lie in a row along x, each `zone_size_m` square
+//! with local coordinates `-size/2..size/2` (inside the ±511 m a quantized position holds).
+//! Zone `i`'s east border adjoins zone `i + 1`'s west border, and its neighbours listen on
+//! its own port ± 1 on the same host (instances start on consecutive ports). A player whose
+//! x passes the border towards a neighbour is handed over; with no neighbour there, x is
+//! clamped.
+
+pub mod bot;
+pub mod codec;
+pub mod server;
+pub mod token;
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+pub use bot::DarkAgesBot;
+pub use codec::Dialect;
+pub use server::{DarkAgesServer, DarkAgesServerConfig};
+
+use super::registry::{Protocol, ServerParams, TransportNeeds};
+use super::{Bot, BotParams, ProtocolInfo, Server};
+use crate::metrics::describe::{Display, MetricDesc};
+
+/// The public server this spec came from listens on 7777 (NOTES.md).
+pub const DEFAULT_PORT: u16 = 7777;
+
+/// Walking speed, metres per second.
+pub const WALK_SPEED: f32 = 5.0;
+/// Speed with INPUT_SPRINT held.
+pub const SPRINT_SPEED: f32 = 8.0;
+/// One INPUT moves its player by one input period: 1/60 s (§1.2's input rate).
+pub const INPUT_DT: f32 = 1.0 / 60.0;
+
+pub const INFO: ProtocolInfo = ProtocolInfo {
+    name: "darkages",
+    spec: "shared/specs/darkages.md",
+    transport: "plain UDP, one packet per datagram (GameNetworkingSockets not yet spoken)",
+    default_port: DEFAULT_PORT,
+    rtt: "debug PING/PONG: the u32 timestamp is an opaque token echoed unchanged; the bot keeps \
+          its own microsecond send time for each of up to 8 pings in flight",
+    downstream_loss: "SNAPSHOT server_tick gaps (wrap-safe) in steps of snapshot_tick_step \
+                      (3: 60 Hz ticks, 20 Hz snapshots); every client gets a snapshot, full or \
+                      delta, every snapshot tick; counted per zone session",
+    upstream_loss: "not measurable: nothing acknowledges inputs (the reference server counts \
+                    gaps in INPUT sequence as input_sequence_gaps)",
+    dialects: &[
+        (
+            "spec",
+            "INPUT carries last_received_tick appended (26 bytes, NOTES.md): deltas against \
+             acknowledged baselines (default)",
+        ),
+        (
+            "struct_as_printed",
+            "INPUT exactly as §2.4 prints it (22 bytes): no ack, the server sends full snapshots",
+        ),
+    ],
+    metrics: &[
+        MetricDesc::micros(
+            "handoff_us",
+            "Zone handoff",
+            "ZONE_HANDOFF received to the new zone's CONNECT_ACK",
+        ),
+        MetricDesc::histogram(
+            "delta_savings_pct",
+            "Delta savings",
+            "1 - delta bytes / bytes of the full snapshot of the same state",
+            "%",
+        )
+        .display(Display::Card),
+        MetricDesc::histogram(
+            "snapshot_full_bytes",
+            "Full snapshot size",
+            "bytes of each full SNAPSHOT datagram",
+            "bytes",
+        ),
+        MetricDesc::histogram(
+            "snapshot_delta_bytes",
+            "Delta snapshot size",
+            "bytes of each delta SNAPSHOT datagram",
+            "bytes",
+        ),
+        MetricDesc::histogram(
+            "prediction_error",
+            "Prediction error",
+            "own entity: server position against the nearest predicted one",
+            "m",
+        )
+        .unit("m", 1000),
+        MetricDesc::histogram(
+            "entities",
+            "Entities in view",
+            "entities in each applied snapshot",
+            "entities",
+        ),
+        MetricDesc::count(
+            "corrections",
+            "Corrections",
+            "predictions the server's state overruled",
+        )
+        .display(Display::Card)
+        .per_bot_minute(),
+        MetricDesc::count("handoffs", "Handoffs", "zone handoffs completed")
+            .display(Display::Card)
+            .per_bot_minute(),
+        MetricDesc::count(
+            "handoff_failed.timeout",
+            "Handoff timeouts",
+            "no CONNECT_ACK from the new zone in time",
+        ),
+        MetricDesc::count(
+            "handoff_failed.refused",
+            "Handoffs refused",
+            "the new zone answered with a failure other than an expired token",
+        ),
+        MetricDesc::count(
+            "handoff_failed.expired_token",
+            "Handoff tokens expired",
+            "the new zone said the token had expired",
+        ),
+        MetricDesc::count(
+            "handoff_failed.bad_address",
+            "Handoff bad address",
+            "new_server_address is not an IP literal",
+        ),
+        MetricDesc::count(
+            "baseline_miss",
+            "Baseline misses",
+            "deltas against a baseline the bot does not hold (dropped, full snapshot asked)",
+        )
+        .per_bot_minute(),
+        MetricDesc::count(
+            "full_fallback",
+            "Full fallbacks",
+            "full snapshots that answered a baseline miss",
+        ),
+        MetricDesc::count("event_damage", "Damage events", "EVENT type 0x01 received"),
+        MetricDesc::count("event_death", "Death events", "EVENT type 0x02 received"),
+        MetricDesc::count("event_despawn", "Despawn events", "EVENT type 0x04 received"),
+        MetricDesc::count("event_system", "System events", "EVENT type 0x08 received"),
+        MetricDesc::count(
+            "invalid_input_sent",
+            "Invalid inputs sent",
+            "inputs broken on purpose (invalid_input_share)",
+        ),
+        MetricDesc::count(
+            "invalid_input_ignored",
+            "Invalid input ignored",
+            "the server's state never showed the invalid input",
+        ),
+        MetricDesc::count(
+            "invalid_input_applied",
+            "Invalid input applied",
+            "the server's state diverged after an invalid input",
+        ),
+        MetricDesc::count(
+            "invalid_input_disconnected",
+            "Invalid input kicked",
+            "the server disconnected the bot while an invalid input was pending",
+        ),
+    ],
+};
+
+/// The protocol section of a DarkAges scenario. Bot options first, then the ones the
+/// reference server reads (both ends must agree on `zone_size_m`).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DarkAgesOptions {
+    pub dialect: Dialect,
+    /// `client_version` in CONNECT.
+    pub client_version: u32,
+    /// `protocol_version` in CONNECT (set another to exercise VERSION_MISMATCH).
+    pub protocol_version: u32,
+    /// `client_id` is `<prefix>-<bot index>`.
+    pub client_id_prefix: String,
+    /// HEARTBEAT every this many milliseconds (§4.3: 5 s).
+    pub heartbeat_interval_ms: u64,
+    /// Server ticks between two snapshots, for downstream loss (60 Hz / 20 Hz = 3).
+    pub snapshot_tick_step: u32,
+    /// Own-entity prediction error (metres) above which the bot snaps and replays.
+    pub prediction_error_threshold_m: f32,
+    /// Share of bots (0..=1, chosen from the seed) that send invalid input on purpose.
+    pub invalid_input_share: f64,
+    /// Such a bot breaks one input this often (kinds in turn: out-of-range yaw, conflicting
+    /// flags, replayed sequence).
+    pub invalid_input_interval_ms: u64,
+    /// The bot turns round (yaw + π) this often, so it walks back across the border it
+    /// crossed; 0 never turns.
+    pub turn_every_ms: u64,
+    /// Time a client takes to load the next zone before its CONNECT (0: at once).
+    pub handoff_connect_delay_ms: u64,
+    /// Side of a zone's square, metres (at most 1000: positions carry ±511 m).
+    pub zone_size_m: f32,
+    /// New players spawn within this many metres of the border towards a neighbour.
+    pub spawn_band_m: f32,
+    /// `handoff_timeout_ms` of ZONE_HANDOFF: the token's lifetime.
+    pub handoff_timeout_ms: u32,
+    /// Seed of the secret the zones share to sign handoff tokens.
+    pub handoff_secret: u64,
+    /// Host written into ZONE_HANDOFF; unset: the zone's own bind address (127.0.0.1 when
+    /// bound to an unspecified address).
+    pub advertise_host: Option<String>,
+    /// Loot items per zone.
+    pub loot_per_zone: usize,
+}
+
+impl Default for DarkAgesOptions {
+    fn default() -> Self {
+        Self {
+            dialect: Dialect::Spec,
+            client_version: 1,
+            protocol_version: codec::PROTOCOL_VERSION,
+            client_id_prefix: "bot".into(),
+            heartbeat_interval_ms: 5_000,
+            snapshot_tick_step: 3,
+            prediction_error_threshold_m: 0.05,
+            invalid_input_share: 0.0,
+            invalid_input_interval_ms: 1_000,
+            turn_every_ms: 6_000,
+            handoff_connect_delay_ms: 0,
+            zone_size_m: 200.0,
+            spawn_band_m: 10.0,
+            handoff_timeout_ms: 3_000,
+            handoff_secret: 0x4441_524B_4147_4553,
+            advertise_host: None,
+            loot_per_zone: 20,
+        }
+    }
+}
+
+impl DarkAgesOptions {
+    /// Range checks; the message names the key.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.zone_size_m >= 10.0 && self.zone_size_m <= 1000.0) {
+            return Err(format!(
+                "zone_size_m must be within 10..=1000 (a quantized position holds ±511 m), got {}",
+                self.zone_size_m
+            ));
+        }
+        if !(self.spawn_band_m > 0.0 && self.spawn_band_m <= self.zone_size_m / 2.0) {
+            return Err("spawn_band_m must be above 0 and at most zone_size_m / 2".into());
+        }
+        if !(0.0..=1.0).contains(&self.invalid_input_share) {
+            return Err(format!(
+                "invalid_input_share must be within 0..=1, got {}",
+                self.invalid_input_share
+            ));
+        }
+        if self.invalid_input_interval_ms == 0 || self.heartbeat_interval_ms == 0 {
+            return Err("invalid_input_interval_ms and heartbeat_interval_ms must be > 0".into());
+        }
+        if self.snapshot_tick_step == 0 {
+            return Err("snapshot_tick_step must be at least 1".into());
+        }
+        if !(self.prediction_error_threshold_m >= 0.0
+            && self.prediction_error_threshold_m.is_finite())
+        {
+            return Err("prediction_error_threshold_m must be >= 0".into());
+        }
+        if self.handoff_timeout_ms == 0 {
+            return Err("handoff_timeout_ms must be > 0".into());
+        }
+        Ok(())
+    }
+
+    pub fn zone_half(&self) -> f32 {
+        self.zone_size_m / 2.0
+    }
+}
+
+/// The movement model, shared by the server and the bot's prediction so both compute the
+/// same bits: one INPUT moves its player `speed × 1/60 s` along its flags, rotated by `yaw`
+/// (yaw 0 faces +x, east; forward is `(cos yaw, sin yaw)` in the x-z plane, right is
+/// `(sin yaw, -cos yaw)`), z clamped to the zone, and the result snapped to the wire's 1/64 m
+/// grid. Authoritative positions live on that grid, so a client that reads a position off the
+/// wire holds the server's exact state and can replay from it bit for bit.
+pub fn step(pos: [f32; 3], flags: u8, yaw: f32, half: f32) -> [f32; 3] {
+    use codec::input;
+    let b = |bit: u8| if flags & bit != 0 { 1.0f32 } else { 0.0 };
+    let fwd = b(input::FORWARD) - b(input::BACKWARD);
+    let strafe = b(input::RIGHT) - b(input::LEFT);
+    if fwd == 0.0 && strafe == 0.0 {
+        return pos;
+    }
+    let speed = if flags & input::SPRINT != 0 {
+        SPRINT_SPEED
+    } else {
+        WALK_SPEED
+    };
+    let (s, c) = yaw.sin_cos();
+    let dx = (fwd * c + strafe * s) * speed * INPUT_DT;
+    let dz = (fwd * s - strafe * c) * speed * INPUT_DT;
+    let snap = |v: f32| codec::dequantize_pos(codec::quantize_pos(v));
+    [
+        snap(pos[0] + dx),
+        pos[1],
+        snap((pos[2] + dz).clamp(-half, half)),
+    ]
+}
+
+/// Velocity (m/s) of a player holding `flags` at `yaw`, as snapshots carry it.
+pub fn velocity(flags: u8, yaw: f32) -> [f32; 3] {
+    let p = step([0.0; 3], flags, yaw, f32::MAX);
+    [p[0] / INPUT_DT, 0.0, p[2] / INPUT_DT]
+}
+
+/// §6.1's validation of one input's values (the sequence is checked separately): `None`
+/// when valid, else the reason.
+pub fn invalid_reason(flags: u8, yaw: f32, pitch: f32) -> Option<&'static str> {
+    use codec::input;
+    use std::f32::consts::{FRAC_PI_2, PI};
+    if !(-PI..=PI).contains(&yaw) {
+        return Some("yaw_out_of_range");
+    }
+    if !(-FRAC_PI_2..=FRAC_PI_2).contains(&pitch) {
+        return Some("pitch_out_of_range");
+    }
+    if flags & input::FORWARD != 0 && flags & input::BACKWARD != 0 {
+        return Some("conflicting_flags");
+    }
+    if flags & input::LEFT != 0 && flags & input::RIGHT != 0 {
+        return Some("conflicting_flags");
+    }
+    None
+}
+
+/// The registry entry.
+pub struct DarkAges;
+
+impl DarkAges {
+    /// The reference server's configuration: zone `instance` of `instances`, neighbours on
+    /// the ports beside its own bind address.
+    pub fn server_config(o: &DarkAgesOptions, s: &ServerParams) -> DarkAgesServerConfig {
+        let zones = s.instances.unwrap_or(1).max(1);
+        let zone = s.instance.min(zones - 1);
+        let neighbour = |east: bool| -> Option<SocketAddr> {
+            let bind = s.bind?;
+            let port = if east {
+                (zone + 1 < zones).then(|| bind.port().checked_add(1))??
+            } else {
+                (zone > 0).then(|| bind.port().checked_sub(1))??
+            };
+            let ip = if bind.ip().is_unspecified() {
+                IpAddr::V4(Ipv4Addr::LOCALHOST)
+            } else {
+                bind.ip()
+            };
+            Some(SocketAddr::new(ip, port))
+        };
+        let snapshot_hz = s.snapshot_rate.unwrap_or(20).max(1);
+        DarkAgesServerConfig {
+            zone: zone as u32,
+            west: neighbour(false),
+            east: neighbour(true),
+            advertise_host: o.advertise_host.clone(),
+            tick_hz: u32::from(s.tick_rate).max(1),
+            snapshot_step: (u32::from(s.tick_rate) / snapshot_hz).max(1),
+            max_clients: s.max_clients,
+            client_timeout: s.client_timeout.0,
+            zone_half: o.zone_half(),
+            spawn_band: o.spawn_band_m,
+            handoff_timeout: Duration::from_millis(u64::from(o.handoff_timeout_ms)),
+            secret: token::secret_from_seed(o.handoff_secret),
+            loot: o.loot_per_zone,
+            seed: 0x4441_0000 ^ zone as u64,
+            ..DarkAgesServerConfig::default()
+        }
+    }
+}
+
+impl Protocol for DarkAges {
+    type Options = DarkAgesOptions;
+    const INFO: ProtocolInfo = INFO;
+
+    /// Plain UDP until the GameNetworkingSockets transport lands: then this returns its
+    /// `TransportNeeds` variant (a transport with its own I/O threads, see
+    /// `engine::transports`), probably chosen by a `transport: gns | udp` option.
+    fn transport(_: &DarkAgesOptions) -> TransportNeeds {
+        TransportNeeds::Udp
+    }
+
+    fn validate(o: &DarkAgesOptions, s: &ServerParams) -> Result<(), String> {
+        o.validate()?;
+        let rate = s.snapshot_rate.unwrap_or(20);
+        if rate == 0 || u32::from(s.tick_rate) % rate != 0 {
+            return Err(format!(
+                "server: snapshot_rate ({rate}) must divide tick_rate ({}) so snapshot ticks are \
+                 evenly spaced",
+                s.tick_rate
+            ));
+        }
+        let step = u32::from(s.tick_rate) / rate;
+        if step != o.snapshot_tick_step {
+            return Err(format!(
+                "snapshot_tick_step ({}) must equal server tick_rate / snapshot_rate ({step})",
+                o.snapshot_tick_step
+            ));
+        }
+        Ok(())
+    }
+
+    fn dialect_name(o: &DarkAgesOptions) -> String {
+        o.dialect.as_str().to_string()
+    }
+
+    fn make_bot(o: &DarkAgesOptions, params: BotParams) -> Box<dyn Bot> {
+        Box::new(DarkAgesBot::new(params, o.clone()))
+    }
+
+    fn make_server(o: &DarkAgesOptions, s: &ServerParams, now: Instant) -> Box<dyn Server> {
+        Box::new(DarkAgesServer::new(Self::server_config(o, s), now))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn neighbours_are_the_ports_beside() {
+        let o = DarkAgesOptions::default();
+        let mut s = ServerParams {
+            instances: Some(3),
+            instance: 1,
+            bind: Some("0.0.0.0:7000".parse().unwrap()),
+            ..ServerParams::default()
+        };
+        let c = DarkAges::server_config(&o, &s);
+        assert_eq!(c.west, Some("127.0.0.1:6999".parse().unwrap()));
+        assert_eq!(c.east, Some("127.0.0.1:7001".parse().unwrap()));
+        s.instance = 2;
+        let c = DarkAges::server_config(&o, &s);
+        assert_eq!(c.east, None);
+        assert_eq!(c.zone, 2);
+        s.bind = None;
+        assert_eq!(DarkAges::server_config(&o, &s).west, None);
+    }
+
+    #[test]
+    fn movement_is_on_the_wire_grid_and_validation_follows_6_1() {
+        let p = step([0.0; 3], codec::input::FORWARD, 0.0, 100.0);
+        assert_eq!(p, [codec::dequantize_pos(5), 0.0, 0.0], "5/60 m = 5.33 steps -> 5");
+        assert_eq!(step([1.0, 0.0, 99.99], codec::input::LEFT, 0.0, 100.0)[2], 100.0);
+        assert_eq!(invalid_reason(codec::input::FORWARD, 0.5, 0.1), None);
+        assert_eq!(invalid_reason(0, 3.2, 0.0), Some("yaw_out_of_range"));
+        assert_eq!(
+            invalid_reason(codec::input::LEFT | codec::input::RIGHT, 0.0, 0.0),
+            Some("conflicting_flags")
+        );
+        assert_eq!(invalid_reason(0, std::f32::consts::PI, 0.0), None);
+    }
+}
