@@ -988,3 +988,26 @@ fn every_dropped_session_is_reported_through_poll_close() {
     assert_eq!(server.poll_close(), Some(ConnId(3)), "timed out");
     assert_eq!(server.poll_close(), None);
 }
+
+/// A server that invents entities cannot grow a bot's memory without bound: past
+/// `MAX_TRACKED_ENTITIES` new ones are refused and counted.
+#[test]
+fn a_flood_of_invented_entities_is_capped_and_counted() {
+    use tickswarm::protocol::MAX_TRACKED_ENTITIES;
+    let t0 = Instant::now();
+    let (mut bot, mut rec) = accepted_bot(t0);
+    let extra = 1_000;
+    let mut buf = [0u8; 64];
+    for id in 0..(MAX_TRACKED_ENTITIES + extra) as u32 {
+        let packet = codec::Packet::EntityCreate {
+            id: id + 1_000_000,
+            x: 1.0,
+            y: 2.0,
+            sprite: 7,
+        };
+        let n = codec::encode(&mut buf, &packet, FloatOrder::Big).unwrap();
+        bot.handle_datagram(t0 + 20 * MS, &buf[..n], &mut rec);
+    }
+    assert_eq!(bot.entity_count(), MAX_TRACKED_ENTITIES);
+    assert_eq!(rec.events.get("entity_refused_table_full"), extra as u64);
+}
