@@ -341,6 +341,13 @@ impl Bot for CafeBot {
         }
         let (seq, msg) = match codec::decode(data, self.dialect()) {
             Ok(m) => m,
+            // NOTES.md: unknown message types are counted and ignored (a newer server), not
+            // malformed.
+            Err(e) if (e.message, e.reason) == ("header", "unknown_type") => {
+                self.silence.heard(now);
+                rec.event("unknown_message_type");
+                return;
+            }
             Err(e) => {
                 rec.decode_error(e.message, e.reason);
                 return;

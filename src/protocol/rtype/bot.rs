@@ -684,6 +684,11 @@ impl Bot for RtypeBot {
         }
         let packet = match codec::decode(data, self.opts.float_order) {
             Ok(p) => p,
+            // §8 and NOTES.md: unknown packet types are ignored (and counted), not malformed.
+            Err(e) if (e.message, e.reason) == ("header", "unknown_type") => {
+                rec.event("unknown_message_type");
+                return;
+            }
             Err(e) => {
                 rec.decode_error(e.message, e.reason);
                 return;
