@@ -118,6 +118,14 @@ fn city_through_delay_and_loss() {
         20,
         "content completes despite loss"
     );
+    // The ENet handshake is timed apart from City's: one round trip through the proxy each,
+    // at least, and the end-to-end connect time holds both.
+    let transport = hist(&s, "transport_handshake_us");
+    assert_eq!(transport["count"], 20, "{transport}");
+    assert!(transport["min"].as_u64().unwrap() >= 30_000, "{transport}");
+    let total = hist(&s, "connect_total_us");
+    assert_eq!(total["count"], 20, "{total}");
+    assert!(total["min"].as_u64().unwrap() >= 60_000, "{total}");
     assert!(
         s["rtt_us"]["min"].as_u64().unwrap() >= 30_000,
         "{}",

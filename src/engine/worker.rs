@@ -87,6 +87,9 @@ struct Slot {
     stopping: bool,
     /// In play, then its session ended without the engine stopping it.
     lost: bool,
+    /// When the transport was asked for a session that needs its own handshake (ENet), until
+    /// the bot is first in play: the transport and protocol handshakes are timed apart.
+    opened_at: Option<Instant>,
 }
 
 /// A source's timer entry.
@@ -162,6 +165,15 @@ impl<T: BotTransport + 'static> Shared<T> {
                 transport.close(idx, now, &mut rec);
             }
             if slot.bot.phase() == BotPhase::Connected {
+                if !slot.ever_connected {
+                    if let Some(at) = slot.opened_at.take() {
+                        // Transport handshake plus protocol handshake: what a player waits.
+                        rec.record_extra(
+                            "connect_total_us",
+                            now.saturating_duration_since(at).as_micros() as u64,
+                        );
+                    }
+                }
                 slot.ever_connected = true;
             }
             if ended && slot.ever_connected && !slot.stopping {
@@ -279,6 +291,13 @@ impl<T: BotTransport + 'static> Shared<T> {
                         .get(idx)
                         .is_some_and(|s| s.bot.phase() == BotPhase::Idle);
                     if first {
+                        let opened = self.slots.borrow().get(idx).and_then(|s| s.opened_at);
+                        if let Some(at) = opened {
+                            self.rec.borrow_mut().record_extra(
+                                "transport_handshake_us",
+                                now.saturating_duration_since(at).as_micros() as u64,
+                            );
+                        }
                         self.drive(idx, now, |bot, rec| bot.start(now, rec));
                     } else {
                         self.drive(idx, now, |bot, rec| bot.handle_relinked(now, rec));
@@ -600,6 +619,7 @@ fn spawn_bot<T: BotTransport + 'static>(
         last_rx: None,
         stopping: false,
         lost: false,
+        opened_at: (!opened.up).then_some(now),
     });
     shared.watch(opened.source, opened.watch);
     if opened.up {

@@ -116,6 +116,16 @@ impl BotTransport for EnetBots {
             "ENet RTT",
             "ENet's own estimate, sampled per bot each second",
         ),
+        MetricDesc::micros(
+            "transport_handshake_us",
+            "ENet handshake",
+            "CONNECT to VERIFY_CONNECT, before the protocol's own handshake",
+        ),
+        MetricDesc::micros(
+            "connect_total_us",
+            "Connect, end to end",
+            "ENet handshake plus the protocol handshake: what a player waits",
+        ),
         MetricDesc::histogram(
             "enet_packet_loss_ppm",
             "ENet packet loss",
