@@ -560,7 +560,8 @@ fn rtt_follows_injected_delay() {
         // Input to InputAck: the round trip plus the wait for the server's next tick.
         let ack = extra(rec, "input_ack_latency_us").unwrap();
         assert!(ack.min() + tol >= want && ack.max() <= want + 17_000 + tol);
-        assert_eq!(rec.events.get("ping_lost"), 0);
+        assert_eq!(rec.events.get("ping_timeout"), 0);
+        assert_eq!(rec.events.get("pong_late"), 0);
     }
 }
 

@@ -162,7 +162,7 @@ fn city_bots_share_sockets() {
     assert!(down["expected"].as_u64().unwrap() > 60 * 60 * 2, "{down}");
     assert_eq!(down["expected"], down["received"], "{down}");
     assert_eq!(
-        s["protocol_metrics"]["pong_unmatched"],
+        s["protocol_metrics"]["pong_unsolicited"],
         Value::Null,
         "no crossed sessions"
     );

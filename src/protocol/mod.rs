@@ -14,6 +14,7 @@ pub mod registry;
 pub mod idmap;
 pub mod input_grid;
 pub mod pattern;
+pub mod ping;
 pub mod seqwindow;
 pub mod session;
 pub mod sim;

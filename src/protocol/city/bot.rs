@@ -46,6 +46,7 @@ use crate::metrics::Recorder;
 use crate::protocol::MAX_TRACKED_ENTITIES;
 use crate::protocol::input_grid::InputGrid;
 use crate::protocol::seqwindow::{SeqOutcome, SeqWindow};
+use crate::protocol::ping::OneInFlight;
 use crate::protocol::timers::{earliest, Handshake, Periodic, Silence};
 use crate::protocol::{Bot, BotParams, BotPhase, PatternState, Transmit};
 
@@ -352,8 +353,8 @@ pub struct CityBot {
     acks: VecDeque<PendingAck>,
 
     // Ping, chat.
-    ping_sent: Option<Instant>,
-    ping_timer: Periodic,
+    /// One Ping in flight: City's Ping and Pong are empty (see [`OneInFlight`]).
+    ping: OneInFlight,
     chat_timer: Periodic,
     chat_seq: u32,
     chat_sent: VecDeque<(u32, Instant)>,
@@ -367,7 +368,7 @@ impl CityBot {
         let rng = ChaCha8Rng::seed_from_u64(params.seed);
         let name = format!("{}-{}", opts.name_prefix, params.index);
         let silence = Silence::new(params.server_silence_timeout);
-        let ping_timer = Periodic::new(params.ping_interval);
+        let ping = OneInFlight::new(params.ping_interval);
         let chat_timer = Periodic::new(Duration::from_secs_f64(60.0 / opts.chat_rate.max(1e-6)));
         Self {
             params,
@@ -404,8 +405,7 @@ impl CityBot {
             last_compared_ack: None,
             newest_input_ack: None,
             acks: VecDeque::with_capacity(128),
-            ping_sent: None,
-            ping_timer,
+            ping,
             chat_timer,
             chat_seq: 0,
             chat_sent: VecDeque::with_capacity(CHAT_REMEMBERED),
@@ -482,7 +482,7 @@ impl CityBot {
     fn close(&mut self, phase: BotPhase) {
         self.phase = phase;
         self.out.clear();
-        self.ping_sent = None;
+        self.ping.stop();
     }
 
     // ---- messages ------------------------------------------------------------------------
@@ -506,12 +506,7 @@ impl CityBot {
                 rec.event("server_ping_answered");
                 self.out.push_back(Out::Pong);
             }
-            Message::Pong => match self.ping_sent.take() {
-                Some(sent) => {
-                    rec.record_rtt(now.saturating_duration_since(sent).as_micros() as u64)
-                }
-                None => rec.event("pong_unmatched"),
-            },
+            Message::Pong => self.ping.on_pong(now, rec),
             Message::ContentManifest(m) => {
                 let assets: Vec<AssetEntry<'_>> = m.assets().collect();
                 self.on_manifest(&assets, rec);
@@ -571,7 +566,7 @@ impl CityBot {
             Dialect::Spec => Stage::Content,
             Dialect::Implementation => Stage::AwaitWorld,
         };
-        self.ping_timer.start_at(now + self.params.phase_offset);
+        self.ping.start_at(now + self.params.phase_offset);
     }
 
     fn on_disconnect(&mut self, reason: DisconnectReason, rec: &mut Recorder) {
@@ -996,14 +991,9 @@ impl CityBot {
     }
 
     fn send_ping_if_due(&mut self, now: Instant, rec: &mut Recorder) {
-        if !self.ping_timer.fire(now) {
-            return;
+        if self.ping.poll(now, rec) {
+            self.out.push_back(Out::Ping);
         }
-        if self.ping_sent.is_some() {
-            rec.event("ping_lost");
-        }
-        self.ping_sent = Some(now);
-        self.out.push_back(Out::Ping);
     }
 
     fn send_chat_if_due(&mut self, now: Instant) {
@@ -1202,7 +1192,7 @@ impl Bot for CityBot {
                 let playing = self.stage == Stage::Playing;
                 let input = playing.then(|| self.grid.next_due()).flatten();
                 let chat = playing.then(|| self.chat_timer.next()).flatten();
-                earliest([self.silence.deadline(), self.ping_timer.next(), input, chat])
+                earliest([self.silence.deadline(), self.ping.next(), input, chat])
             }
             BotPhase::Idle | BotPhase::Failed | BotPhase::Closed => None,
         }

@@ -11,10 +11,11 @@
 //! `start(now)` once ENet connected and ends with `handle_transport_closed` or a Disconnect.
 //!
 //! # What is measured, and how
-//! - **RTT**: Ping/Pong on the unreliable channel. Both are empty, so a Pong answers the
-//!   oldest unanswered Ping; the bot keeps one Ping in flight (a Ping still unanswered when
-//!   the next is due is counted `ping_lost`), so a lost Ping can never pair a later Pong with
-//!   the wrong send time. ENet's own smoothed RTT (from its reliable acks) is the second source;
+//! - **RTT**: Ping/Pong on the unreliable channel. Both are empty, so the bot keeps one Ping
+//!   in flight ([`OneInFlight`](crate::protocol::ping::OneInFlight)): a Ping due while one is
+//!   in flight is skipped, one unanswered after the timeout is given up (`ping_timeout`) and
+//!   the next waits one more interval, so a late Pong is counted `pong_late` and never paired
+//!   with a newer Ping. ENet's own smoothed RTT (from its reliable acks) is the second source;
 //!   the engine reads it from the transport.
 //! - **Downstream loss**: DeltaState ticks. The server sends each client in game one DeltaState
 //!   per simulation tick on the unreliable channel, so a tick gap is a lost packet. Counted
@@ -57,8 +58,9 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     spec: "shared/specs/city.md",
     transport: "ENet 1.3 (channel 0 reliable ordered, channel 1 unreliable sequenced)",
     default_port: DEFAULT_PORT,
-    rtt: "Ping/Pong (empty) on the unreliable channel, one in flight, Pong matched to the oldest \
-          unanswered Ping; plus ENet's own smoothed RTT from its reliable acks",
+    rtt: "Ping/Pong (empty) on the unreliable channel, one in flight; a Pong after the timeout \
+          is counted late (pong_late), never paired with a newer Ping; plus ENet's own \
+          smoothed RTT from its reliable acks",
     downstream_loss: "DeltaState tick gaps on the unreliable channel (one DeltaState per client \
                       per server tick), counted from the first DeltaState received",
     upstream_loss: "PlayerInput ticks without an InputAck within input_ack_timeout_ms (the \
