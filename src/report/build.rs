@@ -37,7 +37,19 @@ pub struct RunInfo {
 
 pub fn summarize(info: &RunInfo, run: &RunOutcome) -> Summary {
     let t = &run.total;
-    let upstream_measurable = !info.loss_method.upstream.starts_with("not measurable");
+    let mut loss_method = info.loss_method.clone();
+    let mut upstream_measurable = !loss_method.upstream.starts_with("not measurable");
+    // Upstream loss is read from the server's acknowledgements. A server that acknowledged
+    // nothing at all while inputs went out (it does not send acks, or speaks another dialect)
+    // cannot be told apart from one that lost every input: not measurable, never 100 %.
+    if upstream_measurable && t.loss_up.expected > 0 && t.loss_up.received == 0 {
+        upstream_measurable = false;
+        loss_method.upstream = format!(
+            "not measurable: the server acknowledged none of the {} inputs sent (it sends no \
+             acknowledgements, or not in this dialect); measured as: {}",
+            t.loss_up.expected, info.loss_method.upstream
+        );
+    }
     let mut protocol_metrics = Map::new();
     for (name, h) in &t.extra {
         protocol_metrics.insert((*name).to_string(), json!(HistSummary::of(h)));
@@ -113,7 +125,7 @@ pub fn summarize(info: &RunInfo, run: &RunOutcome) -> Summary {
             downstream: Some(LossSummary::from(t.loss_down)),
             upstream: upstream_measurable.then(|| LossSummary::from(t.loss_up)),
         },
-        loss_method: info.loss_method.clone(),
+        loss_method,
         bandwidth: Bandwidth {
             up_bytes: t.bytes_up,
             down_bytes: t.bytes_down,
@@ -248,6 +260,61 @@ pub fn folder_stamp(t: std::time::SystemTime) -> String {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    fn info() -> RunInfo {
+        RunInfo {
+            scenario: "s".into(),
+            scenario_file: "s.yaml".into(),
+            protocol: "p".into(),
+            transport: "udp".into(),
+            dialect: "spec".into(),
+            seed: 1,
+            loss_method: LossMethod {
+                downstream: "ticks".into(),
+                upstream: "acks".into(),
+            },
+            metrics: Vec::new(),
+            thresholds: Vec::new(),
+        }
+    }
+
+    fn outcome(rec: crate::metrics::Recorder) -> RunOutcome {
+        RunOutcome {
+            total: rec,
+            intervals: Vec::new(),
+            planned: 1,
+            ever_connected: 1,
+            failed: 0,
+            bots_lost: 0,
+            bots_silent_at_end: 0,
+            started_at: std::time::SystemTime::UNIX_EPOCH,
+            elapsed: Duration::from_secs(1),
+            interrupted: false,
+            workers: 1,
+            tail: crate::metrics::Recorder::new(),
+            server: None,
+            target: "t".into(),
+        }
+    }
+
+    #[test]
+    fn a_server_that_acks_nothing_makes_upstream_loss_not_measurable_not_100_percent() {
+        let mut rec = crate::metrics::Recorder::new();
+        rec.loss_up.add(16_109, 0);
+        let s = summarize(&info(), &outcome(rec));
+        assert_eq!(s.loss.upstream, None);
+        assert!(
+            s.loss_method.upstream.starts_with("not measurable")
+                && s.loss_method.upstream.contains("16109"),
+            "{}",
+            s.loss_method.upstream
+        );
+        // One ack is enough to measure: then missing acks are loss.
+        let mut rec = crate::metrics::Recorder::new();
+        rec.loss_up.add(100, 1);
+        let s = summarize(&info(), &outcome(rec));
+        assert_eq!(s.loss.upstream.map(|l| l.received), Some(1));
+    }
 
     #[test]
     fn rate_per_bot_minute() {
