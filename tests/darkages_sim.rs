@@ -197,6 +197,98 @@ fn downstream_loss_equals_the_links_drops() {
     }
 }
 
+/// One zone whose server ticks at `tick_hz` and sends a snapshot every `step` ticks, every
+/// 10th snapshot datagram dropped on the link; each bot must measure exactly those drops.
+fn loss_with_server_step(tick_hz: u32, step: u32, opts: &DarkAgesOptions) -> Vec<Recorder> {
+    let t0 = Instant::now();
+    let cfg = DarkAgesServerConfig {
+        tick_hz,
+        snapshot_step: step,
+        ..server_cfg()
+    };
+    let bots = (0..3)
+        .map(|i| DarkAgesBot::new(params(i), opts.clone()))
+        .collect();
+    let mut sim = Sim::new(t0, DarkAgesServer::new(cfg, t0), bots);
+    sim.down.delay = ms(2);
+    sim.down.drop = Some(rule(|m| m.bytes[0] == 0x21 && m.peer_index % 10 == 9));
+    sim.start_all();
+    sim.run_until(ms(4000));
+    for (i, b) in sim.bots.iter().enumerate() {
+        assert_eq!(
+            b.tick_step(),
+            Some(step),
+            "bot {i} learned the server's step"
+        );
+        let r = &sim.recs[i];
+        let snaps: Vec<_> = sim.down_to(i).filter(|r| r.bytes[0] == 0x21).collect();
+        let first = snaps.iter().position(|r| !r.delivered.is_empty()).unwrap();
+        let last = snaps.iter().rposition(|r| !r.delivered.is_empty()).unwrap();
+        let dropped = snaps[first..=last].iter().filter(|r| r.dropped).count() as u64;
+        assert!(dropped >= 5, "bot {i}: {dropped}");
+        assert_eq!(r.loss_down.expected, (last - first + 1) as u64, "bot {i}");
+        assert_eq!(
+            r.loss_down.expected - r.loss_down.received,
+            dropped,
+            "bot {i}"
+        );
+        assert_eq!(r.events.get("snapshot_duplicate"), 0, "bot {i}");
+        assert_eq!(r.events.get("baseline_miss"), 0, "bot {i}");
+        assert!(r.events.get("delta_bytes") > 0, "bot {i}: deltas flow");
+        assert!(r.snapshots_applied >= r.loss_down.received - 1);
+    }
+    sim.recs.clone()
+}
+
+#[test]
+fn one_snapshot_per_tick_at_20_hz_learns_step_1_and_measures_exact_loss() {
+    let recs = loss_with_server_step(20, 1, &DarkAgesOptions::default());
+    for r in &recs {
+        assert_eq!(r.events.get("snapshot_tick_step_contradicted"), 0);
+    }
+}
+
+#[test]
+fn a_60_hz_server_sending_at_20_hz_learns_step_3_and_measures_exact_loss() {
+    loss_with_server_step(60, 3, &DarkAgesOptions::default());
+}
+
+#[test]
+fn a_configured_step_the_server_contradicts_is_replaced_by_the_learned_one() {
+    let opts = DarkAgesOptions {
+        snapshot_tick_step: Some(3),
+        ..DarkAgesOptions::default()
+    };
+    for r in loss_with_server_step(20, 1, &opts) {
+        assert_eq!(r.events.get("snapshot_tick_step_contradicted"), 1);
+    }
+    // A configured step the server agrees with is kept.
+    for r in loss_with_server_step(60, 3, &opts) {
+        assert_eq!(r.events.get("snapshot_tick_step_contradicted"), 0);
+    }
+}
+
+#[test]
+fn a_session_shorter_than_the_learning_phase_still_counts_its_snapshots() {
+    let t0 = Instant::now();
+    let cfg = DarkAgesServerConfig {
+        tick_hz: 20,
+        snapshot_step: 1,
+        ..server_cfg()
+    };
+    let bots = vec![DarkAgesBot::new(params(0), DarkAgesOptions::default())];
+    let mut sim = Sim::new(t0, DarkAgesServer::new(cfg, t0), bots);
+    sim.start_all();
+    sim.run_until(ms(220));
+    let applied = sim.recs[0].snapshots_applied;
+    assert!((2..8).contains(&applied), "{applied}");
+    assert_eq!(sim.recs[0].loss_down.expected, 0, "still learning");
+    sim.stop(0);
+    assert_eq!(sim.bots[0].tick_step(), Some(1));
+    assert_eq!(sim.recs[0].loss_down.expected, applied as u64);
+    assert_eq!(sim.recs[0].loss_down.received, applied as u64);
+}
+
 #[test]
 fn struct_as_printed_inputs_get_full_snapshots_only() {
     let opts = DarkAgesOptions {

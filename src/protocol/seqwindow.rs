@@ -136,6 +136,161 @@ impl TickSeq {
     }
 }
 
+/// Snapshots from which [`TickStep`] learns the step.
+pub const LEARN_SNAPSHOTS: usize = 8;
+
+/// What [`TickStep`] decided when it finished learning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Learned {
+    /// The step now used.
+    pub step: u32,
+    /// The smallest gap seen was a multiple of the step, not the step itself (every other
+    /// snapshot lost, or an irregular server).
+    pub irregular: bool,
+    /// A configured step the learned gaps contradicted (not a divisor of them); the learned
+    /// step replaced it.
+    pub contradicted: Option<u32>,
+}
+
+/// What one snapshot tick did to the loss count.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TickNews {
+    /// `(expected, received)` increments for the loss counter, including the ticks replayed
+    /// when learning ended.
+    pub loss: (u64, u64),
+    /// The tick was seen before (a duplicate datagram).
+    pub duplicate: bool,
+    /// The sequence jumped more than [`MAX_JUMP`] ahead: counting restarted.
+    pub reset: bool,
+    /// Learning ended with this tick.
+    pub learned: Option<Learned>,
+}
+
+/// Snapshot-tick loss accounting with the tick step configured or learned.
+///
+/// A configured step maps ticks from the first snapshot on. Otherwise the first
+/// [`LEARN_SNAPSHOTS`] distinct ticks are held back, the step is their differences' greatest
+/// common divisor, and they are replayed into the count. In *checked* mode a configured step
+/// is learned too and kept only if it divides the learned one: a server whose snapshot ticks
+/// differ by 1 has no step of 3, whatever the scenario says.
+#[derive(Debug, Clone)]
+pub struct TickStep {
+    configured: Option<u32>,
+    step: Option<u32>,
+    mapper: Option<TickSeq>,
+    learn: Vec<u32>,
+    window: SeqWindow,
+}
+
+impl TickStep {
+    /// `configured` (if any, and non-zero) is used from the first tick on.
+    pub fn new(configured: Option<u32>) -> Self {
+        let step = configured.filter(|&s| s > 0);
+        Self {
+            configured: step,
+            step,
+            mapper: step.map(TickSeq::new),
+            learn: Vec::with_capacity(LEARN_SNAPSHOTS),
+            window: SeqWindow::new(),
+        }
+    }
+
+    /// Learn the step even when one is configured, and keep the configured one only if the
+    /// snapshots agree with it.
+    pub fn checked(configured: Option<u32>) -> Self {
+        let mut t = Self::new(None);
+        t.configured = configured.filter(|&s| s > 0);
+        t
+    }
+
+    /// The step in use, once configured or learned.
+    pub fn step(&self) -> Option<u32> {
+        self.step
+    }
+
+    /// Account one arriving snapshot tick.
+    pub fn on_tick(&mut self, tick: u32) -> TickNews {
+        if let Some(mapper) = self.mapper.as_mut() {
+            let outcome = self.window.on_seq(mapper.seq(tick));
+            return TickNews {
+                loss: outcome.deltas(),
+                duplicate: outcome == SeqOutcome::Duplicate,
+                reset: outcome == SeqOutcome::Reset,
+                learned: None,
+            };
+        }
+        if self.learn.contains(&tick) {
+            return TickNews {
+                duplicate: true,
+                ..TickNews::default()
+            };
+        }
+        self.learn.push(tick);
+        if self.learn.len() >= LEARN_SNAPSHOTS {
+            return self.finish();
+        }
+        TickNews::default()
+    }
+
+    /// Set the step from the ticks held back so far (at least two) and replay them into the
+    /// count; nothing once the step is known. Call it when the session ends, so a short one is
+    /// counted too.
+    pub fn finish(&mut self) -> TickNews {
+        let mut news = TickNews::default();
+        if self.mapper.is_some() || self.learn.len() < 2 {
+            return news;
+        }
+        let mut g = 0u32;
+        let mut min_diff = u32::MAX;
+        for w in self.learn.windows(2) {
+            let d = w[1].wrapping_sub(w[0]);
+            let d = d.min(d.wrapping_neg());
+            if d != 0 {
+                g = gcd(g, d);
+                min_diff = min_diff.min(d);
+            }
+        }
+        if g == 0 {
+            // Only duplicates so far: keep learning from scratch.
+            self.learn.clear();
+            return news;
+        }
+        let mut learned = Learned {
+            step: g,
+            irregular: min_diff != g,
+            contradicted: None,
+        };
+        if let Some(c) = self.configured {
+            if g % c == 0 {
+                learned = Learned {
+                    step: c,
+                    irregular: min_diff != c,
+                    contradicted: None,
+                };
+            } else {
+                learned.contradicted = Some(c);
+            }
+        }
+        self.step = Some(learned.step);
+        let mut mapper = TickSeq::new(learned.step);
+        for t in std::mem::take(&mut self.learn) {
+            let (e, r) = self.window.on_seq(mapper.seq(t)).deltas();
+            news.loss.0 += e;
+            news.loss.1 += r;
+        }
+        self.mapper = Some(mapper);
+        news.learned = Some(learned);
+        news
+    }
+}
+
+fn gcd(mut a: u32, mut b: u32) -> u32 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,5 +371,68 @@ mod tests {
         feed(&mut w, &[1]);
         assert_eq!(w.on_seq(1 + MAX_JUMP + 1), SeqOutcome::Reset);
         assert_eq!(w.on_seq(2 + MAX_JUMP + 1).deltas(), (1, 1));
+    }
+
+    fn feed_ticks(t: &mut TickStep, ticks: &[u32]) -> (u64, u64) {
+        let mut sum = (0, 0);
+        for &k in ticks {
+            let n = t.on_tick(k);
+            sum.0 += n.loss.0;
+            sum.1 += n.loss.1;
+        }
+        let n = t.finish();
+        (sum.0 + n.loss.0, sum.1 + n.loss.1)
+    }
+
+    #[test]
+    fn step_one_is_learned_and_loss_is_exact() {
+        let mut t = TickStep::new(None);
+        // 20 Hz, one snapshot per tick, every 10th lost.
+        let ticks: Vec<u32> = (2..=101).filter(|k| (k - 1) % 10 != 0).collect();
+        assert_eq!(feed_ticks(&mut t, &ticks), (99, 90));
+        assert_eq!(t.step(), Some(1));
+    }
+
+    #[test]
+    fn step_three_is_learned_and_loss_is_exact() {
+        let mut t = TickStep::new(None);
+        let ticks: Vec<u32> = (1..=60).filter(|k| k % 7 != 0).map(|k| 3 * k).collect();
+        assert_eq!(feed_ticks(&mut t, &ticks), (60, 52));
+        assert_eq!(t.step(), Some(3));
+    }
+
+    #[test]
+    fn a_contradicted_configured_step_is_replaced_in_checked_mode() {
+        let mut t = TickStep::checked(Some(3));
+        let ticks: Vec<u32> = (10..40).collect();
+        let mut learned = None;
+        for &k in &ticks {
+            learned = learned.or(t.on_tick(k).learned);
+        }
+        assert_eq!(
+            learned,
+            Some(Learned {
+                step: 1,
+                irregular: false,
+                contradicted: Some(3)
+            })
+        );
+        // A configured step the gaps agree with stays, even if a lost snapshot doubles one.
+        let mut t = TickStep::checked(Some(3));
+        let n: Vec<_> = [3u32, 6, 12, 15, 18, 21, 24, 27]
+            .iter()
+            .map(|&k| t.on_tick(k))
+            .collect();
+        assert_eq!(t.step(), Some(3));
+        assert_eq!(n[7].loss, (9, 8));
+        assert_eq!(n[7].learned.map(|l| l.contradicted), Some(None));
+    }
+
+    #[test]
+    fn duplicates_while_learning_are_not_counted() {
+        let mut t = TickStep::new(None);
+        assert!(!t.on_tick(5).duplicate);
+        assert!(t.on_tick(5).duplicate);
+        assert_eq!(feed_ticks(&mut t, &[6, 7]), (3, 3));
     }
 }

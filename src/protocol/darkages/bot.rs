@@ -14,7 +14,18 @@
 //! Every state a snapshot produces (also a reordered, older one) is stored as a baseline;
 //! only a snapshot newer than every other becomes the bot's world and is acknowledged
 //! (`last_received_tick`). The store is emptied on a zone handoff: the next zone's ticks are
-//! another sequence.
+//! another sequence. A snapshot is a duplicate (`snapshot_duplicate`, not applied) when its
+//! tick is already stored, whatever the loss accounting below makes of it.
+//!
+//! # Downstream loss
+//! Snapshot ticks are mapped to a gap-free sequence in steps of the snapshot tick step
+//! ([`TickStep`]): per zone session the first 8 distinct ticks are held back, the step is the
+//! gcd of their gaps (3 for a 60 Hz server sending at 20 Hz, 1 for one snapshot per tick),
+//! and they are replayed into the count (`snapshot_tick_step` records the step). A
+//! configured `snapshot_tick_step` is kept when it divides the learned one, otherwise the
+//! learned one wins (`snapshot_tick_step_contradicted`). The held-back ticks are counted when
+//! the session ends (stop, handoff, DISCONNECT, silence) if fewer than 8 arrived. Snapshots
+//! lost before the first or after the last one received in a zone cannot be seen.
 //!
 //! # Prediction
 //! The bot predicts its own entity with the server's movement model ([`super::step`]) for
@@ -60,7 +71,7 @@ use super::codec::{
 use super::{step, DarkAgesOptions, Dialect};
 use crate::metrics::Recorder;
 use crate::protocol::input_grid::InputGrid;
-use crate::protocol::seqwindow::{SeqOutcome, SeqWindow, TickSeq};
+use crate::protocol::seqwindow::{TickNews, TickStep};
 use crate::protocol::timers::{earliest, Handshake, Periodic, Silence};
 use crate::protocol::{Bot, BotParams, BotPhase, Keys, PatternState, Relink, Transmit};
 
@@ -304,8 +315,8 @@ pub struct DarkAgesBot {
     newest: Option<(u32, Instant)>,
     ack: u32,
     awaiting_full: bool,
-    tick_seq: TickSeq,
-    ticks: SeqWindow,
+    /// Downstream loss over snapshot ticks, the step learned per zone session.
+    ticks: TickStep,
 
     pred: Prediction,
     anchored: bool,
@@ -335,7 +346,7 @@ impl DarkAgesBot {
             heartbeat_timer: Periodic::new(Duration::from_millis(opts.heartbeat_interval_ms)),
             turn_timer: Periodic::new(Duration::from_millis(opts.turn_every_ms.max(1))),
             invalid_timer: Periodic::new(Duration::from_millis(opts.invalid_input_interval_ms)),
-            tick_seq: TickSeq::new(opts.snapshot_tick_step),
+            ticks: TickStep::checked(opts.snapshot_tick_step),
             rng,
             pattern: PatternState::new(),
             phase: BotPhase::Idle,
@@ -358,7 +369,6 @@ impl DarkAgesBot {
             newest: None,
             ack: 0,
             awaiting_full: false,
-            ticks: SeqWindow::new(),
             pred: Prediction::new(),
             anchored: false,
             heading: None,
@@ -381,6 +391,12 @@ impl DarkAgesBot {
     /// The zone it plays in (CONNECT_ACK's `zone_id`).
     pub fn zone(&self) -> Option<u32> {
         self.zone
+    }
+
+    /// Server ticks between snapshots in this zone session, once learned (or configured and
+    /// confirmed by the first snapshots).
+    pub fn tick_step(&self) -> Option<u32> {
+        self.ticks.step()
     }
 
     /// The newest applied snapshot's tick.
@@ -444,8 +460,7 @@ impl DarkAgesBot {
         self.newest = None;
         self.ack = 0;
         self.awaiting_full = false;
-        self.tick_seq = TickSeq::new(self.opts.snapshot_tick_step);
-        self.ticks = SeqWindow::new();
+        self.ticks = TickStep::checked(self.opts.snapshot_tick_step);
         self.pings = [None; PINGS];
         self.heartbeat_sent = None;
         self.anchored = false;
@@ -528,6 +543,8 @@ impl DarkAgesBot {
         if let Some((kind, _)) = self.verdict.take() {
             rec.events.add2("invalid_input_unjudged", kind, 1);
         }
+        // This zone's snapshots end here (later ones are ignored while handing off).
+        self.finish_ticks(rec);
         self.out.push_back(Out::Disconnect(reason::ZONE_HANDOFF));
         self.handoff = Some(Handoff {
             started: now,
@@ -571,13 +588,40 @@ impl DarkAgesBot {
         }
     }
 
+    /// Loss counts (and what learning the step decided) into the recorder.
+    fn record_ticks(&self, news: &TickNews, rec: &mut Recorder) {
+        rec.loss_down.add(news.loss.0, news.loss.1);
+        if news.reset {
+            rec.event("snapshot_tick_reset");
+        }
+        if let Some(l) = news.learned {
+            rec.record_extra("snapshot_tick_step", u64::from(l.step));
+            if l.irregular {
+                rec.event("tick_step_irregular");
+            }
+            if l.contradicted.is_some() {
+                rec.event("snapshot_tick_step_contradicted");
+            }
+        }
+    }
+
+    /// End of a zone session's snapshots: count the ticks still held back for learning.
+    fn finish_ticks(&mut self, rec: &mut Recorder) {
+        let news = self.ticks.finish();
+        self.record_ticks(&news, rec);
+    }
+
     fn on_snapshot(&mut self, now: Instant, data_len: usize, s: &Snapshot<'_>, rec: &mut Recorder) {
-        let outcome = self.ticks.on_seq(self.tick_seq.seq(s.server_tick));
-        let (e, r) = outcome.deltas();
-        rec.loss_down.add(e, r);
-        if outcome == SeqOutcome::Duplicate {
+        let news = self.ticks.on_tick(s.server_tick);
+        self.record_ticks(&news, rec);
+        // Whether to apply is decided by the tick itself, never by the loss mapping: a step
+        // that does not fit the server must not freeze the world (and the ack) on one tick.
+        if self.baselines.find(s.server_tick).is_some() {
             rec.event("snapshot_duplicate");
             return;
+        }
+        if news.duplicate {
+            rec.event("snapshot_tick_off_step");
         }
         let base = if s.is_full() {
             rec.record_extra("snapshot_full_bytes", data_len as u64);
@@ -882,6 +926,7 @@ impl Bot for DarkAgesBot {
             }
             Packet::Disconnect { reason: r, .. } => {
                 rec.events.add2("server_disconnect", reason::name(r), 1);
+                self.finish_ticks(rec);
                 if let Some((kind, _)) = self.verdict.take() {
                     rec.events.add2("invalid_input_disconnected", kind, 1);
                 rec.event("invalid_input_disconnected");
@@ -922,6 +967,7 @@ impl Bot for DarkAgesBot {
                 }
                 if self.silence.expired(now) {
                     rec.event("server_silence_timeout");
+                    self.finish_ticks(rec);
                     self.phase = BotPhase::Closed;
                     self.out.clear();
                     return;
@@ -945,9 +991,10 @@ impl Bot for DarkAgesBot {
         }
     }
 
-    fn stop(&mut self, _now: Instant, _rec: &mut Recorder) {
+    fn stop(&mut self, _now: Instant, rec: &mut Recorder) {
         if self.phase == BotPhase::Connected && self.handoff.is_none() {
             self.out.push_back(Out::Disconnect(reason::NORMAL));
+            self.finish_ticks(rec);
         }
         if matches!(
             self.phase,
@@ -1034,6 +1081,7 @@ impl Bot for DarkAgesBot {
         } else if self.phase == BotPhase::Connected {
             self.phase = BotPhase::Closed;
             rec.event("transport_closed");
+            self.finish_ticks(rec);
         }
     }
 }

@@ -57,9 +57,11 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     default_port: DEFAULT_PORT,
     rtt: "debug PING/PONG: the u32 timestamp is an opaque token echoed unchanged; the bot keeps \
           its own microsecond send time for each of up to 8 pings in flight",
-    downstream_loss: "SNAPSHOT server_tick gaps (wrap-safe) in steps of snapshot_tick_step \
-                      (3: 60 Hz ticks, 20 Hz snapshots); every client gets a snapshot, full or \
-                      delta, every snapshot tick; counted per zone session",
+    downstream_loss: "SNAPSHOT server_tick gaps (wrap-safe) in steps of the snapshot tick \
+                      step, learned per zone session as the gcd of the first 8 tick gaps (3 \
+                      for 60 Hz ticks and 20 Hz snapshots, 1 for one snapshot per tick); a \
+                      configured snapshot_tick_step is kept unless the gaps contradict it; \
+                      every client gets a snapshot, full or delta, every snapshot tick",
     upstream_loss: "not measurable: nothing acknowledges inputs (the reference server counts \
                     gaps in INPUT sequence as input_sequence_gaps)",
     dialects: &[
@@ -193,8 +195,11 @@ pub struct DarkAgesOptions {
     pub client_id_prefix: String,
     /// HEARTBEAT every this many milliseconds (§4.3: 5 s).
     pub heartbeat_interval_ms: u64,
-    /// Server ticks between two snapshots, for downstream loss (60 Hz / 20 Hz = 3).
-    pub snapshot_tick_step: u32,
+    /// Server ticks between two snapshots, for downstream loss (60 Hz / 20 Hz = 3). Unset:
+    /// learned from the first snapshots of each zone session. Set: kept unless those
+    /// snapshots contradict it (a tick gap it does not divide), then the learned step is
+    /// used and `snapshot_tick_step_contradicted` counted.
+    pub snapshot_tick_step: Option<u32>,
     /// Own-entity prediction error (metres) above which the bot snaps and replays.
     pub prediction_error_threshold_m: f32,
     /// Share of bots (0..=1, chosen from the seed) that send invalid input on purpose.
@@ -230,7 +235,7 @@ impl Default for DarkAgesOptions {
             protocol_version: codec::PROTOCOL_VERSION,
             client_id_prefix: "bot".into(),
             heartbeat_interval_ms: 5_000,
-            snapshot_tick_step: 3,
+            snapshot_tick_step: None,
             prediction_error_threshold_m: 0.05,
             invalid_input_share: 0.0,
             invalid_input_interval_ms: 1_000,
@@ -267,8 +272,8 @@ impl DarkAgesOptions {
         if self.invalid_input_interval_ms == 0 || self.heartbeat_interval_ms == 0 {
             return Err("invalid_input_interval_ms and heartbeat_interval_ms must be > 0".into());
         }
-        if self.snapshot_tick_step == 0 {
-            return Err("snapshot_tick_step must be at least 1".into());
+        if self.snapshot_tick_step == Some(0) {
+            return Err("snapshot_tick_step must be at least 1 (or left unset to learn it)".into());
         }
         if !(self.prediction_error_threshold_m >= 0.0
             && self.prediction_error_threshold_m.is_finite())
@@ -408,10 +413,10 @@ impl Protocol for DarkAges {
             ));
         }
         let step = u32::from(s.tick_rate) / rate;
-        if step != o.snapshot_tick_step {
+        if let Some(configured) = o.snapshot_tick_step.filter(|&c| c != step) {
             return Err(format!(
-                "snapshot_tick_step ({}) must equal server tick_rate / snapshot_rate ({step})",
-                o.snapshot_tick_step
+                "snapshot_tick_step ({configured}) must equal server tick_rate / snapshot_rate \
+                 ({step})"
             ));
         }
         Ok(())

@@ -15,8 +15,10 @@
 //!   to ACCEPT. Rejoins after GAMEOVER are `rejoin_us` instead.
 //! - `loss_down`: snapshot ticks divided by the tick step (configured, or learned as the
 //!   greatest common divisor of the tick differences of the first [`LEARN_SNAPSHOTS`]
-//!   snapshots, which are then replayed into the count) through a [`SeqWindow`]. Lost
-//!   snapshots before the first and after the last one received cannot be seen.
+//!   snapshots, which are then replayed into the count) through a
+//!   [`SeqWindow`](crate::protocol::seqwindow::SeqWindow); the learner is the shared
+//!   [`TickStep`]. Lost snapshots before the first and after the last one received cannot be
+//!   seen.
 //! - `snapshot_interarrival_us`: time between two arrivals of a snapshot newer than any before.
 //! - `snapshots_applied`: snapshots newer than any before (older ones are not applied: a
 //!   client does not roll its world back).
@@ -60,12 +62,12 @@ use super::RtypeOptions;
 use crate::metrics::Recorder;
 use crate::protocol::MAX_TRACKED_ENTITIES;
 use crate::protocol::input_grid::InputGrid;
-use crate::protocol::seqwindow::{SeqOutcome, SeqWindow, TickSeq, MAX_JUMP};
+use crate::protocol::seqwindow::{self, TickStep, MAX_JUMP};
 use crate::protocol::timers::{earliest, Handshake, Periodic, Silence};
 use crate::protocol::{Bot, BotParams, BotPhase, PatternState, Transmit};
 
 /// Snapshots from which the tick step and the tick-duration baseline are learned.
-pub const LEARN_SNAPSHOTS: usize = 8;
+pub const LEARN_SNAPSHOTS: usize = seqwindow::LEARN_SNAPSHOTS;
 /// Inter-arrival gaps over which `interp_delay_us` takes its maximum.
 pub const INTERP_WINDOW: usize = 20;
 
@@ -142,11 +144,8 @@ pub struct RtypeBot {
     ping: PingState,
 
     // Snapshots.
-    tick_step: Option<u32>,
-    /// Maps ticks to a gap-free sequence (wrap-safe) once the step is known.
-    tick_seq: Option<TickSeq>,
-    learn: Vec<u32>,
-    ticks: SeqWindow,
+    /// Tick step (configured or learned) and the loss window over the ticks.
+    ticks: TickStep,
     newest: Option<(u32, Instant)>,
     /// First applied snapshot of the current tick baseline, and applied ones since.
     base: Option<(u32, Instant)>,
@@ -166,8 +165,7 @@ impl RtypeBot {
         let silence = Silence::new(params.server_silence_timeout);
         let ping_timer = Periodic::new(params.ping_interval);
         Self {
-            tick_step: opts.snapshot_tick_step.filter(|&s| s > 0),
-            tick_seq: opts.snapshot_tick_step.filter(|&s| s > 0).map(TickSeq::new),
+            ticks: TickStep::new(opts.snapshot_tick_step),
             params,
             opts,
             rng,
@@ -190,8 +188,6 @@ impl RtypeBot {
             last_keys: None,
             ping_timer,
             ping: PingState::Idle,
-            learn: Vec::with_capacity(LEARN_SNAPSHOTS),
-            ticks: SeqWindow::new(),
             newest: None,
             base: None,
             base_count: 0,
@@ -214,7 +210,7 @@ impl RtypeBot {
 
     /// Ticks between snapshots, configured or learned.
     pub fn tick_step(&self) -> Option<u32> {
-        self.tick_step
+        self.ticks.step()
     }
 
     /// GAMEOVERs received.
@@ -415,57 +411,28 @@ impl RtypeBot {
     /// Loss accounting of one snapshot tick (or learning the step first). Returns true when
     /// the tick was seen before (a duplicate datagram).
     fn account_tick(&mut self, tick: u32, rec: &mut Recorder) -> bool {
-        if let Some(mapper) = self.tick_seq.as_mut() {
-            let outcome = self.ticks.on_seq(mapper.seq(tick));
-            let (e, r) = outcome.deltas();
-            rec.loss_down.add(e, r);
-            if outcome == SeqOutcome::Reset {
-                rec.event("snapshot_tick_reset");
-            }
-            return outcome == SeqOutcome::Duplicate;
+        let news = self.ticks.on_tick(tick);
+        Self::record_ticks(&news, rec);
+        if news.reset {
+            rec.event("snapshot_tick_reset");
         }
-        if self.learn.contains(&tick) {
-            return true;
-        }
-        self.learn.push(tick);
-        if self.learn.len() >= LEARN_SNAPSHOTS {
-            self.finish_learning(rec);
-        }
-        false
+        news.duplicate
     }
 
     /// Set the step from the ticks collected so far and replay them into the loss count.
     fn finish_learning(&mut self, rec: &mut Recorder) {
-        if self.tick_step.is_some() || self.learn.len() < 2 {
-            return;
-        }
-        let mut g = 0u32;
-        let mut min_diff = u32::MAX;
-        for w in self.learn.windows(2) {
-            let d = w[1].wrapping_sub(w[0]);
-            let d = d.min(d.wrapping_neg());
-            if d != 0 {
-                g = gcd(g, d);
-                min_diff = min_diff.min(d);
+        let news = self.ticks.finish();
+        Self::record_ticks(&news, rec);
+    }
+
+    fn record_ticks(news: &seqwindow::TickNews, rec: &mut Recorder) {
+        rec.loss_down.add(news.loss.0, news.loss.1);
+        if let Some(l) = news.learned {
+            if l.irregular {
+                rec.event("tick_step_irregular");
             }
+            rec.record_extra("snapshot_tick_step", u64::from(l.step));
         }
-        if g == 0 {
-            // Only duplicates so far: keep learning from scratch.
-            self.learn.clear();
-            return;
-        }
-        if min_diff != g {
-            rec.event("tick_step_irregular");
-        }
-        self.tick_step = Some(g);
-        rec.record_extra("snapshot_tick_step", u64::from(g));
-        let ticks = std::mem::take(&mut self.learn);
-        let mut mapper = TickSeq::new(g);
-        for t in ticks {
-            let (e, r) = self.ticks.on_seq(mapper.seq(t)).deltas();
-            rec.loss_down.add(e, r);
-        }
-        self.tick_seq = Some(mapper);
     }
 
     fn on_snapshot(&mut self, now: Instant, s: &Snapshot<'_>, rec: &mut Recorder) {
@@ -658,13 +625,6 @@ impl RtypeBot {
             self.params.handshake_timeout,
         );
     }
-}
-
-fn gcd(mut a: u32, mut b: u32) -> u32 {
-    while b != 0 {
-        (a, b) = (b, a % b);
-    }
-    a
 }
 
 impl Bot for RtypeBot {
