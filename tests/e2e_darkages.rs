@@ -63,7 +63,13 @@ fn darkages_swarm_hands_over_between_two_embedded_zones() {
         );
     }
     let server = &pm["embedded_server"]["events"];
-    assert_eq!(server["handoff_in"].as_u64(), Some(handoffs), "{server}");
+    // Every handoff a bot completed arrived at a zone; a few more may have arrived whose
+    // completion the bot had not seen yet when the run stopped (one per bot at most).
+    let arrived = server["handoff_in"].as_u64().unwrap_or(0);
+    assert!(
+        arrived >= handoffs && arrived - handoffs <= 12,
+        "zones saw {arrived} handoffs arrive, bots completed {handoffs}: {server}"
+    );
     for h in [
         "delta_savings_pct",
         "snapshot_full_bytes",
