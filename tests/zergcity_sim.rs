@@ -550,3 +550,170 @@ fn ten_invalid_messages_end_the_session() {
     assert_eq!(r.events.get("error_message.invalid_message"), 1);
     assert_eq!(sim.bots[0].bot.phase(), BotPhase::Closed);
 }
+
+// ---- interop with another implementation's layouts (scripts/zergcity-peer) -----------------
+
+/// A FullSnapshot payload in the layout of scripts/zergcity-peer (its D9): a 36-byte
+/// Metadata, `count u32` Players, and Components as `count u32` of `entity_id u32` + §7.2
+/// record. The section table is sound (§5.1); the contents are not in our layout.
+fn foreign_full_payload(tick: u64) -> Vec<u8> {
+    let mut meta = Vec::new();
+    meta.extend_from_slice(&tick.to_le_bytes());
+    for v in [20u32, 128, 128] {
+        meta.extend_from_slice(&v.to_le_bytes());
+    }
+    meta.extend_from_slice(&7u64.to_le_bytes());
+    meta.extend_from_slice(&1u32.to_le_bytes());
+    meta.extend_from_slice(&4u32.to_le_bytes());
+    let players = 0u32.to_le_bytes().to_vec();
+    let mut ents = 1u32.to_le_bytes().to_vec();
+    ents.extend_from_slice(&1u32.to_le_bytes());
+    ents.extend_from_slice(&1u32.to_le_bytes());
+    ents.push(1);
+    ents.push(1);
+    let mut comps = 1u32.to_le_bytes().to_vec();
+    comps.extend_from_slice(&1u32.to_le_bytes());
+    comps.extend_from_slice(&1u16.to_le_bytes());
+    comps.extend_from_slice(&1u16.to_le_bytes());
+    comps.extend_from_slice(&12u16.to_le_bytes());
+    comps.extend_from_slice(&[0; 12]);
+    let sections: [(u32, &[u8]); 4] = [(1, &meta), (2, &players), (4, &ents), (5, &comps)];
+    let mut out = (sections.len() as u32).to_le_bytes().to_vec();
+    let mut off = 0u32;
+    for (ty, d) in &sections {
+        for v in [*ty, off, d.len() as u32] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        off += d.len() as u32;
+    }
+    for (_, d) in &sections {
+        out.extend_from_slice(d);
+    }
+    out
+}
+
+/// A delta as the peer writes it: one created entity (archetype = component bitmask) with a
+/// Position added, raw §7.3 data.
+fn peer_delta(id: u32) -> Vec<u8> {
+    let mut p = id.to_le_bytes().to_vec();
+    p.push(0);
+    p.extend_from_slice(&1u32.to_le_bytes());
+    p.extend_from_slice(&id.to_le_bytes());
+    p.extend_from_slice(&1u16.to_le_bytes());
+    p.push(0);
+    p.extend_from_slice(&12u16.to_le_bytes());
+    p.extend_from_slice(&[0; 12]);
+    p
+}
+
+/// Everything the bot sent, decoded: (type, acked tick or input sequence).
+fn drain_sent(bot: &mut ZergCityBot, buf: &mut [u8]) -> Vec<(codec::MsgType, u64)> {
+    let mut out = Vec::new();
+    let mut dec = Decompressor::new(codec::MAX_PAYLOAD);
+    while let Some(t) = bot.poll_transmit(buf) {
+        let d = codec::decode(&buf[..t.len], &mut dec).expect("the bot sends valid messages");
+        let m = d.message.expect("a known type");
+        let v = match m {
+            Message::SnapshotAck { acked_tick, .. } => acked_tick,
+            Message::InputMessage { input_sequence, .. } => u64::from(input_sequence),
+            _ => 0,
+        };
+        out.push((m.msg_type(), v));
+    }
+    out
+}
+
+#[test]
+fn a_full_snapshot_in_a_foreign_layout_is_an_opaque_baseline_that_deltas_and_inputs_use() {
+    let t0 = Instant::now();
+    let mut bot = ZergCityBot::new(params(0), ZergCityOptions::default());
+    let mut rec = Recorder::new();
+    let mut buf = vec![0u8; MAX_MESSAGE];
+    let mut pkt = vec![0u8; MAX_MESSAGE];
+    let mut enc = codec::Encoder::new();
+    bot.start(t0, &mut rec);
+    assert_eq!(
+        drain_sent(&mut bot, &mut buf)[0].0,
+        codec::MsgType::ClientHello
+    );
+    // The peer numbers its messages from 1 (its D2).
+    let hello = Message::ServerHello {
+        server_version: 0x0001_0000,
+        result: 0,
+        assigned_slot: 0,
+        session_token: [9; codec::TOKEN_LEN],
+        tick_rate: 20,
+        current_tick: 99,
+        map_width: 128,
+        map_height: 128,
+        num_players: 1,
+    };
+    let n = enc.encode(&mut pkt, 1, &hello).unwrap();
+    bot.handle_datagram(t0, &pkt[..n], &mut rec);
+    let n = codec::encode_full(&mut pkt, 2, 100, &foreign_full_payload(100)).unwrap();
+    bot.handle_datagram(t0 + ms(5), &pkt[..n], &mut rec);
+    assert_eq!(rec.events.get("full_snapshot.foreign_layout"), 1);
+    assert_eq!(rec.decode_errors.total(), 0, "{:?}", rec.decode_errors);
+    assert!(bot.is_opaque(100));
+    assert_eq!(
+        drain_sent(&mut bot, &mut buf),
+        vec![(codec::MsgType::SnapshotAck, 100)]
+    );
+
+    // Deltas 101, 102, (103 dropped by the server: its sequence 5 never arrives), 104.
+    let mut acked = Vec::new();
+    for (seq, base, target) in [(3u32, 100u64, 101u64), (4, 101, 102), (6, 102, 104)] {
+        let payload = peer_delta(1000 + target as u32);
+        let d = Message::DeltaSnapshot(codec::DeltaSnapshot {
+            base_tick: base,
+            target_tick: target,
+            entity_count: 1,
+            component_count: 1,
+            payload: &payload,
+        });
+        let n = enc.encode(&mut pkt, seq, &d).unwrap();
+        bot.handle_datagram(t0 + ms(50 * (target - 99)), &pkt[..n], &mut rec);
+        acked.extend(drain_sent(&mut bot, &mut buf));
+    }
+    let acks: Vec<u64> = acked
+        .iter()
+        .filter(|(t, _)| *t == codec::MsgType::SnapshotAck)
+        .map(|(_, v)| *v)
+        .collect();
+    assert_eq!(acks, vec![101, 102, 104]);
+    assert!(bot.is_opaque(104));
+    assert_eq!(rec.events.get("delta_applied_opaque"), 3);
+    assert_eq!(rec.events.get("deltas_expected"), 4);
+    assert_eq!(rec.events.get("deltas_missing"), 1);
+    assert_eq!((rec.loss_down.expected, rec.loss_down.received), (6, 5));
+
+    // A delta onto an opaque baseline is still held to §5.2: a bad operation is a decode
+    // error and is not acknowledged.
+    let mut bad = peer_delta(7);
+    bad[4] = 9;
+    let d = Message::DeltaSnapshot(codec::DeltaSnapshot {
+        base_tick: 104,
+        target_tick: 105,
+        entity_count: 1,
+        component_count: 1,
+        payload: &bad,
+    });
+    let n = enc.encode(&mut pkt, 7, &d).unwrap();
+    bot.handle_datagram(t0 + ms(310), &pkt[..n], &mut rec);
+    assert_eq!(rec.decode_errors.get("delta_snapshot.bad_operation"), 1);
+    assert!(drain_sent(&mut bot, &mut buf).is_empty());
+
+    // Play goes on: inputs on the grid.
+    let mut inputs = 0;
+    let mut now = t0 + ms(320);
+    while now < t0 + ms(1500) {
+        bot.handle_timeout(now, &mut rec);
+        inputs += drain_sent(&mut bot, &mut buf)
+            .iter()
+            .filter(|(t, _)| *t == codec::MsgType::InputMessage)
+            .count();
+        now += ms(10);
+    }
+    assert!(inputs >= 8, "inputs sent: {inputs}");
+    assert_eq!(rec.inputs_sent, inputs as u64);
+}

@@ -18,6 +18,12 @@
 //! (`delta_stale`) and dropped. A delta that fails to apply (unknown entity, bad length) is a
 //! decode error of `delta_snapshot` and is not acknowledged either.
 //!
+//! A FullSnapshot whose §5.1 frame is sound but whose section contents are another
+//! implementation's layout (the spec leaves them open) becomes an *opaque* baseline: held by
+//! tick, acknowledged, counted `full_snapshot.foreign_layout`. Deltas onto an opaque baseline
+//! are checked against §5.2 and acknowledged (their target becomes the next opaque
+//! baseline) without their contents being applied; play goes on.
+//!
 //! # Reconnection
 //! With `reconnect_share`, a bot chosen by its seed asks the engine ([`Bot::poll_relink`]) to
 //! drop its ENet session abruptly some time after its first snapshot and open a new one; on
@@ -119,6 +125,11 @@ pub struct ZergCityBot {
 
     ring: Vec<World>,
     valid: [bool; BASELINES],
+    /// The baseline at this ring index came from a FullSnapshot whose sections are not in
+    /// this build's layout (or from a delta onto such a baseline): held by tick only.
+    opaque: [bool; BASELINES],
+    /// Target tick of the last delta received since the last FullSnapshot (delta loss).
+    last_delta_target: Option<u64>,
     work: World,
     newest: Option<u64>,
     terrain: Vec<u8>,
@@ -178,6 +189,8 @@ impl ZergCityBot {
             clock: None,
             ring: vec![World::default(); BASELINES],
             valid: [false; BASELINES],
+            opaque: [false; BASELINES],
+            last_delta_target: None,
             work: World::default(),
             newest: None,
             terrain: Vec::new(),
@@ -223,6 +236,12 @@ impl ZergCityBot {
         (w.tick == t).then_some(w)
     }
 
+    /// Whether the baseline of `tick` is held by tick only (its FullSnapshot's sections were
+    /// in another implementation's layout).
+    pub fn is_opaque(&self, tick: u64) -> bool {
+        self.has_baseline(tick) && self.opaque[(tick as usize) % BASELINES]
+    }
+
     /// Whether the ring holds the state of `tick`.
     pub fn has_baseline(&self, tick: u64) -> bool {
         let i = (tick as usize) % BASELINES;
@@ -251,6 +270,8 @@ impl ZergCityBot {
         self.seq_out = 0;
         self.down_seq = SeqWindow::new();
         self.valid = [false; BASELINES];
+        self.opaque = [false; BASELINES];
+        self.last_delta_target = None;
         self.newest = None;
         self.fulls_this_session = 0;
         self.pings = [None; PINGS];
@@ -432,6 +453,7 @@ impl ZergCityBot {
         match world::parse_full(data, &mut self.ring[i], &mut self.terrain) {
             Ok(info) => {
                 self.ring[i].tick = tick;
+                self.opaque[i] = false;
                 if info.meta.tick != tick {
                     rec.event("full_snapshot_tick_mismatch");
                 }
@@ -440,13 +462,26 @@ impl ZergCityBot {
                         .add("components_skipped", u64::from(info.skipped_components));
                 }
             }
-            Err(reason) => {
+            Err(world::FullError::Foreign(reason)) => {
+                // §5.1 frames the sections but does not define their contents: another
+                // implementation's layout is not an error. The snapshot is kept as an opaque
+                // baseline by its tick, acknowledged, and deltas onto it are checked against
+                // §5.2 and acknowledged without their contents being applied.
+                self.ring[i].tick = tick;
+                self.opaque[i] = true;
+                rec.events.add2("full_snapshot", "foreign_layout", 1);
+                rec.events.add2("foreign_layout_reason", reason, 1);
+            }
+            Err(world::FullError::Malformed(reason)) => {
                 self.valid[i] = false;
                 rec.decode_error("full_snapshot", reason);
                 return;
             }
         }
         self.valid[i] = true;
+        // Delta loss counts target-tick gaps between deltas; the server sends none while this
+        // snapshot is unacknowledged, so counting starts again from the next delta.
+        self.last_delta_target = None;
         if self.fulls_this_session > 0 {
             rec.event("full_snapshot_fallbacks");
         }
@@ -491,6 +526,7 @@ impl ZergCityBot {
             rec.event("baseline_misses");
             return;
         }
+        self.count_delta(d.target_tick, rec);
         if self.newest.is_some_and(|n| d.target_tick <= n) {
             rec.event("delta_stale");
             return;
@@ -504,6 +540,23 @@ impl ZergCityBot {
             return;
         }
         let b = (d.base_tick as usize) % BASELINES;
+        if self.opaque[b] {
+            if let Err(reason) =
+                world::check_delta(d.entity_count, d.component_count, d.payload)
+            {
+                rec.decode_error("delta_snapshot", reason);
+                return;
+            }
+            rec.event("delta_applied_opaque");
+            let t = (d.target_tick as usize) % BASELINES;
+            self.ring[t].entities.clear();
+            self.ring[t].tick = d.target_tick;
+            self.valid[t] = true;
+            self.opaque[t] = true;
+            self.ack(d.target_tick);
+            self.note_state(now, rec);
+            return;
+        }
         self.work.copy_from(&self.ring[b]);
         let mut skipped = 0;
         if let Err(reason) = world::apply_delta(
@@ -523,8 +576,31 @@ impl ZergCityBot {
         let t = (d.target_tick as usize) % BASELINES;
         std::mem::swap(&mut self.work, &mut self.ring[t]);
         self.valid[t] = true;
+        self.opaque[t] = false;
         self.ack(d.target_tick);
         self.note_state(now, rec);
+    }
+
+    /// Delta loss (§5.2: deltas at the tick rate, one per tick): the target ticks skipped
+    /// between consecutive deltas since the last FullSnapshot, as `deltas_expected` /
+    /// `deltas_missing`. Independent of the header sequence, so a server's pongs and acks do
+    /// not dilute it. A delta older than the last one (reordered) is `delta_reordered`.
+    fn count_delta(&mut self, target: u64, rec: &mut Recorder) {
+        match self.last_delta_target {
+            Some(p) if target <= p => rec.event("delta_reordered"),
+            Some(p) => {
+                let gap = target - p - 1;
+                // A jump beyond the ring's reach is a server pause, not a burst of loss.
+                let gap = if gap > 10 * u64::from(self.tick_rate) { 0 } else { gap };
+                rec.events.add("deltas_expected", gap + 1);
+                rec.events.add("deltas_missing", gap);
+                self.last_delta_target = Some(target);
+            }
+            None => {
+                rec.events.add("deltas_expected", 1);
+                self.last_delta_target = Some(target);
+            }
+        }
     }
 
     fn on_input_ack(&mut self, now: Instant, seq: u32, result: u8, rec: &mut Recorder) {
@@ -722,6 +798,7 @@ impl ZergCityBot {
             }
             4 => {
                 act.ty = codec::INPUT_SET_TRIBUTE_RATE;
+                act.a = self.rng.random_range(0..=3);
                 act.c = self.rng.random_range(0..=25);
             }
             _ => {
@@ -825,7 +902,10 @@ impl ZergCityBot {
                         x: act.tiles[0].0,
                         y: act.tiles[0].1,
                     },
-                    codec::INPUT_SET_TRIBUTE_RATE => Action::SetTributeRate { rate: act.c as u8 },
+                    codec::INPUT_SET_TRIBUTE_RATE => Action::SetTributeRate {
+                        zone_type: act.a as u8,
+                        rate: act.c as u8,
+                    },
                     codec::INPUT_NONE => Action::None,
                     kind => Action::Tiles { kind, tiles },
                 };

@@ -47,7 +47,7 @@
 //!                      · rect_count × (x i32 · y i32 · width u32 · height u32)
 //! 0x03 Demolish        tile_count u16 · tile_count × (grid_x i32 · grid_y i32)
 //! 0x04 PurchaseTile    grid_x i32 · grid_y i32
-//! 0x05 SetTributeRate  rate_percent u8
+//! 0x05 SetTributeRate  zone_type u8 (0 every zone, 1-3 as DesignateZone) · rate_percent u8
 //! 0x06-0x08 PlaceRoad / PlaceConduit / PlacePipe   as Demolish: a tile list
 //! 0x09 CancelAction    input_sequence u32 (the action to cancel)
 //! ```
@@ -550,7 +550,9 @@ pub enum Action<'a> {
         x: i32,
         y: i32,
     },
+    /// `zone_type` as DesignateZone's (0 = every zone, 1-3 one), `rate` in percent.
     SetTributeRate {
+        zone_type: u8,
         rate: u8,
     },
     CancelAction {
@@ -643,7 +645,10 @@ impl Action<'_> {
                 w.i32(*x)?;
                 w.i32(*y)?;
             }
-            Action::SetTributeRate { rate } => w.u8(*rate)?,
+            Action::SetTributeRate { zone_type, rate } => {
+                w.u8(*zone_type)?;
+                w.u8(*rate)?;
+            }
             Action::CancelAction { input_sequence } => w.u32(*input_sequence)?,
         }
         Ok(())
@@ -701,7 +706,16 @@ impl Action<'_> {
                 x: r.i32()?,
                 y: r.i32()?,
             },
-            INPUT_SET_TRIBUTE_RATE => Action::SetTributeRate { rate: r.u8()? },
+            INPUT_SET_TRIBUTE_RATE => {
+                let zone_type = r.u8()?;
+                if zone_type > 3 {
+                    return Err("bad_value");
+                }
+                Action::SetTributeRate {
+                    zone_type,
+                    rate: r.u8()?,
+                }
+            }
             INPUT_CANCEL_ACTION => Action::CancelAction {
                 input_sequence: r.u32()?,
             },

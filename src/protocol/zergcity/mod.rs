@@ -23,6 +23,15 @@
 //!   message it sends (a 128-wide window handles reordering across channels). Only channel 2
 //!   (deltas, Pongs) can lose messages, so every gap is one lost unreliable message; the
 //!   denominator counts all messages. A new session (reconnection) starts a new count.
+//! - **Delta loss** (`deltas_missing` / `deltas_expected`): §5.2 sends a delta every tick, so
+//!   the target ticks skipped between consecutive deltas are lost state updates, whatever
+//!   else the server sends (pongs, acks) on its sequence.
+//! - **Another implementation's snapshot layout**: §5.1 frames the FullSnapshot sections
+//!   but leaves their contents open. A snapshot whose section table is sound but whose
+//!   contents are not in our layout is `full_snapshot.foreign_layout`, not a decode error: it
+//!   is kept as an *opaque* baseline by its tick and acknowledged; deltas onto it are checked
+//!   against §5.2 (a broken one is a decode error) and acknowledged, and play (inputs) goes
+//!   on. The bot then aims its actions at its quadrant of the map, knowing no parcels.
 //! - **Upstream loss**: every InputMessage gets an InputAck (the reference server acks all of
 //!   them, rejected ones with their result code), so an input without its ack within
 //!   `input_ack_timeout_ms` is lost. Inputs in flight when a bot drops its session on purpose
@@ -127,6 +136,32 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
         )
         .display(Display::Card)
         .per_bot_minute(),
+        MetricDesc::count(
+            "deltas_expected",
+            "Deltas expected",
+            "DeltaSnapshots the target ticks say were sent (one per tick, counted from the \
+             first delta after each FullSnapshot)",
+        ),
+        MetricDesc::count(
+            "deltas_missing",
+            "Deltas missing",
+            "target ticks skipped between consecutive deltas: deltas lost on the way \
+             (deltas_missing / deltas_expected is the state-update loss)",
+        )
+        .display(Display::Card),
+        MetricDesc::count(
+            "full_snapshot.foreign_layout",
+            "Foreign snapshot layout",
+            "FullSnapshots whose sections (undefined in the spec) are not in this build's \
+             layout: kept as opaque baselines by tick, acknowledged, not a decode error",
+        )
+        .display(Display::Card),
+        MetricDesc::count(
+            "delta_applied_opaque",
+            "Deltas onto opaque baselines",
+            "deltas checked against §5.2 and acknowledged onto an opaque baseline (contents \
+             not applied)",
+        ),
         MetricDesc::count(
             "full_snapshot_fallbacks",
             "Full-snapshot fallbacks",

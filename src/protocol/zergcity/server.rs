@@ -640,7 +640,8 @@ impl ZergCityServer {
         let owner = p as u8 + 1;
         match *a {
             Action::None | Action::CancelAction { .. } => Ok(()),
-            Action::SetTributeRate { rate } => {
+            // One rate for every zone type: the reference city does not tax zones apart.
+            Action::SetTributeRate { rate, .. } => {
                 if rate > MAX_TRIBUTE {
                     return Err(InputResult::RequirementsNotMet);
                 }

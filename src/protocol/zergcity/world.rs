@@ -39,6 +39,11 @@
 //!                   record: type_id u16 · version u16 · data_length u16 · data
 //! 6 DenseGrids      map_width × map_height bytes: land value per tile
 //! ```
+//! §5.1 defines only the frame (count, 12-byte headers, offsets into section_data): a broken
+//! frame is [`FullError::Malformed`]; contents not in this layout (another implementation's
+//! choice where the spec is silent) are [`FullError::Foreign`], which the bot keeps as an
+//! opaque baseline by tick.
+//!
 //! Metadata, Entities and Components are required; Terrain and DenseGrids, when present,
 //! must be exactly one byte per tile; unknown section types are skipped. A component record
 //! whose type the bot does not know, or whose version is not 1, is skipped by its
@@ -376,20 +381,63 @@ pub fn write_full(
     Ok(w.position())
 }
 
+/// Why a FullSnapshot payload was not applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FullError {
+    /// What §5.1 defines is broken: the section count, the section table, or a section
+    /// outside the data. A decode error.
+    Malformed(&'static str),
+    /// The section table is sound but the sections' contents, which the spec leaves open, are
+    /// not in this build's layout (another implementation's choice). Not a decode error: the
+    /// snapshot can still serve as an opaque baseline by its tick.
+    Foreign(&'static str),
+}
+
+/// Check §5.1's frame of a FullSnapshot payload (section count, 12-byte headers, every
+/// section inside the data) without reading the sections; returns the section count.
+pub fn check_sections(data: &[u8]) -> Result<usize, &'static str> {
+    let mut r = Reader::<Le>::new(data);
+    let count = r.u32()? as usize;
+    if count > r.remaining() / 12 {
+        return Err("section_count_mismatch");
+    }
+    let table = r.take(count * 12)?;
+    let section_data = r.rest();
+    for h in table.chunks_exact(12) {
+        let mut hr = Reader::<Le>::new(h);
+        let (_, off, len) = (hr.u32()?, hr.u32()? as usize, hr.u32()? as usize);
+        section_data
+            .get(off..off.checked_add(len).ok_or("section_out_of_bounds")?)
+            .ok_or("section_out_of_bounds")?;
+    }
+    Ok(count)
+}
+
 /// Parse a FullSnapshot payload into `world` (replaced; its allocation reused) and `terrain`
-/// (the Terrain section's bytes, replaced). Errors are decode reasons of `full_snapshot`.
+/// (the Terrain section's bytes, replaced). The section table is checked first (§5.1:
+/// [`FullError::Malformed`]); contents not in this build's layout are
+/// [`FullError::Foreign`] (`world` is then left empty).
 pub fn parse_full(
+    data: &[u8],
+    world: &mut World,
+    terrain: &mut Vec<u8>,
+) -> Result<FullInfo, FullError> {
+    check_sections(data).map_err(FullError::Malformed)?;
+    parse_sections(data, world, terrain).map_err(|e| {
+        world.entities.clear();
+        terrain.clear();
+        FullError::Foreign(e)
+    })
+}
+
+/// The contents of a FullSnapshot whose section table [`check_sections`] accepted.
+fn parse_sections(
     data: &[u8],
     world: &mut World,
     terrain: &mut Vec<u8>,
 ) -> Result<FullInfo, &'static str> {
     let mut r = Reader::<Le>::new(data);
     let count = r.u32()? as usize;
-    // Each header is 12 bytes: a count the payload cannot hold is a lie, caught before any
-    // loop runs over it.
-    if count > r.remaining() / 12 {
-        return Err("section_count_mismatch");
-    }
     let table = r.take(count * 12)?;
     let section_data = r.rest();
     let mut info = FullInfo::default();
@@ -555,6 +603,39 @@ pub fn apply_delta(
                 } else if !e.set(t, d) {
                     return Err("component_bad_length");
                 }
+            }
+            _ => return Err("bad_operation"),
+        }
+    }
+    r.expect_end().map_err(|e: WireError| e.reason())
+}
+
+/// Check a DeltaSnapshot payload against §5.2 alone (operations, lengths, exact counts)
+/// without a world: for deltas onto an opaque baseline, whose contents are not held.
+pub fn check_delta(
+    entity_count: u16,
+    component_count: u16,
+    payload: &[u8],
+) -> Result<(), DeltaError> {
+    let mut r = Reader::<Le>::new(payload);
+    for _ in 0..entity_count {
+        r.u32()?;
+        match r.u8()? {
+            OP_CREATED => {
+                r.u32()?;
+            }
+            OP_DESTROYED | OP_MODIFIED => {}
+            _ => return Err("bad_operation"),
+        }
+    }
+    for _ in 0..component_count {
+        r.u32()?;
+        r.u16()?;
+        match r.u8()? {
+            OP_REMOVED => {}
+            OP_ADDED | OP_MODIFIED => {
+                let len = usize::from(r.u16()?);
+                r.take(len)?;
             }
             _ => return Err("bad_operation"),
         }
