@@ -7,9 +7,9 @@ use proptest::prelude::*;
 use tickswarm::metrics::Recorder;
 use tickswarm::protocol::city::codec::{
     self, decode_all, decode_body, decode_varint, encode, encode_content_manifest,
-    encode_content_request, encode_delta_state, encode_full_state, encode_varint, messages,
-    AssetEntry, Components, DecodeError, Dialect, EntityData, EntityUpdate, Fnv64, Health, Message,
-    MsgType, PlayerInput, Vec2f, Vec2i,
+    encode_content_request, encode_delta_state, encode_full_state, encode_in, encode_varint,
+    messages, AssetEntry, Components, DecodeError, Dialect, EntityData, EntityUpdate, Fnv64,
+    GridState, Health, Message, MsgType, PlayerInput, Vec2f, Vec2i,
 };
 use tickswarm::protocol::city::{CityBot, CityOptions, CityServer, CityServerConfig};
 use tickswarm::protocol::{Bot, BotParams, Server};
@@ -249,6 +249,7 @@ fn entity9() -> EntityData<'static> {
                 hp: 100,
                 hp_max: 120,
             }),
+            is_player: None,
         },
     }
 }
@@ -336,6 +337,7 @@ fn delta_state_spec() {
         position: Vec2f::new(1.0, 2.0),
         velocity: Vec2f::new(-1.0, 0.0),
         has_player: None,
+        grid: None,
     };
     let mut buf = [0u8; 64];
     let (n, k) = encode_delta_state(&mut buf, 11, 0x0102_0304, 10, &[u], Spec).unwrap();
@@ -351,24 +353,43 @@ fn delta_state_spec() {
     assert_eq!(d.updates().collect::<Vec<_>>(), [u]);
 }
 
-#[test]
-fn delta_state_implementation_dialect() {
-    let golden = hex("
-        21 00 00 00 1D          // DeltaState, length 29
-        00 00 00 01             // tick 1
-        00 00 00 01             // count 1
-        00 00 00 05             // id 5
-        3F 80 00 00 40 00 00 00 // position (1, 2)
-        BF 80 00 00 00 00 00 00 // velocity (-1, 0)
-        01                      // has_player
-    ");
-    let u = EntityUpdate {
+/// One implementation-dialect DeltaState record (NOTES.md "Known variant"), 46 bytes.
+const IMPL_RECORD: &str = "
+    00 00 00 05             // id 5
+    3F 80 00 00 40 00 00 00 // pos (1, 2)
+    BF 80 00 00 00 00 00 00 // vel (-1, 0)
+    01                      // has_player
+    01                      // is_moving
+    00 00 00 01 00 00 00 02 // grid_pos (1, 2)
+    00 00 00 00 00 00 00 02 // move_target (0, 2)
+    FF FF FF FF 00 00 00 00 // input_direction (-1, 0)
+";
+
+fn impl_update() -> EntityUpdate {
+    EntityUpdate {
         net_entity_id: 5,
         position: Vec2f::new(1.0, 2.0),
         velocity: Vec2f::new(-1.0, 0.0),
         has_player: Some(true),
-    };
-    let mut buf = [0u8; 64];
+        grid: Some(GridState {
+            is_moving: true,
+            grid_pos: Vec2i { x: 1, y: 2 },
+            move_target: Vec2i { x: 0, y: 2 },
+            input_direction: Vec2i { x: -1, y: 0 },
+        }),
+    }
+}
+
+#[test]
+fn delta_state_implementation_dialect() {
+    let golden = hex(&format!(
+        "21 00 00 00 36          // DeltaState, sequence 0, length 54
+         00 00 00 01             // tick 1
+         00 00 00 01             // count 1
+         {IMPL_RECORD}"
+    ));
+    let u = impl_update();
+    let mut buf = [0u8; 128];
     let (n, _) = encode_delta_state(&mut buf, 0, 1, 999, &[u], Impl).unwrap();
     assert_eq!(buf[..n], golden[..]);
     let (_, m) = one(&golden, Impl);
@@ -377,8 +398,99 @@ fn delta_state_implementation_dialect() {
     };
     assert_eq!(d.last_acked_input, None);
     assert_eq!(d.updates().collect::<Vec<_>>(), [u]);
-    // The same bytes are malformed for the spec dialect (8 + 21 is not a multiple of 20).
-    assert_eq!(err(&golden, Spec), e("delta_state", "bad_record_size"));
+    // The same bytes are malformed for the spec dialect, and recognised as the variant's.
+    assert_eq!(
+        err(&golden, Spec),
+        e("delta_state", "implementation_layout")
+    );
+}
+
+/// 10 records of 46 bytes are 460 bytes, a whole number of the spec's 20-byte records: the
+/// spec dialect must not read them as 23 junk records.
+#[test]
+fn spec_dialect_refuses_ten_implementation_records() {
+    let golden = hex(&format!(
+        "21 00 00 01 D4 // DeltaState, length 468
+         00 00 00 09    // tick 9
+         00 00 00 0A    // count 10 (last_acked_input for the spec)
+         {}",
+        IMPL_RECORD.repeat(10)
+    ));
+    assert_eq!(golden.len(), 5 + 468);
+    assert_eq!(
+        err(&golden, Spec),
+        e("delta_state", "implementation_layout")
+    );
+    let (_, m) = one(&golden, Impl);
+    let Message::DeltaState(d) = m else {
+        panic!("{m:?}")
+    };
+    assert_eq!(d.len(), 10);
+    assert!(d.updates().all(|x| x == impl_update()));
+    // The bot with the wrong dialect is told.
+    let mut bot = CityBot::new(BotParams::with_index(0, 1), CityOptions::default());
+    let mut rec = Recorder::new();
+    let now = std::time::Instant::now();
+    bot.start(now, &mut rec);
+    bot.handle_datagram(now, &golden, &mut rec);
+    assert_eq!(rec.events.get("dialect_hint.implementation"), 1);
+    assert_eq!(
+        rec.decode_errors.get("delta_state.implementation_layout"),
+        1
+    );
+}
+
+#[test]
+fn entity_spawn_implementation_dialect() {
+    let golden = hex("
+        22 00 00 00 10          // EntitySpawn, sequence 0, length 16
+        00 00 00 07             // id 7
+        3F C0 00 00 C0 00 00 00 // pos (1.5, -2.0)
+        02 61 6C                // name \"al\"
+        01                      // is_player
+    ");
+    let msg = Message::EntitySpawn(EntityData {
+        net_entity_id: 7,
+        components: Components {
+            position: Some(Vec2f::new(1.5, -2.0)),
+            name: Some("al"),
+            is_player: Some(true),
+            ..Components::default()
+        },
+    });
+    let mut buf = [0u8; 64];
+    let n = encode_in(&mut buf, 0, &msg, Impl).unwrap();
+    assert_eq!(buf[..n], golden[..]);
+    assert_eq!(one(&golden, Impl), (0, msg));
+    // The spec dialect reads 0x3F as component flags (all six) and runs out of bytes; the
+    // bytes read cleanly as the implementation's, so a bot with the wrong dialect is told.
+    assert_eq!(err(&golden, Spec), e("entity_spawn", "truncated"));
+    let raw = messages(&golden).next().unwrap().unwrap();
+    assert!(codec::fits_implementation(&raw));
+}
+
+#[test]
+fn chat_message_implementation_dialect_has_four_fields() {
+    let golden = hex("
+        40 00 00 00 08 // ChatMessage, sequence 0, length 8
+        00             // channel Global
+        02 61 6C       // sender \"al\"
+        00             // target \"\"
+        02 68 69       // content \"hi\"
+    ");
+    let msg = Message::ChatMessage {
+        channel: 0,
+        sender: Some("al"),
+        target: "",
+        content: "hi",
+    };
+    let mut buf = [0u8; 64];
+    let n = encode_in(&mut buf, 0, &msg, Impl).unwrap();
+    assert_eq!(buf[..n], golden[..]);
+    assert_eq!(one(&golden, Impl), (0, msg));
+    // The spec's three fields are what crashes that server: too short for four.
+    let three = hex("40 00 00 00 06  00  00  03 61 62 63");
+    assert_eq!(err(&three, Impl), e("chat_message", "truncated"));
 }
 
 #[test]
@@ -442,6 +554,7 @@ fn chat_message_and_broadcast() {
     ");
     let msg = Message::ChatMessage {
         channel: 3,
+        sender: None,
         target: "bob",
         content: "hi",
     };
@@ -471,6 +584,7 @@ fn long_string_takes_a_two_byte_length() {
     let bytes = enc(
         &Message::ChatMessage {
             channel: 0,
+            sender: None,
             target: "",
             content: &content,
         },
@@ -656,15 +770,18 @@ fn payload_errors() {
     for (h, want) in cases {
         assert_eq!(err(&hex(h), Spec), *want, "{h}");
     }
-    let impl_cases: &[(&str, DecodeError)] = &[
+    let impl_cases: &[(String, DecodeError)] = &[
         // count 2, one record.
         (
-            "21 00 00 00 1D  00 00 00 01  00 00 00 02  00 00 00 05 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 01",
+            format!("21 00 00 00 36  00 00 00 01  00 00 00 02 {IMPL_RECORD}"),
             e("delta_state", "count_mismatch"),
         ),
         // has_player = 2.
         (
-            "21 00 00 00 1D  00 00 00 01  00 00 00 01  00 00 00 05 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 02",
+            format!(
+                "21 00 00 00 36  00 00 00 01  00 00 00 01 {}",
+                IMPL_RECORD.replace("01                      // has_player", "02")
+            ),
             e("delta_state", "bad_bool"),
         ),
     ];

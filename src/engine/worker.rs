@@ -328,6 +328,15 @@ impl<T: BotTransport + 'static> Shared<T> {
                         // The close it asked for, or the end of a session it already left.
                         continue;
                     }
+                    let timed_out = self
+                        .slots
+                        .borrow()
+                        .get(idx)
+                        .is_some_and(|s| s.transport_failed);
+                    if timed_out {
+                        // Already counted when its handshake_timeout passed.
+                        continue;
+                    }
                     if never_started {
                         if let Some(s) = self.slots.borrow_mut().get_mut(idx) {
                             s.transport_failed = true;
@@ -478,6 +487,9 @@ async fn worker_main<T: BotTransport + 'static>(
 
     // Spawn bots on schedule; stop them on ramp-down; end at run_end or on the stop signal.
     let mut stops: Vec<(Instant, usize)> = Vec::new();
+    // Transport handshakes (ENet's connect) still pending: the bot fails at its protocol's
+    // handshake_timeout, not at the transport's own (ENet gives up after up to 30 s).
+    let mut connect_deadlines: Vec<(Instant, usize)> = Vec::new();
     let mut pending = spec.bots.into_iter().peekable();
     let protocol = spec.protocol;
     loop {
@@ -486,7 +498,11 @@ async fn worker_main<T: BotTransport + 'static>(
             break;
         }
         let next_spawn = pending.peek().map(|(ev, _, _)| spec.run_start + ev.start);
-        let next_stop = stops.iter().map(|s| s.0).min();
+        let next_stop = stops
+            .iter()
+            .chain(connect_deadlines.iter())
+            .map(|s| s.0)
+            .min();
         let wake = [next_spawn, next_stop, Some(spec.run_end)]
             .into_iter()
             .flatten()
@@ -507,9 +523,17 @@ async fn worker_main<T: BotTransport + 'static>(
             let Some((ev, params, peer)) = pending.next() else {
                 break;
             };
+            let handshake_timeout = params.handshake_timeout;
             let bot = protocol.make_bot(params);
             match spawn_bot(&shared, bot, peer, now) {
                 Ok(idx) => {
+                    let pending_transport =
+                        shared.slots.borrow().get(idx).is_some_and(|s| {
+                            s.opened_at.is_some() && s.bot.phase() == BotPhase::Idle
+                        });
+                    if pending_transport {
+                        connect_deadlines.push((now + handshake_timeout, idx));
+                    }
                     if let Some(stop_at) = ev.stop {
                         stops.push((spec.run_start + stop_at, idx));
                     }
@@ -524,6 +548,15 @@ async fn worker_main<T: BotTransport + 'static>(
         stops.retain(|s| s.0 > now);
         for idx in due {
             stop_bot(&shared, idx, now);
+        }
+        let due: Vec<usize> = connect_deadlines
+            .iter()
+            .filter(|s| s.0 <= now)
+            .map(|s| s.1)
+            .collect();
+        connect_deadlines.retain(|s| s.0 > now);
+        for idx in due {
+            transport_connect_timeout(&shared, idx, now);
         }
     }
 
@@ -627,6 +660,32 @@ fn spawn_bot<T: BotTransport + 'static>(
     }
     shared.rearm_source(opened.source);
     Ok(idx)
+}
+
+/// A bot whose transport never came up within its handshake_timeout: counted failed
+/// ("transport connect timed out") and its transport session abandoned.
+fn transport_connect_timeout<T: BotTransport + 'static>(
+    shared: &Rc<Shared<T>>,
+    idx: usize,
+    now: Instant,
+) {
+    let src = {
+        let mut slots = shared.slots.borrow_mut();
+        let Some(s) = slots.get_mut(idx) else { return };
+        if s.bot.phase() != BotPhase::Idle || s.transport_failed || s.closing {
+            return;
+        }
+        s.transport_failed = true;
+        s.closing = true;
+        s.opened_at = None;
+        s.source
+    };
+    {
+        let mut rec = shared.rec.borrow_mut();
+        rec.connect_failures.add("transport connect timed out", 1);
+        shared.transport.borrow_mut().close(idx, now, &mut rec);
+    }
+    shared.rearm_source(src);
 }
 
 /// Stop a bot: the protocol's goodbye, then the transport's.

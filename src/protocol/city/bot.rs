@@ -566,7 +566,11 @@ impl CityBot {
             Dialect::Spec => Stage::Content,
             Dialect::Implementation => Stage::AwaitWorld,
         };
-        self.ping.start_at(now + self.params.phase_offset);
+        // The implementation's server ignores Ping and never sends Pong: RTT comes from
+        // ENet's own estimate only, so no Ping is sent there.
+        if self.dialect() == Dialect::Spec {
+            self.ping.start_at(now + self.params.phase_offset);
+        }
     }
 
     fn on_disconnect(&mut self, reason: DisconnectReason, rec: &mut Recorder) {
@@ -730,7 +734,7 @@ impl CityBot {
                     }
                 }
                 None => {
-                    if c.speed.is_none() {
+                    if c.speed.is_none() && self.dialect() == Dialect::Spec {
                         rec.event("player_without_movement");
                     }
                     self.own = Some(OwnEntity {
@@ -797,7 +801,13 @@ impl CityBot {
         let ack = d.last_acked_input.or(self.newest_input_ack);
         for u in d.updates() {
             if self.own.is_some_and(|o| o.id == u.net_entity_id) {
-                if let Some(a) = ack {
+                if self.dialect() == Dialect::Implementation && ack.is_none() {
+                    // No InputAck and no last_acked_input: nothing to compare a prediction
+                    // with, so the bot takes the server's grid position as it comes.
+                    if let Some(o) = &mut self.own {
+                        o.pos = u.position;
+                    }
+                } else if let Some(a) = ack {
                     self.reconcile(a, u.position, rec);
                 }
             } else if let Some(r) = self.remotes.get_mut(&u.net_entity_id) {
@@ -919,11 +929,17 @@ impl CityBot {
         let (move_x, move_y) = (ax as i8, ay as i8);
         let tick = self.next_input_tick;
         self.next_input_tick = tick.wrapping_add(1);
-        let pos = step(own.pos, move_x, move_y, own.speed, self.bounds);
+        let predicting = self.dialect() == Dialect::Spec;
+        let pos = if predicting {
+            step(own.pos, move_x, move_y, own.speed, self.bounds)
+        } else {
+            own.pos
+        };
         if let Some(o) = &mut self.own {
             o.pos = pos;
         }
-        if !self.inputs.add(InputSnapshot {
+        if predicting
+            && !self.inputs.add(InputSnapshot {
             tick,
             move_x,
             move_y,
@@ -945,11 +961,14 @@ impl CityBot {
             target_tile: tile,
         };
         self.out.push_back(Out::Input(input));
-        self.acks.push_back(PendingAck {
-            tick,
-            sent: now,
-            acked: false,
-        });
+        if predicting {
+            // The implementation's server sends no InputAck: upstream loss is not measurable.
+            self.acks.push_back(PendingAck {
+                tick,
+                sent: now,
+                acked: false,
+            });
+        }
         rec.inputs_sent += 1;
         self.render_frame(now, rec);
     }
@@ -1045,14 +1064,20 @@ impl CityBot {
             Out::Input(i) => codec::encode(buf, seq, &Message::PlayerInput(*i)),
             Out::Chat(k) => {
                 let content = format!("hello from {} #{k}", self.name);
-                codec::encode(
+                // The implementation's server reads four fields and dies on the spec's three:
+                // each dialect writes only what its server reads.
+                let dialect = self.dialect();
+                let sender = (dialect == Dialect::Implementation).then_some(self.name.as_str());
+                codec::encode_in(
                     buf,
                     seq,
                     &Message::ChatMessage {
                         channel: self.opts.chat_channel.wire(),
+                        sender,
                         target: "",
                         content: &content,
                     },
+                    dialect,
                 )
             }
         }
@@ -1097,10 +1122,20 @@ impl Bot for CityBot {
                     break;
                 }
             };
+            if raw.type_byte == MsgType::DeltaState as u8 && data.len() > codec::ENET_FRAGMENT_LEN {
+                // Longer than ENet's fragment: ENet 1.3 sent it reliably, whatever the server
+                // asked (the implementation's DeltaState past about 30 players).
+                rec.event("delta_state_reliable");
+            }
             match raw.decode(dialect) {
                 Ok(Some(msg)) => self.on_message(now, msg, rec),
                 Ok(None) => rec.event("unknown_message_type"),
-                Err(e) => rec.decode_error(e.message, e.reason),
+                Err(e) => {
+                    rec.decode_error(e.message, e.reason);
+                    if dialect == Dialect::Spec && codec::fits_implementation(&raw) {
+                        rec.event("dialect_hint.implementation");
+                    }
+                }
             }
             if !matches!(self.phase, BotPhase::Connecting | BotPhase::Connected) {
                 break;
@@ -1158,11 +1193,15 @@ impl Bot for CityBot {
             let cap = buf.len().min(limit);
             let buf = &mut buf[..cap];
             let mut len = 0;
+            // The implementation's server reads only the first message of a packet and its
+            // header sequence is always 0: one message per packet, sequence 0.
+            let one_per_packet = self.dialect() == Dialect::Implementation;
             while let Some(o) = self.out.front() {
-                if o.msg_type().channel() != (channel, reliable) {
+                if o.msg_type().channel() != (channel, reliable) || (one_per_packet && len > 0) {
                     break;
                 }
-                match self.encode_out(o, &mut buf[len..], self.seq_out) {
+                let seq = if one_per_packet { 0 } else { self.seq_out };
+                match self.encode_out(o, &mut buf[len..], seq) {
                     Ok(n) => {
                         len += n;
                         self.seq_out = self.seq_out.wrapping_add(1);

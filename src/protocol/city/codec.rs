@@ -75,11 +75,25 @@
 //! - A message whose type is unknown is skipped by its length (counted, not an error); a
 //!   header whose length runs past the packet ends the packet (`header.length_overrun`).
 //!   A malformed payload costs only its own message: the next one is still read.
-//! - Implementation dialect (NOTES.md): DeltaState is `tick u32 · count u32 · count × (net_entity_id
-//!   u32 · position Vec2f · velocity Vec2f · has_player bool)` (21 bytes per record; the
-//!   spec's `[...]` after `has_player` is unknown, so a length that is not exactly
-//!   `8 + 21 × count` is `count_mismatch`), and types 0x06 Kick, 0x24 EntityUpdate,
-//!   0x25 ChunkData exist with undocumented payloads (handed out opaque).
+//! - Spec dialect DeltaState: a payload that is exactly the implementation's layout (a u32
+//!   `count` ≥ 1 where `last_acked_input` stands, then `count` 46-byte records with valid
+//!   bools) is rejected as `implementation_layout` rather than read as junk 20-byte records
+//!   (46 × 10 = 20 × 23); otherwise the records must be a whole number of 20 bytes.
+//!   [`fits_implementation`] tells a bot that such a message reads cleanly in the other
+//!   dialect (`dialect_hint.implementation`).
+//! - Implementation dialect (NOTES.md "Known variant", the public server
+//!   mints-fishtank/city), byte for byte:
+//!   ```text
+//!   0x21 DeltaState   tick u32 · count u32 · count × 46-byte record, exactly:
+//!                     id u32 · pos Vec2f · vel Vec2f · has_player u8 · is_moving u8
+//!                     · grid_pos Vec2i · move_target Vec2i · input_direction Vec2i
+//!   0x22 EntitySpawn  id u32 · pos Vec2f · name string · is_player u8
+//!   0x40 ChatMessage  channel u8 · sender string · target string · content string
+//!   ```
+//!   Bools 0 or 1 (`bad_bool`); a length other than `8 + 46 × count` is `count_mismatch`.
+//!   Types 0x06 Kick, 0x24 EntityUpdate, 0x25 ChunkData exist with undocumented payloads
+//!   (handed out opaque). That server reads only the first message of a packet and its
+//!   header sequence is always 0; the bot writes one message per packet with sequence 0.
 //! - Asset checksums are FNV-1a 64 of the asset's bytes ([`Fnv64`]).
 
 use thiserror::Error;
@@ -101,7 +115,13 @@ pub const TICK_INTERVAL: f32 = 1.0 / 60.0;
 pub const CHANNEL_RELIABLE: u8 = 0;
 pub const CHANNEL_UNRELIABLE: u8 = 1;
 pub const DELTA_RECORD_LEN: usize = 20;
-pub const DELTA_RECORD_LEN_IMPL: usize = 21;
+/// Implementation dialect DeltaState record: `id u32 · pos Vec2f · vel Vec2f · has_player u8
+/// · is_moving u8 · grid_pos Vec2i · move_target Vec2i · input_direction Vec2i`.
+pub const DELTA_RECORD_LEN_IMPL: usize = 46;
+/// ENet's fragment length at its default MTU (1392 − 28 bytes). A packet longer than this that
+/// was sent unreliable is sent *reliably*, in fragments, by ENet 1.3: a DeltaState of the
+/// implementation dialect that long (30 players or more) arrived reliably.
+pub const ENET_FRAGMENT_LEN: usize = 1364;
 pub const PLAYER_INPUT_LEN: usize = 19;
 
 /// Button bits of PlayerInput.
@@ -334,6 +354,8 @@ pub struct Components<'a> {
     pub name: Option<&'a str>,
     pub sprite: Option<u16>,
     pub health: Option<Health>,
+    /// Implementation dialect only (its EntitySpawn's `is_player` byte); not a component bit.
+    pub is_player: Option<bool>,
 }
 
 impl Components<'_> {
@@ -355,13 +377,23 @@ pub struct EntityData<'a> {
     pub components: Components<'a>,
 }
 
-/// One DeltaState record. `has_player` only exists in the implementation dialect.
+/// One DeltaState record. `has_player` and `grid` only exist in the implementation dialect.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct EntityUpdate {
     pub net_entity_id: u32,
     pub position: Vec2f,
     pub velocity: Vec2f,
     pub has_player: Option<bool>,
+    pub grid: Option<GridState>,
+}
+
+/// The grid movement fields of an implementation-dialect DeltaState record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GridState {
+    pub is_moving: bool,
+    pub grid_pos: Vec2i,
+    pub move_target: Vec2i,
+    pub input_direction: Vec2i,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -512,11 +544,22 @@ impl<'a> DeltaState<'a> {
         let impl_dialect = self.dialect == Dialect::Implementation;
         self.records.chunks_exact(self.record_len()).map(move |c| {
             let mut r = Reader::new(c);
+            let net_entity_id = r.u32().unwrap_or(0);
+            let position = read_vec2f(&mut r).unwrap_or_default();
+            let velocity = read_vec2f(&mut r).unwrap_or_default();
+            let has_player = impl_dialect.then(|| r.u8().unwrap_or(0) == 1);
+            let grid = impl_dialect.then(|| GridState {
+                is_moving: r.u8().unwrap_or(0) == 1,
+                grid_pos: read_vec2i(&mut r).unwrap_or_default(),
+                move_target: read_vec2i(&mut r).unwrap_or_default(),
+                input_direction: read_vec2i(&mut r).unwrap_or_default(),
+            });
             EntityUpdate {
-                net_entity_id: r.u32().unwrap_or(0),
-                position: read_vec2f(&mut r).unwrap_or_default(),
-                velocity: read_vec2f(&mut r).unwrap_or_default(),
-                has_player: impl_dialect.then(|| r.u8().unwrap_or(0) == 1),
+                net_entity_id,
+                position,
+                velocity,
+                has_player,
+                grid,
             }
         })
     }
@@ -563,8 +606,11 @@ pub enum Message<'a> {
     InputAck {
         tick: u32,
     },
+    /// `sender` is `Some` in the implementation dialect, whose server reads four fields
+    /// (`channel · sender · target · content`), and `None` in the spec's three.
     ChatMessage {
         channel: u8,
+        sender: Option<&'a str>,
         target: &'a str,
         content: &'a str,
     },
@@ -879,13 +925,20 @@ fn decode_inner<'a>(ty: MsgType, r: &mut Reader<'a>, dialect: Dialect) -> RResul
             match dialect {
                 Dialect::Spec => {
                     let last_acked_input = r.u32()?;
-                    if r.remaining() % DELTA_RECORD_LEN != 0 {
+                    let records = r.rest();
+                    if fits_impl_records(last_acked_input, records) {
+                        // `count` then exactly `count` 46-byte records with valid bools: the
+                        // implementation's layout, whose junk would read as 20-byte records
+                        // whenever the count is a multiple of 10.
+                        return Err("implementation_layout");
+                    }
+                    if records.len() % DELTA_RECORD_LEN != 0 {
                         return Err("bad_record_size");
                     }
                     Message::DeltaState(DeltaState {
                         tick,
                         last_acked_input: Some(last_acked_input),
-                        records: r.rest(),
+                        records,
                         dialect,
                     })
                 }
@@ -895,10 +948,7 @@ fn decode_inner<'a>(ty: MsgType, r: &mut Reader<'a>, dialect: Dialect) -> RResul
                         return Err("count_mismatch");
                     }
                     let records = r.rest();
-                    let bools_ok = records
-                        .chunks_exact(DELTA_RECORD_LEN_IMPL)
-                        .all(|c| c[DELTA_RECORD_LEN_IMPL - 1] <= 1);
-                    if !bools_ok {
+                    if !impl_bools_ok(records) {
                         return Err("bad_bool");
                     }
                     Message::DeltaState(DeltaState {
@@ -910,7 +960,27 @@ fn decode_inner<'a>(ty: MsgType, r: &mut Reader<'a>, dialect: Dialect) -> RResul
                 }
             }
         }
-        MsgType::EntitySpawn => Message::EntitySpawn(read_entity(r)?),
+        MsgType::EntitySpawn => match dialect {
+            Dialect::Spec => Message::EntitySpawn(read_entity(r)?),
+            Dialect::Implementation => {
+                let net_entity_id = r.u32()?;
+                let position = read_vec2f(r)?;
+                let name = r.string()?;
+                let is_player = r.u8()?;
+                if is_player > 1 {
+                    return Err("bad_bool");
+                }
+                Message::EntitySpawn(EntityData {
+                    net_entity_id,
+                    components: Components {
+                        position: Some(position),
+                        name: Some(name),
+                        is_player: Some(is_player == 1),
+                        ..Components::default()
+                    },
+                })
+            }
+        },
         MsgType::EntityDespawn => Message::EntityDespawn {
             net_entity_id: r.u32()?,
         },
@@ -929,11 +999,19 @@ fn decode_inner<'a>(ty: MsgType, r: &mut Reader<'a>, dialect: Dialect) -> RResul
             Message::PlayerInput(input)
         }
         MsgType::InputAck => Message::InputAck { tick: r.u32()? },
-        MsgType::ChatMessage => Message::ChatMessage {
-            channel: r.u8()?,
-            target: r.string()?,
-            content: r.string()?,
-        },
+        MsgType::ChatMessage => {
+            let channel = r.u8()?;
+            let sender = match dialect {
+                Dialect::Spec => None,
+                Dialect::Implementation => Some(r.string()?),
+            };
+            Message::ChatMessage {
+                channel,
+                sender,
+                target: r.string()?,
+                content: r.string()?,
+            }
+        }
         MsgType::ChatBroadcast => Message::ChatBroadcast {
             channel: r.u8()?,
             sender: r.string()?,
@@ -945,6 +1023,28 @@ fn decode_inner<'a>(ty: MsgType, r: &mut Reader<'a>, dialect: Dialect) -> RResul
             payload: r.rest(),
         },
     })
+}
+
+/// True when `records` (after DeltaState's tick and a u32 read as `count`) is exactly `count`
+/// implementation-dialect records, each with valid `has_player` / `is_moving` bytes.
+fn fits_impl_records(count: u32, records: &[u8]) -> bool {
+    count > 0
+        && u64::from(count).saturating_mul(DELTA_RECORD_LEN_IMPL as u64) == records.len() as u64
+        && impl_bools_ok(records)
+}
+
+/// `has_player` and `is_moving` (bytes 20 and 21 of each 46-byte record) are 0 or 1.
+fn impl_bools_ok(records: &[u8]) -> bool {
+    records
+        .chunks_exact(DELTA_RECORD_LEN_IMPL)
+        .all(|c| c.get(20..22).is_some_and(|b| b[0] <= 1 && b[1] <= 1))
+}
+
+/// Whether a message the spec dialect could not read (or read as the implementation's
+/// layout) decodes cleanly in the implementation dialect: a hint that the scenario named the
+/// wrong dialect (`dialect_hint.implementation`).
+pub fn fits_implementation(raw: &RawMessage<'_>) -> bool {
+    matches!(raw.decode(Dialect::Implementation), Ok(Some(_)))
 }
 
 /// Decode every message of a packet, failing on the first error; unknown types are skipped.
@@ -1036,6 +1136,13 @@ fn write_asset(w: &mut Writer<'_>, a: &AssetEntry<'_>) -> WResult {
 /// build them from values use [`encode_content_request`], [`encode_content_manifest`],
 /// [`encode_full_state`] and [`encode_delta_state`].
 pub fn encode(buf: &mut [u8], seq: u16, msg: &Message<'_>) -> WResult<usize> {
+    encode_in(buf, seq, msg, Dialect::Spec)
+}
+
+/// [`encode`] in `dialect`: the implementation dialect writes its own EntitySpawn
+/// (`id · pos · name · is_player`) and the four-field ChatMessage (`sender` empty when
+/// `None`); the spec dialect never writes a ChatMessage `sender`.
+pub fn encode_in(buf: &mut [u8], seq: u16, msg: &Message<'_>, dialect: Dialect) -> WResult<usize> {
     let mut w = Writer::new(buf);
     let start = begin(&mut w, msg.msg_type(), seq)?;
     match msg {
@@ -1103,7 +1210,16 @@ pub fn encode(buf: &mut [u8], seq: u16, msg: &Message<'_>) -> WResult<usize> {
             }
             w.bytes(d.records)?;
         }
-        Message::EntitySpawn(e) => write_entity(&mut w, e)?,
+        Message::EntitySpawn(e) => match dialect {
+            Dialect::Spec => write_entity(&mut w, e)?,
+            Dialect::Implementation => {
+                let c = &e.components;
+                w.u32(e.net_entity_id)?;
+                write_vec2f(&mut w, c.position.unwrap_or_default())?;
+                w.string(c.name.unwrap_or(""))?;
+                w.u8(u8::from(c.is_player.unwrap_or(c.name.is_some())))?;
+            }
+        },
         Message::EntityDespawn { net_entity_id } => w.u32(*net_entity_id)?,
         Message::PlayerInput(i) => {
             w.u32(i.tick)?;
@@ -1117,10 +1233,14 @@ pub fn encode(buf: &mut [u8], seq: u16, msg: &Message<'_>) -> WResult<usize> {
         Message::InputAck { tick } => w.u32(*tick)?,
         Message::ChatMessage {
             channel,
+            sender,
             target,
             content,
         } => {
             w.u8(*channel)?;
+            if dialect == Dialect::Implementation {
+                w.string(sender.unwrap_or(""))?;
+            }
             w.string(target)?;
             w.string(content)?;
         }
@@ -1257,7 +1377,13 @@ pub fn encode_delta_state(
         write_vec2f(&mut w, u.position)?;
         write_vec2f(&mut w, u.velocity)?;
         if dialect == Dialect::Implementation {
+            let g = u.grid.unwrap_or_default();
             w.u8(u8::from(u.has_player.unwrap_or(false)))?;
+            w.u8(u8::from(g.is_moving))?;
+            for v in [g.grid_pos, g.move_target, g.input_direction] {
+                w.i32(v.x)?;
+                w.i32(v.y)?;
+            }
         }
     }
     if dialect == Dialect::Implementation {

@@ -69,8 +69,11 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
         ("spec", "city.md as written (default)"),
         (
             "implementation",
-            "the documented implementation: no content transfer or FullState, DeltaState is \
-             tick + count + 21-byte records without last_acked_input, extra types 0x06/0x24/0x25",
+            "the public server mints-fishtank/city, byte for byte: no content transfer or \
+             FullState (play starts at the bot's own EntitySpawn: id, pos, name, is_player), \
+             DeltaState tick + count + 46-byte grid records, four-field ChatMessage, one \
+             message per ENet packet, header sequence 0, no Ping (it never answers: RTT is \
+             ENet's estimate only), no InputAck (upstream loss not measurable)",
         ),
     ],
     metrics: &[
@@ -106,6 +109,18 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
             "ChatMessage to its relayed copy",
         )
         .display(Display::Table),
+        MetricDesc::count(
+            "dialect_hint.implementation",
+            "Wrong dialect?",
+            "messages the spec dialect rejected that read cleanly as dialect: implementation",
+        )
+        .display(Display::Card),
+        MetricDesc::count(
+            "delta_state_reliable",
+            "DeltaStates sent reliably",
+            "longer than ENet's fragment, so ENet sent them reliably (large worlds)",
+        )
+        .display(Display::Card),
         MetricDesc::count(
             "corrections",
             "Corrections",

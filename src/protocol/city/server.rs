@@ -58,7 +58,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::codec::{
     self, AssetEntry, BufferTooSmall, Components, DisconnectReason, EntityData, EntityUpdate,
-    Fnv64, Health, Message, PlayerInput, Vec2f, CHANNEL_RELIABLE, CHANNEL_UNRELIABLE,
+    Fnv64, GridState, Health, Message, PlayerInput, Vec2f, Vec2i, CHANNEL_RELIABLE, CHANNEL_UNRELIABLE,
     MAX_PACKET_SIZE, MAX_UNRELIABLE_PACKET, TICK_RATE,
 };
 use super::{step, Dialect, MAX_PLAYERS};
@@ -183,6 +183,7 @@ impl Entity {
                 name: self.name.as_deref(),
                 sprite: Some(self.sprite),
                 health: self.health,
+                is_player: Some(self.name.is_some()),
             },
         }
     }
@@ -193,6 +194,30 @@ impl Entity {
             position: self.pos,
             velocity: self.vel,
             has_player: Some(self.name.is_some()),
+            grid: Some(self.grid()),
+        }
+    }
+
+    /// The implementation dialect's grid fields, derived from the continuous model: the tile
+    /// the entity is on, the next one along its velocity, and that direction.
+    fn grid(&self) -> GridState {
+        let sign = |v: f32| if v > 0.0 { 1 } else if v < 0.0 { -1 } else { 0 };
+        let dir = Vec2i {
+            x: sign(self.vel.x),
+            y: sign(self.vel.y),
+        };
+        let at = Vec2i {
+            x: self.pos.x.floor() as i32,
+            y: self.pos.y.floor() as i32,
+        };
+        GridState {
+            is_moving: dir != Vec2i::default(),
+            grid_pos: at,
+            move_target: Vec2i {
+                x: at.x.saturating_add(dir.x),
+                y: at.y.saturating_add(dir.y),
+            },
+            input_direction: dir,
         }
     }
 }
@@ -210,6 +235,8 @@ struct Session {
     addr: ConnId,
     stage: Stage,
     seq: u16,
+    /// Encodes EntitySpawn and ChatMessage (the server's dialect).
+    dialect: Dialect,
     session_id: u32,
     entity: Option<u32>,
     name: String,
@@ -286,7 +313,8 @@ fn push(
 
 fn push_msg(s: &mut Session, ob: &mut Outbox, msg: &Message<'_>) -> bool {
     let (_, reliable) = msg.msg_type().channel();
-    push(s, ob, reliable, |b, seq| codec::encode(b, seq, msg))
+    let dialect = s.dialect;
+    push(s, ob, reliable, |b, seq| codec::encode_in(b, seq, msg, dialect))
 }
 
 pub struct CityServer {
@@ -471,6 +499,7 @@ impl CityServer {
                 addr,
                 stage: Stage::AwaitHello,
                 seq: 0,
+                dialect: self.cfg.dialect,
                 session_id: 0,
                 entity: None,
                 name: String::new(),
@@ -832,6 +861,7 @@ impl CityServer {
                 channel,
                 target,
                 content,
+                ..
             } => self.on_chat(now, slot, channel, target, content),
             other => self
                 .stats

@@ -1,0 +1,218 @@
+//! City `dialect: implementation` against a C libenet peer that speaks the public server's
+//! variant exactly as NOTES.md describes (scripts/city-variant-peer/city_variant_peer.c): one
+//! message per packet read, four-field chat (a three-field one crashes it), no Pong, no
+//! InputAck, 46-byte DeltaState records at its tick rate, header sequence 0, and a peer table
+//! past which a connect gets no reply.
+//!
+//! The peer is built here with `cc`; it needs libenet-dev (`scripts/install-test-deps.sh`).
+//! These tests fail (never skip) without it.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use serde_json::Value;
+
+const INSTALL_HINT: &str = "run scripts/install-test-deps.sh (installs libenet-dev)";
+
+fn peer_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(build_peer)
+}
+
+fn build_peer() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let src = root.join("scripts/city-variant-peer/city_variant_peer.c");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    std::fs::create_dir_all(dir).expect("create the test temp dir");
+    let bin = dir.join("city_variant_peer");
+    let tmp = dir.join(format!("city_variant_peer.{}.tmp", std::process::id()));
+    let libs = Command::new("pkg-config")
+        .args(["--cflags", "--libs", "libenet"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "-lenet".to_string());
+    let out = Command::new("cc")
+        .args(["-O2", "-Wall", "-o"])
+        .arg(&tmp)
+        .arg(&src)
+        .args(libs.split_whitespace())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run the C compiler `cc` ({e}): {INSTALL_HINT}"));
+    assert!(
+        out.status.success(),
+        "building {} failed ({INSTALL_HINT}):\n{}",
+        src.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::rename(&tmp, &bin).expect("move the built peer into place");
+    bin
+}
+
+/// The running peer; its stdout lines arrive on `lines`.
+struct Peer {
+    child: Child,
+    lines: Receiver<String>,
+    log: Vec<String>,
+    port: u16,
+}
+
+impl Peer {
+    fn start(args: &[&str]) -> Peer {
+        let mut child = Command::new(peer_bin())
+            .arg("0")
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the city variant peer");
+        let stdout = child.stdout.take().expect("peer stdout");
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let first = lines
+            .recv_timeout(Duration::from_secs(10))
+            .expect("peer prints LISTENING");
+        let port = first
+            .strip_prefix("LISTENING ")
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or_else(|| panic!("unexpected first line {first:?}"));
+        Peer {
+            child,
+            lines,
+            log: vec![first],
+            port,
+        }
+    }
+
+    fn drain(&mut self) {
+        while let Ok(l) = self.lines.try_recv() {
+            self.log.push(l);
+        }
+    }
+
+    /// The newest STATS line's `key`.
+    fn stat(&self, key: &str) -> u64 {
+        self.log
+            .iter()
+            .rev()
+            .find(|l| l.starts_with("STATS "))
+            .and_then(|l| {
+                l.split_whitespace()
+                    .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
+                    .and_then(|v| v.parse().ok())
+            })
+            .unwrap_or(0)
+    }
+
+    fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn run(scenario_text: &str, target: u16) -> Value {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let scenario = tmp.path().join("city.yaml");
+    std::fs::write(&scenario, scenario_text).expect("write scenario");
+    let out = tmp.path().join("out");
+    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
+        .arg("run")
+        .arg(&scenario)
+        .arg("--target")
+        .arg(format!("127.0.0.1:{target}"))
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("run tickswarm");
+    let code = o.status.code();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(code == Some(0) || code == Some(1), "exit {code:?}: {err}");
+    let text = std::fs::read_to_string(out.join("summary.json")).expect("summary.json");
+    serde_json::from_str(&text).expect("summary is JSON")
+}
+
+fn scenario(bots: u32, hold: &str) -> String {
+    format!(
+        "name: city-variant\nprotocol:\n  city:\n    dialect: implementation\n    chat_rate: 30\n\
+         population:\n  stages:\n    - ramp_to: {bots}\n      over: 500ms\n    - hold: {hold}\n\
+         behaviour:\n  input_rate: 20\n  ping_interval: 250ms\n  handshake_timeout: 2s\n"
+    )
+}
+
+fn count(s: &Value, section: &str, key: &str) -> u64 {
+    s[section][key].as_u64().unwrap_or(0)
+}
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// 20 bots, chat on, ~6 s: all in play, inputs sent, DeltaStates applied, no decode errors,
+/// chat relayed (four fields), and the peer still up: nothing the bots sent crashed it.
+#[test]
+fn implementation_dialect_plays_against_the_variant_peer() {
+    let _one = one_at_a_time();
+    let mut peer = Peer::start(&["--seconds", "40", "--tick-rate", "20"]);
+    let s = run(&scenario(20, "5500ms"), peer.port);
+    std::thread::sleep(Duration::from_millis(1200));
+    peer.drain();
+    let alive = peer.alive();
+    eprintln!("summary: {s:#}");
+    eprintln!("peer: alive={alive} {:?}", peer.log.last());
+    assert!(alive, "the peer crashed: {:?}", peer.log);
+    assert!(
+        !peer.log.iter().any(|l| l.starts_with("crashed")),
+        "{:?}",
+        peer.log
+    );
+    assert_eq!(s["bots"]["connected"], 20, "{}", s["errors"]);
+    assert_eq!(peer.stat("hellos"), 20, "{:?}", peer.log);
+    assert!(peer.stat("inputs") > 20 * 20 * 3, "{:?}", peer.log);
+    assert!(peer.stat("chats") >= 20, "{:?}", peer.log);
+    assert_eq!(
+        peer.stat("pings"),
+        0,
+        "no Ping to a server that never answers"
+    );
+    let pm = &s["protocol_metrics"];
+    assert_eq!(pm["dialect_hint.implementation"], Value::Null, "{pm}");
+    assert!(s["inputs_sent"].as_u64().unwrap_or(0) > 20 * 20 * 3, "{s}");
+    assert!(
+        s["snapshots_applied"].as_u64().unwrap_or(0) > 20 * 20 * 3,
+        "{s}"
+    );
+    assert_eq!(s["decode_errors"], Value::Null, "{}", s["decode_errors"]);
+}
+
+/// A peer table of 5 and 8 bots: the 3 left over get no reply at all and are counted failed
+/// ("transport connect timed out") within the scenario's handshake_timeout.
+#[test]
+fn bots_beyond_the_peer_table_are_failures() {
+    let _one = one_at_a_time();
+    let mut peer = Peer::start(&["--seconds", "40", "--tick-rate", "20", "--max-peers", "5"]);
+    let s = run(&scenario(8, "3500ms"), peer.port);
+    peer.drain();
+    eprintln!("summary: {s:#}");
+    assert!(peer.alive());
+    assert_eq!(s["bots"]["connected"], 5, "{}", s["errors"]);
+    assert_eq!(s["bots"]["failed"], 3, "{}", s["bots"]);
+    let _ = count(&s, "bots", "failed");
+}
