@@ -624,9 +624,16 @@ fn snapshot_sizes() {
     for (dialect, fixed) in [(Dialect::Spec, 6), (Dialect::Implementation, 12)] {
         let min = fixed + STATS_LEN;
         for body in 0..min {
+            // An empty spec snapshot (20 bytes) is too short for the implementation dialect
+            // but fits the spec exactly: named as such.
+            let reason = if dialect == Dialect::Implementation && body == 20 {
+                "fits_spec_dialect"
+            } else {
+                "truncated"
+            };
             assert_eq!(
                 decode(&with_body(3, body), dialect),
-                Err(err("snapshot", "truncated")),
+                Err(err("snapshot", reason)),
                 "{dialect:?} body {body}"
             );
         }
@@ -640,17 +647,108 @@ fn snapshot_sizes() {
         }
     }
     // A valid spec snapshot with one record is 53 body bytes: 53 - 12 - 14 = 27 is not a
-    // multiple of 33, so the implementation dialect rejects it (and the reverse: 59 - 20 = 39).
+    // multiple of 33, so the implementation dialect rejects it (and the reverse: 59 - 20 = 39),
+    // naming the dialect it fits.
     assert_eq!(
         decode(&with_body(3, 6 + 33 + 14), Dialect::Implementation),
-        Err(err("snapshot", "bad_blob_size"))
+        Err(err("snapshot", "fits_spec_dialect"))
     );
     let mut imp = with_body(3, 12 + 33 + 14);
     imp[HEADER_LEN + 10] = 1; // count 1
     assert!(decode(&imp, Dialect::Implementation).is_ok());
     assert_eq!(
         decode(&imp, Dialect::Spec),
+        Err(err("snapshot", "fits_implementation_dialect"))
+    );
+    // Six bytes off the spec grid but a count that disagrees: not the implementation
+    // dialect either.
+    imp[HEADER_LEN + 10] = 2;
+    assert_eq!(
+        decode(&imp, Dialect::Spec),
         Err(err("snapshot", "bad_blob_size"))
+    );
+}
+
+/// NOTES.md's variant, written by hand: one record, header seq 7 (from the shared counter),
+/// tick 300, full, not paused, last_input 41, count 1. The spec dialect names the dialect.
+#[test]
+fn implementation_snapshot_golden_and_hint() {
+    let mut fields: Vec<&str> = vec![
+        "FE CA 01 03", // magic, version, type 3
+        "07 00 00 00", // seq 7
+        "2C 01 00 00", // tick 300
+        "01",          // flags: full
+        "00",          // paused: no
+        "29 00 00 00", // last_input 41
+        "01 00",       // count 1
+    ];
+    fields.extend_from_slice(RECORD_A);
+    fields.extend_from_slice(STATS);
+    let d = hex(&fields);
+    assert_eq!(d.len(), 8 + 12 + 33 + 14);
+    let (seq, msg) = decode(&d, Dialect::Implementation).expect("implementation snapshot");
+    assert_eq!(seq, 7);
+    let Message::Snapshot(s) = msg else {
+        panic!("not a snapshot: {msg:?}")
+    };
+    assert_eq!((s.tick, s.is_full(), s.paused), (300, true, 0));
+    assert_eq!(s.last_input, Some(41));
+    assert_eq!(s.record_count(), 1);
+    let e = decode(&d, Dialect::Spec).expect_err("spec dialect rejects it");
+    assert_eq!(e, err("snapshot", "fits_implementation_dialect"));
+    assert_eq!(e.dialect_hint(), Some(Dialect::Implementation));
+    assert_eq!(err("snapshot", "bad_blob_size").dialect_hint(), None);
+}
+
+/// No size cap: 1,845 records (the ~61 KB snapshot NOTES.md saw) decode whole, and the
+/// count must match exactly (one record more or less is `count_mismatch`).
+#[test]
+fn implementation_snapshot_of_tens_of_kilobytes() {
+    let n: usize = 1845;
+    let mut d = header(3);
+    d.extend_from_slice(&[0x2C, 0x01, 0, 0, 1, 0, 0x29, 0, 0, 0]);
+    d.extend_from_slice(&(n as u16).to_le_bytes());
+    for i in 0..n {
+        let mut r = [0u8; 33];
+        r[..2].copy_from_slice(&(i as u16).to_le_bytes());
+        d.extend_from_slice(&r);
+    }
+    d.extend_from_slice(&[0u8; 14]);
+    assert_eq!(d.len(), 8 + 12 + 1845 * 33 + 14); // 60,919 bytes
+    let (_, msg) = decode(&d, Dialect::Implementation).expect("whole snapshot");
+    let Message::Snapshot(s) = msg else {
+        panic!("not a snapshot")
+    };
+    assert_eq!(s.record_count(), n);
+    assert_eq!(s.records().last().map(|r| r.entity_id), Some(1844));
+    for c in [n - 1, n + 1] {
+        d[HEADER_LEN + 10..HEADER_LEN + 12].copy_from_slice(&(c as u16).to_le_bytes());
+        assert_eq!(
+            decode(&d, Dialect::Implementation),
+            Err(err("snapshot", "count_mismatch")),
+            "count {c}"
+        );
+    }
+}
+
+/// The implementation's Hello may carry `start_level u16, difficulty u8` (19 bytes); the spec
+/// dialect keeps Hello at exactly 16.
+#[test]
+fn implementation_hello_extension() {
+    let d = hex(&[
+        "FE CA 01 00",
+        "00 00 00 00",
+        "62 6F 74 00 00 00 00 00 00 00 00 00 00 00 00 00", // "bot"
+        "02 00",                                           // start_level 2
+        "01",                                              // difficulty 1
+    ]);
+    assert!(matches!(
+        decode(&d, Dialect::Implementation),
+        Ok((0, Message::Hello { .. }))
+    ));
+    assert_eq!(
+        decode(&d, Dialect::Spec),
+        Err(err("hello", "trailing_bytes"))
     );
 }
 
@@ -858,7 +956,8 @@ proptest! {
 
     /// Behind a valid header (any type byte, known or not) the body is arbitrary: decoding
     /// never panics, and whatever decodes re-encodes to the very same bytes (the format has
-    /// exactly one encoding per message: no padding, no slack).
+    /// exactly one encoding per message: no padding, no slack; the implementation's Hello
+    /// extension aside).
     #[test]
     fn decode_behind_valid_header_never_panics_and_is_canonical(
         ty in 0u8..8,
@@ -884,7 +983,13 @@ proptest! {
                 prop_assert_eq!(msg.msg_type() as u8, ty);
                 let mut buf = vec![0u8; d.len() + 64];
                 let len = encode(&mut buf, s, &msg).expect("fits");
-                prop_assert_eq!(&buf[..len], &d[..]);
+                // The implementation's 19-byte Hello: its extension is read and ignored.
+                let canonical = if ty == 0 && d.len() == HEADER_LEN + NAME_LEN + 3 {
+                    &d[..HEADER_LEN + NAME_LEN]
+                } else {
+                    &d[..]
+                };
+                prop_assert_eq!(&buf[..len], canonical);
             }
         }
     }

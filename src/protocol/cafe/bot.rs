@@ -3,7 +3,23 @@
 //! Life: Hello (resent every `handshake_retry` until Welcome or `handshake_timeout`), then
 //! input on a fixed grid, pings for RTT, heartbeat echoes, snapshots applied to an entity
 //! table (a snapshot older than one already applied is counted and skipped), Disconnect on
-//! stop. Every server datagram runs through a [`SeqWindow`] for downstream loss.
+//! stop.
+//!
+//! Downstream loss (NOTES.md): from the header's per-connection `seq` in the spec dialect,
+//! every server datagram through a [`SeqWindow`]; from snapshot ticks in the implementation
+//! dialect, whose server numbers datagrams with ONE counter for all clients. A shared counter
+//! met in the spec dialect is detected: after [`DETECT_AFTER`] datagrams (and 16 snapshot
+//! ticks), the header seq has advanced 1.5 times as far as the snapshot ticks or more (with N
+//! clients it advances N times as far; loss thins both alike, so loss alone never looks like
+//! sharing). The bot then takes back what it counted from `seq`, counts the snapshot ticks it
+//! followed meanwhile instead, and says so (`shared_sequence_detected`). A per-connection
+//! server sending more than half a non-snapshot datagram per snapshot would be taken for a
+//! shared one: tick loss then, still a sound measure. The tick step is the option's, or the
+//! gcd of the tick differences of the first [`LEARN_TICKS`] snapshots.
+//!
+//! A Ping is matched to the bot's own pings by its token before any sequence bookkeeping:
+//! the implementation echoes the whole datagram, the bot's own header `seq` included, which
+//! a server-sequence window would drop as old.
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -13,7 +29,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::codec::{self, Dialect, EntityRecord, Message, Snapshot};
 use super::{CafeOptions, LossSource};
-use crate::metrics::Recorder;
+use crate::metrics::{LossCounts, Recorder};
 use crate::protocol::idmap::{id_map_with_capacity, IdMap};
 use crate::protocol::input_grid::InputGrid;
 use crate::protocol::seqwindow::{SeqOutcome, SeqWindow, TickSeq};
@@ -22,13 +38,120 @@ use crate::protocol::{Bot, BotParams, BotPhase, PatternState, Transmit};
 
 /// Pings in flight at once; a new ping evicts the oldest (counted as `ping_lost`).
 const PINGS_IN_FLIGHT: usize = 8;
+/// Snapshots whose ticks give the tick step (their gcd of differences).
+pub const LEARN_TICKS: usize = 8;
+/// Datagrams after Welcome before deciding whether the server's `seq` is per connection.
+pub const DETECT_AFTER: u32 = 64;
+/// Snapshot ticks counted (step learned) before deciding.
+const MIN_DETECT_TICKS: u64 = 16;
+/// Inputs remembered by header seq, for `input_to_snapshot_us` (4 s at 60 Hz).
+const INPUT_HISTORY: usize = 256;
 
 #[derive(Debug, Clone, Copy)]
 enum Out {
     Hello,
-    Input { mask: u16, time_ms: u32 },
+    Input { mask: u16, time_ms: u32, at: Instant },
     Ping { token: u32 },
     Disconnect,
+}
+
+/// One ping in flight: its token and when it was queued.
+#[derive(Debug, Clone, Copy)]
+struct PingSlot {
+    token: u32,
+    sent: Instant,
+}
+
+/// Downstream loss from snapshot ticks: the configured step, or the gcd learned from the
+/// first ticks (which are then counted), mapped to a gap-free sequence for a [`SeqWindow`].
+#[derive(Debug, Clone)]
+struct TickLoss {
+    learn: Vec<u32>,
+    mapper: Option<TickSeq>,
+    window: SeqWindow,
+    /// Everything counted so far (what a fallback from `seq` adds at once).
+    counts: LossCounts,
+}
+
+/// What one snapshot tick did to the tick accounting.
+#[derive(Debug, Clone, Copy, Default)]
+struct TickStep {
+    expected: u64,
+    received: u64,
+    /// The window's verdict (None while the step is being learned).
+    outcome: Option<SeqOutcome>,
+    /// Seen before (duplicate, or too old to tell).
+    duplicate: bool,
+    /// The step just learned, and whether the differences were irregular.
+    learned: Option<(u32, bool)>,
+}
+
+impl TickLoss {
+    fn new(step: Option<u32>) -> Self {
+        Self {
+            learn: Vec::with_capacity(LEARN_TICKS),
+            mapper: step.map(TickSeq::new),
+            window: SeqWindow::new(),
+            counts: LossCounts::default(),
+        }
+    }
+
+    fn on_tick(&mut self, tick: u32) -> TickStep {
+        let mut st = TickStep::default();
+        if let Some(mapper) = self.mapper.as_mut() {
+            let outcome = self.window.on_seq(mapper.seq(tick));
+            (st.expected, st.received) = outcome.deltas();
+            st.outcome = Some(outcome);
+            st.duplicate = matches!(outcome, SeqOutcome::Duplicate | SeqOutcome::TooOld);
+        } else if self.learn.contains(&tick) {
+            st.duplicate = true;
+        } else {
+            self.learn.push(tick);
+            if self.learn.len() >= LEARN_TICKS {
+                self.finish_learning(&mut st);
+            }
+        }
+        self.counts.add(st.expected, st.received);
+        st
+    }
+
+    /// Step = gcd of the tick differences; the learned ticks are then counted in order.
+    fn finish_learning(&mut self, st: &mut TickStep) {
+        let (mut g, mut min_diff) = (0u32, u32::MAX);
+        for w in self.learn.windows(2) {
+            let d = w[1].wrapping_sub(w[0]);
+            let d = d.min(d.wrapping_neg());
+            if d != 0 {
+                g = gcd(g, d);
+                min_diff = min_diff.min(d);
+            }
+        }
+        if g == 0 {
+            self.learn.clear();
+            return;
+        }
+        st.learned = Some((g, min_diff != g));
+        let mut mapper = TickSeq::new(g);
+        for t in std::mem::take(&mut self.learn) {
+            let (e, r) = self.window.on_seq(mapper.seq(t)).deltas();
+            st.expected += e;
+            st.received += r;
+        }
+        self.mapper = Some(mapper);
+    }
+}
+
+fn gcd(mut a: u32, mut b: u32) -> u32 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// Watching the first datagrams for a sequence counter shared by all clients.
+#[derive(Debug, Clone, Copy, Default)]
+struct SharedSeqDetect {
+    datagrams: u32,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -57,9 +180,19 @@ pub struct CafeBot {
     silence: Silence,
 
     down: SeqWindow,
-    ticks: SeqWindow,
-    /// Snapshot ticks to a gap-free sequence (wrap-safe), for `loss_source: tick`.
-    tick_seq: TickSeq,
+    /// Where downstream loss is read from now (`Auto` resolved; `Sequence` may fall back).
+    loss_source: LossSource,
+    /// Snapshot-tick accounting: counted in `Tick` mode, followed in the background while a
+    /// shared sequence counter is still being looked for.
+    ticks: TickLoss,
+    /// What `seq` accounting added to the recorder (taken back on a fallback to ticks).
+    seq_counts: LossCounts,
+    /// `Some` until the bot has decided whether `seq` is per connection.
+    detect: Option<SharedSeqDetect>,
+    /// Inputs by header seq (`seq % INPUT_HISTORY`) with when they were queued.
+    inputs: [Option<(u32, Instant)>; INPUT_HISTORY],
+    /// The newest `last_input` already measured.
+    last_input_seen: Option<u32>,
 
     grid: InputGrid,
     last_keys: Option<u16>,
@@ -68,7 +201,7 @@ pub struct CafeBot {
     /// Tokens `first_token..next_token` (wrapping) are the bot's own.
     first_token: u32,
     next_token: u32,
-    pings: [Option<(u32, Instant)>; PINGS_IN_FLIGHT],
+    pings: [Option<PingSlot>; PINGS_IN_FLIGHT],
     /// The last heartbeat token echoed, to recognise a server answering the echo.
     echoed_heartbeat: Option<u32>,
 
@@ -83,7 +216,8 @@ pub struct CafeBot {
 
 impl CafeBot {
     pub fn new(params: BotParams, opts: CafeOptions) -> Self {
-        let tick_seq = TickSeq::new(opts.snapshot_tick_step);
+        let loss_source = opts.loss_source.resolve(opts.dialect);
+        let ticks = TickLoss::new(opts.snapshot_tick_step);
         let grid = InputGrid::new(params.input_period());
         let mut rng = ChaCha8Rng::seed_from_u64(params.seed);
         let next_token = rng.random();
@@ -106,8 +240,12 @@ impl CafeBot {
             connected_at: None,
             silence,
             down: SeqWindow::new(),
-            ticks: SeqWindow::new(),
-            tick_seq,
+            loss_source,
+            ticks,
+            seq_counts: LossCounts::default(),
+            detect: (loss_source == LossSource::Sequence).then(SharedSeqDetect::default),
+            inputs: [None; INPUT_HISTORY],
+            last_input_seen: None,
             grid,
             last_keys: None,
             ping_timer,
@@ -172,15 +310,19 @@ impl CafeBot {
         self.ping_timer.start_at(now + phase);
     }
 
+    /// The slot of the bot's own ping `token`, if still in flight.
+    fn ping_slot(&self, token: u32) -> Option<usize> {
+        self.pings
+            .iter()
+            .position(|p| p.is_some_and(|p| p.token == token))
+    }
+
     fn on_ping(&mut self, now: Instant, token: u32, rec: &mut Recorder) {
         let issued = self.issued(token);
-        let own = self
-            .pings
-            .iter_mut()
-            .find(|p| matches!(p, Some((t, _)) if *t == token));
+        let own = self.ping_slot(token).and_then(|i| self.pings.get_mut(i));
         match own {
             Some(slot) => {
-                if let Some((_, sent)) = slot.take() {
+                if let Some(PingSlot { sent, .. }) = slot.take() {
                     let rtt = now.saturating_duration_since(sent);
                     if rtt > self.params.server_silence_timeout {
                         rec.event("pong_late");
@@ -209,20 +351,36 @@ impl CafeBot {
         token.wrapping_sub(self.first_token) < self.next_token.wrapping_sub(self.first_token)
     }
 
-    fn on_snapshot(&mut self, now: Instant, s: &Snapshot<'_>, rec: &mut Recorder) {
+    fn on_snapshot(&mut self, now: Instant, s: &Snapshot<'_>, bytes: usize, rec: &mut Recorder) {
         if self.phase != BotPhase::Connected {
             rec.event("snapshot_outside_session");
             return;
         }
-        if self.opts.loss_source == LossSource::Tick {
-            let outcome = self.ticks.on_seq(self.tick_seq.seq(s.tick));
-            let (e, r) = outcome.deltas();
-            rec.loss_down.add(e, r);
-            self.note_gap(now, outcome);
-            if matches!(outcome, SeqOutcome::Duplicate | SeqOutcome::TooOld) {
-                rec.event("snapshot_duplicate_or_old");
-                return;
+        let counting = self.loss_source == LossSource::Tick;
+        if counting || self.detect.is_some() {
+            let st = self.ticks.on_tick(s.tick);
+            if let Some((step, irregular)) = st.learned {
+                rec.record_extra("snapshot_tick_step", u64::from(step));
+                if irregular {
+                    rec.event("tick_step_irregular");
+                }
             }
+            if counting {
+                rec.loss_down.add(st.expected, st.received);
+                if let Some(outcome) = st.outcome {
+                    self.note_gap(now, outcome);
+                    if outcome == SeqOutcome::Reset {
+                        rec.event("snapshot_tick_reset");
+                    }
+                }
+                if st.duplicate {
+                    rec.event("snapshot_duplicate_or_old");
+                    return;
+                }
+            }
+        }
+        if let Some(li) = s.last_input {
+            self.on_last_input(now, li, rec);
         }
         // Older than a snapshot already applied (reordered): applying it would roll the table
         // back. The gap that made it late has marked the table stale already.
@@ -264,6 +422,84 @@ impl CafeBot {
         }
         rec.snapshots_applied += 1;
         rec.record_extra("entities", self.entities.len() as u64);
+        rec.record_extra("snapshot_bytes", bytes as u64);
+    }
+
+    /// `last_input` names the newest Input the server had: the first snapshot naming an
+    /// Input measures input-to-snapshot latency (once per Input).
+    fn on_last_input(&mut self, now: Instant, li: u32, rec: &mut Recorder) {
+        if self
+            .last_input_seen
+            .is_some_and(|last| (li.wrapping_sub(last) as i32) <= 0)
+        {
+            return;
+        }
+        let Some(Some((seq, at))) = self.inputs.get(li as usize % INPUT_HISTORY).copied() else {
+            return;
+        };
+        if seq != li {
+            return;
+        }
+        self.last_input_seen = Some(li);
+        rec.record_extra(
+            "input_to_snapshot_us",
+            now.saturating_duration_since(at).as_micros() as u64,
+        );
+    }
+
+    /// One server `seq` through the window (spec-dialect loss). Returns false when the
+    /// datagram is a duplicate or too old to use.
+    fn account_seq(&mut self, now: Instant, seq: u32, rec: &mut Recorder) -> bool {
+        let outcome = self.down.on_seq(seq);
+        let (e, r) = outcome.deltas();
+        rec.loss_down.add(e, r);
+        self.seq_counts.add(e, r);
+        self.note_gap(now, outcome);
+        if let Some(d) = self.detect.as_mut() {
+            d.datagrams += 1;
+            // Loss thins seqs and ticks alike; a shared counter spreads the seqs over every
+            // client's datagrams: N clients, N seqs per snapshot tick.
+            let ticks = self.ticks.counts.expected;
+            if d.datagrams >= DETECT_AFTER && ticks >= MIN_DETECT_TICKS {
+                self.detect = None;
+                if self.seq_counts.expected * 2 >= ticks * 3 {
+                    self.fall_back_to_ticks(rec);
+                }
+            }
+        }
+        match outcome {
+            SeqOutcome::Duplicate => {
+                rec.event("duplicate_datagram");
+                false
+            }
+            SeqOutcome::TooOld => {
+                rec.event("too_old_datagram");
+                false
+            }
+            SeqOutcome::Reordered => {
+                rec.event("reordered_datagram");
+                true
+            }
+            SeqOutcome::Reset => {
+                rec.event("seq_reset");
+                true
+            }
+            SeqOutcome::Advanced { .. } => true,
+        }
+    }
+
+    /// The server's `seq` is shared by all clients: take back what `seq` accounting counted
+    /// and count the snapshot ticks followed meanwhile instead.
+    fn fall_back_to_ticks(&mut self, rec: &mut Recorder) {
+        rec.event("shared_sequence_detected");
+        let l = &mut rec.loss_down;
+        l.expected = l.expected.saturating_sub(self.seq_counts.expected);
+        l.received = l.received.saturating_sub(self.seq_counts.received);
+        self.seq_counts = LossCounts::default();
+        rec.loss_down.merge(&self.ticks.counts);
+        self.loss_source = LossSource::Tick;
+        // The gaps were other clients' datagrams, not lost deltas.
+        self.stale_since = None;
     }
 
     /// A gap in what the server sent may have been a delta: the table is stale until the next
@@ -288,7 +524,11 @@ impl CafeBot {
         if !self.params.input_on_change || changed {
             rec.record_lateness(now.saturating_duration_since(due).as_micros() as u64);
             let time_ms = self.since_start_ms(now);
-            self.out.push_back(Out::Input { mask, time_ms });
+            self.out.push_back(Out::Input {
+                mask,
+                time_ms,
+                at: now,
+            });
             rec.inputs_sent += 1;
             self.last_keys = Some(mask);
         }
@@ -308,12 +548,13 @@ impl CafeBot {
                 self.pings
                     .iter()
                     .enumerate()
-                    .min_by_key(|(_, p)| p.map(|(_, t)| t))
+                    .min_by_key(|(_, p)| p.map(|p| p.sent))
                     .map(|(i, _)| i)
                     .unwrap_or(0)
             }
         };
-        self.pings[idx] = Some((token, now));
+        self.pings[idx] = Some(PingSlot { token, sent: now });
+        rec.event("pings_sent");
         self.out.push_back(Out::Ping { token });
     }
 }
@@ -349,38 +590,43 @@ impl Bot for CafeBot {
                 return;
             }
             Err(e) => {
+                // The wrong dialect is named, not hidden (the decode error says it too).
+                match e.dialect_hint() {
+                    Some(Dialect::Implementation) => rec.event("dialect_hint.implementation"),
+                    Some(Dialect::Spec) => rec.event("dialect_hint.spec"),
+                    None => {}
+                }
                 rec.decode_error(e.message, e.reason);
                 return;
             }
         };
         self.silence.heard(now);
+        // The bot's own ping first, by its token: never dropped by the sequence window. In
+        // the implementation dialect the echo is the bot's whole datagram, its header seq the
+        // bot's own, so it stays out of the window (`Some(true)`); a spec server numbers its
+        // pong like any other datagram (`Some(false)`: counted, never dropped).
+        let own_ping = match msg {
+            Message::Ping { timestamp_ms } if self.issued(timestamp_ms) => {
+                Some(self.dialect() == Dialect::Implementation)
+            }
+            _ => None,
+        };
         let counts_for_loss =
             self.phase == BotPhase::Connected || matches!(msg, Message::Welcome { .. });
-        if self.opts.loss_source == LossSource::Sequence && counts_for_loss {
-            let outcome = self.down.on_seq(seq);
-            let (e, r) = outcome.deltas();
-            rec.loss_down.add(e, r);
-            self.note_gap(now, outcome);
-            match outcome {
-                SeqOutcome::Duplicate => {
-                    rec.event("duplicate_datagram");
-                    return;
-                }
-                SeqOutcome::TooOld => {
-                    rec.event("too_old_datagram");
-                    return;
-                }
-                SeqOutcome::Reordered => rec.event("reordered_datagram"),
-                SeqOutcome::Reset => rec.event("seq_reset"),
-                SeqOutcome::Advanced { .. } => {}
-            }
+        if self.loss_source == LossSource::Sequence
+            && counts_for_loss
+            && own_ping != Some(true)
+            && !self.account_seq(now, seq, rec)
+            && own_ping.is_none()
+        {
+            return;
         }
         match msg {
             Message::Welcome {
                 player_id,
                 tick_rate,
             } => self.on_welcome(now, player_id, tick_rate, rec),
-            Message::Snapshot(s) => self.on_snapshot(now, &s, rec),
+            Message::Snapshot(s) => self.on_snapshot(now, &s, data.len(), rec),
             Message::Ping { timestamp_ms } => self.on_ping(now, timestamp_ms, rec),
             Message::Disconnect => {
                 if self.phase == BotPhase::Connecting {
@@ -443,11 +689,16 @@ impl Bot for CafeBot {
             Out::Hello => Message::Hello {
                 player_name: self.name,
             },
-            Out::Input { mask, time_ms } => Message::Input {
-                player_id: self.player_id,
-                input_mask: mask,
-                client_time_ms: time_ms,
-            },
+            Out::Input { mask, time_ms, at } => {
+                if let Some(slot) = self.inputs.get_mut(self.seq_out as usize % INPUT_HISTORY) {
+                    *slot = Some((self.seq_out, at));
+                }
+                Message::Input {
+                    player_id: self.player_id,
+                    input_mask: mask,
+                    client_time_ms: time_ms,
+                }
+            }
             Out::Ping { token } => Message::Ping {
                 timestamp_ms: token,
             },

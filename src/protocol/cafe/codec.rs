@@ -21,6 +21,16 @@
 //! - Hello's name is taken up to its first NUL; bytes after it are ignored.
 //! - Disconnect sent by a server in answer to Hello is its refusal (server full): the spec
 //!   defines no Reject, and the reference server needs a defined one.
+//! - Implementation dialect: Hello may carry `start_level u16, difficulty u8` after the name
+//!   (19 bytes); both 16 and 19 are accepted, the extra fields ignored.
+//! - Snapshots have no size cap: the records run to the datagram's end, whatever its length.
+//!   The size checks are exact: `(body - fixed - 14) % 33 == 0`, and in the implementation
+//!   dialect `count * 33` equals the records' bytes.
+//! - A snapshot that fails its own dialect's size rule but fits the other dialect's exactly
+//!   is reported as `snapshot.fits_implementation_dialect` (or `fits_spec_dialect`): the
+//!   scenario names the wrong dialect, and the report says which one the server speaks. The
+//!   two grids never overlap (a spec body is `20 + 33n`, an implementation body `26 + 33n`:
+//!   6 bytes apart on a 33-byte grid).
 
 use thiserror::Error;
 
@@ -36,6 +46,12 @@ pub const STATS_LEN: usize = 14;
 pub const SNAPSHOT_FIXED_LEN: usize = 6;
 /// ...and in the implementation dialect: + last_input u32 + count u16.
 pub const SNAPSHOT_FIXED_LEN_IMPL: usize = 12;
+/// Implementation-dialect Hello extension: `start_level u16, difficulty u8`.
+pub const HELLO_EXT_LEN: usize = 3;
+/// Decode-error reason of a snapshot that fits the implementation dialect, not the spec one.
+pub const FITS_IMPLEMENTATION: &str = "fits_implementation_dialect";
+/// Decode-error reason of a snapshot that fits the spec dialect, not the implementation one.
+pub const FITS_SPEC: &str = "fits_spec_dialect";
 
 /// Which reading of the protocol to speak (NOTES.md lists the known variant).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
@@ -59,6 +75,32 @@ impl Dialect {
         match self {
             Dialect::Spec => SNAPSHOT_FIXED_LEN,
             Dialect::Implementation => SNAPSHOT_FIXED_LEN_IMPL,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Dialect::Spec => "spec",
+            Dialect::Implementation => "implementation",
+        }
+    }
+
+    fn other(self) -> Dialect {
+        match self {
+            Dialect::Spec => Dialect::Implementation,
+            Dialect::Implementation => Dialect::Spec,
+        }
+    }
+}
+
+impl DecodeError {
+    /// The dialect a snapshot that failed to decode fits instead, if any (see the module
+    /// notes): the scenario speaks the wrong dialect to this server.
+    pub fn dialect_hint(&self) -> Option<Dialect> {
+        match (self.message, self.reason) {
+            ("snapshot", FITS_IMPLEMENTATION) => Some(Dialect::Implementation),
+            ("snapshot", FITS_SPEC) => Some(Dialect::Spec),
+            _ => None,
         }
     }
 }
@@ -295,7 +337,9 @@ pub fn decode(buf: &[u8], dialect: Dialect) -> Result<(u32, Message<'_>), Decode
     let short = short(ty.name());
     let msg = match ty {
         MsgType::Hello => {
-            exact(NAME_LEN)?;
+            if !(dialect == Dialect::Implementation && body.len() == NAME_LEN + HELLO_EXT_LEN) {
+                exact(NAME_LEN)?;
+            }
             Message::Hello {
                 player_name: r.array().map_err(&short)?,
             }
@@ -330,14 +374,46 @@ pub fn decode(buf: &[u8], dialect: Dialect) -> Result<(u32, Message<'_>), Decode
     Ok((seq, msg))
 }
 
+/// Whether a snapshot body has exactly the size `dialect` requires (with the implementation
+/// dialect's `count` agreeing). Bounded: reads two bytes at most.
+fn fits(body: &[u8], dialect: Dialect) -> bool {
+    let fixed = dialect.snapshot_fixed_len();
+    let Some(blob_len) = body.len().checked_sub(fixed + STATS_LEN) else {
+        return false;
+    };
+    if blob_len % RECORD_LEN != 0 {
+        return false;
+    }
+    match dialect {
+        Dialect::Spec => true,
+        Dialect::Implementation => body
+            .get(SNAPSHOT_FIXED_LEN + 4..SNAPSHOT_FIXED_LEN_IMPL)
+            .and_then(|c| <[u8; 2]>::try_from(c).ok())
+            .is_some_and(|c| usize::from(u16::from_le_bytes(c)) * RECORD_LEN == blob_len),
+    }
+}
+
+/// A snapshot that failed `dialect` with `reason`: named after the other dialect when it
+/// fits that one exactly.
+fn snapshot_err(body: &[u8], dialect: Dialect, reason: &'static str) -> DecodeError {
+    if fits(body, dialect.other()) {
+        match dialect.other() {
+            Dialect::Implementation => err("snapshot", FITS_IMPLEMENTATION),
+            Dialect::Spec => err("snapshot", FITS_SPEC),
+        }
+    } else {
+        err("snapshot", reason)
+    }
+}
+
 fn decode_snapshot(body: &[u8], dialect: Dialect) -> Result<Snapshot<'_>, DecodeError> {
     let fixed = dialect.snapshot_fixed_len();
     if body.len() < fixed + STATS_LEN {
-        return Err(err("snapshot", "truncated"));
+        return Err(snapshot_err(body, dialect, "truncated"));
     }
     let blob_len = body.len() - fixed - STATS_LEN;
     if blob_len % RECORD_LEN != 0 {
-        return Err(err("snapshot", "bad_blob_size"));
+        return Err(snapshot_err(body, dialect, "bad_blob_size"));
     }
     let short = short("snapshot");
     let mut r = Reader::new(body);
@@ -350,7 +426,7 @@ fn decode_snapshot(body: &[u8], dialect: Dialect) -> Result<Snapshot<'_>, Decode
             let last_input = r.u32().map_err(&short)?;
             let count = usize::from(r.u16().map_err(&short)?);
             if count * RECORD_LEN != blob_len {
-                return Err(err("snapshot", "count_mismatch"));
+                return Err(snapshot_err(body, dialect, "count_mismatch"));
             }
             Some(last_input)
         }

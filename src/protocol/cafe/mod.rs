@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use super::registry::{Protocol, ServerParams, TransportNeeds};
 use super::{Bot, BotParams, ProtocolInfo, Server};
-use crate::metrics::describe::MetricDesc;
+use crate::metrics::describe::{Display, MetricDesc};
 
 pub const DEFAULT_PORT: u16 = 4242;
 
@@ -28,7 +28,9 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     transport: "raw UDP",
     default_port: DEFAULT_PORT,
     rtt: "Ping with an opaque token the bot issues; the server echoes it unchanged (µs clock kept by the bot)",
-    downstream_loss: "per-connection header seq (gaps, reordering, duplicates, wrap-around); fallback: snapshot ticks",
+    downstream_loss: "per-connection header seq (gaps, reordering, duplicates, wrap-around); a \
+        sequence shared by all clients is detected (shared_sequence_detected) and snapshot ticks \
+        used instead; implementation dialect: snapshot ticks (step learned from the first ticks)",
     upstream_loss: "not measurable: the server reports nothing back about inputs",
     dialects: &[
         ("spec", "cafe.md as written (default)"),
@@ -43,6 +45,40 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
             "Stale entity table",
             "a gap until the next full snapshot",
         ),
+        MetricDesc::micros(
+            "input_to_snapshot_us",
+            "Input to snapshot",
+            "an Input sent until the first snapshot whose last_input names it (implementation dialect)",
+        ),
+        MetricDesc::count(
+            "shared_sequence_detected",
+            "Shared sequence counter",
+            "bots whose server numbers datagrams with one counter for all clients: loss read from snapshot ticks instead",
+        )
+        .display(Display::Card),
+        MetricDesc::count(
+            "dialect_hint.implementation",
+            "Snapshots fit the implementation dialect",
+            "snapshots dropped as malformed that fit the implementation dialect exactly: set dialect: implementation",
+        )
+        .display(Display::Card),
+        MetricDesc::count(
+            "dialect_hint.spec",
+            "Snapshots fit the spec dialect",
+            "snapshots dropped as malformed that fit the spec dialect exactly: set dialect: spec",
+        )
+        .display(Display::Card),
+        MetricDesc::histogram(
+            "snapshot_bytes",
+            "Snapshot size",
+            "datagram bytes of each snapshot applied (no size cap)",
+            "bytes",
+        ),
+        MetricDesc::count(
+            "pings_sent",
+            "Pings sent",
+            "RTT probes sent; rtt_us.count is the ones answered",
+        ),
     ],
 };
 
@@ -50,12 +86,28 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LossSource {
-    /// The header's per-connection `seq` (NOTES.md's reading).
+    /// `sequence` in the spec dialect, `tick` in the implementation dialect (whose server
+    /// numbers datagrams with one counter shared by all clients).
     #[default]
+    Auto,
+    /// The header's per-connection `seq` (NOTES.md's reading). A counter shared by all
+    /// clients is detected (most datagrams arrive after a gap, or out of order) and the bot
+    /// falls back to snapshot ticks, counting `shared_sequence_detected`.
     Sequence,
     /// Snapshot ticks, for servers whose `seq` is global across clients: the bot expects one
-    /// snapshot every `snapshot_tick_step` ticks.
+    /// snapshot every `snapshot_tick_step` ticks (learned from the first ticks when unset).
     Tick,
+}
+
+impl LossSource {
+    /// `Auto` resolved for a dialect.
+    pub fn resolve(self, dialect: Dialect) -> LossSource {
+        match (self, dialect) {
+            (LossSource::Auto, Dialect::Spec) => LossSource::Sequence,
+            (LossSource::Auto, Dialect::Implementation) => LossSource::Tick,
+            (s, _) => s,
+        }
+    }
 }
 
 /// The protocol section of a cafe scenario.
@@ -64,16 +116,17 @@ pub enum LossSource {
 pub struct CafeOptions {
     pub dialect: Dialect,
     pub loss_source: LossSource,
-    /// With `loss_source: tick`: ticks between two snapshots the server sends.
-    pub snapshot_tick_step: u32,
+    /// With snapshot-tick loss: ticks between two snapshots the server sends. Unset: the gcd
+    /// of the tick differences of the first 8 snapshots.
+    pub snapshot_tick_step: Option<u32>,
 }
 
 impl Default for CafeOptions {
     fn default() -> Self {
         Self {
             dialect: Dialect::Spec,
-            loss_source: LossSource::Sequence,
-            snapshot_tick_step: 1,
+            loss_source: LossSource::Auto,
+            snapshot_tick_step: None,
         }
     }
 }
@@ -89,7 +142,10 @@ impl Protocol for Cafe {
         TransportNeeds::Udp
     }
 
-    fn validate(_: &CafeOptions, s: &ServerParams) -> Result<(), String> {
+    fn validate(o: &CafeOptions, s: &ServerParams) -> Result<(), String> {
+        if o.snapshot_tick_step == Some(0) {
+            return Err("snapshot_tick_step must be at least 1".into());
+        }
         // Every member of a room rides in each snapshot: 44 records fill a datagram.
         if s.room_size.is_some_and(|r| !(1..=44).contains(&r)) {
             return Err(
