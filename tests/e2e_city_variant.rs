@@ -156,10 +156,6 @@ fn scenario(bots: u32, hold: &str) -> String {
     )
 }
 
-fn count(s: &Value, section: &str, key: &str) -> u64 {
-    s[section][key].as_u64().unwrap_or(0)
-}
-
 fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
