@@ -2,6 +2,7 @@
 
 use std::io::IsTerminal;
 
+use crate::metrics::describe::Display;
 use crate::report::build::format_observed;
 use crate::report::summary::{IntervalPoint, Summary};
 
@@ -86,6 +87,20 @@ pub fn print_result(s: &Summary) {
         ms(s.generator.send_lateness_us.max),
         s.generator.inputs_skipped
     );
+    // The protocol's own counters it wants read first (cards), when they fired: e.g. a shared
+    // sequence counter detected, or snapshots that fit another dialect.
+    let notable: Vec<String> = s
+        .protocol_metric_info
+        .iter()
+        .filter(|(_, i)| i.display != Display::Table && !i.is_micros())
+        .filter_map(|(k, i)| {
+            let n = s.protocol_metrics.get(k)?.as_u64().filter(|&n| n > 0)?;
+            Some(format!("{} {n}", i.label))
+        })
+        .collect();
+    if !notable.is_empty() {
+        eprintln!("protocol {}", notable.join(" · "));
+    }
     let socket: u64 = s.generator.send_errors.values().sum();
     if socket > 0 {
         // Local socket errors (e.g. `recv.connection_refused`: the server's port is closed).

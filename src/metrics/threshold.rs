@@ -76,6 +76,8 @@ pub enum Metric {
     BotsLost,
     /// Bots in play at the end that had heard nothing from the server for a second or more.
     BotsSilentAtEnd,
+    /// Snapshots (or the protocol's state updates) the bots applied.
+    SnapshotsApplied,
 }
 
 impl Metric {
@@ -91,6 +93,7 @@ impl Metric {
             Metric::InputsSkipped => "generator.inputs_skipped".into(),
             Metric::BotsLost => "bots.lost".into(),
             Metric::BotsSilentAtEnd => "bots.silent_at_end".into(),
+            Metric::SnapshotsApplied => "snapshots_applied".into(),
         }
     }
 }
@@ -129,7 +132,13 @@ pub struct Threshold {
 
 /// The checks a run gets without asking: a server that died or went silent must fail the
 /// run even when the scenario lists no thresholds.
-pub const DEFAULT_CHECKS: &[&str] = &["bots_lost <= 0", "bots_silent_at_end <= 0"];
+/// `snapshots_applied > 0` catches a run whose bots connected but never understood a snapshot
+/// (a wrong dialect).
+pub const DEFAULT_CHECKS: &[&str] = &[
+    "bots_lost <= 0",
+    "bots_silent_at_end <= 0",
+    "snapshots_applied > 0",
+];
 
 /// `DEFAULT_CHECKS` as thresholds, minus those on a metric `own` already has a threshold on.
 pub fn default_checks(own: &[Threshold]) -> Vec<Threshold> {
@@ -210,11 +219,13 @@ impl Threshold {
             ["inputs_skipped"] => Metric::InputsSkipped,
             ["bots_lost"] => Metric::BotsLost,
             ["bots_silent_at_end"] => Metric::BotsSilentAtEnd,
+            ["snapshots_applied"] => Metric::SnapshotsApplied,
             _ => {
                 return Err(format!(
                     "unknown metric `{}`; use rtt, handshake, send_lateness, snapshot_interarrival \
                      (with a statistic), downstream_loss, upstream_loss, connect_success, \
-                     decode_errors, bots_failed, bots_lost, bots_silent_at_end or inputs_skipped",
+                     decode_errors, bots_failed, bots_lost, bots_silent_at_end, snapshots_applied \
+                     or inputs_skipped",
                     lhs.join(" ")
                 ))
             }

@@ -208,6 +208,7 @@ pub fn observe(metric: Metric, s: &Summary) -> Option<f64> {
         Metric::DecodeErrors => Some(s.errors.decode.values().sum::<u64>() as f64),
         Metric::BotsFailed => Some(s.bots.failed as f64),
         Metric::InputsSkipped => Some(s.generator.inputs_skipped as f64),
+        Metric::SnapshotsApplied => Some(s.snapshots_applied as f64),
         Metric::BotsLost => Some(s.bots.lost as f64),
         Metric::BotsSilentAtEnd => Some(s.bots.silent_at_end as f64),
     }

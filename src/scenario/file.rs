@@ -30,7 +30,8 @@ pub struct ScenarioFile {
     pub seed: Option<u64>,
     #[serde(default)]
     pub thresholds: Vec<Threshold>,
-    /// Add the default checks (`bots_lost <= 0`, `bots_silent_at_end <= 0`) that fail a run
+    /// Add the default checks (`bots_lost <= 0`, `bots_silent_at_end <= 0`,
+    /// `snapshots_applied > 0`) that fail a run
     /// whose server died or went silent; a threshold of the scenario's own on the same metric
     /// replaces its default. `false` turns them off.
     #[serde(default = "yes")]
