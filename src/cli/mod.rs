@@ -333,6 +333,7 @@ fn run_info(plan: &Plan) -> report::RunInfo {
             .copied()
             .collect(),
         thresholds: plan.thresholds.clone(),
+        input_rate_hz: plan.bot_template.input_rate_hz,
     }
 }
 

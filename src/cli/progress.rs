@@ -101,6 +101,18 @@ pub fn print_result(s: &Summary) {
     if !notable.is_empty() {
         eprintln!("protocol {}", notable.join(" · "));
     }
+    if s.generator.saturated {
+        eprintln!(
+            "warning  the generator was saturated ({} of the grid's slots skipped, send lateness \
+             p99 at {} of the input period): figures measure this machine as much as the server",
+            s.generator
+                .skipped_share
+                .map_or("none".into(), |x| format!("{:.2}%", x * 100.0)),
+            s.generator
+                .lateness_p99_of_period
+                .map_or("n/a".into(), |x| format!("{:.0}%", x * 100.0)),
+        );
+    }
     let socket: u64 = s.generator.send_errors.values().sum();
     if socket > 0 {
         // Local socket errors (e.g. `recv.connection_refused`: the server's port is closed).

@@ -78,6 +78,8 @@ pub enum Metric {
     BotsSilentAtEnd,
     /// Snapshots (or the protocol's state updates) the bots applied.
     SnapshotsApplied,
+    /// 1 when the generator was saturated (the report's one rule), else 0.
+    GeneratorSaturated,
 }
 
 impl Metric {
@@ -94,6 +96,7 @@ impl Metric {
             Metric::BotsLost => "bots.lost".into(),
             Metric::BotsSilentAtEnd => "bots.silent_at_end".into(),
             Metric::SnapshotsApplied => "snapshots_applied".into(),
+            Metric::GeneratorSaturated => "generator.saturated (1 or 0)".into(),
         }
     }
 }
@@ -220,12 +223,13 @@ impl Threshold {
             ["bots_lost"] => Metric::BotsLost,
             ["bots_silent_at_end"] => Metric::BotsSilentAtEnd,
             ["snapshots_applied"] => Metric::SnapshotsApplied,
+            ["generator_saturated"] => Metric::GeneratorSaturated,
             _ => {
                 return Err(format!(
                     "unknown metric `{}`; use rtt, handshake, send_lateness, snapshot_interarrival \
                      (with a statistic), downstream_loss, upstream_loss, connect_success, \
-                     decode_errors, bots_failed, bots_lost, bots_silent_at_end, snapshots_applied \
-                     or inputs_skipped",
+                     decode_errors, bots_failed, bots_lost, bots_silent_at_end, snapshots_applied, \
+                     generator_saturated or inputs_skipped",
                     lhs.join(" ")
                 ))
             }

@@ -33,6 +33,8 @@ pub struct RunInfo {
     /// The protocol's and the transport's own metrics.
     pub metrics: Vec<MetricDesc>,
     pub thresholds: Vec<Threshold>,
+    /// Inputs per second each bot was asked to send (the grid's rate), for the saturation rule.
+    pub input_rate_hz: f64,
 }
 
 pub fn summarize(info: &RunInfo, run: &RunOutcome) -> Summary {
@@ -120,6 +122,10 @@ pub fn summarize(info: &RunInfo, run: &RunOutcome) -> Summary {
             inputs_skipped: t.inputs_skipped,
             workers: run.workers,
             send_errors: counters(&t.send_errors),
+            // Judged below, once the totals are in.
+            skipped_share: None,
+            lateness_p99_of_period: None,
+            saturated: false,
         },
         loss: Loss {
             downstream: Some(LossSummary::from(t.loss_down)),
@@ -152,6 +158,9 @@ pub fn summarize(info: &RunInfo, run: &RunOutcome) -> Summary {
         verdict: String::new(),
         intervals: run.intervals.clone(),
     };
+    summary
+        .generator
+        .judge_saturation(summary.inputs_sent, info.input_rate_hz);
     summary.thresholds = info
         .thresholds
         .iter()
@@ -209,6 +218,7 @@ pub fn observe(metric: Metric, s: &Summary) -> Option<f64> {
         Metric::BotsFailed => Some(s.bots.failed as f64),
         Metric::InputsSkipped => Some(s.generator.inputs_skipped as f64),
         Metric::SnapshotsApplied => Some(s.snapshots_applied as f64),
+        Metric::GeneratorSaturated => Some(if s.generator.saturated { 1.0 } else { 0.0 }),
         Metric::BotsLost => Some(s.bots.lost as f64),
         Metric::BotsSilentAtEnd => Some(s.bots.silent_at_end as f64),
     }
@@ -276,6 +286,7 @@ mod tests {
             },
             metrics: Vec::new(),
             thresholds: Vec::new(),
+            input_rate_hz: 60.0,
         }
     }
 
@@ -315,6 +326,26 @@ mod tests {
         rec.loss_up.add(100, 1);
         let s = summarize(&info(), &outcome(rec));
         assert_eq!(s.loss.upstream.map(|l| l.received), Some(1));
+    }
+
+    #[test]
+    fn one_saturation_rule() {
+        use crate::metrics::Recorder;
+        let judge = |sent: u64, skipped: u64, lateness_us: u64| {
+            let mut rec = Recorder::new();
+            rec.inputs_sent = sent;
+            rec.inputs_skipped = skipped;
+            rec.record_lateness(lateness_us);
+            summarize(&info(), &outcome(rec)).generator
+        };
+        // 1 slot in 1000 skipped is the limit; lateness is judged against 1/60 s.
+        assert!(!judge(999, 1, 100).saturated);
+        assert!(judge(998, 2, 100).saturated);
+        assert!(!judge(1000, 0, 8_000).saturated);
+        let late = judge(1000, 0, 9_000);
+        assert!(late.saturated);
+        assert!((late.lateness_p99_of_period.unwrap() - 0.54).abs() < 0.01);
+        assert_eq!(judge(0, 0, 1).skipped_share, None);
     }
 
     #[test]

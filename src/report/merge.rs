@@ -144,6 +144,13 @@ pub fn merge_runs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
             m.target = format!("{} + {}", m.target, s.target);
         }
         m.generator.inputs_skipped += s.generator.inputs_skipped;
+        m.generator.lateness_p99_of_period = match (
+            m.generator.lateness_p99_of_period,
+            s.generator.lateness_p99_of_period,
+        ) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
         m.generator.workers += s.generator.workers;
         add_maps(&mut m.generator.send_errors, &s.generator.send_errors);
         m.loss.downstream = add_loss(m.loss.downstream, s.loss.downstream);
@@ -190,6 +197,16 @@ pub fn merge_runs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
     m.handshake_us = digest("handshake_us");
     m.snapshot_interarrival_us = digest("snapshot_interarrival_us");
     m.generator.send_lateness_us = digest("send_lateness_us");
+    // The saturation rule again on the merged counts (lateness: the worst machine's).
+    let due = m.inputs_sent + m.generator.inputs_skipped;
+    m.generator.skipped_share = (due > 0).then(|| m.generator.inputs_skipped as f64 / due as f64);
+    m.generator.saturated = m
+        .generator
+        .skipped_share
+        .is_some_and(|x| x > super::summary::SATURATION_SKIPPED_SHARE)
+        || m.generator
+            .lateness_p99_of_period
+            .is_some_and(|x| x > super::summary::SATURATION_LATENESS_OF_PERIOD);
     m.bandwidth.per_bot_up_bytes_per_s = digest("bot_up_bytes_per_s");
     m.bandwidth.per_bot_down_bytes_per_s = digest("bot_down_bytes_per_s");
     m.bandwidth.packet_size_up_bytes = digest("packet_size_up_bytes");

@@ -67,6 +67,38 @@ pub struct Generator {
     pub workers: usize,
     /// Local send failures by reason (socket buffer full, ...).
     pub send_errors: std::collections::BTreeMap<String, u64>,
+    /// Skipped grid slots over all slots due (sent + skipped); `null` when none were due.
+    #[serde(default)]
+    pub skipped_share: Option<f64>,
+    /// Send lateness p99 over the input period; `null` without samples.
+    #[serde(default)]
+    pub lateness_p99_of_period: Option<f64>,
+    /// The one rule for "the generator, not the server, was the bottleneck": more than
+    /// 0.1 % of grid slots skipped, or a p99 send lateness above half the input period. The
+    /// console, the report and the `generator_saturated` threshold all read this.
+    #[serde(default)]
+    pub saturated: bool,
+}
+
+/// Skipped share above which the generator counts as saturated.
+pub const SATURATION_SKIPPED_SHARE: f64 = 0.001;
+/// Send lateness p99, as a share of the input period, above which it counts as saturated.
+pub const SATURATION_LATENESS_OF_PERIOD: f64 = 0.5;
+
+impl Generator {
+    /// Fill in the saturation figures from the counts and `input_rate_hz`.
+    pub fn judge_saturation(&mut self, inputs_sent: u64, input_rate_hz: f64) {
+        let due = inputs_sent + self.inputs_skipped;
+        self.skipped_share = (due > 0).then(|| self.inputs_skipped as f64 / due as f64);
+        self.lateness_p99_of_period = (self.send_lateness_us.count > 0 && input_rate_hz > 0.0)
+            .then(|| self.send_lateness_us.p99 as f64 * input_rate_hz / 1e6);
+        self.saturated = self
+            .skipped_share
+            .is_some_and(|s| s > SATURATION_SKIPPED_SHARE)
+            || self
+                .lateness_p99_of_period
+                .is_some_and(|l| l > SATURATION_LATENESS_OF_PERIOD);
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

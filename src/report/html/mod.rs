@@ -224,6 +224,7 @@ mod tests {
             inputs_skipped: 0,
             workers: 2,
             send_errors: [("socket buffer full".to_string(), 12u64)].into(),
+            ..Generator::default()
         };
         s.loss = Loss {
             downstream: Some(LossSummary {

@@ -221,7 +221,8 @@ pub(super) fn key_figures(s: &Summary) -> Vec<Card> {
         group_int(s.inputs_sent),
         format!("{} skipped (generator behind)", group_int(skipped)),
     );
-    inputs.bad_sub = skipped > 0;
+    // The same rule as the console and summary.json (`generator.saturated`).
+    inputs.bad_sub = s.generator.saturated;
     cards.push(inputs);
     cards.push(Card::new(
         "Snapshots applied",
