@@ -1056,8 +1056,12 @@ fn implementation_dialect_plays_without_content() {
         assert!(rec.snapshots_applied > 100);
         assert_eq!(rec.decode_errors.total(), 0);
         assert!(bot.knows_entity(sim.bot(1 - i).player_entity()));
-        // Reconciled against InputAcks: exact without loss.
+        // The reference server moves implementation-dialect players on the variant's grid;
+        // the bot predicts with the same model and matches without acks: exact without loss.
         assert_eq!(bot.corrections(), 0);
+        let h = extra(rec, "prediction_error").expect("prediction errors recorded");
+        assert!(h.len() > 100, "{}", h.len());
+        assert_eq!(h.max(), 1);
     }
 }
 
@@ -1295,4 +1299,262 @@ fn every_dropped_session_is_reported_through_poll_close() {
     assert_eq!(server.stats().timed_out, 1);
     assert_eq!(server.poll_close(), Some(ConnId(3)), "timed out");
     assert_eq!(server.poll_close(), None);
+}
+
+// ---- the variant's grid movement, against an in-test variant server ----------------------
+
+/// The public server's variant (NOTES.md "Known variant") reduced to what prediction sees,
+/// written out here the way its server loop runs and independently of the crate's
+/// `GridMover`: ticks at `tick_hz`, 0.15 s per tile, the latest input held until the next
+/// one, and each tick one implementation-dialect DeltaState (46-byte record) and nothing
+/// else: no InputAck, no `last_acked_input`. The link delays both ways by `delay`; every
+/// `drop_every`-th DeltaState is lost.
+struct VariantSim {
+    base: Instant,
+    now: Instant,
+    bot: CityBot,
+    rec: Recorder,
+    delay: Duration,
+    drop_every: u32,
+    tick_hz: u32,
+    tick: u32,
+    next_tick: Instant,
+    entity: Option<u32>,
+    grid: (i32, i32),
+    target: (i32, i32),
+    moving: bool,
+    progress: f64,
+    input: (i8, i8),
+    up: std::collections::VecDeque<(Instant, Vec<u8>)>,
+    down: std::collections::VecDeque<(Instant, Vec<u8>)>,
+    buf: Vec<u8>,
+}
+
+impl VariantSim {
+    fn new(delay: Duration, drop_every: u32) -> Self {
+        let base = Instant::now();
+        let tick_hz = 20;
+        let mut p = params(0);
+        p.pattern = square_walk();
+        p.input_rate_hz = f64::from(tick_hz);
+        let opts = CityOptions {
+            dialect: Dialect::Implementation,
+            ..CityOptions::default()
+        };
+        Self {
+            base,
+            now: base,
+            bot: CityBot::new(p, opts),
+            rec: Recorder::new(),
+            delay,
+            drop_every,
+            tick_hz,
+            tick: 100,
+            // Ticks half way between the bot's inputs, so arrival order is never a tie.
+            next_tick: base + ms(7),
+            entity: None,
+            grid: (40, 60),
+            target: (40, 60),
+            moving: false,
+            progress: 0.0,
+            input: (0, 0),
+            up: Default::default(),
+            down: Default::default(),
+            buf: vec![0u8; MAX_DATAGRAM],
+        }
+    }
+
+    fn position(&self) -> Vec2f {
+        let f = if self.moving { self.progress } else { 0.0 };
+        Vec2f::new(
+            (f64::from(self.grid.0) + f64::from(self.target.0 - self.grid.0) * f) as f32,
+            (f64::from(self.grid.1) + f64::from(self.target.1 - self.grid.1) * f) as f32,
+        )
+    }
+
+    fn send_down(&mut self, msg: &Message<'_>) {
+        let n = codec::encode_in(&mut self.buf, 0, msg, Dialect::Implementation).unwrap();
+        self.down
+            .push_back((self.now + self.delay, self.buf[..n].to_vec()));
+    }
+
+    fn server_receive(&mut self, bytes: &[u8]) {
+        // The variant reads the first message of a packet only.
+        let Some(Ok(raw)) = codec::messages(bytes).next() else {
+            return;
+        };
+        match raw.decode(Dialect::Implementation) {
+            Ok(Some(Message::ClientHello { .. })) => {
+                let id = 7;
+                self.entity = Some(id);
+                self.send_down(&Message::ServerHello {
+                    protocol_version: 1,
+                    server_id: "city",
+                    server_name: "City Server",
+                    session_id: id,
+                    player_entity: id,
+                });
+                let pos = self.position();
+                self.send_down(&Message::EntitySpawn(codec::EntityData {
+                    net_entity_id: id,
+                    components: codec::Components {
+                        position: Some(pos),
+                        name: Some("bot-0"),
+                        is_player: Some(true),
+                        ..Default::default()
+                    },
+                }));
+            }
+            Ok(Some(Message::PlayerInput(i))) => self.input = (i.move_x, i.move_y),
+            _ => {}
+        }
+    }
+
+    fn server_tick(&mut self) {
+        self.tick += 1;
+        let Some(id) = self.entity else { return };
+        if self.moving {
+            self.progress += 1.0 / f64::from(self.tick_hz) / 0.15;
+            if self.progress >= 1.0 {
+                self.grid = self.target;
+                self.moving = false;
+                self.progress = 0.0;
+            }
+        }
+        if !self.moving && self.input != (0, 0) {
+            self.target = (
+                self.grid.0 + i32::from(self.input.0),
+                self.grid.1 + i32::from(self.input.1),
+            );
+            self.moving = true;
+            self.progress = 0.0;
+        }
+        let v = |d: i32| if self.moving { d as f32 / 0.15 } else { 0.0 };
+        let update = codec::EntityUpdate {
+            net_entity_id: id,
+            position: self.position(),
+            velocity: Vec2f::new(
+                v(self.target.0 - self.grid.0),
+                v(self.target.1 - self.grid.1),
+            ),
+            has_player: Some(true),
+            grid: Some(codec::GridState {
+                is_moving: self.moving,
+                grid_pos: codec::Vec2i {
+                    x: self.grid.0,
+                    y: self.grid.1,
+                },
+                move_target: codec::Vec2i {
+                    x: self.target.0,
+                    y: self.target.1,
+                },
+                input_direction: codec::Vec2i {
+                    x: i32::from(self.input.0),
+                    y: i32::from(self.input.1),
+                },
+            }),
+        };
+        let (n, _) = codec::encode_delta_state(
+            &mut self.buf,
+            0,
+            self.tick,
+            0,
+            &[update],
+            Dialect::Implementation,
+        )
+        .unwrap();
+        if self.drop_every == 0 || self.tick % self.drop_every != 0 {
+            self.down
+                .push_back((self.now + self.delay, self.buf[..n].to_vec()));
+        }
+    }
+
+    /// A server-side move the bot did not ask for: whole tiles, the move under way kept.
+    fn teleport(&mut self, dx: i32, dy: i32) {
+        self.grid = (self.grid.0 + dx, self.grid.1 + dy);
+        self.target = (self.target.0 + dx, self.target.1 + dy);
+    }
+
+    fn run_until(&mut self, end: Instant) {
+        if self.now == self.base {
+            self.bot.start(self.now, &mut self.rec);
+        }
+        while self.now < end {
+            while self.up.front().is_some_and(|(t, _)| *t <= self.now) {
+                if let Some((_, b)) = self.up.pop_front() {
+                    self.server_receive(&b);
+                }
+            }
+            while self.next_tick <= self.now {
+                self.server_tick();
+                self.next_tick += Duration::from_secs(1) / self.tick_hz;
+            }
+            while self.down.front().is_some_and(|(t, _)| *t <= self.now) {
+                if let Some((_, b)) = self.down.pop_front() {
+                    self.bot.handle_datagram(self.now, &b, &mut self.rec);
+                }
+            }
+            if self.bot.poll_timeout().is_some_and(|t| t <= self.now) {
+                self.bot.handle_timeout(self.now, &mut self.rec);
+            }
+            while let Some(t) = self.bot.poll_transmit(&mut self.buf) {
+                self.up
+                    .push_back((self.now + self.delay, self.buf[..t.len].to_vec()));
+            }
+            self.now += ms(1);
+        }
+    }
+}
+
+#[test]
+fn implementation_dialect_predicts_the_variant_grid_exactly() {
+    for (delay, drop_every) in [(0u64, 0u32), (40, 0), (120, 0), (40, 7)] {
+        let mut sim = VariantSim::new(ms(delay), drop_every);
+        sim.run_until(sim.base + Duration::from_secs(6));
+        assert_eq!(sim.bot.stage(), Stage::Playing);
+        let h = extra(&sim.rec, "prediction_error").expect("prediction errors recorded");
+        let (n, max) = (h.len(), h.max());
+        eprintln!(
+            "delay {delay} ms, every {drop_every}th DeltaState lost: {n} comparisons, max \
+             {max} milli-tiles, {} corrections",
+            sim.bot.corrections()
+        );
+        assert!(n > 80, "{n} comparisons");
+        // The square walk moved the player (2.5 tiles per 0.5 s leg): prediction is not
+        // trivially exact.
+        assert_ne!(sim.grid, (40, 60));
+        // The floor (1 milli-tile): every DeltaState matched a prediction exactly.
+        assert_eq!(max, 1, "delay {delay}");
+        assert_eq!(sim.bot.corrections(), 0);
+        assert_eq!(sim.rec.decode_errors.total(), 0);
+        // The prediction runs a round trip of inputs ahead of the server, no more.
+        let predicted = sim.bot.predicted_position().unwrap();
+        let ahead = (2 * delay + 50) as f32 / 150.0 + 1.0;
+        assert!(predicted.distance(sim.position()) <= ahead, "delay {delay}");
+    }
+}
+
+#[test]
+fn implementation_dialect_corrects_a_server_teleport_once() {
+    let mut sim = VariantSim::new(ms(40), 0);
+    sim.run_until(sim.base + ms(2_020));
+    let before = extra(&sim.rec, "prediction_error").map_or(0, |h| h.len());
+    assert!(before > 20);
+    assert_eq!(sim.bot.corrections(), 0);
+    sim.teleport(5, -3);
+    sim.run_until(sim.base + Duration::from_secs(6));
+    let h = extra(&sim.rec, "prediction_error").expect("prediction errors recorded");
+    eprintln!(
+        "teleport (5, -3): {} comparisons, max {} milli-tiles, above the floor {}, {} corrections",
+        h.len(),
+        h.max(),
+        h.count_between(2, h.max()),
+        sim.bot.corrections()
+    );
+    assert_eq!(sim.bot.corrections(), 1);
+    assert_eq!(sim.rec.events.get("corrections"), 1);
+    // The one comparison that saw the teleport, then back at the floor.
+    assert!(h.max() > 4000, "{}", h.max());
+    assert_eq!(h.count_between(2, h.max()), 1);
+    assert!(h.len() > before + 60);
 }

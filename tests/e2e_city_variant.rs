@@ -196,6 +196,17 @@ fn implementation_dialect_plays_against_the_variant_peer() {
         "{s}"
     );
     assert_eq!(s["decode_errors"], Value::Null, "{}", s["decode_errors"]);
+    // Prediction with the variant's grid model (0.15 s per tile, the latest input per tick),
+    // reconciled without acks: nearly every DeltaState matches a prediction in flight
+    // exactly (the histogram's floor is 1 milli-tile), so p50 sits at the floor; a tick
+    // slipping against the bot's input clock costs one correction now and then.
+    let pe = &pm["prediction_error"];
+    eprintln!("prediction_error: {pe} corrections: {}", pm["corrections"]);
+    assert!(pe["count"].as_u64().unwrap_or(0) > 20 * 20 * 3, "{pe}");
+    assert!(pe["p50"].as_u64().unwrap_or(u64::MAX) <= 10, "{pe}");
+    assert!(pe["p99"].as_u64().unwrap_or(u64::MAX) <= 500, "{pe}");
+    let corrections = pm["corrections"].as_u64().unwrap_or(0);
+    assert!(corrections <= 20 * 5, "{corrections} corrections");
 }
 
 /// A peer table of 5 and 8 bots: the 3 left over get no reply at all and are counted failed

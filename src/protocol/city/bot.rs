@@ -22,6 +22,23 @@
 //! and no interference the error is exactly 0 however long the delay: delay is what prediction
 //! hides. Lost inputs, server-side moves and map edges the bot does not know make it nonzero.
 //!
+//! # Prediction without acks (implementation dialect)
+//! The variant sends no InputAck and its DeltaState no `last_acked_input`, and moves players
+//! on a grid (NOTES.md "Known variant"): 0.15 s per tile, the latest input of each tick
+//! counts. The bot predicts with that model ([`GridMover`]; one input per server tick, so a
+//! grid step of `1 / input_rate`) and keeps the mover after each input (up to 128). Each
+//! DeltaState's own-entity position is matched with the nearest of the base and the
+//! predictions in flight (ties to the newest, as the DarkAges bot does): the distance is
+//! `prediction_error` (milli-tiles, once per DeltaState), and the predictions up to the match
+//! are dropped. Beyond `prediction_error_threshold` the bot snaps to the server's mover
+//! ([`GridMover::from_server`]: the record's grid fields, progress read back from the
+//! position) and replays the newest inputs, as many as were in flight at the last match
+//! within the threshold (`corrections`). With no loss the error is 0 whatever the delay; a
+//! server-side move is one correction, and so is a server tick that slipped against the
+//! bot's input clock (an input overwritten or held over a tick) when it changes when a move
+//! starts. Map edges are unknown to the bot (no FullState): a move the server refused there
+//! is a correction.
+//!
 //! # Interpolation
 //! Remote entities keep their last 10 samples (tick, position). At every frame (the input
 //! grid) the bot renders them `interpolation_delay_ms` behind the newest server tick it has
@@ -37,11 +54,11 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::codec::{
-    self, AssetEntry, DeltaState, DisconnectReason, EntityData, Fnv64, FullState, Message, MsgType,
+    self, AssetEntry, DeltaState, DisconnectReason, EntityData, EntityUpdate, Fnv64, FullState, Message, MsgType,
     PlayerInput, Vec2f, Vec2i, BUTTON_INTERACT, MAX_PACKET_SIZE, MAX_UNRELIABLE_PACKET,
     TICK_INTERVAL,
 };
-use super::{step, CityOptions, Dialect};
+use super::{step, CityOptions, Dialect, GridMover};
 use crate::metrics::Recorder;
 use crate::protocol::MAX_TRACKED_ENTITIES;
 use crate::protocol::input_grid::InputGrid;
@@ -222,6 +239,88 @@ impl InputBuffer {
     }
 }
 
+/// The implementation dialect's prediction: a mover the server has confirmed (`base`), then
+/// one entry per input sent since, with the mover after the server tick that applies it.
+#[derive(Debug, Clone)]
+struct GridPrediction {
+    base: GridMover,
+    hist: VecDeque<(i8, i8, GridMover)>,
+    /// Inputs still in flight after the last match within the threshold: how many of the
+    /// newest entries a correction keeps to replay.
+    in_flight: usize,
+}
+
+impl GridPrediction {
+    fn new(base: GridMover) -> Self {
+        Self {
+            base,
+            hist: VecDeque::with_capacity(INPUT_BUFFER + 1),
+            in_flight: 0,
+        }
+    }
+
+    fn current(&self) -> GridMover {
+        self.hist.back().map_or(self.base, |e| e.2)
+    }
+
+    /// Predict one input (one server tick of `dt`); false when the oldest entry made room.
+    fn push(&mut self, move_x: i8, move_y: i8, dt: f64, b: Option<(f32, f32)>) -> bool {
+        let mut m = self.current();
+        m.tick(move_x, move_y, dt, b);
+        self.hist.push_back((move_x, move_y, m));
+        if self.hist.len() > INPUT_BUFFER {
+            if let Some((_, _, q)) = self.hist.pop_front() {
+                self.base = q;
+            }
+            return false;
+        }
+        true
+    }
+
+    /// Match the server's record against the base and every prediction in flight (the
+    /// nearest, ties to the newest), drop what the server has caught up with; beyond
+    /// `threshold`, snap to the server's mover and replay the inputs still in flight.
+    /// `(error in tiles, corrected)`.
+    fn reconcile(
+        &mut self,
+        server: GridMover,
+        server_pos: Vec2f,
+        threshold: f32,
+        dt: f64,
+        b: Option<(f32, f32)>,
+    ) -> (f32, bool) {
+        let mut best = (self.base.position().distance(server_pos), None);
+        for (k, e) in self.hist.iter().enumerate() {
+            let d = e.2.position().distance(server_pos);
+            if d <= best.0 {
+                best = (d, Some(k));
+            }
+        }
+        if best.0 <= threshold {
+            if let Some(k) = best.1 {
+                if let Some((_, _, q)) = self.hist.drain(..=k).next_back() {
+                    self.base = q;
+                }
+            }
+            self.in_flight = self.hist.len();
+            return (best.0, false);
+        }
+        // No prediction explains the server: it moved the player itself (or an input was
+        // lost, or the ticks slipped). The inputs in flight at the last match are still in
+        // flight: keep that many of the newest and replay them from the server's mover.
+        let keep = self.in_flight.min(self.hist.len());
+        let drop = self.hist.len() - keep;
+        self.hist.drain(..drop);
+        self.base = server;
+        let mut m = server;
+        for e in self.hist.iter_mut() {
+            m.tick(e.0, e.1, dt, b);
+            e.2 = m;
+        }
+        (best.0, true)
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct OwnEntity {
     id: u32,
@@ -351,6 +450,8 @@ pub struct CityBot {
     /// Newest InputAck (the implementation dialect reconciles against it).
     newest_input_ack: Option<u32>,
     acks: VecDeque<PendingAck>,
+    /// Implementation dialect: the grid prediction (from the bot's own EntitySpawn).
+    grid_pred: Option<GridPrediction>,
 
     // Ping, chat.
     /// One Ping in flight: City's Ping and Pong are empty (see [`OneInFlight`]).
@@ -405,6 +506,7 @@ impl CityBot {
             last_compared_ack: None,
             newest_input_ack: None,
             acks: VecDeque::with_capacity(128),
+            grid_pred: None,
             ping,
             chat_timer,
             chat_seq: 0,
@@ -732,6 +834,9 @@ impl CityBot {
                     if let Some(s) = c.speed {
                         own.speed = s;
                     }
+                    if self.opts.dialect == Dialect::Implementation {
+                        self.grid_pred = Some(GridPrediction::new(GridMover::standing_at(pos)));
+                    }
                 }
                 None => {
                     if c.speed.is_none() && self.dialect() == Dialect::Spec {
@@ -742,6 +847,10 @@ impl CityBot {
                         pos,
                         speed: c.speed.unwrap_or(0.0),
                     });
+                    if self.opts.dialect == Dialect::Implementation {
+                        // A player spawns standing on a tile.
+                        self.grid_pred = Some(GridPrediction::new(GridMover::standing_at(pos)));
+                    }
                 }
             }
             return;
@@ -801,12 +910,9 @@ impl CityBot {
         let ack = d.last_acked_input.or(self.newest_input_ack);
         for u in d.updates() {
             if self.own.is_some_and(|o| o.id == u.net_entity_id) {
-                if self.dialect() == Dialect::Implementation && ack.is_none() {
-                    // No InputAck and no last_acked_input: nothing to compare a prediction
-                    // with, so the bot takes the server's grid position as it comes.
-                    if let Some(o) = &mut self.own {
-                        o.pos = u.position;
-                    }
+                if self.dialect() == Dialect::Implementation {
+                    // No InputAck, no last_acked_input: match against the grid predictions.
+                    self.reconcile_grid(&u, rec);
                 } else if let Some(a) = ack {
                     self.reconcile(a, u.position, rec);
                 }
@@ -818,6 +924,46 @@ impl CityBot {
             }
         }
         rec.snapshots_applied += 1;
+    }
+
+    /// One server tick of the grid model: one input period (the bot sends one input per
+    /// server tick, so the input rate is the server's tick rate).
+    /// `1 / rate` as the server computes its tick (not via a rounded `Duration`), so the
+    /// progress sums carry the same bits.
+    fn grid_dt(&self) -> f64 {
+        let hz = self.params.input_rate_hz;
+        if hz > 0.0 && hz.is_finite() {
+            1.0 / hz
+        } else {
+            1.0 / f64::from(codec::TICK_RATE)
+        }
+    }
+
+    /// Implementation dialect: compare the server's position of the bot's entity with the
+    /// nearest grid prediction in flight; snap and replay beyond the threshold.
+    fn reconcile_grid(&mut self, u: &EntityUpdate, rec: &mut Recorder) {
+        let (dt, b) = (self.grid_dt(), self.bounds);
+        let threshold = self.opts.prediction_error_threshold;
+        let Some(pred) = &mut self.grid_pred else {
+            if let Some(o) = &mut self.own {
+                o.pos = u.position;
+            }
+            return;
+        };
+        let server = match &u.grid {
+            Some(g) => GridMover::from_server(g, u.position, dt),
+            None => GridMover::standing_at(u.position),
+        };
+        let (err, corrected) = pred.reconcile(server, u.position, threshold, dt, b);
+        rec.record_extra("prediction_error", (f64::from(err) * 1000.0).round() as u64);
+        if corrected {
+            self.corrections += 1;
+            rec.event("corrections");
+        }
+        let pos = pred.current().position();
+        if let Some(o) = &mut self.own {
+            o.pos = pos;
+        }
     }
 
     /// Compare the prediction after input `ack` with the server's position; snap and replay
@@ -933,7 +1079,16 @@ impl CityBot {
         let pos = if predicting {
             step(own.pos, move_x, move_y, own.speed, self.bounds)
         } else {
-            own.pos
+            let (dt, b) = (self.grid_dt(), self.bounds);
+            match &mut self.grid_pred {
+                Some(p) => {
+                    if !p.push(move_x, move_y, dt, b) {
+                        rec.event("input_buffer_overflow");
+                    }
+                    p.current().position()
+                }
+                None => own.pos,
+            }
         };
         if let Some(o) = &mut self.own {
             o.pos = pos;

@@ -18,6 +18,10 @@
 //!   player's position is a function of the inputs the server received, which is what makes
 //!   the bot's prediction exact when nothing is lost. Velocity is the last input's move ×
 //!   speed, zeroed after 6 ticks without input.
+//! - Implementation dialect: players move on the variant's grid instead ([`GridMover`],
+//!   NOTES.md "Known variant"): they spawn on a tile, each tick the latest input received
+//!   (held until the next) drives one tick of the mover, 0.15 s per tile. NPCs keep the
+//!   continuous model (their grid fields are derived from it).
 //! - Every applied input is acknowledged with an InputAck on the reliable channel (the
 //!   mapping table does not list InputAck; reliable acks make upstream loss measurable), and
 //!   the next DeltaState carries it as `last_acked_input`. Inputs whose tick is not above the
@@ -61,7 +65,7 @@ use super::codec::{
     Fnv64, GridState, Health, Message, PlayerInput, Vec2f, Vec2i, CHANNEL_RELIABLE, CHANNEL_UNRELIABLE,
     MAX_PACKET_SIZE, MAX_UNRELIABLE_PACKET, TICK_RATE,
 };
-use super::{step, Dialect, MAX_PLAYERS};
+use super::{step, Dialect, GridMover, MAX_PLAYERS, SECONDS_PER_TILE};
 use crate::protocol::session::SessionTable;
 use crate::protocol::{ConnId, Server, ServerStats, Transmit};
 
@@ -170,6 +174,10 @@ struct Entity {
     changed_tick: u32,
     /// NPC patrol direction (+1 / -1); players have 0.
     patrol: i8,
+    /// Implementation dialect players: the variant's grid mover, and the latest input (held
+    /// until the next one arrives, as the variant holds it).
+    mover: Option<GridMover>,
+    held: (i8, i8),
 }
 
 impl Entity {
@@ -198,9 +206,21 @@ impl Entity {
         }
     }
 
-    /// The implementation dialect's grid fields, derived from the continuous model: the tile
-    /// the entity is on, the next one along its velocity, and that direction.
+    /// The implementation dialect's grid fields: a player's grid mover, or for an NPC,
+    /// derived from the continuous model: the tile the entity is on, the next one along its
+    /// velocity, and that direction.
     fn grid(&self) -> GridState {
+        if let Some(m) = self.mover {
+            return GridState {
+                is_moving: m.moving,
+                grid_pos: m.grid,
+                move_target: m.target,
+                input_direction: Vec2i {
+                    x: i32::from(self.held.0),
+                    y: i32::from(self.held.1),
+                },
+            };
+        }
         let sign = |v: f32| if v > 0.0 { 1 } else if v < 0.0 { -1 } else { 0 };
         let dir = Vec2i {
             x: sign(self.vel.x),
@@ -422,7 +442,18 @@ impl CityServer {
         let tick = self.tick;
         match self.entities.get_mut(&id) {
             Some(e) => {
-                e.pos = Vec2f::new((e.pos.x + dx).clamp(0.0, w), (e.pos.y + dy).clamp(0.0, h));
+                if let Some(m) = &mut e.mover {
+                    // A grid mover moves by whole tiles: its tile and its target shift.
+                    let (sx, sy) = (dx.round() as i32, dy.round() as i32);
+                    for v in [&mut m.grid, &mut m.target] {
+                        v.x = v.x.saturating_add(sx);
+                        v.y = v.y.saturating_add(sy);
+                    }
+                    e.pos = m.position();
+                } else {
+                    e.pos =
+                        Vec2f::new((e.pos.x + dx).clamp(0.0, w), (e.pos.y + dy).clamp(0.0, h));
+                }
                 e.changed_tick = tick;
                 true
             }
@@ -471,6 +502,8 @@ impl CityServer {
                     health: None,
                     changed_tick: 0,
                     patrol,
+                    mover: None,
+                    held: (0, 0),
                 },
             );
         }
@@ -583,6 +616,9 @@ impl CityServer {
         }
         let id = self.alloc_entity();
         let pos = self.spawn_point(self.players);
+        // The implementation dialect moves players on the variant's grid: they spawn on a tile.
+        let mover = (self.cfg.dialect == Dialect::Implementation).then(|| GridMover::standing_at(pos));
+        let pos = mover.map_or(pos, |m| m.position());
         let session_id = self.next_session;
         self.next_session = self.next_session.wrapping_mul(0x9E37_79B1).wrapping_add(1);
         let name: String = name.chars().take(32).collect();
@@ -601,6 +637,8 @@ impl CityServer {
                 }),
                 changed_tick: self.tick,
                 patrol: 0,
+                mover,
+                held: (0, 0),
             },
         );
         self.players += 1;
@@ -917,8 +955,14 @@ impl CityServer {
             let (old_pos, old_vel) = (e.pos, e.vel);
             let applied = !s.inputs.is_empty();
             while let Some(i) = s.inputs.pop_front() {
-                e.pos = step(e.pos, i.move_x, i.move_y, e.speed, bounds);
-                e.vel = Vec2f::new(f32::from(i.move_x) * e.speed, f32::from(i.move_y) * e.speed);
+                if e.mover.is_some() {
+                    // Grid movement: only the tick's latest input counts (below).
+                    e.held = (i.move_x, i.move_y);
+                } else {
+                    e.pos = step(e.pos, i.move_x, i.move_y, e.speed, bounds);
+                    e.vel =
+                        Vec2f::new(f32::from(i.move_x) * e.speed, f32::from(i.move_y) * e.speed);
+                }
                 s.last_applied = i.tick;
                 if i.buttons & codec::BUTTON_INTERACT != 0 {
                     let (tx, ty) = (e.pos.x.floor() as i64, e.pos.y.floor() as i64);
@@ -935,7 +979,16 @@ impl CityServer {
                 }
                 push_msg(s, ob, &Message::InputAck { tick: i.tick });
             }
-            if applied {
+            if let Some(m) = &mut e.mover {
+                m.tick(e.held.0, e.held.1, 1.0 / f64::from(codec::TICK_RATE), bounds);
+                e.pos = m.position();
+                let per_s = |d: i32| d as f32 / SECONDS_PER_TILE as f32;
+                e.vel = if m.moving {
+                    Vec2f::new(per_s(m.target.x - m.grid.x), per_s(m.target.y - m.grid.y))
+                } else {
+                    Vec2f::ZERO
+                };
+            } else if applied {
                 s.idle_ticks = 0;
             } else {
                 s.idle_ticks += 1;
