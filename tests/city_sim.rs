@@ -1006,6 +1006,43 @@ fn chat_is_relayed_and_rate_limited() {
     assert!(echo.max() <= 20_000 + 20, "echo {} µs", echo.max());
 }
 
+/// `chat_channel: whisper`: bots 0 and 1 whisper to each other by name; bot 2's partner (3)
+/// is not there, so only its own copy comes back. Nobody else hears a whisper.
+#[test]
+fn whispers_reach_the_partner_and_come_back() {
+    let mut sim = Sim::new(
+        small_content(),
+        Link {
+            delay: ms(10),
+            ..Link::default()
+        },
+    );
+    let whisper: CityOptions =
+        serde_saphyr::from_str("chat_rate: 60\nchat_channel: whisper\n").unwrap();
+    for i in 0..3 {
+        sim.add_bot(whisper.clone(), params(i), Duration::ZERO);
+    }
+    sim.run_for(Duration::from_secs(5));
+    let relayed = sim.server.stats().events.get("chat_relayed");
+    assert!(relayed >= 9, "{relayed}");
+    let got = |i: usize| sim.rec(i).events.get("chat_received");
+    // Bots 0 and 1: their own whispers back, and each other's.
+    let sent_by = |i: usize| extra(sim.rec(i), "chat_echo_us").map_or(0, |h| h.len());
+    assert!(
+        got(0) >= sent_by(0) + sent_by(1) - 2,
+        "bot 0 got {}",
+        got(0)
+    );
+    assert!(
+        got(1) >= sent_by(0) + sent_by(1) - 2,
+        "bot 1 got {}",
+        got(1)
+    );
+    // Bot 2: only its own.
+    assert_eq!(got(2), sent_by(2), "bot 2 heard someone else");
+    assert!(sent_by(2) >= 3);
+}
+
 #[test]
 fn inputs_beyond_the_rate_limit_are_dropped_unacknowledged() {
     let mut sim = Sim::new(small_content(), Link::default());

@@ -58,7 +58,7 @@ use super::codec::{
     PlayerInput, Vec2f, Vec2i, BUTTON_INTERACT, MAX_PACKET_SIZE, MAX_UNRELIABLE_PACKET,
     TICK_INTERVAL,
 };
-use super::{step, CityOptions, Dialect, GridMover};
+use super::{step, ChatChannel, CityOptions, Dialect, GridMover};
 use crate::metrics::Recorder;
 use crate::protocol::MAX_TRACKED_ENTITIES;
 use crate::protocol::input_grid::InputGrid;
@@ -1223,13 +1223,19 @@ impl CityBot {
                 // each dialect writes only what its server reads.
                 let dialect = self.dialect();
                 let sender = (dialect == Dialect::Implementation).then_some(self.name.as_str());
+                let target = match self.opts.chat_channel {
+                    ChatChannel::Whisper => {
+                        format!("{}-{}", self.opts.name_prefix, self.params.index ^ 1)
+                    }
+                    _ => String::new(),
+                };
                 codec::encode_in(
                     buf,
                     seq,
                     &Message::ChatMessage {
                         channel: self.opts.chat_channel.wire(),
                         sender,
-                        target: "",
+                        target: &target,
                         content: &content,
                     },
                     dialect,

@@ -142,6 +142,9 @@ pub enum ChatChannel {
     Global,
     Local,
     Team,
+    /// To one other bot: bots are paired by index (0 and 1, 2 and 3, ...) and whisper to
+    /// their partner by name; the server delivers to the target and back to the sender.
+    Whisper,
 }
 
 impl ChatChannel {
@@ -150,6 +153,7 @@ impl ChatChannel {
             ChatChannel::Global => codec::CHAT_GLOBAL,
             ChatChannel::Local => codec::CHAT_LOCAL,
             ChatChannel::Team => codec::CHAT_TEAM,
+            ChatChannel::Whisper => codec::CHAT_WHISPER,
         }
     }
 }
