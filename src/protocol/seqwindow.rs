@@ -164,6 +164,8 @@ pub struct TickNews {
     pub reset: bool,
     /// Learning ended with this tick.
     pub learned: Option<Learned>,
+    /// The window's verdict on this tick, once the step is known (`None` while learning).
+    pub outcome: Option<SeqOutcome>,
 }
 
 /// Snapshot-tick loss accounting with the tick step configured or learned.
@@ -217,6 +219,7 @@ impl TickStep {
                 duplicate: outcome == SeqOutcome::Duplicate,
                 reset: outcome == SeqOutcome::Reset,
                 learned: None,
+                outcome: Some(outcome),
             };
         }
         if self.learn.contains(&tick) {

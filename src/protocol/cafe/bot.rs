@@ -15,7 +15,8 @@
 //! followed meanwhile instead, and says so (`shared_sequence_detected`). A per-connection
 //! server sending more than half a non-snapshot datagram per snapshot would be taken for a
 //! shared one: tick loss then, still a sound measure. The tick step is the option's, or the
-//! gcd of the tick differences of the first [`LEARN_TICKS`] snapshots.
+//! gcd of the tick differences of the first
+//! [`LEARN_SNAPSHOTS`](crate::protocol::seqwindow::LEARN_SNAPSHOTS) snapshots.
 //!
 //! A Ping is matched to the bot's own pings by its token before any sequence bookkeeping:
 //! the implementation echoes the whole datagram, the bot's own header `seq` included, which
@@ -32,14 +33,12 @@ use super::{CafeOptions, LossSource};
 use crate::metrics::{LossCounts, Recorder};
 use crate::protocol::idmap::{id_map_with_capacity, IdMap};
 use crate::protocol::input_grid::InputGrid;
-use crate::protocol::seqwindow::{SeqOutcome, SeqWindow, TickSeq};
+use crate::protocol::seqwindow::{SeqOutcome, SeqWindow, TickNews, TickStep};
 use crate::protocol::timers::{earliest, Handshake, Periodic, Silence};
 use crate::protocol::{Bot, BotParams, BotPhase, PatternState, Transmit};
 
 /// Pings in flight at once; a new ping evicts the oldest (counted as `ping_lost`).
 const PINGS_IN_FLIGHT: usize = 8;
-/// Snapshots whose ticks give the tick step (their gcd of differences).
-pub const LEARN_TICKS: usize = 8;
 /// Datagrams after Welcome before deciding whether the server's `seq` is per connection.
 pub const DETECT_AFTER: u32 = 64;
 /// Snapshot ticks counted (step learned) before deciding.
@@ -62,90 +61,28 @@ struct PingSlot {
     sent: Instant,
 }
 
-/// Downstream loss from snapshot ticks: the configured step, or the gcd learned from the
-/// first ticks (which are then counted), mapped to a gap-free sequence for a [`SeqWindow`].
+/// Downstream loss from snapshot ticks ([`TickStep`]: the configured step, or the gcd learned
+/// from the first ticks, which are then counted), with a running total: what a fallback from
+/// `seq` adds at once.
 #[derive(Debug, Clone)]
 struct TickLoss {
-    learn: Vec<u32>,
-    mapper: Option<TickSeq>,
-    window: SeqWindow,
-    /// Everything counted so far (what a fallback from `seq` adds at once).
+    step: TickStep,
     counts: LossCounts,
-}
-
-/// What one snapshot tick did to the tick accounting.
-#[derive(Debug, Clone, Copy, Default)]
-struct TickStep {
-    expected: u64,
-    received: u64,
-    /// The window's verdict (None while the step is being learned).
-    outcome: Option<SeqOutcome>,
-    /// Seen before (duplicate, or too old to tell).
-    duplicate: bool,
-    /// The step just learned, and whether the differences were irregular.
-    learned: Option<(u32, bool)>,
 }
 
 impl TickLoss {
     fn new(step: Option<u32>) -> Self {
         Self {
-            learn: Vec::with_capacity(LEARN_TICKS),
-            mapper: step.map(TickSeq::new),
-            window: SeqWindow::new(),
+            step: TickStep::new(step),
             counts: LossCounts::default(),
         }
     }
 
-    fn on_tick(&mut self, tick: u32) -> TickStep {
-        let mut st = TickStep::default();
-        if let Some(mapper) = self.mapper.as_mut() {
-            let outcome = self.window.on_seq(mapper.seq(tick));
-            (st.expected, st.received) = outcome.deltas();
-            st.outcome = Some(outcome);
-            st.duplicate = matches!(outcome, SeqOutcome::Duplicate | SeqOutcome::TooOld);
-        } else if self.learn.contains(&tick) {
-            st.duplicate = true;
-        } else {
-            self.learn.push(tick);
-            if self.learn.len() >= LEARN_TICKS {
-                self.finish_learning(&mut st);
-            }
-        }
-        self.counts.add(st.expected, st.received);
-        st
+    fn on_tick(&mut self, tick: u32) -> TickNews {
+        let news = self.step.on_tick(tick);
+        self.counts.add(news.loss.0, news.loss.1);
+        news
     }
-
-    /// Step = gcd of the tick differences; the learned ticks are then counted in order.
-    fn finish_learning(&mut self, st: &mut TickStep) {
-        let (mut g, mut min_diff) = (0u32, u32::MAX);
-        for w in self.learn.windows(2) {
-            let d = w[1].wrapping_sub(w[0]);
-            let d = d.min(d.wrapping_neg());
-            if d != 0 {
-                g = gcd(g, d);
-                min_diff = min_diff.min(d);
-            }
-        }
-        if g == 0 {
-            self.learn.clear();
-            return;
-        }
-        st.learned = Some((g, min_diff != g));
-        let mut mapper = TickSeq::new(g);
-        for t in std::mem::take(&mut self.learn) {
-            let (e, r) = self.window.on_seq(mapper.seq(t)).deltas();
-            st.expected += e;
-            st.received += r;
-        }
-        self.mapper = Some(mapper);
-    }
-}
-
-fn gcd(mut a: u32, mut b: u32) -> u32 {
-    while b != 0 {
-        (a, b) = (b, a % b);
-    }
-    a
 }
 
 /// Watching the first datagrams for a sequence counter shared by all clients.
@@ -359,21 +296,27 @@ impl CafeBot {
         let counting = self.loss_source == LossSource::Tick;
         if counting || self.detect.is_some() {
             let st = self.ticks.on_tick(s.tick);
-            if let Some((step, irregular)) = st.learned {
-                rec.record_extra("snapshot_tick_step", u64::from(step));
-                if irregular {
+            if let Some(l) = st.learned {
+                rec.record_extra("snapshot_tick_step", u64::from(l.step));
+                if l.irregular {
                     rec.event("tick_step_irregular");
                 }
             }
             if counting {
-                rec.loss_down.add(st.expected, st.received);
+                rec.loss_down.add(st.loss.0, st.loss.1);
                 if let Some(outcome) = st.outcome {
                     self.note_gap(now, outcome);
                     if outcome == SeqOutcome::Reset {
                         rec.event("snapshot_tick_reset");
                     }
                 }
-                if st.duplicate {
+                // Seen before while learning, or a duplicate or too old to tell after.
+                let old = st.duplicate
+                    || matches!(
+                        st.outcome,
+                        Some(SeqOutcome::Duplicate | SeqOutcome::TooOld)
+                    );
+                if old {
                     rec.event("snapshot_duplicate_or_old");
                     return;
                 }
