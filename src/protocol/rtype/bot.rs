@@ -60,10 +60,11 @@ use rand_chacha::ChaCha8Rng;
 use super::codec::{self, Packet, Snapshot};
 use super::RtypeOptions;
 use crate::metrics::Recorder;
+use crate::protocol::ping::OneInFlight;
 use crate::protocol::MAX_TRACKED_ENTITIES;
 use crate::protocol::input_grid::InputGrid;
 use crate::protocol::seqwindow::{self, TickStep, MAX_JUMP};
-use crate::protocol::timers::{earliest, Handshake, Periodic, Silence};
+use crate::protocol::timers::{earliest, Handshake, Silence};
 use crate::protocol::{Bot, BotParams, BotPhase, PatternState, Transmit};
 
 /// Snapshots from which the tick step and the tick-duration baseline are learned.
@@ -77,14 +78,6 @@ enum Out {
     Input { dx: f32, dy: f32, shooting: bool },
     Ping,
     Disconnect,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum PingState {
-    Idle,
-    InFlight(Instant),
-    /// The ping in flight timed out; a PONG now is late.
-    TimedOut,
 }
 
 /// One row of the bot's entity table.
@@ -140,8 +133,8 @@ pub struct RtypeBot {
     grid: InputGrid,
     last_keys: Option<u8>,
 
-    ping_timer: Periodic,
-    ping: PingState,
+    /// One PING in flight (PING carries nothing to match a PONG by).
+    ping: OneInFlight,
 
     // Snapshots.
     /// Tick step (configured or learned) and the loss window over the ticks.
@@ -163,7 +156,7 @@ impl RtypeBot {
         let rng = ChaCha8Rng::seed_from_u64(params.seed);
         let client_id = opts.client_id_for(params.index);
         let silence = Silence::new(params.server_silence_timeout);
-        let ping_timer = Periodic::new(params.ping_interval);
+        let ping = OneInFlight::new(params.ping_interval);
         Self {
             ticks: TickStep::new(opts.snapshot_tick_step),
             params,
@@ -186,8 +179,7 @@ impl RtypeBot {
             gameovers: 0,
             grid,
             last_keys: None,
-            ping_timer,
-            ping: PingState::Idle,
+            ping,
             newest: None,
             base: None,
             base_count: 0,
@@ -237,7 +229,7 @@ impl RtypeBot {
 
     /// How long a PONG may take before the ping counts as timed out.
     pub fn pong_timeout(&self) -> Duration {
-        (self.params.ping_interval * 2).max(Duration::from_secs(1))
+        self.ping.timeout()
     }
 
     fn begin_attempt(&mut self, now: Instant) {
@@ -270,7 +262,7 @@ impl RtypeBot {
                 let phase = self.params.phase_offset;
                 self.grid.start(now + phase);
                 // Spread pings the same way inputs are spread.
-                self.ping_timer.start_at(now + phase);
+                self.ping.start_at(now + phase);
             }
             BotPhase::Connected if self.rejoining => {
                 self.rejoining = false;
@@ -315,17 +307,7 @@ impl RtypeBot {
     }
 
     fn on_pong(&mut self, now: Instant, rec: &mut Recorder) {
-        match self.ping {
-            PingState::InFlight(sent) => {
-                rec.record_rtt(now.saturating_duration_since(sent).as_micros() as u64);
-                self.ping = PingState::Idle;
-            }
-            PingState::TimedOut => {
-                rec.event("pong_late");
-                self.ping = PingState::Idle;
-            }
-            PingState::Idle => rec.event("pong_unsolicited"),
-        }
+        self.ping.on_pong(now, rec);
     }
 
     fn on_gameover(&mut self, now: Instant, rec: &mut Recorder) {
@@ -577,23 +559,8 @@ impl RtypeBot {
     }
 
     fn send_ping_if_due(&mut self, now: Instant, rec: &mut Recorder) {
-        if let PingState::InFlight(sent) = self.ping {
-            if now >= sent + self.pong_timeout() {
-                rec.event("ping_timeout");
-                self.ping = PingState::TimedOut;
-                // Leave one interval for the late PONG to be recognised as late.
-                self.ping_timer.not_before(now + self.params.ping_interval);
-            }
-        }
-        if !self.ping_timer.fire(now) {
-            return;
-        }
-        match self.ping {
-            PingState::Idle | PingState::TimedOut => {
-                self.out.push_back(Out::Ping);
-                self.ping = PingState::InFlight(now);
-            }
-            PingState::InFlight(_) => rec.event("ping_skipped_in_flight"),
+        if self.ping.poll(now, rec) {
+            self.out.push_back(Out::Ping);
         }
     }
 
@@ -759,10 +726,6 @@ impl Bot for RtypeBot {
                 None => self.handshake.next_deadline(),
             },
             BotPhase::Connected => {
-                let pong = match self.ping {
-                    PingState::InFlight(sent) => Some(sent + self.pong_timeout()),
-                    _ => None,
-                };
                 let rejoin = if self.rejoining {
                     self.handshake.next_deadline()
                 } else {
@@ -770,9 +733,8 @@ impl Bot for RtypeBot {
                 };
                 earliest([
                     self.grid.next_due(),
-                    self.ping_timer.next(),
+                    self.ping.next(),
                     self.silence.deadline(),
-                    pong,
                     rejoin,
                 ])
             }
