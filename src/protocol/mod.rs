@@ -11,6 +11,7 @@
 
 pub mod registry;
 
+pub mod acks;
 pub mod idmap;
 pub mod input_grid;
 pub mod pattern;

@@ -63,6 +63,7 @@ use crate::metrics::Recorder;
 use crate::protocol::MAX_TRACKED_ENTITIES;
 use crate::protocol::input_grid::InputGrid;
 use crate::protocol::seqwindow::{SeqOutcome, SeqWindow};
+use crate::protocol::acks::PendingAcks;
 use crate::protocol::ping::OneInFlight;
 use crate::protocol::timers::{earliest, Handshake, Periodic, Silence};
 use crate::protocol::{Bot, BotParams, BotPhase, PatternState, Transmit};
@@ -397,13 +398,6 @@ impl Remote {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
-struct PendingAck {
-    tick: u32,
-    sent: Instant,
-    acked: bool,
-}
-
 pub struct CityBot {
     params: BotParams,
     opts: CityOptions,
@@ -449,7 +443,7 @@ pub struct CityBot {
     last_compared_ack: Option<u32>,
     /// Newest InputAck (the implementation dialect reconciles against it).
     newest_input_ack: Option<u32>,
-    acks: VecDeque<PendingAck>,
+    acks: PendingAcks,
     /// Implementation dialect: the grid prediction (from the bot's own EntitySpawn).
     grid_pred: Option<GridPrediction>,
 
@@ -465,6 +459,7 @@ pub struct CityBot {
 
 impl CityBot {
     pub fn new(params: BotParams, opts: CityOptions) -> Self {
+        let ack_wait = Duration::from_millis(opts.input_ack_timeout_ms);
         let grid = InputGrid::new(Some(Self::input_period(&params)));
         let rng = ChaCha8Rng::seed_from_u64(params.seed);
         let name = format!("{}-{}", opts.name_prefix, params.index);
@@ -505,7 +500,7 @@ impl CityBot {
             inputs: InputBuffer::new(),
             last_compared_ack: None,
             newest_input_ack: None,
-            acks: VecDeque::with_capacity(128),
+            acks: PendingAcks::new(ack_wait),
             grid_pred: None,
             ping,
             chat_timer,
@@ -1014,25 +1009,7 @@ impl CityBot {
         if self.newest_input_ack.is_none_or(|a| tick > a) {
             self.newest_input_ack = Some(tick);
         }
-        let Some(front) = self.acks.front() else {
-            rec.event("input_ack_unexpected");
-            return;
-        };
-        let Some(idx) = tick.checked_sub(front.tick).map(|i| i as usize) else {
-            rec.event("input_ack_late");
-            return;
-        };
-        match self.acks.get_mut(idx) {
-            Some(p) if p.tick == tick && !p.acked => {
-                p.acked = true;
-                rec.record_extra(
-                    "input_ack_latency_us",
-                    now.saturating_duration_since(p.sent).as_micros() as u64,
-                );
-            }
-            Some(p) if p.tick == tick => rec.event("input_ack_duplicate"),
-            _ => rec.event("input_ack_unexpected"),
-        }
+        self.acks.ack(tick, now, rec);
     }
 
     fn on_own_chat(&mut self, now: Instant, content: &str, rec: &mut Recorder) {
@@ -1118,11 +1095,7 @@ impl CityBot {
         self.out.push_back(Out::Input(input));
         if predicting {
             // The implementation's server sends no InputAck: upstream loss is not measurable.
-            self.acks.push_back(PendingAck {
-                tick,
-                sent: now,
-                acked: false,
-            });
+            self.acks.sent(tick, now);
         }
         rec.inputs_sent += 1;
         self.render_frame(now, rec);
@@ -1154,14 +1127,7 @@ impl CityBot {
 
     /// Count inputs whose ack had its time: expected one each, received when acked.
     fn age_acks(&mut self, now: Instant, rec: &mut Recorder) {
-        let wait = Duration::from_millis(self.opts.input_ack_timeout_ms);
-        while let Some(p) = self.acks.front() {
-            if now.saturating_duration_since(p.sent) < wait {
-                break;
-            }
-            rec.loss_up.add(1, u64::from(p.acked));
-            self.acks.pop_front();
-        }
+        self.acks.age(now, rec);
     }
 
     fn send_ping_if_due(&mut self, now: Instant, rec: &mut Recorder) {

@@ -45,6 +45,7 @@ use super::codec::{
 use super::world::{self, World};
 use super::ZergCityOptions;
 use crate::metrics::Recorder;
+use crate::protocol::acks::PendingAcks;
 use crate::protocol::input_grid::InputGrid;
 use crate::protocol::seqwindow::SeqWindow;
 use crate::protocol::timers::{earliest, Handshake, Periodic, Silence};
@@ -86,13 +87,6 @@ enum Out {
     Ping(u64),
     Chat(u32),
     Disconnect(u8),
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Pending {
-    seq: u32,
-    sent: Instant,
-    acked: bool,
 }
 
 pub struct ZergCityBot {
@@ -138,7 +132,7 @@ pub struct ZergCityBot {
 
     grid: InputGrid,
     input_seq: u32,
-    pending: VecDeque<Pending>,
+    pending: PendingAcks,
     weights: [f64; 8],
     free_parcels: Vec<(i32, i32)>,
     mine: Vec<(i32, i32)>,
@@ -157,6 +151,7 @@ pub struct ZergCityBot {
 
 impl ZergCityBot {
     pub fn new(params: BotParams, opts: ZergCityOptions) -> Self {
+        let ack_wait = Duration::from_millis(opts.input_ack_timeout_ms);
         let rng = ChaCha8Rng::seed_from_u64(params.seed);
         let name = format!("{}-{}", opts.name_prefix, params.index);
         let grid = InputGrid::new(params.input_period());
@@ -198,7 +193,7 @@ impl ZergCityBot {
             last_state_at: None,
             grid,
             input_seq: 0,
-            pending: VecDeque::with_capacity(64),
+            pending: PendingAcks::new(ack_wait),
             weights,
             free_parcels: Vec::new(),
             mine: Vec::new(),
@@ -287,13 +282,8 @@ impl ZergCityBot {
         self.reconnect_at = None;
         self.slot_before = self.slot;
         // Inputs in flight on the dropped session cannot be acknowledged: not loss.
-        rec.events
-            .add("inputs_abandoned", self.pending.iter().filter(|p| !p.acked).count() as u64);
-        for p in self.pending.drain(..) {
-            if p.acked {
-                rec.loss_up.add(1, 1);
-            }
-        }
+        let abandoned = self.pending.abandon(rec);
+        rec.events.add("inputs_abandoned", abandoned);
     }
 
     // ---- receiving ---------------------------------------------------------------------
@@ -606,25 +596,7 @@ impl ZergCityBot {
     fn on_input_ack(&mut self, now: Instant, seq: u32, result: u8, rec: &mut Recorder) {
         let name = InputResult::from_u8(result).map_or("other", InputResult::name);
         rec.events.add2("input_result", name, 1);
-        let Some(front) = self.pending.front() else {
-            rec.event("input_ack_unexpected");
-            return;
-        };
-        let Some(i) = seq.checked_sub(front.seq).map(|i| i as usize) else {
-            rec.event("input_ack_late");
-            return;
-        };
-        match self.pending.get_mut(i) {
-            Some(p) if p.seq == seq && !p.acked => {
-                p.acked = true;
-                rec.record_extra(
-                    "input_ack_latency_us",
-                    now.saturating_duration_since(p.sent).as_micros() as u64,
-                );
-            }
-            Some(p) if p.seq == seq => rec.event("input_ack_duplicate"),
-            _ => rec.event("input_ack_unexpected"),
-        }
+        self.pending.ack(seq, now, rec);
     }
 
     fn on_pong(&mut self, now: Instant, ts: u64, server_tick: u64, rec: &mut Recorder) {
@@ -692,11 +664,7 @@ impl ZergCityBot {
             act,
         });
         rec.events.add2("action", action_name(act.ty), 1);
-        self.pending.push_back(Pending {
-            seq: self.input_seq,
-            sent: now,
-            acked: false,
-        });
+        self.pending.sent(self.input_seq, now);
         rec.inputs_sent += 1;
     }
 
@@ -818,14 +786,7 @@ impl ZergCityBot {
     }
 
     fn age_inputs(&mut self, now: Instant, rec: &mut Recorder) {
-        let wait = Duration::from_millis(self.opts.input_ack_timeout_ms);
-        while let Some(p) = self.pending.front() {
-            if now.saturating_duration_since(p.sent) < wait {
-                break;
-            }
-            rec.loss_up.add(1, u64::from(p.acked));
-            self.pending.pop_front();
-        }
+        self.pending.age(now, rec);
     }
 
     fn encode_out(&mut self, o: &Out, buf: &mut [u8]) -> Result<usize, codec::EncodeError> {
