@@ -383,3 +383,39 @@ fn intervals_add_up_to_the_totals_including_the_last_partial_second() {
     let inputs: u64 = iv.iter().map(|p| p["inputs_sent"].as_u64().unwrap()).sum();
     assert_eq!(inputs, s["inputs_sent"].as_u64().unwrap());
 }
+
+/// Bandwidth histograms against what the bots must send: cafe's Input is 16 bytes (8-byte
+/// header, player id, mask, time) and the grid sends 60 a second, so one bot's whole second in
+/// play is 960 payload bytes up (a ping, 12 bytes, lands in at most one second of ten), and the
+/// typical message is 16 bytes, the Hello 24 and the Disconnect 8.
+#[test]
+fn per_bot_bandwidth_matches_the_input_grid() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sc = write_scenario(
+        tmp.path(),
+        "s.yaml",
+        "name: bw\nprotocol:\n  cafe: {}\npopulation:\n  stages:\n    - ramp_to: 5\n      over: 0s\nbehaviour:\n  input_rate: 60\n  ping_interval: 10s\nduration: 4500ms\n",
+    );
+    let out = tmp.path().join("out");
+    let o = bin()
+        .arg("run")
+        .arg(&sc)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let bw = &summary(&out)["bandwidth"];
+    let up = &bw["per_bot_up_bytes_per_s"];
+    // 4 whole seconds × 5 bots, the first one partly before the bots' start.
+    assert_eq!(up["count"], 20, "{up}");
+    assert_eq!(up["p50"], 960, "{up}");
+    assert!(up["max"].as_u64().unwrap() <= 960 + 12 + 24, "{up}");
+    let size = &bw["packet_size_up_bytes"];
+    assert_eq!(size["p50"], 16, "{size}");
+    // The smallest is the goodbye (Disconnect: the header alone), the largest the Hello.
+    assert_eq!(size["min"], 8, "{size}");
+    assert_eq!(size["max"], 24, "{size}");
+    // Up: exactly the payload bytes the bots counted, message by message.
+    assert_eq!(bw["wire_up_bytes"], bw["up_bytes"]);
+}

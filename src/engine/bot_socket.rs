@@ -159,3 +159,50 @@ fn recvmmsg(sock: &UdpSocket, rx: &mut BotRx) -> io::Result<usize> {
     }
     Ok(n)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kernel reports a datagram's real length with MSG_TRUNC; one longer than the buffer
+    /// (only an IPv6 jumbogram can be, loopback UDP cannot) is never handed on, and is counted
+    /// at its real size.
+    #[test]
+    fn a_cut_datagram_is_counted_at_its_real_size_and_not_delivered() {
+        let mut rx = BotRx::default();
+        rx.lens[0] = 100;
+        rx.lens[1] = RECV_BUF + 10;
+        rx.lens[2] = RECV_BUF;
+        let delivered: Vec<usize> = rx.datagrams(3).map(<[u8]>::len).collect();
+        assert_eq!(delivered, vec![100, RECV_BUF]);
+        assert_eq!(rx.truncated(3), (1, (RECV_BUF + 10) as u64));
+        assert_eq!(
+            rx.sizes(3).collect::<Vec<_>>(),
+            vec![100, RECV_BUF + 10, RECV_BUF]
+        );
+    }
+
+    /// A real 60,000-byte datagram on loopback arrives whole.
+    #[test]
+    fn a_big_datagram_arrives_whole() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+            let sock = BotSocket::connect_to(server.local_addr().unwrap()).unwrap();
+            sock.send(b"hi").unwrap();
+            let mut b = [0u8; 16];
+            let (_, from) = server.recv_from(&mut b).unwrap();
+            let big = vec![7u8; 60_000];
+            server.send_to(&big, from).unwrap();
+            let mut rx = BotRx::default();
+            let mut ready = sock.readable().await.unwrap();
+            let n = ready.recv(&mut rx).unwrap();
+            assert_eq!(n, 1);
+            assert_eq!(rx.truncated(n), (0, 0));
+            assert_eq!(rx.datagrams(n).next().map(<[u8]>::len), Some(60_000));
+        });
+    }
+}
