@@ -221,4 +221,12 @@ fn spec_dialect_against_the_variant_is_named() {
         "console names it: {err}"
     );
     assert!(err.contains("FAIL  snapshot_interarrival"), "{err}");
+    // The default check says the same without any threshold in the scenario.
+    let applied_check = s["thresholds"]
+        .as_array()
+        .and_then(|t| t.iter().find(|c| c["metric"] == "snapshots_applied"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(applied_check["ok"], false, "{applied_check}");
+    assert_eq!(applied_check["default"], true, "{applied_check}");
 }
