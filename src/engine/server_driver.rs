@@ -73,7 +73,7 @@ type Parts = (Box<dyn Server>, Box<dyn ServerTransport + Send>);
 
 /// Bind `bind` and serve in a new thread; `make` builds the state machine and its transport
 /// there, given the time and the address actually bound.
-pub fn spawn_server_with(
+fn spawn_server_with(
     bind: SocketAddr,
     make: impl FnOnce(Instant, SocketAddr) -> std::io::Result<Parts> + Send + 'static,
 ) -> std::io::Result<ServerHandle> {

@@ -427,7 +427,6 @@ pub fn run_worker(spec: WorkerSpec, tx: Sender<WorkerMsg>, stop: watch::Receiver
     transports::run_bots(
         needs,
         opts,
-        Instant::now(),
         RunOn {
             rt: &rt,
             local: &local,

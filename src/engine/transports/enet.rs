@@ -48,7 +48,7 @@ pub struct EnetBots {
 }
 
 impl EnetBots {
-    pub fn new(cfg: EnetConfig, channels: usize, _now: Instant) -> Self {
+    pub fn new(cfg: EnetConfig, channels: usize) -> Self {
         Self {
             cfg,
             channels,

@@ -287,7 +287,6 @@ pub trait WithBotTransport {
 pub fn run_bots<W: WithBotTransport>(
     needs: TransportNeeds,
     opts: BotTransportOptions,
-    now: Instant,
     w: W,
 ) -> W::Output {
     match needs {
@@ -300,7 +299,7 @@ pub fn run_bots<W: WithBotTransport>(
                 &e,
                 opts.enet_throttle,
             );
-            w.run(enet::EnetBots::new(cfg, e.channels, now))
+            w.run(enet::EnetBots::new(cfg, e.channels))
         }
     }
 }

@@ -151,7 +151,8 @@ impl UdpServerSide {
     }
 
     /// Source addresses the table holds.
-    pub fn known(&self) -> usize {
+    #[cfg(test)]
+    fn known(&self) -> usize {
         self.by_addr.len()
     }
 }
