@@ -253,6 +253,7 @@ impl Sim {
             if self.capture {
                 self.captured.push((p.bot, p.bytes.clone()));
             }
+            b.rec.datagram_down(p.bytes.len());
             b.bot.handle_datagram(now, &p.bytes, &mut b.rec);
             self.drain_bot(p.bot);
         }
@@ -1199,7 +1200,10 @@ fn enet_run(
         while let Some(ev) = client.poll_event() {
             match ev {
                 EnetEvent::Connected { .. } => bot.start(now, &mut rec),
-                EnetEvent::Received { packet, .. } => bot.handle_datagram(now, &packet, &mut rec),
+                EnetEvent::Received { packet, .. } => {
+                    rec.datagram_down(packet.len());
+                    bot.handle_datagram(now, &packet, &mut rec)
+                }
                 EnetEvent::Disconnected { .. } => bot.handle_transport_closed(now, &mut rec),
             }
         }
@@ -1528,6 +1532,7 @@ impl VariantSim {
             }
             while self.down.front().is_some_and(|(t, _)| *t <= self.now) {
                 if let Some((_, b)) = self.down.pop_front() {
+                    self.rec.datagram_down(b.len());
                     self.bot.handle_datagram(self.now, &b, &mut self.rec);
                 }
             }

@@ -476,6 +476,7 @@ impl Zones {
                     Some(_) => {}
                     None => {
                         if conn == self.conn {
+                            self.rec.datagram_down(bytes.len());
                             self.bot.handle_datagram(now, &bytes, &mut self.rec);
                             self.drain_bot();
                         }

@@ -225,6 +225,7 @@ impl Sim {
         }
         let before = self.bots[i].bot.newest_tick();
         let b = &mut self.bots[i];
+        b.rec.datagram_down(p.bytes.len());
         b.bot.handle_datagram(self.now, &p.bytes, &mut b.rec);
         let after = self.bots[i].bot.newest_tick();
         if after != before {

@@ -312,7 +312,10 @@ impl<T: BotTransport + 'static> Shared<T> {
                         !matches!(s.bot.phase(), BotPhase::Failed | BotPhase::Closed)
                     });
                     if live {
-                        self.drive(idx, now, |bot, rec| bot.handle_datagram(now, bytes, rec));
+                        self.drive(idx, now, |bot, rec| {
+                            rec.datagram_down(bytes.len());
+                            bot.handle_datagram(now, bytes, rec)
+                        });
                     }
                 }
                 LinkEvent::Down(why) => {

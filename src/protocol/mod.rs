@@ -149,7 +149,8 @@ impl BotParams {
 pub trait Bot: Send {
     /// Begin the session (send the hello).
     fn start(&mut self, now: Instant, rec: &mut Recorder);
-    /// One datagram from the server.
+    /// One datagram (or transport packet) from the server. The caller counts it
+    /// (`Recorder::datagram_down`), as it counts what the bot sends.
     fn handle_datagram(&mut self, now: Instant, data: &[u8], rec: &mut Recorder);
     /// The time from [`Bot::poll_timeout`] has come (or passed).
     fn handle_timeout(&mut self, now: Instant, rec: &mut Recorder);

@@ -22,8 +22,8 @@
 //!
 //! Bot `i` is [`ConnId`]`(i)` at the server for the whole run. Each bot has its own
 //! [`Recorder`] so a test can check one bot's numbers; like the engine, the harness counts
-//! each datagram a bot sends in its recorder (`datagram_up`), and the bot counts what it
-//! receives.
+//! each datagram a bot sends (`datagram_up`) and receives (`datagram_down`) in its recorder;
+//! bots count neither themselves.
 //!
 //! The link is a datagram network (raw UDP). A transport with reliable channels and sessions
 //! (ENet) is not modelled: drive those through real transport hosts instead.
@@ -260,6 +260,7 @@ impl<B: Bot, S: Server> Sim<B, S> {
     /// Hand one datagram to bot `i` directly (bypassing the link, not logged) and send what it
     /// answers through the link.
     pub fn inject_to_bot(&mut self, i: usize, bytes: &[u8]) {
+        self.recs[i].datagram_down(bytes.len());
         self.bots[i].handle_datagram(self.now, bytes, &mut self.recs[i]);
         self.drain_bot(i);
     }
@@ -368,6 +369,7 @@ impl<B: Bot, S: Server> Sim<B, S> {
                 self.drain_server();
             }
             Dir::Down => {
+                self.recs[bot].datagram_down(bytes.len());
                 self.bots[bot].handle_datagram(self.now, &bytes, &mut self.recs[bot]);
                 self.log[idx].bytes = bytes;
                 self.drain_bot(bot);

@@ -515,7 +515,6 @@ impl Bot for CafeBot {
     }
 
     fn handle_datagram(&mut self, now: Instant, data: &[u8], rec: &mut Recorder) {
-        rec.datagram_down(data.len());
         if matches!(
             self.phase,
             BotPhase::Idle | BotPhase::Failed | BotPhase::Closed

@@ -871,7 +871,6 @@ impl Bot for DarkAgesBot {
     }
 
     fn handle_datagram(&mut self, now: Instant, data: &[u8], rec: &mut Recorder) {
-        rec.datagram_down(data.len());
         if !matches!(self.phase, BotPhase::Connecting | BotPhase::Connected) {
             rec.event("datagram_outside_session");
             return;

@@ -601,7 +601,6 @@ impl Bot for RtypeBot {
     }
 
     fn handle_datagram(&mut self, now: Instant, data: &[u8], rec: &mut Recorder) {
-        rec.datagram_down(data.len());
         if matches!(
             self.phase,
             BotPhase::Idle | BotPhase::Failed | BotPhase::Closed

@@ -917,7 +917,6 @@ impl Bot for ZergCityBot {
     }
 
     fn handle_datagram(&mut self, now: Instant, data: &[u8], rec: &mut Recorder) {
-        rec.datagram_down(data.len());
         if !matches!(self.phase, BotPhase::Connecting | BotPhase::Connected)
             || self.stage == Stage::Relinking
         {
