@@ -98,6 +98,21 @@ fn a_killed_cafe_server_fails_the_run_through_silence_at_the_end() {
     let c = check(&s, "bots.silent_at_end");
     assert_eq!(c["ok"], false);
     assert_eq!(c["default"], true);
+    // The stream each bot stopped receiving counts as lost: about 2 s at 60 Hz per bot (the
+    // kill lands 2 s after the run process starts, so somewhat under). At least 1 s of it
+    // for each of the 10 bots, and never more than the 4 s run could have carried.
+    let missed = s["protocol_metrics"]["snapshots_missed_at_end"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(
+        (600..=2400).contains(&missed),
+        "missed {missed}: {}",
+        s["loss"]
+    );
+    let down = &s["loss"]["downstream"];
+    let lost = down["expected"].as_u64().unwrap() - down["received"].as_u64().unwrap();
+    assert!(lost >= missed, "{down}");
+    assert!(down["rate"].as_f64().unwrap() > 0.2, "{down}");
 }
 
 /// rtype with a 1 s silence timeout: the bots give up on the dead server during the run,
@@ -116,6 +131,16 @@ fn a_killed_rtype_server_fails_the_run_through_lost_bots() {
     assert_eq!(s["verdict"], "fail");
     assert_eq!(s["bots"]["lost"], 10, "{}", s["bots"]);
     assert_eq!(check(&s, "bots.lost")["ok"], false);
+    // Each bot gave up after 1 s of silence: 20 snapshots a second were due meanwhile, less
+    // the interval and 250 ms of slack not counted: (1000 - 50 - 250) / 50 = 14 per bot.
+    let missed = s["protocol_metrics"]["snapshots_missed_at_end"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(
+        (120..=200).contains(&missed),
+        "missed {missed}: {}",
+        s["loss"]
+    );
 }
 
 /// The checks can be relaxed by name: a scenario's own threshold on the same metric replaces

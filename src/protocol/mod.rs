@@ -19,6 +19,7 @@ pub mod ping;
 pub mod seqwindow;
 pub mod session;
 pub mod sim;
+pub mod tail;
 pub mod timers;
 pub mod wire;
 

@@ -34,6 +34,7 @@ use crate::metrics::{LossCounts, Recorder};
 use crate::protocol::idmap::{id_map_with_capacity, IdMap};
 use crate::protocol::input_grid::InputGrid;
 use crate::protocol::seqwindow::{SeqOutcome, SeqWindow, TickNews, TickStep};
+use crate::protocol::tail::SnapshotArrivals;
 use crate::protocol::timers::{earliest, Handshake, Periodic, Silence};
 use crate::protocol::{Bot, BotParams, BotPhase, PatternState, Transmit};
 
@@ -144,7 +145,8 @@ pub struct CafeBot {
 
     entities: IdMap<u16, Tracked>,
     full_generation: u32,
-    last_snapshot_at: Option<Instant>,
+    /// Snapshot arrival times: inter-arrival, and the tail a dead server leaves uncounted.
+    arrivals: SnapshotArrivals,
     /// Tick of the newest snapshot applied.
     last_tick: Option<u32>,
     /// Since when the entity table may be stale (a datagram was lost after the last full).
@@ -192,7 +194,7 @@ impl CafeBot {
             echoed_heartbeat: None,
             entities: id_map_with_capacity(64),
             full_generation: 0,
-            last_snapshot_at: None,
+            arrivals: SnapshotArrivals::new(),
             last_tick: None,
             stale_since: None,
         }
@@ -335,11 +337,7 @@ impl CafeBot {
             return;
         }
         self.last_tick = Some(s.tick);
-        if let Some(prev) = self.last_snapshot_at {
-            rec.snapshot_interarrival_us
-                .saturating_record(now.saturating_duration_since(prev).as_micros().max(1) as u64);
-        }
-        self.last_snapshot_at = Some(now);
+        self.arrivals.on_arrival(now, rec);
         if s.is_full() {
             self.full_generation = self.full_generation.wrapping_add(1);
             let generation = self.full_generation;
@@ -603,6 +601,7 @@ impl Bot for CafeBot {
                 if self.silence.expired(now) {
                     self.phase = BotPhase::Closed;
                     rec.event("server_silence_timeout");
+                    self.arrivals.finish(now, rec);
                     self.out.clear();
                     return;
                 }
@@ -613,9 +612,12 @@ impl Bot for CafeBot {
         }
     }
 
-    fn stop(&mut self, _now: Instant, _rec: &mut Recorder) {
-        if self.phase == BotPhase::Connected && self.dialect().has_disconnect() {
-            self.out.push_back(Out::Disconnect);
+    fn stop(&mut self, now: Instant, rec: &mut Recorder) {
+        if self.phase == BotPhase::Connected {
+            self.arrivals.finish(now, rec);
+            if self.dialect().has_disconnect() {
+                self.out.push_back(Out::Disconnect);
+            }
         }
         if matches!(
             self.phase,

@@ -60,6 +60,7 @@ use super::codec::{
 };
 use super::{step, ChatChannel, CityOptions, Dialect, GridMover};
 use crate::metrics::Recorder;
+use crate::protocol::tail::SnapshotArrivals;
 use crate::protocol::MAX_TRACKED_ENTITIES;
 use crate::protocol::input_grid::InputGrid;
 use crate::protocol::seqwindow::{SeqOutcome, SeqWindow};
@@ -429,7 +430,9 @@ pub struct CityBot {
     ticks: SeqWindow,
     /// Newest server tick and when it arrived.
     newest_tick: Option<(u32, Instant)>,
-    last_delta_at: Option<Instant>,
+    /// DeltaState arrival times (one a tick): inter-arrival, and the tail a dead server
+    /// leaves uncounted.
+    arrivals: SnapshotArrivals,
     own: Option<OwnEntity>,
     remotes: HashMap<u32, Remote>,
 
@@ -490,7 +493,7 @@ impl CityBot {
             bounds: None,
             ticks: SeqWindow::new(),
             newest_tick: None,
-            last_delta_at: None,
+            arrivals: SnapshotArrivals::new(),
             own: None,
             remotes: HashMap::new(),
             grid,
@@ -898,10 +901,7 @@ impl CityBot {
             SeqOutcome::Advanced { .. } => {}
         }
         self.note_tick(now, d.tick);
-        if let Some(prev) = self.last_delta_at.replace(now) {
-            rec.snapshot_interarrival_us
-                .saturating_record(now.saturating_duration_since(prev).as_micros().max(1) as u64);
-        }
+        self.arrivals.on_arrival(now, rec);
         let ack = d.last_acked_input.or(self.newest_input_ack);
         for u in d.updates() {
             if self.own.is_some_and(|o| o.id == u.net_entity_id) {
@@ -1280,6 +1280,7 @@ impl Bot for CityBot {
             BotPhase::Connected => {
                 if self.silence.expired(now) {
                     rec.event("server_silence_timeout");
+                    self.arrivals.finish(now, rec);
                     self.close(BotPhase::Closed);
                     self.out
                         .push_back(Out::Disconnect(DisconnectReason::Timeout));
@@ -1296,9 +1297,10 @@ impl Bot for CityBot {
         }
     }
 
-    fn stop(&mut self, _now: Instant, _rec: &mut Recorder) {
+    fn stop(&mut self, now: Instant, rec: &mut Recorder) {
         match self.phase {
             BotPhase::Connecting | BotPhase::Connected => {
+                self.arrivals.finish(now, rec);
                 self.close(BotPhase::Closed);
                 self.out
                     .push_back(Out::Disconnect(DisconnectReason::ClientQuit));
@@ -1367,7 +1369,7 @@ impl Bot for CityBot {
         self.phase
     }
 
-    fn handle_transport_closed(&mut self, _now: Instant, rec: &mut Recorder) {
+    fn handle_transport_closed(&mut self, now: Instant, rec: &mut Recorder) {
         match self.phase {
             BotPhase::Connecting => {
                 rec.connect_failures.add("transport_closed", 1);
@@ -1375,6 +1377,7 @@ impl Bot for CityBot {
             }
             BotPhase::Connected => {
                 rec.event("transport_closed");
+                self.arrivals.finish(now, rec);
                 self.close(BotPhase::Closed);
             }
             BotPhase::Idle => self.close(BotPhase::Failed),

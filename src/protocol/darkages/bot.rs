@@ -70,6 +70,7 @@ use super::codec::{
 };
 use super::{step, DarkAgesOptions, Dialect};
 use crate::metrics::Recorder;
+use crate::protocol::tail::SnapshotArrivals;
 use crate::protocol::input_grid::InputGrid;
 use crate::protocol::seqwindow::{TickNews, TickStep};
 use crate::protocol::timers::{earliest, Handshake, Periodic, Silence};
@@ -313,6 +314,8 @@ pub struct DarkAgesBot {
     baselines: Baselines,
     scratch: Vec<EntityState>,
     newest: Option<(u32, Instant)>,
+    /// Snapshot arrival times in this zone, for the tail a dead server leaves uncounted.
+    arrivals: SnapshotArrivals,
     ack: u32,
     awaiting_full: bool,
     /// Downstream loss over snapshot ticks, the step learned per zone session.
@@ -367,6 +370,7 @@ impl DarkAgesBot {
             baselines: Baselines::new(BASELINES),
             scratch: Vec::with_capacity(64),
             newest: None,
+            arrivals: SnapshotArrivals::new(),
             ack: 0,
             awaiting_full: false,
             pred: Prediction::new(),
@@ -458,6 +462,7 @@ impl DarkAgesBot {
     fn reset_zone_session(&mut self) {
         self.baselines.clear();
         self.newest = None;
+        self.arrivals.reset();
         self.ack = 0;
         self.awaiting_full = false;
         self.ticks = TickStep::checked(self.opts.snapshot_tick_step);
@@ -543,8 +548,10 @@ impl DarkAgesBot {
         if let Some((kind, _)) = self.verdict.take() {
             rec.events.add2("invalid_input_unjudged", kind, 1);
         }
-        // This zone's snapshots end here (later ones are ignored while handing off).
+        // This zone's snapshots end here (later ones are ignored while handing off), on
+        // purpose: no tail is lost.
         self.finish_ticks(rec);
+        self.arrivals.reset();
         self.out.push_back(Out::Disconnect(reason::ZONE_HANDOFF));
         self.handoff = Some(Handoff {
             started: now,
@@ -675,6 +682,7 @@ impl DarkAgesBot {
             rec.snapshot_interarrival_us
                 .saturating_record(now.saturating_duration_since(at).as_micros().max(1) as u64);
         }
+        self.arrivals.mark(now);
         self.newest = Some((s.server_tick, now));
         self.baselines.current = Some(slot);
         if !self.awaiting_full {
@@ -926,6 +934,7 @@ impl Bot for DarkAgesBot {
             Packet::Disconnect { reason: r, .. } => {
                 rec.events.add2("server_disconnect", reason::name(r), 1);
                 self.finish_ticks(rec);
+                self.arrivals.reset();
                 if let Some((kind, _)) = self.verdict.take() {
                     rec.events.add2("invalid_input_disconnected", kind, 1);
                 rec.event("invalid_input_disconnected");
@@ -967,6 +976,7 @@ impl Bot for DarkAgesBot {
                 if self.silence.expired(now) {
                     rec.event("server_silence_timeout");
                     self.finish_ticks(rec);
+                    self.arrivals.finish(now, rec);
                     self.phase = BotPhase::Closed;
                     self.out.clear();
                     return;
@@ -990,10 +1000,11 @@ impl Bot for DarkAgesBot {
         }
     }
 
-    fn stop(&mut self, _now: Instant, rec: &mut Recorder) {
+    fn stop(&mut self, now: Instant, rec: &mut Recorder) {
         if self.phase == BotPhase::Connected && self.handoff.is_none() {
             self.out.push_back(Out::Disconnect(reason::NORMAL));
             self.finish_ticks(rec);
+            self.arrivals.finish(now, rec);
         }
         if matches!(
             self.phase,
@@ -1074,13 +1085,14 @@ impl Bot for DarkAgesBot {
         }
     }
 
-    fn handle_transport_closed(&mut self, _now: Instant, rec: &mut Recorder) {
+    fn handle_transport_closed(&mut self, now: Instant, rec: &mut Recorder) {
         if self.handoff.is_some() {
             self.fail_handoff("bad_address", rec);
         } else if self.phase == BotPhase::Connected {
             self.phase = BotPhase::Closed;
             rec.event("transport_closed");
             self.finish_ticks(rec);
+            self.arrivals.finish(now, rec);
         }
     }
 }

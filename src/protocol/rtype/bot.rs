@@ -60,6 +60,7 @@ use rand_chacha::ChaCha8Rng;
 use super::codec::{self, Packet, Snapshot};
 use super::RtypeOptions;
 use crate::metrics::Recorder;
+use crate::protocol::tail::SnapshotArrivals;
 use crate::protocol::ping::OneInFlight;
 use crate::protocol::MAX_TRACKED_ENTITIES;
 use crate::protocol::input_grid::InputGrid;
@@ -140,6 +141,8 @@ pub struct RtypeBot {
     /// Tick step (configured or learned) and the loss window over the ticks.
     ticks: TickStep,
     newest: Option<(u32, Instant)>,
+    /// Snapshot arrival times, for the tail a dead server leaves uncounted.
+    arrivals: SnapshotArrivals,
     /// First applied snapshot of the current tick baseline, and applied ones since.
     base: Option<(u32, Instant)>,
     base_count: usize,
@@ -173,6 +176,7 @@ impl RtypeBot {
             rejections: 0,
             connected_at: None,
             silence,
+            arrivals: SnapshotArrivals::new(),
             dead: false,
             gameover_at: None,
             rejoining: false,
@@ -450,6 +454,7 @@ impl RtypeBot {
             }
         }
         rec.record_extra("snapshot_age_ticks", 0);
+        self.arrivals.mark(now);
         self.newest = Some((tick, now));
         self.apply(s, rec);
     }
@@ -673,6 +678,7 @@ impl Bot for RtypeBot {
                     rec.event("server_silence_timeout");
                     self.out.clear();
                     self.finish_learning(rec);
+                    self.arrivals.finish(now, rec);
                     return;
                 }
                 self.rejoin_timers(now, rec);
@@ -683,11 +689,12 @@ impl Bot for RtypeBot {
         }
     }
 
-    fn stop(&mut self, _now: Instant, rec: &mut Recorder) {
+    fn stop(&mut self, now: Instant, rec: &mut Recorder) {
         if self.phase == BotPhase::Connected {
             self.out.push_back(Out::Disconnect);
             // Count what the learning phase saw, even if the session was short.
             self.finish_learning(rec);
+            self.arrivals.finish(now, rec);
         }
         if matches!(
             self.phase,

@@ -45,6 +45,7 @@ use super::codec::{
 use super::world::{self, World};
 use super::ZergCityOptions;
 use crate::metrics::Recorder;
+use crate::protocol::tail::SnapshotArrivals;
 use crate::protocol::acks::PendingAcks;
 use crate::protocol::input_grid::InputGrid;
 use crate::protocol::seqwindow::SeqWindow;
@@ -101,6 +102,9 @@ pub struct ZergCityBot {
     dec: Decompressor,
     seq_out: u32,
     down_seq: SeqWindow,
+    /// Arrival times of the datagrams `down_seq` counts, for the tail a dead server leaves
+    /// uncounted.
+    arrivals: SnapshotArrivals,
 
     started_at: Option<Instant>,
     handshake: Handshake,
@@ -173,6 +177,7 @@ impl ZergCityBot {
             dec,
             seq_out: 0,
             down_seq: SeqWindow::new(),
+            arrivals: SnapshotArrivals::new(),
             started_at: None,
             handshake: Handshake::new(),
             epoch_us: 0,
@@ -264,6 +269,7 @@ impl ZergCityBot {
     fn reset_session(&mut self) {
         self.seq_out = 0;
         self.down_seq = SeqWindow::new();
+        self.arrivals.reset();
         self.valid = [false; BASELINES];
         self.opaque = [false; BASELINES];
         self.last_delta_target = None;
@@ -281,6 +287,7 @@ impl ZergCityBot {
         self.out.clear();
         self.reconnect_at = None;
         self.slot_before = self.slot;
+        self.arrivals.reset();
         // Inputs in flight on the dropped session cannot be acknowledged: not loss.
         let abandoned = self.pending.abandon(rec);
         rec.events.add("inputs_abandoned", abandoned);
@@ -928,6 +935,9 @@ impl Bot for ZergCityBot {
         if let Ok(h) = Header::parse(data) {
             let (e, r) = self.down_seq.on_seq(h.sequence).deltas();
             rec.loss_down.add(e, r);
+            if r > 0 {
+                self.arrivals.mark(now);
+            }
         }
         let mut dec = std::mem::take(&mut self.dec);
         match codec::decode(data, &mut dec) {
@@ -959,6 +969,7 @@ impl Bot for ZergCityBot {
                 }
                 if self.silence.expired(now) {
                     rec.event("server_silence_timeout");
+                    self.arrivals.finish(now, rec);
                     self.close(BotPhase::Closed);
                     self.out.push_back(Out::Disconnect(DISCONNECT_TIMEOUT));
                     return;
@@ -984,9 +995,10 @@ impl Bot for ZergCityBot {
         }
     }
 
-    fn stop(&mut self, _now: Instant, rec: &mut Recorder) {
+    fn stop(&mut self, now: Instant, rec: &mut Recorder) {
         match self.phase {
             BotPhase::Connecting | BotPhase::Connected => {
+                self.arrivals.finish(now, rec);
                 if self.stage == Stage::Relinking || self.relink_started.is_some() {
                     rec.event("reconnect_unfinished");
                 }
@@ -1058,7 +1070,7 @@ impl Bot for ZergCityBot {
         self.phase
     }
 
-    fn handle_transport_closed(&mut self, _now: Instant, rec: &mut Recorder) {
+    fn handle_transport_closed(&mut self, now: Instant, rec: &mut Recorder) {
         match self.phase {
             BotPhase::Connecting => {
                 rec.connect_failures.add("transport_closed", 1);
@@ -1066,6 +1078,7 @@ impl Bot for ZergCityBot {
             }
             BotPhase::Connected => {
                 rec.event("transport_closed");
+                self.arrivals.finish(now, rec);
                 if self.relink_started.is_some() {
                     rec.event("reconnect_failed");
                 }
