@@ -858,6 +858,32 @@ fn lost_delta_is_stale_until_the_next_full() {
     assert_eq!(r0.loss_down.expected - r0.loss_down.received, 1);
 }
 
+/// The per-connection `seq` numbers every server datagram, so a lost Pong leaves a gap too;
+/// but the next snapshot's tick follows the last one, so no snapshot was lost and the table
+/// is as right as it was: no staleness (`seq_gap_not_a_snapshot`), while the loss is counted.
+#[test]
+fn a_lost_pong_does_not_make_the_table_stale() {
+    let d = ms(2);
+    let mut sim = sim(1, CafeServerConfig::default(), d);
+    sim.start_all();
+    // Drop the first Pong to arrive after the tick step is learned (8 snapshots).
+    let mut done = false;
+    sim.down.drop = Some(rule(move |m| {
+        let hit = !done && m.msg_type() == PING && m.at > ms(400);
+        done |= hit;
+        hit
+    }));
+    // Past the next two fulls (ticks 60 and 120): a stale table would be recorded by then.
+    sim.run_until(tick_at(130) + d);
+    let lost = sim.log.iter().filter(|r| r.dropped).count();
+    assert_eq!(lost, 1, "one Pong dropped");
+    let r = &sim.recs[0];
+    assert_eq!(r.loss_down.expected - r.loss_down.received, 1);
+    assert_eq!(r.events.get("seq_gap_not_a_snapshot"), 1);
+    assert_eq!(extra(r, "stale_us"), None);
+    assert_table_matches_room(&sim, 0, "after the lost pong");
+}
+
 const PLAYER_SPEED: f32 = tickswarm::protocol::cafe::server::PLAYER_SPEED;
 
 /// A full snapshot that arrives after newer deltas is older than the table: applying it

@@ -839,6 +839,30 @@ fn reordered_duplicate_and_late_snapshots_are_measured() {
     assert!(interp.equivalent(interp.max(), 100_000), "the 24 → 30 gap");
 }
 
+/// §9's rendering at the default 100 ms behind the newest snapshot: with snapshots every
+/// 50 ms the client always interpolates; two snapshots lost in a row make a 150 ms gap, of
+/// which the last 50 ms are drawn from extrapolation, and a 10 ms late one adds nothing.
+#[test]
+fn time_spent_extrapolating_is_what_a_gap_exceeds_the_render_delay_by() {
+    let t0 = Instant::now();
+    let (mut bot, mut rec) = accepted_bot(t0);
+    let due = |k: u32| t0 + 100 * MS + 50 * MS * k;
+    for k in 1..=10 {
+        bot.handle_datagram(due(k), &snapshot_bytes(k), &mut rec);
+    }
+    // 11 and 12 lost; 13 on time; 14 10 ms late (a 60 ms gap, inside the delay).
+    bot.handle_datagram(due(13), &snapshot_bytes(13), &mut rec);
+    bot.handle_datagram(due(14) + 10 * MS, &snapshot_bytes(14), &mut rec);
+    bot.handle_datagram(due(15), &snapshot_bytes(15), &mut rec);
+
+    let ex = hist(&rec, "extrapolation_us");
+    assert_eq!(ex.len(), 1, "one stretch");
+    assert!(ex.equivalent(ex.max(), 50_000), "{}", ex.max());
+    assert_eq!(rec.events.get("render_extrapolating_us"), 50_000);
+    // Rendered from the first snapshot (due(1)) to the last (due(15)): 14 × 50 ms.
+    assert_eq!(rec.events.get("render_us"), 700_000);
+}
+
 #[test]
 fn the_tick_step_is_learned_through_loss() {
     let t0 = Instant::now();

@@ -151,6 +151,9 @@ pub struct CafeBot {
     last_tick: Option<u32>,
     /// Since when the entity table may be stale (a datagram was lost after the last full).
     stale_since: Option<Instant>,
+    /// Since when a gap in `seq` may have been a lost snapshot, until the next snapshot's tick
+    /// says whether it was.
+    suspect_since: Option<Instant>,
 }
 
 impl CafeBot {
@@ -197,6 +200,7 @@ impl CafeBot {
             arrivals: SnapshotArrivals::new(),
             last_tick: None,
             stale_since: None,
+            suspect_since: None,
         }
     }
 
@@ -296,37 +300,38 @@ impl CafeBot {
             return;
         }
         let counting = self.loss_source == LossSource::Tick;
-        if counting || self.detect.is_some() {
-            let st = self.ticks.on_tick(s.tick);
-            if let Some(l) = st.learned {
-                rec.record_extra("snapshot_tick_step", u64::from(l.step));
-                if l.irregular {
-                    rec.event("tick_step_irregular");
+        // Ticks are followed in either loss mode: they also tell whether a gap in the
+        // sequence held a snapshot (see `note_seq_gap`).
+        let st = self.ticks.on_tick(s.tick);
+        if let Some(l) = st.learned {
+            rec.record_extra("snapshot_tick_step", u64::from(l.step));
+            if l.irregular {
+                rec.event("tick_step_irregular");
+            }
+        }
+        if counting {
+            rec.loss_down.add(st.loss.0, st.loss.1);
+            if let Some(outcome) = st.outcome {
+                self.note_gap(now, outcome);
+                if outcome == SeqOutcome::Reset {
+                    rec.event("snapshot_tick_reset");
                 }
             }
-            if counting {
-                rec.loss_down.add(st.loss.0, st.loss.1);
-                if let Some(outcome) = st.outcome {
-                    self.note_gap(now, outcome);
-                    if outcome == SeqOutcome::Reset {
-                        rec.event("snapshot_tick_reset");
-                    }
-                }
-                // Seen before while learning, or a duplicate or too old to tell after.
-                let old = st.duplicate
-                    || matches!(
-                        st.outcome,
-                        Some(SeqOutcome::Duplicate | SeqOutcome::TooOld)
-                    );
-                if old {
-                    rec.event("snapshot_duplicate_or_old");
-                    return;
-                }
+            // Seen before while learning, or a duplicate or too old to tell after.
+            let old = st.duplicate
+                || matches!(
+                    st.outcome,
+                    Some(SeqOutcome::Duplicate | SeqOutcome::TooOld)
+                );
+            if old {
+                rec.event("snapshot_duplicate_or_old");
+                return;
             }
         }
         if let Some(li) = s.last_input {
             self.on_last_input(now, li, rec);
         }
+        self.settle_suspect_gap(s.tick, rec);
         // Older than a snapshot already applied (reordered): applying it would roll the table
         // back. The gap that made it late has marked the table stale already.
         if self
@@ -395,7 +400,7 @@ impl CafeBot {
         let (e, r) = outcome.deltas();
         rec.loss_down.add(e, r);
         self.seq_counts.add(e, r);
-        self.note_gap(now, outcome);
+        self.note_seq_gap(now, outcome);
         if let Some(d) = self.detect.as_mut() {
             d.datagrams += 1;
             // Loss thins seqs and ticks alike; a shared counter spreads the seqs over every
@@ -441,14 +446,45 @@ impl CafeBot {
         self.loss_source = LossSource::Tick;
         // The gaps were other clients' datagrams, not lost deltas.
         self.stale_since = None;
+        self.suspect_since = None;
     }
 
-    /// A gap in what the server sent may have been a delta: the table is stale until the next
-    /// full snapshot.
+    /// A gap in the snapshot ticks was a lost snapshot, maybe a delta: the table is stale
+    /// until the next full snapshot.
     fn note_gap(&mut self, now: Instant, outcome: SeqOutcome) {
         if matches!(outcome, SeqOutcome::Advanced { gap } if gap > 0) && self.stale_since.is_none()
         {
             self.stale_since = Some(now);
+        }
+    }
+
+    /// A gap in the per-connection `seq` covers every server datagram: the one lost may have
+    /// been a Pong or a heartbeat, which leaves the table as right as it was. It is only a
+    /// suspicion until the next snapshot tells ([`Self::settle_suspect_gap`]).
+    fn note_seq_gap(&mut self, now: Instant, outcome: SeqOutcome) {
+        if matches!(outcome, SeqOutcome::Advanced { gap } if gap > 0)
+            && self.stale_since.is_none()
+            && self.suspect_since.is_none()
+        {
+            self.suspect_since = Some(now);
+        }
+    }
+
+    /// The first snapshot after a `seq` gap: if its tick follows the last applied one by
+    /// exactly the tick step, no snapshot was in the gap (`seq_gap_not_a_snapshot`) and the
+    /// table is not stale; otherwise (or with the step not known yet) it is, from the gap on.
+    fn settle_suspect_gap(&mut self, tick: u32, rec: &mut Recorder) {
+        let Some(since) = self.suspect_since.take() else {
+            return;
+        };
+        let follows = match (self.last_tick, self.ticks.step.step()) {
+            (Some(last), Some(step)) => tick.wrapping_sub(last) == step,
+            _ => false,
+        };
+        if follows {
+            rec.event("seq_gap_not_a_snapshot");
+        } else if self.stale_since.is_none() {
+            self.stale_since = Some(since);
         }
     }
 

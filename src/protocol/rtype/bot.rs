@@ -39,6 +39,11 @@
 //!     each lost snapshot in the window adds an interval, jitter adds the late part. (The
 //!     usual "2 × interval" setting is this value when one snapshot in a row may be lost.)
 //!   - `snapshot_tick_step`: the step learned (or configured), once per session.
+//!   - `extrapolation_us`, with the counters `render_us` and `render_extrapolating_us`: §9's
+//!     rendering. A client drawing the world `render_delay_ms` behind its newest snapshot
+//!     extrapolates for whatever part of a gap between applied snapshots is longer than that
+//!     delay; each such stretch is one sample, and the counters sum the time rendered and the
+//!     time extrapolated (their ratio is the share of play on guessed positions).
 //!   - `rejoin_us`: GAMEOVER to the ACCEPT of the rejoin.
 //! - Events: `gameover`, `rejoined`, `reject_received`, `damage_events`, `damage_taken`
 //!   (sum of amounts on the bot's own ship), `snapshot_unannounced` (entities a snapshot
@@ -478,11 +483,29 @@ impl RtypeBot {
                 }
             }
         }
+        self.on_render_gap(gap, rec);
         self.gaps[self.gap_count % INTERP_WINDOW] = gap_us;
         self.gap_count += 1;
         let filled = self.gap_count.min(INTERP_WINDOW);
         let need = self.gaps[..filled].iter().copied().max().unwrap_or(gap_us);
         rec.record_extra("interp_delay_us", need);
+    }
+
+    /// §9's rendering, between two applied snapshots `gap` apart: a client drawing the world
+    /// `render_delay_ms` behind its newest snapshot interpolates while a newer one arrives
+    /// within that delay and extrapolates for the rest of a longer gap. Counted: the time
+    /// rendered (`render_us`), the time extrapolating (`render_extrapolating_us`), and each
+    /// stretch of it (`extrapolation_us`). Loss or jitter beyond the delay shows here as time
+    /// the player saw guessed positions.
+    fn on_render_gap(&mut self, gap: Duration, rec: &mut Recorder) {
+        let delay = Duration::from_millis(self.opts.render_delay_ms);
+        rec.events.add("render_us", gap.as_micros() as u64);
+        let beyond = gap.saturating_sub(delay);
+        if !beyond.is_zero() {
+            let us = beyond.as_micros() as u64;
+            rec.events.add("render_extrapolating_us", us);
+            rec.record_extra("extrapolation_us", us);
+        }
     }
 
     /// A snapshot is the full world state: upsert what it carries, drop what it does not.

@@ -59,6 +59,21 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
             "Interpolation delay",
             "buffer needed to stay smooth",
         ),
+        MetricDesc::micros(
+            "extrapolation_us",
+            "Extrapolation",
+            "each stretch a client rendering render_delay_ms behind ran past its newest snapshot",
+        ),
+        MetricDesc::count(
+            "render_extrapolating_us",
+            "Time extrapolating",
+            "µs in all that clients rendered past their newest snapshot (of render_us)",
+        ),
+        MetricDesc::count(
+            "render_us",
+            "Time rendered",
+            "µs from each bot's first snapshot to its last, summed",
+        ),
         MetricDesc::micros("rejoin_us", "Rejoin time", "GAMEOVER to the next ACCEPT")
             .display(Display::Table),
         MetricDesc::histogram(
@@ -119,6 +134,11 @@ pub struct RtypeOptions {
     pub client_id: ClientIdMode,
     /// With `client_id: index`, the id of bot 0 (clientId 0 means auto-assignment, so 1).
     pub client_id_base: u32,
+    /// How far behind its newest snapshot the simulated client renders (§9's interpolation,
+    /// with snapshots at 20-30 Hz): 100 ms is two snapshots at 20 Hz. When a gap between
+    /// snapshots is longer, the client runs out of snapshots to interpolate towards and
+    /// extrapolates; the bot measures that time (`extrapolation_us`, `render_extrapolating_us`).
+    pub render_delay_ms: u64,
 }
 
 impl Default for RtypeOptions {
@@ -133,6 +153,7 @@ impl Default for RtypeOptions {
             retry_limit: 5,
             client_id: ClientIdMode::Index,
             client_id_base: 1,
+            render_delay_ms: 100,
         }
     }
 }
