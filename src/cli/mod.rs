@@ -3,6 +3,7 @@
 //! Exit codes: 0 pass, 1 thresholds failed, 2 bad usage or scenario, 3 target unreachable
 //! (no bot completed the handshake).
 
+mod metrics_listen;
 mod progress;
 mod serve;
 
@@ -67,6 +68,10 @@ struct RunArgs {
     scenario: PathBuf,
     #[command(flatten)]
     ov: OverrideArgs,
+    /// Serve live metrics for Prometheus at http://ADDR/metrics while the run goes on
+    /// (updated each second; e.g. 127.0.0.1:9464, or port 0 for a free one).
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<std::net::SocketAddr>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -247,10 +252,34 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<u8> {
     )
     .with_context(|| format!("creating {}", hlog_path.display()))?;
     let mut hlog_error = None;
+    let metrics = match a.metrics_listen {
+        Some(addr) => match metrics_listen::MetricsServer::start(addr) {
+            Ok(m) => {
+                eprintln!("metrics  http://{}/metrics", m.addr());
+                Some(m)
+            }
+            Err(e) => {
+                drop(hlog);
+                discard(&dir);
+                eprintln!("error: {e:#}");
+                return Ok(EXIT_USAGE);
+            }
+        },
+        None => None,
+    };
+    let mut exposition = report::prometheus::Exposition::new(
+        &plan.name,
+        plan.protocol.name().as_str(),
+        plan.planned,
+    );
     let outcome = match engine::run(&plan, &stop, |p, c, rec| {
         printer.line(p, c);
         if hlog_error.is_none() {
             hlog_error = hlog.interval(p.t as u64 - 1, rec).err();
+        }
+        if let Some(m) = &metrics {
+            exposition.update(p, c, rec);
+            m.publish(exposition.render());
         }
     }) {
         Ok(o) => o,
@@ -280,6 +309,10 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<u8> {
         eprintln!("warning: histograms.hlog is incomplete: {e}");
     }
     drop(hlog);
+    if let Some(m) = &metrics {
+        exposition.finish(&outcome.tail, outcome.elapsed.as_secs_f64());
+        m.publish(exposition.render());
+    }
     let summary = report::summarize(&run_info(&plan), &outcome);
     let written = report::write_all(&dir, &summary, plan.junit)
         .with_context(|| format!("writing the report to {}", dir.display()))?;

@@ -5,6 +5,7 @@ pub mod hlog;
 pub mod html;
 pub mod junit;
 pub mod merge;
+pub mod prometheus;
 pub mod summary;
 
 use std::path::{Path, PathBuf};

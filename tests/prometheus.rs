@@ -1,0 +1,260 @@
+//! `run --metrics-listen`: what a scrape gets during a run is what the run measured, checked
+//! against the run's own `summary.json` (each scraped counter is the sum of the whole seconds
+//! before it), parsed by Prometheus' `promtool`, and scraped by a real Prometheus server
+//! (Debian's `prometheus` package, installed by `scripts/test`).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tickswarm"))
+}
+
+fn scenario(dir: &Path, secs: u64) -> std::path::PathBuf {
+    let p = dir.join("s.yaml");
+    std::fs::write(
+        &p,
+        format!(
+            "name: live\nprotocol:\n  cafe: {{}}\npopulation:\n  stages:\n    - ramp_to: 5\n      over: 0s\nbehaviour:\n  ping_interval: 200ms\nduration: {secs}s\n"
+        ),
+    )
+    .unwrap();
+    p
+}
+
+/// GET `path` over plain HTTP/1.0; the body, or `None` when nothing answered.
+fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).ok()?;
+    let (head, body) = raw.split_once("\r\n\r\n")?;
+    let status = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((status, body.to_string()))
+}
+
+fn value(text: &str, series: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn summary(out: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
+}
+
+/// Sums of `key` over the first k intervals, k = 0..=n.
+fn prefix_sums(s: &Value, key: &str) -> Vec<u64> {
+    let mut acc = 0;
+    let mut v = vec![0];
+    for p in s["intervals"].as_array().unwrap() {
+        acc += p[key].as_u64().unwrap();
+        v.push(acc);
+    }
+    v
+}
+
+/// Starts a run serving metrics; returns the child and the metrics address it printed.
+fn start_run(sc: &Path, out: &Path, listen: &str) -> (Child, SocketAddr) {
+    let mut child = bin()
+        .arg("run")
+        .arg(sc)
+        .arg("--out")
+        .arg(out)
+        .args(["--metrics-listen", listen])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines
+            .next()
+            .expect("run printed its metrics address")
+            .unwrap();
+        if let Some(url) = line.strip_prefix("metrics  http://") {
+            break url.trim_end_matches("/metrics").parse().unwrap();
+        }
+    };
+    // Keep draining stderr so the run never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    (child, addr)
+}
+
+#[test]
+fn scrapes_during_a_run_match_its_summary_and_pass_promtool() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sc = scenario(tmp.path(), 4);
+    let out = tmp.path().join("out");
+    let (mut child, addr) = start_run(&sc, &out, "127.0.0.1:0");
+    let mut bodies = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        if let Some((200, body)) = http_get(addr, "/metrics") {
+            bodies.push(body);
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    let s = summary(&out);
+    let inputs = prefix_sums(&s, "inputs_sent");
+    let up_bytes = prefix_sums(&s, "bytes_up");
+    let with_data: Vec<&String> = bodies
+        .iter()
+        .filter(|b| value(b, "tickswarm_inputs_sent_total").is_some_and(|v| v > 0))
+        .collect();
+    assert!(
+        with_data.len() >= 4,
+        "{} scrapes with data",
+        with_data.len()
+    );
+    for b in &with_data {
+        // Each scrape shows the totals of the whole seconds so far, exactly.
+        let v = value(b, "tickswarm_inputs_sent_total").unwrap();
+        let k = inputs.iter().position(|&x| x == v);
+        assert!(
+            k.is_some(),
+            "scraped {v} inputs, not a prefix of {inputs:?}"
+        );
+        let bytes = value(b, "tickswarm_payload_bytes_total{direction=\"up\"}").unwrap();
+        assert_eq!(bytes, up_bytes[k.unwrap()], "bytes up at the same second");
+        assert_eq!(value(b, "tickswarm_bots_planned"), Some(5));
+        let rtt = value(b, "tickswarm_rtt_seconds_count").unwrap();
+        assert!(rtt > 0);
+    }
+    // Prometheus' own parser accepts the exposition.
+    let last = with_data.last().unwrap();
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (Debian package prometheus; scripts/test installs it)");
+    promtool
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(last.as_bytes())
+        .unwrap();
+    let o = promtool.wait_with_output().unwrap();
+    assert!(
+        o.status.success(),
+        "promtool: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// Kills a child process when dropped (the Prometheus server must not outlive the test).
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_real_prometheus_server_scrapes_the_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let metrics_port = free_port();
+    let prom_port = free_port();
+    let config = tmp.path().join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\nscrape_configs:\n  - job_name: tickswarm\n    static_configs:\n      - targets: ['127.0.0.1:{metrics_port}']\n"
+        ),
+    )
+    .unwrap();
+    let prom = Command::new("prometheus")
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            tmp.path().join("tsdb").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("prometheus (Debian package prometheus; scripts/test installs it)");
+    let _prom = KillOnDrop(prom);
+    let prom_addr: SocketAddr = format!("127.0.0.1:{prom_port}").parse().unwrap();
+    let ready = Instant::now() + Duration::from_secs(30);
+    // Ready, and scraping our target (down until the run starts): Prometheus hands targets
+    // to its scrape loops some seconds after it starts.
+    let scraping = |b: &str| {
+        serde_json::from_str::<Value>(b).is_ok_and(|v| {
+            v["data"]["activeTargets"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|t| t["lastScrape"] != "0001-01-01T00:00:00Z"))
+        })
+    };
+    while !matches!(http_get(prom_addr, "/api/v1/targets"), Some((200, b)) if scraping(&b)) {
+        assert!(Instant::now() < ready, "prometheus did not start scraping");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    let sc = scenario(tmp.path(), 6);
+    let out = tmp.path().join("out");
+    let (mut child, _) = start_run(&sc, &out, &format!("127.0.0.1:{metrics_port}"));
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    let s = summary(&out);
+    let inputs = prefix_sums(&s, "inputs_sent");
+
+    // What Prometheus stored: every sample of the counter is a whole-second total of the run.
+    let (status, body) = http_get(
+        prom_addr,
+        "/api/v1/query?query=tickswarm_inputs_sent_total%5B1m%5D",
+    )
+    .expect("prometheus answers queries");
+    assert_eq!(status, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    let result = &v["data"]["result"];
+    let series = result
+        .as_array()
+        .and_then(|r| r.first())
+        .unwrap_or_else(|| panic!("no series scraped: {body}"));
+    assert_eq!(series["metric"]["job"], "tickswarm");
+    let samples: Vec<u64> = series["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p[1].as_str().unwrap().parse().unwrap())
+        .collect();
+    assert!(
+        samples.iter().filter(|&&x| x > 0).count() >= 3,
+        "{samples:?}"
+    );
+    for x in &samples {
+        assert!(inputs.contains(x), "sample {x} not a prefix of {inputs:?}");
+    }
+    // And the histogram arrived as a histogram: quantiles can be asked of it.
+    let (_, body) = http_get(
+        prom_addr,
+        "/api/v1/query?query=histogram_quantile(0.99%2C%20tickswarm_rtt_seconds_bucket)",
+    )
+    .unwrap();
+    let q: Value = serde_json::from_str(&body).unwrap();
+    let p99: f64 = q["data"]["result"][0]["value"][1]
+        .as_str()
+        .unwrap_or_else(|| panic!("{body}"))
+        .parse()
+        .unwrap();
+    assert!(p99 > 0.0 && p99 < 1.0, "rtt p99 {p99} s on loopback");
+}
