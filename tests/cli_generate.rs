@@ -16,7 +16,8 @@ fn tickswarm(args: &[&str]) -> String {
 fn completions_for_each_shell_know_the_commands_and_options() {
     for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
         let script = tickswarm(&["completions", shell]);
-        for word in ["compare", "merge", "--max-regress", "--shard", "--force"] {
+        // Long options without their dashes: fish writes `-l max-regress`.
+        for word in ["compare", "merge", "max-regress", "shard", "force"] {
             assert!(script.contains(word), "{shell} completion lacks {word}");
         }
     }

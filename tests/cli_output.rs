@@ -21,10 +21,11 @@ fn run(scenario: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
         .arg("run")
         .arg(scenario)
         .args(args)
-        .envs(env.iter().copied())
         .env_remove("TICKSWARM_FORCE")
         .env_remove("TICKSWARM_QUIET")
         .env_remove("TICKSWARM_JSON")
+        .env_remove("TICKSWARM_OUT")
+        .envs(env.iter().copied())
         .output()
         .unwrap()
 }
