@@ -16,12 +16,20 @@ fn validate(env: &[(&str, &str)], args: &[&str]) -> Output {
             c.env_remove(k);
         }
     }
-    c.arg("validate").arg(quickstart()).args(args).envs(env.iter().copied());
+    c.arg("validate")
+        .arg(quickstart())
+        .args(args)
+        .envs(env.iter().copied());
     c.output().unwrap()
 }
 
 fn stdout(o: &Output) -> String {
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
@@ -74,6 +82,9 @@ fn the_shard_from_the_environment() {
     assert!(!plan.contains("shard"), "{plan}");
     assert!(plan.contains("bots       100 over"), "{plan}");
     // An index past the count is bad usage.
-    let o = validate(&[("JOB_COMPLETION_INDEX", "4"), ("TICKSWARM_SHARDS", "4")], &[]);
+    let o = validate(
+        &[("JOB_COMPLETION_INDEX", "4"), ("TICKSWARM_SHARDS", "4")],
+        &[],
+    );
     assert_eq!(o.status.code(), Some(2));
 }

@@ -8,7 +8,12 @@ fn tickswarm(args: &[&str]) -> String {
         .args(args)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     String::from_utf8(o.stdout).unwrap()
 }
 
@@ -44,7 +49,10 @@ fn an_unknown_shell_is_bad_usage() {
 #[test]
 fn the_man_page_is_roff_with_the_commands() {
     let page = tickswarm(&["man"]);
-    assert!(page.starts_with(".ie") || page.contains(".TH tickswarm"), "{page:.300}");
+    assert!(
+        page.starts_with(".ie") || page.contains(".TH tickswarm"),
+        "{page:.300}"
+    );
     assert!(page.contains(".TH tickswarm"), "{page:.300}");
     for word in ["compare", "completions", "merge", "quiet"] {
         assert!(page.contains(word), "man page lacks {word}");

@@ -60,14 +60,31 @@ fn a_non_empty_out_folder_is_refused_unless_forced() {
     let o = run(
         &s,
         &["--quiet"],
-        &[("TICKSWARM_OUT", out.to_str().unwrap()), ("TICKSWARM_FORCE", "1")],
+        &[
+            ("TICKSWARM_OUT", out.to_str().unwrap()),
+            ("TICKSWARM_FORCE", "1"),
+        ],
     );
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let files = listing(&out);
-    for f in ["notes.txt", "summary.json", "report.html", "junit.xml", "histograms.hlog"] {
+    for f in [
+        "notes.txt",
+        "summary.json",
+        "report.html",
+        "junit.xml",
+        "histograms.hlog",
+    ] {
         assert!(files.contains(&f.to_string()), "{files:?}");
     }
-    assert_eq!(std::fs::read_to_string(out.join("notes.txt")).unwrap(), "mine");
+    assert_eq!(
+        std::fs::read_to_string(out.join("notes.txt")).unwrap(),
+        "mine"
+    );
 
     // An empty folder is fine without --force.
     let empty = tmp.path().join("empty");
@@ -81,8 +98,17 @@ fn json_on_stdout_quiet_on_stderr() {
     let tmp = tempfile::tempdir().unwrap();
     let s = tiny_scenario(tmp.path());
     let out = tmp.path().join("out");
-    let o = run(&s, &["--json", "--quiet", "--out", out.to_str().unwrap()], &[]);
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = run(
+        &s,
+        &["--json", "--quiet", "--out", out.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let printed: Value = serde_json::from_slice(&o.stdout).expect("stdout is the summary");
     let file: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
@@ -102,11 +128,22 @@ fn verbose_levels_say_more() {
     assert!(e0.contains("verdict  PASS"), "{e0}");
     assert!(!e0.contains("pings      every"), "{e0}");
     // -v: the plan first.
-    let v = run(&s, &["-v", "--out", tmp.path().join("b").to_str().unwrap()], &[]);
+    let v = run(
+        &s,
+        &["-v", "--out", tmp.path().join("b").to_str().unwrap()],
+        &[],
+    );
     let e1 = String::from_utf8_lossy(&v.stderr).into_owned();
-    assert!(e1.contains("pings      every") && e1.contains("verdict  PASS"), "{e1}");
+    assert!(
+        e1.contains("pings      every") && e1.contains("verdict  PASS"),
+        "{e1}"
+    );
     // -vv: each second as a JSON line too.
-    let vv = run(&s, &["-vv", "--out", tmp.path().join("c").to_str().unwrap()], &[]);
+    let vv = run(
+        &s,
+        &["-vv", "--out", tmp.path().join("c").to_str().unwrap()],
+        &[],
+    );
     let e2 = String::from_utf8_lossy(&vv.stderr).into_owned();
     let points: Vec<Value> = e2
         .lines()
@@ -114,5 +151,7 @@ fn verbose_levels_say_more() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert!(!points.is_empty(), "{e2}");
-    assert!(points.iter().all(|p| p["t"].is_number() && p["bots_connected"].is_number()));
+    assert!(points
+        .iter()
+        .all(|p| p["t"].is_number() && p["bots_connected"].is_number()));
 }

@@ -103,7 +103,13 @@ fn a_delayed_server_fails_compare_and_the_same_conditions_pass() {
     let o = compare(
         &base,
         &slow,
-        &["--max-regress", "rtt.p99=10%", "--out", out.to_str().unwrap(), "--json"],
+        &[
+            "--max-regress",
+            "rtt.p99=10%",
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
+        ],
     );
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{stderr}");
@@ -117,12 +123,25 @@ fn a_delayed_server_fails_compare_and_the_same_conditions_pass() {
     assert!(b < n, "base {b} new {n}");
     assert_eq!(r["regressed"], true);
     // The figures are the runs' own exact percentiles (the summaries hold the same histograms).
-    assert_eq!(b, json(&base.join("summary.json"))["rtt_us"]["p99"].as_f64().unwrap());
-    assert_eq!(n, json(&slow.join("summary.json"))["rtt_us"]["p99"].as_f64().unwrap());
+    assert_eq!(
+        b,
+        json(&base.join("summary.json"))["rtt_us"]["p99"]
+            .as_f64()
+            .unwrap()
+    );
+    assert_eq!(
+        n,
+        json(&slow.join("summary.json"))["rtt_us"]["p99"]
+            .as_f64()
+            .unwrap()
+    );
     // Rows without a limit are shown, never failed.
     assert_eq!(row(&c, "rtt.p50")["regressed"], false);
     let html = std::fs::read_to_string(out.join("compare.html")).unwrap();
-    assert!(html.contains("REGRESSED") && html.contains("rtt.p99"), "{html}");
+    assert!(
+        html.contains("REGRESSED") && html.contains("rtt.p99"),
+        "{html}"
+    );
     assert!(html.contains(base.to_str().unwrap()) && html.contains(slow.to_str().unwrap()));
     assert_eq!(json(&out.join("compare.json"))["regressed"], true);
 
@@ -161,10 +180,17 @@ fn a_delayed_server_fails_compare_and_the_same_conditions_pass() {
     let c: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(
         row(&c, "rtt.p99")["base"].as_f64().unwrap(),
-        json(&merged.join("summary.json"))["rtt_us"]["p99"].as_f64().unwrap()
+        json(&merged.join("summary.json"))["rtt_us"]["p99"]
+            .as_f64()
+            .unwrap()
     );
     let o = compare(&merged, &same, &generous);
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 
     // The scenario's compare: block gates the same way, without a flag.
     let gated = scenario(t, "compare:\n  max_regress:\n    rtt.p99: 10%\n");
@@ -184,7 +210,11 @@ fn bad_usage_exits_2_with_a_reason() {
     assert_eq!(o.status.code(), Some(2));
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("rtt.p99=lots"), "{e}");
-    let o = compare(tmp.path(), tmp.path(), &["--max-regress", "loss.downstream=+1ms"]);
+    let o = compare(
+        tmp.path(),
+        tmp.path(),
+        &["--max-regress", "loss.downstream=+1ms"],
+    );
     assert_eq!(o.status.code(), Some(2));
     // A bad compare: block is a scenario error at validate time.
     let s = scenario(tmp.path(), "compare:\n  max_regress:\n    rtt.p99: fast\n");

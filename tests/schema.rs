@@ -24,7 +24,15 @@ fn run(scenario: &str, out: &Path, extra: &[&str]) -> Value {
     let o = bin()
         .arg("run")
         .arg(root().join(scenario))
-        .args(["--bots", "8", "--duration", "2s", "--quiet", "--target", "embedded"])
+        .args([
+            "--bots",
+            "8",
+            "--duration",
+            "2s",
+            "--quiet",
+            "--target",
+            "embedded",
+        ])
         .args(extra)
         .arg("--out")
         .arg(out)
@@ -51,7 +59,10 @@ fn check(validator: &jsonschema::Validator, what: &str, s: &Value) {
         .collect();
     assert!(errors.is_empty(), "{what}: {errors:#?}");
     let thresholds = s["thresholds"].as_array().unwrap();
-    assert!(!thresholds.is_empty(), "{what}: the default checks at least");
+    assert!(
+        !thresholds.is_empty(),
+        "{what}: the default checks at least"
+    );
     for t in thresholds {
         let path = t["metric"].as_str().unwrap();
         let found = at(s, path).unwrap_or_else(|| panic!("{what}: `{path}` is not in the summary"));
@@ -60,7 +71,11 @@ fn check(validator: &jsonschema::Validator, what: &str, s: &Value) {
             Value::Bool(b) => Some(if *b { 1.0 } else { 0.0 }),
             v => v.as_f64(),
         };
-        assert_eq!(value, observed.as_f64(), "{what}: {path} vs observed {observed}");
+        assert_eq!(
+            value,
+            observed.as_f64(),
+            "{what}: {path} vs observed {observed}"
+        );
     }
 }
 
@@ -106,9 +121,17 @@ fn real_summaries_match_the_schema() {
         .output()
         .unwrap();
     assert!(matches!(o.status.code(), Some(0 | 1)));
-    check(&validator, "every threshold kind", &json(&t.join("many/summary.json")));
+    check(
+        &validator,
+        "every threshold kind",
+        &json(&t.join("many/summary.json")),
+    );
 
-    let second = run("scenarios/quickstart.yaml", &t.join("cafe2"), &["--seed", "9"]);
+    let second = run(
+        "scenarios/quickstart.yaml",
+        &t.join("cafe2"),
+        &["--seed", "9"],
+    );
     check(&validator, "cafe (second)", &second);
     let o = bin()
         .args(["merge", "--quiet"])

@@ -132,7 +132,12 @@ fn three_shards_against_one_server_merge_into_one_run() {
         .arg(&merged)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let m: Value = serde_json::from_slice(&o.stdout).expect("--json prints the merged summary");
     assert_eq!(m, json(&merged.join("summary.json")));
 
@@ -141,7 +146,11 @@ fn three_shards_against_one_server_merge_into_one_run() {
     assert_eq!(m["bots"]["planned"], BOTS);
     assert_eq!(m["bots"]["connected"], BOTS);
     for key in ["inputs_sent", "snapshots_applied"] {
-        assert_eq!(m[key].as_u64().unwrap(), sum(&|s| s[key].as_u64().unwrap()), "{key}");
+        assert_eq!(
+            m[key].as_u64().unwrap(),
+            sum(&|s| s[key].as_u64().unwrap()),
+            "{key}"
+        );
     }
     for key in ["up_packets", "down_packets", "up_bytes", "down_bytes"] {
         assert_eq!(
@@ -172,7 +181,11 @@ fn three_shards_against_one_server_merge_into_one_run() {
             "{tag} count is the shards' sum"
         );
         for (stat, q) in [("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p999", 0.999)] {
-            assert_eq!(got[stat].as_u64().unwrap(), all.value_at_quantile(q), "{tag} {stat}");
+            assert_eq!(
+                got[stat].as_u64().unwrap(),
+                all.value_at_quantile(q),
+                "{tag} {stat}"
+            );
         }
         assert_eq!(got["max"].as_u64().unwrap(), all.max(), "{tag} max");
         assert_eq!(got["min"].as_u64().unwrap(), all.min(), "{tag} min");
@@ -180,7 +193,10 @@ fn three_shards_against_one_server_merge_into_one_run() {
 
     // The merged log keeps the format-version header and merges again to the same figures.
     let hlog = std::fs::read_to_string(merged.join("histograms.hlog")).unwrap();
-    assert!(hlog.contains("\n#[Histogram log format version 1.3]\n"), "{hlog:.400}");
+    assert!(
+        hlog.contains("\n#[Histogram log format version 1.3]\n"),
+        "{hlog:.400}"
+    );
     let again = tmp.path().join("again");
     let o = bin()
         .args(["merge", "--quiet"])

@@ -41,7 +41,10 @@ pub enum Kind {
 #[derive(Debug, Clone, PartialEq)]
 enum Source {
     /// A statistic of the histogram with this hlog tag.
-    Hist { tag: String, stat: HStat },
+    Hist {
+        tag: String,
+        stat: HStat,
+    },
     LossDownstream,
     LossUpstream,
     ConnectSuccess,
@@ -146,7 +149,8 @@ fn parse_stat(s: &str) -> Option<HStat> {
             if !(q > 0.0 && q <= 100.0) {
                 return None;
             }
-            HStat::Q(q / 100.0)
+            // 99.9 / 100 is 0.9990000000000001 in binary; the summary's p999 is 0.999.
+            HStat::Q((q / 100.0 * 1e9).round() / 1e9)
         }
     })
 }
@@ -198,7 +202,9 @@ impl MetricRef {
             ));
         };
         let stat = parse_stat(&stat).ok_or_else(|| {
-            format!("`{stat}` in `{name}` is not a statistic; use min, mean, max, p50, p99, p99.9, ...")
+            format!(
+                "`{stat}` in `{name}` is not a statistic; use min, mean, max, p50, p99, p99.9, ..."
+            )
         })?;
         let (tag, kind) = HISTOGRAMS
             .iter()
@@ -274,7 +280,11 @@ impl Limit {
                 .parse::<f64>()
                 .ok()
                 .filter(|v| v.is_finite() && *v >= 0.0)
-                .ok_or_else(|| err(format!("`{text}` is not a limit: the number must be 0 or more")))
+                .ok_or_else(|| {
+                    err(format!(
+                        "`{text}` is not a limit: the number must be 0 or more"
+                    ))
+                })
         };
         let allowance = if let Some(n) = body.strip_suffix("pp") {
             if m.kind != Kind::Rate {
@@ -343,9 +353,7 @@ impl RunData {
                     HStat::Q(q) => h.value_at_quantile(*q) as f64,
                 })
             }
-            Source::LossDownstream => {
-                s.loss.downstream.filter(|l| l.expected > 0).map(|l| l.rate)
-            }
+            Source::LossDownstream => s.loss.downstream.filter(|l| l.expected > 0).map(|l| l.rate),
             Source::LossUpstream => s.loss.upstream.filter(|l| l.expected > 0).map(|l| l.rate),
             Source::ConnectSuccess => {
                 (s.bots.planned > 0).then(|| s.bots.connected as f64 / s.bots.planned as f64)
@@ -716,12 +724,7 @@ pub fn render_html(c: &Comparison, base: &RunData, new: &RunData) -> String {
             })
             .collect();
         ladders.push(Ladder {
-            title: format!(
-                "{} ({} and {} samples)",
-                names[0],
-                b.len(),
-                n.len()
-            ),
+            title: format!("{} ({} and {} samples)", names[0], b.len(), n.len()),
             rows,
         });
     }
@@ -758,7 +761,11 @@ mod tests {
                 .hlog_tag(),
             Some("send_lateness_us")
         );
-        assert!(MetricRef::parse("connect_success").unwrap().higher_is_better);
+        assert!(
+            MetricRef::parse("connect_success")
+                .unwrap()
+                .higher_is_better
+        );
         assert!(MetricRef::parse("rtt.p101").is_err());
         assert!(MetricRef::parse("rtt.fast").is_err());
         assert!(MetricRef::parse("rtt").is_err());

@@ -608,7 +608,10 @@ mod tests {
     /// the same index, start time and parameters (seed) as unsharded.
     #[test]
     fn shards_partition_the_population_and_keep_each_bot() {
-        let p = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/quickstart.yaml"));
+        let p = Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/scenarios/quickstart.yaml"
+        ));
         let file = crate::scenario::load(p).unwrap();
         let whole = Plan::build(file.clone(), p, &Overrides::default()).unwrap();
         let mut seen = Vec::new();
@@ -623,7 +626,10 @@ mod tests {
                 assert_eq!(ev.index % 3, index);
                 let w = whole.spawns.iter().find(|w| w.index == ev.index).unwrap();
                 assert_eq!(w, ev);
-                assert_eq!(part.bot_params(ev.index).seed, whole.bot_params(ev.index).seed);
+                assert_eq!(
+                    part.bot_params(ev.index).seed,
+                    whole.bot_params(ev.index).seed
+                );
                 seen.push(ev.index);
             }
         }
@@ -632,7 +638,10 @@ mod tests {
         assert_eq!(seen, all);
         // More shards than bots: the empty one says so.
         let ov = Overrides {
-            shard: Some(Shard { index: 150, count: 200 }),
+            shard: Some(Shard {
+                index: 150,
+                count: 200,
+            }),
             ..Overrides::default()
         };
         let e = Plan::build(file, p, &ov).unwrap_err().to_string();
