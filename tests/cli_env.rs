@@ -56,6 +56,13 @@ fn a_flag_wins_over_its_variable() {
     assert!(plan.contains("bots       5 over"), "{plan}");
 }
 
+/// CI systems pass a blank for a variable nobody filled in: that is unset, not an error.
+#[test]
+fn an_empty_variable_counts_as_unset() {
+    let plan = stdout(&validate(&[("TICKSWARM_BOTS", ""), ("TICKSWARM_SEED", "")], &[]));
+    assert!(plan.contains("bots       100 over"), "{plan}");
+}
+
 #[test]
 fn a_bad_value_in_a_variable_names_the_variable() {
     let o = validate(&[("TICKSWARM_BOTS", "many")], &[]);

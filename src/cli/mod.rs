@@ -223,7 +223,21 @@ impl OverrideArgs {
     }
 }
 
+/// An empty `TICKSWARM_*` variable counts as unset: CI systems pass a blank for a variable
+/// nobody filled in (`${{ vars.X }}`), which must not be a parse error or a zero.
+fn drop_empty_env() {
+    let empty: Vec<std::ffi::OsString> = std::env::vars_os()
+        .filter(|(k, v)| k.to_string_lossy().starts_with("TICKSWARM_") && v.is_empty())
+        .map(|(k, _)| k)
+        .collect();
+    for k in empty {
+        // Before any thread is started: nothing else reads the environment concurrently.
+        std::env::remove_var(k);
+    }
+}
+
 pub fn main() -> ExitCode {
+    drop_empty_env();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
