@@ -59,7 +59,10 @@ fn a_flag_wins_over_its_variable() {
 /// CI systems pass a blank for a variable nobody filled in: that is unset, not an error.
 #[test]
 fn an_empty_variable_counts_as_unset() {
-    let plan = stdout(&validate(&[("TICKSWARM_BOTS", ""), ("TICKSWARM_SEED", "")], &[]));
+    let plan = stdout(&validate(
+        &[("TICKSWARM_BOTS", ""), ("TICKSWARM_SEED", "")],
+        &[],
+    ));
     assert!(plan.contains("bots       100 over"), "{plan}");
 }
 

@@ -112,6 +112,8 @@ fn a_delayed_server_fails_compare_and_the_same_conditions_pass() {
         ],
     );
     let stderr = String::from_utf8_lossy(&o.stderr);
+    // Shown with --nocapture: what a CI log shows for this regression.
+    eprintln!("{stderr}");
     assert_eq!(o.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("REGRESSED rtt.p99 rose by +"), "{stderr}");
     let c: Value = serde_json::from_slice(&o.stdout).expect("--json prints the comparison");

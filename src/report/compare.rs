@@ -464,17 +464,18 @@ pub fn compare(base: &RunData, new: &RunData, limits: &[Limit]) -> Comparison {
                     // A hair of tolerance for float rounding of the same figure.
                     (worse > allowed + allowed.abs() * 1e-12).then(|| {
                         format!(
-                            "{} {} by {} ({} -> {}), over the {} limit",
+                            "{} {} by {}{} ({} -> {}), over the {} limit",
                             m.name,
                             if m.higher_is_better { "fell" } else { "rose" },
                             fmt_delta(m.kind, worse),
+                            match relative(b, n) {
+                                Some(r) => format!(", {:.1}%", r.abs()),
+                                None => String::new(),
+                            },
                             fmt_value(m.kind, Some(b)),
                             fmt_value(m.kind, Some(n)),
                             l.text
-                        ) + &match relative(b, n) {
-                            Some(r) => format!(" ({r:+.1}%)"),
-                            None => String::new(),
-                        }
+                        )
                     })
                 }
             };
