@@ -207,6 +207,20 @@ fn three_shards_against_one_server_merge_into_one_run() {
         .unwrap();
     assert_eq!(o.status.code(), Some(0));
     assert_eq!(json(&again.join("summary.json"))["rtt_us"], m["rtt_us"]);
+
+    // A shard's folder given twice would count it twice: refused.
+    let o = bin()
+        .args(["merge", "--quiet"])
+        .arg(&dirs[0])
+        .arg(&dirs[1])
+        .arg(&dirs[0])
+        .arg("--out")
+        .arg(tmp.path().join("twice"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("given twice"));
+    assert!(!tmp.path().join("twice").exists());
 }
 
 #[test]

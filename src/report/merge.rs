@@ -122,6 +122,14 @@ pub struct Merged {
 
 /// Merge the runs in `dirs` (each with summary.json and histograms.hlog).
 pub fn merge_runs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
+    // The same folder twice would count its bots and samples twice.
+    let mut seen = std::collections::BTreeSet::new();
+    for d in dirs {
+        let key = std::fs::canonicalize(d).unwrap_or_else(|_| d.clone());
+        if !seen.insert(key) {
+            return Err(input_err(d, "given twice: each run folder is merged once"));
+        }
+    }
     let mut runs = Vec::new();
     for d in dirs {
         let s = read_summary(&d.join("summary.json"))?;
