@@ -797,6 +797,99 @@ mod tests {
         assert!((worsening(&down, 1.0, 0.9) - 0.1).abs() < 1e-12);
     }
 
+    /// A run with `connected` of 100 bots connected, `lost` bots lost, and `rtt` samples.
+    fn run(connected: u64, lost: u64, rtt: &[u64]) -> RunData {
+        let hist = serde_json::json!({"count": 0});
+        let summary: Summary = serde_json::from_value(serde_json::json!({
+            "schema": 1, "protocol": "cafe", "transport": "udp", "dialect": "spec",
+            "scenario": "s", "scenario_file": "s.yaml", "target": "t",
+            "started_at": "2026-01-01T00:00:00Z", "duration_s": 1.0, "interrupted": false,
+            "seed": 1,
+            "bots": {"planned": 100, "connected": connected, "failed": 0, "lost": lost},
+            "rtt_us": hist, "handshake_us": hist, "snapshot_interarrival_us": hist,
+            "generator": {"send_lateness_us": hist, "inputs_skipped": 0, "workers": 1,
+                          "send_errors": {}},
+            "loss": {"downstream": null, "upstream": null},
+            "loss_method": {"downstream": "", "upstream": ""},
+            "bandwidth": {"up_bytes": 0, "down_bytes": 0, "up_packets": 0, "down_packets": 0},
+            "inputs_sent": 0, "snapshots_applied": 0,
+            "errors": {"decode": {}, "connect": {}},
+            "protocol_metrics": {}, "thresholds": [], "verdict": "pass", "intervals": []
+        }))
+        .unwrap();
+        let mut h = crate::metrics::new_histogram();
+        for v in rtt {
+            h.record(*v).unwrap();
+        }
+        RunData {
+            dir: PathBuf::from("run"),
+            summary,
+            hists: [("rtt_us".to_string(), h)].into(),
+        }
+    }
+
+    fn limits(text: &[&str]) -> Vec<Limit> {
+        text.iter()
+            .map(|t| Limit::parse_assignment(t).unwrap())
+            .collect()
+    }
+
+    fn regressed(c: &Comparison) -> Vec<&str> {
+        c.rows
+            .iter()
+            .filter(|r| r.regressed)
+            .map(|r| r.metric.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn a_relative_limit_from_zero_fails_on_any_worsening() {
+        let l = limits(&["bots_lost=10%"]);
+        assert!(regressed(&compare(&run(100, 0, &[100]), &run(100, 0, &[100]), &l)).is_empty());
+        assert_eq!(
+            regressed(&compare(&run(100, 0, &[100]), &run(100, 1, &[100]), &l)),
+            ["bots_lost"]
+        );
+        // An absolute allowance lets one through.
+        let l = limits(&["bots_lost=+1"]);
+        assert!(regressed(&compare(&run(100, 0, &[100]), &run(100, 1, &[100]), &l)).is_empty());
+    }
+
+    #[test]
+    fn connect_success_regresses_downwards() {
+        let l = limits(&["connect_success=+1pp"]);
+        // 100 % -> 99 %: exactly one point, allowed; 100 % -> 98 %: two, not.
+        assert!(regressed(&compare(&run(100, 0, &[1]), &run(99, 0, &[1]), &l)).is_empty());
+        let c = compare(&run(100, 0, &[1]), &run(98, 0, &[1]), &l);
+        assert_eq!(regressed(&c), ["connect_success"]);
+        let why = c.rows.iter().find_map(|r| r.reason.clone()).unwrap();
+        assert!(why.starts_with("connect_success fell by +2.00pp"), "{why}");
+        // Getting better is never a regression.
+        assert!(regressed(&compare(&run(98, 0, &[1]), &run(100, 0, &[1]), &l)).is_empty());
+    }
+
+    #[test]
+    fn percentiles_come_from_the_histograms_and_no_data_fails() {
+        let base: Vec<u64> = (1..=100).collect();
+        let slower: Vec<u64> = (1..=100).map(|v| v + 20).collect();
+        let l = limits(&["rtt.p99=+20ms", "rtt.p50=+19us"]);
+        let c = compare(&run(100, 0, &base), &run(100, 0, &slower), &l);
+        let p50 = c.rows.iter().find(|r| r.metric == "rtt.p50").unwrap();
+        assert_eq!((p50.base, p50.new), (Some(50.0), Some(70.0)));
+        assert_eq!(regressed(&c), ["rtt.p50"]);
+        // A limited metric the new run did not measure fails; unlimited rows never do.
+        let c = compare(
+            &run(100, 0, &base),
+            &run(100, 0, &[]),
+            &limits(&["rtt.p99=50%"]),
+        );
+        assert_eq!(regressed(&c), ["rtt.p99"]);
+        assert!(c
+            .rows
+            .iter()
+            .any(|r| r.reason.as_deref() == Some("no data in the new run for rtt.p99")));
+    }
+
     #[test]
     fn deltas_read_in_units() {
         assert_eq!(fmt_delta(Kind::Rate, 0.005), "+0.50pp");
