@@ -95,7 +95,7 @@ echo "== server on 127.0.0.1:$port; running $BOTS bots for $DURATION"
 set +e
 timeout --signal=INT --kill-after=10 $((dur_s + 60)) \
     cargo run --release -q -- run "$SCENARIO" --target "127.0.0.1:$port" \
-    --bots "$BOTS" --duration "$DURATION" --out "$OUT"
+    --bots "$BOTS" --duration "$DURATION" --out "$OUT" --force  # the folder holds this check's server logs
 run_rc=$?
 set -e
 echo "== tickswarm exited with $run_rc (its own verdict; judged below on the numbers)"

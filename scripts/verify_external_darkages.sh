@@ -128,7 +128,7 @@ echo "== zones on 127.0.0.1:$port_a (A) and :$port_b (B); running $BOTS bots for
 set +e
 timeout --signal=INT --kill-after=10 $((dur_s + 60)) \
     "$BIN" run "$SCENARIO" --target "127.0.0.1:$port_a" \
-    --bots "$BOTS" --duration "$DURATION" --out "$OUT"
+    --bots "$BOTS" --duration "$DURATION" --out "$OUT" --force  # the folder holds this check's server logs
 run_rc=$?
 set -e
 echo "== tickswarm exited with $run_rc (its own verdict; judged below on the numbers)"

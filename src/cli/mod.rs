@@ -3,6 +3,7 @@
 //! Exit codes: 0 pass, 1 thresholds failed, 2 bad usage or scenario, 3 target unreachable
 //! (no bot completed the handshake).
 
+mod compare;
 mod metrics_listen;
 mod progress;
 mod serve;
@@ -12,12 +13,13 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::builder::BoolishValueParser;
+use clap::{ArgAction, CommandFactory, Parser, Subcommand};
 
 use crate::engine::{self, EngineError, StopSignal};
 use crate::protocol::ProtocolName;
 use crate::report;
-use crate::scenario::{self, parse_duration, Overrides, Plan};
+use crate::scenario::{self, parse_duration, Overrides, Plan, Shard};
 
 pub const EXIT_PASS: u8 = 0;
 pub const EXIT_FAIL: u8 = 1;
@@ -34,8 +36,29 @@ pub const EXIT_UNREACHABLE: u8 = 3;
         3 target unreachable (no bot completed the handshake)."
 )]
 struct Cli {
+    /// Print only errors and warnings (and what --json asks for): no progress or result lines.
+    #[arg(
+        short,
+        long,
+        global = true,
+        env = "TICKSWARM_QUIET",
+        action = ArgAction::SetTrue,
+        value_parser = BoolishValueParser::new()
+    )]
+    quiet: bool,
+    /// More detail: -v prints the plan before a run; -vv also prints each second's figures as
+    /// a JSON line on stderr.
+    #[arg(short, long, global = true, action = ArgAction::Count)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
+}
+
+/// How much the console says (`--quiet`, `-v`, `-vv`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Console {
+    pub quiet: bool,
+    pub verbose: u8,
 }
 
 #[derive(Subcommand, Debug)]
@@ -50,6 +73,15 @@ enum Command {
     Protocols,
     /// Merge runs from several load machines into one result (exact histogram merge).
     Merge(MergeArgs),
+    /// Compare a run with a base run; exit 1 when a metric got worse than its limit allows.
+    Compare(compare::CompareArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
+    Completions {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) to stdout: `tickswarm man > tickswarm.1`.
+    Man,
 }
 
 #[derive(clap::Args, Debug)]
@@ -60,23 +92,65 @@ struct MergeArgs {
     /// Where to write the merged summary.json, report.html, junit.xml and histograms.hlog.
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+/// How results are written and shown, for every command that writes a folder.
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct OutputArgs {
+    /// Write into an output folder that is not empty (files of the same name are replaced,
+    /// others left alone). Without it, a non-empty folder is refused and nothing is written.
+    #[arg(long, env = "TICKSWARM_FORCE", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    force: bool,
+    /// Print the result as JSON on stdout (summary.json for run and merge).
+    #[arg(long, env = "TICKSWARM_JSON", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
+    json: bool,
+}
+
+/// Refuse an output folder that already holds something, unless `force`: a run must not mix
+/// its files with another run's.
+pub(crate) fn check_out_dir(dir: &Path, force: bool) -> Result<(), String> {
+    match std::fs::read_dir(dir) {
+        Ok(mut entries) => {
+            if !force && entries.next().is_some() {
+                Err(format!(
+                    "output folder {} is not empty; choose another --out, or add --force to \
+                     write into it (files of the same name are replaced)",
+                    dir.display()
+                ))
+            } else {
+                Ok(())
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(_) if dir.exists() && !dir.is_dir() => Err(format!(
+            "output folder {} is a file, not a folder",
+            dir.display()
+        )),
+        Err(e) => Err(format!("output folder {}: {e}", dir.display())),
+    }
 }
 
 #[derive(clap::Args, Debug)]
 struct RunArgs {
     /// Scenario YAML file.
+    #[arg(env = "TICKSWARM_SCENARIO")]
     scenario: PathBuf,
     #[command(flatten)]
     ov: OverrideArgs,
     /// Serve live metrics for Prometheus at http://ADDR/metrics while the run goes on
     /// (updated each second; e.g. 127.0.0.1:9464, or port 0 for a free one).
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", env = "TICKSWARM_METRICS_LISTEN")]
     metrics_listen: Option<std::net::SocketAddr>,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 #[derive(clap::Args, Debug)]
 struct ValidateArgs {
     /// Scenario YAML file.
+    #[arg(env = "TICKSWARM_SCENARIO")]
     scenario: PathBuf,
     #[command(flatten)]
     ov: OverrideArgs,
@@ -86,39 +160,89 @@ struct ValidateArgs {
 struct OverrideArgs {
     /// Server to load instead of the scenario's target: HOST:PORT, HOST:FIRST-LAST (servers on
     /// consecutive ports), a comma-separated list of those, or `embedded`.
-    #[arg(long, value_name = "HOST:PORT")]
+    #[arg(long, value_name = "HOST:PORT", env = "TICKSWARM_TARGET")]
     target: Option<String>,
     /// Peak bot population (every population stage is scaled to it).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", env = "TICKSWARM_BOTS")]
     bots: Option<u64>,
     /// Run time, e.g. 15s, 2m.
-    #[arg(long, value_name = "D", value_parser = parse_duration)]
+    #[arg(long, value_name = "D", value_parser = parse_duration, env = "TICKSWARM_DURATION")]
     duration: Option<Duration>,
     /// Output folder (default: reports/<scenario>-<UTC timestamp>/).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", env = "TICKSWARM_OUT")]
     out: Option<PathBuf>,
     /// Seed for every bot decision (same seed, same decisions).
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", env = "TICKSWARM_SEED")]
     seed: Option<u64>,
     /// Worker threads (default: one per core).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", env = "TICKSWARM_WORKERS")]
     workers: Option<usize>,
+    /// Run one slice of the population, I of N (0-based): the bots whose index % N == I, with
+    /// the same seeds as in the whole run; `tickswarm merge` the N folders.
+    #[arg(long, value_name = "I/N", env = "TICKSWARM_SHARD")]
+    shard: Option<String>,
+    /// The shard count N, with the index I from JOB_COMPLETION_INDEX (a Kubernetes Indexed
+    /// Job sets it in each pod).
+    #[arg(long, value_name = "N", env = "TICKSWARM_SHARDS")]
+    shards: Option<u32>,
 }
 
 impl OverrideArgs {
-    fn to_overrides(&self) -> Overrides {
-        Overrides {
+    fn to_overrides(&self) -> Result<Overrides, String> {
+        Ok(Overrides {
             target: self.target.clone(),
             bots: self.bots,
             duration: self.duration,
             out: self.out.clone(),
             seed: self.seed,
             workers: self.workers,
+            shard: self.resolve_shard(std::env::var("JOB_COMPLETION_INDEX").ok())?,
+        })
+    }
+
+    /// `--shard I/N`, or `--shards N` with I from `JOB_COMPLETION_INDEX`.
+    fn resolve_shard(&self, job_index: Option<String>) -> Result<Option<Shard>, String> {
+        match (&self.shard, self.shards) {
+            (None, None) => Ok(None),
+            (Some(s), n) => {
+                let shard = Shard::parse(s)?;
+                match n {
+                    Some(n) if n != shard.count => Err(format!(
+                        "--shard {shard} and --shards {n} disagree on the shard count"
+                    )),
+                    _ => Ok(Some(shard)),
+                }
+            }
+            (None, Some(n)) => {
+                let i = job_index.ok_or_else(|| {
+                    format!(
+                        "--shards {n} needs the shard index: --shard I/{n}, or \
+                         JOB_COMPLETION_INDEX (set by a Kubernetes Indexed Job)"
+                    )
+                })?;
+                Shard::parse(&format!("{}/{n}", i.trim()))
+                    .map(Some)
+                    .map_err(|e| format!("JOB_COMPLETION_INDEX={i} with --shards {n}: {e}"))
+            }
         }
     }
 }
 
+/// An empty `TICKSWARM_*` variable counts as unset: CI systems pass a blank for a variable
+/// nobody filled in (`${{ vars.X }}`), which must not be a parse error or a zero.
+fn drop_empty_env() {
+    let empty: Vec<std::ffi::OsString> = std::env::vars_os()
+        .filter(|(k, v)| k.to_string_lossy().starts_with("TICKSWARM_") && v.is_empty())
+        .map(|(k, _)| k)
+        .collect();
+    for k in empty {
+        // Before any thread is started: nothing else reads the environment concurrently.
+        std::env::remove_var(k);
+    }
+}
+
 pub fn main() -> ExitCode {
+    drop_empty_env();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -131,15 +255,33 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    let console = Console {
+        quiet: cli.quiet,
+        verbose: cli.verbose,
+    };
     let result = match cli.command {
-        Command::Run(a) => cmd_run(&a),
+        Command::Run(a) => cmd_run(&a, console),
         Command::Serve(a) => serve::cmd_serve(&a),
         Command::Validate(a) => cmd_validate(&a),
-        Command::Merge(a) => cmd_merge(&a),
+        Command::Merge(a) => cmd_merge(&a, console),
+        Command::Compare(a) => compare::cmd_compare(&a, console),
         Command::Protocols => {
             cmd_protocols();
             Ok(EXIT_PASS)
         }
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "tickswarm",
+                &mut std::io::stdout(),
+            );
+            Ok(EXIT_PASS)
+        }
+        Command::Man => clap_mangen::Man::new(Cli::command())
+            .render(&mut std::io::stdout())
+            .map(|()| EXIT_PASS)
+            .context("writing the man page"),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -152,14 +294,24 @@ pub fn main() -> ExitCode {
 
 /// Load and plan a scenario, printing a scenario error the way an editor can jump to.
 fn load_plan(path: &Path, ov: &OverrideArgs) -> Result<Plan, u8> {
-    let file = scenario::load(path).map_err(|e| {
+    let usage = |e: &dyn std::fmt::Display| {
         eprintln!("error: {e}");
         EXIT_USAGE
-    })?;
-    Plan::build(file, path, &ov.to_overrides()).map_err(|e| {
-        eprintln!("error: {e}");
-        EXIT_USAGE
-    })
+    };
+    let file = scenario::load(path).map_err(|e| usage(&e))?;
+    let overrides = ov.to_overrides().map_err(|e| usage(&e))?;
+    let plan = Plan::build(file, path, &overrides).map_err(|e| usage(&e))?;
+    // The compare block is parsed where comparisons are made; a bad one fails here, early.
+    for (metric, limit) in &plan.compare_limits {
+        report::compare::Limit::parse(metric, limit).map_err(|e| {
+            usage(&format!(
+                "{}: compare.max_regress: {}",
+                path.display(),
+                e.to_string().trim_start_matches("--max-regress ")
+            ))
+        })?;
+    }
+    Ok(plan)
 }
 
 fn cmd_validate(a: &ValidateArgs) -> anyhow::Result<u8> {
@@ -213,23 +365,11 @@ pub(crate) fn install_ctrl_c(stop: StopSignal) {
         });
 }
 
-fn cmd_run(a: &RunArgs) -> anyhow::Result<u8> {
+fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
     let plan = match load_plan(&a.scenario, &a.ov) {
         Ok(p) => p,
         Err(code) => return Ok(code),
     };
-    let stop = StopSignal::new();
-    install_ctrl_c(stop.clone());
-    eprintln!(
-        "tickswarm: {} bots, {} over {}, target {}, {} for {}",
-        plan.planned,
-        plan.protocol.name(),
-        plan.protocol.name().info().transport,
-        plan.target_text,
-        plan.name,
-        scenario::format_duration(plan.duration)
-    );
-    let mut printer = progress::Progress::new(plan.planned);
     let dir = plan.out_dir.clone().unwrap_or_else(|| {
         PathBuf::from("reports").join(format!(
             "{}-{}",
@@ -237,6 +377,30 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<u8> {
             report::build::folder_stamp(std::time::SystemTime::now())
         ))
     });
+    if let Err(e) = check_out_dir(&dir, a.output.force) {
+        eprintln!("error: {e}");
+        return Ok(EXIT_USAGE);
+    }
+    let stop = StopSignal::new();
+    install_ctrl_c(stop.clone());
+    if !console.quiet {
+        eprintln!(
+            "tickswarm: {} bots{}, {} over {}, target {}, {} for {}",
+            plan.planned,
+            plan.shard
+                .map(|s| format!(" (shard {s})"))
+                .unwrap_or_default(),
+            plan.protocol.name(),
+            plan.protocol.name().info().transport,
+            plan.target_text,
+            plan.name,
+            scenario::format_duration(plan.duration)
+        );
+    }
+    if console.verbose >= 1 {
+        eprint!("{}", plan.describe());
+    }
+    let mut printer = progress::Progress::new(plan.planned);
     // A run refused before it starts leaves no folder behind.
     let dir_is_new = !dir.exists();
     let discard = |dir: &Path| {
@@ -273,7 +437,14 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<u8> {
         plan.planned,
     );
     let outcome = match engine::run(&plan, &stop, |p, c, rec| {
-        printer.line(p, c);
+        if !console.quiet {
+            printer.line(p, c);
+        }
+        if console.verbose >= 2 {
+            if let Ok(line) = serde_json::to_string(p) {
+                eprintln!("{line}");
+            }
+        }
         if hlog_error.is_none() {
             hlog_error = hlog.interval(p.t as u64 - 1, rec).err();
         }
@@ -316,13 +487,18 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<u8> {
     let summary = report::summarize(&run_info(&plan), &outcome);
     let written = report::write_all(&dir, &summary, plan.junit)
         .with_context(|| format!("writing the report to {}", dir.display()))?;
-    progress::print_result(&summary);
-    eprintln!("summary  {}", written.summary_json.display());
-    eprintln!("report   {}", written.report_html.display());
-    if let Some(j) = &written.junit_xml {
-        eprintln!("junit    {}", j.display());
+    if !console.quiet {
+        progress::print_result(&summary);
+        eprintln!("summary  {}", written.summary_json.display());
+        eprintln!("report   {}", written.report_html.display());
+        if let Some(j) = &written.junit_xml {
+            eprintln!("junit    {}", j.display());
+        }
+        eprintln!("hlog     {}", hlog_path.display());
     }
-    eprintln!("hlog     {}", hlog_path.display());
+    if a.output.json {
+        print_json(&summary)?;
+    }
     // A run stopped before any handshake could finish says so through its verdict, not as
     // an unreachable target.
     if outcome.ever_connected == 0 && !outcome.interrupted {
@@ -370,7 +546,21 @@ fn run_info(plan: &Plan) -> report::RunInfo {
     }
 }
 
-fn cmd_merge(a: &MergeArgs) -> anyhow::Result<u8> {
+/// `value` as pretty JSON on stdout (what `--json` asks for).
+pub(crate) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let text = serde_json::to_string_pretty(value)?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{text}")?;
+    out.flush()?;
+    Ok(())
+}
+
+fn cmd_merge(a: &MergeArgs, console: Console) -> anyhow::Result<u8> {
+    if let Err(e) = check_out_dir(&a.out, a.output.force) {
+        eprintln!("error: {e}");
+        return Ok(EXIT_USAGE);
+    }
     let merged = match report::merge::merge_runs(&a.runs) {
         Ok(m) => m,
         Err(e) => {
@@ -389,10 +579,16 @@ fn cmd_merge(a: &MergeArgs) -> anyhow::Result<u8> {
     for (sec, tags) in &merged.by_second {
         hlog.interval_tags(*sec, tags)?;
     }
-    progress::print_result(s);
-    eprintln!("merged   {} runs", a.runs.len());
-    eprintln!("summary  {}", written.summary_json.display());
-    eprintln!("report   {}", written.report_html.display());
+    drop(hlog);
+    if !console.quiet {
+        progress::print_result(s);
+        eprintln!("merged   {} runs", a.runs.len());
+        eprintln!("summary  {}", written.summary_json.display());
+        eprintln!("report   {}", written.report_html.display());
+    }
+    if a.output.json {
+        print_json(s)?;
+    }
     Ok(if s.verdict == "pass" {
         EXIT_PASS
     } else {

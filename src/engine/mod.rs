@@ -96,10 +96,13 @@ pub fn run(
     let run_start = Instant::now() + Duration::from_millis(50);
     let run_end = run_start + plan.duration;
     let mut shards: Vec<Vec<_>> = (0..workers).map(|_| Vec::new()).collect();
-    for ev in &plan.spawns {
+    // Bots are dealt to workers by their place in the schedule (the same as their index in a
+    // whole run), so a sharded run, whose indices step by the shard count, still uses every
+    // worker; the target follows the bot's index, as in the whole run.
+    for (n, ev) in plan.spawns.iter().enumerate() {
         let i = ev.index as usize;
         let peer = addrs[i % addrs.len().max(1)];
-        shards[i % workers].push((*ev, plan.bot_params(ev.index), peer));
+        shards[n % workers].push((*ev, plan.bot_params(ev.index), peer));
     }
     let (tx, rx) = mpsc::channel();
     let mut threads = Vec::new();

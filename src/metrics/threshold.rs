@@ -83,20 +83,21 @@ pub enum Metric {
 }
 
 impl Metric {
-    /// Where the observed value sits in summary.json.
+    /// Where the observed value sits in summary.json: a dotted JSON path into it
+    /// (`generator.saturated` is a boolean, observed as 1 or 0).
     pub fn path(self) -> String {
         match self {
             Metric::Time(m, s) => format!("{}.{}", m.key(), s.name()),
             Metric::DownstreamLoss => "loss.downstream.rate".into(),
             Metric::UpstreamLoss => "loss.upstream.rate".into(),
-            Metric::ConnectSuccess => "bots.connect_rate (connected / planned)".into(),
-            Metric::DecodeErrors => "errors.decode (total)".into(),
+            Metric::ConnectSuccess => "bots.connect_rate".into(),
+            Metric::DecodeErrors => "errors.decode_total".into(),
             Metric::BotsFailed => "bots.failed".into(),
             Metric::InputsSkipped => "generator.inputs_skipped".into(),
             Metric::BotsLost => "bots.lost".into(),
             Metric::BotsSilentAtEnd => "bots.silent_at_end".into(),
             Metric::SnapshotsApplied => "snapshots_applied".into(),
-            Metric::GeneratorSaturated => "generator.saturated (1 or 0)".into(),
+            Metric::GeneratorSaturated => "generator.saturated".into(),
         }
     }
 }

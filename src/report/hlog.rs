@@ -3,7 +3,12 @@
 //!
 //! The summary keeps percentiles; the log keeps the histograms themselves, so runs from
 //! several load machines merge exactly (histogram addition), and standard HdrHistogram tools
-//! (HistogramLogAnalyzer, `hdr-plot`) read it. Values are microseconds.
+//! (HistogramLogAnalyzer, the Java `HistogramLogProcessor`) read it. Values are microseconds
+//! (README "Reading histograms.hlog" gives the commands).
+//!
+//! The header is the one the Java `HistogramLogWriter` writes: comments, the
+//! `#[Histogram log format version 1.3]` line, `#[StartTime: ...]`, `#[BaseTime: ...]` and
+//! the column legend.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -15,6 +20,9 @@ use hdrhistogram::serialization::V2DeflateSerializer;
 use hdrhistogram::Histogram;
 
 use crate::metrics::Recorder;
+
+/// The interval log format version written in the header (HdrHistogram's current one).
+pub const FORMAT_VERSION: &str = "1.3";
 
 pub struct HlogWriter {
     out: BufWriter<File>,
@@ -41,6 +49,8 @@ impl HlogWriter {
                     "values in microseconds (*_us tags) or bytes (*_bytes, *_bytes_per_s tags); \
                      one interval per second per tag",
                 )
+                // The Java writer's format-version line (a comment to the Rust reader).
+                .add_comment(&format!("[Histogram log format version {FORMAT_VERSION}]"))
                 .with_start_time(start)
                 .with_base_time(start);
             b.begin_log_with(&mut out, &mut ser)?;
@@ -106,6 +116,27 @@ mod tests {
     use super::*;
     use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
     use hdrhistogram::serialization::Deserializer;
+
+    /// The header lines, in the Java writer's order, before any interval.
+    #[test]
+    fn header_names_the_format_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.hlog");
+        drop(HlogWriter::create(&path, SystemTime::UNIX_EPOCH, "test").unwrap());
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let at = |prefix: &str| {
+            lines
+                .iter()
+                .position(|l| l.starts_with(prefix))
+                .unwrap_or_else(|| panic!("no `{prefix}` line in\n{text}"))
+        };
+        let version = at("#[Histogram log format version 1.3]");
+        assert_eq!(lines[version], "#[Histogram log format version 1.3]");
+        assert!(version < at("#[StartTime: 0.000 "));
+        assert!(at("#[StartTime: ") < at("#[BaseTime: 0.000 "));
+        assert!(at("#[BaseTime: ") < at("\"StartTimestamp\""));
+    }
 
     /// What is written reads back as the same histograms, tagged and timed.
     #[test]

@@ -51,6 +51,12 @@ fn add_into(map: &mut BTreeMap<String, Histogram<u64>>, tag: &str, h: &Histogram
     }
 }
 
+/// Every histogram in a run's `histograms.hlog`, all intervals added up, by tag: the run's
+/// exact totals (what `tickswarm compare` reads percentiles from).
+pub fn hlog_totals(path: &Path) -> Result<BTreeMap<String, Histogram<u64>>, MergeError> {
+    read_hlog(path).map(|h| h.total)
+}
+
 fn read_hlog(path: &Path) -> Result<RunHistograms, MergeError> {
     let bytes = std::fs::read(path).map_err(|e| input_err(path, e.to_string()))?;
     let mut de = Deserializer::new();
@@ -74,7 +80,8 @@ fn read_hlog(path: &Path) -> Result<RunHistograms, MergeError> {
     Ok(out)
 }
 
-fn read_summary(path: &Path) -> Result<Summary, MergeError> {
+/// A run's `summary.json`, with a message that names the file when it is not one.
+pub fn read_summary(path: &Path) -> Result<Summary, MergeError> {
     let text = std::fs::read_to_string(path).map_err(|e| input_err(path, e.to_string()))?;
     serde_json::from_str(&text)
         .map_err(|e| input_err(path, format!("not a tickswarm summary: {e}")))
@@ -115,6 +122,14 @@ pub struct Merged {
 
 /// Merge the runs in `dirs` (each with summary.json and histograms.hlog).
 pub fn merge_runs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
+    // The same folder twice would count its bots and samples twice.
+    let mut seen = std::collections::BTreeSet::new();
+    for d in dirs {
+        let key = std::fs::canonicalize(d).unwrap_or_else(|_| d.clone());
+        if !seen.insert(key) {
+            return Err(input_err(d, "given twice: each run folder is merged once"));
+        }
+    }
     let mut runs = Vec::new();
     for d in dirs {
         let s = read_summary(&d.join("summary.json"))?;
@@ -285,4 +300,39 @@ pub fn merge_runs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
         summary: m,
         by_second,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::Recorder;
+    use std::time::SystemTime;
+
+    /// A log written with its format-version header reads back whole: every sample, by tag.
+    #[test]
+    fn a_log_with_the_version_header_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("histograms.hlog");
+        let mut w = super::super::hlog::HlogWriter::create(&path, SystemTime::now(), "t").unwrap();
+        let mut rec = Recorder::new();
+        let mut all = crate::metrics::new_histogram();
+        for v in 1..=1000 {
+            rec.record_rtt(v);
+        }
+        all.add(&rec.rtt_us).unwrap();
+        w.interval(0, &rec).unwrap();
+        rec.reset();
+        rec.record_rtt(20_000);
+        all.add(&rec.rtt_us).unwrap();
+        w.interval(1, &rec).unwrap();
+        drop(w);
+        assert!(std::fs::read_to_string(&path)
+            .unwrap()
+            .contains("\n#[Histogram log format version 1.3]\n"));
+        let totals = hlog_totals(&path).unwrap();
+        let rtt = &totals["rtt_us"];
+        assert_eq!(rtt.len(), 1001);
+        assert_eq!(rtt, &all);
+        assert!(rtt.max() >= 20_000);
+    }
 }

@@ -6,6 +6,7 @@ pub use crate::metrics::IntervalPoint;
 use crate::metrics::{HistSummary, LossSummary};
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(into = "BotCountsJson", from = "BotCountsJson")]
 pub struct BotCounts {
     /// Peak population the scenario asked for.
     pub planned: u64,
@@ -19,6 +20,54 @@ pub struct BotCounts {
     /// Bots in play at the end that had heard nothing from the server for a second or more.
     #[serde(default)]
     pub silent_at_end: u64,
+}
+
+/// [`BotCounts`] as written: with `connect_rate`, computed from the counts on the way out,
+/// so the `connect_success` threshold's `metric` is a real path into the file.
+#[derive(Serialize, Deserialize)]
+struct BotCountsJson {
+    planned: u64,
+    connected: u64,
+    failed: u64,
+    #[serde(default)]
+    lost: u64,
+    #[serde(default)]
+    silent_at_end: u64,
+    /// `connected / planned`; `null` with no bots planned.
+    #[serde(default)]
+    connect_rate: Option<f64>,
+}
+
+impl From<BotCounts> for BotCountsJson {
+    fn from(b: BotCounts) -> Self {
+        Self {
+            connect_rate: b.rate(),
+            planned: b.planned,
+            connected: b.connected,
+            failed: b.failed,
+            lost: b.lost,
+            silent_at_end: b.silent_at_end,
+        }
+    }
+}
+
+impl From<BotCountsJson> for BotCounts {
+    fn from(j: BotCountsJson) -> Self {
+        Self {
+            planned: j.planned,
+            connected: j.connected,
+            failed: j.failed,
+            lost: j.lost,
+            silent_at_end: j.silent_at_end,
+        }
+    }
+}
+
+impl BotCounts {
+    /// `connected / planned`, `None` when no bot was planned.
+    pub fn rate(&self) -> Option<f64> {
+        (self.planned > 0).then(|| self.connected as f64 / self.planned as f64)
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -103,7 +152,9 @@ impl Generator {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ThresholdResult {
-    /// e.g. `rtt_us.p99`
+    /// Where the observed value sits in this summary, as a dotted JSON path (`rtt_us.p99`,
+    /// `loss.downstream.rate`, `bots.connect_rate`, `errors.decode_total`,
+    /// `generator.saturated`, whose `true` is observed as 1).
     pub metric: String,
     /// As written in the scenario, e.g. `rtt p99 < 50ms`.
     pub condition: String,
@@ -116,11 +167,41 @@ pub struct ThresholdResult {
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(into = "ErrorsJson", from = "ErrorsJson")]
 pub struct Errors {
     /// Malformed datagrams dropped, by `message.reason`.
     pub decode: std::collections::BTreeMap<String, u64>,
     /// Failed handshakes by reason.
     pub connect: std::collections::BTreeMap<String, u64>,
+}
+
+/// [`Errors`] as written: with `decode_total` (the sum of `decode`, computed on the way out),
+/// so the `decode_errors` threshold's `metric` is a real path into the file.
+#[derive(Serialize, Deserialize)]
+struct ErrorsJson {
+    decode: std::collections::BTreeMap<String, u64>,
+    connect: std::collections::BTreeMap<String, u64>,
+    #[serde(default)]
+    decode_total: u64,
+}
+
+impl From<Errors> for ErrorsJson {
+    fn from(e: Errors) -> Self {
+        Self {
+            decode_total: e.decode.values().sum(),
+            decode: e.decode,
+            connect: e.connect,
+        }
+    }
+}
+
+impl From<ErrorsJson> for Errors {
+    fn from(j: ErrorsJson) -> Self {
+        Self {
+            decode: j.decode,
+            connect: j.connect,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -40,6 +40,20 @@ pub struct ScenarioFile {
     pub output: OutputSection,
     #[serde(default)]
     pub engine: EngineSection,
+    /// Limits for `tickswarm compare` on this scenario's runs.
+    #[serde(default)]
+    pub compare: CompareSection,
+}
+
+/// `compare: { max_regress: { rtt.p99: 10%, loss.downstream: +0.5pp } }`: how much worse
+/// than a base run each metric may get before `tickswarm compare` fails. The same syntax as
+/// `--max-regress METRIC=LIMIT`; the limits are checked by `tickswarm validate` and
+/// `tickswarm compare` (the parser lives with the comparison, in the report layer).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct CompareSection {
+    /// Metric name to limit, in file order.
+    pub max_regress: std::collections::BTreeMap<String, String>,
 }
 
 fn yes() -> bool {

@@ -13,8 +13,11 @@ use thiserror::Error;
 pub use crate::duration::{format_duration, parse_duration, Dur};
 pub use crate::metrics::threshold::{self, Metric, Threshold};
 pub use crate::protocol::{ProtocolSection, ServerParams as ServerSection};
-pub use file::{Behaviour, EngineSection, OutputSection, PatternSpec, ScenarioFile, Stage, Target};
-pub use plan::{Overrides, Plan, SpawnEvent};
+pub use file::{
+    Behaviour, CompareSection, EngineSection, OutputSection, PatternSpec, ScenarioFile, Stage,
+    Target,
+};
+pub use plan::{Overrides, Plan, Shard, SpawnEvent};
 
 #[derive(Debug, Error)]
 pub enum ScenarioError {

@@ -19,6 +19,49 @@ pub struct Overrides {
     pub out: Option<PathBuf>,
     pub seed: Option<u64>,
     pub workers: Option<usize>,
+    /// Run only this slice of the population (one of several load machines).
+    pub shard: Option<Shard>,
+}
+
+/// `--shard I/N`: this machine runs the bots whose index `i` has `i % N == I`. Every bot keeps
+/// its index, seed, grid phase, target and start time from the unsharded run, so the N shards
+/// together are exactly one run, and each shard's ramp has the whole run's shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    pub index: u32,
+    pub count: u32,
+}
+
+impl Shard {
+    /// `I/N` with `0 <= I < N`.
+    ///
+    /// ```
+    /// use tickswarm::scenario::Shard;
+    /// assert_eq!(Shard::parse("2/3"), Ok(Shard { index: 2, count: 3 }));
+    /// assert!(Shard::parse("3/3").is_err());
+    /// assert!(Shard::parse("1").is_err());
+    /// ```
+    pub fn parse(s: &str) -> Result<Shard, String> {
+        let bad = || format!("shard `{s}`: write I/N with 0 <= I < N, e.g. 0/3");
+        let (i, n) = s.trim().split_once('/').ok_or_else(bad)?;
+        let index: u32 = i.trim().parse().map_err(|_| bad())?;
+        let count: u32 = n.trim().parse().map_err(|_| bad())?;
+        if count == 0 || index >= count {
+            return Err(bad());
+        }
+        Ok(Shard { index, count })
+    }
+
+    /// Whether bot `index` belongs to this shard.
+    pub fn has(self, index: u32) -> bool {
+        index % self.count == self.index
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
 }
 
 /// Most bots one load machine runs (one socket, or ENet peer, and timers each); larger
@@ -63,6 +106,10 @@ pub struct Plan {
     pub bots_per_socket: usize,
     /// ENet: whether the bots leave ENet's unreliable throttle on (see `EngineSection`).
     pub enet_throttle: bool,
+    /// The slice of the population this process runs, if sharded.
+    pub shard: Option<Shard>,
+    /// `compare.max_regress` as written (checked by the CLI against the compare parser).
+    pub compare_limits: std::collections::BTreeMap<String, String>,
 }
 
 fn invalid(path: &Path, message: impl Into<String>) -> ScenarioError {
@@ -245,10 +292,24 @@ impl Plan {
             }
         }
         spawns.retain(|s| s.start < duration);
-        let planned = spawns.len() as u64;
-        if planned == 0 {
+        if spawns.is_empty() {
             return Err(invalid(path, "no bot starts within the run's duration"));
         }
+        if let Some(shard) = ov.shard {
+            let all = spawns.len();
+            spawns.retain(|s| shard.has(s.index));
+            if spawns.is_empty() {
+                return Err(invalid(
+                    path,
+                    format!(
+                        "shard {shard} has no bots: the run starts {all} bots, fewer than the \
+                         {} shards",
+                        shard.count
+                    ),
+                ));
+            }
+        }
+        let planned = spawns.len() as u64;
 
         // Thresholds the protocol cannot measure are a scenario error, not a silent pass.
         for t in &file.thresholds {
@@ -357,6 +418,8 @@ impl Plan {
             workers,
             bots_per_socket: file.engine.bots_per_socket.unwrap_or(1).max(1),
             enet_throttle: file.engine.enet_throttle.unwrap_or(true),
+            shard: ov.shard,
+            compare_limits: file.compare.max_regress.clone(),
         })
     }
 
@@ -395,6 +458,13 @@ impl Plan {
             format_duration(self.duration),
             self.workers
         ));
+        if let Some(shard) = self.shard {
+            s.push_str(&format!(
+                "shard      {shard}: bots whose index % {} == {} (indices and seeds as in the \
+                 whole run)\n",
+                shard.count, shard.index
+            ));
+        }
         if let (Some(first), Some(last)) = (self.spawns.first(), self.spawns.last()) {
             s.push_str(&format!(
                 "ramp       first bot at {}, last at {}\n",
@@ -532,6 +602,50 @@ mod tests {
         );
         assert_eq!(expand_port_range("[::1]:9", 1).unwrap(), vec!["[::1]:9"]);
         assert!(expand_port_range("h:9-3", 1).is_err());
+    }
+
+    /// The shards partition the whole run's population: every bot in exactly one shard, with
+    /// the same index, start time and parameters (seed) as unsharded.
+    #[test]
+    fn shards_partition_the_population_and_keep_each_bot() {
+        let p = Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/scenarios/quickstart.yaml"
+        ));
+        let file = crate::scenario::load(p).unwrap();
+        let whole = Plan::build(file.clone(), p, &Overrides::default()).unwrap();
+        let mut seen = Vec::new();
+        for index in 0..3 {
+            let ov = Overrides {
+                shard: Some(Shard { index, count: 3 }),
+                ..Overrides::default()
+            };
+            let part = Plan::build(file.clone(), p, &ov).unwrap();
+            assert_eq!(part.planned, part.spawns.len() as u64);
+            for ev in &part.spawns {
+                assert_eq!(ev.index % 3, index);
+                let w = whole.spawns.iter().find(|w| w.index == ev.index).unwrap();
+                assert_eq!(w, ev);
+                assert_eq!(
+                    part.bot_params(ev.index).seed,
+                    whole.bot_params(ev.index).seed
+                );
+                seen.push(ev.index);
+            }
+        }
+        seen.sort_unstable();
+        let all: Vec<u32> = whole.spawns.iter().map(|e| e.index).collect();
+        assert_eq!(seen, all);
+        // More shards than bots: the empty one says so.
+        let ov = Overrides {
+            shard: Some(Shard {
+                index: 150,
+                count: 200,
+            }),
+            ..Overrides::default()
+        };
+        let e = Plan::build(file, p, &ov).unwrap_err().to_string();
+        assert!(e.contains("shard 150/200 has no bots"), "{e}");
     }
 
     #[test]

@@ -1,0 +1,151 @@
+//! `tickswarm compare BASE_DIR NEW_DIR`: the console edge of [`report::compare`].
+//!
+//! Exit codes: 0 no limited metric got worse than its limit, 1 one did (or has no data),
+//! 2 bad usage (a limit that does not parse, a folder that is not a run).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+use super::{check_out_dir, print_json, Console, OutputArgs, EXIT_FAIL, EXIT_PASS, EXIT_USAGE};
+use crate::report::compare::{self, Limit, RunData};
+use crate::scenario;
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct CompareArgs {
+    /// The base run's folder (summary.json and histograms.hlog; a merged run works too).
+    base: PathBuf,
+    /// The new run's folder.
+    new: PathBuf,
+    /// How much worse METRIC may get: `rtt.p99=10%` (share of the base value), `rtt.p99=+2ms`,
+    /// `loss.downstream=+0.5pp` (percentage points), `bots_lost=+0`. Repeat it, or separate
+    /// limits with commas. Wins over the scenario's `compare:` block for the same metric.
+    #[arg(
+        long = "max-regress",
+        value_name = "METRIC=LIMIT",
+        env = "TICKSWARM_MAX_REGRESS",
+        value_delimiter = ','
+    )]
+    max_regress: Vec<String>,
+    /// Scenario whose `compare.max_regress` block to apply (default: the new run's
+    /// scenario_file, when that file is there).
+    #[arg(long, value_name = "FILE", env = "TICKSWARM_COMPARE_SCENARIO")]
+    scenario: Option<PathBuf>,
+    /// Write compare.html (both runs side by side) and compare.json into this folder.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+/// The scenario's `compare:` limits, from `--scenario` or the new run's own scenario file.
+fn scenario_limits(a: &CompareArgs, new: &RunData, console: Console) -> Result<Vec<Limit>, String> {
+    let (path, explicit) = match &a.scenario {
+        Some(p) => (p.clone(), true),
+        None => (PathBuf::from(&new.summary.scenario_file), false),
+    };
+    if !explicit && !path.is_file() {
+        return Ok(Vec::new());
+    }
+    let file = scenario::load(&path).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for (metric, limit) in &file.compare.max_regress {
+        out.push(Limit::parse(metric, limit).map_err(|e| {
+            format!(
+                "{}: compare.max_regress: {}",
+                path.display(),
+                e.to_string().trim_start_matches("--max-regress ")
+            )
+        })?);
+    }
+    if !out.is_empty() && !console.quiet {
+        eprintln!(
+            "limits   {} from {} (compare.max_regress)",
+            out.len(),
+            path.display()
+        );
+    }
+    Ok(out)
+}
+
+fn load(dir: &Path) -> Result<RunData, String> {
+    RunData::load(dir).map_err(|e| e.to_string())
+}
+
+pub(crate) fn cmd_compare(a: &CompareArgs, console: Console) -> anyhow::Result<u8> {
+    let usage = |e: String| {
+        eprintln!("error: {e}");
+        Ok(EXIT_USAGE)
+    };
+    if let Some(out) = &a.out {
+        if let Err(e) = check_out_dir(out, a.output.force) {
+            return usage(e);
+        }
+    }
+    let mut limits = Vec::new();
+    for text in &a.max_regress {
+        match Limit::parse_assignment(text) {
+            Ok(l) => limits.push(l),
+            Err(e) => return usage(e.to_string()),
+        }
+    }
+    let base = match load(&a.base) {
+        Ok(r) => r,
+        Err(e) => return usage(e),
+    };
+    let new = match load(&a.new) {
+        Ok(r) => r,
+        Err(e) => return usage(e),
+    };
+    if base.summary.protocol != new.summary.protocol && !console.quiet {
+        eprintln!(
+            "warning: comparing runs of different protocols ({} and {})",
+            base.summary.protocol, new.summary.protocol
+        );
+    }
+    // The scenario's limits first: a command-line limit on the same metric comes later and wins.
+    let mut all = match scenario_limits(a, &new, console) {
+        Ok(l) => l,
+        Err(e) => return usage(e),
+    };
+    all.extend(limits);
+    if all.is_empty() && !console.quiet {
+        eprintln!("note: no limits given (--max-regress or a compare: block): nothing can regress");
+    }
+    let c = compare::compare(&base, &new, &all);
+    if !console.quiet {
+        eprintln!("base     {}", a.base.display());
+        eprintln!("new      {}", a.new.display());
+        eprint!("{c}");
+    }
+    if let Some(out) = &a.out {
+        std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+        let html = out.join("compare.html");
+        std::fs::write(&html, compare::render_html(&c, &base, &new))
+            .with_context(|| format!("writing {}", html.display()))?;
+        let json = out.join("compare.json");
+        std::fs::write(&json, serde_json::to_string_pretty(&c)? + "\n")
+            .with_context(|| format!("writing {}", json.display()))?;
+        if !console.quiet {
+            eprintln!("report   {}", html.display());
+        }
+    }
+    for r in c.rows.iter().filter_map(|r| r.reason.as_ref()) {
+        // Always said, even with --quiet: it is why the exit code is 1.
+        eprintln!("REGRESSED {r}");
+    }
+    if !console.quiet {
+        eprintln!(
+            "verdict  {}",
+            if c.regressed {
+                "REGRESSED"
+            } else {
+                "no regression"
+            }
+        );
+    }
+    if a.output.json {
+        print_json(&c)?;
+    }
+    Ok(if c.regressed { EXIT_FAIL } else { EXIT_PASS })
+}

@@ -1,0 +1,899 @@
+//! `tickswarm compare BASE NEW`: gate on change between two runs, not only on fixed numbers.
+//!
+//! A limit says how much worse a metric may get: `rtt.p99=10%` (relative to the base run),
+//! `rtt.p99=+2ms` (absolute, in the metric's unit), `loss.downstream=+0.5pp` (percentage
+//! points, for rates). Percentiles are read from both runs' `histograms.hlog` (every interval
+//! added up), so they are exact for merged runs too and any quantile can be asked for
+//! (`rtt.p95`, `rtt.p99.9`). Rates and counters come from `summary.json`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use thiserror::Error;
+
+use super::merge::{hlog_totals, read_summary, MergeError};
+use super::summary::Summary;
+
+#[derive(Debug, Error)]
+pub enum CompareError {
+    #[error(transparent)]
+    Input(#[from] MergeError),
+    #[error("--max-regress `{text}`: {message}")]
+    Limit { text: String, message: String },
+}
+
+/// What a metric measures, which sets the units its values and limits are written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// Microseconds.
+    Time,
+    /// A fraction (0.01 = 1 %).
+    Rate,
+    Count,
+    Bytes,
+}
+
+/// Where a metric's value comes from.
+#[derive(Debug, Clone, PartialEq)]
+enum Source {
+    /// A statistic of the histogram with this hlog tag.
+    Hist {
+        tag: String,
+        stat: HStat,
+    },
+    LossDownstream,
+    LossUpstream,
+    ConnectSuccess,
+    DecodeErrors,
+    BotsFailed,
+    BotsLost,
+    BotsSilentAtEnd,
+    InputsSkipped,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum HStat {
+    Min,
+    Mean,
+    Max,
+    /// A quantile in 0..=1.
+    Q(f64),
+}
+
+/// A metric as `--max-regress` and the table name it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricRef {
+    /// As the user wrote it (canonical for the defaults), e.g. `rtt.p99`.
+    pub name: String,
+    source: Source,
+    pub kind: Kind,
+    /// True where a larger value is better (connect success).
+    pub higher_is_better: bool,
+}
+
+/// The histograms the summary names, under the short names people write, with their units.
+const HISTOGRAMS: &[(&[&str], &str, Kind)] = &[
+    (&["rtt", "rtt_us"], "rtt_us", Kind::Time),
+    (&["handshake", "handshake_us"], "handshake_us", Kind::Time),
+    (
+        &[
+            "send_lateness",
+            "lateness",
+            "send_lateness_us",
+            "generator.send_lateness_us",
+        ],
+        "send_lateness_us",
+        Kind::Time,
+    ),
+    (
+        &["snapshot_interarrival", "snapshot_interarrival_us"],
+        "snapshot_interarrival_us",
+        Kind::Time,
+    ),
+    (
+        &[
+            "bot_up_bytes_per_s",
+            "bandwidth.per_bot_up_bytes_per_s",
+            "per_bot_up_bytes_per_s",
+        ],
+        "bot_up_bytes_per_s",
+        Kind::Bytes,
+    ),
+    (
+        &[
+            "bot_down_bytes_per_s",
+            "bandwidth.per_bot_down_bytes_per_s",
+            "per_bot_down_bytes_per_s",
+        ],
+        "bot_down_bytes_per_s",
+        Kind::Bytes,
+    ),
+    (
+        &[
+            "packet_size_up_bytes",
+            "bandwidth.packet_size_up_bytes",
+            "packet_size_up",
+        ],
+        "packet_size_up_bytes",
+        Kind::Bytes,
+    ),
+    (
+        &[
+            "packet_size_down_bytes",
+            "bandwidth.packet_size_down_bytes",
+            "packet_size_down",
+        ],
+        "packet_size_down_bytes",
+        Kind::Bytes,
+    ),
+];
+
+fn parse_stat(s: &str) -> Option<HStat> {
+    Some(match s {
+        "min" => HStat::Min,
+        "mean" | "avg" => HStat::Mean,
+        "max" => HStat::Max,
+        "median" => HStat::Q(0.5),
+        // The summary's name for p99.9.
+        "p999" => HStat::Q(0.999),
+        _ => {
+            let digits = s.strip_prefix('p')?;
+            if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit() || c == '.') {
+                return None;
+            }
+            let q: f64 = digits.parse().ok()?;
+            if !(q > 0.0 && q <= 100.0) {
+                return None;
+            }
+            // 99.9 / 100 is 0.9990000000000001 in binary; the summary's p999 is 0.999.
+            HStat::Q((q / 100.0 * 1e9).round() / 1e9)
+        }
+    })
+}
+
+impl MetricRef {
+    /// Parse a metric name: `rtt.p99`, `handshake.max`, `loss.downstream`, `connect_success`,
+    /// `bots_lost`, or `TAG.STAT` for any histogram tag in the runs' hlogs (protocol metrics).
+    pub fn parse(name: &str) -> Result<MetricRef, String> {
+        let name = name.trim();
+        let simple = |source, kind, higher_is_better| MetricRef {
+            name: name.to_string(),
+            source,
+            kind,
+            higher_is_better,
+        };
+        match name {
+            "loss.downstream" | "loss.downstream.rate" | "downstream_loss" => {
+                return Ok(simple(Source::LossDownstream, Kind::Rate, false))
+            }
+            "loss.upstream" | "loss.upstream.rate" | "upstream_loss" => {
+                return Ok(simple(Source::LossUpstream, Kind::Rate, false))
+            }
+            "connect_success" => return Ok(simple(Source::ConnectSuccess, Kind::Rate, true)),
+            "decode_errors" => return Ok(simple(Source::DecodeErrors, Kind::Count, false)),
+            "bots_failed" | "bots.failed" => {
+                return Ok(simple(Source::BotsFailed, Kind::Count, false))
+            }
+            "bots_lost" | "bots.lost" => return Ok(simple(Source::BotsLost, Kind::Count, false)),
+            "bots_silent_at_end" | "bots.silent_at_end" => {
+                return Ok(simple(Source::BotsSilentAtEnd, Kind::Count, false))
+            }
+            "inputs_skipped" | "generator.inputs_skipped" => {
+                return Ok(simple(Source::InputsSkipped, Kind::Count, false))
+            }
+            _ => {}
+        }
+        let Some((hist, stat)) = name.rsplit_once('.').and_then(|(h, s)| {
+            // `rtt.p99.9`: the statistic itself has a dot.
+            if s.chars().all(|c| c.is_ascii_digit()) {
+                let (h2, p) = h.rsplit_once('.')?;
+                Some((h2, format!("{p}.{s}")))
+            } else {
+                Some((h, s.to_string()))
+            }
+        }) else {
+            return Err(format!(
+                "unknown metric `{name}`; use e.g. rtt.p99, handshake.max, send_lateness.p99, \
+                 loss.downstream, loss.upstream, connect_success, bots_lost, decode_errors"
+            ));
+        };
+        let stat = parse_stat(&stat).ok_or_else(|| {
+            format!(
+                "`{stat}` in `{name}` is not a statistic; use min, mean, max, p50, p99, p99.9, ..."
+            )
+        })?;
+        let (tag, kind) = HISTOGRAMS
+            .iter()
+            .find(|(names, _, _)| names.contains(&hist))
+            .map(|(_, tag, kind)| (tag.to_string(), *kind))
+            // A protocol's own histogram, by its hlog tag (units as the protocol declares).
+            .unwrap_or_else(|| {
+                let kind = if hist.ends_with("_us") {
+                    Kind::Time
+                } else {
+                    Kind::Count
+                };
+                (hist.to_string(), kind)
+            });
+        Ok(MetricRef {
+            name: name.to_string(),
+            source: Source::Hist { tag, stat },
+            kind,
+            higher_is_better: false,
+        })
+    }
+
+    /// The hlog tag this metric reads, if it is a histogram statistic.
+    pub fn hlog_tag(&self) -> Option<&str> {
+        match &self.source {
+            Source::Hist { tag, .. } => Some(tag),
+            _ => None,
+        }
+    }
+}
+
+/// How much worse a metric may get.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "type", content = "value")]
+pub enum Allowance {
+    /// A share of the base value (0.10 for `10%`).
+    Relative(f64),
+    /// In the metric's unit: µs, a fraction (`+0.5pp` is 0.005), a count, bytes.
+    Absolute(f64),
+}
+
+/// One `--max-regress METRIC=LIMIT`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limit {
+    pub metric: MetricRef,
+    pub allowance: Allowance,
+    /// The limit as written, e.g. `+0.5pp`.
+    pub text: String,
+}
+
+impl Limit {
+    /// Parse `METRIC=LIMIT` as `--max-regress` takes it.
+    pub fn parse_assignment(s: &str) -> Result<Limit, CompareError> {
+        let (m, l) = s.split_once('=').ok_or_else(|| CompareError::Limit {
+            text: s.into(),
+            message: "write METRIC=LIMIT, e.g. rtt.p99=10% or loss.downstream=+0.5pp".into(),
+        })?;
+        Limit::parse(m, l)
+    }
+
+    /// Parse one limit on `metric`: `10%` (relative to the base), `+0.5pp` (rates),
+    /// `+2ms` (times), `+3` (counts, bytes).
+    pub fn parse(metric: &str, limit: &str) -> Result<Limit, CompareError> {
+        let err = |message: String| CompareError::Limit {
+            text: format!("{}={}", metric.trim(), limit.trim()),
+            message,
+        };
+        let m = MetricRef::parse(metric).map_err(err)?;
+        let text = limit.trim().to_string();
+        let body = text.strip_prefix('+').unwrap_or(&text).trim();
+        let number = |s: &str| -> Result<f64, CompareError> {
+            s.trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite() && *v >= 0.0)
+                .ok_or_else(|| {
+                    err(format!(
+                        "`{text}` is not a limit: the number must be 0 or more"
+                    ))
+                })
+        };
+        let allowance = if let Some(n) = body.strip_suffix("pp") {
+            if m.kind != Kind::Rate {
+                return Err(err(format!(
+                    "`pp` (percentage points) is for rates such as loss.downstream; `{}` is not one",
+                    m.name
+                )));
+            }
+            Allowance::Absolute(number(n)? / 100.0)
+        } else if let Some(n) = body.strip_suffix('%') {
+            Allowance::Relative(number(n)? / 100.0)
+        } else {
+            match m.kind {
+                Kind::Time => {
+                    let d = crate::duration::parse_duration(body).map_err(|e| {
+                        err(format!(
+                            "{e}; a time metric takes a share (10%) or a time (+2ms)"
+                        ))
+                    })?;
+                    Allowance::Absolute(d.as_secs_f64() * 1e6)
+                }
+                Kind::Rate => {
+                    return Err(err(format!(
+                        "a rate takes percentage points (+0.5pp) or a share of the base (10%), \
+                         not `{text}`"
+                    )))
+                }
+                Kind::Count | Kind::Bytes => Allowance::Absolute(number(body)?),
+            }
+        };
+        Ok(Limit {
+            metric: m,
+            allowance,
+            text,
+        })
+    }
+}
+
+/// One side of a comparison: a run folder's summary and its histograms' totals.
+pub struct RunData {
+    pub dir: PathBuf,
+    pub summary: Summary,
+    pub hists: BTreeMap<String, Histogram<u64>>,
+}
+
+impl RunData {
+    /// Read `summary.json` and `histograms.hlog` from a run (or merged run) folder.
+    pub fn load(dir: &Path) -> Result<RunData, CompareError> {
+        Ok(RunData {
+            dir: dir.to_path_buf(),
+            summary: read_summary(&dir.join("summary.json"))?,
+            hists: hlog_totals(&dir.join("histograms.hlog"))?,
+        })
+    }
+
+    /// The metric's value; `None` when this run did not measure it.
+    pub fn value(&self, m: &MetricRef) -> Option<f64> {
+        let s = &self.summary;
+        match &m.source {
+            Source::Hist { tag, stat } => {
+                let h = self.hists.get(tag).filter(|h| !h.is_empty())?;
+                Some(match stat {
+                    HStat::Min => h.min() as f64,
+                    HStat::Mean => h.mean(),
+                    HStat::Max => h.max() as f64,
+                    HStat::Q(q) => h.value_at_quantile(*q) as f64,
+                })
+            }
+            Source::LossDownstream => s.loss.downstream.filter(|l| l.expected > 0).map(|l| l.rate),
+            Source::LossUpstream => s.loss.upstream.filter(|l| l.expected > 0).map(|l| l.rate),
+            Source::ConnectSuccess => {
+                (s.bots.planned > 0).then(|| s.bots.connected as f64 / s.bots.planned as f64)
+            }
+            Source::DecodeErrors => Some(s.errors.decode.values().sum::<u64>() as f64),
+            Source::BotsFailed => Some(s.bots.failed as f64),
+            Source::BotsLost => Some(s.bots.lost as f64),
+            Source::BotsSilentAtEnd => Some(s.bots.silent_at_end as f64),
+            Source::InputsSkipped => Some(s.generator.inputs_skipped as f64),
+        }
+    }
+}
+
+/// One row of the comparison.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub metric: String,
+    pub kind: Kind,
+    pub base: Option<f64>,
+    pub new: Option<f64>,
+    /// The limit as written, if this metric has one.
+    pub limit: Option<String>,
+    pub allowance: Option<Allowance>,
+    /// Only rows with a limit can regress.
+    pub regressed: bool,
+    /// Why it regressed, in words (for the console and the report).
+    pub reason: Option<String>,
+}
+
+/// The metrics every comparison shows, limited or not.
+pub const DEFAULT_ROWS: &[&str] = &[
+    "rtt.p50",
+    "rtt.p90",
+    "rtt.p99",
+    "rtt.p99.9",
+    "rtt.max",
+    "handshake.p99",
+    "send_lateness.p99",
+    "snapshot_interarrival.p99",
+    "loss.downstream",
+    "loss.upstream",
+    "connect_success",
+    "bots_lost",
+    "decode_errors",
+];
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    pub base_dir: String,
+    pub new_dir: String,
+    pub rows: Vec<Row>,
+    /// True when any limited metric got worse than its limit allows.
+    pub regressed: bool,
+}
+
+/// How much worse `new` is than `base` (positive = worse).
+fn worsening(m: &MetricRef, base: f64, new: f64) -> f64 {
+    if m.higher_is_better {
+        base - new
+    } else {
+        new - base
+    }
+}
+
+/// Compare `new` with `base` under `limits` (the later of two limits on one metric wins).
+pub fn compare(base: &RunData, new: &RunData, limits: &[Limit]) -> Comparison {
+    let mut limit_by: BTreeMap<String, &Limit> = BTreeMap::new();
+    let mut order: Vec<MetricRef> = Vec::new();
+    for name in DEFAULT_ROWS {
+        if let Ok(m) = MetricRef::parse(name) {
+            order.push(m);
+        }
+    }
+    for l in limits {
+        // `rtt_us.p99` and `rtt.p99` are one row.
+        let key = order
+            .iter()
+            .find(|m| m.source == l.metric.source)
+            .map(|m| m.name.clone());
+        match key {
+            Some(k) => {
+                limit_by.insert(k, l);
+            }
+            None => {
+                order.push(l.metric.clone());
+                limit_by.insert(l.metric.name.clone(), l);
+            }
+        }
+    }
+    let mut rows = Vec::new();
+    for m in &order {
+        let (b, n) = (base.value(m), new.value(m));
+        let limit = limit_by.get(&m.name).copied();
+        if b.is_none() && n.is_none() && limit.is_none() {
+            continue;
+        }
+        let mut reason = None;
+        if let Some(l) = limit {
+            reason = match (b, n) {
+                (None, _) => Some(format!("no data in the base run for {}", m.name)),
+                (_, None) => Some(format!("no data in the new run for {}", m.name)),
+                (Some(b), Some(n)) => {
+                    let worse = worsening(m, b, n);
+                    let allowed = match l.allowance {
+                        Allowance::Relative(f) => b.abs() * f,
+                        Allowance::Absolute(a) => a,
+                    };
+                    // A hair of tolerance for float rounding of the same figure.
+                    (worse > allowed + allowed.abs() * 1e-12).then(|| {
+                        format!(
+                            "{} {} by {}{} ({} -> {}), over the {} limit",
+                            m.name,
+                            if m.higher_is_better { "fell" } else { "rose" },
+                            fmt_delta(m.kind, worse),
+                            match relative(b, n) {
+                                Some(r) => format!(", {:.1}%", r.abs()),
+                                None => String::new(),
+                            },
+                            fmt_value(m.kind, Some(b)),
+                            fmt_value(m.kind, Some(n)),
+                            l.text
+                        )
+                    })
+                }
+            };
+        }
+        rows.push(Row {
+            metric: m.name.clone(),
+            kind: m.kind,
+            base: b,
+            new: n,
+            limit: limit.map(|l| l.text.clone()),
+            allowance: limit.map(|l| l.allowance),
+            regressed: reason.is_some(),
+            reason,
+        });
+    }
+    Comparison {
+        base_dir: base.dir.display().to_string(),
+        new_dir: new.dir.display().to_string(),
+        regressed: rows.iter().any(|r| r.regressed),
+        rows,
+    }
+}
+
+/// Relative change in percent; `None` from a zero base.
+pub fn relative(base: f64, new: f64) -> Option<f64> {
+    (base != 0.0).then(|| (new - base) / base.abs() * 100.0)
+}
+
+/// A value in its unit, as the console and the report show it.
+pub fn fmt_value(kind: Kind, v: Option<f64>) -> String {
+    let Some(v) = v else {
+        return "no data".into();
+    };
+    match kind {
+        Kind::Time => {
+            if v.abs() >= 1000.0 {
+                format!("{:.2}ms", v / 1000.0)
+            } else {
+                format!("{v:.0}us")
+            }
+        }
+        Kind::Rate => format!("{:.3}%", v * 100.0),
+        Kind::Count => format!("{}", (v * 10.0).round() / 10.0),
+        Kind::Bytes => format!("{:.0}B", v),
+    }
+}
+
+/// A difference in its unit, signed (`+20.1ms`, `+0.50pp`).
+pub fn fmt_delta(kind: Kind, d: f64) -> String {
+    let sign = if d < 0.0 { "-" } else { "+" };
+    let a = d.abs();
+    match kind {
+        Kind::Rate => format!("{sign}{:.2}pp", a * 100.0),
+        _ => format!("{sign}{}", fmt_value(kind, Some(a))),
+    }
+}
+
+impl Row {
+    /// The change column: absolute and, where the base is not 0, relative.
+    pub fn change(&self) -> String {
+        match (self.base, self.new) {
+            (Some(b), Some(n)) => {
+                let abs = fmt_delta(self.kind, n - b);
+                match relative(b, n) {
+                    Some(r) => format!("{abs} ({r:+.1}%)"),
+                    None => abs,
+                }
+            }
+            _ => "-".into(),
+        }
+    }
+}
+
+impl fmt::Display for Comparison {
+    /// The console table.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let header = ["metric", "base", "new", "change", "limit", ""];
+        let cells: Vec<[String; 6]> = self
+            .rows
+            .iter()
+            .map(|r| {
+                [
+                    r.metric.clone(),
+                    fmt_value(r.kind, r.base),
+                    fmt_value(r.kind, r.new),
+                    r.change(),
+                    r.limit.clone().unwrap_or_else(|| "-".into()),
+                    match (&r.limit, r.regressed) {
+                        (_, true) => "REGRESSED".into(),
+                        (Some(_), false) => "ok".into(),
+                        (None, false) => String::new(),
+                    },
+                ]
+            })
+            .collect();
+        let mut w = [0usize; 6];
+        for row in std::iter::once(header.map(String::from)).chain(cells.iter().cloned()) {
+            for (i, c) in row.iter().enumerate() {
+                w[i] = w[i].max(c.chars().count());
+            }
+        }
+        let line = |f: &mut fmt::Formatter<'_>, row: &[String; 6]| {
+            writeln!(
+                f,
+                "{:<w0$}  {:>w1$}  {:>w2$}  {:>w3$}  {:>w4$}  {}",
+                row[0],
+                row[1],
+                row[2],
+                row[3],
+                row[4],
+                row[5],
+                w0 = w[0],
+                w1 = w[1],
+                w2 = w[2],
+                w3 = w[3],
+                w4 = w[4]
+            )
+        };
+        line(f, &header.map(String::from))?;
+        for row in &cells {
+            line(f, row)?;
+        }
+        Ok(())
+    }
+}
+
+/// One line of the side-by-side report's tables.
+pub struct HtmlRow {
+    pub name: String,
+    pub base: String,
+    pub new: String,
+    pub change: String,
+    pub limit: String,
+    /// `regressed`, `ok` or empty (no limit).
+    pub state: &'static str,
+}
+
+/// One histogram's percentile ladder for both runs.
+pub struct Ladder {
+    pub title: String,
+    pub rows: Vec<HtmlRow>,
+}
+
+/// compare.html: both runs side by side. One offline file, like report.html.
+#[derive(askama::Template)]
+#[template(path = "compare.html")]
+struct ComparePage {
+    regressed: bool,
+    base_dir: String,
+    new_dir: String,
+    meta: Vec<HtmlRow>,
+    rows: Vec<HtmlRow>,
+    regressions: Vec<String>,
+    ladders: Vec<Ladder>,
+    version: &'static str,
+}
+
+/// Quantiles of the side-by-side percentile ladders.
+const LADDER: &[(&str, f64)] = &[
+    ("p50", 0.5),
+    ("p75", 0.75),
+    ("p90", 0.9),
+    ("p95", 0.95),
+    ("p99", 0.99),
+    ("p99.9", 0.999),
+    ("p99.99", 0.9999),
+    ("max", 1.0),
+];
+
+/// Render compare.html.
+pub fn render_html(c: &Comparison, base: &RunData, new: &RunData) -> String {
+    use askama::Template as _;
+    let meta_row = |name: &str, f: &dyn Fn(&Summary) -> String| HtmlRow {
+        name: name.into(),
+        base: f(&base.summary),
+        new: f(&new.summary),
+        change: String::new(),
+        limit: String::new(),
+        state: "",
+    };
+    let meta = vec![
+        meta_row("scenario", &|s| s.scenario.clone()),
+        meta_row("protocol", &|s| format!("{} ({})", s.protocol, s.dialect)),
+        meta_row("target", &|s| s.target.clone()),
+        meta_row("started", &|s| s.started_at.clone()),
+        meta_row("duration", &|s| format!("{:.1}s", s.duration_s)),
+        meta_row("bots", &|s| {
+            format!("{} planned, {} connected", s.bots.planned, s.bots.connected)
+        }),
+        meta_row("seed", &|s| s.seed.to_string()),
+        meta_row("verdict", &|s| s.verdict.clone()),
+    ];
+    let rows = c
+        .rows
+        .iter()
+        .map(|r| HtmlRow {
+            name: r.metric.clone(),
+            base: fmt_value(r.kind, r.base),
+            new: fmt_value(r.kind, r.new),
+            change: r.change(),
+            limit: r.limit.clone().unwrap_or_default(),
+            state: match (&r.limit, r.regressed) {
+                (_, true) => "regressed",
+                (Some(_), false) => "ok",
+                (None, false) => "",
+            },
+        })
+        .collect();
+    let mut ladders = Vec::new();
+    for (names, tag, kind) in HISTOGRAMS {
+        let (Some(b), Some(n)) = (base.hists.get(*tag), new.hists.get(*tag)) else {
+            continue;
+        };
+        if b.is_empty() && n.is_empty() {
+            continue;
+        }
+        let at = |h: &Histogram<u64>, q: f64| {
+            (!h.is_empty()).then(|| {
+                if q >= 1.0 {
+                    h.max() as f64
+                } else {
+                    h.value_at_quantile(q) as f64
+                }
+            })
+        };
+        let rows = LADDER
+            .iter()
+            .map(|(label, q)| {
+                let (bv, nv) = (at(b, *q), at(n, *q));
+                HtmlRow {
+                    name: (*label).into(),
+                    base: fmt_value(*kind, bv),
+                    new: fmt_value(*kind, nv),
+                    change: match (bv, nv) {
+                        (Some(bv), Some(nv)) => {
+                            let abs = fmt_delta(*kind, nv - bv);
+                            match relative(bv, nv) {
+                                Some(r) => format!("{abs} ({r:+.1}%)"),
+                                None => abs,
+                            }
+                        }
+                        _ => "-".into(),
+                    },
+                    limit: String::new(),
+                    state: "",
+                }
+            })
+            .collect();
+        ladders.push(Ladder {
+            title: format!("{} ({} and {} samples)", names[0], b.len(), n.len()),
+            rows,
+        });
+    }
+    let page = ComparePage {
+        regressed: c.regressed,
+        base_dir: c.base_dir.clone(),
+        new_dir: c.new_dir.clone(),
+        meta,
+        rows,
+        regressions: c.rows.iter().filter_map(|r| r.reason.clone()).collect(),
+        ladders,
+        version: env!("CARGO_PKG_VERSION"),
+    };
+    page.render()
+        .unwrap_or_else(|e| format!("<!DOCTYPE html><p>compare.html failed to render: {e}</p>"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metric_names_people_write() {
+        let m = MetricRef::parse("rtt.p99").unwrap();
+        assert_eq!(m.hlog_tag(), Some("rtt_us"));
+        assert_eq!(m.kind, Kind::Time);
+        assert_eq!(
+            MetricRef::parse("rtt.p99.9").unwrap().source,
+            MetricRef::parse("rtt_us.p999").unwrap().source
+        );
+        assert_eq!(
+            MetricRef::parse("generator.send_lateness_us.p99")
+                .unwrap()
+                .hlog_tag(),
+            Some("send_lateness_us")
+        );
+        assert!(
+            MetricRef::parse("connect_success")
+                .unwrap()
+                .higher_is_better
+        );
+        assert!(MetricRef::parse("rtt.p101").is_err());
+        assert!(MetricRef::parse("rtt.fast").is_err());
+        assert!(MetricRef::parse("rtt").is_err());
+    }
+
+    #[test]
+    fn limits_in_their_units() {
+        let l = Limit::parse_assignment("rtt.p99=10%").unwrap();
+        assert_eq!(l.allowance, Allowance::Relative(0.10));
+        let l = Limit::parse_assignment("rtt.p99=+2ms").unwrap();
+        assert_eq!(l.allowance, Allowance::Absolute(2000.0));
+        let l = Limit::parse_assignment("loss.downstream=+0.5pp").unwrap();
+        assert_eq!(l.allowance, Allowance::Absolute(0.005));
+        let l = Limit::parse_assignment("bots_lost=+2").unwrap();
+        assert_eq!(l.allowance, Allowance::Absolute(2.0));
+        // pp only for rates; a bare number is no rate limit; no `=` is no limit.
+        assert!(Limit::parse_assignment("rtt.p99=+1pp").is_err());
+        assert!(Limit::parse_assignment("loss.downstream=0.5").is_err());
+        assert!(Limit::parse_assignment("rtt.p99").is_err());
+        assert!(Limit::parse_assignment("rtt.p99=-5%").is_err());
+    }
+
+    #[test]
+    fn worse_is_the_direction_that_hurts() {
+        let up = MetricRef::parse("rtt.p99").unwrap();
+        assert_eq!(worsening(&up, 100.0, 130.0), 30.0);
+        let down = MetricRef::parse("connect_success").unwrap();
+        assert!((worsening(&down, 1.0, 0.9) - 0.1).abs() < 1e-12);
+    }
+
+    /// A run with `connected` of 100 bots connected, `lost` bots lost, and `rtt` samples.
+    fn run(connected: u64, lost: u64, rtt: &[u64]) -> RunData {
+        let hist = serde_json::json!({"count": 0});
+        let summary: Summary = serde_json::from_value(serde_json::json!({
+            "schema": 1, "protocol": "cafe", "transport": "udp", "dialect": "spec",
+            "scenario": "s", "scenario_file": "s.yaml", "target": "t",
+            "started_at": "2026-01-01T00:00:00Z", "duration_s": 1.0, "interrupted": false,
+            "seed": 1,
+            "bots": {"planned": 100, "connected": connected, "failed": 0, "lost": lost},
+            "rtt_us": hist, "handshake_us": hist, "snapshot_interarrival_us": hist,
+            "generator": {"send_lateness_us": hist, "inputs_skipped": 0, "workers": 1,
+                          "send_errors": {}},
+            "loss": {"downstream": null, "upstream": null},
+            "loss_method": {"downstream": "", "upstream": ""},
+            "bandwidth": {"up_bytes": 0, "down_bytes": 0, "up_packets": 0, "down_packets": 0},
+            "inputs_sent": 0, "snapshots_applied": 0,
+            "errors": {"decode": {}, "connect": {}},
+            "protocol_metrics": {}, "thresholds": [], "verdict": "pass", "intervals": []
+        }))
+        .unwrap();
+        let mut h = crate::metrics::new_histogram();
+        for v in rtt {
+            h.record(*v).unwrap();
+        }
+        RunData {
+            dir: PathBuf::from("run"),
+            summary,
+            hists: [("rtt_us".to_string(), h)].into(),
+        }
+    }
+
+    fn limits(text: &[&str]) -> Vec<Limit> {
+        text.iter()
+            .map(|t| Limit::parse_assignment(t).unwrap())
+            .collect()
+    }
+
+    fn regressed(c: &Comparison) -> Vec<&str> {
+        c.rows
+            .iter()
+            .filter(|r| r.regressed)
+            .map(|r| r.metric.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn a_relative_limit_from_zero_fails_on_any_worsening() {
+        let l = limits(&["bots_lost=10%"]);
+        assert!(regressed(&compare(&run(100, 0, &[100]), &run(100, 0, &[100]), &l)).is_empty());
+        assert_eq!(
+            regressed(&compare(&run(100, 0, &[100]), &run(100, 1, &[100]), &l)),
+            ["bots_lost"]
+        );
+        // An absolute allowance lets one through.
+        let l = limits(&["bots_lost=+1"]);
+        assert!(regressed(&compare(&run(100, 0, &[100]), &run(100, 1, &[100]), &l)).is_empty());
+    }
+
+    #[test]
+    fn connect_success_regresses_downwards() {
+        let l = limits(&["connect_success=+1pp"]);
+        // 100 % -> 99 %: exactly one point, allowed; 100 % -> 98 %: two, not.
+        assert!(regressed(&compare(&run(100, 0, &[1]), &run(99, 0, &[1]), &l)).is_empty());
+        let c = compare(&run(100, 0, &[1]), &run(98, 0, &[1]), &l);
+        assert_eq!(regressed(&c), ["connect_success"]);
+        let why = c.rows.iter().find_map(|r| r.reason.clone()).unwrap();
+        assert!(why.starts_with("connect_success fell by +2.00pp"), "{why}");
+        // Getting better is never a regression.
+        assert!(regressed(&compare(&run(98, 0, &[1]), &run(100, 0, &[1]), &l)).is_empty());
+    }
+
+    #[test]
+    fn percentiles_come_from_the_histograms_and_no_data_fails() {
+        let base: Vec<u64> = (1..=100).collect();
+        let slower: Vec<u64> = (1..=100).map(|v| v + 20).collect();
+        let l = limits(&["rtt.p99=+20ms", "rtt.p50=+19us"]);
+        let c = compare(&run(100, 0, &base), &run(100, 0, &slower), &l);
+        let p50 = c.rows.iter().find(|r| r.metric == "rtt.p50").unwrap();
+        assert_eq!((p50.base, p50.new), (Some(50.0), Some(70.0)));
+        assert_eq!(regressed(&c), ["rtt.p50"]);
+        // A limited metric the new run did not measure fails; unlimited rows never do.
+        let c = compare(
+            &run(100, 0, &base),
+            &run(100, 0, &[]),
+            &limits(&["rtt.p99=50%"]),
+        );
+        assert_eq!(regressed(&c), ["rtt.p99"]);
+        assert!(c
+            .rows
+            .iter()
+            .any(|r| r.reason.as_deref() == Some("no data in the new run for rtt.p99")));
+    }
+
+    #[test]
+    fn deltas_read_in_units() {
+        assert_eq!(fmt_delta(Kind::Rate, 0.005), "+0.50pp");
+        assert_eq!(fmt_delta(Kind::Time, 20_100.0), "+20.10ms");
+        assert_eq!(fmt_delta(Kind::Time, -150.0), "-150us");
+    }
+}

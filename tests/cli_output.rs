@@ -1,0 +1,157 @@
+//! What a run writes and prints for CI: `--out` never mixes two runs' files unless `--force`;
+//! `--json` puts summary.json on stdout; `--quiet` and `-v`/`-vv` set how much stderr says.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn tiny_scenario(dir: &Path) -> PathBuf {
+    let p = dir.join("s.yaml");
+    std::fs::write(
+        &p,
+        "name: tiny\nprotocol:\n  cafe: {}\npopulation:\n  stages:\n    - ramp_to: 3\n      over: 0s\nduration: 2s\n",
+    )
+    .unwrap();
+    p
+}
+
+fn run(scenario: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tickswarm"))
+        .arg("run")
+        .arg(scenario)
+        .args(args)
+        .env_remove("TICKSWARM_FORCE")
+        .env_remove("TICKSWARM_QUIET")
+        .env_remove("TICKSWARM_JSON")
+        .env_remove("TICKSWARM_OUT")
+        .envs(env.iter().copied())
+        .output()
+        .unwrap()
+}
+
+fn listing(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_non_empty_out_folder_is_refused_unless_forced() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = tiny_scenario(tmp.path());
+    let out = tmp.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    std::fs::write(out.join("notes.txt"), "mine").unwrap();
+    let o = run(&s, &["--out", out.to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("is not empty") && e.contains("--force"), "{e}");
+    // Nothing written, nothing run.
+    assert_eq!(listing(&out), vec!["notes.txt"]);
+    assert!(!e.contains("verdict"), "{e}");
+
+    // TICKSWARM_OUT is refused the same way; --force (here from TICKSWARM_FORCE) writes.
+    let o = run(&s, &[], &[("TICKSWARM_OUT", out.to_str().unwrap())]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = run(
+        &s,
+        &["--quiet"],
+        &[
+            ("TICKSWARM_OUT", out.to_str().unwrap()),
+            ("TICKSWARM_FORCE", "1"),
+        ],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let files = listing(&out);
+    for f in [
+        "notes.txt",
+        "summary.json",
+        "report.html",
+        "junit.xml",
+        "histograms.hlog",
+    ] {
+        assert!(files.contains(&f.to_string()), "{files:?}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(out.join("notes.txt")).unwrap(),
+        "mine"
+    );
+
+    // An empty folder is fine without --force.
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let o = run(&s, &["--quiet", "--out", empty.to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(0));
+}
+
+#[test]
+fn json_on_stdout_quiet_on_stderr() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = tiny_scenario(tmp.path());
+    let out = tmp.path().join("out");
+    let o = run(
+        &s,
+        &["--json", "--quiet", "--out", out.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let printed: Value = serde_json::from_slice(&o.stdout).expect("stdout is the summary");
+    let file: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(printed, file);
+    assert_eq!(printed["bots"]["planned"], 3);
+    // --quiet: no progress, no result lines.
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.trim().is_empty(), "quiet stderr: {e}");
+}
+
+#[test]
+fn verbose_levels_say_more() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = tiny_scenario(tmp.path());
+    let normal = run(&s, &["--out", tmp.path().join("a").to_str().unwrap()], &[]);
+    let e0 = String::from_utf8_lossy(&normal.stderr).into_owned();
+    assert!(e0.contains("verdict  PASS"), "{e0}");
+    assert!(!e0.contains("pings      every"), "{e0}");
+    // -v: the plan first.
+    let v = run(
+        &s,
+        &["-v", "--out", tmp.path().join("b").to_str().unwrap()],
+        &[],
+    );
+    let e1 = String::from_utf8_lossy(&v.stderr).into_owned();
+    assert!(
+        e1.contains("pings      every") && e1.contains("verdict  PASS"),
+        "{e1}"
+    );
+    // -vv: each second as a JSON line too.
+    let vv = run(
+        &s,
+        &["-vv", "--out", tmp.path().join("c").to_str().unwrap()],
+        &[],
+    );
+    let e2 = String::from_utf8_lossy(&vv.stderr).into_owned();
+    let points: Vec<Value> = e2
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(!points.is_empty(), "{e2}");
+    assert!(points
+        .iter()
+        .all(|p| p["t"].is_number() && p["bots_connected"].is_number()));
+}
