@@ -4,8 +4,13 @@
 #   libenet-dev, build-essential, pkg-config: the C ENet peer used by the ENet interop tests
 #   liblz4-dev: the independent ZergCity peer (scripts/zergcity-peer, scripts/zergcity_peer_smoke.sh)
 #   python3: the independent cafe server used by scripts/verify_external_cafe.sh
+#   cmake, libprotobuf-dev, protobuf-compiler, libssl-dev, libclang-dev (and pkg-config):
+#     what `--features gns` needs to build Valve's GameNetworkingSockets from source (the
+#     game-networking-sockets crate; no registry ships GNS itself). The default build needs
+#     none of them; .ci/run builds and tests the gns feature.
 set -euo pipefail
-pkgs=(libenet-dev liblz4-dev build-essential pkg-config python3)
+pkgs=(libenet-dev liblz4-dev build-essential pkg-config python3
+      cmake libprotobuf-dev protobuf-compiler libssl-dev libclang-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -15,18 +15,22 @@
 //! That poll adds up to one interval (plus the timer's slack) to each message's delivery at
 //! each end, so an RTT measured over GNS includes up to about two intervals of polling.
 //!
-//! **What is measured.** The engine never sees GNS's datagrams, so it cannot count wire
-//! bytes as it does for UDP and ENet: the bots' `wire_*` counters stay 0 for GNS (the report
-//! then shows payload bytes). What GNS tells about each connection is sampled per bot each
-//! second ([`BotTransport::sample`]): its ping, its connection quality, its own smoothed
-//! estimates of bytes and packets per second in and out (GNS headers, acks, encryption and
-//! retransmissions included), and the bytes still queued. Those are GNS's estimates, named
-//! as such in the report, not exact counts.
+//! **What is measured.** The engine never sees GNS's datagrams, but GNS counts every UDP
+//! payload it sends and receives on a connection (handshake, data, acks, keep-alives; its
+//! header and encryption included) and prints the lifetime totals in its detailed connection
+//! status, the only place its API gives them. The bots' `wire_*` counters are those totals
+//! ([`parse_totals`]), read each second and when a connection closes: exact up to the
+//! moment the bot closed the connection (GNS's own close packet and anything it lingers to
+//! resend after that are not seen). Beside them, what GNS's real-time status tells is
+//! sampled per bot each second ([`BotTransport::sample`]): ping, connection quality, its
+//! rate estimates (bytes and packets per second over its last 5-second interval) and the
+//! bytes still queued.
 //!
 //! **Allocation.** GNS allocates a message object per send in its own code (its API has no
 //! other way to send); the transport adds one boxed copy of the payload per message, and
 //! batches a flush's messages into one `SendMessages` call.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -82,11 +86,79 @@ fn send_failure(r: gns::sys::EResult) -> &'static str {
     }
 }
 
+/// Lifetime totals of one connection as GNS counts them: every UDP payload it sent or
+/// received on the connection.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WireTotals {
+    pub packets_sent: u64,
+    pub bytes_sent: u64,
+    pub packets_recv: u64,
+    pub bytes_recv: u64,
+}
+
+/// The totals in a detailed connection status (`GetDetailedConnectionStatus`), as GNS
+/// (`LinkStatsPrintToBuf`) prints them:
+///
+/// ```text
+///     Lifetime stats:
+///         Totals
+///             Sent:      1,234 pkts         567,890 bytes
+///             Recv:        987 pkts          65,432 bytes
+/// ```
+///
+/// The first such block is this end's own count; blocks after "received from remote host"
+/// are what the peer reported (rounded to KB) and are not read. `None` when the block is
+/// missing (nothing sent yet) or not laid out as above.
+pub fn parse_totals(text: &str) -> Option<WireTotals> {
+    let (_, after) = text.split_once("Lifetime stats:")?;
+    let own = after.split("received from remote host").next()?;
+    let line = |label: &str| -> Option<(u64, u64)> {
+        let l = own
+            .lines()
+            .map(str::trim_start)
+            .find(|l| l.starts_with(label))?;
+        let num = |t: &str| t.replace(',', "").parse::<u64>().ok();
+        match l.split_whitespace().collect::<Vec<_>>().as_slice() {
+            [_, pkts, "pkts", bytes, "bytes"] => Some((num(pkts)?, num(bytes)?)),
+            _ => None,
+        }
+    };
+    let (packets_sent, bytes_sent) = line("Sent:")?;
+    let (packets_recv, bytes_recv) = line("Recv:")?;
+    Some(WireTotals {
+        packets_sent,
+        bytes_sent,
+        packets_recv,
+        bytes_recv,
+    })
+}
+
+/// A connection's lifetime totals, from GNS.
+fn read_totals<S: gns::IsReady>(sock: &GnsSocket<S>, conn: GnsConnection) -> Option<WireTotals> {
+    parse_totals(&sock.get_detailed_connection_status(conn)?)
+}
+
 /// One bot's connection.
 struct Link {
     sock: GnsSocket<IsClient>,
     /// GNS reported the connection connected.
     up: bool,
+    /// Totals already added to the bots' wire counters.
+    counted: Cell<WireTotals>,
+}
+
+impl Link {
+    /// Add what GNS counted on the wire since the last call to the bots' wire counters.
+    fn account(&self, rec: &mut Recorder) {
+        let Some(t) = read_totals(&self.sock, self.sock.connection()) else {
+            return;
+        };
+        let c = self.counted.replace(t);
+        rec.wire.packets_up += t.packets_sent.saturating_sub(c.packets_sent);
+        rec.wire.bytes_up += t.bytes_sent.saturating_sub(c.bytes_sent);
+        rec.wire.packets_down += t.packets_recv.saturating_sub(c.packets_recv);
+        rec.wire.bytes_down += t.bytes_recv.saturating_sub(c.bytes_recv);
+    }
 }
 
 /// The GNS connections of one worker's bots.
@@ -126,7 +198,11 @@ impl GnsBots {
         if self.links.len() <= slot {
             self.links.resize_with(slot + 1, || None);
         }
-        self.links[slot] = Some(Link { sock, up: false });
+        self.links[slot] = Some(Link {
+            sock,
+            up: false,
+            counted: Cell::new(WireTotals::default()),
+        });
         if !self.active.contains(&slot) {
             self.active.push(slot);
         }
@@ -142,10 +218,11 @@ impl GnsBots {
 
     /// Close bot `slot`'s connection: GNS keeps sending what was queued (`linger`) and says
     /// goodbye to the peer in its own thread; no event for it reaches the bot.
-    fn drop_link(&mut self, slot: Slot, linger: bool) {
+    fn drop_link(&mut self, slot: Slot, linger: bool, rec: &mut Recorder) {
         if let Some(link) = self.links.get_mut(slot).and_then(Option::take) {
             let conn = link.sock.connection();
             let _ = link.sock.flush_messages_on_connection(conn);
+            link.account(rec);
             let _ = link.sock.close_connection(conn, END_APP, None, linger);
         }
         self.active.retain(|&s| s != slot);
@@ -196,45 +273,46 @@ impl BotTransport for GnsBots {
         MetricDesc::histogram(
             "gns_quality_local_pct",
             "GNS quality (local)",
-            "share of packets from the server that arrived, GNS's estimate (1.0 = 100 %), \
-             sampled per bot each second",
+            "share of the server's packets that arrived in order, GNS's judgement of its last \
+             5-second interval, sampled per bot each second once judged",
             "%",
         )
-        .unit("%", 100),
+        .unit("%", 10),
         MetricDesc::histogram(
             "gns_quality_remote_pct",
             "GNS quality (remote)",
-            "share of the bot's packets the server received, as the server's GNS reported it",
+            "share of the bot's packets the server received in order, as the server's GNS \
+             reported it, sampled per bot each second once reported",
             "%",
         )
-        .unit("%", 100),
+        .unit("%", 10),
         MetricDesc::histogram(
             "gns_out_bytes_per_s",
             "GNS bytes out per second",
-            "GNS's smoothed estimate of what one bot's connection sends, its headers, acks and \
-             encryption included (an estimate: GNS gives no exact wire byte counts, so the \
-             wire_* bandwidth counters stay 0 over GNS); sampled per bot each second",
+            "GNS's rate over its last 5-second interval for one bot's connection, headers, acks \
+             and encryption included; sampled per bot each second once measured (exact totals \
+             are the wire bandwidth figures)",
             "B/s",
         ),
         MetricDesc::histogram(
             "gns_in_bytes_per_s",
             "GNS bytes in per second",
-            "GNS's smoothed estimate of what one bot's connection receives, headers included \
-             (an estimate, not an exact count); sampled per bot each second",
+            "GNS's rate over its last 5-second interval for one bot's connection, headers \
+             included; sampled per bot each second once measured",
             "B/s",
         ),
         MetricDesc::histogram(
             "gns_out_packets_per_s",
             "GNS packets out per second",
-            "GNS's smoothed estimate of UDP packets one bot's connection sends; sampled per \
-             bot each second",
+            "GNS's rate over its last 5-second interval of UDP packets one bot's connection \
+             sends; sampled per bot each second once measured",
             "packets/s",
         ),
         MetricDesc::histogram(
             "gns_in_packets_per_s",
             "GNS packets in per second",
-            "GNS's smoothed estimate of UDP packets one bot's connection receives; sampled \
-             per bot each second",
+            "GNS's rate over its last 5-second interval of UDP packets one bot's connection \
+             receives; sampled per bot each second once measured",
             "packets/s",
         ),
         MetricDesc::histogram(
@@ -277,7 +355,7 @@ impl BotTransport for GnsBots {
         // being retransmitted by GNS while the old connection lingers; the bot hears nothing
         // more from it.
         self.flush_batch(slot, rec);
-        self.drop_link(slot, true);
+        self.drop_link(slot, true, rec);
         self.connect(slot, peer, now)
     }
 
@@ -307,7 +385,7 @@ impl BotTransport for GnsBots {
 
     fn close(&mut self, slot: Slot, _now: Instant, rec: &mut Recorder) {
         self.flush_batch(slot, rec);
-        self.drop_link(slot, true);
+        self.drop_link(slot, true, rec);
     }
 
     fn on_datagrams<'a>(
@@ -370,6 +448,7 @@ impl BotTransport for GnsBots {
             }
             if let Some(was_up) = ended {
                 if let Some(link) = self.links.get_mut(slot).and_then(Option::take) {
+                    link.account(rec);
                     let _ =
                         link.sock
                             .close_connection(link.sock.connection(), END_APP, None, false);
@@ -406,25 +485,33 @@ impl BotTransport for GnsBots {
         else {
             return;
         };
-        rec.record_extra("gns_ping_us", u64::from(s.ping()) * 1000);
-        // Quality is -1 while GNS has no estimate yet.
+        link.account(rec);
+        // GNS says -1 (here u32::MAX) until it has measured a ping.
+        if let Ok(ms) = i32::try_from(s.ping()) {
+            rec.record_extra("gns_ping_us", u64::from(ms.unsigned_abs()) * 1000);
+        }
+        // Quality is -1 until GNS has judged a 5-second interval; its arithmetic can pass
+        // 1.0 by a hair, so it is clamped to 0..=100 %. Recorded in 1/10 % (exact in the
+        // histogram).
+        let quality = |q: f32| (f64::from(q.min(1.0)) * 1000.0).round() as u64;
         if s.quality_local() >= 0.0 {
-            rec.record_extra(
-                "gns_quality_local_pct",
-                (f64::from(s.quality_local()) * 10_000.0).round() as u64,
-            );
+            rec.record_extra("gns_quality_local_pct", quality(s.quality_local()));
         }
         if s.quality_remote() >= 0.0 {
-            rec.record_extra(
-                "gns_quality_remote_pct",
-                (f64::from(s.quality_remote()) * 10_000.0).round() as u64,
-            );
+            rec.record_extra("gns_quality_remote_pct", quality(s.quality_remote()));
         }
-        let rate = |v: f32| f64::from(v.max(0.0)).round() as u64;
-        rec.record_extra("gns_out_bytes_per_s", rate(s.out_bytes_per_sec()));
-        rec.record_extra("gns_in_bytes_per_s", rate(s.in_bytes_per_sec()));
-        rec.record_extra("gns_out_packets_per_s", rate(s.out_packets_per_sec()));
-        rec.record_extra("gns_in_packets_per_s", rate(s.in_packets_per_sec()));
+        // Rates are 0 until the connection's first 5-second interval ends: only measured
+        // rates are recorded (a live bot always sends inputs and receives snapshots).
+        for (key, v) in [
+            ("gns_out_bytes_per_s", s.out_bytes_per_sec()),
+            ("gns_in_bytes_per_s", s.in_bytes_per_sec()),
+            ("gns_out_packets_per_s", s.out_packets_per_sec()),
+            ("gns_in_packets_per_s", s.in_packets_per_sec()),
+        ] {
+            if v > 0.0 {
+                rec.record_extra(key, f64::from(v).round() as u64);
+            }
+        }
         rec.record_extra(
             "gns_pending_bytes",
             u64::from(s.pending_bytes_reliable())
@@ -661,5 +748,52 @@ impl ServerTransport for GnsServerSide {
 
     fn local_addr(&self) -> Option<SocketAddr> {
         Some(self.local)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A detailed status laid out as GNS's `LinkStatsPrintToBuf` prints it (written by hand
+    /// from its format strings), with the peer's own report after ours.
+    const STATUS: &str = "End-to-end connection: connected
+    Current rates:
+        Sent:  61.0 pkts/sec   3.8 K/sec
+        Recv:  23.0 pkts/sec   3.2 K/sec
+        Ping:0ms    Max latency variance: 0.4ms
+    Lifetime stats:
+        Totals
+            Sent:      1,234 pkts         567,890 bytes
+            Recv:        987 pkts          65,432 bytes
+            Recv w seq:        986 pkts
+    Rate stats received from remote host 1.2s ago:
+        Sent:  23.0 pkts/sec   3.2 K/sec
+    Lifetime stats received from remote host 1.2s ago:
+        Totals
+            Sent:        990 pkts          65,536 bytes
+            Recv:      1,230 pkts         566,272 bytes
+";
+
+    #[test]
+    fn totals_are_this_ends_lifetime_counts() {
+        assert_eq!(
+            parse_totals(STATUS),
+            Some(WireTotals {
+                packets_sent: 1234,
+                bytes_sent: 567_890,
+                packets_recv: 987,
+                bytes_recv: 65_432,
+            })
+        );
+    }
+
+    #[test]
+    fn a_status_without_totals_or_laid_out_otherwise_gives_none() {
+        assert_eq!(parse_totals("End-to-end connection: connecting\n"), None);
+        let odd = STATUS.replace("567,890 bytes", "567,890 octets");
+        assert_eq!(parse_totals(&odd), None);
+        let odd = STATUS.replace("1,234 pkts", "1.234k pkts");
+        assert_eq!(parse_totals(&odd), None);
     }
 }

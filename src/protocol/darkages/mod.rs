@@ -489,6 +489,37 @@ mod tests {
     use super::*;
 
     #[test]
+    fn transport_option_picks_udp_or_gns_and_a_build_without_gns_says_how_to_get_it() {
+        let o: DarkAgesOptions = serde_saphyr::from_str("{}").unwrap();
+        assert_eq!(DarkAges::transport(&o), TransportNeeds::Udp);
+        let o: DarkAgesOptions = serde_saphyr::from_str("transport: gns").unwrap();
+        assert_eq!(DarkAges::transport(&o), TransportNeeds::Gns);
+        assert!(serde_saphyr::from_str::<DarkAgesOptions>("transport: tcp").is_err());
+        let section = crate::protocol::ProtocolSection::DarkAges(o);
+        let checked = section.validate(&ServerParams::default());
+        if cfg!(feature = "gns") {
+            assert_eq!(checked, Ok(()));
+        } else {
+            let e = checked.unwrap_err();
+            assert!(e.starts_with("transport: gns needs GameNetworkingSockets"), "{e}");
+            assert!(e.contains("--features gns"), "{e}");
+        }
+    }
+
+    #[test]
+    fn handshake_events_and_zone_packets_are_reliable_inputs_snapshots_and_pings_not() {
+        use codec::ty;
+        for t in [ty::CONNECT, ty::CONNECT_ACK, ty::CONNECTED, ty::DISCONNECT, ty::EVENT] {
+            assert!(transmit(&[t, 0], 2).reliable, "{t:#x}");
+        }
+        for t in [ty::INPUT, ty::SNAPSHOT, ty::HEARTBEAT, ty::PING, ty::PONG] {
+            assert!(!transmit(&[t, 0], 2).reliable, "{t:#x}");
+        }
+        assert_eq!(transmit(&[ty::ZONE_HANDOFF], 75).len, 75);
+        assert!(!transmit(&[], 0).reliable);
+    }
+
+    #[test]
     fn neighbours_are_the_ports_beside() {
         let o = DarkAgesOptions::default();
         let mut s = ServerParams {
