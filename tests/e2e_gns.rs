@@ -245,7 +245,10 @@ fn darkages_swarm_over_gns_hands_over_between_two_embedded_zones() {
         pm["transport_handshake_us"]["count"].as_u64().unwrap_or(0) >= bots,
         "{pm}"
     );
-    assert!(pm["gns_ping_us"]["count"].as_u64().unwrap_or(0) >= bots * 3, "{pm}");
+    assert!(
+        pm["gns_ping_us"]["count"].as_u64().unwrap_or(0) >= bots * 3,
+        "{pm}"
+    );
     assert_eq!(pm["gns_problem_detected_locally"].as_u64().unwrap_or(0), 0);
 
     let handoffs = pm["handoffs"].as_u64().unwrap_or(0);
@@ -265,7 +268,11 @@ fn darkages_swarm_over_gns_hands_over_between_two_embedded_zones() {
         "zones saw {arrived} handoffs arrive, bots completed {handoffs}: {server}"
     );
     // Every connection the zones accepted was a GNS connection that reached a player.
-    assert_eq!(server["gns_accept_failed"].as_u64().unwrap_or(0), 0, "{server}");
+    assert_eq!(
+        server["gns_accept_failed"].as_u64().unwrap_or(0),
+        0,
+        "{server}"
+    );
     for h in [
         "delta_savings_pct",
         "snapshot_full_bytes",

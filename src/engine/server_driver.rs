@@ -149,6 +149,12 @@ async fn serve_loop(
 ) {
     let mut rx = RxBatch::new();
     let mut tx = TxBatch::new();
+    // A transport polled on its timer (GNS, every millisecond) needs a timer that wakes on
+    // time: tokio's rounds every sleep up to the next millisecond.
+    let precise = sock
+        .is_none()
+        .then(|| super::timer::PreciseTimer::new().ok())
+        .flatten();
     let mut next_report = Instant::now();
     let report = |server: &dyn Server, transport: &dyn ServerTransport| {
         let mut s = server.stats().clone();
@@ -175,7 +181,7 @@ async fn serve_loop(
                     transport.on_datagram(now, from, d, server.as_mut())
                 });
             }
-            _ = tokio::time::sleep_until(wake.into()) => {}
+            _ = sleep_until(precise.as_ref(), wake) => {}
         }
         let now = Instant::now();
         if server.poll_timeout().is_some_and(|t| t <= now) {
@@ -203,6 +209,18 @@ async fn serve_loop(
     }
     if let Ok(mut s) = stats.lock() {
         *s = report(server.as_ref(), transport.as_ref());
+    }
+}
+
+/// Sleep until `at`, on the precise timer when there is one.
+async fn sleep_until(precise: Option<&super::timer::PreciseTimer>, at: Instant) {
+    match precise {
+        Some(t) => {
+            if super::timer::sleep_until(t, at).await.is_err() {
+                tokio::time::sleep_until(at.into()).await;
+            }
+        }
+        None => tokio::time::sleep_until(at.into()).await,
     }
 }
 

@@ -162,6 +162,7 @@ impl Link {
 }
 
 /// The GNS connections of one worker's bots.
+#[derive(Default)]
 pub struct GnsBots {
     global: Option<&'static GnsGlobal>,
     /// By bot slot.
@@ -172,18 +173,6 @@ pub struct GnsBots {
     batch: Vec<GnsNetworkMessage<ToSend>>,
     /// When the connections are next polled.
     next_poll: Option<Instant>,
-}
-
-impl Default for GnsBots {
-    fn default() -> Self {
-        Self {
-            global: None,
-            links: Vec::new(),
-            active: Vec::new(),
-            batch: Vec::new(),
-            next_poll: None,
-        }
-    }
 }
 
 impl GnsBots {
@@ -216,14 +205,15 @@ impl GnsBots {
         })
     }
 
-    /// Close bot `slot`'s connection: GNS keeps sending what was queued (`linger`) and says
-    /// goodbye to the peer in its own thread; no event for it reaches the bot.
-    fn drop_link(&mut self, slot: Slot, linger: bool, rec: &mut Recorder) {
+    /// Close bot `slot`'s connection, its wire totals counted first: GNS keeps resending
+    /// what was queued reliably (it lingers) and says goodbye to the peer in its own thread;
+    /// no event for it reaches the bot.
+    fn drop_link(&mut self, slot: Slot, rec: &mut Recorder) {
         if let Some(link) = self.links.get_mut(slot).and_then(Option::take) {
             let conn = link.sock.connection();
             let _ = link.sock.flush_messages_on_connection(conn);
             link.account(rec);
-            let _ = link.sock.close_connection(conn, END_APP, None, linger);
+            let _ = link.sock.close_connection(conn, END_APP, None, true);
         }
         self.active.retain(|&s| s != slot);
     }
@@ -355,7 +345,7 @@ impl BotTransport for GnsBots {
         // being retransmitted by GNS while the old connection lingers; the bot hears nothing
         // more from it.
         self.flush_batch(slot, rec);
-        self.drop_link(slot, true, rec);
+        self.drop_link(slot, rec);
         self.connect(slot, peer, now)
     }
 
@@ -385,7 +375,7 @@ impl BotTransport for GnsBots {
 
     fn close(&mut self, slot: Slot, _now: Instant, rec: &mut Recorder) {
         self.flush_batch(slot, rec);
-        self.drop_link(slot, true, rec);
+        self.drop_link(slot, rec);
     }
 
     fn on_datagrams<'a>(
