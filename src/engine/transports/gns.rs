@@ -598,6 +598,17 @@ impl GnsServerSide {
     }
 }
 
+impl GnsServerSide {
+    /// A connection the server now talks to: its `ConnId`.
+    fn admit(&mut self, c: GnsConnection, now: Instant, server: &mut dyn Server) {
+        let id = ConnId(self.next_conn);
+        self.next_conn += 1;
+        self.by_gns.insert(c, id);
+        self.by_conn.insert(id, c);
+        server.handle_connect(now, id);
+    }
+}
+
 /// An IPv4 address GNS reports as IPv4-mapped IPv6, as the IPv4 address it is.
 fn unmap(ip: IpAddr) -> IpAddr {
     match ip {
@@ -621,7 +632,10 @@ impl ServerTransport for GnsServerSide {
         self.next_poll = now + POLL_INTERVAL;
         self.global.poll_callbacks();
         // One event at a time: the queue is not borrowed while the server handles it.
-        while let Some(ev) = self.sock.receive_events().next() {
+        loop {
+            let Some(ev) = self.sock.receive_events().next() else {
+                break;
+            };
             let c = ev.connection();
             match ev.info().state() {
                 State::k_ESteamNetworkingConnectionState_Connecting => {
@@ -631,14 +645,16 @@ impl ServerTransport for GnsServerSide {
                     } else if self.sock.accept(c).is_err() {
                         self.counters.add("gns_accept_failed", 1);
                         let _ = self.sock.close_connection(c, END_APP, None, false);
+                    } else {
+                        // Accepting connects at once; the client's first messages may be
+                        // received before the Connected event is dispatched.
+                        self.admit(c, now, server);
                     }
                 }
-                State::k_ESteamNetworkingConnectionState_Connected => {
-                    let id = ConnId(self.next_conn);
-                    self.next_conn += 1;
-                    self.by_gns.insert(c, id);
-                    self.by_conn.insert(id, c);
-                    server.handle_connect(now, id);
+                State::k_ESteamNetworkingConnectionState_Connected
+                    if !self.by_gns.contains_key(&c) =>
+                {
+                    self.admit(c, now, server);
                 }
                 State::k_ESteamNetworkingConnectionState_ClosedByPeer
                 | State::k_ESteamNetworkingConnectionState_ProblemDetectedLocally => {
@@ -668,7 +684,8 @@ impl ServerTransport for GnsServerSide {
             for m in msgs {
                 match self.by_gns.get(&m.connection()) {
                     Some(&id) => server.handle_datagram(now, id, m.payload()),
-                    None => self.counters.add("gns_message_unknown_connection", 1),
+                    // Queued before the server closed the session.
+                    None => self.counters.add("gns_message_after_close", 1),
                 }
             }
             if n < RECV_BATCH {
