@@ -5,8 +5,13 @@
 #   liblz4-dev: the independent ZergCity peer (scripts/zergcity-peer, scripts/zergcity_peer_smoke.sh)
 #   python3: the independent cafe server used by scripts/verify_external_cafe.sh
 #   prometheus: tests/prometheus.rs scrapes a run with a real Prometheus server and promtool
+#   cmake, libprotobuf-dev, protobuf-compiler, libssl-dev, libclang-dev (and pkg-config):
+#     what `--features gns` needs to build Valve's GameNetworkingSockets from source (the
+#     game-networking-sockets crate; no registry ships GNS itself). The default build needs
+#     none of them; .ci/run builds and tests the gns feature.
 set -euo pipefail
-pkgs=(libenet-dev liblz4-dev build-essential pkg-config python3 prometheus)
+pkgs=(libenet-dev liblz4-dev build-essential pkg-config python3 prometheus
+      cmake libprotobuf-dev protobuf-compiler libssl-dev libclang-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -1,5 +1,7 @@
 //! Runs a reference server state machine on a UDP socket in its own thread, over the server
 //! side of its protocol's transport: the embedded target of a swarm, and `tickswarm serve`.
+//! A transport that binds its own socket (GNS) gets none from the driver: it is serviced on
+//! its timer instead.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -58,25 +60,30 @@ pub fn spawn_reference_server(
     let needs = protocol.transport();
     let throttle = params.enet_throttle;
     let (section, server) = (protocol.clone(), params.clone());
-    spawn_server_with(bind, move |now, local| {
-        let transport = server_transport(needs, peers, throttle, now)?;
-        let server = ServerParams {
-            bind: Some(local),
-            ..server
-        };
-        Ok((section.make_server(&server, now), transport))
+    spawn_server_with(bind, move |now, bind| {
+        let transport = server_transport(needs, bind, peers, throttle, now)?;
+        Ok((transport, move |local| {
+            let server = ServerParams {
+                bind: Some(local),
+                ..server
+            };
+            section.make_server(&server, now)
+        }))
     })
 }
 
-/// What a server thread runs: the protocol's state machine and its transport's server side.
-type Parts = (Box<dyn Server>, Box<dyn ServerTransport + Send>);
-
-/// Bind `bind` and serve in a new thread; `make` builds the state machine and its transport
-/// there, given the time and the address actually bound.
-fn spawn_server_with(
+/// Serve in a new thread. `make` builds the transport there, given the time and `bind`; a
+/// transport that names its own address (GNS) has bound it, else the driver binds `bind`.
+/// The closure it returns builds the state machine, given the address actually bound.
+fn spawn_server_with<M>(
     bind: SocketAddr,
-    make: impl FnOnce(Instant, SocketAddr) -> std::io::Result<Parts> + Send + 'static,
-) -> std::io::Result<ServerHandle> {
+    make: impl FnOnce(Instant, SocketAddr) -> std::io::Result<(Box<dyn ServerTransport + Send>, M)>
+        + Send
+        + 'static,
+) -> std::io::Result<ServerHandle>
+where
+    M: FnOnce(SocketAddr) -> Box<dyn Server>,
+{
     let (stop_tx, stop_rx) = watch::channel(false);
     let stats = Arc::new(Mutex::new(ServerStats::default()));
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
@@ -95,27 +102,26 @@ fn spawn_server_with(
                 }
             };
             rt.block_on(async move {
-                let sock = match Socket::bind(bind) {
-                    Ok(s) => s,
-                    Err(e) => {
-                        let _ = addr_tx.send(Err(e));
-                        return;
-                    }
-                };
-                let local = match sock.local_addr() {
-                    Ok(a) => a,
-                    Err(e) => {
-                        let _ = addr_tx.send(Err(e));
-                        return;
-                    }
-                };
-                let (server, transport) = match make(Instant::now(), local) {
+                let (transport, make_server) = match make(Instant::now(), bind) {
                     Ok(parts) => parts,
                     Err(e) => {
                         let _ = addr_tx.send(Err(e));
                         return;
                     }
                 };
+                let bound = match transport.local_addr() {
+                    Some(local) => Ok((None, local)),
+                    None => Socket::bind(bind)
+                        .and_then(|s| s.local_addr().map(|local| (Some(s), local))),
+                };
+                let (sock, local) = match bound {
+                    Ok(b) => b,
+                    Err(e) => {
+                        let _ = addr_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let server = make_server(local);
                 let _ = addr_tx.send(Ok(local));
                 serve_loop(sock, server, transport, stop_rx, stats2).await;
             });
@@ -132,9 +138,10 @@ fn spawn_server_with(
 }
 
 /// Datagrams in to the transport (which hands the server what is its), timers, and the
-/// server's output back out in `sendmmsg` batches; counters published every 100 ms.
+/// server's output back out in `sendmmsg` batches; counters published every 100 ms. Without
+/// a socket (the transport has its own) only the timers run.
 async fn serve_loop(
-    sock: Socket,
+    sock: Option<Socket>,
     mut server: Box<dyn Server>,
     mut transport: Box<dyn ServerTransport + Send>,
     mut stop: watch::Receiver<bool>,
@@ -142,6 +149,12 @@ async fn serve_loop(
 ) {
     let mut rx = RxBatch::new();
     let mut tx = TxBatch::new();
+    // A transport polled on its timer (GNS, every millisecond) needs a timer that wakes on
+    // time: tokio's rounds every sleep up to the next millisecond.
+    let precise = sock
+        .is_none()
+        .then(|| super::timer::PreciseTimer::new().ok())
+        .flatten();
     let mut next_report = Instant::now();
     let report = |server: &dyn Server, transport: &dyn ServerTransport| {
         let mut s = server.stats().clone();
@@ -160,15 +173,15 @@ async fn serve_loop(
         tokio::select! {
             biased;
             _ = stop.changed() => break,
-            r = sock.io.readable() => {
-                if r.is_err() {
+            r = readable(sock.as_ref()) => {
+                let Some(sock) = sock.as_ref().filter(|_| r.is_ok()) else {
                     break;
-                }
-                drain(&sock, &mut rx, |now, from, d| {
+                };
+                drain(sock, &mut rx, |now, from, d| {
                     transport.on_datagram(now, from, d, server.as_mut())
                 });
             }
-            _ = tokio::time::sleep_until(wake.into()) => {}
+            _ = sleep_until(precise.as_ref(), wake) => {}
         }
         let now = Instant::now();
         if server.poll_timeout().is_some_and(|t| t <= now) {
@@ -176,13 +189,16 @@ async fn serve_loop(
         }
         transport.service(now, server.as_mut());
         while let Some((to, len)) = transport.poll_datagram(now, server.as_mut(), tx.next_buf()) {
+            let Some(sock) = sock.as_ref() else {
+                break;
+            };
             tx.push(to, len);
-            if tx.is_full() && tx.flush(&sock).await.is_err() {
+            if tx.is_full() && tx.flush(sock).await.is_err() {
                 break;
             }
         }
-        if !tx.is_empty() {
-            let _ = tx.flush(&sock).await;
+        if let Some(sock) = sock.as_ref().filter(|_| !tx.is_empty()) {
+            let _ = tx.flush(sock).await;
         }
         if now >= next_report {
             next_report = now + Duration::from_millis(100);
@@ -193,6 +209,26 @@ async fn serve_loop(
     }
     if let Ok(mut s) = stats.lock() {
         *s = report(server.as_ref(), transport.as_ref());
+    }
+}
+
+/// Sleep until `at`, on the precise timer when there is one.
+async fn sleep_until(precise: Option<&super::timer::PreciseTimer>, at: Instant) {
+    match precise {
+        Some(t) => {
+            if super::timer::sleep_until(t, at).await.is_err() {
+                tokio::time::sleep_until(at.into()).await;
+            }
+        }
+        None => tokio::time::sleep_until(at.into()).await,
+    }
+}
+
+/// Readability of the driver's socket; never, when the transport has its own.
+async fn readable(sock: Option<&Socket>) -> std::io::Result<()> {
+    match sock {
+        Some(s) => s.io.readable().await,
+        None => std::future::pending().await,
     }
 }
 

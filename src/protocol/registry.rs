@@ -26,6 +26,11 @@ pub enum TransportNeeds {
     /// ENet 1.3 sessions with this many channels; `Transmit::channel`/`reliable` pick the
     /// delivery. Bots may share a host (`engine.bots_per_socket`).
     Enet(EnetNeeds),
+    /// GameNetworkingSockets (Valve's library, with its own sockets and I/O thread): one
+    /// connection per bot, each message sent reliably or not as `Transmit::reliable` says;
+    /// the server gives each connection a `ConnId`. Only in a build with the `gns` cargo
+    /// feature ([`TransportNeeds::check_built`]).
+    Gns,
 }
 
 /// ENet settings a protocol fixes (both ends must agree on them).
@@ -52,6 +57,21 @@ impl TransportNeeds {
         match self {
             TransportNeeds::Udp => "udp",
             TransportNeeds::Enet(_) => "enet",
+            TransportNeeds::Gns => "gns",
+        }
+    }
+
+    /// Whether this build can carry the transport: a scenario asking for GNS in a build
+    /// without the `gns` feature is refused when it is validated, with how to get it.
+    pub fn check_built(&self) -> Result<(), String> {
+        match self {
+            TransportNeeds::Gns if !cfg!(feature = "gns") => Err(
+                "transport: gns needs GameNetworkingSockets, which this tickswarm was built \
+                 without: rebuild with `cargo build --release --features gns` (see README, \
+                 \"GameNetworkingSockets\"), or use transport: udp"
+                    .into(),
+            ),
+            _ => Ok(()),
         }
     }
 }
@@ -259,6 +279,9 @@ macro_rules! protocols {
                 server: &$crate::protocol::registry::ServerParams,
             ) -> Result<(), String> {
                 server.validate()?;
+                // A transport this build lacks (GNS without the `gns` feature) is refused
+                // here, before anything binds or connects.
+                self.transport().check_built()?;
                 match self {
                     $(ProtocolSection::$ty(o) => {
                         <$module::$ty as $crate::protocol::registry::Protocol>::validate(o, server)

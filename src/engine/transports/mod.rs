@@ -8,18 +8,26 @@
 //!   [`ConnId`](crate::protocol::ConnId).
 //! - [`enet`]: an ENet host per `bots_per_socket` bots; the server runs one host, and each
 //!   ENet session is a connection.
+//! - `gns` (cargo feature `gns`): a GameNetworkingSockets connection per bot; the server
+//!   runs one listen socket, and each GNS connection is a connection.
 //!
 //! The engine owns the sockets and the clock: a transport is handed received datagrams and
 //! the time, and hands back [`LinkEvents`] (a link came up, a payload for a bot, a link went
-//! down) and datagrams to send. A transport that runs its own I/O and clock (GameNetworking
-//! Sockets has its own threads) fits the same trait: it returns [`Watch::Wake`] instead of a
-//! socket, and the worker polls it through [`BotTransport::on_timer`] whenever it is woken.
+//! down) and datagrams to send. A transport that runs its own I/O (GameNetworkingSockets
+//! reads and writes its sockets in its own thread) fits the same traits: its bot side opens
+//! sources with no socket to watch and is polled on their timers
+//! ([`BotTransport::poll_timeout`], [`BotTransport::on_timer`]); its server side names the
+//! address it bound itself ([`ServerTransport::local_addr`]), so the driver binds no socket,
+//! and does its sending in [`ServerTransport::poll_datagram`]. GNS is polled rather than
+//! woken ([`Watch::Wake`]) because it has no callback for a message's arrival.
 //!
 //! [`TransportNeeds`] (what the protocol asks for) is mapped to an implementation in one
 //! place, [`run_bots`] and [`server_transport`]; ENet's settings are built in one place,
 //! [`enet_config`].
 
 pub mod enet;
+#[cfg(feature = "gns")]
+pub mod gns;
 pub mod udp;
 
 use std::net::SocketAddr;
@@ -44,7 +52,8 @@ pub enum Watch {
     /// Readability of this socket: received datagrams go to [`BotTransport::on_datagrams`].
     Socket(Rc<BotSocket>),
     /// A transport with its own I/O threads notifies this when it has something; the worker
-    /// then calls [`BotTransport::on_timer`].
+    /// then calls [`BotTransport::on_timer`]. For a library that can signal arrivals; GNS
+    /// cannot (it has no message-arrival callback), so its sources are watched by timer only.
     Wake(Arc<tokio::sync::Notify>),
 }
 
@@ -217,7 +226,9 @@ pub trait ServerTransport {
     fn poll_timeout(&self) -> Option<Instant>;
 
     /// The next datagram for the socket, written into `buf`, taking what the server queued
-    /// (datagrams to connections, sessions to close) as needed. `None` once all is out.
+    /// (datagrams to connections, sessions to close) as needed. `None` once all is out. A
+    /// transport with its own sockets (GNS) sends the server's output itself here and
+    /// returns `None`.
     fn poll_datagram(
         &mut self,
         now: Instant,
@@ -227,6 +238,14 @@ pub trait ServerTransport {
 
     /// The transport's own counters, added to the server's.
     fn report(&self, stats: &mut ServerStats);
+
+    /// The address the transport listens on when it binds its own socket (GNS): the driver
+    /// then binds none, never calls [`ServerTransport::on_datagram`], and calls
+    /// [`ServerTransport::service`] at [`ServerTransport::poll_timeout`]. `None` (the
+    /// default): the transport runs over the driver's UDP socket.
+    fn local_addr(&self) -> Option<SocketAddr> {
+        None
+    }
 }
 
 /// ENet settings, in one place, for bots (a host per `bots_per_socket` bots) and servers.
@@ -301,6 +320,12 @@ pub fn run_bots<W: WithBotTransport>(
             );
             w.run(enet::EnetBots::new(cfg, e.channels))
         }
+        #[cfg(feature = "gns")]
+        TransportNeeds::Gns => w.run(gns::GnsBots::default()),
+        // Scenario validation refuses this first (`TransportNeeds::check_built`); should a
+        // plan get here anyway, every bot fails to connect with that reason.
+        #[cfg(not(feature = "gns"))]
+        TransportNeeds::Gns => w.run(NotBuilt),
     }
 }
 
@@ -309,12 +334,18 @@ pub fn transport_metrics(needs: TransportNeeds) -> &'static [MetricDesc] {
     match needs {
         TransportNeeds::Udp => <udp::UdpBots as BotTransport>::METRICS,
         TransportNeeds::Enet(_) => <enet::EnetBots as BotTransport>::METRICS,
+        #[cfg(feature = "gns")]
+        TransportNeeds::Gns => <gns::GnsBots as BotTransport>::METRICS,
+        #[cfg(not(feature = "gns"))]
+        TransportNeeds::Gns => &[],
     }
 }
 
-/// The server side the protocol needs, for one instance taking `max_peers` players.
+/// The server side the protocol needs, for one instance taking `max_peers` players. A
+/// transport that binds its own socket (GNS) listens on `bind` here.
 pub fn server_transport(
     needs: TransportNeeds,
+    bind: SocketAddr,
     max_peers: usize,
     enet_throttle: bool,
     now: Instant,
@@ -325,5 +356,83 @@ pub fn server_transport(
             let cfg = enet_config(EnetRole::Server { max_peers }, &e, enet_throttle);
             Box::new(enet::EnetServerSide::new(cfg, now).map_err(std::io::Error::other)?)
         }
+        #[cfg(feature = "gns")]
+        TransportNeeds::Gns => Box::new(gns::GnsServerSide::listen(bind, max_peers, now)?),
+        #[cfg(not(feature = "gns"))]
+        TransportNeeds::Gns => {
+            let _ = bind;
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                TransportNeeds::Gns.check_built().err().unwrap_or_default(),
+            ));
+        }
     })
+}
+
+/// The bot side of a transport this build lacks (GNS without the `gns` feature): every
+/// bot fails to open its link, with the reason.
+#[cfg(not(feature = "gns"))]
+struct NotBuilt;
+
+#[cfg(not(feature = "gns"))]
+impl BotTransport for NotBuilt {
+    const NAME: &'static str = "gns";
+    const METRICS: &'static [MetricDesc] = &[];
+
+    fn open(
+        &mut self,
+        _: Slot,
+        _: SocketAddr,
+        _: Instant,
+        _: &mut Recorder,
+    ) -> std::io::Result<Opened> {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "built without the gns feature",
+        ))
+    }
+
+    fn relink(
+        &mut self,
+        slot: Slot,
+        peer: SocketAddr,
+        now: Instant,
+        rec: &mut Recorder,
+    ) -> std::io::Result<Opened> {
+        self.open(slot, peer, now, rec)
+    }
+
+    fn poll_retired(&mut self) -> Option<Source> {
+        None
+    }
+
+    fn send(&mut self, _: Slot, _: &Transmit, _: &[u8], _: &mut Recorder) {}
+
+    fn flush(&mut self, _: Slot, _: Instant, _: &mut Recorder) {}
+
+    fn close(&mut self, _: Slot, _: Instant, _: &mut Recorder) {}
+
+    fn on_datagrams<'a>(
+        &mut self,
+        _: Source,
+        _: Instant,
+        _: impl Iterator<Item = &'a [u8]>,
+        _: &mut Recorder,
+        _: &mut LinkEvents,
+    ) {
+    }
+
+    fn on_timer(&mut self, _: Source, _: Instant, _: &mut Recorder, _: &mut LinkEvents) {}
+
+    fn poll_timeout(&self, _: Source) -> Option<Instant> {
+        None
+    }
+
+    fn sample(&self, _: Slot, _: &mut Recorder) {}
+
+    fn finish(&mut self, _: Instant, _: &mut Recorder) {}
+
+    fn is_idle(&self) -> bool {
+        true
+    }
 }

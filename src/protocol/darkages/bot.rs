@@ -1038,7 +1038,8 @@ impl Bot for DarkAgesBot {
             },
         };
         // Every client packet fits in 105 bytes; callers pass MAX_DATAGRAM.
-        codec::encode(buf, &p).ok().map(Transmit::datagram)
+        let len = codec::encode(buf, &p).ok()?;
+        Some(super::transmit(buf, len))
     }
 
     fn poll_timeout(&self) -> Option<Instant> {

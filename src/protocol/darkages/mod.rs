@@ -9,10 +9,12 @@
 //!   tiers, per-client deltas, the validation and rate limits of §6, handoff to neighbours.
 //! - [`token`]: the handoff token the zones mint and verify.
 //!
-//! **Transport.** The spec runs over GameNetworkingSockets, which no registry this project
-//! reaches packages. Until the swarm speaks it, DarkAges runs over plain UDP, one packet per
-//! datagram ([`DarkAges::transport`] is where GNS will be chosen), and events, handshake and
-//! handoff are therefore unreliable: the bot resends CONNECT, the server resends ZONE_HANDOFF.
+//! **Transport.** The spec runs over GameNetworkingSockets (GNS). The `transport` option
+//! picks it: `udp` (the default) is plain UDP, one packet per datagram, in every build;
+//! `gns` is Valve's library, in a build with the `gns` cargo feature (no registry ships GNS,
+//! so that build compiles it from source). Each packet is marked reliable or not as §2 says
+//! ([`transmit`]); GNS honours that, UDP ignores it, so over UDP events, handshake and handoff
+//! are unreliable and the bot resends CONNECT, the server resends ZONE_HANDOFF.
 //!
 //! # Zones
 //! Zone `i` is server instance `i`; zones lie in a row along x, each `zone_size_m` square
@@ -37,7 +39,7 @@ pub use codec::Dialect;
 pub use server::{DarkAgesServer, DarkAgesServerConfig};
 
 use super::registry::{Protocol, ServerParams, TransportNeeds};
-use super::{Bot, BotParams, ProtocolInfo, Server};
+use super::{Bot, BotParams, ProtocolInfo, Server, Transmit};
 use crate::metrics::describe::{Display, MetricDesc};
 
 /// The public server this spec came from listens on 7777 (NOTES.md).
@@ -53,7 +55,8 @@ pub const INPUT_DT: f32 = 1.0 / 60.0;
 pub const INFO: ProtocolInfo = ProtocolInfo {
     name: "darkages",
     spec: "shared/specs/darkages.md",
-    transport: "plain UDP, one packet per datagram (GameNetworkingSockets not yet spoken)",
+    transport: "plain UDP, one packet per datagram, or GameNetworkingSockets (option \
+                transport: udp | gns)",
     default_port: DEFAULT_PORT,
     rtt: "debug PING/PONG: the u32 timestamp is an opaque token echoed unchanged; the bot keeps \
           its own microsecond send time for each of up to 8 pings in flight",
@@ -181,12 +184,55 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     ],
 };
 
+/// What carries DarkAges packets (the scenario's `transport:` option).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DarkAgesTransport {
+    /// Plain UDP, one packet per datagram: every build.
+    #[default]
+    Udp,
+    /// GameNetworkingSockets connections, as the spec says: a build with `--features gns`.
+    Gns,
+}
+
+/// Whether §2 (and §1.2's table) makes a packet of type `ty` reliable: the handshake
+/// (CONNECT, CONNECT_ACK, CONNECTED), events, and the control packets that must not be lost
+/// (DISCONNECT, the zone packets). INPUT, SNAPSHOT, HEARTBEAT and the debug packets are
+/// unreliable: they are sent again anyway, and PING/PONG must measure the path, not GNS's
+/// retransmissions.
+pub fn reliable(ty: u8) -> bool {
+    use codec::ty;
+    matches!(
+        ty,
+        ty::CONNECT
+            | ty::CONNECT_ACK
+            | ty::CONNECTED
+            | ty::DISCONNECT
+            | ty::EVENT
+            | ty::COALESCED_EVENTS
+            | ty::ZONE_HANDOFF
+            | ty::ZONE_ENTER
+            | ty::ZONE_LEAVE
+    )
+}
+
+/// The [`Transmit`] for an encoded packet in `buf[..len]`: reliable as [`reliable`] says for
+/// its type byte (transports without reliability ignore the flag).
+pub fn transmit(buf: &[u8], len: usize) -> Transmit {
+    Transmit {
+        reliable: buf.first().is_some_and(|&t| reliable(t)),
+        ..Transmit::datagram(len)
+    }
+}
+
 /// The protocol section of a DarkAges scenario. Bot options first, then the ones the
 /// reference server reads (both ends must agree on `zone_size_m`).
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DarkAgesOptions {
     pub dialect: Dialect,
+    /// What carries the packets: `udp` or `gns` (needs the `gns` cargo feature).
+    pub transport: DarkAgesTransport,
     /// `client_version` in CONNECT.
     pub client_version: u32,
     /// `protocol_version` in CONNECT (set another to exercise VERSION_MISMATCH).
@@ -231,6 +277,7 @@ impl Default for DarkAgesOptions {
     fn default() -> Self {
         Self {
             dialect: Dialect::Spec,
+            transport: DarkAgesTransport::Udp,
             client_version: 1,
             protocol_version: codec::PROTOCOL_VERSION,
             client_id_prefix: "bot".into(),
@@ -395,11 +442,13 @@ impl Protocol for DarkAges {
     type Options = DarkAgesOptions;
     const INFO: ProtocolInfo = INFO;
 
-    /// Plain UDP until the GameNetworkingSockets transport lands: then this returns its
-    /// `TransportNeeds` variant (a transport with its own I/O threads, see
-    /// `engine::transports`), probably chosen by a `transport: gns | udp` option.
-    fn transport(_: &DarkAgesOptions) -> TransportNeeds {
-        TransportNeeds::Udp
+    /// The `transport` option. A build without the `gns` feature refuses `gns` when the
+    /// scenario is validated (`TransportNeeds::check_built`).
+    fn transport(o: &DarkAgesOptions) -> TransportNeeds {
+        match o.transport {
+            DarkAgesTransport::Udp => TransportNeeds::Udp,
+            DarkAgesTransport::Gns => TransportNeeds::Gns,
+        }
     }
 
     fn validate(o: &DarkAgesOptions, s: &ServerParams) -> Result<(), String> {
@@ -438,6 +487,37 @@ impl Protocol for DarkAges {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn transport_option_picks_udp_or_gns_and_a_build_without_gns_says_how_to_get_it() {
+        let o: DarkAgesOptions = serde_saphyr::from_str("{}").unwrap();
+        assert_eq!(DarkAges::transport(&o), TransportNeeds::Udp);
+        let o: DarkAgesOptions = serde_saphyr::from_str("transport: gns").unwrap();
+        assert_eq!(DarkAges::transport(&o), TransportNeeds::Gns);
+        assert!(serde_saphyr::from_str::<DarkAgesOptions>("transport: tcp").is_err());
+        let section = crate::protocol::ProtocolSection::DarkAges(o);
+        let checked = section.validate(&ServerParams::default());
+        if cfg!(feature = "gns") {
+            assert_eq!(checked, Ok(()));
+        } else {
+            let e = checked.unwrap_err();
+            assert!(e.starts_with("transport: gns needs GameNetworkingSockets"), "{e}");
+            assert!(e.contains("--features gns"), "{e}");
+        }
+    }
+
+    #[test]
+    fn handshake_events_and_zone_packets_are_reliable_inputs_snapshots_and_pings_not() {
+        use codec::ty;
+        for t in [ty::CONNECT, ty::CONNECT_ACK, ty::CONNECTED, ty::DISCONNECT, ty::EVENT] {
+            assert!(transmit(&[t, 0], 2).reliable, "{t:#x}");
+        }
+        for t in [ty::INPUT, ty::SNAPSHOT, ty::HEARTBEAT, ty::PING, ty::PONG] {
+            assert!(!transmit(&[t, 0], 2).reliable, "{t:#x}");
+        }
+        assert_eq!(transmit(&[ty::ZONE_HANDOFF], 75).len, 75);
+        assert!(!transmit(&[], 0).reliable);
+    }
 
     #[test]
     fn neighbours_are_the_ports_beside() {

@@ -1319,7 +1319,7 @@ impl Server for DarkAgesServer {
             };
             self.stats.datagrams_out += 1;
             self.stats.bytes_out += len as u64;
-            return Some((to, Transmit::datagram(len)));
+            return Some((to, super::transmit(buf, len)));
         }
     }
 
