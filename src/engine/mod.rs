@@ -18,8 +18,9 @@ use tokio::sync::watch;
 
 pub use server_driver::{spawn_reference_server, ServerHandle};
 
+use crate::metrics::phases::merge_waiting;
 pub use crate::metrics::RunOutcome;
-use crate::metrics::{HistSummary, IntervalPoint, Recorder, ServerStats};
+use crate::metrics::{HistSummary, IntervalPoint, PhaseCounts, Recorder, ServerStats, Waiting};
 use crate::protocol::ServerParams;
 use crate::scenario::plan::Targets;
 use crate::scenario::Plan;
@@ -208,6 +209,10 @@ struct Collector {
     total: Recorder,
     /// Interval index -> (merged recorder, workers reported, bots connected).
     open: std::collections::BTreeMap<u64, (Recorder, usize, u64)>,
+    /// Interval index -> bots per phase and the waiting groups, merged over workers.
+    open_phases: std::collections::BTreeMap<u64, (PhaseCounts, Vec<Waiting>)>,
+    /// The same when the workers stopped.
+    tail_phases: (PhaseCounts, Vec<Waiting>),
     points: Vec<IntervalPoint>,
     tail: Recorder,
     /// Bots in play at the end, summed over workers.
@@ -224,6 +229,8 @@ impl Collector {
             workers,
             total: Recorder::new(),
             open: Default::default(),
+            open_phases: Default::default(),
+            tail_phases: Default::default(),
             points: Vec::new(),
             tail: Recorder::new(),
             tail_connected: 0,
@@ -242,9 +249,13 @@ impl Collector {
                 index,
                 rec,
                 connected_now,
-                ..
+                phases,
+                waiting,
             } => {
                 self.total.merge(&rec);
+                let ph = self.open_phases.entry(index).or_default();
+                ph.0.merge(&phases);
+                merge_waiting(&mut ph.1, &waiting);
                 let e = self
                     .open
                     .entry(index)
@@ -254,7 +265,11 @@ impl Collector {
                 e.2 += connected_now;
                 if e.1 == self.workers {
                     if let Some((r, _, c)) = self.open.remove(&index) {
-                        let p = point(index, &r, c);
+                        let mut p = point(index, &r, c);
+                        if let Some((phases, waiting)) = self.open_phases.remove(&index) {
+                            p.phases = phases;
+                            p.waiting = waiting;
+                        }
                         self.points.push(p.clone());
                         return Some((p, c, r));
                     }
@@ -268,7 +283,11 @@ impl Collector {
                 connected_now,
                 lost,
                 silent_at_end,
+                phases,
+                waiting,
             } => {
+                self.tail_phases.0.merge(&phases);
+                merge_waiting(&mut self.tail_phases.1, &waiting);
                 self.lost += lost;
                 self.silent_at_end += silent_at_end;
                 self.total.merge(&rec);
@@ -293,6 +312,8 @@ impl Collector {
         let tail_has_data = self.tail.packets_up + self.tail.packets_down > 0;
         if t > last_t || tail_has_data {
             let mut p = point(0, &self.tail, self.tail_connected);
+            p.phases = self.tail_phases.0;
+            p.waiting = std::mem::take(&mut self.tail_phases.1);
             p.t = t.max(last_t);
             p.partial = true;
             self.points.push(p);
@@ -315,6 +336,8 @@ fn point(index: u64, r: &Recorder, connected: u64) -> IntervalPoint {
         lateness_p99_us: HistSummary::of(&r.send_lateness_us).p99,
         inputs_sent: r.inputs_sent,
         snapshots_applied: r.snapshots_applied,
+        phases: PhaseCounts::default(),
+        waiting: Vec::new(),
         partial: false,
     }
 }

@@ -27,7 +27,7 @@ use super::transports::{
     self, BotTransport, BotTransportOptions, LinkEvent, LinkEvents, Source, Watch, WithBotTransport,
 };
 use super::udp::error_name;
-use crate::metrics::Recorder;
+use crate::metrics::{Phase, PhaseCounts, Recorder, Waiting};
 use crate::protocol::{Bot, BotParams, BotPhase, MAX_DATAGRAM, MAX_MESSAGE};
 use crate::scenario::{ProtocolSection, SpawnEvent};
 use crate::transport::MAX_ENET_DATAGRAM;
@@ -49,6 +49,9 @@ pub enum WorkerMsg {
         index: u64,
         rec: Recorder,
         connected_now: u64,
+        /// Bots per phase at the end of the interval, and the groups still on their way in.
+        phases: PhaseCounts,
+        waiting: Vec<Waiting>,
     },
     /// The worker has stopped its bots; `rec` holds what came after the last interval.
     Done {
@@ -61,6 +64,9 @@ pub enum WorkerMsg {
         lost: u64,
         /// Bots in play at the end that had heard nothing for [`SILENT_AT_END`].
         silent_at_end: u64,
+        /// Bots per phase when the run ended (before the engine stopped them).
+        phases: PhaseCounts,
+        waiting: Vec<Waiting>,
     },
 }
 
@@ -90,6 +96,27 @@ struct Slot {
     /// When the transport was asked for a session that needs its own handshake (ENet), until
     /// the bot is first in play: the transport and protocol handshakes are timed apart.
     opened_at: Option<Instant>,
+    /// A new transport session was asked for (relink) and is not up yet.
+    relinking: bool,
+    /// The phase (and awaited message) the last once-a-second census saw, and since when.
+    seen: (Phase, Option<&'static str>),
+    seen_since: Instant,
+}
+
+impl Slot {
+    /// The bot's phase: the protocol's view, with what only the engine sees (the transport's
+    /// handshake and failures, a relink under way) laid over it.
+    fn life_phase(&self) -> Phase {
+        match self.bot.life_phase() {
+            Phase::Connecting if self.transport_failed => Phase::Failed,
+            Phase::Connecting if self.closing => Phase::Closed,
+            Phase::Connecting if self.opened_at.is_some() => Phase::TransportHandshake,
+            p if self.relinking && !matches!(p, Phase::Failed | Phase::Closed) => {
+                Phase::Reconnecting
+            }
+            p => p,
+        }
+    }
 }
 
 /// A source's timer entry.
@@ -208,6 +235,7 @@ impl<T: BotTransport + 'static> Shared<T> {
                 if let Some(s) = self.slots.borrow_mut().get_mut(idx) {
                     s.peer = to;
                     s.source = opened.source;
+                    s.relinking = !opened.up;
                 }
                 self.watch(opened.source, opened.watch);
                 if opened.up {
@@ -300,6 +328,9 @@ impl<T: BotTransport + 'static> Shared<T> {
                         }
                         self.drive(idx, now, |bot, rec| bot.start(now, rec));
                     } else {
+                        if let Some(s) = self.slots.borrow_mut().get_mut(idx) {
+                            s.relinking = false;
+                        }
                         self.drive(idx, now, |bot, rec| bot.handle_relinked(now, rec));
                     }
                 }
@@ -353,6 +384,7 @@ impl<T: BotTransport + 'static> Shared<T> {
                         if let Some(s) = self.slots.borrow_mut().get_mut(idx) {
                             // The session is gone: nothing left to close.
                             s.closing = true;
+                            s.relinking = false;
                         }
                         self.drive(idx, now, |bot, rec| bot.handle_transport_closed(now, rec));
                     }
@@ -391,6 +423,46 @@ impl<T: BotTransport + 'static> Shared<T> {
         self.rearm_source(src);
     }
 
+    /// Count the bots per phase and group those on their way in by what they wait for:
+    /// once a second, one pass over the bots (two virtual calls each), nothing per packet.
+    fn census(&self, now: Instant) -> (PhaseCounts, Vec<Waiting>) {
+        let mut counts = PhaseCounts::default();
+        let mut groups: Vec<(Phase, Option<&'static str>, u64, Instant)> = Vec::new();
+        for s in self.slots.borrow_mut().iter_mut() {
+            let phase = s.life_phase();
+            counts.add(phase, 1);
+            if !phase.is_waiting() {
+                s.seen = (phase, None);
+                continue;
+            }
+            let what = match phase {
+                Phase::ProtocolHandshake | Phase::Content => s.bot.waiting_for(),
+                _ => None,
+            };
+            if s.seen != (phase, what) {
+                s.seen = (phase, what);
+                s.seen_since = now;
+            }
+            match groups.iter_mut().find(|g| g.0 == phase && g.1 == what) {
+                Some(g) => {
+                    g.2 += 1;
+                    g.3 = g.3.min(s.seen_since);
+                }
+                None => groups.push((phase, what, 1, s.seen_since)),
+            }
+        }
+        let waiting = groups
+            .into_iter()
+            .map(|(phase, what, bots, since)| Waiting {
+                phase,
+                what: what.map(str::to_string),
+                bots,
+                longest_s: now.saturating_duration_since(since).as_secs(),
+            })
+            .collect();
+        (counts, waiting)
+    }
+
     fn on_source_timer(self: &Rc<Self>, src: Source, now: Instant) {
         {
             let mut rec = self.rec.borrow_mut();
@@ -419,6 +491,8 @@ pub fn run_worker(spec: WorkerSpec, tx: Sender<WorkerMsg>, stop: watch::Receiver
                 connected_now: 0,
                 lost: 0,
                 silent_at_end: 0,
+                phases: PhaseCounts::default(),
+                waiting: Vec::new(),
             });
             return;
         }
@@ -583,6 +657,7 @@ async fn worker_main<T: BotTransport + 'static>(
             .count() as u64;
         (in_play.count() as u64, silent)
     };
+    let (phases, waiting) = shared.census(now);
     let count = shared.slots.borrow().len();
     for idx in 0..count {
         stop_bot(&shared, idx, now);
@@ -621,6 +696,8 @@ async fn worker_main<T: BotTransport + 'static>(
         connected_now,
         lost,
         silent_at_end,
+        phases,
+        waiting,
     });
 }
 
@@ -655,6 +732,9 @@ fn spawn_bot<T: BotTransport + 'static>(
         stopping: false,
         lost: false,
         opened_at: (!opened.up).then_some(now),
+        relinking: false,
+        seen: (Phase::Connecting, None),
+        seen_since: now,
     });
     shared.watch(opened.source, opened.watch);
     if opened.up {
@@ -843,12 +923,15 @@ async fn interval_loop<T: BotTransport + 'static>(
             }
             connected
         };
+        let (phases, waiting) = shared.census(Instant::now());
         let rec = shared.rec.borrow_mut().take_interval();
         if tx
             .send(WorkerMsg::Interval {
                 index,
                 rec,
                 connected_now,
+                phases,
+                waiting,
             })
             .is_err()
         {

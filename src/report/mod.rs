@@ -1,6 +1,7 @@
 //! Run outputs: summary.json (the contract), report.html, JUnit XML.
 
 pub mod build;
+pub mod format;
 pub mod hlog;
 pub mod html;
 pub mod junit;

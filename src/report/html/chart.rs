@@ -6,8 +6,8 @@
 
 use std::fmt::Write as _;
 
-use super::format::{fmt_plain, fmt_unit, group_f, Unit};
 use crate::metrics::HistSummary;
+use crate::report::format::{fmt_plain, fmt_unit, group_f, Unit};
 
 /// `write!` into a `String`, which cannot fail.
 macro_rules! w {

@@ -15,7 +15,6 @@
 //! fetching anything).
 
 mod chart;
-mod format;
 mod protocol;
 mod timeline;
 mod view;
@@ -23,7 +22,7 @@ mod view;
 use askama::Template;
 
 use super::summary::Summary;
-use format::fmt_duration;
+use crate::report::format::fmt_duration;
 use protocol::Tables;
 use timeline::Figure;
 use view::{Card, ErrorRow, HistRow, Meta, ThresholdRow, Verdict};
@@ -148,6 +147,15 @@ mod tests {
         }
     }
 
+    /// Bots in game, and the next second's 100 still in their handshake during the ramp.
+    fn demo_phases(bots: u64) -> crate::metrics::PhaseCounts {
+        crate::metrics::PhaseCounts {
+            in_game: bots,
+            protocol_handshake: if bots < 1000 { 100 } else { 0 },
+            ..Default::default()
+        }
+    }
+
     /// A realistic 20 s run: 1000 bots ramping up over 10 s, RTT around 0.3 ms with a spike at
     /// 14 s, a little downstream loss, one failed threshold.
     fn sample_summary() -> Summary {
@@ -187,6 +195,8 @@ mod tests {
                 lateness_p99_us: if spike { 3_400 } else { 40 + (i % 5) * 9 },
                 inputs_sent: bots * 60,
                 snapshots_applied: bots * 30,
+                phases: demo_phases(bots),
+                waiting: Vec::new(),
                 partial: false,
             });
         }

@@ -1,8 +1,8 @@
 //! The "Over time" section: one line chart per per-second series of the run.
 
 use super::chart::{line_chart, Series, AMBER, BLUE, ORANGE, PURPLE, RED, TEAL};
-use super::format::Unit;
 use super::view::interval_widths;
+use crate::report::format::Unit;
 use crate::report::summary::{IntervalPoint, Summary};
 
 /// A chart with its title and caption (plain text); `svg` is markup from [`super::chart`].
