@@ -161,6 +161,12 @@ pub fn print_result(s: &Summary) {
     if !notable.is_empty() {
         eprintln!("protocol {}", notable.join(" · "));
     }
+    // Bots still on their way in when the run ended, and what they waited for.
+    if let Some(last) = s.intervals.last() {
+        for w in last.waiting.iter().take(3) {
+            eprintln!("waiting  {} when the run ended", w.sentence());
+        }
+    }
     if s.generator.saturated {
         eprintln!(
             "warning  the generator was saturated ({} of the grid's slots skipped, send lateness \
