@@ -4,8 +4,9 @@
 #   libenet-dev, build-essential, pkg-config: the C ENet peer used by the ENet interop tests
 #   liblz4-dev: the independent ZergCity peer (scripts/zergcity-peer, scripts/zergcity_peer_smoke.sh)
 #   python3: the independent cafe server used by scripts/verify_external_cafe.sh
+#   chromium: opens report.html headless at desktop and phone widths (tests/report_browser.rs)
 set -euo pipefail
-pkgs=(libenet-dev liblz4-dev build-essential pkg-config python3)
+pkgs=(libenet-dev liblz4-dev build-essential pkg-config python3 chromium)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
