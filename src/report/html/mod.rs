@@ -5,16 +5,17 @@
 //! user input. This module turns a [`Summary`] into the template's view model:
 //!
 //! - `view`: header, thresholds, key figures, latency percentiles, errors;
-//! - `timeline`: the per-second charts;
+//! - `timeline`: the per-second charts, bots by phase, and the percentile plots;
+//! - `hists`: the histograms read back from `histograms.hlog`, when it is beside the report;
 //! - `protocol`: the protocol's own metrics, shown as its `protocol_metric_info` says;
 //! - `chart`: the SVG drawn in code (the only markup not written in the template);
-//! - `format`: how numbers and units are printed.
 //!
 //! Everything is inline and works offline: CSS in a `<style>` block, charts as SVG (no
 //! JavaScript, no fonts, no images, no external references; a Content-Security-Policy forbids
 //! fetching anything).
 
 mod chart;
+pub mod hists;
 mod protocol;
 mod timeline;
 mod view;
@@ -23,6 +24,7 @@ use askama::Template;
 
 use super::summary::Summary;
 use crate::report::format::fmt_duration;
+pub use hists::HistLog;
 use protocol::Tables;
 use timeline::Figure;
 use view::{Card, ErrorRow, HistRow, Meta, ThresholdRow, Verdict};
@@ -41,6 +43,8 @@ struct Page<'a> {
     highlights: Vec<Card>,
     no_intervals: bool,
     figures: Vec<Figure>,
+    latency_dists: Vec<Figure>,
+    bandwidth_dists: Vec<Figure>,
     latency: Vec<HistRow>,
     /// Error rows and their total, or none at all.
     errors: Option<(Vec<ErrorRow>, String)>,
@@ -50,7 +54,7 @@ struct Page<'a> {
 }
 
 impl<'a> Page<'a> {
-    fn of(s: &'a Summary) -> Self {
+    fn of(s: &'a Summary, log: Option<&HistLog>) -> Self {
         Self {
             title: if s.scenario.is_empty() {
                 "(unnamed scenario)"
@@ -64,7 +68,9 @@ impl<'a> Page<'a> {
             key_figures: view::key_figures(s),
             highlights: protocol::highlights(s),
             no_intervals: s.intervals.is_empty(),
-            figures: timeline::figures(s),
+            figures: timeline::figures(s, log),
+            latency_dists: timeline::latency_distributions(s, log),
+            bandwidth_dists: timeline::bandwidth_distributions(s, log),
             latency: view::latency(s),
             errors: view::errors(s),
             protocol: protocol::tables(s),
@@ -76,9 +82,15 @@ impl<'a> Page<'a> {
 
 /// Render the whole report as one HTML document.
 pub fn render(s: &Summary) -> String {
+    render_with(s, None)
+}
+
+/// [`render`] with the run's histograms (from `histograms.hlog`), for exact percentile plots
+/// and p50/p90/p99/max over time; without them the plots use the summary's statistics.
+pub fn render_with(s: &Summary, log: Option<&HistLog>) -> String {
     // Rendering writes into a String and every value's Display is infallible, so an error
     // here is a bug in the template; say so in the page rather than lose the run's report.
-    Page::of(s)
+    Page::of(s, log)
         .render()
         .unwrap_or_else(|e| format!("<!DOCTYPE html>\n<p>report template failed: {e}</p>\n"))
 }
