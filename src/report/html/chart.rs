@@ -210,11 +210,11 @@ fn draw_marks(svg: &mut String, unit: Unit, top: f64, marks: &[Mark], py: &dyn F
         if !m.value.is_finite() {
             continue;
         }
-        let text = format!("{} ({})", m.label, fmt_unit(unit, m.value));
+        let text = format!("{} {}", m.label, fmt_unit(unit, m.value));
         if m.value > top {
             w!(
                 svg,
-                "<text class=\"thr\" data-mark=\"above\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">▲ {}</text>\n",
+                "<text class=\"thr\" data-mark=\"above\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">▲ {} (above the axis)</text>\n",
                 ML + PW,
                 MT - 4.0,
                 esc(&text)
@@ -556,11 +556,13 @@ pub(super) fn percentile_plot(
         ticks.push((f64::from(k), text));
     }
     for (x, text) in &ticks {
+        // The last label ends at the plot's edge rather than running past the chart.
+        let anchor = if *x >= x_max { "end" } else { "middle" };
         let x = px(*x);
         w!(
             svg,
             "<line class=\"grid\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{MT}\" y2=\"{:.1}\"/>\
-             <text class=\"xt\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>\n",
+             <text class=\"xt\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"{anchor}\">{}</text>\n",
             MT + PH,
             MT + PH + 18.0,
             esc(text)

@@ -145,6 +145,7 @@ fn phase_figure(iv: &[IntervalPoint]) -> Option<Figure> {
         .iter()
         .rev()
         .find_map(|p| p.waiting.first())
+        .filter(|w| w.longest_s >= 1)
         .map(|w| format!(" At the end: {}.", w.sentence()))
         .unwrap_or_default();
     Some(Figure::new(
