@@ -594,11 +594,13 @@ pub(super) fn percentile_plot(
             esc(c.color),
             coords.join(" ")
         );
-        if let Some(&(x, v)) = p.iter().filter(|q| q.1 > top).last() {
+        // Where the tail leaves the axis, titled with how far it goes.
+        let peak = p.iter().map(|q| q.1).fold(0.0, f64::max);
+        if let Some(&(x, _)) = p.iter().find(|q| q.1 > top) {
             off_scale(
                 &mut svg,
                 px(x),
-                &format!("{}: up to {} (off scale)", c.name, fmt_unit(unit, v)),
+                &format!("{}: up to {} (off scale)", c.name, fmt_unit(unit, peak)),
             );
         }
     }
@@ -834,5 +836,118 @@ mod tests {
         // All zero: no bars, no division by zero.
         let flat = percentile_chart("z", &HistSummary::default(), &|v| v.to_string());
         assert!(flat.contains("height=\"0.0\"") && !flat.contains("NaN"));
+    }
+
+    /// The percentile axis puts each nine one step right (log of 1/(1-p)); an outlier past
+    /// the clip is drawn on the top edge and marked, not allowed to flatten the body.
+    #[test]
+    fn percentile_plot_spaces_nines_evenly_and_marks_the_clipped_tail() {
+        let svg = percentile_plot(
+            "rtt",
+            &[Series {
+                name: "a",
+                color: BLUE,
+                points: vec![
+                    (0.5, 100.0),
+                    (0.9, 200.0),
+                    (0.99, 400.0),
+                    (0.999, 100_000.0),
+                ],
+            }],
+            1000,
+            Unit::Micros,
+            &Opts {
+                clip_at: Some(600.0),
+                marks: vec![],
+            },
+        );
+        let line = polyline(&svg, "a");
+        // 1000 samples: the axis ends at 99.9 % (three nines).
+        let x = |nines: f64| ML + nines / 3.0 * PW;
+        assert!((line[1].0 - x(1.0)).abs() < 0.06, "{line:?}");
+        assert!((line[2].0 - x(2.0)).abs() < 0.06, "{line:?}");
+        assert!((line[3].0 - x(3.0)).abs() < 0.06, "{line:?}");
+        // The axis stops at the clip (600 µs, already a nice top): 400 µs is two thirds up.
+        assert!((line[2].1 - (MT + PH / 3.0)).abs() < 0.06, "{line:?}");
+        assert_eq!(line[3].1, MT);
+        assert!(svg.contains("class=\"off\""));
+        assert!(svg.contains("up to 100.00 ms (off scale)"));
+        assert!(svg.contains(">99.9%</text>"));
+    }
+
+    /// A threshold near the data is a dashed line at its value; one far above is named at
+    /// the top instead of squashing the data into the bottom of the chart.
+    #[test]
+    fn threshold_lines_sit_at_their_value_or_are_named_above() {
+        let data = [Series {
+            name: "p99",
+            color: BLUE,
+            points: vec![(1.0, 800.0), (2.0, 900.0)],
+        }];
+        let near = line_chart_with(
+            "rtt",
+            &data,
+            Unit::Micros,
+            &Opts {
+                clip_at: None,
+                marks: vec![Mark {
+                    label: "threshold p99 <".into(),
+                    value: 1000.0,
+                }],
+            },
+        );
+        // Axis top 1 ms: the line is at the top of the plot.
+        assert!(near.contains(&format!("class=\"thr\" data-mark=\"threshold p99 &lt;\" x1=\"{ML}\" x2=\"{:.1}\" y1=\"{MT:.1}\"", ML + PW)), "{near}");
+        assert!(near.contains("threshold p99 &lt; 1.00 ms"));
+        let far = line_chart_with(
+            "rtt",
+            &data,
+            Unit::Micros,
+            &Opts {
+                clip_at: None,
+                marks: vec![Mark {
+                    label: "threshold p99 <".into(),
+                    value: 50_000.0,
+                }],
+            },
+        );
+        assert!(far.contains("data-mark=\"above\""));
+        assert!(far.contains("threshold p99 &lt; 50.00 ms (above the axis)"));
+        // The data still fill the chart: 900 µs under a 1 ms top.
+        assert!(polyline(&far, "p99")[1].1 < MT + 0.2 * PH);
+    }
+
+    /// Layers stack: the second layer's upper edge is at the sum of both.
+    #[test]
+    fn stacked_layers_add_up() {
+        let svg = stacked_chart(
+            "phases",
+            &[
+                Series {
+                    name: "content",
+                    color: AMBER,
+                    points: vec![(1.0, 10.0), (2.0, 0.0)],
+                },
+                Series {
+                    name: "in_game",
+                    color: BLUE,
+                    points: vec![(1.0, 30.0), (2.0, 40.0)],
+                },
+                Series {
+                    name: "failed",
+                    color: RED,
+                    points: vec![(1.0, 0.0), (2.0, 0.0)],
+                },
+            ],
+            Unit::Count,
+        );
+        let top = polyline(&svg, "in_game");
+        // Axis 0..40: both seconds total 40 bots, so the upper edge is at the top.
+        assert_eq!(top[0].1, MT);
+        assert_eq!(top[1].1, MT);
+        // Its lower edge at second 1 is the 10 bots of `content`: a quarter up.
+        assert!((top[3].1 - (MT + PH * 0.75)).abs() < 0.06, "{top:?}");
+        // A layer that never had a bot is neither drawn nor in the legend.
+        assert!(!svg.contains("failed"));
     }
 }

@@ -441,6 +441,26 @@ mod tests {
         assert!(t.contains("Engine RTT <code>engine_rtt_us</code>"));
     }
 
+    /// Without histograms.hlog the distributions come from the summary's seven statistics
+    /// (and say so); the phases chart stacks the interval counts; a p99 threshold is drawn.
+    #[test]
+    fn distributions_phases_and_threshold_lines_from_the_summary_alone() {
+        let doc = render(&sample_summary());
+        let over = section(&doc, "Over time");
+        assert!(over.contains("data-chart=\"phases\""));
+        assert!(over.contains("data-series=\"in_game\""));
+        assert!(over.contains("data-series=\"protocol_handshake\""));
+        let lat = section(&doc, "Latency distribution");
+        for id in ["dist-rtt_us", "dist-handshake_us", "dist-kitchen_us"] {
+            assert!(lat.contains(&format!("data-chart=\"{id}\"")), "{id}");
+        }
+        assert!(lat.contains("950,000 samples, from summary.json&#39;s percentiles"));
+        let bw = section(&doc, "Bandwidth distribution");
+        assert!(bw.contains("No per-bot bandwidth"), "{bw}");
+        // The sample's `rtt p99 < 50ms` threshold: a line on the RTT charts.
+        assert!(doc.matches("data-mark=\"threshold p99 &lt;\"").count() >= 2);
+    }
+
     #[test]
     fn self_contained_no_external_references() {
         let doc = render(&sample_summary());
