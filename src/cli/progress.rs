@@ -4,7 +4,7 @@ use std::io::IsTerminal;
 
 use crate::metrics::describe::Display;
 use crate::report::build::format_observed;
-use crate::report::format::{fit_line, fmt_count, fmt_pct, fmt_us};
+use crate::report::format::{fit_line, fmt_count, fmt_pct, fmt_us, group_int};
 use crate::report::summary::{IntervalPoint, Summary};
 
 /// A group of bots stuck on their way in is reported once it has waited this long...
@@ -127,13 +127,13 @@ pub fn print_result(s: &Summary) {
         ms(s.rtt_us.p50),
         ms(s.rtt_us.p99),
         ms(s.rtt_us.max),
-        s.rtt_us.count
+        group_int(s.rtt_us.count)
     );
     eprintln!(
         "loss     downstream {:.3}% ({} of {} missing); upstream {}",
         l.rate * 100.0,
-        l.expected.saturating_sub(l.received),
-        l.expected,
+        group_int(l.expected.saturating_sub(l.received)),
+        group_int(l.expected),
         match s.loss.upstream {
             Some(u) => format!("{:.3}%", u.rate * 100.0),
             None => "not measurable".into(),
@@ -141,11 +141,11 @@ pub fn print_result(s: &Summary) {
     );
     eprintln!(
         "inputs   {} sent, send lateness p50 {} p99 {} max {}, {} grid slots skipped",
-        s.inputs_sent,
+        group_int(s.inputs_sent),
         ms(s.generator.send_lateness_us.p50),
         ms(s.generator.send_lateness_us.p99),
         ms(s.generator.send_lateness_us.max),
-        s.generator.inputs_skipped
+        group_int(s.generator.inputs_skipped)
     );
     // The protocol's own counters it wants read first (cards), when they fired: e.g. a shared
     // sequence counter detected, or snapshots that fit another dialect.
