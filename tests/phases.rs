@@ -9,8 +9,9 @@
 //! The broken server is written here on the crate's sans-IO ENet host: real ENet on a
 //! loopback socket, real City messages from the codec, and nothing else.
 
+use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, UdpSocket};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -109,9 +110,16 @@ fn serve_stuck(sock: UdpSocket, stop: &AtomicBool, hellos: &AtomicU64) {
 
 /// Run `BOTS` City bots for `secs` against `target`; the summary and stderr.
 fn run(target: Option<SocketAddr>, secs: u64) -> (Value, String) {
+    run_on(
+        &target.map_or("embedded".to_string(), |a| a.to_string()),
+        secs,
+    )
+}
+
+/// [`run`] against a target written as the scenario's `target:` (one address or a list).
+fn run_on(target: &str, secs: u64) -> (Value, String) {
     let tmp = tempfile::tempdir().unwrap();
     let scenario = tmp.path().join("s.yaml");
-    let target = target.map_or("embedded".to_string(), |a| a.to_string());
     std::fs::write(
         &scenario,
         format!(
@@ -227,4 +235,79 @@ fn bots_on_a_working_server_are_counted_in_game() {
     }
     assert!(!err.contains("waiting for"), "{err}");
     assert!(s["inputs_sent"].as_u64().unwrap() > 0);
+}
+
+/// The reference City server as its own process (`tickswarm serve city`), and its address.
+fn serve_city() -> (std::process::Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
+        .args(["serve", "city", "--port", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start serve");
+    let stdout = child.stdout.take().expect("serve stdout");
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("serve prints its address");
+    let addr = line
+        .split_whitespace()
+        .find(|w| w.starts_with("127.0.0.1:"))
+        .expect("an address in the first line")
+        .to_string();
+    (child, addr)
+}
+
+/// Two targets, one working and one stuck after the hello: the bots are spread over them
+/// (five each), and the per-target points put the five playing on the working server and
+/// the five waiting for content on the stuck one, with the stuck one's downstream bytes a
+/// trickle (pongs) next to the working one's snapshots.
+#[test]
+fn per_target_points_tell_a_stuck_instance_from_a_working_one() {
+    let stuck = StuckServer::start();
+    let stuck_addr = stuck.addr.to_string();
+    let (mut good, good_addr) = serve_city();
+    let (s, err) = run_on(&format!("{good_addr},{stuck_addr}"), 4);
+    let _ = good.kill();
+    let _ = good.wait();
+    drop(stuck);
+    let points = s["intervals"].as_array().expect("intervals");
+    let mut seen = 0;
+    for p in &points[1..] {
+        if p["partial"] == true {
+            continue;
+        }
+        let targets = p["targets"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no targets in {p}\n{err}"));
+        assert_eq!(targets.len(), 2, "{p}");
+        let by = |addr: &str| {
+            targets
+                .iter()
+                .find(|t| t["target"] == addr)
+                .unwrap_or_else(|| panic!("no target {addr} in {p}"))
+                .clone()
+        };
+        let (g, b) = (by(&good_addr), by(&stuck_addr));
+        assert_eq!(g["phases"]["in_game"], BOTS / 2, "{p}");
+        assert_eq!(b["phases"]["content"], BOTS / 2, "{p}");
+        assert_eq!(b["phases"]["in_game"], 0, "{p}");
+        let (gd, bd) = (
+            g["bytes_down"].as_u64().unwrap(),
+            b["bytes_down"].as_u64().unwrap(),
+        );
+        assert!(gd > 10 * bd, "working {gd} B vs stuck {bd} B in {p}");
+        // The targets add up to the whole.
+        assert_eq!(
+            phase(p, "in_game"),
+            g["phases"]["in_game"].as_u64().unwrap() + b["phases"]["in_game"].as_u64().unwrap()
+        );
+        assert_eq!(
+            p["bytes_down"].as_u64().unwrap(),
+            gd + bd,
+            "per-target bytes add up to the second's: {p}"
+        );
+        seen += 1;
+    }
+    assert!(seen >= 2, "{seen} whole seconds checked");
 }

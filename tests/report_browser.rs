@@ -34,8 +34,33 @@ fn shots_dir() -> PathBuf {
     d
 }
 
-/// A short real run: cafe against its embedded server, with thresholds to draw.
+/// `tickswarm serve cafe` on a free port, and its address.
+fn serve_cafe() -> (std::process::Child, String) {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
+        .args(["serve", "cafe", "--port", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start serve");
+    let stdout = child.stdout.take().expect("serve stdout");
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("serve prints its address");
+    let addr = line
+        .split_whitespace()
+        .find(|w| w.starts_with("127.0.0.1:"))
+        .expect("an address in the first line")
+        .to_string();
+    (child, addr)
+}
+
+/// A short real run: cafe against two servers (so the per-target section is drawn), with
+/// thresholds to draw.
 fn generate_report(dir: &Path) -> PathBuf {
+    let (mut a, addr_a) = serve_cafe();
+    let (mut b, addr_b) = serve_cafe();
     let scenario = dir.join("s.yaml");
     std::fs::write(
         &scenario,
@@ -45,14 +70,20 @@ fn generate_report(dir: &Path) -> PathBuf {
          downstream_loss < 1%\n",
     )
     .unwrap();
+    let targets = format!("{addr_a},{addr_b}");
     let out = dir.join("out");
     let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
         .arg("run")
         .arg(&scenario)
+        .args(["--target", &targets])
         .arg("--out")
         .arg(&out)
         .output()
         .expect("run tickswarm");
+    for server in [&mut a, &mut b] {
+        let _ = server.kill();
+        let _ = server.wait();
+    }
     assert!(
         matches!(o.status.code(), Some(0) | Some(1)),
         "run failed: {}",
@@ -248,6 +279,18 @@ fn report_renders_at_desktop_and_phone_widths() {
         expected_charts >= 8,
         "{expected_charts} charts in the report"
     );
+    for id in [
+        "phases",
+        "over-time-rtt_us",
+        "dist-rtt_us",
+        "dist-bot-bytes-per-s",
+        "targets",
+    ] {
+        assert!(
+            page.contains(&format!("data-chart=\"{id}\"")),
+            "no {id} chart in the report"
+        );
+    }
     let shots = shots_dir();
     for width in [1280u32, 420] {
         let profile = tmp.path().join(format!("profile-{width}"));

@@ -18,9 +18,9 @@ use tokio::sync::watch;
 
 pub use server_driver::{spawn_reference_server, ServerHandle};
 
-use crate::metrics::phases::merge_waiting;
+use crate::metrics::phases::{merge_targets, merge_waiting, MAX_TARGETS};
 pub use crate::metrics::RunOutcome;
-use crate::metrics::{HistSummary, IntervalPoint, PhaseCounts, Recorder, ServerStats, Waiting};
+use crate::metrics::{HistSummary, IntervalPoint, PhaseCounts, Recorder, ServerStats};
 use crate::protocol::ServerParams;
 use crate::scenario::plan::Targets;
 use crate::scenario::Plan;
@@ -209,10 +209,11 @@ struct Collector {
     total: Recorder,
     /// Interval index -> (merged recorder, workers reported, bots connected).
     open: std::collections::BTreeMap<u64, (Recorder, usize, u64)>,
-    /// Interval index -> bots per phase and the waiting groups, merged over workers.
-    open_phases: std::collections::BTreeMap<u64, (PhaseCounts, Vec<Waiting>)>,
+    /// Interval index -> bots per phase, the waiting groups and the per-target points,
+    /// merged over workers.
+    open_phases: std::collections::BTreeMap<u64, worker::Census>,
     /// The same when the workers stopped.
-    tail_phases: (PhaseCounts, Vec<Waiting>),
+    tail_phases: worker::Census,
     points: Vec<IntervalPoint>,
     tail: Recorder,
     /// Bots in play at the end, summed over workers.
@@ -249,13 +250,10 @@ impl Collector {
                 index,
                 rec,
                 connected_now,
-                phases,
-                waiting,
+                census,
             } => {
                 self.total.merge(&rec);
-                let ph = self.open_phases.entry(index).or_default();
-                ph.0.merge(&phases);
-                merge_waiting(&mut ph.1, &waiting);
+                merge_census(self.open_phases.entry(index).or_default(), &census);
                 let e = self
                     .open
                     .entry(index)
@@ -266,9 +264,8 @@ impl Collector {
                 if e.1 == self.workers {
                     if let Some((r, _, c)) = self.open.remove(&index) {
                         let mut p = point(index, &r, c);
-                        if let Some((phases, waiting)) = self.open_phases.remove(&index) {
-                            p.phases = phases;
-                            p.waiting = waiting;
+                        if let Some(c) = self.open_phases.remove(&index) {
+                            set_census(&mut p, c);
                         }
                         self.points.push(p.clone());
                         return Some((p, c, r));
@@ -283,11 +280,9 @@ impl Collector {
                 connected_now,
                 lost,
                 silent_at_end,
-                phases,
-                waiting,
+                census,
             } => {
-                self.tail_phases.0.merge(&phases);
-                merge_waiting(&mut self.tail_phases.1, &waiting);
+                merge_census(&mut self.tail_phases, &census);
                 self.lost += lost;
                 self.silent_at_end += silent_at_end;
                 self.total.merge(&rec);
@@ -312,12 +307,29 @@ impl Collector {
         let tail_has_data = self.tail.packets_up + self.tail.packets_down > 0;
         if t > last_t || tail_has_data {
             let mut p = point(0, &self.tail, self.tail_connected);
-            p.phases = self.tail_phases.0;
-            p.waiting = std::mem::take(&mut self.tail_phases.1);
+            set_census(&mut p, std::mem::take(&mut self.tail_phases));
             p.t = t.max(last_t);
             p.partial = true;
             self.points.push(p);
         }
+    }
+}
+
+/// Add one worker's census to the others' of the same second.
+fn merge_census(into: &mut worker::Census, c: &worker::Census) {
+    into.phases.merge(&c.phases);
+    merge_waiting(&mut into.waiting, &c.waiting);
+    // A worker that saw too many targets sent none: the second has no per-target point.
+    into.too_many_targets |= c.too_many_targets;
+    merge_targets(&mut into.targets, &c.targets);
+}
+
+/// A second's census into its point; per-target points only for 2..=MAX_TARGETS targets.
+fn set_census(p: &mut IntervalPoint, c: worker::Census) {
+    p.phases = c.phases;
+    p.waiting = c.waiting;
+    if !c.too_many_targets && (2..=MAX_TARGETS).contains(&c.targets.len()) {
+        p.targets = c.targets;
     }
 }
 
@@ -338,6 +350,7 @@ fn point(index: u64, r: &Recorder, connected: u64) -> IntervalPoint {
         snapshots_applied: r.snapshots_applied,
         phases: PhaseCounts::default(),
         waiting: Vec::new(),
+        targets: Vec::new(),
         partial: false,
     }
 }

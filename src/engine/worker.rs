@@ -27,7 +27,8 @@ use super::transports::{
     self, BotTransport, BotTransportOptions, LinkEvent, LinkEvents, Source, Watch, WithBotTransport,
 };
 use super::udp::error_name;
-use crate::metrics::{Phase, PhaseCounts, Recorder, Waiting};
+use crate::metrics::phases::MAX_TARGETS;
+use crate::metrics::{Phase, PhaseCounts, Recorder, TargetPoint, Waiting};
 use crate::protocol::{Bot, BotParams, BotPhase, MAX_DATAGRAM, MAX_MESSAGE};
 use crate::scenario::{ProtocolSection, SpawnEvent};
 use crate::transport::MAX_ENET_DATAGRAM;
@@ -49,9 +50,9 @@ pub enum WorkerMsg {
         index: u64,
         rec: Recorder,
         connected_now: u64,
-        /// Bots per phase at the end of the interval, and the groups still on their way in.
-        phases: PhaseCounts,
-        waiting: Vec<Waiting>,
+        /// Bots per phase at the end of the interval, the groups still on their way in, and
+        /// the same per target.
+        census: Census,
     },
     /// The worker has stopped its bots; `rec` holds what came after the last interval.
     Done {
@@ -65,9 +66,19 @@ pub enum WorkerMsg {
         /// Bots in play at the end that had heard nothing for [`SILENT_AT_END`].
         silent_at_end: u64,
         /// Bots per phase when the run ended (before the engine stopped them).
-        phases: PhaseCounts,
-        waiting: Vec<Waiting>,
+        census: Census,
     },
+}
+
+/// Where a worker's bots are, taken once a second.
+#[derive(Debug, Default)]
+pub struct Census {
+    pub phases: PhaseCounts,
+    pub waiting: Vec<Waiting>,
+    /// Per target, or empty past [`MAX_TARGETS`] targets.
+    pub targets: Vec<TargetPoint>,
+    /// More than [`MAX_TARGETS`] targets: no per-target figures this second.
+    pub too_many_targets: bool,
 }
 
 struct Slot {
@@ -423,14 +434,35 @@ impl<T: BotTransport + 'static> Shared<T> {
         self.rearm_source(src);
     }
 
-    /// Count the bots per phase and group those on their way in by what they wait for:
+    /// Count the bots per phase, group those on their way in by what they wait for, and
+    /// count both per target with the second's bytes (read before the interval resets them):
     /// once a second, one pass over the bots (two virtual calls each), nothing per packet.
-    fn census(&self, now: Instant) -> (PhaseCounts, Vec<Waiting>) {
+    fn census(&self, now: Instant) -> Census {
         let mut counts = PhaseCounts::default();
         let mut groups: Vec<(Phase, Option<&'static str>, u64, Instant)> = Vec::new();
+        let mut targets: Vec<(SocketAddr, PhaseCounts, u64, u64)> = Vec::new();
+        let mut too_many_targets = false;
         for s in self.slots.borrow_mut().iter_mut() {
             let phase = s.life_phase();
             counts.add(phase, 1);
+            if !too_many_targets {
+                let at = match targets.iter().position(|t| t.0 == s.peer) {
+                    Some(i) => Some(i),
+                    None if targets.len() < MAX_TARGETS => {
+                        targets.push((s.peer, PhaseCounts::default(), 0, 0));
+                        Some(targets.len() - 1)
+                    }
+                    None => None,
+                };
+                match at.and_then(|i| targets.get_mut(i)) {
+                    Some(t) => {
+                        t.1.add(phase, 1);
+                        t.2 += s.second_up;
+                        t.3 += s.second_down;
+                    }
+                    None => too_many_targets = true,
+                }
+            }
             if !phase.is_waiting() {
                 s.seen = (phase, None);
                 continue;
@@ -460,7 +492,25 @@ impl<T: BotTransport + 'static> Shared<T> {
                 longest_s: now.saturating_duration_since(since).as_secs(),
             })
             .collect();
-        (counts, waiting)
+        let targets = if too_many_targets {
+            Vec::new()
+        } else {
+            targets
+                .into_iter()
+                .map(|(addr, phases, up, down)| TargetPoint {
+                    target: addr.to_string(),
+                    phases,
+                    bytes_up: up,
+                    bytes_down: down,
+                })
+                .collect()
+        };
+        Census {
+            phases: counts,
+            waiting,
+            targets,
+            too_many_targets,
+        }
     }
 
     fn on_source_timer(self: &Rc<Self>, src: Source, now: Instant) {
@@ -491,8 +541,7 @@ pub fn run_worker(spec: WorkerSpec, tx: Sender<WorkerMsg>, stop: watch::Receiver
                 connected_now: 0,
                 lost: 0,
                 silent_at_end: 0,
-                phases: PhaseCounts::default(),
-                waiting: Vec::new(),
+                census: Census::default(),
             });
             return;
         }
@@ -657,7 +706,7 @@ async fn worker_main<T: BotTransport + 'static>(
             .count() as u64;
         (in_play.count() as u64, silent)
     };
-    let (phases, waiting) = shared.census(now);
+    let census = shared.census(now);
     let count = shared.slots.borrow().len();
     for idx in 0..count {
         stop_bot(&shared, idx, now);
@@ -696,8 +745,7 @@ async fn worker_main<T: BotTransport + 'static>(
         connected_now,
         lost,
         silent_at_end,
-        phases,
-        waiting,
+        census,
     });
 }
 
@@ -904,6 +952,8 @@ async fn interval_loop<T: BotTransport + 'static>(
     loop {
         let at = run_start + Duration::from_secs(index + 1);
         tokio::time::sleep_until(at.into()).await;
+        // Before the loop below resets each bot's bytes of the second.
+        let census = shared.census(Instant::now());
         let connected_now = {
             let mut slots = shared.slots.borrow_mut();
             let transport = shared.transport.borrow();
@@ -923,15 +973,13 @@ async fn interval_loop<T: BotTransport + 'static>(
             }
             connected
         };
-        let (phases, waiting) = shared.census(Instant::now());
         let rec = shared.rec.borrow_mut().take_interval();
         if tx
             .send(WorkerMsg::Interval {
                 index,
                 rec,
                 connected_now,
-                phases,
-                waiting,
+                census,
             })
             .is_err()
         {

@@ -188,6 +188,37 @@ impl Waiting {
     }
 }
 
+/// Most targets tracked one by one: past this many (a large fleet), per-target points are
+/// left out rather than growing every second's point without bound.
+pub const MAX_TARGETS: usize = 32;
+
+/// One target's (one game instance's) bots and traffic over one second.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetPoint {
+    /// The server address the bots play on.
+    pub target: String,
+    /// Its bots per phase at the end of the second.
+    pub phases: PhaseCounts,
+    /// Application payload its bots sent and received during the second.
+    pub bytes_up: u64,
+    pub bytes_down: u64,
+}
+
+/// Fold `points` into `into` by target (bots and bytes add up), keeping targets sorted.
+pub fn merge_targets(into: &mut Vec<TargetPoint>, points: &[TargetPoint]) {
+    for p in points {
+        match into.iter_mut().find(|t| t.target == p.target) {
+            Some(t) => {
+                t.phases.merge(&p.phases);
+                t.bytes_up += p.bytes_up;
+                t.bytes_down += p.bytes_down;
+            }
+            None => into.push(p.clone()),
+        }
+    }
+    into.sort_by(|a, b| a.target.cmp(&b.target));
+}
+
 /// Fold `groups` into `into` by (phase, what): bot counts add, the longest wait is the max.
 /// The result is ordered by bots, most first.
 pub fn merge_waiting(into: &mut Vec<Waiting>, groups: &[Waiting]) {

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use super::{NamedCounters, PhaseCounts, Recorder, Waiting};
+use super::{NamedCounters, PhaseCounts, Recorder, TargetPoint, Waiting};
 
 /// Counters every reference server keeps; the serve command prints them.
 #[derive(Debug, Default, Clone)]
@@ -71,6 +71,10 @@ pub struct IntervalPoint {
     /// long the longest has waited; empty when every bot plays or has finished.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waiting: Vec<Waiting>,
+    /// Per target (game instance) when the bots play on two or more (and at most
+    /// [`MAX_TARGETS`](super::phases::MAX_TARGETS)): bots per phase and payload bytes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<TargetPoint>,
     /// The run's last, shorter interval (from the last whole second to the stop), so that the
     /// points add up to the run's totals. Absent (false) on whole seconds.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

@@ -26,7 +26,7 @@ use super::summary::Summary;
 use crate::report::format::fmt_duration;
 pub use hists::HistLog;
 use protocol::Tables;
-use timeline::Figure;
+use timeline::{Figure, TargetRow};
 use view::{Card, ErrorRow, HistRow, Meta, ThresholdRow, Verdict};
 
 /// The whole page, as the template reads it.
@@ -45,6 +45,8 @@ struct Page<'a> {
     figures: Vec<Figure>,
     latency_dists: Vec<Figure>,
     bandwidth_dists: Vec<Figure>,
+    target_figures: Vec<Figure>,
+    targets: Vec<TargetRow>,
     latency: Vec<HistRow>,
     /// Error rows and their total, or none at all.
     errors: Option<(Vec<ErrorRow>, String)>,
@@ -55,6 +57,7 @@ struct Page<'a> {
 
 impl<'a> Page<'a> {
     fn of(s: &'a Summary, log: Option<&HistLog>) -> Self {
+        let (target_figures, targets) = timeline::per_target(s);
         Self {
             title: if s.scenario.is_empty() {
                 "(unnamed scenario)"
@@ -71,6 +74,8 @@ impl<'a> Page<'a> {
             figures: timeline::figures(s, log),
             latency_dists: timeline::latency_distributions(s, log),
             bandwidth_dists: timeline::bandwidth_distributions(s, log),
+            target_figures,
+            targets,
             latency: view::latency(s),
             errors: view::errors(s),
             protocol: protocol::tables(s),
@@ -209,6 +214,7 @@ mod tests {
                 snapshots_applied: bots * 30,
                 phases: demo_phases(bots),
                 waiting: Vec::new(),
+                targets: Vec::new(),
                 partial: false,
             });
         }

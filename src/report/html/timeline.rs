@@ -565,3 +565,79 @@ pub(super) fn bandwidth_distributions(s: &Summary, log: Option<&HistLog>) -> Vec
     .flatten()
     .collect()
 }
+
+/// One target's row in the per-target table (plain text).
+pub(super) struct TargetRow {
+    pub target: String,
+    pub in_game_end: String,
+    pub in_game_max: String,
+    pub waiting_end: String,
+    pub failed_end: String,
+    pub bytes_up: String,
+    pub bytes_down: String,
+}
+
+/// Per target (game instance), when the bots played on two or more: bots in game second by
+/// second, and a table of each target's bots and payload. Empty otherwise.
+pub(super) fn per_target(s: &Summary) -> (Vec<Figure>, Vec<TargetRow>) {
+    use crate::report::format::{fmt_bytes, group_int};
+    let mut names: Vec<&str> = s
+        .intervals
+        .iter()
+        .flat_map(|p| p.targets.iter().map(|t| t.target.as_str()))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    if names.len() < 2 {
+        return (Vec::new(), Vec::new());
+    }
+    const COLORS: [&str; 8] = [BLUE, ORANGE, TEAL, PURPLE, RED, AMBER, GREEN, PINK];
+    let of = |p: &IntervalPoint, name: &str| p.targets.iter().find(|t| t.target == name).cloned();
+    let series: Vec<Series> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| Series {
+            name,
+            color: COLORS[i % COLORS.len()],
+            points: s
+                .intervals
+                .iter()
+                .filter(|p| !p.targets.is_empty())
+                .map(|p| (p.t, of(p, name).map_or(0.0, |t| t.phases.in_game as f64)))
+                .collect(),
+        })
+        .collect();
+    let last = s.intervals.iter().rev().find(|p| !p.targets.is_empty());
+    let rows = names
+        .iter()
+        .map(|name| {
+            let end = last.and_then(|p| of(p, name)).unwrap_or_default();
+            let all = s.intervals.iter().filter_map(|p| of(p, name));
+            let max = all.clone().map(|t| t.phases.in_game).max().unwrap_or(0);
+            let up: u64 = all.clone().map(|t| t.bytes_up).sum();
+            let down: u64 = all.map(|t| t.bytes_down).sum();
+            let waiting: u64 = Phase::ALL
+                .iter()
+                .filter(|p| p.is_waiting())
+                .map(|&p| end.phases.get(p))
+                .sum();
+            TargetRow {
+                target: name.to_string(),
+                in_game_end: group_int(end.phases.in_game),
+                in_game_max: group_int(max),
+                waiting_end: group_int(waiting),
+                failed_end: group_int(end.phases.failed),
+                bytes_up: fmt_bytes(up as f64),
+                bytes_down: fmt_bytes(down as f64),
+            }
+        })
+        .collect();
+    let fig = Figure::new(
+        "targets",
+        "Bots in game per target",
+        line_chart("Bots in game per target", &series, Unit::Count),
+        "Bots playing on each server address at the end of each second: an instance that \
+         refuses or drops players shows apart from the others.",
+    );
+    (vec![fig], rows)
+}
