@@ -122,13 +122,18 @@ pub fn print_result(s: &Summary) {
         "bots     {} planned, {} connected, {} failed, {} lost mid-run, {} silent at the end",
         s.bots.planned, s.bots.connected, s.bots.failed, s.bots.lost, s.bots.silent_at_end
     );
-    eprintln!(
-        "rtt      p50 {} p99 {} max {} ({} samples)",
-        ms(s.rtt_us.p50),
-        ms(s.rtt_us.p99),
-        ms(s.rtt_us.max),
-        group_int(s.rtt_us.count)
-    );
+    if s.rtt_us.count == 0 {
+        // Empty is not zero: no sample has no percentile.
+        eprintln!("rtt      no samples");
+    } else {
+        eprintln!(
+            "rtt      p50 {} p99 {} max {} ({} samples)",
+            ms(s.rtt_us.p50),
+            ms(s.rtt_us.p99),
+            ms(s.rtt_us.max),
+            group_int(s.rtt_us.count)
+        );
+    }
     eprintln!(
         "loss     downstream {:.3}% ({} of {} missing); upstream {}",
         l.rate * 100.0,

@@ -142,9 +142,8 @@ fn phase_figure(iv: &[IntervalPoint]) -> Option<Figure> {
         })
         .collect();
     let stuck = iv
-        .iter()
-        .rev()
-        .find_map(|p| p.waiting.first())
+        .last()
+        .and_then(|p| p.waiting.first())
         .filter(|w| w.longest_s >= 1)
         .map(|w| format!(" At the end: {}.", w.sentence()))
         .unwrap_or_default();
