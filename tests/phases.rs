@@ -311,3 +311,24 @@ fn per_target_points_tell_a_stuck_instance_from_a_working_one() {
     }
     assert!(seen >= 2, "{seen} whole seconds checked");
 }
+
+/// A City target whose UDP port is open but never answers: ENet's CONNECT goes unanswered,
+/// so every bot is counted in the transport handshake (not yet in the protocol's), and the
+/// console says so once they have waited five seconds.
+#[test]
+fn bots_at_a_silent_port_are_counted_in_the_transport_handshake() {
+    let silent = UdpSocket::bind("127.0.0.1:0").expect("bind loopback");
+    let (s, err) = run(Some(silent.local_addr().unwrap()), 6);
+    drop(silent);
+    let points = s["intervals"].as_array().expect("intervals");
+    for p in &points[1..] {
+        assert_eq!(phase(p, "transport_handshake"), BOTS, "{p}");
+        assert_eq!(phase(p, "protocol_handshake"), 0, "{p}");
+    }
+    assert!(
+        err.lines().any(|l| l.starts_with(&format!(
+            "waiting  {BOTS} bots in the transport handshake for "
+        ))),
+        "{err}"
+    );
+}
