@@ -168,7 +168,12 @@ pub fn print_result(s: &Summary) {
     }
     // Bots still on their way in when the run ended, and what they waited for.
     if let Some(last) = s.intervals.last() {
-        for w in last.waiting.iter().take(3) {
+        for w in last
+            .waiting
+            .iter()
+            .filter(|w| w.longest_s >= WAIT_REPORT_AFTER_S)
+            .take(3)
+        {
             eprintln!("waiting  {} when the run ended", w.sentence());
         }
     }

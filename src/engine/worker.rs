@@ -468,7 +468,9 @@ impl<T: BotTransport + 'static> Shared<T> {
                 continue;
             }
             let what = match phase {
-                Phase::ProtocolHandshake | Phase::Content => s.bot.waiting_for(),
+                Phase::ProtocolHandshake | Phase::Content | Phase::Reconnecting => {
+                    s.bot.waiting_for()
+                }
                 _ => None,
             };
             if s.seen != (phase, what) {
