@@ -318,7 +318,7 @@ fn per_target_points_tell_a_stuck_instance_from_a_working_one() {
 #[test]
 fn bots_at_a_silent_port_are_counted_in_the_transport_handshake() {
     let silent = UdpSocket::bind("127.0.0.1:0").expect("bind loopback");
-    let (s, err) = run(Some(silent.local_addr().unwrap()), 6);
+    let (s, err) = run(Some(silent.local_addr().unwrap()), 7);
     drop(silent);
     let points = s["intervals"].as_array().expect("intervals");
     for p in &points[1..] {

@@ -128,6 +128,18 @@ impl Slot {
             p => p,
         }
     }
+
+    /// The phase and, on the way in, the message the bot waits for.
+    fn observed(&self) -> (Phase, Option<&'static str>) {
+        let phase = self.life_phase();
+        let what = match phase {
+            Phase::ProtocolHandshake | Phase::Content | Phase::Reconnecting => {
+                self.bot.waiting_for()
+            }
+            _ => None,
+        };
+        (phase, what)
+    }
 }
 
 /// A source's timer entry.
@@ -443,7 +455,7 @@ impl<T: BotTransport + 'static> Shared<T> {
         let mut targets: Vec<(SocketAddr, PhaseCounts, u64, u64)> = Vec::new();
         let mut too_many_targets = false;
         for s in self.slots.borrow_mut().iter_mut() {
-            let phase = s.life_phase();
+            let (phase, what) = s.observed();
             counts.add(phase, 1);
             if !too_many_targets {
                 let at = match targets.iter().position(|t| t.0 == s.peer) {
@@ -467,12 +479,6 @@ impl<T: BotTransport + 'static> Shared<T> {
                 s.seen = (phase, None);
                 continue;
             }
-            let what = match phase {
-                Phase::ProtocolHandshake | Phase::Content | Phase::Reconnecting => {
-                    s.bot.waiting_for()
-                }
-                _ => None,
-            };
             if s.seen != (phase, what) {
                 s.seen = (phase, what);
                 s.seen_since = now;
@@ -491,7 +497,8 @@ impl<T: BotTransport + 'static> Shared<T> {
                 phase,
                 what: what.map(str::to_string),
                 bots,
-                longest_s: now.saturating_duration_since(since).as_secs(),
+                // Seen once a second: to the nearest second.
+                longest_s: now.saturating_duration_since(since).as_secs_f64().round() as u64,
             })
             .collect();
         let targets = if too_many_targets {
@@ -789,6 +796,11 @@ fn spawn_bot<T: BotTransport + 'static>(
     shared.watch(opened.source, opened.watch);
     if opened.up {
         shared.drive(idx, now, |bot, rec| bot.start(now, rec));
+    }
+    // Waiting starts now, not at the next census.
+    if let Some(s) = shared.slots.borrow_mut().get_mut(idx) {
+        s.seen = s.observed();
+        s.seen_since = now;
     }
     shared.rearm_source(opened.source);
     Ok(idx)

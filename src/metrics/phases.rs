@@ -153,7 +153,8 @@ impl PhaseCounts {
 }
 
 /// Bots that share a phase and the thing they wait for, and how long the longest-waiting of
-/// them has been there (seen once a second, so up to a second short).
+/// them has been there (from its spawn, or from the once-a-second census that first saw it
+/// in this phase: to about a second).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Waiting {
     pub phase: Phase,
