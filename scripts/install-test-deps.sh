@@ -9,8 +9,9 @@
 #     what `--features gns` needs to build Valve's GameNetworkingSockets from source (the
 #     game-networking-sockets crate; no registry ships GNS itself). The default build needs
 #     none of them; .ci/run builds and tests the gns feature.
+#   chromium: opens report.html headless at desktop and phone widths (tests/report_browser.rs)
 set -euo pipefail
-pkgs=(libenet-dev liblz4-dev build-essential pkg-config python3 prometheus
+pkgs=(libenet-dev liblz4-dev build-essential pkg-config python3 prometheus chromium
       cmake libprotobuf-dev protobuf-compiler libssl-dev libclang-dev)
 missing=()
 for p in "${pkgs[@]}"; do

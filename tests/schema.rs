@@ -1,5 +1,5 @@
 //! summary.json is what schemas/summary.schema.json says it is: real outputs (a cafe run, a
-//! city run over ENet, a merge of two runs) validate against the schema, and every
+//! city run over ENet, a zergcity run on two games, a merge of two runs) validate against the schema, and every
 //! `thresholds[].metric` is a JSON path into the same file that leads to the observed value.
 
 use std::path::{Path, PathBuf};
@@ -106,6 +106,18 @@ fn real_summaries_match_the_schema() {
     }
     let city = run("scenarios/city.yaml", &t.join("city"), &[]);
     check(&validator, "city", &city);
+    // Four players per ZergCity game: 8 bots play on two embedded games, so the intervals
+    // carry the per-target breakdown too.
+    let zc = run("scenarios/zergcity.yaml", &t.join("zergcity"), &[]);
+    check(&validator, "zergcity", &zc);
+    assert!(
+        zc["intervals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["targets"].as_array().is_some_and(|t| t.len() == 2)),
+        "two targets in the intervals"
+    );
     // A threshold on every kind of path: times, rates, counts, the boolean.
     let many = t.join("many.yaml");
     std::fs::write(

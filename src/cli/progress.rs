@@ -4,23 +4,77 @@ use std::io::IsTerminal;
 
 use crate::metrics::describe::Display;
 use crate::report::build::format_observed;
+use crate::report::format::{fit_line, fmt_count, fmt_pct, fmt_us, group_int};
 use crate::report::summary::{IntervalPoint, Summary};
+
+/// A group of bots stuck on their way in is reported once it has waited this long...
+const WAIT_REPORT_AFTER_S: u64 = 5;
+/// ...and again every this many seconds while it stays stuck.
+const WAIT_REPORT_EVERY_S: f64 = 5.0;
+/// Width assumed when stderr is a terminal whose size cannot be read.
+const FALLBACK_COLUMNS: usize = 80;
 
 pub struct Progress {
     planned: u64,
     tty: bool,
+    /// When the "waiting for" lines were last printed (run seconds).
+    waiting_printed_at: Option<f64>,
 }
 
 fn ms(us: u64) -> String {
-    format!("{:.2}ms", us as f64 / 1000.0)
+    fmt_us(us as f64)
 }
 
-fn rate(n: u64) -> String {
-    if n >= 10_000 {
-        format!("{:.1}k", n as f64 / 1000.0)
+/// The progress line's parts, most important first (the fitting drops from the end).
+fn progress_parts(p: &IntervalPoint, connected: u64, planned: u64) -> Vec<String> {
+    let in_game = p.phases.in_game;
+    let bots = if p.phases.is_empty() || in_game == connected {
+        format!("[{:>4.0}s] bots {connected}/{planned}", p.t)
     } else {
-        n.to_string()
+        // Connected but not playing (City's content transfer): say so on the line itself.
+        format!(
+            "[{:>4.0}s] bots {connected}/{planned}, {in_game} in game",
+            p.t
+        )
+    };
+    vec![
+        bots,
+        format!("rtt p50 {} p99 {}", ms(p.rtt_p50_us), ms(p.rtt_p99_us)),
+        format!("loss {}", fmt_pct(p.loss_down_rate)),
+        format!(
+            "pkt/s up {} down {}",
+            fmt_count(p.packets_up as f64),
+            fmt_count(p.packets_down as f64)
+        ),
+        format!("lateness p99 {}", ms(p.lateness_p99_us)),
+    ]
+}
+
+/// "20 bots waiting for ContentManifest for 15 s" for the groups that have waited at least
+/// [`WAIT_REPORT_AFTER_S`], most bots first (three at most).
+fn waiting_lines(p: &IntervalPoint) -> Vec<String> {
+    p.waiting
+        .iter()
+        .filter(|w| w.longest_s >= WAIT_REPORT_AFTER_S)
+        .take(3)
+        .map(|w| format!("waiting  {}", w.sentence()))
+        .collect()
+}
+
+/// Columns of the terminal on stderr: its window size, else `$COLUMNS`, else 80.
+fn terminal_columns() -> usize {
+    // SAFETY: TIOCGWINSZ writes one `winsize` into the struct we own; a failure leaves it
+    // zeroed and is checked.
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::ioctl(libc::STDERR_FILENO, libc::TIOCGWINSZ, &mut ws) } == 0;
+    if ok && ws.ws_col > 0 {
+        return usize::from(ws.ws_col);
     }
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse().ok())
+        .filter(|&c| c > 0)
+        .unwrap_or(FALLBACK_COLUMNS)
 }
 
 impl Progress {
@@ -28,27 +82,33 @@ impl Progress {
         Self {
             planned,
             tty: std::io::stderr().is_terminal(),
+            waiting_printed_at: None,
         }
     }
 
     /// At most one line per second (called by the collector once per completed interval).
+    /// On a terminal the line is rewritten in place and fits its width (one column spare, so
+    /// it never wraps); otherwise every second is a plain line, whole.
     pub fn line(&mut self, p: &IntervalPoint, connected: u64) {
-        let text = format!(
-            "[{:>4.0}s] bots {}/{} · rtt p50 {} p99 {} · loss {:.2}% · pkt/s up {} down {} · lateness p99 {}",
-            p.t,
-            connected,
-            self.planned,
-            ms(p.rtt_p50_us),
-            ms(p.rtt_p99_us),
-            p.loss_down_rate * 100.0,
-            rate(p.packets_up),
-            rate(p.packets_down),
-            ms(p.lateness_p99_us),
-        );
+        let parts = progress_parts(p, connected, self.planned);
+        let waiting = waiting_lines(p);
+        let due = self
+            .waiting_printed_at
+            .is_none_or(|t| p.t - t >= WAIT_REPORT_EVERY_S - 1e-9);
+        if !waiting.is_empty() && due {
+            self.waiting_printed_at = Some(p.t);
+            if self.tty {
+                eprint!("\r\x1b[2K");
+            }
+            for w in &waiting {
+                eprintln!("{w}");
+            }
+        }
         if self.tty {
-            eprint!("\r\x1b[2K{text}");
+            let width = terminal_columns().saturating_sub(1).max(1);
+            eprint!("\r\x1b[2K{}", fit_line(&parts, width));
         } else {
-            eprintln!("{text}");
+            eprintln!("{}", parts.join(" · "));
         }
     }
 }
@@ -62,18 +122,23 @@ pub fn print_result(s: &Summary) {
         "bots     {} planned, {} connected, {} failed, {} lost mid-run, {} silent at the end",
         s.bots.planned, s.bots.connected, s.bots.failed, s.bots.lost, s.bots.silent_at_end
     );
-    eprintln!(
-        "rtt      p50 {} p99 {} max {} ({} samples)",
-        ms(s.rtt_us.p50),
-        ms(s.rtt_us.p99),
-        ms(s.rtt_us.max),
-        s.rtt_us.count
-    );
+    if s.rtt_us.count == 0 {
+        // Empty is not zero: no sample has no percentile.
+        eprintln!("rtt      no samples");
+    } else {
+        eprintln!(
+            "rtt      p50 {} p99 {} max {} ({} samples)",
+            ms(s.rtt_us.p50),
+            ms(s.rtt_us.p99),
+            ms(s.rtt_us.max),
+            group_int(s.rtt_us.count)
+        );
+    }
     eprintln!(
         "loss     downstream {:.3}% ({} of {} missing); upstream {}",
         l.rate * 100.0,
-        l.expected.saturating_sub(l.received),
-        l.expected,
+        group_int(l.expected.saturating_sub(l.received)),
+        group_int(l.expected),
         match s.loss.upstream {
             Some(u) => format!("{:.3}%", u.rate * 100.0),
             None => "not measurable".into(),
@@ -81,11 +146,11 @@ pub fn print_result(s: &Summary) {
     );
     eprintln!(
         "inputs   {} sent, send lateness p50 {} p99 {} max {}, {} grid slots skipped",
-        s.inputs_sent,
+        group_int(s.inputs_sent),
         ms(s.generator.send_lateness_us.p50),
         ms(s.generator.send_lateness_us.p99),
         ms(s.generator.send_lateness_us.max),
-        s.generator.inputs_skipped
+        group_int(s.generator.inputs_skipped)
     );
     // The protocol's own counters it wants read first (cards), when they fired: e.g. a shared
     // sequence counter detected, or snapshots that fit another dialect.
@@ -100,6 +165,17 @@ pub fn print_result(s: &Summary) {
         .collect();
     if !notable.is_empty() {
         eprintln!("protocol {}", notable.join(" · "));
+    }
+    // Bots still on their way in when the run ended, and what they waited for.
+    if let Some(last) = s.intervals.last() {
+        for w in last
+            .waiting
+            .iter()
+            .filter(|w| w.longest_s >= WAIT_REPORT_AFTER_S)
+            .take(3)
+        {
+            eprintln!("waiting  {} when the run ended", w.sentence());
+        }
     }
     if s.generator.saturated {
         eprintln!(
@@ -137,4 +213,68 @@ pub fn print_result(s: &Summary) {
         );
     }
     eprintln!("verdict  {}", s.verdict.to_uppercase());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::{Phase, PhaseCounts, Waiting};
+
+    fn point() -> IntervalPoint {
+        IntervalPoint {
+            t: 15.0,
+            rtt_p50_us: 995,
+            rtt_p99_us: 1250,
+            packets_up: 7166,
+            packets_down: 12_400,
+            lateness_p99_us: 40,
+            ..IntervalPoint::default()
+        }
+    }
+
+    #[test]
+    fn one_unit_style_on_the_progress_line() {
+        let line = progress_parts(&point(), 20, 20).join(" · ");
+        assert_eq!(
+            line,
+            "[  15s] bots 20/20 · rtt p50 995 µs p99 1.25 ms · loss 0.00% \
+             · pkt/s up 7.17k down 12.4k · lateness p99 40 µs"
+        );
+    }
+
+    #[test]
+    fn connected_but_not_in_game_is_on_the_line() {
+        let mut p = point();
+        p.phases = PhaseCounts {
+            content: 20,
+            ..Default::default()
+        };
+        let parts = progress_parts(&p, 20, 20);
+        assert_eq!(parts[0], "[  15s] bots 20/20, 0 in game");
+        // Even at 40 columns the bot count survives.
+        assert_eq!(fit_line(&parts, 40), "[  15s] bots 20/20, 0 in game");
+    }
+
+    #[test]
+    fn stuck_groups_are_named_once_they_waited() {
+        let mut p = point();
+        p.waiting = vec![
+            Waiting {
+                phase: Phase::Content,
+                what: Some("ContentManifest".into()),
+                bots: 20,
+                longest_s: 15,
+            },
+            Waiting {
+                phase: Phase::ProtocolHandshake,
+                what: Some("ServerHello".into()),
+                bots: 2,
+                longest_s: 1,
+            },
+        ];
+        assert_eq!(
+            waiting_lines(&p),
+            vec!["waiting  20 bots waiting for ContentManifest for 15 s (content)"]
+        );
+    }
 }

@@ -18,8 +18,9 @@ use tokio::sync::watch;
 
 pub use server_driver::{spawn_reference_server, ServerHandle};
 
+use crate::metrics::phases::{merge_targets, merge_waiting, MAX_TARGETS};
 pub use crate::metrics::RunOutcome;
-use crate::metrics::{HistSummary, IntervalPoint, Recorder, ServerStats};
+use crate::metrics::{HistSummary, IntervalPoint, PhaseCounts, Recorder, ServerStats};
 use crate::protocol::ServerParams;
 use crate::scenario::plan::Targets;
 use crate::scenario::Plan;
@@ -211,6 +212,11 @@ struct Collector {
     total: Recorder,
     /// Interval index -> (merged recorder, workers reported, bots connected).
     open: std::collections::BTreeMap<u64, (Recorder, usize, u64)>,
+    /// Interval index -> bots per phase, the waiting groups and the per-target points,
+    /// merged over workers.
+    open_phases: std::collections::BTreeMap<u64, worker::Census>,
+    /// The same when the workers stopped.
+    tail_phases: worker::Census,
     points: Vec<IntervalPoint>,
     tail: Recorder,
     /// Bots in play at the end, summed over workers.
@@ -227,6 +233,8 @@ impl Collector {
             workers,
             total: Recorder::new(),
             open: Default::default(),
+            open_phases: Default::default(),
+            tail_phases: Default::default(),
             points: Vec::new(),
             tail: Recorder::new(),
             tail_connected: 0,
@@ -245,9 +253,10 @@ impl Collector {
                 index,
                 rec,
                 connected_now,
-                ..
+                census,
             } => {
                 self.total.merge(&rec);
+                merge_census(self.open_phases.entry(index).or_default(), &census);
                 let e = self
                     .open
                     .entry(index)
@@ -257,7 +266,10 @@ impl Collector {
                 e.2 += connected_now;
                 if e.1 == self.workers {
                     if let Some((r, _, c)) = self.open.remove(&index) {
-                        let p = point(index, &r, c);
+                        let mut p = point(index, &r, c);
+                        if let Some(c) = self.open_phases.remove(&index) {
+                            set_census(&mut p, c);
+                        }
                         self.points.push(p.clone());
                         return Some((p, c, r));
                     }
@@ -271,7 +283,9 @@ impl Collector {
                 connected_now,
                 lost,
                 silent_at_end,
+                census,
             } => {
+                merge_census(&mut self.tail_phases, &census);
                 self.lost += lost;
                 self.silent_at_end += silent_at_end;
                 self.total.merge(&rec);
@@ -296,10 +310,29 @@ impl Collector {
         let tail_has_data = self.tail.packets_up + self.tail.packets_down > 0;
         if t > last_t || tail_has_data {
             let mut p = point(0, &self.tail, self.tail_connected);
+            set_census(&mut p, std::mem::take(&mut self.tail_phases));
             p.t = t.max(last_t);
             p.partial = true;
             self.points.push(p);
         }
+    }
+}
+
+/// Add one worker's census to the others' of the same second.
+fn merge_census(into: &mut worker::Census, c: &worker::Census) {
+    into.phases.merge(&c.phases);
+    merge_waiting(&mut into.waiting, &c.waiting);
+    // A worker that saw too many targets sent none: the second has no per-target point.
+    into.too_many_targets |= c.too_many_targets;
+    merge_targets(&mut into.targets, &c.targets);
+}
+
+/// A second's census into its point; per-target points only for 2..=MAX_TARGETS targets.
+fn set_census(p: &mut IntervalPoint, c: worker::Census) {
+    p.phases = c.phases;
+    p.waiting = c.waiting;
+    if !c.too_many_targets && (2..=MAX_TARGETS).contains(&c.targets.len()) {
+        p.targets = c.targets;
     }
 }
 
@@ -318,6 +351,9 @@ fn point(index: u64, r: &Recorder, connected: u64) -> IntervalPoint {
         lateness_p99_us: HistSummary::of(&r.send_lateness_us).p99,
         inputs_sent: r.inputs_sent,
         snapshots_applied: r.snapshots_applied,
+        phases: PhaseCounts::default(),
+        waiting: Vec::new(),
+        targets: Vec::new(),
         partial: false,
     }
 }

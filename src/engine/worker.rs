@@ -27,7 +27,8 @@ use super::transports::{
     self, BotTransport, BotTransportOptions, LinkEvent, LinkEvents, Source, Watch, WithBotTransport,
 };
 use super::udp::error_name;
-use crate::metrics::Recorder;
+use crate::metrics::phases::MAX_TARGETS;
+use crate::metrics::{Phase, PhaseCounts, Recorder, TargetPoint, Waiting};
 use crate::protocol::{Bot, BotParams, BotPhase, MAX_DATAGRAM, MAX_MESSAGE};
 use crate::scenario::{ProtocolSection, SpawnEvent};
 use crate::transport::MAX_ENET_DATAGRAM;
@@ -49,6 +50,9 @@ pub enum WorkerMsg {
         index: u64,
         rec: Recorder,
         connected_now: u64,
+        /// Bots per phase at the end of the interval, the groups still on their way in, and
+        /// the same per target.
+        census: Census,
     },
     /// The worker has stopped its bots; `rec` holds what came after the last interval.
     Done {
@@ -61,7 +65,20 @@ pub enum WorkerMsg {
         lost: u64,
         /// Bots in play at the end that had heard nothing for [`SILENT_AT_END`].
         silent_at_end: u64,
+        /// Bots per phase when the run ended (before the engine stopped them).
+        census: Census,
     },
+}
+
+/// Where a worker's bots are, taken once a second.
+#[derive(Debug, Default)]
+pub struct Census {
+    pub phases: PhaseCounts,
+    pub waiting: Vec<Waiting>,
+    /// Per target, or empty past [`MAX_TARGETS`] targets.
+    pub targets: Vec<TargetPoint>,
+    /// More than [`MAX_TARGETS`] targets: no per-target figures this second.
+    pub too_many_targets: bool,
 }
 
 struct Slot {
@@ -90,6 +107,39 @@ struct Slot {
     /// When the transport was asked for a session that needs its own handshake (ENet), until
     /// the bot is first in play: the transport and protocol handshakes are timed apart.
     opened_at: Option<Instant>,
+    /// A new transport session was asked for (relink) and is not up yet.
+    relinking: bool,
+    /// The phase (and awaited message) the last once-a-second census saw, and since when.
+    seen: (Phase, Option<&'static str>),
+    seen_since: Instant,
+}
+
+impl Slot {
+    /// The bot's phase: the protocol's view, with what only the engine sees (the transport's
+    /// handshake and failures, a relink under way) laid over it.
+    fn life_phase(&self) -> Phase {
+        match self.bot.life_phase() {
+            Phase::Connecting if self.transport_failed => Phase::Failed,
+            Phase::Connecting if self.closing => Phase::Closed,
+            Phase::Connecting if self.opened_at.is_some() => Phase::TransportHandshake,
+            p if self.relinking && !matches!(p, Phase::Failed | Phase::Closed) => {
+                Phase::Reconnecting
+            }
+            p => p,
+        }
+    }
+
+    /// The phase and, on the way in, the message the bot waits for.
+    fn observed(&self) -> (Phase, Option<&'static str>) {
+        let phase = self.life_phase();
+        let what = match phase {
+            Phase::ProtocolHandshake | Phase::Content | Phase::Reconnecting => {
+                self.bot.waiting_for()
+            }
+            _ => None,
+        };
+        (phase, what)
+    }
 }
 
 /// A source's timer entry.
@@ -208,6 +258,7 @@ impl<T: BotTransport + 'static> Shared<T> {
                 if let Some(s) = self.slots.borrow_mut().get_mut(idx) {
                     s.peer = to;
                     s.source = opened.source;
+                    s.relinking = !opened.up;
                 }
                 self.watch(opened.source, opened.watch);
                 if opened.up {
@@ -300,6 +351,9 @@ impl<T: BotTransport + 'static> Shared<T> {
                         }
                         self.drive(idx, now, |bot, rec| bot.start(now, rec));
                     } else {
+                        if let Some(s) = self.slots.borrow_mut().get_mut(idx) {
+                            s.relinking = false;
+                        }
                         self.drive(idx, now, |bot, rec| bot.handle_relinked(now, rec));
                     }
                 }
@@ -353,6 +407,7 @@ impl<T: BotTransport + 'static> Shared<T> {
                         if let Some(s) = self.slots.borrow_mut().get_mut(idx) {
                             // The session is gone: nothing left to close.
                             s.closing = true;
+                            s.relinking = false;
                         }
                         self.drive(idx, now, |bot, rec| bot.handle_transport_closed(now, rec));
                     }
@@ -391,6 +446,82 @@ impl<T: BotTransport + 'static> Shared<T> {
         self.rearm_source(src);
     }
 
+    /// Count the bots per phase, group those on their way in by what they wait for, and
+    /// count both per target with the second's bytes (read before the interval resets them):
+    /// once a second, one pass over the bots (two virtual calls each), nothing per packet.
+    fn census(&self, now: Instant) -> Census {
+        let mut counts = PhaseCounts::default();
+        let mut groups: Vec<(Phase, Option<&'static str>, u64, Instant)> = Vec::new();
+        let mut targets: Vec<(SocketAddr, PhaseCounts, u64, u64)> = Vec::new();
+        let mut too_many_targets = false;
+        for s in self.slots.borrow_mut().iter_mut() {
+            let (phase, what) = s.observed();
+            counts.add(phase, 1);
+            if !too_many_targets {
+                let at = match targets.iter().position(|t| t.0 == s.peer) {
+                    Some(i) => Some(i),
+                    None if targets.len() < MAX_TARGETS => {
+                        targets.push((s.peer, PhaseCounts::default(), 0, 0));
+                        Some(targets.len() - 1)
+                    }
+                    None => None,
+                };
+                match at.and_then(|i| targets.get_mut(i)) {
+                    Some(t) => {
+                        t.1.add(phase, 1);
+                        t.2 += s.second_up;
+                        t.3 += s.second_down;
+                    }
+                    None => too_many_targets = true,
+                }
+            }
+            if !phase.is_waiting() {
+                s.seen = (phase, None);
+                continue;
+            }
+            if s.seen != (phase, what) {
+                s.seen = (phase, what);
+                s.seen_since = now;
+            }
+            match groups.iter_mut().find(|g| g.0 == phase && g.1 == what) {
+                Some(g) => {
+                    g.2 += 1;
+                    g.3 = g.3.min(s.seen_since);
+                }
+                None => groups.push((phase, what, 1, s.seen_since)),
+            }
+        }
+        let waiting = groups
+            .into_iter()
+            .map(|(phase, what, bots, since)| Waiting {
+                phase,
+                what: what.map(str::to_string),
+                bots,
+                // Seen once a second: to the nearest second.
+                longest_s: now.saturating_duration_since(since).as_secs_f64().round() as u64,
+            })
+            .collect();
+        let targets = if too_many_targets {
+            Vec::new()
+        } else {
+            targets
+                .into_iter()
+                .map(|(addr, phases, up, down)| TargetPoint {
+                    target: addr.to_string(),
+                    phases,
+                    bytes_up: up,
+                    bytes_down: down,
+                })
+                .collect()
+        };
+        Census {
+            phases: counts,
+            waiting,
+            targets,
+            too_many_targets,
+        }
+    }
+
     fn on_source_timer(self: &Rc<Self>, src: Source, now: Instant) {
         {
             let mut rec = self.rec.borrow_mut();
@@ -419,6 +550,7 @@ pub fn run_worker(spec: WorkerSpec, tx: Sender<WorkerMsg>, stop: watch::Receiver
                 connected_now: 0,
                 lost: 0,
                 silent_at_end: 0,
+                census: Census::default(),
             });
             return;
         }
@@ -583,6 +715,7 @@ async fn worker_main<T: BotTransport + 'static>(
             .count() as u64;
         (in_play.count() as u64, silent)
     };
+    let census = shared.census(now);
     let count = shared.slots.borrow().len();
     for idx in 0..count {
         stop_bot(&shared, idx, now);
@@ -621,6 +754,7 @@ async fn worker_main<T: BotTransport + 'static>(
         connected_now,
         lost,
         silent_at_end,
+        census,
     });
 }
 
@@ -655,10 +789,18 @@ fn spawn_bot<T: BotTransport + 'static>(
         stopping: false,
         lost: false,
         opened_at: (!opened.up).then_some(now),
+        relinking: false,
+        seen: (Phase::Connecting, None),
+        seen_since: now,
     });
     shared.watch(opened.source, opened.watch);
     if opened.up {
         shared.drive(idx, now, |bot, rec| bot.start(now, rec));
+    }
+    // Waiting starts now, not at the next census.
+    if let Some(s) = shared.slots.borrow_mut().get_mut(idx) {
+        s.seen = s.observed();
+        s.seen_since = now;
     }
     shared.rearm_source(opened.source);
     Ok(idx)
@@ -824,6 +966,8 @@ async fn interval_loop<T: BotTransport + 'static>(
     loop {
         let at = run_start + Duration::from_secs(index + 1);
         tokio::time::sleep_until(at.into()).await;
+        // Before the loop below resets each bot's bytes of the second.
+        let census = shared.census(Instant::now());
         let connected_now = {
             let mut slots = shared.slots.borrow_mut();
             let transport = shared.transport.borrow();
@@ -849,6 +993,7 @@ async fn interval_loop<T: BotTransport + 'static>(
                 index,
                 rec,
                 connected_now,
+                census,
             })
             .is_err()
         {

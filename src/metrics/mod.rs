@@ -7,6 +7,7 @@
 
 pub mod describe;
 mod named;
+pub mod phases;
 pub mod run;
 pub mod summary;
 pub mod threshold;
@@ -15,6 +16,7 @@ use hdrhistogram::Histogram;
 
 pub use describe::{MetricDesc, MetricInfo};
 pub use named::NamedCounters;
+pub use phases::{Phase, PhaseCounts, TargetPoint, Waiting};
 pub use run::{IntervalPoint, RunOutcome, ServerStats};
 pub use summary::{HistSummary, LossSummary};
 pub use threshold::{Metric, Threshold};

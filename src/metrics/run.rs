@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use super::{NamedCounters, Recorder};
+use super::{NamedCounters, PhaseCounts, Recorder, TargetPoint, Waiting};
 
 /// Counters every reference server keeps; the serve command prints them.
 #[derive(Debug, Default, Clone)]
@@ -63,6 +63,18 @@ pub struct IntervalPoint {
     pub lateness_p99_us: u64,
     pub inputs_sent: u64,
     pub snapshots_applied: u64,
+    /// Bots per phase at the end of the interval (connecting, transport handshake, protocol
+    /// handshake, content, in game, reconnecting, failed, closed).
+    #[serde(default)]
+    pub phases: PhaseCounts,
+    /// Bots on their way into the game, grouped by phase and what they wait for, with how
+    /// long the longest has waited; empty when every bot plays or has finished.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting: Vec<Waiting>,
+    /// Per target (game instance) when the bots play on two or more (and at most
+    /// [`MAX_TARGETS`](super::phases::MAX_TARGETS)): bots per phase and payload bytes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<TargetPoint>,
     /// The run's last, shorter interval (from the last whole second to the stop), so that the
     /// points add up to the run's totals. Absent (false) on whole seconds.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

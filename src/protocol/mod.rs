@@ -38,8 +38,8 @@ pub use registry::{EnetCompression, EnetNeeds, Protocol, ServerParams, Transport
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-pub use crate::metrics::ServerStats;
 use crate::metrics::{MetricDesc, Recorder};
+pub use crate::metrics::{Phase, ServerStats};
 pub use pattern::{InputPattern, Keys, PatternState};
 
 /// Most entities a bot tracks. A server that announces more (a hostile or broken one
@@ -162,6 +162,26 @@ pub trait Bot: Send {
     /// When the bot next wants [`Bot::handle_timeout`].
     fn poll_timeout(&self) -> Option<Instant>;
     fn phase(&self) -> BotPhase;
+    /// Where the bot is, in the words the report counts per second ([`Phase`]). The default
+    /// reads [`Bot::phase`]: `Connecting` is the protocol handshake and `Connected` is in
+    /// game. A protocol with a stage between the hello and play (City's content transfer)
+    /// says so here. The engine adds the phases only it sees (transport handshake,
+    /// reconnecting) and calls this once a second per bot, never per packet.
+    fn life_phase(&self) -> Phase {
+        match self.phase() {
+            BotPhase::Idle => Phase::Connecting,
+            BotPhase::Connecting => Phase::ProtocolHandshake,
+            BotPhase::Connected => Phase::InGame,
+            BotPhase::Failed => Phase::Failed,
+            BotPhase::Closed => Phase::Closed,
+        }
+    }
+    /// The message a bot that is not yet playing waits for ("ServerHello",
+    /// "ContentManifest"), for the console's "20 bots waiting for ContentManifest for 15 s".
+    /// `None` when the protocol does not name one.
+    fn waiting_for(&self) -> Option<&'static str> {
+        None
+    }
     /// The transport's session under the bot ended (ENet disconnect or timeout). Raw UDP
     /// never calls it. The bot should record why and move to `Closed` or `Failed`.
     fn handle_transport_closed(&mut self, _now: Instant, _rec: &mut Recorder) {}

@@ -240,17 +240,8 @@ pub fn format_observed(metric_path: &str, v: Option<f64>) -> String {
     let Some(v) = v else {
         return "no data".into();
     };
-    if metric_path.contains("_us.") {
-        if v >= 1000.0 {
-            format!("{:.2}ms", v / 1000.0)
-        } else {
-            format!("{v:.0}us")
-        }
-    } else if metric_path.contains("rate") {
-        format!("{:.3}%", v * 100.0)
-    } else {
-        format!("{v}")
-    }
+    // The report's formatter, so the console, junit.xml and report.html print one figure alike.
+    super::format::fmt_unit(super::format::metric_unit(metric_path), v)
 }
 
 /// Seconds since the epoch to a compact UTC stamp for folder names: 20261125T221530Z.
@@ -358,11 +349,11 @@ mod tests {
 
     #[test]
     fn observed_values_in_their_units() {
-        assert_eq!(format_observed("rtt_us.p99", Some(1500.0)), "1.50ms");
-        assert_eq!(format_observed("rtt_us.p99", Some(150.0)), "150us");
+        assert_eq!(format_observed("rtt_us.p99", Some(1500.0)), "1.50 ms");
+        assert_eq!(format_observed("rtt_us.p99", Some(150.0)), "150 µs");
         assert_eq!(
             format_observed("loss.downstream.rate", Some(0.0125)),
-            "1.250%"
+            "1.25%"
         );
         assert_eq!(format_observed("bots.failed", None), "no data");
     }

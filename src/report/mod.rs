@@ -2,6 +2,7 @@
 
 pub mod build;
 pub mod compare;
+pub mod format;
 pub mod hlog;
 pub mod html;
 pub mod junit;
@@ -29,7 +30,10 @@ pub fn write_all(dir: &Path, s: &Summary, junit: bool) -> std::io::Result<Writte
     let json = serde_json::to_string_pretty(s).map_err(std::io::Error::other)?;
     std::fs::write(&summary_json, json + "\n")?;
     let report_html = dir.join("report.html");
-    std::fs::write(&report_html, html::render(s))?;
+    // The histograms the run (or `merge`) logged next to the summary draw the report's
+    // percentile plots exactly; without them (or unreadable) it falls back to the summary.
+    let log = html::HistLog::read(&dir.join("histograms.hlog")).ok();
+    std::fs::write(&report_html, html::render_with(s, log.as_ref()))?;
     let junit_xml = if junit {
         let p = dir.join("junit.xml");
         std::fs::write(&p, junit::render(s))?;

@@ -67,7 +67,7 @@ use crate::protocol::seqwindow::{SeqOutcome, SeqWindow};
 use crate::protocol::acks::PendingAcks;
 use crate::protocol::ping::OneInFlight;
 use crate::protocol::timers::{earliest, Handshake, Periodic, Silence};
-use crate::protocol::{Bot, BotParams, BotPhase, PatternState, Transmit};
+use crate::protocol::{Bot, BotParams, BotPhase, PatternState, Phase, Transmit};
 
 /// city.md's input buffer size.
 pub const INPUT_BUFFER: usize = 128;
@@ -1367,6 +1367,34 @@ impl Bot for CityBot {
 
     fn phase(&self) -> BotPhase {
         self.phase
+    }
+
+    /// After ServerHello the session is `Connected`, but the bot plays only once content
+    /// and the first world state arrived: that stretch is the `content` phase.
+    fn life_phase(&self) -> Phase {
+        match (self.phase, self.stage) {
+            (BotPhase::Connected, Stage::Content | Stage::AwaitWorld) => Phase::Content,
+            (BotPhase::Idle, _) => Phase::Connecting,
+            (BotPhase::Connecting, _) => Phase::ProtocolHandshake,
+            (BotPhase::Connected, Stage::Hello | Stage::Playing) => Phase::InGame,
+            (BotPhase::Failed, _) => Phase::Failed,
+            (BotPhase::Closed, _) => Phase::Closed,
+        }
+    }
+
+    fn waiting_for(&self) -> Option<&'static str> {
+        match (self.phase, self.stage) {
+            (BotPhase::Connecting, _) => Some("ServerHello"),
+            (BotPhase::Connected, Stage::Content) if !self.manifest_seen => {
+                Some("ContentManifest")
+            }
+            (BotPhase::Connected, Stage::Content) => Some("ContentChunk/ContentComplete"),
+            (BotPhase::Connected, Stage::AwaitWorld) => Some(match self.dialect() {
+                Dialect::Spec => "FullState",
+                Dialect::Implementation => "EntitySpawn (own player)",
+            }),
+            _ => None,
+        }
     }
 
     fn handle_transport_closed(&mut self, now: Instant, rec: &mut Recorder) {

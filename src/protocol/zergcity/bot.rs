@@ -50,7 +50,7 @@ use crate::protocol::acks::PendingAcks;
 use crate::protocol::input_grid::InputGrid;
 use crate::protocol::seqwindow::SeqWindow;
 use crate::protocol::timers::{earliest, Handshake, Periodic, Silence};
-use crate::protocol::{Bot, BotParams, BotPhase, Relink, Transmit};
+use crate::protocol::{Bot, BotParams, BotPhase, Phase, Relink, Transmit};
 
 /// Applied ticks kept as baselines (at 20 Hz: 800 ms of acknowledgement delay).
 pub const BASELINES: usize = 16;
@@ -1068,6 +1068,28 @@ impl Bot for ZergCityBot {
 
     fn phase(&self) -> BotPhase {
         self.phase
+    }
+
+    /// Accepted but before the first FullSnapshot is the `content` phase; a dropped session
+    /// being replaced (and its new hello) is `reconnecting`.
+    fn life_phase(&self) -> Phase {
+        match (self.phase, self.stage) {
+            (BotPhase::Connected, Stage::AwaitFull) => Phase::Content,
+            (BotPhase::Connected, Stage::Relinking | Stage::Hello) => Phase::Reconnecting,
+            (BotPhase::Connected, Stage::Playing) => Phase::InGame,
+            (BotPhase::Idle, _) => Phase::Connecting,
+            (BotPhase::Connecting, _) => Phase::ProtocolHandshake,
+            (BotPhase::Failed, _) => Phase::Failed,
+            (BotPhase::Closed, _) => Phase::Closed,
+        }
+    }
+
+    fn waiting_for(&self) -> Option<&'static str> {
+        match (self.phase, self.stage) {
+            (BotPhase::Connecting, _) | (BotPhase::Connected, Stage::Hello) => Some("ServerHello"),
+            (BotPhase::Connected, Stage::AwaitFull) => Some("FullSnapshot"),
+            _ => None,
+        }
     }
 
     fn handle_transport_closed(&mut self, now: Instant, rec: &mut Recorder) {

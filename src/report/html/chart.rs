@@ -6,8 +6,8 @@
 
 use std::fmt::Write as _;
 
-use super::format::{fmt_plain, fmt_unit, group_f, Unit};
 use crate::metrics::HistSummary;
+use crate::report::format::{fmt_plain, fmt_unit, group_f, Unit};
 
 /// `write!` into a `String`, which cannot fail.
 macro_rules! w {
@@ -152,55 +152,41 @@ fn tick_label(unit: Unit, v: f64, step: f64, top: f64) -> String {
     }
 }
 
-/// One SVG line chart: axes with nice ticks, a legend, one polyline per series. The y axis
-/// starts at zero; the x axis is seconds since the start of the run.
-pub(super) fn line_chart(label: &str, series: &[Series], unit: Unit) -> String {
-    let finite: Vec<Vec<(f64, f64)>> = series
-        .iter()
-        .map(|s| {
-            s.points
-                .iter()
-                .copied()
-                .filter(|(t, v)| t.is_finite() && v.is_finite())
-                .collect()
-        })
-        .collect();
-    let all = || finite.iter().flatten();
-    let has_data = all().next().is_some();
+/// A horizontal line drawn across a chart: a threshold's limit.
+pub(super) struct Mark {
+    pub label: String,
+    pub value: f64,
+}
 
-    // x: 0 (or the earliest point) .. the last point, in s, min or h by span.
-    let x0 = all().map(|p| p.0).fold(0.0, f64::min);
-    let x_max = all().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
-    let x1 = if x_max > x0 { x_max } else { x0 + 1.0 };
-    let span = x1 - x0;
-    let (xdiv, xunit) = if span < 300.0 {
-        (1.0, "s")
-    } else if span < 3.0 * 3600.0 {
-        (60.0, "min")
-    } else {
-        (3600.0, "h")
+/// What a chart adds to its series.
+#[derive(Default)]
+pub(super) struct Opts {
+    /// Cut the y axis here when the data go higher (an outlier must not flatten the rest):
+    /// points above are drawn on the top edge with a ▲ and their value in a hover title.
+    pub clip_at: Option<f64>,
+    /// Threshold lines.
+    pub marks: Vec<Mark>,
+}
+
+/// The y axis top for data up to `y_max` under `opts`: the clip when the data pass it, and
+/// room for threshold lines that are not far above the data (a 50 ms limit over 300 µs data
+/// would flatten them: it is named at the top edge instead). Returns the top value to fit.
+fn fit_top(y_max: f64, opts: &Opts) -> f64 {
+    let data_top = match opts.clip_at {
+        Some(c) if c > 0.0 && y_max > c => c,
+        _ => y_max,
     };
-    let mut xstep = nice_step(span / xdiv, 8, false);
-    if xdiv == 1.0 && xstep < 1.0 {
-        xstep = 1.0;
-    }
+    let marks = opts
+        .marks
+        .iter()
+        .map(|m| m.value)
+        .filter(|&v| v.is_finite() && v <= 3.0 * data_top.max(f64::MIN_POSITIVE))
+        .fold(0.0, f64::max);
+    data_top.max(marks)
+}
 
-    // y: 0 .. a nice top above the largest value.
-    let y_max = all().map(|p| p.1).fold(0.0, f64::max);
-    let (top, ystep) = axis_range(y_max, unit.min_span(), 5, unit.integral());
-
-    let px = |t: f64| ML + (t - x0) / span * PW;
-    let py = |v: f64| MT + PH - (v / top).clamp(0.0, 1.0) * PH;
-
-    let mut svg = String::new();
-    w!(
-        svg,
-        "<svg class=\"lc\" viewBox=\"0 0 {CW} {CH}\" role=\"img\" aria-label=\"{}\" \
-         preserveAspectRatio=\"xMidYMid meet\">\n",
-        esc(label)
-    );
-
-    // Horizontal grid and y tick labels.
+/// Horizontal grid lines and y tick labels for `0..top`.
+fn y_axis(svg: &mut String, unit: Unit, top: f64, ystep: f64, py: &dyn Fn(f64) -> f64) {
     let ny = (top / ystep).round() as usize;
     for i in 0..=ny {
         let v = i as f64 * ystep;
@@ -215,48 +201,192 @@ pub(super) fn line_chart(label: &str, series: &[Series], unit: Unit) -> String {
             esc(&tick_label(unit, v, ystep, top))
         );
     }
-    // Vertical grid, x ticks and labels.
-    let xdec = decimals_for(xstep);
-    let first = (x0 / xdiv / xstep).ceil() as i64;
-    let last = (x1 / xdiv / xstep + 1e-9).floor() as i64;
-    for k in first..=last {
-        let tv = k as f64 * xstep;
-        let x = px(tv * xdiv);
+}
+
+/// Threshold lines: dashed, labelled at the right end; one above the axis is named at the
+/// top edge with an arrow.
+fn draw_marks(svg: &mut String, unit: Unit, top: f64, marks: &[Mark], py: &dyn Fn(f64) -> f64) {
+    for m in marks {
+        if !m.value.is_finite() {
+            continue;
+        }
+        let text = format!("{} {}", m.label, fmt_unit(unit, m.value));
+        if m.value > top {
+            w!(
+                svg,
+                "<text class=\"thr\" data-mark=\"above\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">▲ {} (above the axis)</text>\n",
+                ML + PW,
+                MT - 4.0,
+                esc(&text)
+            );
+            continue;
+        }
+        let y = py(m.value);
         w!(
             svg,
-            "<line class=\"grid\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{MT}\" y2=\"{:.1}\"/>\
-             <line class=\"axis\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{:.1}\" y2=\"{:.1}\"/>\
-             <text class=\"xt\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>\n",
-            MT + PH,
-            MT + PH,
-            MT + PH + 4.0,
-            MT + PH + 18.0,
-            group_f(tv, xdec)
+            "<line class=\"thr\" data-mark=\"{}\" x1=\"{ML}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\"/>\
+             <text class=\"thr\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>\n",
+            esc(&m.label),
+            ML + PW,
+            ML + PW - 2.0,
+            y - 4.0,
+            esc(&text)
         );
     }
-    w!(
-        svg,
-        "<line class=\"axis\" x1=\"{ML}\" x2=\"{ML}\" y1=\"{MT}\" y2=\"{:.1}\"/>\n\
-         <text class=\"xl\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">time since start ({xunit})</text>\n",
-        MT + PH,
-        ML + PW / 2.0,
-        CH - 6.0
-    );
+}
 
-    // Legend, above the plot.
+/// The legend, above the plot.
+fn legend(svg: &mut String, names: &[(&str, &str)]) {
     let mut lx = ML;
-    for s in series {
+    for (name, color) in names {
         w!(
             svg,
             "<line x1=\"{lx:.1}\" x2=\"{:.1}\" y1=\"14\" y2=\"14\" stroke=\"{}\" stroke-width=\"3\" \
              stroke-linecap=\"round\"/><text class=\"lg\" x=\"{:.1}\" y=\"14\" dy=\"0.32em\">{}</text>\n",
             lx + 16.0,
-            esc(s.color),
+            esc(color),
             lx + 22.0,
-            esc(s.name)
+            esc(name)
         );
-        lx += 22.0 + 7.0 * s.name.chars().count() as f64 + 20.0;
+        lx += 22.0 + 7.0 * name.chars().count() as f64 + 20.0;
     }
+}
+
+fn no_data(svg: &mut String) {
+    w!(
+        svg,
+        "<text class=\"nodata\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">no data</text>\n",
+        ML + PW / 2.0,
+        MT + PH / 2.0
+    );
+}
+
+/// A ▲ on the top edge at `x` for a value above the axis, with the value in its title.
+fn off_scale(svg: &mut String, x: f64, title: &str) {
+    w!(
+        svg,
+        "<path class=\"off\" d=\"M{:.1},{:.1}l-4.5,8h9z\"><title>{}</title></path>\n",
+        x,
+        MT - 1.0,
+        esc(title)
+    );
+}
+
+/// The time axis (x) of the per-second charts: 0 (or the earliest point) .. the last point.
+struct TimeAxis {
+    x0: f64,
+    span: f64,
+    xdiv: f64,
+    xunit: &'static str,
+    xstep: f64,
+}
+
+impl TimeAxis {
+    fn of(x0: f64, x_max: f64) -> Self {
+        let x1 = if x_max > x0 { x_max } else { x0 + 1.0 };
+        let span = x1 - x0;
+        let (xdiv, xunit) = if span < 300.0 {
+            (1.0, "s")
+        } else if span < 3.0 * 3600.0 {
+            (60.0, "min")
+        } else {
+            (3600.0, "h")
+        };
+        let mut xstep = nice_step(span / xdiv, 8, false);
+        if xdiv == 1.0 && xstep < 1.0 {
+            xstep = 1.0;
+        }
+        Self {
+            x0,
+            span,
+            xdiv,
+            xunit,
+            xstep,
+        }
+    }
+
+    fn px(&self, t: f64) -> f64 {
+        ML + (t - self.x0) / self.span * PW
+    }
+
+    fn draw(&self, svg: &mut String) {
+        let xdec = decimals_for(self.xstep);
+        let x1 = self.x0 + self.span;
+        let first = (self.x0 / self.xdiv / self.xstep).ceil() as i64;
+        let last = (x1 / self.xdiv / self.xstep + 1e-9).floor() as i64;
+        for k in first..=last {
+            let tv = k as f64 * self.xstep;
+            let x = self.px(tv * self.xdiv);
+            w!(
+                svg,
+                "<line class=\"grid\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{MT}\" y2=\"{:.1}\"/>\
+                 <line class=\"axis\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{:.1}\" y2=\"{:.1}\"/>\
+                 <text class=\"xt\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>\n",
+                MT + PH,
+                MT + PH,
+                MT + PH + 4.0,
+                MT + PH + 18.0,
+                group_f(tv, xdec)
+            );
+        }
+        w!(
+            svg,
+            "<line class=\"axis\" x1=\"{ML}\" x2=\"{ML}\" y1=\"{MT}\" y2=\"{:.1}\"/>\n\
+             <text class=\"xl\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">time since start ({})</text>\n",
+            MT + PH,
+            ML + PW / 2.0,
+            CH - 6.0,
+            self.xunit
+        );
+    }
+}
+
+fn open_svg(svg: &mut String, class: &str, label: &str) {
+    w!(
+        svg,
+        "<svg class=\"lc {class}\" viewBox=\"0 0 {CW} {CH}\" role=\"img\" aria-label=\"{}\" \
+         preserveAspectRatio=\"xMidYMid meet\">\n",
+        esc(label)
+    );
+}
+
+/// One SVG line chart: axes with nice ticks, a legend, one polyline per series. The y axis
+/// starts at zero; the x axis is seconds since the start of the run.
+pub(super) fn line_chart(label: &str, series: &[Series], unit: Unit) -> String {
+    line_chart_with(label, series, unit, &Opts::default())
+}
+
+/// [`line_chart`] with threshold lines and an outlier clip.
+pub(super) fn line_chart_with(label: &str, series: &[Series], unit: Unit, opts: &Opts) -> String {
+    let finite: Vec<Vec<(f64, f64)>> = series
+        .iter()
+        .map(|s| {
+            s.points
+                .iter()
+                .copied()
+                .filter(|(t, v)| t.is_finite() && v.is_finite())
+                .collect()
+        })
+        .collect();
+    let all = || finite.iter().flatten();
+    let has_data = all().next().is_some();
+
+    let x0 = all().map(|p| p.0).fold(0.0, f64::min);
+    let x_max = all().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
+    let xa = TimeAxis::of(x0, x_max);
+
+    // y: 0 .. a nice top above the largest value (or the clip, or a near threshold).
+    let y_max = all().map(|p| p.1).fold(0.0, f64::max);
+    let (top, ystep) = axis_range(fit_top(y_max, opts), unit.min_span(), 5, unit.integral());
+
+    let py = |v: f64| MT + PH - (v / top).clamp(0.0, 1.0) * PH;
+
+    let mut svg = String::new();
+    open_svg(&mut svg, "ts", label);
+    y_axis(&mut svg, unit, top, ystep, &py);
+    xa.draw(&mut svg);
+    let names: Vec<(&str, &str)> = series.iter().map(|s| (s.name, s.color)).collect();
+    legend(&mut svg, &names);
 
     // Series.
     let cols = PW as usize;
@@ -264,10 +394,10 @@ pub(super) fn line_chart(label: &str, series: &[Series], unit: Unit) -> String {
         if pts.is_empty() {
             continue;
         }
-        let pts = decimate(pts, x0, span, cols);
+        let pts = decimate(pts, xa.x0, xa.span, cols);
         let coords: Vec<String> = pts
             .iter()
-            .map(|&(t, v)| format!("{:.1},{:.1}", px(t), py(v)))
+            .map(|&(t, v)| format!("{:.1},{:.1}", xa.px(t), py(v)))
             .collect();
         w!(
             svg,
@@ -277,28 +407,206 @@ pub(super) fn line_chart(label: &str, series: &[Series], unit: Unit) -> String {
             esc(s.color),
             coords.join(" ")
         );
+        let title = |t: f64, v: f64| {
+            format!(
+                "{} at {} s: {}",
+                s.name,
+                fmt_plain((t * 10.0).round() / 10.0),
+                fmt_unit(unit, v)
+            )
+        };
+        for &(t, v) in pts.iter().filter(|p| p.1 > top) {
+            off_scale(&mut svg, xa.px(t), &format!("{} (off scale)", title(t, v)));
+        }
         if pts.len() <= DOTS_UP_TO {
             for &(t, v) in &pts {
                 w!(
                     svg,
-                    "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\" fill=\"{}\"><title>{} at {} s: {}</title></circle>\n",
-                    px(t),
+                    "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\" fill=\"{}\"><title>{}</title></circle>\n",
+                    xa.px(t),
                     py(v),
                     esc(s.color),
-                    esc(s.name),
-                    fmt_plain((t * 10.0).round() / 10.0),
-                    esc(&fmt_unit(unit, v))
+                    esc(&title(t, v))
                 );
             }
         }
     }
+    draw_marks(&mut svg, unit, top, &opts.marks, &py);
     if !has_data {
+        no_data(&mut svg);
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+/// Layers stacked on each other, second by second (bots per phase): each layer is an area
+/// between the sum of the layers below and that sum plus its own value. Layers that are
+/// zero throughout are left out of the legend.
+pub(super) fn stacked_chart(label: &str, layers: &[Series], unit: Unit) -> String {
+    let times: Vec<f64> = layers
+        .first()
+        .map(|l| l.points.iter().map(|p| p.0).collect())
+        .unwrap_or_default();
+    let has_data = !times.is_empty();
+    let x0 = times.iter().copied().fold(0.0, f64::min);
+    let x_max = times.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let xa = TimeAxis::of(x0, x_max);
+    let mut base = vec![0.0; times.len()];
+    let totals: Vec<f64> = (0..times.len())
+        .map(|i| {
+            layers
+                .iter()
+                .map(|l| l.points.get(i).map_or(0.0, |p| p.1))
+                .filter(|v| v.is_finite())
+                .sum()
+        })
+        .collect();
+    let y_max = totals.iter().copied().fold(0.0, f64::max);
+    let (top, ystep) = axis_range(y_max, unit.min_span(), 5, unit.integral());
+    let py = |v: f64| MT + PH - (v / top).clamp(0.0, 1.0) * PH;
+    let mut svg = String::new();
+    open_svg(&mut svg, "st", label);
+    y_axis(&mut svg, unit, top, ystep, &py);
+    xa.draw(&mut svg);
+    let shown: Vec<(&str, &str)> = layers
+        .iter()
+        .filter(|l| l.points.iter().any(|p| p.1 > 0.0))
+        .map(|l| (l.name, l.color))
+        .collect();
+    legend(&mut svg, &shown);
+    for l in layers {
+        if !l.points.iter().any(|p| p.1 > 0.0) {
+            continue;
+        }
+        let mut upper = Vec::with_capacity(times.len());
+        let mut lower = Vec::with_capacity(times.len());
+        for (i, &t) in times.iter().enumerate() {
+            let v = l.points.get(i).map_or(0.0, |p| p.1);
+            let v = if v.is_finite() { v } else { 0.0 };
+            lower.push(format!("{:.1},{:.1}", xa.px(t), py(base[i])));
+            base[i] += v;
+            upper.push(format!("{:.1},{:.1}", xa.px(t), py(base[i])));
+        }
+        lower.reverse();
         w!(
             svg,
-            "<text class=\"nodata\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">no data</text>\n",
-            ML + PW / 2.0,
-            MT + PH / 2.0
+            "<polygon data-series=\"{}\" fill=\"{}\" fill-opacity=\"0.85\" stroke=\"{}\" \
+             stroke-width=\"0.5\" points=\"{} {}\"><title>{}</title></polygon>\n",
+            esc(l.name),
+            esc(l.color),
+            esc(l.color),
+            upper.join(" "),
+            lower.join(" "),
+            esc(l.name)
         );
+    }
+    if !has_data {
+        no_data(&mut svg);
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+/// x of a percentile on the HdrHistogram plot: log10 of 1/(1-p), so 90 % is 1, 99 % is 2,
+/// 99.9 % is 3; `p` of 1 (the max) is drawn at `x_max`.
+fn nines(p: f64, x_max: f64) -> f64 {
+    if p >= 1.0 {
+        x_max
+    } else {
+        (1.0 / (1.0 - p.max(0.0))).log10().min(x_max)
+    }
+}
+
+/// A latency (or size) distribution as HdrHistogram plots it: value against percentile, the
+/// percentile axis logarithmic in 1/(1-p) so the tail (99 %, 99.9 %, ...) gets as much room
+/// as the body. `curves` hold `(percentile 0..=1, value)` points; `count` (the samples) sets
+/// how far the axis goes (no further nines than the data resolve). The y axis is clipped
+/// per `opts` with off-scale points marked.
+pub(super) fn percentile_plot(
+    label: &str,
+    curves: &[Series],
+    count: u64,
+    unit: Unit,
+    opts: &Opts,
+) -> String {
+    let x_max = (count.max(10) as f64).log10().ceil().clamp(2.0, 7.0);
+    let px = |x: f64| ML + x / x_max * PW;
+    let pts: Vec<Vec<(f64, f64)>> = curves
+        .iter()
+        .map(|c| {
+            c.points
+                .iter()
+                .filter(|p| p.0.is_finite() && p.1.is_finite())
+                .map(|&(p, v)| (nines(p, x_max), v))
+                .collect()
+        })
+        .collect();
+    let has_data = pts.iter().any(|c| !c.is_empty());
+    let y_max = pts.iter().flatten().map(|p| p.1).fold(0.0, f64::max);
+    let (top, ystep) = axis_range(fit_top(y_max, opts), unit.min_span(), 5, unit.integral());
+    let py = |v: f64| MT + PH - (v / top).clamp(0.0, 1.0) * PH;
+    let mut svg = String::new();
+    open_svg(&mut svg, "pp", label);
+    y_axis(&mut svg, unit, top, ystep, &py);
+    // Percentile ticks: 0 %, 50 %, then one per nine.
+    let mut ticks = vec![(0.0, "0%".to_string()), (2f64.log10(), "50%".to_string())];
+    for k in 1..=(x_max as i32) {
+        let p = 100.0 - 100.0 / 10f64.powi(k);
+        let text = format!("{}%", group_f(p, (k - 2).max(0) as usize));
+        ticks.push((f64::from(k), text));
+    }
+    for (x, text) in &ticks {
+        // The last label ends at the plot's edge rather than running past the chart.
+        let anchor = if *x >= x_max { "end" } else { "middle" };
+        let x = px(*x);
+        w!(
+            svg,
+            "<line class=\"grid\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{MT}\" y2=\"{:.1}\"/>\
+             <text class=\"xt\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"{anchor}\">{}</text>\n",
+            MT + PH,
+            MT + PH + 18.0,
+            esc(text)
+        );
+    }
+    w!(
+        svg,
+        "<line class=\"axis\" x1=\"{ML}\" x2=\"{ML}\" y1=\"{MT}\" y2=\"{:.1}\"/>\n\
+         <text class=\"xl\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">percentile (log scale of 1/(1−p))</text>\n",
+        MT + PH,
+        ML + PW / 2.0,
+        CH - 6.0
+    );
+    let names: Vec<(&str, &str)> = curves.iter().map(|c| (c.name, c.color)).collect();
+    legend(&mut svg, &names);
+    for (c, p) in curves.iter().zip(&pts) {
+        if p.is_empty() {
+            continue;
+        }
+        let coords: Vec<String> = p
+            .iter()
+            .map(|&(x, v)| format!("{:.1},{:.1}", px(x), py(v)))
+            .collect();
+        w!(
+            svg,
+            "<polyline data-series=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\" \
+             stroke-linejoin=\"round\" points=\"{}\"/>\n",
+            esc(c.name),
+            esc(c.color),
+            coords.join(" ")
+        );
+        // Where the tail leaves the axis, titled with how far it goes.
+        let peak = p.iter().map(|q| q.1).fold(0.0, f64::max);
+        if let Some(&(x, _)) = p.iter().find(|q| q.1 > top) {
+            off_scale(
+                &mut svg,
+                px(x),
+                &format!("{}: up to {} (off scale)", c.name, fmt_unit(unit, peak)),
+            );
+        }
+    }
+    draw_marks(&mut svg, unit, top, &opts.marks, &py);
+    if !has_data {
+        no_data(&mut svg);
     }
     svg.push_str("</svg>\n");
     svg
@@ -528,5 +836,118 @@ mod tests {
         // All zero: no bars, no division by zero.
         let flat = percentile_chart("z", &HistSummary::default(), &|v| v.to_string());
         assert!(flat.contains("height=\"0.0\"") && !flat.contains("NaN"));
+    }
+
+    /// The percentile axis puts each nine one step right (log of 1/(1-p)); an outlier past
+    /// the clip is drawn on the top edge and marked, not allowed to flatten the body.
+    #[test]
+    fn percentile_plot_spaces_nines_evenly_and_marks_the_clipped_tail() {
+        let svg = percentile_plot(
+            "rtt",
+            &[Series {
+                name: "a",
+                color: BLUE,
+                points: vec![
+                    (0.5, 100.0),
+                    (0.9, 200.0),
+                    (0.99, 400.0),
+                    (0.999, 100_000.0),
+                ],
+            }],
+            1000,
+            Unit::Micros,
+            &Opts {
+                clip_at: Some(600.0),
+                marks: vec![],
+            },
+        );
+        let line = polyline(&svg, "a");
+        // 1000 samples: the axis ends at 99.9 % (three nines).
+        let x = |nines: f64| ML + nines / 3.0 * PW;
+        assert!((line[1].0 - x(1.0)).abs() < 0.06, "{line:?}");
+        assert!((line[2].0 - x(2.0)).abs() < 0.06, "{line:?}");
+        assert!((line[3].0 - x(3.0)).abs() < 0.06, "{line:?}");
+        // The axis stops at the clip (600 µs, already a nice top): 400 µs is two thirds up.
+        assert!((line[2].1 - (MT + PH / 3.0)).abs() < 0.06, "{line:?}");
+        assert_eq!(line[3].1, MT);
+        assert!(svg.contains("class=\"off\""));
+        assert!(svg.contains("up to 100.00 ms (off scale)"));
+        assert!(svg.contains(">99.9%</text>"));
+    }
+
+    /// A threshold near the data is a dashed line at its value; one far above is named at
+    /// the top instead of squashing the data into the bottom of the chart.
+    #[test]
+    fn threshold_lines_sit_at_their_value_or_are_named_above() {
+        let data = [Series {
+            name: "p99",
+            color: BLUE,
+            points: vec![(1.0, 800.0), (2.0, 900.0)],
+        }];
+        let near = line_chart_with(
+            "rtt",
+            &data,
+            Unit::Micros,
+            &Opts {
+                clip_at: None,
+                marks: vec![Mark {
+                    label: "threshold p99 <".into(),
+                    value: 1000.0,
+                }],
+            },
+        );
+        // Axis top 1 ms: the line is at the top of the plot.
+        assert!(near.contains(&format!("class=\"thr\" data-mark=\"threshold p99 &lt;\" x1=\"{ML}\" x2=\"{:.1}\" y1=\"{MT:.1}\"", ML + PW)), "{near}");
+        assert!(near.contains("threshold p99 &lt; 1.00 ms"));
+        let far = line_chart_with(
+            "rtt",
+            &data,
+            Unit::Micros,
+            &Opts {
+                clip_at: None,
+                marks: vec![Mark {
+                    label: "threshold p99 <".into(),
+                    value: 50_000.0,
+                }],
+            },
+        );
+        assert!(far.contains("data-mark=\"above\""));
+        assert!(far.contains("threshold p99 &lt; 50.00 ms (above the axis)"));
+        // The data still fill the chart: 900 µs under a 1 ms top.
+        assert!(polyline(&far, "p99")[1].1 < MT + 0.2 * PH);
+    }
+
+    /// Layers stack: the second layer's upper edge is at the sum of both.
+    #[test]
+    fn stacked_layers_add_up() {
+        let svg = stacked_chart(
+            "phases",
+            &[
+                Series {
+                    name: "content",
+                    color: AMBER,
+                    points: vec![(1.0, 10.0), (2.0, 0.0)],
+                },
+                Series {
+                    name: "in_game",
+                    color: BLUE,
+                    points: vec![(1.0, 30.0), (2.0, 40.0)],
+                },
+                Series {
+                    name: "failed",
+                    color: RED,
+                    points: vec![(1.0, 0.0), (2.0, 0.0)],
+                },
+            ],
+            Unit::Count,
+        );
+        let top = polyline(&svg, "in_game");
+        // Axis 0..40: both seconds total 40 bots, so the upper edge is at the top.
+        assert_eq!(top[0].1, MT);
+        assert_eq!(top[1].1, MT);
+        // Its lower edge at second 1 is the 10 bots of `content`: a quarter up.
+        assert!((top[3].1 - (MT + PH * 0.75)).abs() < 0.06, "{top:?}");
+        // A layer that never had a bot is neither drawn nor in the legend.
+        assert!(!svg.contains("failed"));
     }
 }

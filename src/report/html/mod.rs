@@ -5,17 +5,17 @@
 //! user input. This module turns a [`Summary`] into the template's view model:
 //!
 //! - `view`: header, thresholds, key figures, latency percentiles, errors;
-//! - `timeline`: the per-second charts;
+//! - `timeline`: the per-second charts, bots by phase, and the percentile plots;
+//! - `hists`: the histograms read back from `histograms.hlog`, when it is beside the report;
 //! - `protocol`: the protocol's own metrics, shown as its `protocol_metric_info` says;
 //! - `chart`: the SVG drawn in code (the only markup not written in the template);
-//! - `format`: how numbers and units are printed.
 //!
 //! Everything is inline and works offline: CSS in a `<style>` block, charts as SVG (no
 //! JavaScript, no fonts, no images, no external references; a Content-Security-Policy forbids
 //! fetching anything).
 
 mod chart;
-mod format;
+pub mod hists;
 mod protocol;
 mod timeline;
 mod view;
@@ -23,9 +23,10 @@ mod view;
 use askama::Template;
 
 use super::summary::Summary;
-use format::fmt_duration;
+use crate::report::format::fmt_duration;
+pub use hists::HistLog;
 use protocol::Tables;
-use timeline::Figure;
+use timeline::{Figure, TargetRow};
 use view::{Card, ErrorRow, HistRow, Meta, ThresholdRow, Verdict};
 
 /// The whole page, as the template reads it.
@@ -42,6 +43,10 @@ struct Page<'a> {
     highlights: Vec<Card>,
     no_intervals: bool,
     figures: Vec<Figure>,
+    latency_dists: Vec<Figure>,
+    bandwidth_dists: Vec<Figure>,
+    target_figures: Vec<Figure>,
+    targets: Vec<TargetRow>,
     latency: Vec<HistRow>,
     /// Error rows and their total, or none at all.
     errors: Option<(Vec<ErrorRow>, String)>,
@@ -51,7 +56,8 @@ struct Page<'a> {
 }
 
 impl<'a> Page<'a> {
-    fn of(s: &'a Summary) -> Self {
+    fn of(s: &'a Summary, log: Option<&HistLog>) -> Self {
+        let (target_figures, targets) = timeline::per_target(s);
         Self {
             title: if s.scenario.is_empty() {
                 "(unnamed scenario)"
@@ -65,7 +71,11 @@ impl<'a> Page<'a> {
             key_figures: view::key_figures(s),
             highlights: protocol::highlights(s),
             no_intervals: s.intervals.is_empty(),
-            figures: timeline::figures(s),
+            figures: timeline::figures(s, log),
+            latency_dists: timeline::latency_distributions(s, log),
+            bandwidth_dists: timeline::bandwidth_distributions(s, log),
+            target_figures,
+            targets,
             latency: view::latency(s),
             errors: view::errors(s),
             protocol: protocol::tables(s),
@@ -77,9 +87,15 @@ impl<'a> Page<'a> {
 
 /// Render the whole report as one HTML document.
 pub fn render(s: &Summary) -> String {
+    render_with(s, None)
+}
+
+/// [`render`] with the run's histograms (from `histograms.hlog`), for exact percentile plots
+/// and p50/p90/p99/max over time; without them the plots use the summary's statistics.
+pub fn render_with(s: &Summary, log: Option<&HistLog>) -> String {
     // Rendering writes into a String and every value's Display is infallible, so an error
     // here is a bug in the template; say so in the page rather than lose the run's report.
-    Page::of(s)
+    Page::of(s, log)
         .render()
         .unwrap_or_else(|e| format!("<!DOCTYPE html>\n<p>report template failed: {e}</p>\n"))
 }
@@ -148,6 +164,15 @@ mod tests {
         }
     }
 
+    /// Bots in game, and the next second's 100 still in their handshake during the ramp.
+    fn demo_phases(bots: u64) -> crate::metrics::PhaseCounts {
+        crate::metrics::PhaseCounts {
+            in_game: bots,
+            protocol_handshake: if bots < 1000 { 100 } else { 0 },
+            ..Default::default()
+        }
+    }
+
     /// A realistic 20 s run: 1000 bots ramping up over 10 s, RTT around 0.3 ms with a spike at
     /// 14 s, a little downstream loss, one failed threshold.
     fn sample_summary() -> Summary {
@@ -187,6 +212,9 @@ mod tests {
                 lateness_p99_us: if spike { 3_400 } else { 40 + (i % 5) * 9 },
                 inputs_sent: bots * 60,
                 snapshots_applied: bots * 30,
+                phases: demo_phases(bots),
+                waiting: Vec::new(),
+                targets: Vec::new(),
                 partial: false,
             });
         }
@@ -417,6 +445,26 @@ mod tests {
         assert!(t.contains("<td><code>kitchen_us</code></td>"));
         // Cards show p50 and p99 only; the full distribution stays in the table.
         assert!(t.contains("Engine RTT <code>engine_rtt_us</code>"));
+    }
+
+    /// Without histograms.hlog the distributions come from the summary's seven statistics
+    /// (and say so); the phases chart stacks the interval counts; a p99 threshold is drawn.
+    #[test]
+    fn distributions_phases_and_threshold_lines_from_the_summary_alone() {
+        let doc = render(&sample_summary());
+        let over = section(&doc, "Over time");
+        assert!(over.contains("data-chart=\"phases\""));
+        assert!(over.contains("data-series=\"in_game\""));
+        assert!(over.contains("data-series=\"protocol_handshake\""));
+        let lat = section(&doc, "Latency distribution");
+        for id in ["dist-rtt_us", "dist-handshake_us", "dist-kitchen_us"] {
+            assert!(lat.contains(&format!("data-chart=\"{id}\"")), "{id}");
+        }
+        assert!(lat.contains("950,000 samples, from summary.json&#39;s percentiles"));
+        let bw = section(&doc, "Bandwidth distribution");
+        assert!(bw.contains("No per-bot bandwidth"), "{bw}");
+        // The sample's `rtt p99 < 50ms` threshold: a line on the RTT charts.
+        assert!(doc.matches("data-mark=\"threshold p99 &lt;\"").count() >= 2);
     }
 
     #[test]

@@ -8,10 +8,10 @@
 use serde_json::{Map, Number, Value};
 
 use super::chart::percentile_chart;
-use super::format::{fmt_plain, fmt_unit, group_int, metric_unit, metric_value, Unit};
 use super::view::{Card, Described, HistRow};
 use crate::metrics::describe::Display;
 use crate::metrics::{HistSummary, MetricInfo};
+use crate::report::format::{fmt_plain, fmt_unit, group_int, metric_unit, metric_value, Unit};
 use crate::report::summary::Summary;
 
 /// Cards for the metrics the protocol wants read first. Histograms show p50 large, then p99

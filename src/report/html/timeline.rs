@@ -1,29 +1,224 @@
-//! The "Over time" section: one line chart per per-second series of the run.
+//! The charts: per-second series ("Over time"), bots by phase, and the distributions
+//! (HdrHistogram percentile plots) of every histogram metric, latency and bandwidth alike.
+//!
+//! Distributions and per-second percentiles come from `histograms.hlog` when the report is
+//! written next to it ([`HistLog`]); without it they are drawn from the summary's seven
+//! statistics per histogram, which is coarser but never invented.
 
-use super::chart::{line_chart, Series, AMBER, BLUE, ORANGE, PURPLE, RED, TEAL};
-use super::format::Unit;
+use hdrhistogram::Histogram;
+
+use super::chart::{
+    line_chart, line_chart_with, percentile_plot, stacked_chart, Mark, Opts, Series, AMBER, BLUE,
+    ORANGE, PURPLE, RED, TEAL,
+};
+use super::hists::{percentile_points, HistLog};
 use super::view::interval_widths;
+use crate::metrics::{HistSummary, Metric, Phase, Threshold};
+use crate::report::format::{metric_unit, Unit};
 use crate::report::summary::{IntervalPoint, Summary};
 
 /// A chart with its title and caption (plain text); `svg` is markup from [`super::chart`].
 pub(super) struct Figure {
-    pub title: &'static str,
+    pub title: String,
     pub svg: String,
     pub caption: String,
+    /// Stable id for the chart (`data-chart`), so tests and readers can find it.
+    pub id: String,
 }
 
 impl Figure {
-    fn new(title: &'static str, series: &[Series], unit: Unit, caption: impl Into<String>) -> Self {
+    fn new(id: &str, title: impl Into<String>, svg: String, caption: impl Into<String>) -> Self {
         Self {
-            title,
-            svg: line_chart(title, series, unit),
+            title: title.into(),
+            svg,
             caption: caption.into(),
+            id: id.to_string(),
         }
     }
 }
 
-/// Bots, RTT, loss, bandwidth and generator lateness, second by second.
-pub(super) fn figures(s: &Summary) -> Vec<Figure> {
+const GRAY: &str = "#6b7280";
+const GREEN: &str = "#16a34a";
+const SLATE: &str = "#94a3b8";
+const PINK: &str = "#db2777";
+
+/// Colour of each phase in the stacked chart, in [`Phase::ALL`] order.
+fn phase_color(p: Phase) -> &'static str {
+    match p {
+        Phase::Connecting => SLATE,
+        Phase::TransportHandshake => PURPLE,
+        Phase::ProtocolHandshake => BLUE,
+        Phase::Content => AMBER,
+        Phase::InGame => GREEN,
+        Phase::Reconnecting => PINK,
+        Phase::Failed => RED,
+        Phase::Closed => GRAY,
+    }
+}
+
+/// Threshold lines for histogram `tag` (`rtt_us`, `send_lateness_us`): every time threshold
+/// on it, whatever its statistic, labelled with the statistic.
+fn time_marks(s: &Summary, tag: &str) -> Vec<Mark> {
+    thresholds(s)
+        .filter_map(|t| match t.metric {
+            Metric::Time(m, stat) if m.key().rsplit('.').next() == Some(tag) => Some(Mark {
+                label: format!("threshold {} {}", stat.name(), op_text(&t)),
+                value: t.limit,
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+fn op_text(t: &Threshold) -> &'static str {
+    match t.op {
+        crate::metrics::threshold::Op::Lt => "<",
+        crate::metrics::threshold::Op::Le => "≤",
+        crate::metrics::threshold::Op::Gt => ">",
+        crate::metrics::threshold::Op::Ge => "≥",
+    }
+}
+
+/// The scenario's thresholds as parsed conditions (those that parse).
+fn thresholds(s: &Summary) -> impl Iterator<Item = Threshold> + '_ {
+    s.thresholds
+        .iter()
+        .filter_map(|t| Threshold::parse(&t.condition).ok())
+}
+
+/// The clip for a series whose outliers (`max`) are far above its body (`reference`): an
+/// axis to 1.5 × the reference, or none when the max is within 3 × of it.
+fn clip(reference: f64, max: f64) -> Option<f64> {
+    (reference > 0.0 && max > 3.0 * reference).then_some(reference * 1.5)
+}
+
+/// How a histogram metric reads: its unit, the divisor its protocol declared, and a title.
+fn describe(s: &Summary, tag: &str) -> (Unit, f64, String) {
+    let builtin = match tag {
+        "rtt_us" => Some("Round-trip time"),
+        "handshake_us" => Some("Handshake time"),
+        "snapshot_interarrival_us" => Some("Snapshot inter-arrival time"),
+        "send_lateness_us" => Some("Send lateness (generator)"),
+        "bot_up_bytes_per_s" => Some("Per-bot upload, bytes per second"),
+        "bot_down_bytes_per_s" => Some("Per-bot download, bytes per second"),
+        "packet_size_up_bytes" => Some("Message size up"),
+        "packet_size_down_bytes" => Some("Message size down"),
+        _ => None,
+    };
+    if let Some(title) = builtin {
+        return (metric_unit(tag), 1.0, title.to_string());
+    }
+    match s.protocol_metric_info.get(tag) {
+        Some(i) if i.is_micros() => (Unit::Micros, 1.0, i.label.clone()),
+        Some(i) => (Unit::Plain, f64::from(i.scale.max(1)), i.label.clone()),
+        None => (metric_unit(tag), 1.0, tag.to_string()),
+    }
+}
+
+/// The transport and protocol timings the log holds that are latencies (µs), RTT first.
+fn latency_tags(s: &Summary, log: &HistLog) -> Vec<String> {
+    let mut tags: Vec<String> = log
+        .tags
+        .iter()
+        .filter(|(_, h)| !h.total.is_empty())
+        .map(|(t, _)| t.clone())
+        .filter(|t| describe(s, t).0 == Unit::Micros)
+        .collect();
+    tags.sort_by_key(|t| (t != "rtt_us", t.clone()));
+    tags
+}
+
+/// Bots by phase, second by second: where every bot is (connecting .. in game .. closed).
+fn phase_figure(iv: &[IntervalPoint]) -> Option<Figure> {
+    if iv.iter().all(|p| p.phases.is_empty()) {
+        return None;
+    }
+    let layers: Vec<Series> = Phase::ALL
+        .iter()
+        .map(|&ph| Series {
+            name: ph.name(),
+            color: phase_color(ph),
+            points: iv.iter().map(|p| (p.t, p.phases.get(ph) as f64)).collect(),
+        })
+        .collect();
+    let stuck = iv
+        .last()
+        .and_then(|p| p.waiting.first())
+        .filter(|w| w.longest_s >= 1)
+        .map(|w| format!(" At the end: {}.", w.sentence()))
+        .unwrap_or_default();
+    Some(Figure::new(
+        "phases",
+        "Bots by phase",
+        stacked_chart("Bots by phase", &layers, Unit::Count),
+        format!(
+            "Where each bot is at the end of each second: connecting, transport handshake \
+             (ENet), protocol handshake, content (accepted, loading before play), in game, \
+             reconnecting, failed, closed.{stuck}"
+        ),
+    ))
+}
+
+/// p50/p90/p99/max of histogram `tag` second by second, from the log.
+fn percentiles_over_time(s: &Summary, log: &HistLog, tag: &str) -> Option<Figure> {
+    let h = log.tags.get(tag)?;
+    if h.total.is_empty() {
+        return None;
+    }
+    let (unit, scale, title) = describe(s, tag);
+    let last_t = s.intervals.last().map(|p| p.t);
+    let n = h.by_second.len();
+    let point_t = |i: usize, sec: u64| -> f64 {
+        // The run's last, partial second ends at the run's end, as its interval point does.
+        match last_t {
+            Some(t) if i + 1 == n && (sec as f64 + 1.0) > t => t,
+            _ => sec as f64 + 1.0,
+        }
+    };
+    let q = |f: &dyn Fn(&Histogram<u64>) -> u64| -> Vec<(f64, f64)> {
+        h.by_second
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, hh))| !hh.is_empty())
+            .map(|(i, (sec, hh))| (point_t(i, *sec), f(hh) as f64 / scale))
+            .collect()
+    };
+    let series = [
+        ("p50", BLUE, q(&|x| x.value_at_quantile(0.5))),
+        ("p90", TEAL, q(&|x| x.value_at_quantile(0.9))),
+        ("p99", ORANGE, q(&|x| x.value_at_quantile(0.99))),
+        ("max", RED, q(&|x| x.max())),
+    ];
+    let p99_top = series[2].2.iter().map(|p| p.1).fold(0.0, f64::max);
+    let max_top = series[3].2.iter().map(|p| p.1).fold(0.0, f64::max);
+    let opts = Opts {
+        clip_at: clip(p99_top, max_top),
+        marks: time_marks(s, tag),
+    };
+    let series: Vec<Series> = series
+        .into_iter()
+        .map(|(name, color, points)| Series {
+            name,
+            color,
+            points,
+        })
+        .collect();
+    let clipped = if opts.clip_at.is_some() {
+        " The axis stops above the highest p99; ▲ marks a max off the scale (hover for its value)."
+    } else {
+        ""
+    };
+    Some(Figure::new(
+        &format!("over-time-{tag}"),
+        format!("{title}: percentiles over time"),
+        line_chart_with(&title, &series, unit, &opts),
+        format!("p50, p90, p99 and max of each second.{clipped}"),
+    ))
+}
+
+/// Bots, RTT, loss, bandwidth and generator lateness, second by second; the bot phases; and
+/// p50/p90/p99/max over time of every latency the log holds.
+pub(super) fn figures(s: &Summary, log: Option<&HistLog>) -> Vec<Figure> {
     let iv = &s.intervals;
     let series = |f: &dyn Fn(&IntervalPoint) -> f64| -> Vec<(f64, f64)> {
         iv.iter().map(|p| (p.t, f(p))).collect()
@@ -41,35 +236,70 @@ pub(super) fn figures(s: &Summary) -> Vec<Figure> {
         (Some(_), "") => "Fraction of expected server datagrams never received.".into(),
         (Some(_), m) => format!("Measured by: {m}"),
     };
-    vec![
-        Figure::new(
+    let loss_marks: Vec<Mark> = thresholds(s)
+        .filter(|t| t.metric == Metric::DownstreamLoss)
+        .map(|t| Mark {
+            label: format!("threshold {}", op_text(&t)),
+            value: t.limit,
+        })
+        .collect();
+    let mut out = Vec::new();
+    out.push(match phase_figure(iv) {
+        Some(f) => f,
+        None => Figure::new(
+            "bots",
             "Bots connected",
-            &[Series {
-                name: "bots connected",
-                color: BLUE,
-                points: series(&|p| p.bots_connected as f64),
-            }],
-            Unit::Count,
+            line_chart(
+                "Bots connected",
+                &[Series {
+                    name: "bots connected",
+                    color: BLUE,
+                    points: series(&|p| p.bots_connected as f64),
+                }],
+                Unit::Count,
+            ),
             "Bots with a completed handshake at the end of each second.",
         ),
-        Figure::new(
-            "Round-trip time",
-            &[
-                Series {
-                    name: "RTT p50",
-                    color: BLUE,
-                    points: series(&|p| p.rtt_p50_us as f64),
-                },
-                Series {
-                    name: "RTT p99",
-                    color: ORANGE,
-                    points: series(&|p| p.rtt_p99_us as f64),
-                },
-            ],
-            Unit::Micros,
-            "Per-second percentiles of the round-trip time measured by the bots.",
-        ),
-        Figure::new(
+    });
+    match log.and_then(|l| percentiles_over_time(s, l, "rtt_us")) {
+        Some(f) => out.push(f),
+        None => {
+            let p99 = series(&|p| p.rtt_p99_us as f64);
+            let p50 = series(&|p| p.rtt_p50_us as f64);
+            let p50_top = p50.iter().map(|p| p.1).fold(0.0, f64::max);
+            let p99_top = p99.iter().map(|p| p.1).fold(0.0, f64::max);
+            let opts = Opts {
+                clip_at: clip(p50_top * 2.0, p99_top),
+                marks: time_marks(s, "rtt_us"),
+            };
+            out.push(Figure::new(
+                "over-time-rtt_us",
+                "Round-trip time",
+                line_chart_with(
+                    "Round-trip time",
+                    &[
+                        Series {
+                            name: "RTT p50",
+                            color: BLUE,
+                            points: p50,
+                        },
+                        Series {
+                            name: "RTT p99",
+                            color: ORANGE,
+                            points: p99,
+                        },
+                    ],
+                    Unit::Micros,
+                    &opts,
+                ),
+                "Per-second percentiles of the round-trip time measured by the bots.",
+            ));
+        }
+    }
+    out.push(Figure::new(
+        "loss",
+        "Downstream loss rate",
+        line_chart_with(
             "Downstream loss rate",
             &[Series {
                 name: "loss (down)",
@@ -77,9 +307,17 @@ pub(super) fn figures(s: &Summary) -> Vec<Figure> {
                 points: series(&|p| p.loss_down_rate),
             }],
             Unit::Rate,
-            loss_caption,
+            &Opts {
+                clip_at: None,
+                marks: loss_marks,
+            },
         ),
-        Figure::new(
+        loss_caption,
+    ));
+    out.push(Figure::new(
+        "bandwidth",
+        "Bandwidth",
+        line_chart(
             "Bandwidth",
             &[
                 Series {
@@ -94,9 +332,13 @@ pub(super) fn figures(s: &Summary) -> Vec<Figure> {
                 },
             ],
             Unit::BytesPerSec,
-            "Bytes per second on the wire, all bots together.",
         ),
-        Figure::new(
+        "Application payload bytes per second, all bots together.",
+    ));
+    out.push(Figure::new(
+        "lateness",
+        "Generator health: send lateness p99",
+        line_chart_with(
             "Generator health: send lateness p99",
             &[Series {
                 name: "send lateness p99",
@@ -104,10 +346,297 @@ pub(super) fn figures(s: &Summary) -> Vec<Figure> {
                 points: series(&|p| p.lateness_p99_us as f64),
             }],
             Unit::Micros,
-            "The coordinated-omission guard: how late inputs left relative to their intended \
-             send time on each bot's tick grid. Low values mean the load was applied as \
-             planned; high values mean the load generator itself was the bottleneck, and \
-             latencies measured during those seconds understate what a real client would see.",
+            &Opts {
+                clip_at: None,
+                marks: time_marks(s, "send_lateness_us"),
+            },
+        ),
+        "The coordinated-omission guard: how late inputs left relative to their intended \
+         send time on each bot's tick grid. Low values mean the load was applied as \
+         planned; high values mean the load generator itself was the bottleneck, and \
+         latencies measured during those seconds understate what a real client would see.",
+    ));
+    if let Some(log) = log {
+        for tag in latency_tags(s, log) {
+            if tag == "rtt_us" || tag == "send_lateness_us" {
+                continue;
+            }
+            // A one-off timing (a handshake) has too few seconds to draw a line through.
+            if log.tags.get(&tag).is_some_and(|h| h.by_second.len() >= 2) {
+                out.extend(percentiles_over_time(s, log, &tag));
+            }
+        }
+    }
+    out
+}
+
+/// The summary's seven statistics as percentile points (no log to read).
+fn summary_points(h: &HistSummary) -> Vec<(f64, f64)> {
+    if h.count == 0 {
+        return Vec::new();
+    }
+    vec![
+        (0.0, h.min as f64),
+        (0.5, h.p50 as f64),
+        (0.9, h.p90 as f64),
+        (0.99, h.p99 as f64),
+        (0.999, h.p999 as f64),
+        (1.0, h.max as f64),
+    ]
+}
+
+/// One percentile plot of `curves` (`(name, colour, tag)`), from the log or the summary.
+fn distribution(
+    s: &Summary,
+    log: Option<&HistLog>,
+    id: &str,
+    title: &str,
+    curves: &[(&'static str, &'static str, &str, Option<HistSummary>)],
+) -> Option<Figure> {
+    let mut count = 0;
+    let mut p999: f64 = 0.0;
+    let mut max: f64 = 0.0;
+    let mut series = Vec::new();
+    let mut unit = Unit::Plain;
+    let mut from_log = true;
+    let mut marks = Vec::new();
+    for (name, color, tag, fallback) in curves {
+        let (u, scale, _) = describe(s, tag);
+        unit = u;
+        marks.extend(time_marks(s, tag));
+        let (points, n, tail, top) = match log.and_then(|l| l.tags.get(*tag)) {
+            Some(h) if !h.total.is_empty() => {
+                let t = &h.total;
+                let reference = if t.len() >= 1000 {
+                    t.value_at_quantile(0.999)
+                } else {
+                    t.value_at_quantile(0.99)
+                };
+                (
+                    percentile_points(t),
+                    t.len(),
+                    reference as f64,
+                    t.max() as f64,
+                )
+            }
+            _ => {
+                from_log = false;
+                let h = fallback.unwrap_or_default();
+                let reference = if h.count >= 1000 { h.p999 } else { h.p99 };
+                (summary_points(&h), h.count, reference as f64, h.max as f64)
+            }
+        };
+        if points.is_empty() {
+            continue;
+        }
+        count = count.max(n);
+        p999 = p999.max(tail / scale);
+        max = max.max(top / scale);
+        series.push(Series {
+            name,
+            color,
+            points: points.into_iter().map(|(p, v)| (p, v / scale)).collect(),
+        });
+    }
+    if series.is_empty() {
+        return None;
+    }
+    let opts = Opts {
+        clip_at: clip(p999, max),
+        marks,
+    };
+    let source = if from_log {
+        "from histograms.hlog"
+    } else {
+        "from summary.json's percentiles (histograms.hlog was not beside the report)"
+    };
+    let clipped = if opts.clip_at.is_some() {
+        " The value axis stops above p99.9; ▲ marks where the tail leaves it (hover for the max)."
+    } else {
+        ""
+    };
+    Some(Figure::new(
+        id,
+        title,
+        percentile_plot(title, &series, count, unit, &opts),
+        format!(
+            "Value at each percentile, {} samples, {source}. The percentile axis is \
+             logarithmic in 1/(1−p): each step right is one more nine.{clipped}",
+            crate::report::format::group_int(count)
+        ),
+    ))
+}
+
+/// Percentile plots of every latency: RTT, handshake, snapshot inter-arrival, lateness,
+/// and the protocol's and transport's own timings.
+pub(super) fn latency_distributions(s: &Summary, log: Option<&HistLog>) -> Vec<Figure> {
+    let mut tags: Vec<(String, Option<HistSummary>)> = vec![
+        ("rtt_us".into(), Some(s.rtt_us)),
+        ("handshake_us".into(), Some(s.handshake_us)),
+        (
+            "snapshot_interarrival_us".into(),
+            Some(s.snapshot_interarrival_us),
+        ),
+        (
+            "send_lateness_us".into(),
+            Some(s.generator.send_lateness_us),
+        ),
+    ];
+    let extra: Vec<String> = match log {
+        Some(l) => latency_tags(s, l),
+        None => s
+            .protocol_metrics
+            .iter()
+            .filter(|(k, v)| describe(s, k).0 == Unit::Micros && v.get("p50").is_some())
+            .map(|(k, _)| k.clone())
+            .collect(),
+    };
+    for t in extra {
+        if !tags.iter().any(|(x, _)| *x == t) {
+            let fallback = s
+                .protocol_metrics
+                .get(&t)
+                .and_then(|v| serde_json::from_value::<HistSummary>(v.clone()).ok());
+            tags.push((t, fallback));
+        }
+    }
+    tags.iter()
+        .filter_map(|(tag, fb)| {
+            let (_, _, title) = describe(s, tag);
+            distribution(
+                s,
+                log,
+                &format!("dist-{tag}"),
+                &title,
+                &[("all samples", BLUE, tag, *fb)],
+            )
+        })
+        .collect()
+}
+
+/// Per-bot bandwidth (bytes per second, one sample per bot per second) and message sizes,
+/// up and down, as percentile plots.
+pub(super) fn bandwidth_distributions(s: &Summary, log: Option<&HistLog>) -> Vec<Figure> {
+    let b = &s.bandwidth;
+    [
+        distribution(
+            s,
+            log,
+            "dist-bot-bytes-per-s",
+            "Per-bot bandwidth (bytes per second)",
+            &[
+                (
+                    "up",
+                    PURPLE,
+                    "bot_up_bytes_per_s",
+                    Some(b.per_bot_up_bytes_per_s),
+                ),
+                (
+                    "down",
+                    TEAL,
+                    "bot_down_bytes_per_s",
+                    Some(b.per_bot_down_bytes_per_s),
+                ),
+            ],
+        ),
+        distribution(
+            s,
+            log,
+            "dist-packet-size",
+            "Message sizes",
+            &[
+                (
+                    "up",
+                    PURPLE,
+                    "packet_size_up_bytes",
+                    Some(b.packet_size_up_bytes),
+                ),
+                (
+                    "down",
+                    TEAL,
+                    "packet_size_down_bytes",
+                    Some(b.packet_size_down_bytes),
+                ),
+            ],
         ),
     ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// One target's row in the per-target table (plain text).
+pub(super) struct TargetRow {
+    pub target: String,
+    pub in_game_end: String,
+    pub in_game_max: String,
+    pub waiting_end: String,
+    pub failed_end: String,
+    pub bytes_up: String,
+    pub bytes_down: String,
+}
+
+/// Per target (game instance), when the bots played on two or more: bots in game second by
+/// second, and a table of each target's bots and payload. Empty otherwise.
+pub(super) fn per_target(s: &Summary) -> (Vec<Figure>, Vec<TargetRow>) {
+    use crate::report::format::{fmt_bytes, group_int};
+    let mut names: Vec<&str> = s
+        .intervals
+        .iter()
+        .flat_map(|p| p.targets.iter().map(|t| t.target.as_str()))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    if names.len() < 2 {
+        return (Vec::new(), Vec::new());
+    }
+    const COLORS: [&str; 8] = [BLUE, ORANGE, TEAL, PURPLE, RED, AMBER, GREEN, PINK];
+    let of = |p: &IntervalPoint, name: &str| p.targets.iter().find(|t| t.target == name).cloned();
+    let series: Vec<Series> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| Series {
+            name,
+            color: COLORS[i % COLORS.len()],
+            points: s
+                .intervals
+                .iter()
+                .filter(|p| !p.targets.is_empty())
+                .map(|p| (p.t, of(p, name).map_or(0.0, |t| t.phases.in_game as f64)))
+                .collect(),
+        })
+        .collect();
+    let last = s.intervals.iter().rev().find(|p| !p.targets.is_empty());
+    let rows = names
+        .iter()
+        .map(|name| {
+            let end = last.and_then(|p| of(p, name)).unwrap_or_default();
+            let all = s.intervals.iter().filter_map(|p| of(p, name));
+            let max = all.clone().map(|t| t.phases.in_game).max().unwrap_or(0);
+            let up: u64 = all.clone().map(|t| t.bytes_up).sum();
+            let down: u64 = all.map(|t| t.bytes_down).sum();
+            let waiting: u64 = Phase::ALL
+                .iter()
+                .filter(|p| p.is_waiting())
+                .map(|&p| end.phases.get(p))
+                .sum();
+            TargetRow {
+                target: name.to_string(),
+                in_game_end: group_int(end.phases.in_game),
+                in_game_max: group_int(max),
+                waiting_end: group_int(waiting),
+                failed_end: group_int(end.phases.failed),
+                bytes_up: fmt_bytes(up as f64),
+                bytes_down: fmt_bytes(down as f64),
+            }
+        })
+        .collect();
+    let fig = Figure::new(
+        "targets",
+        "Bots in game per target",
+        line_chart("Bots in game per target", &series, Unit::Count),
+        "Bots playing on each server address at the end of each second: an instance that \
+         refuses or drops players shows apart from the others.",
+    );
+    (vec![fig], rows)
 }

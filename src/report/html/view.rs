@@ -2,10 +2,10 @@
 //! latency percentiles, errors. Every field is plain text that the template escapes; the
 //! template decides the markup.
 
-use super::format::{
+use crate::metrics::{HistSummary, LossSummary};
+use crate::report::format::{
     fmt_bytes, fmt_duration, fmt_pct, fmt_unit, fmt_us, group_int, metric_unit, Unit,
 };
-use crate::metrics::{HistSummary, LossSummary};
 use crate::report::summary::{IntervalPoint, Summary, ThresholdResult};
 
 /// The verdict badge: its CSS class and its text.

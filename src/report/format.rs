@@ -1,5 +1,8 @@
-//! Numbers as the report prints them: times in µs/ms, percentages, bytes, grouped integers,
-//! and protocol metrics in the unit their protocol declared.
+//! Numbers as tickswarm prints them, on the console and in the report alike: times in µs/ms
+//! (`995 µs`, `1.25 ms`: the unit switches at 1000 µs everywhere), percentages, bytes,
+//! grouped integers, compact counts (`7.17k`, `12.4k`), and protocol metrics in the unit
+//! their protocol declared. One module, so the console and the report never disagree on how
+//! a figure reads.
 //!
 //! Every function returns plain text (never HTML): the template escapes it, and the SVG code
 //! escapes what it puts into a chart.
@@ -8,7 +11,7 @@ use crate::metrics::MetricInfo;
 
 /// What a number measures, which decides how it is printed and how a chart axis is scaled.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) enum Unit {
+pub enum Unit {
     /// Whole things (bots, packets).
     Count,
     /// Microseconds.
@@ -23,7 +26,7 @@ pub(super) enum Unit {
 
 /// The unit of a metric from its dotted name (`rtt_us.p99`, `loss.downstream.rate`), for
 /// metrics that no protocol described (the summary's own fields, thresholds).
-pub(super) fn metric_unit(metric: &str) -> Unit {
+pub fn metric_unit(metric: &str) -> Unit {
     let m = metric.to_ascii_lowercase();
     let parts: Vec<&str> = m.split('.').collect();
     if parts.iter().any(|p| p.ends_with("_us")) {
@@ -45,7 +48,7 @@ pub(super) fn metric_unit(metric: &str) -> Unit {
     }
 }
 
-pub(super) fn fmt_unit(unit: Unit, v: f64) -> String {
+pub fn fmt_unit(unit: Unit, v: f64) -> String {
     match unit {
         Unit::Count | Unit::Plain => fmt_plain(v),
         Unit::Micros => fmt_us(v),
@@ -59,7 +62,7 @@ pub(super) fn fmt_unit(unit: Unit, v: f64) -> String {
 /// declared scale, then as a time (`us`), a bare number (`count`), or with the display unit
 /// appended (`0.250 tiles` for 250 recorded at scale 1000). The unit and scale come from
 /// summary.json, so a zero scale is read as 1 rather than dividing by it.
-pub(super) fn metric_value(info: &MetricInfo, v: f64) -> String {
+pub fn metric_value(info: &MetricInfo, v: f64) -> String {
     let scale = info.scale.max(1);
     let shown = v / f64::from(scale);
     match info.unit.as_str() {
@@ -75,7 +78,7 @@ pub(super) fn metric_value(info: &MetricInfo, v: f64) -> String {
 }
 
 /// Microseconds: `850 µs`, `12.3 µs`, or `1.25 ms` from 1000 µs up.
-pub(super) fn fmt_us(v: f64) -> String {
+pub fn fmt_us(v: f64) -> String {
     if !v.is_finite() {
         "n/a".into()
     } else if v.abs() >= 1000.0 {
@@ -87,7 +90,7 @@ pub(super) fn fmt_us(v: f64) -> String {
 }
 
 /// A fraction as a percentage, with enough decimals to show small rates.
-pub(super) fn fmt_pct(r: f64) -> String {
+pub fn fmt_pct(r: f64) -> String {
     if !r.is_finite() {
         return "n/a".into();
     }
@@ -104,7 +107,7 @@ pub(super) fn fmt_pct(r: f64) -> String {
 }
 
 /// Bytes with decimal (SI) prefixes and three significant digits: `812 B`, `1.23 MB`.
-pub(super) fn fmt_bytes(b: f64) -> String {
+pub fn fmt_bytes(b: f64) -> String {
     const UNITS: [&str; 6] = ["B", "kB", "MB", "GB", "TB", "PB"];
     if !b.is_finite() {
         return "n/a".into();
@@ -129,7 +132,7 @@ pub(super) fn fmt_bytes(b: f64) -> String {
 }
 
 /// A number of unknown unit: grouped integer, or up to three decimals.
-pub(super) fn fmt_plain(v: f64) -> String {
+pub fn fmt_plain(v: f64) -> String {
     if !v.is_finite() {
         "n/a".into()
     } else if v.fract() == 0.0 && v.abs() < 1e15 {
@@ -141,7 +144,7 @@ pub(super) fn fmt_plain(v: f64) -> String {
 }
 
 /// A run's length: `20.0 s`, `4 min 05 s`, `1 h 02 min 05 s`.
-pub(super) fn fmt_duration(secs: f64) -> String {
+pub fn fmt_duration(secs: f64) -> String {
     if !secs.is_finite() || secs < 0.0 {
         return "n/a".into();
     }
@@ -157,8 +160,81 @@ pub(super) fn fmt_duration(secs: f64) -> String {
     }
 }
 
+/// A count or a rate for narrow places (the console's progress line, chart labels): exact
+/// below 1000, then three significant digits with an SI suffix: `716`, `7.17k`, `12.4k`,
+/// `1.23M`. Every count on the console reads this way, so `7166` and `12.4k` never sit side
+/// by side.
+pub fn fmt_count(v: f64) -> String {
+    const UNITS: [&str; 5] = ["", "k", "M", "G", "T"];
+    if !v.is_finite() {
+        return "n/a".into();
+    }
+    if v.abs() < 1000.0 {
+        return if v.fract() == 0.0 {
+            format!("{v:.0}")
+        } else {
+            let s = format!("{v:.1}");
+            s.strip_suffix(".0").unwrap_or(&s).to_string()
+        };
+    }
+    let mut x = v;
+    let mut i = 0;
+    // Round first, so 999.96k becomes 1.00M rather than "1000k".
+    while i < UNITS.len() - 1 && x.abs() >= 999.5 {
+        x /= 1000.0;
+        i += 1;
+    }
+    let digits = if x.abs() < 9.995 {
+        2
+    } else if x.abs() < 99.95 {
+        1
+    } else {
+        0
+    };
+    format!("{x:.digits$}{}", UNITS[i])
+}
+
+/// Join `parts` with ` · ` into at most `width` columns (characters: the text is ASCII plus
+/// `µ` and `·`, one column each): the parts are in order of importance, so those at the end
+/// are dropped first, and a first part that alone is too wide is cut with `…`. A line wider
+/// than the terminal wraps, and `\r` then returns only to the start of its last row, leaving
+/// a fragment behind on each update.
+pub fn fit_line(parts: &[String], width: usize) -> String {
+    const SEP: &str = " · ";
+    let mut out = String::new();
+    let mut cols = 0;
+    for (i, p) in parts.iter().enumerate() {
+        let add = p.chars().count() + if i == 0 { 0 } else { SEP.chars().count() };
+        if cols + add > width {
+            if i == 0 {
+                return cut(p, width);
+            }
+            break;
+        }
+        if i > 0 {
+            out.push_str(SEP);
+        }
+        out.push_str(p);
+        cols += add;
+    }
+    out
+}
+
+/// `s` in at most `width` columns, ending with `…` when cut.
+fn cut(s: &str, width: usize) -> String {
+    if s.chars().count() <= width {
+        return s.to_string();
+    }
+    if width == 0 {
+        return String::new();
+    }
+    let mut out: String = s.chars().take(width - 1).collect();
+    out.push('…');
+    out
+}
+
 /// An integer with thousands separators: `1,234,567`.
-pub(super) fn group_int(n: u64) -> String {
+pub fn group_int(n: u64) -> String {
     group_digits(&n.to_string())
 }
 
@@ -176,7 +252,7 @@ fn group_digits(digits: &str) -> String {
 }
 
 /// `v` with `decimals` decimals and thousands separators.
-pub(super) fn group_f(v: f64, decimals: usize) -> String {
+pub fn group_f(v: f64, decimals: usize) -> String {
     if !v.is_finite() {
         return "n/a".into();
     }
@@ -266,5 +342,55 @@ mod tests {
         assert_eq!(metric_value(&info("ppm", 1), 12_500.0), "12,500 ppm");
         // A damaged summary.json with scale 0 must not divide by zero.
         assert_eq!(metric_value(&info("ticks", 0), 3.0), "3 ticks");
+    }
+
+    #[test]
+    fn counts_are_compact_with_three_significant_digits() {
+        assert_eq!(fmt_count(0.0), "0");
+        assert_eq!(fmt_count(716.0), "716");
+        assert_eq!(fmt_count(999.0), "999");
+        assert_eq!(fmt_count(1000.0), "1.00k");
+        assert_eq!(fmt_count(7166.0), "7.17k");
+        assert_eq!(fmt_count(12_400.0), "12.4k");
+        assert_eq!(fmt_count(123_456.0), "123k");
+        assert_eq!(fmt_count(999_960.0), "1.00M");
+        assert_eq!(fmt_count(1_234_567.0), "1.23M");
+        assert_eq!(fmt_count(2.5), "2.5");
+    }
+
+    #[test]
+    fn times_read_the_same_on_both_sides_of_one_millisecond() {
+        assert_eq!(fmt_us(995.0), "995 µs");
+        assert_eq!(fmt_us(990.0), "990 µs");
+        assert_eq!(fmt_us(1250.0), "1.25 ms");
+    }
+
+    #[test]
+    fn a_line_fits_its_width_dropping_the_least_important_parts() {
+        let parts: Vec<String> = [
+            "[  12s] bots 20/20",
+            "rtt p50 995 µs p99 1.25 ms",
+            "loss 0.00%",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let full = fit_line(&parts, 200);
+        assert_eq!(
+            full,
+            "[  12s] bots 20/20 · rtt p50 995 µs p99 1.25 ms · loss 0.00%"
+        );
+        assert_eq!(full.chars().count(), 60);
+        // One column short of the whole: the last part goes, not half of it.
+        assert_eq!(
+            fit_line(&parts, 59),
+            "[  12s] bots 20/20 · rtt p50 995 µs p99 1.25 ms"
+        );
+        assert_eq!(fit_line(&parts, 20), "[  12s] bots 20/20");
+        // Too narrow for even the first part: cut, with a mark.
+        assert_eq!(fit_line(&parts, 10), "[  12s] b…");
+        for w in 0..80 {
+            assert!(fit_line(&parts, w).chars().count() <= w, "width {w}");
+        }
     }
 }
