@@ -70,6 +70,10 @@ impl BotRx {
     }
 }
 
+/// Receive and send buffer asked for each bot socket (granted up to `net.core.rmem_max`
+/// unless running as root).
+const BOT_SOCKET_BUFFER: usize = 1024 * 1024;
+
 impl BotSocket {
     /// Bind an ephemeral port of `peer`'s family and connect to it, so the kernel filters
     /// strangers and reports a closed port (ICMP) as ECONNREFUSED.
@@ -79,6 +83,10 @@ impl BotSocket {
             SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
         };
         let sock = UdpSocket::bind(local)?;
+        // The default receive buffer (about 200 KB) holds three 60 KB snapshots: a worker
+        // descheduled for a moment would drop what the server sent, and the run would report
+        // the tool's own stall as the server's loss. The kernel charges only what is queued.
+        super::udp::set_big_buffers(&sock, BOT_SOCKET_BUFFER);
         sock.connect(peer)?;
         sock.set_nonblocking(true)?;
         // SAFETY: the socket moves into the AsyncFd, which owns it, keeps the descriptor

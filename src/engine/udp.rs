@@ -113,7 +113,7 @@ impl RxBatch {
 }
 
 /// Ask for large socket buffers; as root the kernel cap (rmem_max) can be bypassed.
-fn set_big_buffers(sock: &std::net::UdpSocket, bytes: usize) {
+pub(crate) fn set_big_buffers(sock: &std::net::UdpSocket, bytes: usize) {
     use std::os::fd::AsRawFd;
     let fd = sock.as_raw_fd();
     let v = bytes as libc::c_int;
