@@ -227,6 +227,8 @@ fn darkages_swarm_over_gns_hands_over_between_two_embedded_zones() {
     let s: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(s["protocol"], "darkages");
+    assert_eq!(s["transport"], "GameNetworkingSockets");
+    assert!(err.contains("darkages over GameNetworkingSockets"), "{err}");
     assert_eq!(s["verdict"], "pass", "{err}");
     assert!(
         s["target"].as_str().unwrap().contains("2 instances"),

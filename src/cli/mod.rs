@@ -391,7 +391,7 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
                 .map(|s| format!(" (shard {s})"))
                 .unwrap_or_default(),
             plan.protocol.name(),
-            plan.protocol.name().info().transport,
+            plan.protocol.transport().describe(),
             plan.target_text,
             plan.name,
             scenario::format_duration(plan.duration)
@@ -529,7 +529,7 @@ fn run_info(plan: &Plan) -> report::RunInfo {
         scenario: plan.name.clone(),
         scenario_file: plan.file.display().to_string(),
         protocol: info.name.into(),
-        transport: info.transport.into(),
+        transport: plan.protocol.transport().describe(),
         dialect: plan.protocol.dialect_name(),
         seed: plan.seed,
         loss_method: report::summary::LossMethod {

@@ -61,6 +61,22 @@ impl TransportNeeds {
         }
     }
 
+    /// What the run actually speaks, for the console header and `summary.json`'s `transport`
+    /// (a protocol's [`ProtocolInfo::transport`] describes every transport it can use).
+    pub fn describe(&self) -> String {
+        match self {
+            TransportNeeds::Udp => "raw UDP".into(),
+            TransportNeeds::Enet(e) => {
+                let compression = match e.compression {
+                    EnetCompression::None => "",
+                    EnetCompression::RangeCoder => ", range-coder compression",
+                };
+                format!("ENet 1.3 ({} channels{compression})", e.channels)
+            }
+            TransportNeeds::Gns => "GameNetworkingSockets".into(),
+        }
+    }
+
     /// Whether this build can carry the transport: a scenario asking for GNS in a build
     /// without the `gns` feature is refused when it is validated, with how to get it.
     pub fn check_built(&self) -> Result<(), String> {
