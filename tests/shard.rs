@@ -167,6 +167,25 @@ fn three_shards_against_one_server_merge_into_one_run() {
         );
     }
 
+    // Bots by phase, second by second: the shards' sums (every bot of each shard in game
+    // or on its way there, none lost between the shards).
+    let phases_at = |s: &Value, i: usize| s["intervals"][i]["phases"].clone();
+    let whole = m["intervals"].as_array().unwrap().len();
+    for i in 0..whole.saturating_sub(1) {
+        let got = phases_at(&m, i);
+        for phase in ["in_game", "protocol_handshake", "connecting"] {
+            let want: u64 = shards
+                .iter()
+                .map(|s| phases_at(s, i)[phase].as_u64().unwrap_or(0))
+                .sum();
+            assert_eq!(
+                got[phase].as_u64().unwrap_or(0),
+                want,
+                "second {i}: {phase} in {got}"
+            );
+        }
+    }
+
     // Percentiles: those of one histogram holding every shard's samples.
     for (tag, key) in [("rtt_us", "rtt_us"), ("handshake_us", "handshake_us")] {
         let mut all = tickswarm::metrics::new_histogram();

@@ -259,6 +259,10 @@ pub fn merge_runs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
             e.bytes_down += p.bytes_down;
             e.inputs_sent += p.inputs_sent;
             e.snapshots_applied += p.snapshots_applied;
+            // Each run's bots are its own: phases, waiting groups and targets add up.
+            e.phases.merge(&p.phases);
+            crate::metrics::phases::merge_waiting(&mut e.waiting, &p.waiting);
+            crate::metrics::phases::merge_targets(&mut e.targets, &p.targets);
             let w = loss_weight.entry(k).or_default();
             w.0 += p.loss_down_rate * p.packets_down as f64;
             w.1 += p.packets_down;
