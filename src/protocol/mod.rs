@@ -17,6 +17,7 @@ pub mod input_grid;
 pub mod pattern;
 pub mod ping;
 pub mod seqwindow;
+pub mod admission;
 pub mod session;
 pub mod sim;
 pub mod timers;
