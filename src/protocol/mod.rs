@@ -12,12 +12,12 @@
 pub mod registry;
 
 pub mod acks;
+pub mod admission;
 pub mod idmap;
 pub mod input_grid;
 pub mod pattern;
 pub mod ping;
 pub mod seqwindow;
-pub mod admission;
 pub mod session;
 pub mod sim;
 pub mod timers;

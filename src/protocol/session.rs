@@ -196,8 +196,7 @@ impl<T> SessionTable<T> {
     pub fn oldest_unproven(&self, now: Instant) -> Option<usize> {
         self.iter()
             .filter(|(_, s)| {
-                !s.proven
-                    && now.saturating_duration_since(s.admitted) >= admission::EVICTABLE_AFTER
+                !s.proven && now.saturating_duration_since(s.admitted) >= admission::EVICTABLE_AFTER
             })
             .min_by_key(|(_, s)| s.admitted)
             .map(|(slot, _)| slot)

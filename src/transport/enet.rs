@@ -820,8 +820,7 @@ impl EnetHost {
         sock.gate.received(from, data.len());
         // The header's peer id (low 12 bits of the first two bytes, never compressed) is
         // 0xFFF only in a CONNECT: the sender has no id at this host yet.
-        if data.len() >= 2 && u16::from_be_bytes([data[0], data[1]]) & 0x0FFF == CONNECT_PEER_ID
-        {
+        if data.len() >= 2 && u16::from_be_bytes([data[0], data[1]]) & 0x0FFF == CONNECT_PEER_ID {
             self.pending_connects += 1;
         }
     }
@@ -1067,6 +1066,19 @@ impl EnetHost {
     /// The remote address of `peer` (kept after it disconnected, until the slot is reused).
     pub fn peer_addr(&self, peer: PeerId) -> Option<SocketAddr> {
         self.host.get_peer(enet::PeerID(peer.0))?.address()
+    }
+
+    /// Peer slots not Disconnected (connecting, connected or disconnecting).
+    pub fn peers_in_use(&self) -> usize {
+        self.meta
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| {
+                self.host
+                    .get_peer(enet::PeerID(i))
+                    .is_some_and(|p| p.state() != enet::PeerState::Disconnected)
+            })
+            .count()
     }
 
     /// Peers currently connected.

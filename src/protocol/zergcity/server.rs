@@ -328,7 +328,7 @@ impl ZergCityServer {
     }
 
     fn session_for(&mut self, now: Instant, conn: ConnId) -> usize {
-        self.sessions.insert(
+        let slot = self.sessions.insert(
             conn,
             now,
             Client {
@@ -341,7 +341,11 @@ impl ZergCityServer {
                 inputs_in_window: 0,
                 invalid: 0,
             },
-        )
+        );
+        // ENet's handshake proved the address before the server heard of the peer
+        // (crate::protocol::admission).
+        self.sessions.prove(slot);
+        slot
     }
 
     /// Turn a session away: its last message is queued, then the transport closes it.
