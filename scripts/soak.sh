@@ -6,14 +6,15 @@
 # swarm process in the first and the last storm, so a leak in either shows as growth.
 # Loopback only; bounded by DURATION.
 #
-# Usage: scripts/soak.sh [DURATION=30m] [PROTOCOL=city] [BOTS per storm=200] [STORM=6s]
+# Usage: scripts/soak.sh [DURATION=30m] [PROTOCOL=city] [BOTS per storm=100] [STORM=6s]
+#   (a City server instance takes 100 players: more bots per storm are refused ServerFull)
 #   BIN=path/to/tickswarm to skip the release build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DURATION=${1:-30m}
 PROTO=${2:-city}
-BOTS=${3:-200}
+BOTS=${3:-100}
 STORM=${4:-6s}
 secs() { # 30m, 90s, 2h -> seconds
     local v=$1
@@ -88,7 +89,12 @@ while [ $(( $(date +%s) - start )) -lt "$TOTAL" ]; do
     sleep $(( STORM_S / 2 ))
     sample=$(stats "$pid")
     code=0; wait "$pid" || code=$?
-    [ -z "$first_swarm" ] && first_swarm=$sample
+    if [ -z "$first_swarm" ]; then
+        first_swarm=$sample
+        # Warm-up (tables and buffers sized by the first storm) is over: growth from here on
+        # is what a leak would look like.
+        echo "soak: server after the first storm: $(stats "$SERVER_PID")"
+    fi
     last_swarm=$sample
     if [ -f "$out/summary.json" ]; then
         read -r c p < <(python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print(s['bots']['connected'], s['bots']['planned'])" "$out/summary.json")
