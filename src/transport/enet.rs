@@ -45,6 +45,27 @@
 //! packet's payload plus its packet header, one per queued command, and one contiguous buffer
 //! per outgoing datagram.
 //!
+//! # Admission
+//! A host that accepts connections must not be a reflector, nor let connects that never finish
+//! take every peer slot (`crate::protocol::admission` has the rules every server follows):
+//! - An address is *proven* once this host connected to it, or ENet's handshake with it
+//!   completed (the peer acknowledged our VERIFY_CONNECT and reached Connected; only then does
+//!   the game server hear of it). Until then the host sends it at most the bytes it received
+//!   from it, plus 16 once (range-coder output sizes differ slightly): one CONNECT (52 bytes)
+//!   pays for one VERIFY_CONNECT (48), and ENet's retransmissions of it to a forged source are
+//!   withheld (`HostStats::gated_out`). A real client that lost the VERIFY_CONNECT resends
+//!   its CONNECT, which pays for the next one. The proof lapses 5 s after the last peer of
+//!   that address is gone.
+//! - A *half-open* connect (an incoming peer not yet Connected) is dropped silently after
+//!   [`EnetConfig::half_open_timeout`] (2 s), and when CONNECTs arrive while no slot is free,
+//!   the oldest half-open peers older than [`EnetConfig::half_open_evictable`] (200 ms, far
+//!   above a round trip on which a real handshake finishes) give their slots up
+//!   (`HostStats::half_open_expired`, `half_open_evicted`). A CONNECT is recognised without
+//!   decoding it: its header carries the peer id 0xFFF (the sender has none yet).
+//! - These fields of ENet's handshake (peer id, session bits, the echoed 16-bit sent time) are
+//!   predictable to a determined attacker: this is a proof of reception against blind
+//!   reflection, not authentication.
+//!
 //! # Measurements
 //! [`PeerStats`] carries ENet's own round-trip estimate (smoothed like TCP's SRTT, millisecond
 //! resolution, from acknowledgements of reliable commands, including ENet's own pings every
