@@ -5,7 +5,8 @@
 //!
 //! A hostile server is the protocol's real reference server (sans-IO) behind the engine's
 //! server transport, on a UDP socket of this test, with a [`Fault`] wrapped around it that
-//! mutates, drops or adds to what it sends. A killed server is tests/dead_server.rs.
+//! mutates, drops or adds to what it sends (tests/dead_server.rs kills real `serve`
+//! processes too).
 
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::path::Path;
@@ -223,6 +224,17 @@ struct HostileServer {
 
 impl HostileServer {
     fn start(proto: ProtocolName, fault: Fault, restart_at: Option<Duration>) -> Self {
+        Self::start_with(proto, fault, restart_at, None)
+    }
+
+    /// [`HostileServer::start`], and with `kill_at` the thread closes its socket at that
+    /// moment (a killed process: the kernel answers further datagrams with port unreachable).
+    fn start_with(
+        proto: ProtocolName,
+        fault: Fault,
+        restart_at: Option<Duration>,
+        kill_at: Option<Duration>,
+    ) -> Self {
         let sock = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
         sock.set_read_timeout(Some(Duration::from_millis(1)))
             .unwrap();
@@ -248,7 +260,10 @@ impl HostileServer {
             let mut buf = vec![0u8; 70_000];
             let mut out = vec![0u8; 70_000];
             let life = Duration::from_secs(30);
-            while !flag.load(Ordering::Relaxed) && t0.elapsed() < life {
+            while !flag.load(Ordering::Relaxed)
+                && t0.elapsed() < life
+                && kill_at.is_none_or(|k| t0.elapsed() < k)
+            {
                 if let Some(at) = restart_at {
                     if !restarted && t0.elapsed() >= at {
                         restarted = true;
@@ -442,6 +457,26 @@ fn silent_mid_run_fails() {
     assert_eq!(o.s["verdict"], "fail");
     assert_eq!(o.s["bots"]["connected"], 5);
     assert_eq!(o.s["bots"]["lost"], 5, "{}", o.s["bots"]);
+}
+
+#[test]
+fn killed_mid_run_fails_and_send_errors_are_counted() {
+    let srv = HostileServer::start_with(
+        ProtocolName::Cafe,
+        Fault::None,
+        None,
+        Some(Duration::from_millis(1200)),
+    );
+    let o = run("cafe", srv.addr, 5, "3s", "  silence_timeout: 1s\n");
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert_eq!(o.s["verdict"], "fail");
+    assert_eq!(o.s["bots"]["connected"], 5);
+    assert_eq!(o.s["bots"]["lost"], 5, "{}", o.s["bots"]);
+    // Datagrams to the closed port come back as ICMP port unreachable.
+    let refused = o.s["generator"]["send_errors"]["connection_refused"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(refused > 0, "{}", o.s["generator"]);
 }
 
 #[test]
