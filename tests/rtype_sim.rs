@@ -207,6 +207,8 @@ impl Sim {
     /// Stop the server's clock right after a snapshot tick, then deliver everything in
     /// flight: every bot's view is then the server's current world.
     fn quiesce(&mut self) {
+        // Stop dropping first: the snapshot of the tick waited for below must arrive.
+        self.set_drop_every_snapshot(None);
         let step = self.server().snapshot_step();
         let start = self.server().tick();
         assert!(
@@ -214,7 +216,6 @@ impl Sim {
                 && s.server().tick() % step == 0)
         );
         self.h.server_paused = true;
-        self.set_drop_every_snapshot(None);
         self.run_for(self.delay * 3);
     }
 
@@ -613,8 +614,10 @@ fn joining_late_sees_the_room_and_leaving_destroys_the_ship() {
     sim.add_bot(params(0, walk()), RtypeOptions::default());
     sim.run_for(Duration::from_secs(3));
     sim.add_bot(params(1, walk()), RtypeOptions::default());
-    // Before its first snapshot the newcomer's table is already complete from the creates.
-    sim.run_for(25 * MS);
+    // Before its first snapshot the newcomer's table is already complete from the creates,
+    // which follow its first datagram after ACCEPT (the proof of its address): CONNECT at
+    // 0, ACCEPT back at 20 ms, first input at the server at 30 ms, creates at the bot at 40.
+    sim.run_for(45 * MS);
     assert_eq!(sim.bot(1).rec.snapshots_applied, 0);
     assert!(sim.bot(1).bot.entity(sim.bot(0).bot.client_id()).is_some());
     sim.run_for(Duration::from_secs(1));

@@ -12,6 +12,7 @@
 pub mod registry;
 
 pub mod acks;
+pub mod admission;
 pub mod idmap;
 pub mod input_grid;
 pub mod pattern;

@@ -14,7 +14,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use super::ConnId;
+use super::{admission, ConnId};
 
 /// One client as the table holds it: the transport's id, when it was last heard, and the
 /// server's own per-client state.
@@ -23,6 +23,14 @@ pub struct Session<T> {
     pub conn: ConnId,
     pub last_seen: Instant,
     pub state: T,
+    /// The client has shown it receives what the server sends (see [`crate::protocol::admission`]):
+    /// until then the server sends it only the handshake reply.
+    pub proven: bool,
+    /// When the session was created (unproven sessions expire from here, not from
+    /// `last_seen`, so a repeated spoofed handshake cannot keep one alive).
+    pub admitted: Instant,
+    /// Handshake replies sent while unproven.
+    pub unproven_replies: u32,
 }
 
 /// Sessions by slot, with a [`ConnId`] index and a queue of closed connections.
@@ -82,6 +90,9 @@ impl<T> SessionTable<T> {
             conn,
             last_seen: now,
             state,
+            proven: false,
+            admitted: now,
+            unproven_replies: 0,
         });
         self.by_conn.insert(conn, slot);
         slot
@@ -138,6 +149,59 @@ impl<T> SessionTable<T> {
         }
     }
 
+    /// The client of `slot` has shown that it receives (its first datagram after the
+    /// handshake reply). Returns `true` the first time, so the server can send then what it
+    /// held back (R-Type's ENTITY_CREATEs, cafe's first full snapshot).
+    pub fn prove(&mut self, slot: usize) -> bool {
+        match self.get_mut(slot) {
+            Some(s) if !s.proven => {
+                s.proven = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether `conn` has a session that has proven its address.
+    pub fn is_proven(&self, conn: ConnId) -> bool {
+        self.by_conn(conn).is_some_and(|s| s.proven)
+    }
+
+    /// May the server answer one more handshake from the session in `slot`? Always for a
+    /// proven session (a retry after a lost reply); at most
+    /// [`admission::MAX_UNPROVEN_REPLIES`] times for an unproven one, counted here.
+    pub fn may_reply(&mut self, slot: usize) -> bool {
+        let Some(s) = self.get_mut(slot) else {
+            return false;
+        };
+        if s.proven {
+            return true;
+        }
+        if s.unproven_replies >= admission::MAX_UNPROVEN_REPLIES {
+            return false;
+        }
+        s.unproven_replies += 1;
+        true
+    }
+
+    /// Sessions not proven yet.
+    pub fn unproven(&self) -> usize {
+        self.iter().filter(|(_, s)| !s.proven).count()
+    }
+
+    /// The slot of the oldest unproven session created at least
+    /// [`admission::EVICTABLE_AFTER`] before `now`: the one a full server gives up for a new
+    /// client, so forged handshakes cannot hold every slot (a client still within a round
+    /// trip of its reply keeps its slot).
+    pub fn oldest_unproven(&self, now: Instant) -> Option<usize> {
+        self.iter()
+            .filter(|(_, s)| {
+                !s.proven && now.saturating_duration_since(s.admitted) >= admission::EVICTABLE_AFTER
+            })
+            .min_by_key(|(_, s)| s.admitted)
+            .map(|(slot, _)| slot)
+    }
+
     /// Take the session out of `slot` and queue its connection for `poll_close`.
     pub fn remove(&mut self, slot: usize) -> Option<Session<T>> {
         let s = self.slots.get_mut(slot)?.take()?;
@@ -166,9 +230,10 @@ impl<T> SessionTable<T> {
     /// (cleared first; the caller keeps the buffer so a sweep allocates nothing).
     pub fn expired_into(&self, now: Instant, timeout: Duration, out: &mut Vec<usize>) {
         out.clear();
-        out.extend(self.iter().filter_map(|(slot, s)| {
-            (now.saturating_duration_since(s.last_seen) >= timeout).then_some(slot)
-        }));
+        out.extend(
+            self.iter()
+                .filter_map(|(slot, s)| is_expired(s, now, timeout).then_some(slot)),
+        );
     }
 
     /// Live sessions in slot order.
@@ -200,6 +265,13 @@ impl<T> SessionTable<T> {
             .enumerate()
             .filter_map(move |(i, s)| s.as_ref().map(|s| (start + i, s)))
     }
+}
+
+/// A session is over when silent for `timeout`, or when still unproven
+/// [`admission::UNPROVEN_TIMEOUT`] after it was created (whichever comes first).
+pub fn is_expired<T>(s: &Session<T>, now: Instant, timeout: Duration) -> bool {
+    now.saturating_duration_since(s.last_seen) >= timeout
+        || (!s.proven && now.saturating_duration_since(s.admitted) >= admission::UNPROVEN_TIMEOUT)
 }
 
 /// A fixed-rate simulation clock with catch-up: the cafe and R-Type servers run at most one
@@ -295,10 +367,34 @@ mod tests {
         let mut tab = SessionTable::new();
         tab.insert(ConnId(1), t, ());
         tab.insert(ConnId(2), t, ());
+        tab.prove(0);
+        tab.prove(1);
         tab.touch(1, t + Duration::from_secs(3));
         let mut out = Vec::new();
         tab.expired_into(t + Duration::from_secs(5), Duration::from_secs(5), &mut out);
         assert_eq!(out, vec![0]);
+    }
+
+    #[test]
+    fn unproven_sessions_expire_early_and_replies_are_capped() {
+        let t = Instant::now();
+        let mut tab = SessionTable::new();
+        tab.insert(ConnId(1), t, ());
+        tab.insert(ConnId(2), t, ());
+        assert!(tab.prove(1));
+        assert!(!tab.prove(1), "proven once");
+        // A repeated handshake refreshes last_seen but not the unproven deadline.
+        tab.touch(0, t + Duration::from_millis(1900));
+        tab.touch(1, t + Duration::from_millis(1900));
+        let mut out = Vec::new();
+        let at = t + admission::UNPROVEN_TIMEOUT;
+        tab.expired_into(at, Duration::from_secs(5), &mut out);
+        assert_eq!(out, vec![0], "only the unproven one");
+        assert_eq!(tab.oldest_unproven(t), None, "too young to evict");
+        assert_eq!(tab.oldest_unproven(at), Some(0));
+        let replies = (0..10).filter(|_| tab.may_reply(0)).count();
+        assert_eq!(replies as u32, admission::MAX_UNPROVEN_REPLIES);
+        assert!((0..10).all(|_| tab.may_reply(1)), "proven: no cap");
     }
 
     #[test]

@@ -45,13 +45,34 @@
 //! packet's payload plus its packet header, one per queued command, and one contiguous buffer
 //! per outgoing datagram.
 //!
+//! # Admission
+//! A host that accepts connections must not be a reflector, nor let connects that never finish
+//! take every peer slot (`crate::protocol::admission` has the rules every server follows):
+//! - An address is *proven* once this host connected to it, or ENet's handshake with it
+//!   completed (the peer acknowledged our VERIFY_CONNECT and reached Connected; only then does
+//!   the game server hear of it). Until then the host sends it at most the bytes it received
+//!   from it, plus 16 once (range-coder output sizes differ slightly): one CONNECT (52 bytes)
+//!   pays for one VERIFY_CONNECT (48), and ENet's retransmissions of it to a forged source are
+//!   withheld (`HostStats::gated_out`). A real client that lost the VERIFY_CONNECT resends
+//!   its CONNECT, which pays for the next one. The proof lapses 5 s after the last peer of
+//!   that address is gone.
+//! - A *half-open* connect (an incoming peer not yet Connected) is dropped silently after
+//!   [`EnetConfig::half_open_timeout`] (2 s), and when CONNECTs arrive while no slot is free,
+//!   the oldest half-open peers older than [`EnetConfig::half_open_evictable`] (200 ms, far
+//!   above a round trip on which a real handshake finishes) give their slots up
+//!   (`HostStats::half_open_expired`, `half_open_evicted`). A CONNECT is recognised without
+//!   decoding it: its header carries the peer id 0xFFF (the sender has none yet).
+//! - These fields of ENet's handshake (peer id, session bits, the echoed 16-bit sent time) are
+//!   predictable to a determined attacker: this is a proof of reception against blind
+//!   reflection, not authentication.
+//!
 //! # Measurements
 //! [`PeerStats`] carries ENet's own round-trip estimate (smoothed like TCP's SRTT, millisecond
 //! resolution, from acknowledgements of reliable commands, including ENet's own pings every
 //! [`EnetConfig::ping_interval`]) and ENet's packet-loss estimate (reliable commands that had to
 //! be retransmitted, smoothed over 10 s windows). Report them next to the protocol's own.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::fmt;
 use std::net::SocketAddr;
@@ -126,6 +147,12 @@ pub struct EnetConfig {
     /// peer's RTT rises above its recent mean; C ENet's defaults are (5000, 2, 2). A
     /// deceleration of 0 keeps every unreliable packet.
     pub throttle: (u32, u32, u32),
+    /// A peer that sent CONNECT and has not acknowledged our VERIFY_CONNECT (a *half-open*
+    /// connect) is dropped this long after its CONNECT; see "Admission" in the module docs.
+    pub half_open_timeout: Duration,
+    /// A half-open peer at least this old gives its slot to a new CONNECT when the host has
+    /// no free slot (younger ones are real clients within a round trip of finishing).
+    pub half_open_evictable: Duration,
 }
 
 impl Default for EnetConfig {
@@ -146,6 +173,8 @@ impl Default for EnetConfig {
             seed: None,
             queue_limit: 4096,
             throttle: DEFAULT_THROTTLE,
+            half_open_timeout: Duration::from_secs(2),
+            half_open_evictable: Duration::from_millis(200),
         }
     }
 }
@@ -324,6 +353,14 @@ pub struct HostStats {
     pub dropped_in: u64,
     /// Datagrams dropped on the way out because nobody drained the queue.
     pub dropped_out: u64,
+    /// Datagrams not sent to an unproven address because they would have exceeded what it
+    /// sent us (see "Admission" in the module docs), and their bytes.
+    pub gated_out: u64,
+    pub gated_bytes_out: u64,
+    /// Half-open connects dropped after [`EnetConfig::half_open_timeout`], and those that
+    /// gave their slot to a newer CONNECT.
+    pub half_open_expired: u64,
+    pub half_open_evicted: u64,
 }
 
 /// FIFO of datagrams whose buffers are recycled: no allocation once warmed up.
@@ -383,6 +420,7 @@ pub struct QueueSocket {
     inbound: DatagramQueue,
     outbound: DatagramQueue,
     stats: HostStats,
+    gate: AddressGate,
 }
 
 impl QueueSocket {
@@ -391,7 +429,81 @@ impl QueueSocket {
             inbound: DatagramQueue::new(limit),
             outbound: DatagramQueue::new(limit),
             stats: HostStats::default(),
+            gate: AddressGate::default(),
         }
+    }
+}
+
+/// Bytes an unproven address may receive beyond what it sent: one datagram's worth of the
+/// size difference range-coder compression can make between a CONNECT and its
+/// VERIFY_CONNECT, so a compressed handshake is never blocked by a few bytes.
+const GATE_SLACK: u64 = 16;
+/// Most credit an unproven address can bank.
+const GATE_CREDIT_CAP: u64 = 4096;
+/// Most unproven addresses tracked; beyond it the table is cleared (which only withholds).
+const GATE_TABLE_LIMIT: usize = 16_384;
+/// A closed peer's address stays proven this long, for the last acknowledgements.
+const GATE_LINGER: Duration = Duration::from_secs(5);
+/// ENet's peer id of a datagram whose sender has no id yet: a CONNECT.
+const CONNECT_PEER_ID: u16 = 0x0FFF;
+
+/// Admission at the socket: an address is *proven* once this host connected to it or ENet's
+/// handshake with it completed. Until then it receives at most the bytes it sent (plus
+/// [`GATE_SLACK`] once), so VERIFY_CONNECT retransmissions to a forged source stop.
+#[derive(Debug, Default)]
+struct AddressGate {
+    /// Proven addresses: how many peers hold the proof (several bots on one host share the
+    /// server's address), and once none does, the instant the proof lapses.
+    proven: HashMap<SocketAddr, (u32, Option<Instant>)>,
+    /// What each unproven address may still receive.
+    credit: HashMap<SocketAddr, u64>,
+}
+
+impl AddressGate {
+    fn received(&mut self, from: SocketAddr, len: usize) {
+        if self.proven.contains_key(&from) {
+            return;
+        }
+        if self.credit.len() >= GATE_TABLE_LIMIT && !self.credit.contains_key(&from) {
+            self.credit.clear();
+        }
+        let c = self.credit.entry(from).or_insert(GATE_SLACK);
+        *c = (*c + len as u64).min(GATE_CREDIT_CAP);
+    }
+
+    /// May `len` bytes go to `to`? Spends the credit when they may.
+    fn allow(&mut self, to: SocketAddr, len: usize) -> bool {
+        if self.proven.contains_key(&to) {
+            return true;
+        }
+        match self.credit.get_mut(&to) {
+            Some(c) if *c >= len as u64 => {
+                *c -= len as u64;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn prove(&mut self, addr: SocketAddr) {
+        self.credit.remove(&addr);
+        let e = self.proven.entry(addr).or_insert((0, None));
+        e.0 += 1;
+        e.1 = None;
+    }
+
+    fn release(&mut self, addr: SocketAddr, now: Instant) {
+        if let Some(e) = self.proven.get_mut(&addr) {
+            e.0 = e.0.saturating_sub(1);
+            if e.0 == 0 {
+                e.1 = Some(now + GATE_LINGER);
+            }
+        }
+    }
+
+    fn prune(&mut self, now: Instant) {
+        self.proven
+            .retain(|_, (live, until)| *live > 0 || until.is_none_or(|t| t > now));
     }
 }
 
@@ -400,6 +512,12 @@ impl enet::Socket for QueueSocket {
     type Error = Infallible;
 
     fn send(&mut self, address: SocketAddr, buffer: &[u8]) -> Result<usize, Infallible> {
+        if !self.gate.allow(address, buffer.len()) {
+            // Withheld like a lost datagram: ENet retransmits when the peer speaks again.
+            self.stats.gated_out += 1;
+            self.stats.gated_bytes_out += buffer.len() as u64;
+            return Ok(buffer.len());
+        }
         if self.outbound.push(address, buffer) {
             self.stats.datagrams_out += 1;
             self.stats.bytes_out += buffer.len() as u64;
@@ -462,6 +580,10 @@ struct PeerMeta {
     bytes_sent: u64,
     packets_received: u64,
     bytes_received: u64,
+    /// An incoming connect not finished yet: since when (see "Admission").
+    half_open_since: Option<Instant>,
+    /// This slot holds a proof of its address in the gate (released when the slot ends).
+    proof: Option<SocketAddr>,
 }
 
 fn millis_u32(d: Duration) -> u32 {
@@ -483,6 +605,12 @@ pub struct EnetHost {
     busy: bool,
     /// Packets were queued since the last flush or service.
     unflushed: bool,
+    half_open_timeout: Duration,
+    half_open_evictable: Duration,
+    /// CONNECT datagrams queued since the last service.
+    pending_connects: usize,
+    /// The `now` of the current service.
+    now: Instant,
 }
 
 impl fmt::Debug for EnetHost {
@@ -553,6 +681,10 @@ impl EnetHost {
             throttle: config.throttle,
             busy: false,
             unflushed: false,
+            half_open_timeout: config.half_open_timeout,
+            half_open_evictable: config.half_open_evictable,
+            pending_connects: 0,
+            now,
         })
     }
 
@@ -585,6 +717,8 @@ impl EnetHost {
             announced: true,
             ..PeerMeta::default()
         };
+        // We chose to talk to it: the address needs no proof.
+        self.hold_proof(id.0, addr);
         self.busy = true;
         self.unflushed = true;
         Ok(id)
@@ -678,7 +812,11 @@ impl EnetHost {
         if gone && m.announced {
             // ENet resets a slot it was not connected on without an event; keep the promise of
             // one `Disconnected` per announced peer.
+            let proof = m.proof.take();
             *m = PeerMeta::default();
+            if let Some(addr) = proof {
+                self.host.socket_mut().gate.release(addr, now);
+            }
             self.events.push_back(EnetEvent::Disconnected {
                 peer,
                 data,
@@ -700,12 +838,86 @@ impl EnetHost {
         }
         sock.stats.datagrams_in += 1;
         sock.stats.bytes_in += data.len() as u64;
+        sock.gate.received(from, data.len());
+        // The header's peer id (low 12 bits of the first two bytes, never compressed) is
+        // 0xFFF only in a CONNECT: the sender has no id at this host yet.
+        if data.len() >= 2 && u16::from_be_bytes([data[0], data[1]]) & 0x0FFF == CONNECT_PEER_ID {
+            self.pending_connects += 1;
+        }
+    }
+
+    /// Record that slot `i` proves `addr` (once per slot).
+    fn hold_proof(&mut self, i: usize, addr: SocketAddr) {
+        let m = &mut self.meta[i];
+        if m.proof.is_none() {
+            m.proof = Some(addr);
+            self.host.socket_mut().gate.prove(addr);
+        }
+    }
+
+    /// Slot `i` ended: its proof lapses after [`GATE_LINGER`] unless another peer holds one.
+    fn release_proof(&mut self, i: usize) {
+        if let Some(addr) = self.meta[i].proof.take() {
+            let now = self.now;
+            self.host.socket_mut().gate.release(addr, now);
+        }
+    }
+
+    /// Bound half-open connects (see "Admission"): make room for queued CONNECTs by
+    /// dropping the oldest evictable half-open peers when no slot is free, and drop those
+    /// older than the timeout. Silent (`enet_peer_reset`): nothing is sent to them.
+    fn bound_half_open(&mut self, now: Instant, make_room: usize) {
+        let mut half_open: Vec<(Instant, usize)> = Vec::new();
+        let mut free = 0usize;
+        for (i, p) in self.host.peers().enumerate() {
+            let m = &mut self.meta[i];
+            match p.state() {
+                enet::PeerState::Disconnected => {
+                    free += 1;
+                    m.half_open_since = None;
+                }
+                enet::PeerState::AcknowledgingConnect | enet::PeerState::ConnectionPending
+                    if !m.announced =>
+                {
+                    let since = *m.half_open_since.get_or_insert(now);
+                    half_open.push((since, i));
+                }
+                _ => m.half_open_since = None,
+            }
+        }
+        if half_open.is_empty() {
+            return;
+        }
+        half_open.sort_unstable();
+        let mut evict = make_room.saturating_sub(free);
+        let (timeout, evictable) = (self.half_open_timeout, self.half_open_evictable);
+        let stats = &mut self.host.socket_mut().stats;
+        let mut drop = Vec::new();
+        for &(since, i) in &half_open {
+            let age = now.saturating_duration_since(since);
+            if age >= timeout {
+                stats.half_open_expired += 1;
+                drop.push(i);
+            } else if evict > 0 && age >= evictable {
+                evict -= 1;
+                stats.half_open_evicted += 1;
+                drop.push(i);
+            }
+        }
+        for i in drop {
+            self.host.peer_mut(enet::PeerID(i)).reset();
+            self.meta[i] = PeerMeta::default();
+        }
     }
 
     /// Run ENet at `now`: process queued datagrams, run its timers, send what is due. Returns
     /// the number of events it queued for [`poll_event`](Self::poll_event).
     pub fn service(&mut self, now: Instant) -> usize {
         self.clock.set(now);
+        self.now = now;
+        let connects = std::mem::take(&mut self.pending_connects);
+        self.bound_half_open(now, connects);
+        self.host.socket_mut().gate.prune(now);
         let before = self.events.len();
         loop {
             let ev = match self.host.service() {
@@ -746,11 +958,15 @@ impl EnetHost {
                 if (ti, ta, td) != DEFAULT_THROTTLE {
                     p.set_throttle(ti, ta, td);
                 }
+                let proof = self.meta[peer.0].proof;
                 self.meta[peer.0] = PeerMeta {
                     announced: true,
                     connected: true,
+                    proof,
                     ..PeerMeta::default()
                 };
+                // ENet's handshake completed: the address acknowledged our VERIFY_CONNECT.
+                self.hold_proof(peer.0, addr);
                 self.events.push_back(EnetEvent::Connected {
                     peer: PeerId(peer.0),
                     addr,
@@ -772,6 +988,7 @@ impl EnetHost {
                 });
             }
             enet::EventNoRef::Disconnect { peer, data } => {
+                self.release_proof(peer.0);
                 let m = std::mem::take(&mut self.meta[peer.0]);
                 if !m.announced {
                     return;
@@ -870,6 +1087,19 @@ impl EnetHost {
     /// The remote address of `peer` (kept after it disconnected, until the slot is reused).
     pub fn peer_addr(&self, peer: PeerId) -> Option<SocketAddr> {
         self.host.get_peer(enet::PeerID(peer.0))?.address()
+    }
+
+    /// Peer slots not Disconnected (connecting, connected or disconnecting).
+    pub fn peers_in_use(&self) -> usize {
+        self.meta
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| {
+                self.host
+                    .get_peer(enet::PeerID(i))
+                    .is_some_and(|p| p.state() != enet::PeerState::Disconnected)
+            })
+            .count()
     }
 
     /// Peers currently connected.

@@ -5,10 +5,10 @@
 //! is a connection, whatever address it comes from (bots sharing a socket, players behind one
 //! NAT), and a reused peer slot gets a new connection id.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::{BotTransport, DownReason, LinkEvents, Opened, ServerTransport, Slot, Source, Watch};
 use crate::engine::bot_socket::BotSocket;
@@ -315,12 +315,20 @@ impl BotTransport for EnetBots {
     }
 }
 
+/// How long a session the server closed may take to finish ENet's polite disconnect (its
+/// last messages, the DISCONNECT and its acknowledgement) before the peer slot is freed at
+/// once. Far above a loopback or WAN round trip, far below ENet's 5-30 s peer timeout.
+pub const CLOSE_GRACE: Duration = Duration::from_secs(1);
+
 /// A reference server's ENet host.
 pub struct EnetServerSide {
     host: EnetHost,
     by_conn: HashMap<ConnId, PeerId>,
     /// Sessions the server closed whose ENet disconnect is still under way.
     closing: std::collections::HashSet<ConnId>,
+    /// When each of those is cut off if the peer has not acknowledged its disconnect, so a
+    /// refused or hostile client cannot hold a peer slot for ENet's whole timeout.
+    close_deadlines: VecDeque<(Instant, ConnId)>,
     by_peer: Vec<Option<ConnId>>,
     next_conn: u64,
     /// The server's output has been moved into the host and flushed.
@@ -338,6 +346,7 @@ impl EnetServerSide {
             host,
             by_conn: HashMap::new(),
             closing: Default::default(),
+            close_deadlines: VecDeque::new(),
             by_peer: vec![None; peers],
             next_conn: 0,
             collected: false,
@@ -345,6 +354,11 @@ impl EnetServerSide {
             // Holds a protocol's whole message (ENet fragments it), and a datagram.
             buf: vec![0; MAX_ENET_DATAGRAM.max(crate::protocol::MAX_MESSAGE)],
         })
+    }
+
+    /// ENet peer slots in use (connecting, connected or disconnecting).
+    pub fn peers_in_use(&self) -> usize {
+        self.host.peers_in_use()
     }
 
     fn events(&mut self, now: Instant, server: &mut dyn Server) {
@@ -392,6 +406,20 @@ impl ServerTransport for EnetServerSide {
     fn service(&mut self, now: Instant, server: &mut dyn Server) {
         self.host.service(now);
         self.events(now, server);
+        while let Some(&(at, conn)) = self.close_deadlines.front() {
+            if at > now {
+                break;
+            }
+            self.close_deadlines.pop_front();
+            if !self.closing.contains(&conn) {
+                continue;
+            }
+            if let Some(&peer) = self.by_conn.get(&conn) {
+                self.counters.add("enet_close_forced", 1);
+                let _ = self.host.disconnect_now(now, peer, 0);
+            }
+        }
+        self.events(now, server);
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
@@ -420,7 +448,9 @@ impl ServerTransport for EnetServerSide {
             }
             while let Some(conn) = server.poll_close() {
                 if let Some(&peer) = self.by_conn.get(&conn) {
-                    self.closing.insert(conn);
+                    if self.closing.insert(conn) {
+                        self.close_deadlines.push_back((now + CLOSE_GRACE, conn));
+                    }
                     let _ = self.host.disconnect(now, peer, 0);
                 }
             }
@@ -430,6 +460,16 @@ impl ServerTransport for EnetServerSide {
     }
 
     fn report(&self, stats: &mut ServerStats) {
+        let h = self.host.stats();
+        for (name, n) in [
+            ("enet_half_open_expired", h.half_open_expired),
+            ("enet_half_open_evicted", h.half_open_evicted),
+            ("enet_gated_datagrams_out", h.gated_out),
+        ] {
+            if n > 0 {
+                stats.events.add(name, n);
+            }
+        }
         // Open sessions: a session the server closed is on its way out.
         stats.connections = self.by_conn.len().saturating_sub(self.closing.len());
         stats.events.merge(&self.counters);

@@ -11,6 +11,11 @@
 //!   dialect has no Disconnect, so there the Hello goes unanswered.
 //! - A Hello from a known address is answered with the same Welcome again (retries are
 //!   idempotent).
+//! - Admission ([`crate::protocol::admission`]): a new session gets Welcome (12 bytes for a
+//!   24-byte Hello) and nothing else until its first Input or Ping proves its address; cafe
+//!   has no field a client must echo, so no cookie is possible. Unproven sessions are not in
+//!   the snapshots, get at most four Welcomes, expire after two seconds, and give their slot
+//!   to a new client when the server is full.
 //! - The server pings each client every `heartbeat_interval` with its own millisecond clock;
 //!   the bot echoes those, and the server counts the echo (`heartbeat_echo_received`)
 //!   instead of answering it like a client's ping.
@@ -19,7 +24,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use super::codec::{self, Dialect, EntityRecord, GameStats, Message, SnapshotEncoder};
-use crate::protocol::session::{SessionTable, TickClock};
+use crate::protocol::session::{is_expired, SessionTable, TickClock};
 use crate::protocol::{ConnId, Keys, Server, ServerStats, Transmit, MAX_DATAGRAM};
 
 /// World bounds and player speed of the reference game.
@@ -168,8 +173,20 @@ impl CafeServer {
             // Any packet refreshes last_seen (cafe.md), a retried Hello too.
             self.sessions.touch(slot, now);
             self.stats.events.add("hello_repeated", 1);
-            self.out.push_back(Out::Welcome(slot));
+            if self.sessions.may_reply(slot) {
+                self.out.push_back(Out::Welcome(slot));
+            } else {
+                self.stats.events.add("handshake_rate_limited", 1);
+            }
             return;
+        }
+        if self.sessions.len() >= self.cfg.max_clients {
+            // Forged Hellos must not keep real players out: the oldest unproven session
+            // gives its slot up.
+            if let Some(slot) = self.sessions.oldest_unproven(now) {
+                self.stats.events.add("unproven_evicted", 1);
+                self.remove(slot);
+            }
         }
         if self.sessions.len() >= self.cfg.max_clients {
             self.stats.refused += 1;
@@ -208,6 +225,7 @@ impl CafeServer {
             heartbeat_token: None,
         };
         let slot = self.sessions.insert(from, now, client);
+        self.sessions.may_reply(slot);
         self.stats.accepted += 1;
         self.stats.clients = self.sessions.len();
         self.out.push_back(Out::Welcome(slot));
@@ -225,7 +243,7 @@ impl CafeServer {
         let mut expired = std::mem::take(&mut self.expired);
         expired.clear();
         for (slot, s) in self.sessions.iter_mut() {
-            if now.saturating_duration_since(s.last_seen) >= timeout {
+            if is_expired(s, now, timeout) {
                 expired.push(slot);
                 continue;
             }
@@ -250,6 +268,10 @@ impl CafeServer {
         let full_tick = self.tick % self.cfg.full_every.max(1) == 0;
         self.encode_rooms(full_tick);
         for (slot, s) in self.sessions.iter_mut() {
+            // No stream to an address that has not shown it receives (admission rule 1).
+            if !s.proven {
+                continue;
+            }
             let c = &mut s.state;
             let full = full_tick || c.needs_full;
             c.needs_full = false;
@@ -285,7 +307,7 @@ impl CafeServer {
                 || self
                     .sessions
                     .range(members.clone())
-                    .any(|(_, s)| s.state.needs_full);
+                    .any(|(_, s)| s.proven && s.state.needs_full);
             for full in [false, true] {
                 if full && !need_full {
                     continue;
@@ -304,7 +326,8 @@ impl CafeServer {
                 else {
                     continue;
                 };
-                for (_, s) in self.sessions.range(members.clone()) {
+                // An unproven session is not in the game yet: others do not see it.
+                for (_, s) in self.sessions.range(members.clone()).filter(|(_, s)| s.proven) {
                     let c = &s.state;
                     if (full || c.moved) && enc.record(&c.record).is_err() {
                         break;
@@ -348,6 +371,8 @@ impl Server for CafeServer {
             return;
         };
         session.last_seen = now;
+        // The first datagram after Welcome proves the address (admission rule 2).
+        session.proven = true;
         let client = &mut session.state;
         match msg {
             Message::Input {

@@ -27,9 +27,13 @@
 //!   the next DeltaState carries it as `last_acked_input`. Inputs whose tick is not above the
 //!   last one queued are stale and dropped; inputs beyond `max_inputs_per_second` in a
 //!   one-second window are dropped unacknowledged (city.md's rate limit).
-//! - Content: after ServerHello the manifest; the client always answers with a ContentRequest
+//! - Content: after ServerHello the manifest; the client answers with a ContentRequest
 //!   (possibly empty); chunks of `chunk_size` bytes stream at `chunks_per_tick` per client per
-//!   tick; then ContentComplete and FullState. Checksums are FNV-1a 64.
+//!   tick; then ContentComplete and FullState. Checksums are FNV-1a 64. A client that has
+//!   every asset may send no ContentRequest (city.md: "if missing assets"): its first game
+//!   message (PlayerInput, ChatMessage), or [`CONTENT_REQUEST_WAIT`] without any
+//!   request, ends the content stage with ContentComplete and FullState
+//!   (`content_without_request`).
 //! - FullState carries the tilemap and the client's own entity first, then the entities in
 //!   view, nearest first, as many as fit one packet (1400 bytes); the rest follow as
 //!   EntitySpawn on the same reliable channel.
@@ -76,6 +80,10 @@ pub const TILE_BUILDING: u8 = 2;
 pub const TILE_PARK: u8 = 3;
 
 const MAX_CATCHUP_TICKS: u32 = 4;
+/// How long after the ContentManifest a client without a ContentRequest is taken to have
+/// every asset. A request comes one round trip after the manifest; a second is far above
+/// any round trip a game is played over, and short enough not to be noticed as a delay.
+pub const CONTENT_REQUEST_WAIT: Duration = Duration::from_secs(1);
 const MAX_QUEUED_INPUTS: usize = 64;
 const MAX_CHAT_LEN: usize = 256;
 const IDLE_TICKS: u32 = 6;
@@ -269,6 +277,9 @@ struct Session {
     chat_window: Instant,
     chats_in_window: u32,
     requested: bool,
+    /// When the ContentManifest was queued (spec dialect), for a client that sends no
+    /// ContentRequest because it has every asset.
+    manifest_at: Option<Instant>,
     downloads: VecDeque<(usize, u32)>,
     visible: HashSet<u32>,
     /// Open packets, filled message by message.
@@ -545,12 +556,16 @@ impl CityServer {
                 chat_window: now,
                 chats_in_window: 0,
                 requested: false,
+                manifest_at: None,
                 downloads: VecDeque::new(),
                 visible: HashSet::new(),
                 rel: Vec::with_capacity(MAX_PACKET_SIZE),
                 unrel: Vec::with_capacity(MAX_PACKET_SIZE),
             },
         );
+        // ENet's handshake proved the address before the server heard of the peer
+        // (crate::protocol::admission).
+        self.sessions.prove(slot);
         self.stats.clients = self.sessions.len();
         slot
     }
@@ -596,7 +611,7 @@ impl CityServer {
         }
     }
 
-    fn on_hello(&mut self, slot: usize, protocol_version: u32, name: &str) {
+    fn on_hello(&mut self, now: Instant, slot: usize, protocol_version: u32, name: &str) {
         let Some(s) = self.sessions.state(slot) else {
             return;
         };
@@ -664,6 +679,7 @@ impl CityServer {
         match self.cfg.dialect {
             Dialect::Spec => {
                 s.stage = Stage::Content;
+                s.manifest_at = Some(now);
                 let entries: Vec<AssetEntry<'_>> = self
                     .assets
                     .iter()
@@ -873,12 +889,24 @@ impl CityServer {
             self.stats.events.add("after_refusal", 1);
             return;
         }
+        // A client that has every asset may send no ContentRequest (city.md: "if missing
+        // assets"): a game message instead of one ends the content stage.
+        // (Not a Ping: a client may ping while its request is still on the way.)
+        let skipped_request = matches!(msg, Message::PlayerInput(_) | Message::ChatMessage { .. })
+            && self
+            .sessions
+            .state(slot)
+            .is_some_and(|s| s.stage == Stage::Content && !s.requested);
+        if skipped_request {
+            self.stats.events.add("content_without_request", 1);
+            self.finish_content(slot);
+        }
         match msg {
             Message::ClientHello {
                 protocol_version,
                 player_name,
                 ..
-            } => self.on_hello(slot, protocol_version, player_name),
+            } => self.on_hello(now, slot, protocol_version, player_name),
             Message::Ping => {
                 let ob = &mut self.outbox;
                 if let Some(s) = self.sessions.state_mut(slot) {
@@ -936,6 +964,7 @@ impl CityServer {
         self.expired = expired;
         self.apply_inputs(tick);
         self.move_npcs(tick);
+        self.content_request_wait(now);
         self.stream_content();
         self.send_world(tick);
         let ob = &mut self.outbox;
@@ -1013,6 +1042,27 @@ impl CityServer {
             e.pos = p;
             e.vel = Vec2f::new(f32::from(e.patrol) * e.speed, 0.0);
             e.changed_tick = tick;
+        }
+    }
+
+    /// Sessions that got the manifest [`CONTENT_REQUEST_WAIT`] ago and sent no
+    /// ContentRequest (nor anything else) have every asset: ContentComplete and FullState.
+    fn content_request_wait(&mut self, now: Instant) {
+        let due: Vec<usize> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| {
+                let s = &s.state;
+                s.stage == Stage::Content
+                    && !s.requested
+                    && s.manifest_at
+                        .is_some_and(|t| now.saturating_duration_since(t) >= CONTENT_REQUEST_WAIT)
+            })
+            .map(|(slot, _)| slot)
+            .collect();
+        for slot in due {
+            self.stats.events.add("content_without_request", 1);
+            self.finish_content(slot);
         }
     }
 

@@ -29,6 +29,12 @@
 //! - **Events** (§2.6) queued for a client during a tick go out after it: one as EVENT, two
 //!   or more as COALESCED_EVENTS (§5.3). DAMAGE and DEATH go to victim and attacker; a loot
 //!   pickup is a DESPAWN to the picker; a SYSTEM greeting follows CONNECT_ACK.
+//! - **Admission** ([`crate::protocol::admission`]): CONNECT_ACK (89 bytes) answers a
+//!   104-byte CONNECT; CONNECT_ACK carries nothing the client must echo, so the proof of the
+//!   address is §4.1's CONNECTED (or any later datagram). Until then no snapshot (only
+//!   playing clients get them) and no event go out; an unproven session gets at most four
+//!   CONNECT_ACKs, expires after two seconds and gives its slot to a new client when the zone
+//!   is full.
 //! - **Heartbeats**: every client HEARTBEAT is answered with its timestamp; the server never
 //!   starts one (its snapshots keep NAT mappings alive), so echoes cannot loop. A client
 //!   silent for `client_timeout` is dropped.
@@ -545,7 +551,11 @@ impl DarkAgesServer {
     fn on_connect(&mut self, now: Instant, from: ConnId, c: &codec::Connect) {
         if let Some(slot) = self.sessions.slot_of(from) {
             self.stats.events.add("connect_repeated", 1);
-            self.send(from, Msg::Ack(slot));
+            if self.sessions.may_reply(slot) {
+                self.send(from, Msg::Ack(slot));
+            } else {
+                self.stats.events.add("handshake_rate_limited", 1);
+            }
             return;
         }
         if c.protocol_version != codec::PROTOCOL_VERSION {
@@ -556,6 +566,15 @@ impl DarkAgesServer {
             if now.saturating_duration_since(t) < self.cfg.connect_interval {
                 self.stats.dropped.add2("connect", "rate_limited", 1);
                 return;
+            }
+        }
+        if self.sessions.len() >= self.cfg.max_clients {
+            // Forged CONNECTs must not keep real players out: the oldest unproven session
+            // gives its slot up.
+            if let Some(slot) = self.sessions.oldest_unproven(now) {
+                self.stats.events.add("unproven_evicted", 1);
+                self.sessions.remove(slot);
+                self.stats.clients = self.sessions.len();
             }
         }
         if self.sessions.len() >= self.cfg.max_clients {
@@ -608,6 +627,7 @@ impl DarkAgesServer {
         let mut client = self.new_client(now, entity, pos, health);
         client.handed_in = handed_in;
         let slot = self.sessions.insert(from, now, client);
+        self.sessions.may_reply(slot);
         self.recent_connects.insert(from, now);
         self.stats.accepted += 1;
         self.stats.clients = self.sessions.len();
@@ -732,7 +752,8 @@ impl DarkAgesServer {
         let mut targets = std::mem::take(&mut self.targets);
         targets.clear();
         for (slot, s) in self.sessions.iter() {
-            if !s.state.events.is_empty() {
+            // Events wait until the address is proven (admission rule 1).
+            if s.proven && !s.state.events.is_empty() {
                 targets.push((s.conn, slot));
             }
         }
@@ -1081,6 +1102,8 @@ impl DarkAgesServer {
             return;
         };
         s.last_seen = now;
+        // Any datagram after CONNECT_ACK (CONNECTED first, per §4.1) proves the address.
+        s.proven = true;
         if s.state.bytes.add(now, data.len() as u32) > limit {
             self.stats.events.add("upstream_bandwidth_exceeded", 1);
             return;

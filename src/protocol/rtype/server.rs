@@ -44,6 +44,12 @@
 //! - **REJECT** answers a CONNECT from a new address when `max_clients` are connected.
 //!   Datagrams other than CONNECT from unknown addresses are dropped (`<type>.unknown_client`);
 //!   packets that only a server sends are dropped as `<type>.wrong_direction`.
+//! - **Admission** ([`crate::protocol::admission`]): ACCEPT carries nothing a client must
+//!   echo, so no cookie is possible. A new session gets ACCEPT (4 bytes for an 8-byte
+//!   CONNECT) and nothing else until its first datagram after it (INPUT, PING) proves the
+//!   address; then it gets the room's ENTITY_CREATEs and its ship spawns. Unproven sessions
+//!   get at most four ACCEPTs, expire after two seconds, and give their slot to a new client
+//!   when the server is full.
 //! - **Idle timeout.** A client silent for `client_timeout` is removed like a DISCONNECT: its
 //!   ship is destroyed (ENTITY_DESTROY to the rest of its room); no packet is sent to it.
 //! - **Sprites**: 1 ship, 2 enemy, 3 projectile. Velocities in snapshots are pixels per
@@ -373,10 +379,13 @@ impl RtypeServer {
         self.out.push_back((to, msg));
     }
 
+    /// `msg` to every proven client of `room` (unproven ones get nothing but ACCEPT).
     fn broadcast(&mut self, room: usize, msg: Msg) {
         let size = self.room_size();
         for (_, s) in self.sessions.range(room * size..(room + 1) * size) {
-            self.out.push_back((s.conn, msg));
+            if s.proven {
+                self.out.push_back((s.conn, msg));
+            }
         }
     }
 
@@ -386,6 +395,17 @@ impl RtypeServer {
                 .sessions
                 .get(slot)
                 .is_some_and(|s| s.state.ship.is_some());
+            if !self.sessions.is_proven(from) {
+                // A retry before the address is proven: one more ACCEPT at most (the ship
+                // comes with the proof).
+                self.stats.events.add("connect_repeated", 1);
+                if self.sessions.may_reply(slot) {
+                    self.send(from, Msg::Accept);
+                } else {
+                    self.stats.events.add("handshake_rate_limited", 1);
+                }
+                return;
+            }
             self.send(from, Msg::Accept);
             if alive {
                 self.stats.events.add("connect_repeated", 1);
@@ -394,6 +414,14 @@ impl RtypeServer {
                 self.spawn_ship(slot);
             }
             return;
+        }
+        if self.sessions.len() >= self.cfg.max_clients {
+            // Forged CONNECTs must not keep real players out: the oldest unproven session
+            // gives its slot up.
+            if let Some(slot) = self.sessions.oldest_unproven(now) {
+                self.stats.events.add("unproven_evicted", 1);
+                self.remove(slot);
+            }
         }
         if self.sessions.len() >= self.cfg.max_clients {
             self.stats.refused += 1;
@@ -430,15 +458,28 @@ impl RtypeServer {
         );
         self.stats.accepted += 1;
         self.stats.clients = self.sessions.len();
+        self.sessions.may_reply(slot);
         self.send(from, Msg::Accept);
         let r = &mut self.rooms[room];
         if r.members == 0 {
             r.next_spawn_tick = self.ticks_run + 1;
         }
         r.members += 1;
-        for i in 0..self.rooms[room].entities.len() {
+    }
+
+    /// The client in `slot` sent its first datagram after ACCEPT: its address is proven
+    /// (admission rule 2), so it joins the game: the room's ENTITY_CREATEs, then its ship.
+    fn on_proven(&mut self, slot: usize) {
+        let Some(conn) = self.sessions.get(slot).map(|s| s.conn) else {
+            return;
+        };
+        let room = self.room_index(slot);
+        let Some(r) = self.rooms.get(room) else {
+            return;
+        };
+        for i in 0..r.entities.len() {
             let view = self.rooms[room].entities[i].view();
-            self.send(from, Msg::Create(view));
+            self.send(conn, Msg::Create(view));
         }
         self.spawn_ship(slot);
     }
@@ -772,7 +813,12 @@ impl Server for RtypeServer {
             return;
         };
         session.last_seen = now;
-        let client = &mut session.state;
+        if self.sessions.prove(slot) {
+            self.on_proven(slot);
+        }
+        let Some(client) = self.sessions.state_mut(slot) else {
+            return;
+        };
         match packet {
             Packet::Input {
                 entity,

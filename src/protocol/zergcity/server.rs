@@ -328,7 +328,7 @@ impl ZergCityServer {
     }
 
     fn session_for(&mut self, now: Instant, conn: ConnId) -> usize {
-        self.sessions.insert(
+        let slot = self.sessions.insert(
             conn,
             now,
             Client {
@@ -341,7 +341,11 @@ impl ZergCityServer {
                 inputs_in_window: 0,
                 invalid: 0,
             },
-        )
+        );
+        // ENet's handshake proved the address before the server heard of the peer
+        // (crate::protocol::admission).
+        self.sessions.prove(slot);
+        slot
     }
 
     /// Turn a session away: its last message is queued, then the transport closes it.
@@ -743,12 +747,15 @@ impl ZergCityServer {
                     return Ok(());
                 }
                 for r in rects.rects() {
-                    if r.width == 0 || r.height == 0 || r.width * r.height > MAX_ZONE_AREA {
+                    if r.width == 0
+                        || r.height == 0
+                        || u64::from(r.width) * u64::from(r.height) > u64::from(MAX_ZONE_AREA)
+                    {
                         return Err(InputResult::InvalidPosition);
                     }
                     for dy in 0..r.height as i32 {
                         for dx in 0..r.width as i32 {
-                            self.check_build_tile(p, r.x + dx, r.y + dy)?;
+                            self.check_build_tile(p, r.x.saturating_add(dx), r.y.saturating_add(dy))?;
                         }
                     }
                 }
@@ -772,7 +779,7 @@ impl ZergCityServer {
                     );
                     for dy in 0..r.height as i32 {
                         for dx in 0..r.width as i32 {
-                            if let Some(i) = self.idx(r.x + dx, r.y + dy) {
+                            if let Some(i) = self.idx(r.x.saturating_add(dx), r.y.saturating_add(dy)) {
                                 if self.occupant[i] == 0 {
                                     self.occupant[i] = id;
                                 }

@@ -1,0 +1,9 @@
+#![no_main]
+use tickswarm::protocol::darkages::codec::decode;
+use tickswarm::protocol::ProtocolName;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    tickswarm_fuzz::run(ProtocolName::DarkAges, data, |d| {
+        let _ = decode(d);
+    });
+});

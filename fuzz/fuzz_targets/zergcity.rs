@@ -1,0 +1,15 @@
+#![no_main]
+use tickswarm::protocol::zergcity::codec::{decode, Decompressor};
+use tickswarm::protocol::ProtocolName;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    tickswarm_fuzz::run(ProtocolName::ZergCity, data, |d| {
+        // A small limit, so an LZ4 block claiming a huge size is refused before allocating.
+        let mut dec = Decompressor::new(64 * 1024);
+        let _ = decode(d, &mut dec);
+        assert!(
+            dec.capacity() <= 64 * 1024,
+            "decompressor grew past its limit"
+        );
+    });
+});

@@ -1,0 +1,48 @@
+//! Admission: why a reference server cannot be used to amplify traffic at a third party.
+//!
+//! UDP does not prove who sent a datagram: a handshake with a forged source address would
+//! make a server that streams snapshots at every new session send 60 snapshots a second to a
+//! victim that never asked (measured before this existed, from one handshake over 5 s: cafe
+//! 360×, R-Type 1,239×, City 5.5× the bytes the attacker sent). So every reference server
+//! follows the same rules, keyed by [`ConnId`](super::ConnId) (one per source address for
+//! raw UDP):
+//!
+//! 1. **Nothing larger than the request, and no stream, until the address is proven.** A new
+//!    session is *unproven*. The server answers its handshake with the handshake reply only
+//!    (cafe Welcome 12 bytes for a 24-byte Hello, R-Type ACCEPT 4 for an 8-byte CONNECT,
+//!    DarkAges CONNECT_ACK 89 for a 104-byte CONNECT) and holds back snapshots, entity
+//!    creates, heartbeats and events.
+//! 2. **What proves an address.** None of the raw-UDP specs has room for a challenge or cookie
+//!    (cafe's Welcome, R-Type's ACCEPT and DarkAges' CONNECT_ACK carry nothing the client must
+//!    echo, and their wire format is fixed), so the proof is *the client's first datagram after
+//!    the server's reply*: an INPUT, PING, HEARTBEAT or DarkAges' CONNECTED. A client that did
+//!    not get the reply does not send those, so a spoofed handshake alone gets no stream. This
+//!    is weaker than a cookie: an attacker who forges the handshake *and* a first input gets a
+//!    stream until the silence timeout (`client_timeout`, 5 s by default). ENet protocols
+//!    (City, ZergCity) are proven by ENet's own handshake (see
+//!    [`crate::transport::enet`]): the server's peer is connected, and the game server hears
+//!    of it, only when the VERIFY_CONNECT it sent is acknowledged.
+//! 3. **Handshake replies are rate-limited per source**: at most [`MAX_UNPROVEN_REPLIES`] to
+//!    one unproven session, so repeated handshakes from one source cost the server at most
+//!    that many replies, each smaller than its request.
+//! 4. **Unproven sessions expire quickly**: [`UNPROVEN_TIMEOUT`] after the handshake, however
+//!    often it is repeated, and a full server gives the slot of the oldest unproven session
+//!    (older than [`EVICTABLE_AFTER`]) to a new client, so forged handshakes cannot keep real players out.
+//!
+//! `tests/amplification.rs` measures each protocol's factor (bytes sent to an address that
+//! never answers ÷ bytes received from it, over 5 s of simulated time).
+
+use std::time::Duration;
+
+/// How long a session may stay unproven. Real clients send their first input within one
+/// input interval of the reply (a few ms to 100 ms); two seconds leave room for a lost first
+/// input and a slow client without letting forged sessions pile up.
+pub const UNPROVEN_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A full server evicts an unproven session only once it is this old, so a real client
+/// between its reply and its first input is not pushed out by the next handshake.
+pub const EVICTABLE_AFTER: Duration = Duration::from_millis(500);
+
+/// Handshake replies an unproven session gets (its first and up to three answers to retries,
+/// which a client sends when a reply was lost).
+pub const MAX_UNPROVEN_REPLIES: u32 = 4;
