@@ -248,7 +248,7 @@ impl HostileServer {
                     bind: Some(addr),
                     ..ServerParams::default()
                 };
-                let tr = server_transport(section.transport(), 64, false, now).unwrap();
+                let tr = server_transport(section.transport(), addr, 64, false, now).unwrap();
                 (
                     Hostile::new(section.make_server(&params, now), fault, now),
                     tr,
@@ -493,16 +493,36 @@ fn restarted_mid_run_losing_every_session_fails() {
 }
 
 /// Garbage in place of every 4th datagram: counted by reason (no cafe magic), the rest of the
-/// stream plays on; a scenario gating on decode errors or loss fails the run.
+/// stream plays on, and the run fails by the default `decode_errors <= 0` check with no
+/// threshold in the scenario; a scenario gating on loss fails it too.
 #[test]
-fn garbage_is_counted_and_fails_a_decode_gate() {
+fn garbage_is_counted_and_fails_the_default_decode_check() {
     let srv = HostileServer::start(ProtocolName::Cafe, Fault::Garbage, None);
-    let gates = "thresholds:\n  - decode_errors < 1\n  - downstream_loss < 1%\n";
-    let o = run_with("cafe", srv.addr, 5, "2s", "", gates);
+    let o = run("cafe", srv.addr, 5, "2s", "");
     assert!(decode_reason(&o.s, "bad_magic") > 50, "{}", o.s["errors"]);
     assert!(o.s["snapshots_applied"].as_u64().unwrap_or(0) > 100);
     assert_eq!(o.code, Some(1), "{}", o.stderr);
     assert_eq!(o.s["verdict"], "fail");
+    assert_eq!(failed_default_checks(&o.s), ["errors.decode_total"]);
+    drop(srv);
+
+    let srv = HostileServer::start(ProtocolName::Cafe, Fault::Garbage, None);
+    let gates = "thresholds:\n  - decode_errors < 100000\n  - downstream_loss < 1%\n";
+    let o = run_with("cafe", srv.addr, 5, "2s", "", gates);
+    assert_eq!(o.code, Some(1), "the loss gate: {}", o.stderr);
+}
+
+/// The default checks that failed, by metric path.
+fn failed_default_checks(s: &Value) -> Vec<String> {
+    s["thresholds"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .filter(|c| c["default"] == true && c["ok"] == false)
+                .filter_map(|c| c["metric"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 #[test]
@@ -535,6 +555,8 @@ fn datagrams_of_64_kb_are_counted_and_memory_stays_bounded() {
     assert!(decode_reason(&o.s, "bad_magic") > 50, "{}", o.s["errors"]);
     assert_eq!(o.s["bots"]["connected"], 5);
     assert!(o.hwm_kib < RSS_BOUND_KIB, "VmHWM {} KiB", o.hwm_kib);
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert_eq!(failed_default_checks(&o.s), ["errors.decode_total"]);
 }
 
 #[test]

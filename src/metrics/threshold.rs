@@ -142,6 +142,11 @@ pub const DEFAULT_CHECKS: &[&str] = &[
     "bots_lost <= 0",
     "bots_silent_at_end <= 0",
     "snapshots_applied > 0",
+    // A bot the server refused or never answered, and a datagram no dialect of the protocol
+    // can read, are facts about the server a gate must see even when the scenario lists
+    // nothing (a scenario relaxes either by naming it: `bots_failed <= 5`).
+    "bots_failed <= 0",
+    "decode_errors <= 0",
 ];
 
 /// `DEFAULT_CHECKS` as thresholds, minus those on a metric `own` already has a threshold on.

@@ -114,9 +114,9 @@ mod parse_tests {
         let f = load(p).unwrap();
         let plan = Plan::build(f, p, &Overrides::default()).unwrap();
         assert_eq!(plan.planned, 100);
-        // The scenario's three, and the three default checks.
-        assert_eq!(plan.thresholds.len(), 6);
-        assert_eq!(plan.thresholds.iter().filter(|t| t.default).count(), 3);
+        // The scenario's three, and the five default checks.
+        assert_eq!(plan.thresholds.len(), 8);
+        assert_eq!(plan.thresholds.iter().filter(|t| t.default).count(), 5);
     }
 
     #[test]
