@@ -1096,9 +1096,10 @@ fn seq_wraps_around() {
 // Dialects, loss source, garbage.
 // ---------------------------------------------------------------------------------------
 
-/// Implementation dialect end to end: snapshots carry `last_input` = the `client_time_ms` of
-/// the latest Input the server had from that client when it sent the snapshot, and a
-/// `count` equal to the records present.
+/// Implementation dialect end to end: snapshots carry `last_input` = the header seq of the
+/// latest Input the server had from that client when it sent the snapshot (NOTES.md), and a
+/// `count` equal to the records present; the bot pairs them with its Inputs
+/// (`input_to_snapshot_us`) and reconciles its prediction (`prediction_error`).
 #[test]
 fn implementation_dialect_snapshots_carry_last_input() {
     let n = 3;
@@ -1118,7 +1119,7 @@ fn implementation_dialect_snapshots_carry_last_input() {
         let inputs: Vec<(Duration, u32)> = sim
             .up_from(i)
             .filter(|r| r.msg_type() == INPUT)
-            .filter_map(|r| r.first_arrival().map(|t| (t, r.u32_at(12))))
+            .filter_map(|r| r.first_arrival().map(|t| (t, r.seq())))
             .collect();
         let mut checked = 0;
         for s in sim.down_to(i).filter(|r| r.msg_type() == SNAPSHOT) {
@@ -1138,7 +1139,45 @@ fn implementation_dialect_snapshots_carry_last_input() {
         assert_no_errors(rec, "implementation");
         assert_eq!(rec.loss_down.expected, rec.loss_down.received);
         assert_eq!(rec.snapshots_applied, snapshots_delivered(&sim, i));
+        let (n, _, _) = extra(rec, "input_to_snapshot_us").expect("inputs paired");
+        assert!(n > 100, "bot {i}: {n} inputs paired");
     }
+}
+
+/// Prediction against the implementation dialect's `last_input`: a bot holding `right`
+/// against a server that applies one Input a tick (inputs on the tick grid, fixed delay)
+/// predicts exactly (0, the histogram's floor of 1 milli-unit at most); a bot that believes
+/// players move at 200 units/s where the server moves them at 240 is off by the difference,
+/// 40 / 60 = 0.667 units, at every reconciliation (the prediction restarts from the server's
+/// position each time, so the error does not pile up).
+#[test]
+fn prediction_is_reconciled_against_last_input() {
+    let hold_right = || InputPattern::Scripted {
+        steps: vec![(Keys(Keys::RIGHT), ms(60_000))],
+    };
+    let opts = |speed: f32| CafeOptions {
+        dialect: Dialect::Implementation,
+        player_speed: speed,
+        ..CafeOptions::default()
+    };
+    let (mut p0, mut p1) = (params(0), params(1));
+    p0.pattern = hold_right();
+    p1.pattern = hold_right();
+    let mut sim = new_sim(
+        CafeServerConfig::for_dialect(Dialect::Implementation),
+        vec![(p0, opts(240.0)), (p1, opts(200.0))],
+    );
+    sim.up.delay = ms(3);
+    sim.down.delay = ms(3);
+    sim.start_all();
+    sim.run_until(ms(3000));
+    let (n, _, max) = extra(&sim.recs[0], "prediction_error").expect("reconciled");
+    assert!(n > 100, "{n} reconciliations");
+    assert!(max <= 1, "exact prediction: max {max} milli-units");
+    let (n, min, max) = extra(&sim.recs[1], "prediction_error").expect("reconciled");
+    assert!(n > 100, "{n} reconciliations");
+    assert_close(min, 667, "min error");
+    assert_close(max, 667, "max error");
 }
 
 /// `loss_source: tick` (for servers whose `seq` is global): downstream loss counts missing

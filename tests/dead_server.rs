@@ -1,7 +1,8 @@
 //! A server that dies mid-run fails the run by default, even when the scenario lists no
 //! thresholds: the default checks see the bots that lost their session or went silent.
 
-use std::io::{BufRead, BufReader};
+mod common;
+
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -14,23 +15,7 @@ fn bin() -> Command {
 
 /// `tickswarm serve <protocol>` on a free port; returns the process and its address.
 fn serve(protocol: &str) -> (Child, String) {
-    let mut child = bin()
-        .args(["serve", protocol, "--port", "0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start serve");
-    let stdout = child.stdout.take().expect("serve stdout");
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("serve prints its address");
-    let addr = line
-        .split_whitespace()
-        .find(|w| w.starts_with("127.0.0.1:"))
-        .expect("an address in the first line")
-        .to_string();
-    (child, addr)
+    common::serve::serve(protocol, &[])
 }
 
 /// Run `bots` bots for `secs` against `addr`, killing `server` (SIGKILL) after `kill_after`.

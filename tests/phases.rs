@@ -9,9 +9,10 @@
 //! The broken server is written here on the crate's sans-IO ENet host: real ENet on a
 //! loopback socket, real City messages from the codec, and nothing else.
 
-use std::io::{BufRead, BufReader};
+mod common;
+
 use std::net::{SocketAddr, UdpSocket};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -239,23 +240,7 @@ fn bots_on_a_working_server_are_counted_in_game() {
 
 /// The reference City server as its own process (`tickswarm serve city`), and its address.
 fn serve_city() -> (std::process::Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .args(["serve", "city", "--port", "0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start serve");
-    let stdout = child.stdout.take().expect("serve stdout");
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("serve prints its address");
-    let addr = line
-        .split_whitespace()
-        .find(|w| w.starts_with("127.0.0.1:"))
-        .expect("an address in the first line")
-        .to_string();
-    (child, addr)
+    common::serve::serve("city", &[])
 }
 
 /// Two targets, one working and one stuck after the hello: the bots are spread over them

@@ -20,6 +20,8 @@
 //!
 //! It fails (never skips) when Chromium is missing or cannot be driven.
 
+mod common;
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -36,24 +38,7 @@ fn shots_dir() -> PathBuf {
 
 /// `tickswarm serve cafe` on a free port, and its address.
 fn serve_cafe() -> (std::process::Child, String) {
-    use std::io::{BufRead, BufReader};
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .args(["serve", "cafe", "--port", "0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start serve");
-    let stdout = child.stdout.take().expect("serve stdout");
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("serve prints its address");
-    let addr = line
-        .split_whitespace()
-        .find(|w| w.starts_with("127.0.0.1:"))
-        .expect("an address in the first line")
-        .to_string();
-    (child, addr)
+    common::serve::serve("cafe", &[])
 }
 
 /// A short real run: cafe against two servers (so the per-target section is drawn), with

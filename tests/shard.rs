@@ -3,7 +3,8 @@
 //! counts are the shards' sums and the merged percentiles are those of one histogram holding
 //! every sample of every shard (read back from the shards' own histograms.hlog).
 
-use std::io::{BufRead, BufReader};
+mod common;
+
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
@@ -31,22 +32,7 @@ impl Drop for Server {
 }
 
 fn serve() -> (Server, String) {
-    let mut child = bin()
-        .args(["serve", "cafe", "--port", "0", "--duration", "60s"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start serve");
-    let stdout = child.stdout.take().expect("serve stdout");
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("serve prints its address");
-    let addr = line
-        .split_whitespace()
-        .find(|w| w.starts_with("127.0.0.1:"))
-        .expect("an address in the first line")
-        .to_string();
+    let (child, addr) = common::serve::serve("cafe", &["--duration", "60s"]);
     (Server(child), addr)
 }
 

@@ -3,4 +3,5 @@
 #![allow(dead_code)]
 
 pub mod proxy;
+pub mod serve;
 pub mod sim;

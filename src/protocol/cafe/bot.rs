@@ -34,6 +34,7 @@ use crate::metrics::{LossCounts, Recorder};
 use crate::protocol::idmap::{id_map_with_capacity, IdMap};
 use crate::protocol::input_grid::InputGrid;
 use crate::protocol::seqwindow::{SeqOutcome, SeqWindow, TickNews, TickStep};
+use super::predict::Prediction;
 use crate::protocol::tail::SnapshotArrivals;
 use crate::protocol::timers::{earliest, Handshake, Periodic, Silence};
 use crate::protocol::{Bot, BotParams, BotPhase, PatternState, Transmit};
@@ -127,6 +128,9 @@ pub struct CafeBot {
     seq_counts: LossCounts,
     /// `Some` until the bot has decided whether `seq` is per connection.
     detect: Option<SharedSeqDetect>,
+    /// The own player's predicted position, reconciled against `last_input` (implementation
+    /// dialect only: the spec's snapshots name no Input).
+    prediction: Option<Prediction>,
     /// Inputs by header seq (`seq % INPUT_HISTORY`) with when they were queued.
     inputs: [Option<(u32, Instant)>; INPUT_HISTORY],
     /// The newest `last_input` already measured.
@@ -179,6 +183,7 @@ impl CafeBot {
             handshake: Handshake::new(),
             player_id: 0,
             tick_rate: 0,
+            prediction: None,
             connected_at: None,
             silence,
             down: SeqWindow::new(),
@@ -241,6 +246,9 @@ impl CafeBot {
         self.phase = BotPhase::Connected;
         self.player_id = player_id;
         self.tick_rate = tick_rate;
+        if self.dialect() == Dialect::Implementation {
+            self.prediction = Some(Prediction::new(self.opts.player_speed, tick_rate));
+        }
         self.connected_at = Some(now);
         self.silence.arm(now);
         self.handshake.end();
@@ -330,6 +338,7 @@ impl CafeBot {
         }
         if let Some(li) = s.last_input {
             self.on_last_input(now, li, rec);
+            self.reconcile(li, s, rec);
         }
         self.settle_suspect_gap(s.tick, rec);
         // Older than a snapshot already applied (reordered): applying it would roll the table
@@ -369,6 +378,19 @@ impl CafeBot {
         rec.snapshots_applied += 1;
         rec.record_extra("entities", self.entities.len() as u64);
         rec.record_extra("snapshot_bytes", bytes as u64);
+    }
+
+    /// The server's position of the own player after Input `li`, against the prediction.
+    fn reconcile(&mut self, li: u32, s: &Snapshot<'_>, rec: &mut Recorder) {
+        let Some(p) = self.prediction.as_mut() else {
+            return;
+        };
+        let Some(own) = s.records().find(|r| r.entity_id == self.player_id) else {
+            return;
+        };
+        if let Some(e) = p.reconcile(li, (own.x, own.y), self.seq_out) {
+            rec.record_extra("prediction_error", (f64::from(e) * 1000.0).round() as u64);
+        }
     }
 
     /// `last_input` names the newest Input the server had: the first snapshot naming an
@@ -672,6 +694,9 @@ impl Bot for CafeBot {
             Out::Input { mask, time_ms, at } => {
                 if let Some(slot) = self.inputs.get_mut(self.seq_out as usize % INPUT_HISTORY) {
                     *slot = Some((self.seq_out, at));
+                }
+                if let Some(p) = self.prediction.as_mut() {
+                    p.on_input(self.seq_out, mask);
                 }
                 Message::Input {
                     player_id: self.player_id,

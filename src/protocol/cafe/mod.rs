@@ -6,6 +6,7 @@
 
 pub mod bot;
 pub mod codec;
+pub mod predict;
 pub mod server;
 
 use serde::{Deserialize, Serialize};
@@ -50,6 +51,12 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
             "Input to snapshot",
             "an Input sent until the first snapshot whose last_input names it (implementation dialect)",
         ),
+        MetricDesc::micros(
+            "prediction_error",
+            "Prediction error",
+            "units between the bot's predicted position and the server's for the Input last_input names (implementation dialect)",
+        )
+        .unit("units", 1000),
         MetricDesc::count(
             "shared_sequence_detected",
             "Shared sequence counter",
@@ -119,6 +126,10 @@ pub struct CafeOptions {
     /// With snapshot-tick loss: ticks between two snapshots the server sends. Unset: the gcd
     /// of the tick differences of the first 8 snapshots.
     pub snapshot_tick_step: Option<u32>,
+    /// World units a second the server moves a player whose keys are held: the bot's own
+    /// prediction, reconciled against `last_input` in the implementation dialect
+    /// (`prediction_error`). The default is the reference server's.
+    pub player_speed: f32,
 }
 
 impl Default for CafeOptions {
@@ -127,6 +138,7 @@ impl Default for CafeOptions {
             dialect: Dialect::Spec,
             loss_source: LossSource::Auto,
             snapshot_tick_step: None,
+            player_speed: server::PLAYER_SPEED,
         }
     }
 }
@@ -145,6 +157,9 @@ impl Protocol for Cafe {
     fn validate(o: &CafeOptions, s: &ServerParams) -> Result<(), String> {
         if o.snapshot_tick_step == Some(0) {
             return Err("snapshot_tick_step must be at least 1".into());
+        }
+        if !(o.player_speed.is_finite() && o.player_speed >= 0.0) {
+            return Err("player_speed must be a finite number of units a second, 0 or more".into());
         }
         // Every member of a room rides in each snapshot: 44 records fill a datagram.
         if s.room_size.is_some_and(|r| !(1..=44).contains(&r)) {

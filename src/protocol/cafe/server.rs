@@ -80,7 +80,8 @@ struct Client {
     record: EntityRecord,
     moved: bool,
     needs_full: bool,
-    last_input_ms: u32,
+    /// Header seq of the latest Input (the implementation dialect's `last_input`).
+    last_input: u32,
     next_heartbeat: Instant,
     /// Token of the last heartbeat sent: a Ping carrying it is the client's echo.
     heartbeat_token: Option<u32>,
@@ -220,7 +221,7 @@ impl CafeServer {
             },
             moved: true,
             needs_full: true,
-            last_input_ms: 0,
+            last_input: 0,
             next_heartbeat: now + self.cfg.heartbeat_interval.unwrap_or_default(),
             heartbeat_token: None,
         };
@@ -350,7 +351,7 @@ impl Server for CafeServer {
         self.now = now;
         self.stats.datagrams_in += 1;
         self.stats.bytes_in += data.len() as u64;
-        let (_seq, msg) = match codec::decode(data, self.cfg.dialect) {
+        let (seq, msg) = match codec::decode(data, self.cfg.dialect) {
             Ok(m) => m,
             Err(e) => {
                 self.stats.dropped.add2(e.message, e.reason, 1);
@@ -378,14 +379,16 @@ impl Server for CafeServer {
             Message::Input {
                 player_id,
                 input_mask,
-                client_time_ms,
+                ..
             } => {
                 if player_id != client.player_id {
                     self.stats.dropped.add2("input", "wrong_player_id", 1);
                     return;
                 }
                 client.keys = Keys((input_mask & 0x1f) as u8);
-                client.last_input_ms = client_time_ms;
+                // NOTES.md: the implementation's `last_input` is the header seq of the
+                // client's latest Input.
+                client.last_input = seq;
             }
             // The echo of our own heartbeat is not answered: the bot would take the answer
             // for a new heartbeat and the two would ping-pong forever.
@@ -443,7 +446,7 @@ impl Server for CafeServer {
                     let c = &mut s.state;
                     codec::patch_seq(dst, c.seq);
                     if self.cfg.dialect == Dialect::Implementation {
-                        codec::patch_last_input(dst, c.last_input_ms);
+                        codec::patch_last_input(dst, c.last_input);
                     }
                     c.seq = c.seq.wrapping_add(1);
                     (s.conn, len)
