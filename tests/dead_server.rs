@@ -98,6 +98,14 @@ fn a_killed_cafe_server_fails_the_run_through_silence_at_the_end() {
     let lost = down["expected"].as_u64().unwrap() - down["received"].as_u64().unwrap();
     assert!(lost >= missed, "{down}");
     assert!(down["rate"].as_f64().unwrap() > 0.2, "{down}");
+    // Seconds after the kill had no pong: their RTT is no figure (null, a dash on the
+    // console), not 0.
+    let iv = s["intervals"].as_array().unwrap();
+    let last_whole = iv.iter().rev().find(|p| p["partial"] != true).unwrap();
+    assert!(last_whole["rtt_p50_us"].is_null(), "{last_whole}");
+    assert!(last_whole["rtt_p99_us"].is_null(), "{last_whole}");
+    assert!(iv[0]["rtt_p50_us"].as_u64().is_some(), "{}", iv[0]);
+    assert!(err.contains("rtt p50 – p99 –"), "{err}");
 }
 
 /// rtype with a 1 s silence timeout: the bots give up on the dead server during the run,

@@ -21,8 +21,9 @@ pub struct Progress {
     waiting_printed_at: Option<f64>,
 }
 
-fn ms(us: u64) -> String {
-    fmt_us(us as f64)
+/// A time of the second, or a dash when the second had no sample (empty is not zero).
+fn ms(us: Option<u64>) -> String {
+    us.map_or_else(|| "–".to_string(), |us| fmt_us(us as f64))
 }
 
 /// The progress line's parts, most important first (the fitting drops from the end).
@@ -117,7 +118,7 @@ pub fn print_result(s: &Summary) {
     if std::io::stderr().is_terminal() {
         eprintln!();
     }
-    let l = s.loss.downstream.unwrap_or_default();
+
     eprintln!(
         "bots     {} planned, {} connected, {} failed, {} lost mid-run, {} silent at the end",
         s.bots.planned, s.bots.connected, s.bots.failed, s.bots.lost, s.bots.silent_at_end
@@ -128,17 +129,24 @@ pub fn print_result(s: &Summary) {
     } else {
         eprintln!(
             "rtt      p50 {} p99 {} max {} ({} samples)",
-            ms(s.rtt_us.p50),
-            ms(s.rtt_us.p99),
-            ms(s.rtt_us.max),
+            ms(Some(s.rtt_us.p50)),
+            ms(Some(s.rtt_us.p99)),
+            ms(Some(s.rtt_us.max)),
             group_int(s.rtt_us.count)
         );
     }
     eprintln!(
-        "loss     downstream {:.3}% ({} of {} missing); upstream {}",
-        l.rate * 100.0,
-        group_int(l.expected.saturating_sub(l.received)),
-        group_int(l.expected),
+        "loss     downstream {}; upstream {}",
+        match s.loss.downstream {
+            // Nothing expected: not measurable, never 0 %.
+            Some(l) => format!(
+                "{:.3}% ({} of {} missing)",
+                l.rate * 100.0,
+                group_int(l.expected.saturating_sub(l.received)),
+                group_int(l.expected)
+            ),
+            None => "not measurable".into(),
+        },
         match s.loss.upstream {
             Some(u) => format!("{:.3}%", u.rate * 100.0),
             None => "not measurable".into(),
@@ -147,9 +155,9 @@ pub fn print_result(s: &Summary) {
     eprintln!(
         "inputs   {} sent, send lateness p50 {} p99 {} max {}, {} grid slots skipped",
         group_int(s.inputs_sent),
-        ms(s.generator.send_lateness_us.p50),
-        ms(s.generator.send_lateness_us.p99),
-        ms(s.generator.send_lateness_us.max),
+        ms(Some(s.generator.send_lateness_us.p50)),
+        ms(Some(s.generator.send_lateness_us.p99)),
+        ms(Some(s.generator.send_lateness_us.max)),
         group_int(s.generator.inputs_skipped)
     );
     // The protocol's own counters it wants read first (cards), when they fired: e.g. a shared
@@ -223,11 +231,11 @@ mod tests {
     fn point() -> IntervalPoint {
         IntervalPoint {
             t: 15.0,
-            rtt_p50_us: 995,
-            rtt_p99_us: 1250,
+            rtt_p50_us: Some(995),
+            rtt_p99_us: Some(1250),
             packets_up: 7166,
             packets_down: 12_400,
-            lateness_p99_us: 40,
+            lateness_p99_us: Some(40),
             ..IntervalPoint::default()
         }
     }

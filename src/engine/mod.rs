@@ -341,14 +341,15 @@ fn point(index: u64, r: &Recorder, connected: u64) -> IntervalPoint {
     IntervalPoint {
         t: (index + 1) as f64,
         bots_connected: connected,
-        rtt_p50_us: rtt.p50,
-        rtt_p99_us: rtt.p99,
+        rtt_p50_us: (rtt.count > 0).then_some(rtt.p50),
+        rtt_p99_us: (rtt.count > 0).then_some(rtt.p99),
         loss_down_rate: r.loss_down.rate(),
         packets_up: r.packets_up,
         packets_down: r.packets_down,
         bytes_up: r.bytes_up,
         bytes_down: r.bytes_down,
-        lateness_p99_us: HistSummary::of(&r.send_lateness_us).p99,
+        lateness_p99_us: (!r.send_lateness_us.is_empty())
+            .then(|| HistSummary::of(&r.send_lateness_us).p99),
         inputs_sent: r.inputs_sent,
         snapshots_applied: r.snapshots_applied,
         phases: PhaseCounts::default(),

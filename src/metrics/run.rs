@@ -53,14 +53,16 @@ pub struct IntervalPoint {
     /// Seconds since the run started (end of the interval).
     pub t: f64,
     pub bots_connected: u64,
-    pub rtt_p50_us: u64,
-    pub rtt_p99_us: u64,
+    /// RTT percentiles of the second; `null` when no pong arrived in it (empty is not zero).
+    pub rtt_p50_us: Option<u64>,
+    pub rtt_p99_us: Option<u64>,
     pub loss_down_rate: f64,
     pub packets_up: u64,
     pub packets_down: u64,
     pub bytes_up: u64,
     pub bytes_down: u64,
-    pub lateness_p99_us: u64,
+    /// `null` when no input was due in the second.
+    pub lateness_p99_us: Option<u64>,
     pub inputs_sent: u64,
     pub snapshots_applied: u64,
     /// Bots per phase at the end of the interval (connecting, transport handshake, protocol

@@ -198,8 +198,8 @@ mod tests {
             intervals.push(IntervalPoint {
                 t: i as f64,
                 bots_connected: bots,
-                rtt_p50_us: rtt_p50,
-                rtt_p99_us: rtt_p99,
+                rtt_p50_us: Some(rtt_p50),
+                rtt_p99_us: Some(rtt_p99),
                 loss_down_rate: if spike {
                     0.021
                 } else {
@@ -209,7 +209,7 @@ mod tests {
                 packets_down: bots * 30,
                 bytes_up: bots * 60 * 42,
                 bytes_down: bots * 30 * 410,
-                lateness_p99_us: if spike { 3_400 } else { 40 + (i % 5) * 9 },
+                lateness_p99_us: Some(if spike { 3_400 } else { 40 + (i % 5) * 9 }),
                 inputs_sent: bots * 60,
                 snapshots_applied: bots * 30,
                 phases: demo_phases(bots),
@@ -614,16 +614,16 @@ mod tests {
             .map(|i| IntervalPoint {
                 t: i as f64,
                 bots_connected: (i * 2).min(5000),
-                rtt_p50_us: 300 + (i * 7919 % 97),
-                rtt_p99_us: if i % 1800 == 0 {
+                rtt_p50_us: Some(300 + (i * 7919 % 97)),
+                rtt_p99_us: Some(if i % 1800 == 0 {
                     40_000
                 } else {
                     900 + (i * 104_729 % 400)
-                },
+                }),
                 loss_down_rate: (i % 13) as f64 * 0.0001,
                 bytes_up: (i * 2).min(5000) * 2_500,
                 bytes_down: (i * 2).min(5000) * 12_000,
-                lateness_p99_us: 50 + i % 40,
+                lateness_p99_us: Some(50 + i % 40),
                 ..Default::default()
             })
             .collect();

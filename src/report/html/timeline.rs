@@ -223,6 +223,13 @@ pub(super) fn figures(s: &Summary, log: Option<&HistLog>) -> Vec<Figure> {
     let series = |f: &dyn Fn(&IntervalPoint) -> f64| -> Vec<(f64, f64)> {
         iv.iter().map(|p| (p.t, f(p))).collect()
     };
+    // A per-second statistic that may have had no sample: those seconds are left out, not
+    // drawn as 0.
+    let known = |f: &dyn Fn(&IntervalPoint) -> Option<u64>| -> Vec<(f64, f64)> {
+        iv.iter()
+            .filter_map(|p| f(p).map(|v| (p.t, v as f64)))
+            .collect()
+    };
     let widths: Vec<f64> = interval_widths(iv).collect();
     let per_sec = |f: &dyn Fn(&IntervalPoint) -> u64| -> Vec<(f64, f64)> {
         iv.iter()
@@ -264,8 +271,8 @@ pub(super) fn figures(s: &Summary, log: Option<&HistLog>) -> Vec<Figure> {
     match log.and_then(|l| percentiles_over_time(s, l, "rtt_us")) {
         Some(f) => out.push(f),
         None => {
-            let p99 = series(&|p| p.rtt_p99_us as f64);
-            let p50 = series(&|p| p.rtt_p50_us as f64);
+            let p99 = known(&|p| p.rtt_p99_us);
+            let p50 = known(&|p| p.rtt_p50_us);
             let p50_top = p50.iter().map(|p| p.1).fold(0.0, f64::max);
             let p99_top = p99.iter().map(|p| p.1).fold(0.0, f64::max);
             let opts = Opts {
@@ -343,7 +350,7 @@ pub(super) fn figures(s: &Summary, log: Option<&HistLog>) -> Vec<Figure> {
             &[Series {
                 name: "send lateness p99",
                 color: AMBER,
-                points: series(&|p| p.lateness_p99_us as f64),
+                points: known(&|p| p.lateness_p99_us),
             }],
             Unit::Micros,
             &Opts {
