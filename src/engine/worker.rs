@@ -282,9 +282,6 @@ impl<T: BotTransport + 'static> Shared<T> {
             Some(Watch::Socket(sock)) => {
                 tokio::task::spawn_local(recv_loop(self.clone(), src, sock))
             }
-            Some(Watch::Wake(notify)) => {
-                tokio::task::spawn_local(wake_loop(self.clone(), src, notify))
-            }
             None => return,
         };
         let mut w = self.watchers.borrow_mut();
@@ -887,18 +884,6 @@ async fn recv_loop<T: BotTransport + 'static>(
                 }
             }
         }
-    }
-}
-
-/// A self-driven transport source: poll it whenever its I/O threads say so.
-async fn wake_loop<T: BotTransport + 'static>(
-    shared: Rc<Shared<T>>,
-    src: Source,
-    notify: std::sync::Arc<Notify>,
-) {
-    loop {
-        notify.notified().await;
-        shared.on_source_timer(src, Instant::now());
     }
 }
 

@@ -18,8 +18,8 @@
 //! sources with no socket to watch and is polled on their timers
 //! ([`BotTransport::poll_timeout`], [`BotTransport::on_timer`]); its server side names the
 //! address it bound itself ([`ServerTransport::local_addr`]), so the driver binds no socket,
-//! and does its sending in [`ServerTransport::poll_datagram`]. GNS is polled rather than
-//! woken ([`Watch::Wake`]) because it has no callback for a message's arrival.
+//! and does its sending in [`ServerTransport::poll_datagram`]. GNS is polled on a timer
+//! rather than woken: it has no callback for a message's arrival.
 //!
 //! [`TransportNeeds`] (what the protocol asks for) is mapped to an implementation in one
 //! place, [`run_bots`] and [`server_transport`]; ENet's settings are built in one place,
@@ -33,7 +33,6 @@ pub mod udp;
 use std::net::SocketAddr;
 use std::ops::Range;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::time::Instant;
 
 use super::bot_socket::BotSocket;
@@ -51,10 +50,6 @@ pub type Source = usize;
 pub enum Watch {
     /// Readability of this socket: received datagrams go to [`BotTransport::on_datagrams`].
     Socket(Rc<BotSocket>),
-    /// A transport with its own I/O threads notifies this when it has something; the worker
-    /// then calls [`BotTransport::on_timer`]. For a library that can signal arrivals; GNS
-    /// cannot (it has no message-arrival callback), so its sources are watched by timer only.
-    Wake(Arc<tokio::sync::Notify>),
 }
 
 /// The result of [`BotTransport::open`].
