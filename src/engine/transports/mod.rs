@@ -192,7 +192,7 @@ pub trait BotTransport {
         out: &mut LinkEvents,
     );
 
-    /// `src`'s timer fired, or its [`Watch::Wake`] was notified.
+    /// `src`'s timer fired (a transport without a socket to watch is polled this way).
     fn on_timer(&mut self, src: Source, now: Instant, rec: &mut Recorder, out: &mut LinkEvents);
 
     /// When `src` next wants [`BotTransport::on_timer`].
