@@ -100,7 +100,16 @@ while [ $(( $(date +%s) - start )) -lt "$TOTAL" ]; do
         read -r c p < <(python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print(s['bots']['connected'], s['bots']['planned'])" "$out/summary.json")
         connected=$((connected + c)); planned=$((planned + p))
     fi
-    [ "$code" -ne 0 ] && failed=$((failed + 1))
+    if [ "$code" -ne 0 ]; then
+        failed=$((failed + 1))
+        # Say why: the checks that failed (or the exit code when no summary was written).
+        why=$(python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print(', '.join(f\"{t['metric']} observed {t['observed']}\" for t in s['thresholds'] if not t['ok']))" "$out/summary.json" 2>/dev/null || echo "exit $code, no summary")
+        echo "soak: storm $storms failed: $why"
+    fi
+    # The server's memory along the way, so growth shows as a curve, not two points.
+    if [ $(( storms % 50 )) -eq 49 ]; then
+        echo "soak: server after $((storms + 1)) storms: $(stats "$SERVER_PID")"
+    fi
     rm -rf "$out"
     storms=$((storms + 1))
     kill -0 "$SERVER_PID" 2>/dev/null || { echo "soak: the server died"; cat "$WORK/serve.err"; exit 1; }
