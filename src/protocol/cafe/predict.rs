@@ -15,7 +15,7 @@
 //! two Inputs in one tick leave one unapplied: at a change of keys, each shows as one tick of
 //! movement. A server moving players at another speed shows its difference on every step.
 
-use super::server::{WORLD_H, WORLD_W};
+use super::server::step_position;
 use crate::protocol::Keys;
 
 /// Inputs remembered for replay (at 60 Hz, about four seconds).
@@ -105,13 +105,9 @@ impl Prediction {
     }
 }
 
-/// One tick of movement at `mask`'s keys, stopped at the world's edges (as the server does).
-fn advance(step: f32, (x, y): (f32, f32), mask: u16) -> (f32, f32) {
-    let (ax, ay) = Keys((mask & 0x1f) as u8).axis();
-    (
-        (x + ax * step).clamp(0.0, WORLD_W),
-        (y + ay * step).clamp(0.0, WORLD_H),
-    )
+/// One tick of movement at `mask`'s keys: the server's own rule.
+fn advance(step: f32, at: (f32, f32), mask: u16) -> (f32, f32) {
+    step_position(at, Keys((mask & 0x1f) as u8), step)
 }
 
 #[cfg(test)]
@@ -159,8 +155,9 @@ mod tests {
     #[test]
     fn the_world_edge_stops_the_prediction_as_it_stops_the_server() {
         let mut p = Prediction::new(240.0, 60);
-        p.reconcile(0, (WORLD_W - 2.0, 10.0), 1);
+        let edge = super::super::server::WORLD_W;
+        p.reconcile(0, (edge - 2.0, 10.0), 1);
         p.on_input(1, RIGHT);
-        assert_eq!(p.reconcile(1, (WORLD_W, 10.0), 2), Some(0.0));
+        assert_eq!(p.reconcile(1, (edge, 10.0), 2), Some(0.0));
     }
 }

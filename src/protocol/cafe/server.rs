@@ -58,6 +58,16 @@ impl Default for CafeServerConfig {
     }
 }
 
+/// One tick of a player's movement: `step` units along each held axis, stopped at the world's
+/// edges. The server moves players with it, and the bot predicts its own player with it.
+pub fn step_position((x, y): (f32, f32), keys: Keys, step: f32) -> (f32, f32) {
+    let (ax, ay) = keys.axis();
+    (
+        (x + ax * step).clamp(0.0, WORLD_W),
+        (y + ay * step).clamp(0.0, WORLD_H),
+    )
+}
+
 impl CafeServerConfig {
     /// Defaults of the documented implementation (2 s timeout).
     pub fn for_dialect(dialect: Dialect) -> Self {
@@ -252,10 +262,7 @@ impl CafeServer {
             let (ax, ay) = c.keys.axis();
             let (vx, vy) = (ax * PLAYER_SPEED, ay * PLAYER_SPEED);
             let r = &mut c.record;
-            let (nx, ny) = (
-                (r.x + vx * dt).clamp(0.0, WORLD_W),
-                (r.y + vy * dt).clamp(0.0, WORLD_H),
-            );
+            let (nx, ny) = step_position((r.x, r.y), c.keys, PLAYER_SPEED * dt);
             if nx != r.x || ny != r.y || vx != r.vx || vy != r.vy {
                 c.moved = true;
             }
