@@ -17,6 +17,17 @@ fn write_scenario(dir: &Path, name: &str, body: &str) -> std::path::PathBuf {
     p
 }
 
+/// `tickswarm run SCENARIO --out OUT`.
+fn run_to(scenario: &Path, out: &Path) -> Output {
+    bin()
+        .arg("run")
+        .arg(scenario)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap()
+}
+
 fn summary(dir: &Path) -> Value {
     let text = std::fs::read_to_string(dir.join("summary.json")).expect("summary.json written");
     serde_json::from_str(&text).expect("summary.json is JSON")
@@ -54,13 +65,7 @@ fn swarm_against_embedded_server() {
     let tmp = tempfile::tempdir().unwrap();
     let sc = write_scenario(tmp.path(), "s.yaml", SWARM);
     let out = tmp.path().join("out");
-    let o = bin()
-        .arg("run")
-        .arg(&sc)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
+    let o = run_to(&sc, &out);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let s = summary(&out);
     assert_eq!(s["protocol"], "cafe");
@@ -205,13 +210,7 @@ fn failed_threshold_exits_1() {
         "name: strict\nprotocol:\n  cafe: {}\npopulation:\n  stages:\n    - ramp_to: 5\n      over: 0s\nbehaviour:\n  ping_interval: 100ms\nduration: 1500ms\nthresholds:\n  - rtt max < 1us\n",
     );
     let out = tmp.path().join("out");
-    let o = bin()
-        .arg("run")
-        .arg(&sc)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
+    let o = run_to(&sc, &out);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let s = summary(&out);
     assert_eq!(s["verdict"], "fail");
@@ -297,13 +296,7 @@ fn merge_two_runs_exactly() {
     let mut parts = Vec::new();
     for i in 0..2 {
         let out = tmp.path().join(format!("run{i}"));
-        let o = bin()
-            .arg("run")
-            .arg(&sc)
-            .arg("--out")
-            .arg(&out)
-            .output()
-            .unwrap();
+        let o = run_to(&sc, &out);
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
         parts.push(summary(&out));
     }
@@ -361,13 +354,7 @@ fn intervals_add_up_to_the_totals_including_the_last_partial_second() {
         "name: tail\nprotocol:\n  cafe: {}\npopulation:\n  stages:\n    - ramp_to: 10\n      over: 0s\nduration: 2500ms\n",
     );
     let out = tmp.path().join("out");
-    let o = bin()
-        .arg("run")
-        .arg(&sc)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
+    let o = run_to(&sc, &out);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let s = summary(&out);
     let iv = s["intervals"].as_array().unwrap();
@@ -404,13 +391,7 @@ fn per_bot_bandwidth_matches_the_input_grid() {
         "name: bw\nprotocol:\n  cafe: {}\npopulation:\n  stages:\n    - ramp_to: 5\n      over: 0s\nbehaviour:\n  input_rate: 60\n  ping_interval: 10s\nduration: 4500ms\n",
     );
     let out = tmp.path().join("out");
-    let o = bin()
-        .arg("run")
-        .arg(&sc)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
+    let o = run_to(&sc, &out);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let s = summary(&out);
     let bw = &s["bandwidth"];
