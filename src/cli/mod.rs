@@ -502,9 +502,10 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
     // A run stopped before any handshake could finish says so through its verdict, not as
     // an unreachable target.
     if outcome.ever_connected == 0 && !outcome.interrupted {
-        eprintln!(
-            "error: target unreachable: no bot completed the handshake with {} ({})",
-            outcome.target,
+        // Silence leaves no connect error to name, and "()" told the user nothing.
+        let reasons = if summary.errors.connect.is_empty() {
+            "no reply from the server".to_string()
+        } else {
             summary
                 .errors
                 .connect
@@ -512,6 +513,10 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
                 .map(|(k, v)| format!("{k}: {v}"))
                 .collect::<Vec<_>>()
                 .join(", ")
+        };
+        eprintln!(
+            "error: target unreachable: no bot completed the handshake with {} ({reasons})",
+            outcome.target,
         );
         return Ok(EXIT_UNREACHABLE);
     }
