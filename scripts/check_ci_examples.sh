@@ -27,8 +27,10 @@ IMAGE=${IMAGE:-tickswarm:check}
 WORK=$(mktemp -d)
 SERVER_PID=
 cleanup() {
+    local rc=$? # the script's own status, not that of the server it stops
     [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null
     rm -rf "$WORK"
+    exit "$rc"
 }
 trap cleanup EXIT
 fail() { echo "check_ci_examples: FAIL: $*" >&2; exit 1; }
@@ -79,12 +81,13 @@ game_repo() { # $1: folder: a game team's repository with its scenario
 }
 
 # GitHub: `cargo install --git` from this repository's HEAD (committed code), into a scratch
-# install root so no tickswarm already on PATH is taken. The build shares this checkout's
-# target folder, so only the tickswarm crate itself is compiled again.
+# install root so no tickswarm already on PATH is taken. Its own target folder: sharing this
+# checkout's gave a stale binary (cargo 1.95 called the git package's unit fresh from a
+# build of the path package at an older commit), so the install is a full release build.
 game_repo "$WORK/gh"
 REV=$(git rev-parse HEAD)
 PATH="$WORK/cargo-root/bin:$PATH" CARGO_INSTALL_ROOT="$WORK/cargo-root" \
-    CARGO_TARGET_DIR="$REPO/target" TICKSWARM_DURATION=5s \
+    CARGO_TARGET_DIR="$REPO/target/ci-examples-install" TICKSWARM_DURATION=5s \
     "$VENV/bin/python" scripts/ci_example.py github docs/ci/github-actions.yml "$WORK/gh" \
     STAGING_TARGET="$ADDR" TICKSWARM_GIT="file://$REPO" TICKSWARM_REV="$REV" ||
     fail "the GitHub Actions example failed (exit $?)"
@@ -115,7 +118,7 @@ mkdir -p "$K8S"
 set +e
 "$VENV/bin/python" scripts/ci_example.py k8s deploy/k8s/job.yaml deploy/k8s/configmap.yaml \
     "$ENGINE" "$IMAGE" "$K8S" secret/tickswarm-target/target="$ADDR" \
-    TICKSWARM_BOTS=40 TICKSWARM_DURATION=6s
+    TICKSWARM_BOTS=400 TICKSWARM_DURATION=6s
 rc=$?
 set -e
 # A shard that fails a threshold exits 1 and is still a result (the Job says so); only

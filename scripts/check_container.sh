@@ -34,9 +34,10 @@ MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 WORK=$(mktemp -d)
 CONTAINERS=()
 cleanup() {
-    local c
+    local rc=$? c
     for c in "${CONTAINERS[@]}"; do $ENGINE rm -f "$c" >/dev/null 2>&1 || true; done
     rm -rf "$WORK"
+    exit "$rc"
 }
 ENGINE=true
 trap cleanup EXIT

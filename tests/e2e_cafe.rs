@@ -185,6 +185,8 @@ fn unreachable_target_exits_3() {
         .unwrap();
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert!(stderr(&o).contains("target unreachable"));
+    // The message names what was seen, not an empty "()".
+    assert!(stderr(&o).contains("(timeout: 5)"), "{}", stderr(&o));
     let s = summary(&out);
     assert_eq!(s["bots"]["connected"], 0);
     assert_eq!(s["bots"]["failed"], 5);

@@ -502,17 +502,23 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
     // A run stopped before any handshake could finish says so through its verdict, not as
     // an unreachable target.
     if outcome.ever_connected == 0 && !outcome.interrupted {
-        // Silence leaves no connect error to name, and "()" told the user nothing.
-        let reasons = if summary.errors.connect.is_empty() {
-            "no reply from the server".to_string()
-        } else {
-            summary
-                .errors
-                .connect
-                .iter()
+        // Name what was seen: handshake refusals, else what the sockets reported (an ICMP
+        // port unreachable shows as connection_refused), else silence. "()" told nothing.
+        let listed = |m: &std::collections::BTreeMap<String, u64>| {
+            m.iter()
                 .map(|(k, v)| format!("{k}: {v}"))
                 .collect::<Vec<_>>()
                 .join(", ")
+        };
+        let reasons = if !summary.errors.connect.is_empty() {
+            listed(&summary.errors.connect)
+        } else if !summary.generator.send_errors.is_empty() {
+            format!(
+                "no reply; socket errors {}",
+                listed(&summary.generator.send_errors)
+            )
+        } else {
+            "no reply from the server".to_string()
         };
         eprintln!(
             "error: target unreachable: no bot completed the handshake with {} ({reasons})",
