@@ -28,7 +28,7 @@ WORK=$(mktemp -d)
 SERVER_PID=
 cleanup() {
     local rc=$? # the script's own status, not that of the server it stops
-    [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null
+    [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null && { wait "$SERVER_PID" 2>/dev/null || true; }
     rm -rf "$WORK"
     exit "$rc"
 }
