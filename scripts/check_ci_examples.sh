@@ -35,21 +35,8 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "check_ci_examples: FAIL: $*" >&2; exit 1; }
 
-if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then
-    ENGINE=docker
-else
-    ENGINE=podman
-    # The same engine settings as scripts/check_container.sh (it says why).
-    cat >"$WORK/containers.conf" <<EOF
-[containers]
-default_ulimits = ["nproc=4096:4096", "nofile=$(ulimit -Hn):$(ulimit -Hn)"]
-netns = "host"
-[engine]
-runtime = "runc"
-cgroup_manager = "cgroupfs"
-EOF
-    export CONTAINERS_CONF="$WORK/containers.conf"
-fi
+. scripts/lib/container_engine.sh
+select_engine "$WORK"
 $ENGINE image inspect "$IMAGE" >/dev/null 2>&1 ||
     fail "no image $IMAGE: run scripts/check_container.sh first"
 

@@ -45,27 +45,8 @@ fail() { echo "check_container: FAIL: $*" >&2; exit 1; }
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # --- the engine ------------------------------------------------------------------------
-if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then
-    ENGINE=docker
-else
-    if ! command -v podman >/dev/null 2>&1 || ! command -v runc >/dev/null 2>&1; then
-        echo "check_container: no Docker daemon; installing podman (daemonless) and runc"
-        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q podman runc >/dev/null
-    fi
-    ENGINE=podman
-    # This machine's kernel mounts cgroups v1 beside an empty v2 hierarchy ("hybrid"), which
-    # crun refuses, and the sandbox may not raise RLIMIT_NPROC: runc with cgroupfs and limits
-    # the sandbox allows work. Host networking: the test talks over loopback only.
-    cat >"$WORK/containers.conf" <<EOF
-[containers]
-default_ulimits = ["nproc=4096:4096", "nofile=$(ulimit -Hn):$(ulimit -Hn)"]
-netns = "host"
-[engine]
-runtime = "runc"
-cgroup_manager = "cgroupfs"
-EOF
-    export CONTAINERS_CONF="$WORK/containers.conf"
-fi
+. scripts/lib/container_engine.sh
+select_engine "$WORK" install
 echo "check_container: engine $ENGINE ($($ENGINE --version))"
 
 have_image() { $ENGINE image inspect "$1" >/dev/null 2>&1; }
