@@ -678,3 +678,39 @@ fn handoff_tokens_are_verified_by_the_receiving_zone() {
     );
     let _ = codec::PROTOCOL_VERSION;
 }
+
+/// Over GNS the transport tells the zone when a client's connection ends (the client closed
+/// it, or GNS gave up): the zone drops that session at once. Before, it kept the session, and
+/// sent it snapshots, until the 5 s `client_timeout`.
+#[test]
+fn a_connection_the_transport_closed_ends_its_session_at_once() {
+    let mut sim = one_zone(3, &DarkAgesOptions::default());
+    sim.start_all();
+    sim.run_until(ms(1000));
+    assert_eq!(sim.server.clients(), 3);
+    // Bot 0's process dies and its transport reports the connection closed.
+    sim.detach(0);
+    let closed_at = sim.elapsed();
+    let now = sim.now();
+    sim.server.handle_disconnect(now, bot_addr(0));
+    assert_eq!(sim.server.clients(), 2);
+    assert_eq!(sim.server.stats().events.get("transport_closed"), 1);
+    sim.run_until(ms(2000));
+    // Nothing more is sent to it, well inside the client timeout; the others play on.
+    assert_eq!(
+        sim.down_to(0).filter(|r| r.sent_at > closed_at).count(),
+        0,
+        "datagrams sent to a closed connection"
+    );
+    for i in 1..3 {
+        assert!(
+            sim.down_to(i).filter(|r| r.sent_at > closed_at).count() > 10,
+            "bot {i} stopped getting snapshots"
+        );
+    }
+    assert_eq!(sim.server.stats().timed_out, 0);
+    // A second close for the same connection (GNS reports once, but be sure) counts nothing.
+    sim.server.handle_disconnect(now, bot_addr(0));
+    assert_eq!(sim.server.stats().events.get("transport_closed"), 1);
+    assert_eq!(sim.server.stats().disconnected, 0);
+}

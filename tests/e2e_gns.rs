@@ -269,6 +269,19 @@ fn darkages_swarm_over_gns_hands_over_between_two_embedded_zones() {
         arrived >= handoffs && arrived - handoffs <= bots / 10,
         "zones saw {arrived} handoffs arrive, bots completed {handoffs}: {server}"
     );
+    // The zone that was left saw each handoff's DISCONNECT before GNS reported the old
+    // connection closed (messages are read before connection events), so no session ended
+    // as a dropped transport, and every completed handoff was counted leaving.
+    let left = server["handoff_out"].as_u64().unwrap_or(0);
+    assert!(
+        left >= handoffs,
+        "zones saw {left} leave, bots completed {handoffs}: {server}"
+    );
+    assert_eq!(
+        server["transport_closed"].as_u64().unwrap_or(0),
+        0,
+        "{server}"
+    );
     // Every connection the zones accepted was a GNS connection that reached a player.
     assert_eq!(
         server["gns_accept_failed"].as_u64().unwrap_or(0),

@@ -631,6 +631,25 @@ impl ServerTransport for GnsServerSide {
     fn service(&mut self, now: Instant, server: &mut dyn Server) {
         self.next_poll = now + POLL_INTERVAL;
         self.global.poll_callbacks();
+        // Messages before connection events: a client's last messages (a DISCONNECT, a
+        // handoff's) reach the server before the close that follows them in the same poll,
+        // so the session ends the way the client said, not as a dropped transport.
+        loop {
+            let Ok(msgs) = self.sock.receive_messages::<RECV_BATCH>() else {
+                break;
+            };
+            let n = msgs.len();
+            for m in msgs {
+                match self.by_gns.get(&m.connection()) {
+                    Some(&id) => server.handle_datagram(now, id, m.payload()),
+                    // Queued before the server closed the session.
+                    None => self.counters.add("gns_message_after_close", 1),
+                }
+            }
+            if n < RECV_BATCH {
+                break;
+            }
+        }
         // One event at a time: the queue is not borrowed while the server handles it.
         loop {
             let Some(ev) = self.sock.receive_events().next() else {
@@ -674,22 +693,6 @@ impl ServerTransport for GnsServerSide {
                     let _ = self.sock.close_connection(c, END_APP, None, false);
                 }
                 _ => {}
-            }
-        }
-        loop {
-            let Ok(msgs) = self.sock.receive_messages::<RECV_BATCH>() else {
-                break;
-            };
-            let n = msgs.len();
-            for m in msgs {
-                match self.by_gns.get(&m.connection()) {
-                    Some(&id) => server.handle_datagram(now, id, m.payload()),
-                    // Queued before the server closed the session.
-                    None => self.counters.add("gns_message_after_close", 1),
-                }
-            }
-            if n < RECV_BATCH {
-                break;
             }
         }
     }

@@ -1354,6 +1354,18 @@ impl Server for DarkAgesServer {
         &self.stats
     }
 
+    /// The transport ended the connection (over GNS: the client closed it, or GNS gave up
+    /// on it). The zone drops the session at once, as a DISCONNECT would, rather than keep
+    /// its entity in everyone's view until `client_timeout`. Raw UDP has no such event; a
+    /// session a DISCONNECT (or a handoff) already ended is not counted again.
+    fn handle_disconnect(&mut self, _now: Instant, from: ConnId) {
+        if let Some(slot) = self.sessions.slot_of(from) {
+            self.stats.events.add("transport_closed", 1);
+            self.sessions.remove(slot);
+            self.stats.clients = self.sessions.len();
+        }
+    }
+
     fn poll_close(&mut self) -> Option<ConnId> {
         self.sessions.poll_close()
     }
