@@ -15,7 +15,10 @@ fn rtype_swarm_against_embedded_server() {
             .unwrap()
             .replace("duration: 10s", "duration: 4s")
             .replace("hold: 8s", "hold: 3s")
-            .replace("over: 2s", "over: 1s");
+            .replace("over: 2s", "over: 1s")
+            // The verdict under test is the default checks (nothing lost, every bot in);
+            // loopback RTT on a shared 2-core CI machine is not (a loaded run saw p99 86 ms).
+            .replace("rtt p99 < 50ms", "rtt p99 < 5s");
     std::fs::write(&scenario, text).unwrap();
     let out = tmp.path().join("out");
     let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
