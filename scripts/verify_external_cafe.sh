@@ -41,66 +41,35 @@ SERVER=scripts/cafe_impaired_server.py
 OUT="${OUT:-reports/verify-external-cafe-$(date +%Y%m%d-%H%M%S)}"
 mkdir -p "$OUT"
 
-# Whole seconds of the run, for the time bounds (accepts 15, 15s, 2m, 1500ms).
-dur_s=$(python3 -c '
-import math, re, sys
-m = re.fullmatch(r"\s*([0-9.]+)\s*(ms|s|m|h)?\s*", sys.argv[1])
-if not m: sys.exit("bad --duration: " + sys.argv[1])
-mult = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
-print(math.ceil(float(m.group(1)) * mult))' "$DURATION")
-
-# Build first, so compile time is not spent while the server is running.
-if [ "$BUILD" = 1 ]; then
-    echo "== building tickswarm (release)"
-    timeout 1800 cargo build --release -q || { echo "build failed" >&2; exit 2; }
-fi
+. scripts/lib/verify_common.sh
+dur_s=$(duration_seconds "$DURATION")
+BIN=./target/release/tickswarm
+build_release "$BUILD" "$BIN"
 
 # Safety bound of the server itself, and the outer bound around it.
 server_max=$((dur_s + 120))
 echo "== starting $SERVER --drop-every $K --pong-delay-ms $D"
-timeout --signal=TERM --kill-after=5 $((server_max + 30)) \
-    python3 -u "$SERVER" --drop-every "$K" --pong-delay-ms "$D" --max-seconds "$server_max" \
-    >"$OUT/server.out" 2>"$OUT/server.err" &
-server_pid=$!   # the timeout(1) process; it forwards SIGTERM to the server
+start_peer "$OUT/server.out" "$OUT/server.err" $((server_max + 30)) \
+    python3 -u "$SERVER" --drop-every "$K" --pong-delay-ms "$D" --max-seconds "$server_max"
+server_pid=$PEER_PID
+trap 'stop_peer "$server_pid"' EXIT
 
-stop_server() {
-    if kill -0 "$server_pid" 2>/dev/null; then
-        kill -TERM "$server_pid" 2>/dev/null || true
-        for _ in $(seq 1 100); do   # up to 10 s for the totals line
-            kill -0 "$server_pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -KILL "$server_pid" 2>/dev/null || true
-    fi
-    wait "$server_pid" 2>/dev/null || true
-}
-trap stop_server EXIT
-
-port=""
-for _ in $(seq 1 100); do   # up to 10 s for "listening on 127.0.0.1:PORT"
-    line=$(head -n1 "$OUT/server.out" 2>/dev/null || true)
-    case "$line" in
-        "listening on "*:*) port="${line##*:}"; break ;;
-    esac
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.1
-done
-if [ -z "$port" ]; then
+port=$(peer_port "$OUT/server.out" "$server_pid") || {
     echo "server did not report its port; stderr:" >&2
     cat "$OUT/server.err" >&2
     exit 2
-fi
+}
 echo "== server on 127.0.0.1:$port; running $BOTS bots for $DURATION"
 
 set +e
 timeout --signal=INT --kill-after=10 $((dur_s + 60)) \
-    cargo run --release -q -- run "$SCENARIO" --target "127.0.0.1:$port" \
+    "$BIN" run "$SCENARIO" --target "127.0.0.1:$port" \
     --bots "$BOTS" --duration "$DURATION" --out "$OUT" --force  # the folder holds this check's server logs
 run_rc=$?
 set -e
 echo "== tickswarm exited with $run_rc (its own verdict; judged below on the numbers)"
 
-stop_server
+stop_peer "$server_pid"
 trap - EXIT
 
 # Judge. The server's totals are the last line of its stdout.

@@ -51,77 +51,38 @@ SERVER=scripts/darkages_impaired_server.py
 OUT="${OUT:-reports/verify-external-darkages-$(date +%Y%m%d-%H%M%S)}"
 mkdir -p "$OUT"
 
-# Whole seconds of the run, for the time bounds (accepts 10, 10s, 2m, 1500ms).
-dur_s=$(python3 -c '
-import math, re, sys
-m = re.fullmatch(r"\s*([0-9.]+)\s*(ms|s|m|h)?\s*", sys.argv[1])
-if not m: sys.exit("bad --duration: " + sys.argv[1])
-mult = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
-print(math.ceil(float(m.group(1)) * mult))' "$DURATION")
-
-if [ "$BUILD" = 1 ]; then
-    echo "== building tickswarm (release)"
-    timeout 1800 cargo build --release -q || { echo "build failed" >&2; exit 2; }
-fi
+. scripts/lib/verify_common.sh
+dur_s=$(duration_seconds "$DURATION")
 BIN=target/release/tickswarm
-[ -x "$BIN" ] || { echo "$BIN missing (build first or drop --no-build)" >&2; exit 2; }
+build_release "$BUILD" "$BIN"
 
 # Safety bound of each server itself (it stops and prints TRUTH then), and the outer bound.
 server_max=$((dur_s + 120))
 pid_a=""
 pid_b=""
-
-stop_one() {   # $1 = pid of the timeout(1) wrapper; it forwards SIGTERM to the server
-    local pid="$1"
-    [ -n "$pid" ] || return 0
-    if kill -0 "$pid" 2>/dev/null; then
-        kill -TERM "$pid" 2>/dev/null || true
-        for _ in $(seq 1 100); do   # up to 10 s for the TRUTH lines
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -KILL "$pid" 2>/dev/null || true
-    fi
-    wait "$pid" 2>/dev/null || true
-}
 stop_servers() {
-    stop_one "$pid_a"
-    stop_one "$pid_b"
+    stop_peer "$pid_a"
+    stop_peer "$pid_b"
 }
 trap stop_servers EXIT
-
-wait_port() {   # $1 = server stdout, $2 = pid; prints the port
-    local line
-    for _ in $(seq 1 100); do   # up to 10 s for "listening on 127.0.0.1:PORT"
-        line=$(head -n1 "$1" 2>/dev/null || true)
-        case "$line" in
-            "listening on "*:*) echo "${line##*:}"; return 0 ;;
-        esac
-        kill -0 "$2" 2>/dev/null || break
-        sleep 0.1
-    done
-    return 1
-}
 
 common=(--port 0 --duration "$server_max" --drop-every "$K" --pong-delay-ms "$D"
         --secret "$SECRET")
 
 echo "== starting zone B: $SERVER --zone-id 2 --accept-tokens --drop-every $K --pong-delay-ms $D"
-timeout --signal=TERM --kill-after=5 $((server_max + 30)) \
-    python3 -u "$SERVER" "${common[@]}" --zone-id 2 --accept-tokens \
-    >"$OUT/server_b.out" 2>"$OUT/server_b.err" &
-pid_b=$!
-port_b=$(wait_port "$OUT/server_b.out" "$pid_b") || {
+start_peer "$OUT/server_b.out" "$OUT/server_b.err" $((server_max + 30)) \
+    python3 -u "$SERVER" "${common[@]}" --zone-id 2 --accept-tokens
+pid_b=$PEER_PID
+port_b=$(peer_port "$OUT/server_b.out" "$pid_b") || {
     echo "zone B did not report its port; stderr:" >&2; cat "$OUT/server_b.err" >&2; exit 2; }
 
 echo "== starting zone A: --zone-id 1 --handoff-after $HANDOFF_AFTER --handoff-to $port_b" \
      "--handoff-zone 2 --drop-every $K --pong-delay-ms $D"
-timeout --signal=TERM --kill-after=5 $((server_max + 30)) \
+start_peer "$OUT/server_a.out" "$OUT/server_a.err" $((server_max + 30)) \
     python3 -u "$SERVER" "${common[@]}" --zone-id 1 --handoff-after "$HANDOFF_AFTER" \
-    --handoff-to "$port_b" --handoff-zone 2 \
-    >"$OUT/server_a.out" 2>"$OUT/server_a.err" &
-pid_a=$!
-port_a=$(wait_port "$OUT/server_a.out" "$pid_a") || {
+    --handoff-to "$port_b" --handoff-zone 2
+pid_a=$PEER_PID
+port_a=$(peer_port "$OUT/server_a.out" "$pid_a") || {
     echo "zone A did not report its port; stderr:" >&2; cat "$OUT/server_a.err" >&2; exit 2; }
 
 echo "== zones on 127.0.0.1:$port_a (A) and :$port_b (B); running $BOTS bots for $DURATION"

@@ -65,20 +65,12 @@ BIN=target/release/tickswarm
 OUT="${OUT:-reports/verify-external-zergcity-$(date +%Y%m%d-%H%M%S)}"
 mkdir -p "$OUT"
 
-dur_s=$(python3 -c '
-import math, re, sys
-m = re.fullmatch(r"\s*([0-9.]+)\s*(ms|s|m|h)?\s*", sys.argv[1])
-if not m: sys.exit("bad --duration: " + sys.argv[1])
-mult = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
-print(math.ceil(float(m.group(1)) * mult))' "$DURATION")
+. scripts/lib/verify_common.sh
+dur_s=$(duration_seconds "$DURATION")
 
 echo "== building the peer (make -C scripts/zergcity-peer)"
 timeout 300 make -s -C scripts/zergcity-peer >/dev/null || { echo "peer build failed" >&2; exit 2; }
-if [ "$BUILD" = 1 ]; then
-    echo "== building tickswarm (release)"
-    timeout 1800 cargo build --release -q || { echo "build failed" >&2; exit 2; }
-fi
-[ -x "$BIN" ] || { echo "$BIN missing (build it or drop --no-build)" >&2; exit 2; }
+build_release "$BUILD" "$BIN"
 
 # ---------------------------------------------------------------- check 1: bots -> peer server
 if [ "$SERVER" = 1 ]; then
@@ -111,36 +103,16 @@ EOF
 
 server_max=$((dur_s + 60))
 echo "== starting zc_peer server 0 --drop-every $K --pong-delay-ms $D"
-timeout --signal=TERM --kill-after=5 $((server_max + 30)) \
-    "$PEER" server 0 --drop-every "$K" --pong-delay-ms "$D" --duration "$server_max" \
-    >"$OUT/peer-server.out" 2>"$OUT/peer-server.err" &
-server_pid=$!
+start_peer "$OUT/peer-server.out" "$OUT/peer-server.err" $((server_max + 30)) \
+    "$PEER" server 0 --drop-every "$K" --pong-delay-ms "$D" --duration "$server_max"
+server_pid=$PEER_PID
+trap 'stop_peer "$server_pid"' EXIT
 
-stop_server() {
-    if kill -0 "$server_pid" 2>/dev/null; then
-        kill -TERM "$server_pid" 2>/dev/null || true
-        for _ in $(seq 1 100); do
-            kill -0 "$server_pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -KILL "$server_pid" 2>/dev/null || true
-    fi
-    wait "$server_pid" 2>/dev/null || true
-}
-trap stop_server EXIT
-
-port=""
-for _ in $(seq 1 100); do
-    port=$(sed -n 's/^LISTENING port=\([0-9]*\).*/\1/p' "$OUT/peer-server.out" 2>/dev/null | head -n1)
-    [ -n "$port" ] && break
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.1
-done
-if [ -z "$port" ]; then
+port=$(peer_port "$OUT/peer-server.out" "$server_pid") || {
     echo "peer server did not report its port; stderr:" >&2
     cat "$OUT/peer-server.err" >&2
     exit 2
-fi
+}
 echo "== peer on 127.0.0.1:$port; running $BOTS bots for $DURATION"
 
 set +e
@@ -152,7 +124,7 @@ set -e
 tail -n 14 "$OUT/run.log"
 echo "== tickswarm exited with $run_rc (its own verdict; judged below on the numbers)"
 sleep 0.5   # let the peer handle the Disconnects before it stops
-stop_server
+stop_peer "$server_pid"
 trap - EXIT
 fi
 
@@ -163,14 +135,7 @@ if [ "$CLIENT" = 1 ]; then
     timeout --signal=INT --kill-after=5 60 "$BIN" serve zergcity --port 0 \
         >"$OUT/serve.out" 2>"$OUT/serve.err" &
     serve_pid=$!
-    sport=""
-    for _ in $(seq 1 100); do
-        sport=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$OUT/serve.out" 2>/dev/null | head -n1)
-        [ -n "$sport" ] && break
-        kill -0 "$serve_pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    if [ -n "$sport" ]; then
+    if sport=$(peer_port "$OUT/serve.out" "$serve_pid"); then
         set +e
         timeout 30 "$PEER" client 127.0.0.1 "$sport" --seconds 3 >"$OUT/peer-client.out" 2>&1
         set -e
