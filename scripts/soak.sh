@@ -115,6 +115,13 @@ while [ $(( $(date +%s) - start )) -lt "$TOTAL" ]; do
     kill -0 "$SERVER_PID" 2>/dev/null || { echo "soak: the server died"; cat "$WORK/serve.err"; exit 1; }
 done
 echo "soak: server at end:    $(stats "$SERVER_PID")"
+# Stop the server as Ctrl-C does, so it prints its counters (e.g. enet_sessions_superseded:
+# sessions dropped because a new bot reused their address and ENet peer id).
+kill -INT "$SERVER_PID" 2>/dev/null || true
+for _ in $(seq 50); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
+wait "$SERVER_PID" 2>/dev/null || true
+SERVER_PID=
+echo "soak: server's last word: $(grep '^served' "$WORK/serve.out" || echo '(none)')"
 echo "soak: swarm, first storm: $first_swarm"
 echo "soak: swarm, last storm:  $last_swarm"
 echo "soak: $storms storms, $connected of $planned bots connected, $failed storms with a failing verdict"
