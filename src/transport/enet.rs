@@ -75,7 +75,7 @@
 //! retransmitting, pings to a client that vanished) can reach the new session as its own, and
 //! a DISCONNECT ends it. C ENet has the same weakness. Our host closes the gap on the side
 //! that accepts: it reads the remote peer id and connect id from each CONNECT and from its own
-//! VERIFY_CONNECT answers ([`handshake`]), and a CONNECT from an address and remote peer id
+//! VERIFY_CONNECT answers (`enet/handshake.rs`), and a CONNECT from an address and remote peer id
 //! that one of its sessions already belongs to, with another connect id, means the remote
 //! peer started over: the old session is dropped silently (`enet_peer_reset`, so nothing
 //! more is sent to it) before the CONNECT is handled, and announced with a `Disconnected`
