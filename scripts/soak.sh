@@ -9,8 +9,18 @@
 # Usage: scripts/soak.sh [DURATION=30m] [PROTOCOL=city] [BOTS per storm=100] [STORM=6s]
 #   (a City server instance takes 100 players: more bots per storm are refused ServerFull)
 #   BIN=path/to/tickswarm to skip the release build.
+#   PORT_RANGE="40000 40499" (root only) runs the soak in a network namespace of its own
+#   (loopback only) whose ephemeral ports are that range, so a storm's bots often get the
+#   ports of the previous storm's bots: the address-reuse case of README's "A reused client
+#   port" every storm or two instead of every few dozen.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if [ -n "${PORT_RANGE:-}" ] && [ -z "${SOAK_IN_NETNS:-}" ]; then
+    exec unshare -n env SOAK_IN_NETNS=1 bash -c \
+        'ip link set lo up && sysctl -q -w net.ipv4.ip_local_port_range="$PORT_RANGE" && exec bash "$0" "$@"' \
+        "$0" "$@"
+fi
 
 DURATION=${1:-30m}
 PROTO=${2:-city}
