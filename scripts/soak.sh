@@ -9,8 +9,18 @@
 # Usage: scripts/soak.sh [DURATION=30m] [PROTOCOL=city] [BOTS per storm=100] [STORM=6s]
 #   (a City server instance takes 100 players: more bots per storm are refused ServerFull)
 #   BIN=path/to/tickswarm to skip the release build.
+#   PORT_RANGE="40000 40499" (root only) runs the soak in a network namespace of its own
+#   (loopback only) whose ephemeral ports are that range, so a storm's bots often get the
+#   ports of the previous storm's bots: the address-reuse case of README's "A reused client
+#   port" every storm or two instead of every few dozen.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if [ -n "${PORT_RANGE:-}" ] && [ -z "${SOAK_IN_NETNS:-}" ]; then
+    exec unshare -n env SOAK_IN_NETNS=1 bash -c \
+        'ip link set lo up && sysctl -q -w net.ipv4.ip_local_port_range="$PORT_RANGE" && exec bash "$0" "$@"' \
+        "$0" "$@"
+fi
 
 DURATION=${1:-30m}
 PROTO=${2:-city}
@@ -115,6 +125,13 @@ while [ $(( $(date +%s) - start )) -lt "$TOTAL" ]; do
     kill -0 "$SERVER_PID" 2>/dev/null || { echo "soak: the server died"; cat "$WORK/serve.err"; exit 1; }
 done
 echo "soak: server at end:    $(stats "$SERVER_PID")"
+# Stop the server as Ctrl-C does, so it prints its counters (e.g. enet_sessions_superseded:
+# sessions dropped because a new bot reused their address and ENet peer id).
+kill -INT "$SERVER_PID" 2>/dev/null || true
+for _ in $(seq 50); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
+wait "$SERVER_PID" 2>/dev/null || true
+SERVER_PID=
+echo "soak: server's last word: $(grep '^served' "$WORK/serve.out" || echo '(none)')"
 echo "soak: swarm, first storm: $first_swarm"
 echo "soak: swarm, last storm:  $last_swarm"
 echo "soak: $storms storms, $connected of $planned bots connected, $failed storms with a failing verdict"

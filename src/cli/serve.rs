@@ -237,12 +237,16 @@ pub fn cmd_serve(a: &ServeArgs) -> anyhow::Result<u8> {
     }
     let s = total(&handles);
     drop(handles);
+    // The server's and its transport's counters (refusals, ENet admission, superseded
+    // sessions): what a soak reads to tell what happened over thousands of sessions.
+    let events: Vec<_> = s.events.iter().filter(|(_, n)| *n > 0).collect();
     println!(
-        "served {} clients; {} datagrams in, {} out; malformed dropped: {:?}",
+        "served {} clients; {} datagrams in, {} out; malformed dropped: {:?}; events: {:?}",
         s.accepted,
         s.datagrams_in,
         s.datagrams_out,
-        s.dropped.iter().collect::<Vec<_>>()
+        s.dropped.iter().collect::<Vec<_>>(),
+        events
     );
     Ok(super::EXIT_PASS)
 }

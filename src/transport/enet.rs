@@ -66,6 +66,22 @@
 //!   predictable to a determined attacker: this is a proof of reception against blind
 //!   reflection, not authentication.
 //!
+//! # Address reuse
+//! ENet routes a datagram to a session by the receiver's peer id (0 at every one-peer client)
+//! and a 2-bit session id, and a server slot's sessions cycle through those 4 ids (a fresh
+//! slot's first is always 0); a client still connecting checks no session id at all. So when
+//! a client process is gone and a new one gets the same ephemeral port (a reconnect storm
+//! makes this common), whatever the server still sends the old session (a DISCONNECT it is
+//! retransmitting, pings to a client that vanished) can reach the new session as its own, and
+//! a DISCONNECT ends it. C ENet has the same weakness. Our host closes the gap on the side
+//! that accepts: it reads the remote peer id and connect id from each CONNECT and from its own
+//! VERIFY_CONNECT answers (`enet/handshake.rs`), and a CONNECT from an address and remote peer id
+//! that one of its sessions already belongs to, with another connect id, means the remote
+//! peer started over: the old session is dropped silently (`enet_peer_reset`, so nothing
+//! more is sent to it) before the CONNECT is handled, and announced with a `Disconnected`
+//! event (`HostStats::superseded`). Bots sharing a socket have distinct peer ids, so one
+//! bot's reconnect never touches another's session.
+//!
 //! # Measurements
 //! [`PeerStats`] carries ENet's own round-trip estimate (smoothed like TCP's SRTT, millisecond
 //! resolution, from acknowledgements of reliable commands, including ENet's own pings every
@@ -84,6 +100,9 @@ use std::time::{Duration, Instant};
 use rusty_enet as enet;
 
 use crate::protocol::Transmit;
+
+mod handshake;
+use handshake::{Handshake, COMMAND_CONNECT, COMMAND_VERIFY_CONNECT};
 
 /// The largest datagram ENet ever sends or accepts (`PROTOCOL_MAXIMUM_MTU`). Hosts send at most
 /// their [`EnetConfig::mtu`] (1392 by default), so a
@@ -137,7 +156,7 @@ pub struct EnetConfig {
     /// ENet's range-coder compression, as `enet_host_compress_with_range_coder` in C. Both ends
     /// must agree.
     pub range_coder: bool,
-    /// Seed of ENet's generator (connect ids); `None` seeds from the host's address and clock.
+    /// Seed of ENet's generator (connect ids); `None` draws a fresh random seed per host.
     pub seed: Option<u32>,
     /// Most datagrams each queue (in and out) holds; beyond it datagrams are dropped and
     /// counted, as a full socket buffer would.
@@ -361,6 +380,9 @@ pub struct HostStats {
     /// gave their slot to a newer CONNECT.
     pub half_open_expired: u64,
     pub half_open_evicted: u64,
+    /// Sessions dropped because their remote peer (same address, same peer id) connected
+    /// anew: see "Address reuse" in the module docs.
+    pub superseded: u64,
 }
 
 /// FIFO of datagrams whose buffers are recycled: no allocation once warmed up.
@@ -421,15 +443,24 @@ pub struct QueueSocket {
     outbound: DatagramQueue,
     stats: HostStats,
     gate: AddressGate,
+    /// Reads CONNECT and VERIFY_CONNECT commands (see "Address reuse").
+    reader: handshake::Reader,
+    /// CONNECTs are being handled: look for our VERIFY_CONNECT answers in what ENet sends.
+    watch_verify: bool,
+    /// The VERIFY_CONNECTs seen since the last service: to whom, and what they say.
+    verified: Vec<(SocketAddr, Handshake)>,
 }
 
 impl QueueSocket {
-    fn new(limit: usize) -> Self {
+    fn new(limit: usize, checksum: bool, range_coder: bool) -> Self {
         Self {
             inbound: DatagramQueue::new(limit),
             outbound: DatagramQueue::new(limit),
             stats: HostStats::default(),
             gate: AddressGate::default(),
+            reader: handshake::Reader::new(checksum, range_coder),
+            watch_verify: false,
+            verified: Vec::new(),
         }
     }
 }
@@ -512,6 +543,12 @@ impl enet::Socket for QueueSocket {
     type Error = Infallible;
 
     fn send(&mut self, address: SocketAddr, buffer: &[u8]) -> Result<usize, Infallible> {
+        if self.watch_verify {
+            // ENet answers a CONNECT in the same service that handles it.
+            if let Some(v) = self.reader.find(buffer, COMMAND_VERIFY_CONNECT) {
+                self.verified.push((address, v));
+            }
+        }
         if !self.gate.allow(address, buffer.len()) {
             // Withheld like a lost datagram: ENet retransmits when the peer speaks again.
             self.stats.gated_out += 1;
@@ -584,6 +621,28 @@ struct PeerMeta {
     half_open_since: Option<Instant>,
     /// This slot holds a proof of its address in the gate (released when the slot ends).
     proof: Option<SocketAddr>,
+    /// An accepted session: the remote's address, its peer id and the connect id, read from
+    /// our VERIFY_CONNECT (see "Address reuse").
+    remote: Option<(SocketAddr, u16, u32)>,
+}
+
+/// A seed for ENet's connect ids when [`EnetConfig::seed`] gives none. ENet would seed from
+/// the host's memory address plus its clock, and a host's clock here always starts at
+/// [`CLOCK_START_MS`]: a host allocated where a freed one was, or the same allocation in the
+/// next process (without address randomisation), would draw the same connect ids, and a
+/// server takes a CONNECT whose address and connect id match a session it still holds for a
+/// duplicate (and "Address reuse" needs the ids to differ). std's `RandomState` is keyed from
+/// the operating system's generator; the counter and clock make each call differ.
+fn fresh_seed() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(CALLS.fetch_add(1, Ordering::Relaxed));
+    if let Ok(t) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        h.write_u128(t.as_nanos());
+    }
+    let x = h.finish();
+    (x ^ (x >> 32)) as u32
 }
 
 fn millis_u32(d: Duration) -> u32 {
@@ -611,6 +670,8 @@ pub struct EnetHost {
     pending_connects: usize,
     /// The `now` of the current service.
     now: Instant,
+    /// CONNECTs queued since the last service: from where, remote peer id and connect id.
+    connects: Vec<(SocketAddr, Handshake)>,
 }
 
 impl fmt::Debug for EnetHost {
@@ -655,14 +716,13 @@ impl EnetHost {
                 None
             },
             time: clock.reader(),
-            seed: config.seed,
+            seed: Some(config.seed.unwrap_or_else(fresh_seed)),
         };
-        let mut host = enet::Host::new(QueueSocket::new(config.queue_limit), settings).map_err(
-            |e| match e {
-                enet::error::HostNewError::BadParameter(b) => EnetError::BadParameter(b.parameter),
-                enet::error::HostNewError::FailedToInitializeSocket(never) => match never {},
-            },
-        )?;
+        let socket = QueueSocket::new(config.queue_limit, config.checksum, config.range_coder);
+        let mut host = enet::Host::new(socket, settings).map_err(|e| match e {
+            enet::error::HostNewError::BadParameter(b) => EnetError::BadParameter(b.parameter),
+            enet::error::HostNewError::FailedToInitializeSocket(never) => match never {},
+        })?;
         host.set_mtu(config.mtu)
             .map_err(|_| EnetError::BadParameter("mtu"))?;
         Ok(Self {
@@ -685,6 +745,7 @@ impl EnetHost {
             half_open_evictable: config.half_open_evictable,
             pending_connects: 0,
             now,
+            connects: Vec::new(),
         })
     }
 
@@ -843,6 +904,10 @@ impl EnetHost {
         // 0xFFF only in a CONNECT: the sender has no id at this host yet.
         if data.len() >= 2 && u16::from_be_bytes([data[0], data[1]]) & 0x0FFF == CONNECT_PEER_ID {
             self.pending_connects += 1;
+            sock.watch_verify = true;
+            if let Some(c) = sock.reader.find(data, COMMAND_CONNECT) {
+                self.connects.push((from, c));
+            }
         }
     }
 
@@ -916,6 +981,7 @@ impl EnetHost {
         self.clock.set(now);
         self.now = now;
         let connects = std::mem::take(&mut self.pending_connects);
+        self.supersede();
         self.bound_half_open(now, connects);
         self.host.socket_mut().gate.prune(now);
         let before = self.events.len();
@@ -933,10 +999,77 @@ impl EnetHost {
             };
             self.on_event(ev);
         }
+        self.record_verified();
         self.last_service = now;
         self.unflushed = false;
         self.refresh_busy();
         self.events.len() - before
+    }
+
+    /// Drop the sessions whose remote peer connected anew (see "Address reuse"), before ENet
+    /// handles the CONNECTs: nothing more of the old session reaches the new one.
+    fn supersede(&mut self) {
+        let mut connects = std::mem::take(&mut self.connects);
+        for &(addr, c) in &connects {
+            for i in 0..self.meta.len() {
+                let Some((a, peer, id)) = self.meta[i].remote else {
+                    continue;
+                };
+                if a != addr || peer != c.from_peer || id == c.connect_id {
+                    continue;
+                }
+                let p = self.host.peer_mut(enet::PeerID(i));
+                if p.state() == enet::PeerState::Disconnected {
+                    self.meta[i].remote = None;
+                    continue;
+                }
+                p.reset();
+                self.host.socket_mut().stats.superseded += 1;
+                self.slot_ended(i, 0);
+            }
+        }
+        connects.clear();
+        self.connects = connects;
+    }
+
+    /// Note which slot answered which CONNECT, from the VERIFY_CONNECTs ENet just sent.
+    fn record_verified(&mut self) {
+        let sock = self.host.socket_mut();
+        sock.watch_verify = false;
+        let mut verified = std::mem::take(&mut sock.verified);
+        for &(addr, v) in &verified {
+            let i = usize::from(v.from_peer);
+            let Some(p) = self.host.get_peer(enet::PeerID(i)) else {
+                continue;
+            };
+            if p.address() == Some(addr) && p.state() != enet::PeerState::Disconnected {
+                self.meta[i].remote = Some((addr, v.to_peer, v.connect_id));
+            }
+        }
+        verified.clear();
+        self.host.socket_mut().verified = verified;
+    }
+
+    /// Slot `i`'s session is over: release its proof, forget it, and owe the caller the
+    /// `Disconnected` event if the session was announced.
+    fn slot_ended(&mut self, i: usize, data: u32) {
+        self.release_proof(i);
+        let m = std::mem::take(&mut self.meta[i]);
+        if !m.announced {
+            return;
+        }
+        let reason = if m.local_close {
+            DisconnectReason::Local
+        } else if m.connected {
+            DisconnectReason::Remote
+        } else {
+            DisconnectReason::ConnectFailed
+        };
+        self.events.push_back(EnetEvent::Disconnected {
+            peer: PeerId(i),
+            data,
+            reason,
+        });
     }
 
     fn on_event(&mut self, ev: enet::EventNoRef) {
@@ -958,11 +1091,12 @@ impl EnetHost {
                 if (ti, ta, td) != DEFAULT_THROTTLE {
                     p.set_throttle(ti, ta, td);
                 }
-                let proof = self.meta[peer.0].proof;
+                let PeerMeta { proof, remote, .. } = self.meta[peer.0];
                 self.meta[peer.0] = PeerMeta {
                     announced: true,
                     connected: true,
                     proof,
+                    remote,
                     ..PeerMeta::default()
                 };
                 // ENet's handshake completed: the address acknowledged our VERIFY_CONNECT.
@@ -987,25 +1121,7 @@ impl EnetHost {
                     packet: EnetPacket(packet),
                 });
             }
-            enet::EventNoRef::Disconnect { peer, data } => {
-                self.release_proof(peer.0);
-                let m = std::mem::take(&mut self.meta[peer.0]);
-                if !m.announced {
-                    return;
-                }
-                let reason = if m.local_close {
-                    DisconnectReason::Local
-                } else if m.connected {
-                    DisconnectReason::Remote
-                } else {
-                    DisconnectReason::ConnectFailed
-                };
-                self.events.push_back(EnetEvent::Disconnected {
-                    peer: PeerId(peer.0),
-                    data,
-                    reason,
-                });
-            }
+            enet::EventNoRef::Disconnect { peer, data } => self.slot_ended(peer.0, data),
         }
     }
 

@@ -465,6 +465,7 @@ impl ServerTransport for EnetServerSide {
             ("enet_half_open_expired", h.half_open_expired),
             ("enet_half_open_evicted", h.half_open_evicted),
             ("enet_gated_datagrams_out", h.gated_out),
+            ("enet_sessions_superseded", h.superseded),
         ] {
             if n > 0 {
                 stats.events.add(name, n);

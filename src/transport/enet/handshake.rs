@@ -1,0 +1,210 @@
+//! The two handshake commands read off ENet's wire: who is connecting (CONNECT) and which of
+//! our peer slots answered whom (VERIFY_CONNECT).
+//!
+//! rusty_enet keeps a peer's remote peer id and connect id to itself, but the host needs them
+//! to tell a *new* session of a remote peer from its *old* one (see "Address reuse" in the
+//! parent module): ENet routes a datagram by the receiver's peer id and a 2-bit session id, so
+//! an old session still open at the server reaches a new client that took over the address.
+//! Layout from ENet 1.3's protocol.h, all fields big-endian: a header (peer id with flags and
+//! session bits, then the 16-bit sent time when `SENT_TIME` is flagged), the 32-bit checksum
+//! when checksums are on, then commands, range-coded when `COMPRESSED` is flagged. Each command
+//! starts with a 4-byte header (command number in the low 4 bits); CONNECT and VERIFY_CONNECT
+//! then carry the sender's peer id (2 bytes) and, 40 bytes into the command, the connect id.
+
+use rusty_enet::{Compressor, RangeCoder, MTU_MAX};
+
+const FLAG_SENT_TIME: u16 = 0x8000;
+const FLAG_COMPRESSED: u16 = 0x4000;
+const PEER_ID_MASK: u16 = 0x0FFF;
+const COMMAND_MASK: u8 = 0x0F;
+pub(super) const COMMAND_CONNECT: u8 = 2;
+pub(super) const COMMAND_VERIFY_CONNECT: u8 = 3;
+/// Bytes of each command before its payload, by command number (ENet's `commandSizes`).
+const COMMAND_SIZES: [usize; 13] = [0, 8, 48, 44, 8, 4, 6, 8, 24, 8, 12, 16, 24];
+/// Where the payload length sits in the commands that carry a payload.
+fn payload_length_at(command: u8) -> Option<usize> {
+    match command {
+        6 => Some(4),              // SEND_RELIABLE
+        7 | 8 | 9 | 12 => Some(6), // SEND_UNRELIABLE, SEND_FRAGMENT, SEND_UNSEQUENCED, SEND_UNRELIABLE_FRAGMENT
+        _ => None,
+    }
+}
+const CONNECT_ID_AT: usize = 40;
+
+/// A CONNECT or VERIFY_CONNECT found in a datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Handshake {
+    /// The peer id in the datagram's header: whom it is for at the receiver (0xFFF in a
+    /// CONNECT, whose sender has no id there yet).
+    pub to_peer: u16,
+    /// The sender's own peer id for this session (the command's `outgoingPeerID`).
+    pub from_peer: u16,
+    /// The session's connect id, chosen by the connecting side and echoed in the verify.
+    pub connect_id: u32,
+}
+
+/// Reads handshakes out of datagrams; holds what decompression needs, so reading allocates
+/// nothing.
+pub(super) struct Reader {
+    checksum: bool,
+    coder: Option<RangeCoder>,
+    scratch: Box<[u8; MTU_MAX]>,
+}
+
+impl std::fmt::Debug for Reader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reader")
+            .field("checksum", &self.checksum)
+            .field("range_coder", &self.coder.is_some())
+            .finish()
+    }
+}
+
+impl Reader {
+    /// A reader for a host with these settings (both ends of a connection share them).
+    pub(super) fn new(checksum: bool, range_coder: bool) -> Self {
+        Self {
+            checksum,
+            coder: range_coder.then(RangeCoder::new),
+            scratch: Box::new([0; MTU_MAX]),
+        }
+    }
+
+    /// The first command numbered `command` (CONNECT or VERIFY_CONNECT) in `datagram`, or
+    /// `None` when there is none or the datagram does not parse.
+    pub(super) fn find(&mut self, datagram: &[u8], command: u8) -> Option<Handshake> {
+        let word = u16::from_be_bytes([*datagram.first()?, *datagram.get(1)?]);
+        let mut at = if word & FLAG_SENT_TIME != 0 { 4 } else { 2 };
+        if self.checksum {
+            at += 4;
+        }
+        let commands = if word & FLAG_COMPRESSED != 0 {
+            let coder = self.coder.as_mut()?;
+            let n = coder.decompress(datagram.get(at..)?, &mut self.scratch[..]);
+            if n == 0 || n > self.scratch.len() {
+                return None;
+            }
+            &self.scratch[..n]
+        } else {
+            datagram.get(at..)?
+        };
+        let found = find_command(commands, command)?;
+        Some(Handshake {
+            to_peer: word & PEER_ID_MASK,
+            ..found
+        })
+    }
+}
+
+/// Walk the commands of a datagram body to the first one numbered `command`.
+fn find_command(mut body: &[u8], command: u8) -> Option<Handshake> {
+    while let Some(&first) = body.first() {
+        let number = first & COMMAND_MASK;
+        let size = *COMMAND_SIZES.get(usize::from(number))?;
+        if size == 0 || body.len() < size {
+            return None;
+        }
+        if number == command {
+            let from_peer = u16::from_be_bytes([body[4], body[5]]) & PEER_ID_MASK;
+            let c = &body[CONNECT_ID_AT..CONNECT_ID_AT + 4];
+            let connect_id = u32::from_be_bytes([c[0], c[1], c[2], c[3]]);
+            return Some(Handshake {
+                to_peer: 0,
+                from_peer,
+                connect_id,
+            });
+        }
+        let payload = match payload_length_at(number) {
+            Some(i) => usize::from(u16::from_be_bytes([body[i], body[i + 1]])),
+            None => 0,
+        };
+        body = body.get(size + payload..)?;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A CONNECT as a fresh C ENet client sends it, written out by hand: header with the sent
+    /// time (peer id 0xFFF, flag 0x8000), then the command (CONNECT with the acknowledge flag
+    /// 0x80, channel 0xFF, reliable sequence 1).
+    fn connect_bytes() -> Vec<u8> {
+        let mut d = vec![0x8F, 0xFF, 0x12, 0x34];
+        d.extend_from_slice(&[0x82, 0xFF, 0x00, 0x01]);
+        d.extend_from_slice(&[0x00, 0x07]); // outgoingPeerID 7
+        d.extend_from_slice(&[0xFF, 0xFF]); // session ids
+        d.extend_from_slice(&[0; 32]); // mtu .. throttle deceleration: 8 u32
+        d.extend_from_slice(&[0xDE, 0xAD, 0xBE, 0xEF]); // connectID
+        d.extend_from_slice(&[0, 0, 0, 9]); // data
+        d
+    }
+
+    #[test]
+    fn reads_a_hand_written_connect() {
+        let mut r = Reader::new(false, false);
+        assert_eq!(
+            r.find(&connect_bytes(), COMMAND_CONNECT),
+            Some(Handshake {
+                to_peer: 0xFFF,
+                from_peer: 7,
+                connect_id: 0xDEAD_BEEF
+            })
+        );
+        assert_eq!(r.find(&connect_bytes(), COMMAND_VERIFY_CONNECT), None);
+    }
+
+    #[test]
+    fn skips_acknowledgements_and_payloads_before_the_verify() {
+        // Header without sent time, to peer 3 with session bits 01 (0x1000).
+        let mut d = vec![0x10, 0x03];
+        d.extend_from_slice(&[0x01, 0xFF, 0, 1, 0, 1, 0x12, 0x34]); // ACKNOWLEDGE
+        d.extend_from_slice(&[0x86, 0x00, 0, 2, 0, 3, b'a', b'b', b'c']); // SEND_RELIABLE "abc"
+        d.extend_from_slice(&[0x83, 0xFF, 0, 1, 0x00, 0x2A, 0, 0]); // VERIFY_CONNECT from 42
+        d.extend_from_slice(&[0; 32]); // mtu .. throttle deceleration: 8 u32
+        d.extend_from_slice(&[0, 0, 0, 5]); // connectID 5
+        let mut r = Reader::new(false, false);
+        assert_eq!(
+            r.find(&d, COMMAND_VERIFY_CONNECT),
+            Some(Handshake {
+                to_peer: 3,
+                from_peer: 42,
+                connect_id: 5
+            })
+        );
+    }
+
+    #[test]
+    fn reads_through_checksum_and_range_coder() {
+        let plain = connect_bytes();
+        let mut coder = RangeCoder::new();
+        let mut packed = [0u8; MTU_MAX];
+        let n = coder.compress(&[&plain[4..]], plain.len() - 4, &mut packed);
+        assert!(n > 0 && n < plain.len() - 4, "the CONNECT body compresses");
+        // Header flagged compressed (0x4000) with the sent time, then a checksum (not checked
+        // here: ENet checks it), then the compressed commands.
+        let mut d = vec![0xCF, 0xFF, 0x12, 0x34, 1, 2, 3, 4];
+        d.extend_from_slice(&packed[..n]);
+        let mut r = Reader::new(true, true);
+        assert_eq!(
+            r.find(&d, COMMAND_CONNECT),
+            Some(Handshake {
+                to_peer: 0xFFF,
+                from_peer: 7,
+                connect_id: 0xDEAD_BEEF
+            })
+        );
+    }
+
+    #[test]
+    fn truncated_or_unknown_commands_are_not_read() {
+        let mut r = Reader::new(false, false);
+        let d = connect_bytes();
+        assert_eq!(r.find(&d[..d.len() - 5], COMMAND_CONNECT), None);
+        assert_eq!(r.find(&[0x8F], COMMAND_CONNECT), None);
+        assert_eq!(r.find(&[0x00, 0x01, 0x0F, 0, 0, 0], COMMAND_CONNECT), None);
+        // Compressed, but this host has no range coder.
+        assert_eq!(r.find(&[0x4F, 0xFF, 1, 2, 3], COMMAND_CONNECT), None);
+    }
+}
