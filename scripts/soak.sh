@@ -45,7 +45,7 @@ fi
 WORK=$(mktemp -d)
 SERVER_PID=
 cleanup() {
-    [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null
+    [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null && { wait "$SERVER_PID" 2>/dev/null || true; }
     rm -rf "$WORK"
 }
 trap cleanup EXIT
