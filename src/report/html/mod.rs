@@ -593,6 +593,46 @@ mod tests {
         assert!(doc.contains(">1,000</text>"));
     }
 
+    /// The run's last, partial interval holds what was sent at the stop, in no time: it is
+    /// neither drawn as a rate (1,100 bytes "per second" made a false plunge at the end) nor
+    /// counted as a second of connected bots (which made the per-bot rate a third low here).
+    #[test]
+    fn a_partial_last_interval_is_not_a_second() {
+        let mut s = empty_summary();
+        let whole = |t: f64| IntervalPoint {
+            t,
+            bots_connected: 10,
+            bytes_up: 9_600,
+            ..Default::default()
+        };
+        s.intervals = vec![
+            whole(1.0),
+            whole(2.0),
+            IntervalPoint {
+                t: 2.0,
+                bots_connected: 10,
+                bytes_up: 1_100,
+                partial: true,
+                ..Default::default()
+            },
+        ];
+        s.bots.connected = 10;
+        s.duration_s = 2.0;
+        s.bandwidth.up_bytes = 9_600 * 2 + 1_100;
+        s.bandwidth.up_packets = 1_300;
+        let doc = render(&s);
+        // Both whole seconds at 9.6 kB/s, level; nothing at the stop.
+        let pts = polyline(&doc, "up (bots → server)");
+        assert_eq!(pts.len(), 2, "{pts:?}");
+        assert!((pts[0].1 - pts[1].1).abs() < 0.01, "{pts:?}");
+        // 20,300 bytes over 20 bot-seconds (not 30).
+        let per_bot = format!(
+            "≈ {}/s per bot",
+            crate::report::format::fmt_bytes(20_300.0 / 20.0)
+        );
+        assert!(doc.contains(&per_bot), "no {per_bot:?}");
+    }
+
     /// A two-hour run stays a small file (charts are thinned per pixel column), and the sample
     /// reports render. Set `TICKSWARM_REPORT_PREVIEW=/tmp/report.html` to keep them for a
     /// visual check in a browser.

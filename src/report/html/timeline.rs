@@ -218,6 +218,9 @@ fn percentiles_over_time(s: &Summary, log: &HistLog, tag: &str) -> Option<Figure
 
 /// Bots, RTT, loss, bandwidth and generator lateness, second by second; the bot phases; and
 /// p50/p90/p99/max over time of every latency the log holds.
+/// The shortest interval a per-second rate is drawn for (see `figures`).
+const MIN_RATE_WIDTH_S: f64 = 0.5;
+
 pub(super) fn figures(s: &Summary, log: Option<&HistLog>) -> Vec<Figure> {
     let iv = &s.intervals;
     let series = |f: &dyn Fn(&IntervalPoint) -> f64| -> Vec<(f64, f64)> {
@@ -231,9 +234,13 @@ pub(super) fn figures(s: &Summary, log: Option<&HistLog>) -> Vec<Figure> {
             .collect()
     };
     let widths: Vec<f64> = interval_widths(iv).collect();
+    // A rate needs time to be one: a last, partial interval shorter than half a second (often
+    // no time at all, holding only the goodbyes sent at the stop) is left out of rate charts.
+    // Drawn, it made a plunge (or a spike) at the end that the traffic never had.
     let per_sec = |f: &dyn Fn(&IntervalPoint) -> u64| -> Vec<(f64, f64)> {
         iv.iter()
             .zip(&widths)
+            .filter(|(_, dt)| **dt >= MIN_RATE_WIDTH_S)
             .map(|(p, dt)| (p.t, f(p) as f64 / dt))
             .collect()
     };
@@ -340,7 +347,8 @@ pub(super) fn figures(s: &Summary, log: Option<&HistLog>) -> Vec<Figure> {
             ],
             Unit::BytesPerSec,
         ),
-        "Application payload bytes per second, all bots together.",
+        "Application payload bytes per second, all bots together (the run's last, partial \
+         second only when it lasted half a second or more).",
     ));
     out.push(Figure::new(
         "lateness",

@@ -276,7 +276,10 @@ fn bot_seconds(s: &Summary) -> Option<f64> {
     (bs.is_finite() && bs > 0.0).then_some(bs)
 }
 
-/// Length in seconds of each interval (`t` is the end of the interval); 1 s when unknown.
+/// Length in seconds of each interval (`t` is the end of the interval). The run's last,
+/// partial interval can be much shorter than a second, or take no time at all (the goodbyes
+/// sent at the stop, stamped with the same `t` as the last whole second): its width is what
+/// it is, 0 included, never a made-up second.
 pub(super) fn interval_widths(iv: &[IntervalPoint]) -> impl Iterator<Item = f64> + '_ {
     iv.iter().enumerate().map(|(i, p)| {
         let prev = if i == 0 { 0.0 } else { iv[i - 1].t };
@@ -284,7 +287,7 @@ pub(super) fn interval_widths(iv: &[IntervalPoint]) -> impl Iterator<Item = f64>
         if dt.is_finite() && dt > 0.0 {
             dt
         } else {
-            1.0
+            0.0
         }
     })
 }
