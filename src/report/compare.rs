@@ -14,6 +14,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 use thiserror::Error;
 
+use super::format::{fmt_bytes, fmt_pct, fmt_plain, fmt_us};
 use super::merge::{hlog_totals, read_summary, MergeError};
 use super::summary::Summary;
 
@@ -504,26 +505,22 @@ pub fn relative(base: f64, new: f64) -> Option<f64> {
     (base != 0.0).then(|| (new - base) / base.abs() * 100.0)
 }
 
-/// A value in its unit, as the console and the report show it.
+/// A value in its unit, as the console and the report show it: through the one formatter
+/// `tickswarm run` and report.html use (`850 µs`, `1.25 ms`, `0.10%`, `1.23 kB`), so a
+/// compare reads like the runs it compares.
 pub fn fmt_value(kind: Kind, v: Option<f64>) -> String {
     let Some(v) = v else {
         return "no data".into();
     };
     match kind {
-        Kind::Time => {
-            if v.abs() >= 1000.0 {
-                format!("{:.2}ms", v / 1000.0)
-            } else {
-                format!("{v:.0}us")
-            }
-        }
-        Kind::Rate => format!("{:.3}%", v * 100.0),
-        Kind::Count => format!("{}", (v * 10.0).round() / 10.0),
-        Kind::Bytes => format!("{:.0}B", v),
+        Kind::Time => fmt_us(v),
+        Kind::Rate => fmt_pct(v),
+        Kind::Count => fmt_plain(v),
+        Kind::Bytes => fmt_bytes(v),
     }
 }
 
-/// A difference in its unit, signed (`+20.1ms`, `+0.50pp`).
+/// A difference in its unit, signed (`+20.10 ms`, `+0.50pp`).
 pub fn fmt_delta(kind: Kind, d: f64) -> String {
     let sign = if d < 0.0 { "-" } else { "+" };
     let a = d.abs();
@@ -893,7 +890,9 @@ mod tests {
     #[test]
     fn deltas_read_in_units() {
         assert_eq!(fmt_delta(Kind::Rate, 0.005), "+0.50pp");
-        assert_eq!(fmt_delta(Kind::Time, 20_100.0), "+20.10ms");
-        assert_eq!(fmt_delta(Kind::Time, -150.0), "-150us");
+        assert_eq!(fmt_delta(Kind::Time, 20_100.0), "+20.10 ms");
+        assert_eq!(fmt_delta(Kind::Time, -150.0), "-150 µs");
+        assert_eq!(fmt_value(Kind::Rate, Some(0.001)), "0.10%");
+        assert_eq!(fmt_value(Kind::Count, Some(12_345.0)), "12,345");
     }
 }
