@@ -70,11 +70,17 @@ game_repo() { # $1: folder: a game team's repository with its scenario
 # GitHub: `cargo install --git` from this repository's HEAD (committed code), into a scratch
 # install root so no tickswarm already on PATH is taken. Its own target folder: sharing this
 # checkout's gave a stale binary (cargo 1.95 called the git package's unit fresh from a
-# build of the path package at an older commit), so the install is a full release build.
+# build of the path package at an older commit). The folder is kept outside the checkout,
+# like a CI cache, so its dependencies stay built between runs; tickswarm's own units are
+# removed first, so the crate under test is always compiled from HEAD.
+INSTALL_TARGET=${TICKSWARM_CI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tickswarm-ci}/install-target
+if [ -d "$INSTALL_TARGET" ]; then
+    cargo clean -q --release -p tickswarm --target-dir "$INSTALL_TARGET"
+fi
 game_repo "$WORK/gh"
 REV=$(git rev-parse HEAD)
 PATH="$WORK/cargo-root/bin:$PATH" CARGO_INSTALL_ROOT="$WORK/cargo-root" \
-    CARGO_TARGET_DIR="$REPO/target/ci-examples-install" TICKSWARM_DURATION=5s \
+    CARGO_TARGET_DIR="$INSTALL_TARGET" TICKSWARM_DURATION=5s \
     "$VENV/bin/python" scripts/ci_example.py github docs/ci/github-actions.yml "$WORK/gh" \
     STAGING_TARGET="$ADDR" TICKSWARM_GIT="file://$REPO" TICKSWARM_REV="$REV" ||
     fail "the GitHub Actions example failed (exit $?)"
