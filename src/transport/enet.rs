@@ -385,10 +385,10 @@ pub struct HostStats {
     pub superseded: u64,
 }
 
-/// FIFO of datagrams stored back to back in one byte buffer: no allocation once warmed up.
+/// FIFO of datagrams stored back to back in one byte buffer: no allocation per datagram.
 ///
-/// One block sized by the largest burst's bytes, rather than a recycled `Vec` per datagram:
-/// such a free list kept as many blocks as the deepest burst ever queued (up to the limit),
+/// One block that grows with a burst and, once drained, keeps [`QUEUE_KEEP_BYTES`], rather
+/// than a recycled `Vec` per datagram: such a free list kept as many blocks as the deepest burst ever queued (up to the limit),
 /// each as large as the largest datagram it ever held (up to twice that, by `Vec`'s
 /// doubling), and hundreds of small long-lived blocks scattered through the heap among the
 /// short-lived ones keep the allocator from returning pages (README's "Server memory under
@@ -405,6 +405,9 @@ struct DatagramQueue {
 
 /// Popped bytes a never-empty queue may hold before it moves the rest to the front.
 const QUEUE_COMPACT_BYTES: usize = 64 * 1024;
+/// Bytes a drained queue keeps for the next burst: a City storm's usual burst (about 700
+/// datagrams, 1 MB) grows past it and gives the rest back once it drains.
+const QUEUE_KEEP_BYTES: usize = 256 * 1024;
 
 impl DatagramQueue {
     fn new(limit: usize) -> Self {
@@ -447,6 +450,10 @@ impl DatagramQueue {
         if self.queue.is_empty() {
             self.bytes.clear();
             self.head = 0;
+            // A burst deeper than usual (a server falling behind) does not pin its block
+            // for the rest of the process: a few reallocations per such burst, none per
+            // datagram.
+            self.bytes.shrink_to(QUEUE_KEEP_BYTES);
         }
         Some((addr, len))
     }
@@ -1446,10 +1453,11 @@ mod tests {
         );
     }
 
-    /// Bursts of different depths and sizes, each drained: the queue keeps one block for the
-    /// largest burst's bytes (at most twice them, by doubling), not one per datagram.
+    /// Bursts of different depths and sizes, each drained: a queue that held a burst of
+    /// megabytes keeps at most [`QUEUE_KEEP_BYTES`] once it drains, not the burst's block
+    /// (nor, as a free list of per-datagram buffers would, one buffer per datagram).
     #[test]
-    fn datagram_queue_keeps_one_block_for_the_largest_burst() {
+    fn datagram_queue_gives_back_a_deep_burst_once_drained() {
         let a: SocketAddr = A.parse().unwrap();
         let mut q = DatagramQueue::new(4096);
         let mut out = [0u8; MAX_ENET_DATAGRAM];
@@ -1466,11 +1474,15 @@ mod tests {
             }
             assert!(q.is_empty());
             assert!(
-                q.capacity_bytes() <= 2 * largest,
-                "round {round}: {} bytes held for a largest burst of {largest}",
+                q.capacity_bytes() <= QUEUE_KEEP_BYTES,
+                "round {round}: {} bytes kept after a burst of up to {largest}",
                 q.capacity_bytes()
             );
         }
+        assert!(
+            largest > 4 * QUEUE_KEEP_BYTES,
+            "the bursts exceed what is kept"
+        );
     }
 
     /// Two hosts joined by a simulated link with one-way delay and random loss, on a simulated
