@@ -287,6 +287,12 @@ struct Session {
     unrel: Vec<u8>,
 }
 
+/// Most spare packet buffers the outbox keeps (each up to 1400 bytes): above a storm's usual
+/// burst (about 400 packets queued at once), so only a burst deeper than that (a server
+/// falling behind) allocates, and it no longer pins a buffer per packet of the deepest
+/// burst for the rest of the process (README's "Server memory under reconnect storms").
+const OUTBOX_POOL_KEEP: usize = 512;
+
 /// Packets ready to leave, with recycled buffers.
 #[derive(Debug, Default)]
 struct Outbox {
@@ -303,6 +309,13 @@ impl Outbox {
         fresh.clear();
         std::mem::swap(&mut fresh, open);
         self.queue.push_back((addr, reliable, fresh));
+    }
+
+    /// Take back a sent packet's buffer, up to [`OUTBOX_POOL_KEEP`] of them.
+    fn recycle(&mut self, bytes: Vec<u8>) {
+        if self.pool.len() < OUTBOX_POOL_KEEP {
+            self.pool.push(bytes);
+        }
     }
 
     fn flush_session(&mut self, s: &mut Session) {
@@ -1277,7 +1290,7 @@ impl Server for CityServer {
             if fits {
                 buf[..len].copy_from_slice(&bytes);
             }
-            self.outbox.pool.push(bytes);
+            self.outbox.recycle(bytes);
             if !fits {
                 self.stats.events.add("packet_too_large_for_buffer", 1);
                 continue;
@@ -1334,5 +1347,27 @@ impl Server for CityServer {
             }
             self.remove(slot);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A burst of 2,000 packets queued at once, all sent: the outbox keeps
+    /// `OUTBOX_POOL_KEEP` buffers for the next burst, not one per packet of this one.
+    #[test]
+    fn outbox_keeps_a_bounded_pool_after_a_deep_burst() {
+        let mut ob = Outbox::default();
+        for i in 0..2_000u64 {
+            let mut open = vec![0u8; 1_200];
+            ob.flush(ConnId(i), i % 2 == 0, &mut open);
+            assert!(open.is_empty(), "the open packet moved to the queue");
+        }
+        assert_eq!(ob.queue.len(), 2_000);
+        while let Some((_, _, bytes)) = ob.queue.pop_front() {
+            ob.recycle(bytes);
+        }
+        assert_eq!(ob.pool.len(), OUTBOX_POOL_KEEP);
     }
 }
