@@ -98,6 +98,10 @@ struct Slot {
     /// Application bytes sent and received in the current second.
     second_up: u64,
     second_down: u64,
+    /// In play when the current second began: only such a second is a whole second of a
+    /// bot's traffic for the per-bot bytes/s histograms (the second a bot connects in holds
+    /// a fraction of one, and drew their low percentiles down).
+    in_play_at_second_start: bool,
     /// When the bot last received anything.
     last_rx: Option<Instant>,
     /// The engine is stopping this bot (ramp-down or the end of the run).
@@ -782,6 +786,7 @@ fn spawn_bot<T: BotTransport + 'static>(
         closing: false,
         second_up: 0,
         second_down: 0,
+        in_play_at_second_start: false,
         last_rx: None,
         stopping: false,
         lost: false,
@@ -962,11 +967,15 @@ async fn interval_loop<T: BotTransport + 'static>(
                 let (up, down) = (s.second_up, s.second_down);
                 s.second_up = 0;
                 s.second_down = 0;
-                if s.bot.phase() != BotPhase::Connected {
+                let in_play = s.bot.phase() == BotPhase::Connected;
+                let whole = std::mem::replace(&mut s.in_play_at_second_start, in_play);
+                if !in_play {
                     continue;
                 }
                 connected += 1;
-                rec.record_bot_second(up, down);
+                if whole {
+                    rec.record_bot_second(up, down);
+                }
                 // The transport's own view, next to the protocol's: one sample per bot a second.
                 transport.sample(idx, &mut rec);
             }

@@ -94,7 +94,7 @@ pub struct Recorder {
     /// `packets_*`/`bytes_*`.
     pub wire: WireCounts,
     /// Application payload bytes one bot sent (received) in one second: one sample per bot
-    /// in play per second.
+    /// per second it was in play from start to end (not the second it connected in).
     pub bot_up_bytes_per_s: Histogram<u64>,
     pub bot_down_bytes_per_s: Histogram<u64>,
     /// Application payload sizes, one sample per message (datagram or ENet packet).
