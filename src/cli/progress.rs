@@ -118,7 +118,6 @@ pub fn print_result(s: &Summary) {
     if std::io::stderr().is_terminal() {
         eprintln!();
     }
-
     eprintln!(
         "bots     {} planned, {} connected, {} failed, {} lost mid-run, {} silent at the end",
         s.bots.planned, s.bots.connected, s.bots.failed, s.bots.lost, s.bots.silent_at_end

@@ -20,7 +20,7 @@ pub use server_driver::{spawn_reference_server, ServerHandle};
 
 use crate::metrics::phases::{merge_targets, merge_waiting, MAX_TARGETS};
 pub use crate::metrics::RunOutcome;
-use crate::metrics::{HistSummary, IntervalPoint, PhaseCounts, Recorder, ServerStats};
+use crate::metrics::{IntervalPoint, Recorder, ServerStats};
 use crate::protocol::ServerParams;
 use crate::scenario::plan::Targets;
 use crate::scenario::Plan;
@@ -337,24 +337,18 @@ fn set_census(p: &mut IntervalPoint, c: worker::Census) {
 }
 
 fn point(index: u64, r: &Recorder, connected: u64) -> IntervalPoint {
-    let rtt = HistSummary::of(&r.rtt_us);
-    IntervalPoint {
+    let mut p = IntervalPoint {
         t: (index + 1) as f64,
         bots_connected: connected,
-        rtt_p50_us: (rtt.count > 0).then_some(rtt.p50),
-        rtt_p99_us: (rtt.count > 0).then_some(rtt.p99),
         loss_down_rate: r.loss_down.rate(),
         packets_up: r.packets_up,
         packets_down: r.packets_down,
         bytes_up: r.bytes_up,
         bytes_down: r.bytes_down,
-        lateness_p99_us: (!r.send_lateness_us.is_empty())
-            .then(|| HistSummary::of(&r.send_lateness_us).p99),
         inputs_sent: r.inputs_sent,
         snapshots_applied: r.snapshots_applied,
-        phases: PhaseCounts::default(),
-        waiting: Vec::new(),
-        targets: Vec::new(),
-        partial: false,
-    }
+        ..IntervalPoint::default()
+    };
+    p.set_percentiles(Some(&r.rtt_us), Some(&r.send_lateness_us));
+    p
 }

@@ -4,9 +4,10 @@
 
 use std::time::{Duration, SystemTime};
 
+use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use super::{NamedCounters, PhaseCounts, Recorder, TargetPoint, Waiting};
+use super::{HistSummary, NamedCounters, PhaseCounts, Recorder, TargetPoint, Waiting};
 
 /// Counters every reference server keeps; the serve command prints them.
 #[derive(Debug, Default, Clone)]
@@ -81,6 +82,23 @@ pub struct IntervalPoint {
     /// points add up to the run's totals. Absent (false) on whole seconds.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub partial: bool,
+}
+
+impl IntervalPoint {
+    /// The second's RTT and send-lateness percentiles from its histograms, `None` where a
+    /// histogram is absent or empty (empty is not zero). The engine fills its points this way,
+    /// and `merge` fills the merged points from the runs' histograms the same way.
+    pub fn set_percentiles(
+        &mut self,
+        rtt: Option<&Histogram<u64>>,
+        lateness: Option<&Histogram<u64>>,
+    ) {
+        let of = |h: Option<&Histogram<u64>>| h.filter(|h| !h.is_empty()).map(HistSummary::of);
+        let rtt = of(rtt);
+        self.rtt_p50_us = rtt.as_ref().map(|h| h.p50);
+        self.rtt_p99_us = rtt.map(|h| h.p99);
+        self.lateness_p99_us = of(lateness).map(|h| h.p99);
+    }
 }
 
 /// What a run measured.

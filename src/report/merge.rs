@@ -277,12 +277,7 @@ pub fn merge_runs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
             k.saturating_sub(1)
         };
         if let Some(tags) = by_second.get(&start) {
-            let d = |tag: &str| tags.get(tag).map(HistSummary::of).unwrap_or_default();
-            let rtt = d("rtt_us");
-            let lateness = d("send_lateness_us");
-            p.rtt_p50_us = (rtt.count > 0).then_some(rtt.p50);
-            p.rtt_p99_us = (rtt.count > 0).then_some(rtt.p99);
-            p.lateness_p99_us = (lateness.count > 0).then_some(lateness.p99);
+            p.set_percentiles(tags.get("rtt_us"), tags.get("send_lateness_us"));
         }
         if let Some((sum, n)) = loss_weight.get(k) {
             p.loss_down_rate = if *n == 0 { 0.0 } else { sum / *n as f64 };

@@ -216,11 +216,11 @@ fn percentiles_over_time(s: &Summary, log: &HistLog, tag: &str) -> Option<Figure
     ))
 }
 
-/// Bots, RTT, loss, bandwidth and generator lateness, second by second; the bot phases; and
-/// p50/p90/p99/max over time of every latency the log holds.
 /// The shortest interval a per-second rate is drawn for (see `figures`).
 const MIN_RATE_WIDTH_S: f64 = 0.5;
 
+/// Bots, RTT, loss, bandwidth and generator lateness, second by second; the bot phases; and
+/// p50/p90/p99/max over time of every latency the log holds.
 pub(super) fn figures(s: &Summary, log: Option<&HistLog>) -> Vec<Figure> {
     let iv = &s.intervals;
     let series = |f: &dyn Fn(&IntervalPoint) -> f64| -> Vec<(f64, f64)> {
