@@ -28,13 +28,14 @@ WORK=$(mktemp -d)
 SERVER_PID=
 cleanup() {
     local rc=$? # the script's own status, not that of the server it stops
-    [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null && { wait "$SERVER_PID" 2>/dev/null || true; }
+    stop_peer "$SERVER_PID"
     rm -rf "$WORK"
     exit "$rc"
 }
 trap cleanup EXIT
 fail() { echo "check_ci_examples: FAIL: $*" >&2; exit 1; }
 
+. scripts/lib/verify_common.sh
 . scripts/lib/container_engine.sh
 select_engine "$WORK"
 $ENGINE image inspect "$IMAGE" >/dev/null 2>&1 ||
@@ -51,16 +52,13 @@ fi
 echo "check_ci_examples: both examples valid against their CI system's schema"
 
 # --- 2. run them --------------------------------------------------------------------------
-[ -x target/release/tickswarm ] || cargo build --release -q
-target/release/tickswarm serve cafe --port 0 >"$WORK/serve.out" 2>&1 &
-SERVER_PID=$!
-ADDR=
-for _ in $(seq 50); do
-    ADDR=$(grep -o '127\.0\.0\.1:[0-9]*' "$WORK/serve.out" | head -1 || true)
-    [ -n "$ADDR" ] && break
-    sleep 0.1
-done
-[ -n "$ADDR" ] || { cat "$WORK/serve.out"; fail "the reference server did not start"; }
+BIN=target/release/tickswarm
+build_release 1 "$BIN"
+start_peer "$WORK/serve.out" "$WORK/serve.err" 900 "$BIN" serve cafe --port 0
+SERVER_PID=$PEER_PID
+PORT=$(peer_port "$WORK/serve.out" "$SERVER_PID") ||
+    { cat "$WORK/serve.err"; fail "the reference server did not start"; }
+ADDR=127.0.0.1:$PORT
 
 game_repo() { # $1: folder: a game team's repository with its scenario
     mkdir -p "$1/loadtest"
@@ -94,7 +92,7 @@ game_repo "$WORK/gl"
 echo "check_ci_examples: GitLab CI example: $(verdict "$WORK/gl/reports/run/summary.json")"
 
 # --- 3. a dead target fails the job -------------------------------------------------------
-DEAD=$(python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+DEAD=$(free_udp_port)
 game_repo "$WORK/gl-dead"
 set +e
 "$VENV/bin/python" scripts/ci_example.py gitlab docs/ci/gitlab-ci.yml "$WORK/gl-dead" "$ENGINE" \
@@ -119,8 +117,9 @@ set -e
 [ "$rc" -le 1 ] || fail "a shard pod exited $rc"
 shards=("$K8S"/shard-*)
 [ "${#shards[@]}" = 4 ] || fail "expected 4 shard folders, found ${#shards[@]}"
+# The merged verdict is the shards' (a failed threshold exits 1); the counts are judged below.
 set +e
-target/release/tickswarm merge "${shards[@]}" --out "$WORK/k8s-merged" -q
+"$BIN" merge "${shards[@]}" --out "$WORK/k8s-merged" -q
 set -e
 python3 - "$WORK/k8s-merged/summary.json" "${shards[@]}" <<'EOF'
 import json, sys

@@ -8,11 +8,11 @@
 #      that user;
 #   3. the exit code crosses the container boundary: a target that never answers gives 3.
 #
-# Engine: Docker when a Docker daemon answers, otherwise Podman (daemonless; installed with
-# apt when missing). This machine has no Docker daemon and reaches no container registry, so
-# when the Dockerfile's base images (rust:1-slim-bookworm, debian:bookworm-slim) are neither
-# present nor pullable, the script builds stand-ins under those exact names, so that the
-# Dockerfile is built unchanged:
+# Engine: Docker when a Docker daemon answers, otherwise Podman (daemonless; it, runc and
+# debootstrap come from scripts/install-test-deps.sh when missing). This machine has no
+# Docker daemon and reaches no container registry, so when the Dockerfile's base images
+# (rust:1-slim-bookworm, debian:bookworm-slim) are neither present nor pullable, the script
+# builds stand-ins under those exact names, so that the Dockerfile is built unchanged:
 #   - debian:bookworm-slim: `debootstrap --variant=minbase bookworm` from Debian's mirror,
 #     trimmed as the slim image is (no apt lists, docs, man pages or locales);
 #   - rust:1-slim-bookworm: the same plus gcc, libc6-dev and ca-certificates (what the official
@@ -45,16 +45,17 @@ fail() { echo "check_container: FAIL: $*" >&2; exit 1; }
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # --- the engine ------------------------------------------------------------------------
+# podman, runc and debootstrap come with the test packages (a no-op when present).
+bash scripts/install-test-deps.sh >/dev/null
+. scripts/lib/verify_common.sh
 . scripts/lib/container_engine.sh
-select_engine "$WORK" install
+select_engine "$WORK"
 echo "check_container: engine $ENGINE ($($ENGINE --version))"
 
 have_image() { $ENGINE image inspect "$1" >/dev/null 2>&1; }
 
 # --- stand-in base images (only when the real ones can't be had) --------------------------
 debian_rootfs() { # $1: folder
-    command -v debootstrap >/dev/null 2>&1 ||
-        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q debootstrap >/dev/null
     as_root debootstrap --variant=minbase bookworm "$1" "$MIRROR" >"$WORK/debootstrap.log" 2>&1 ||
         { tail -20 "$WORK/debootstrap.log"; fail "debootstrap failed"; }
 }
@@ -131,8 +132,7 @@ version=$($ENGINE run --rm "$IMAGE" --version)
 echo "check_container: runs as uid $uid; $version"
 
 # --- 2. a reference server in one container, the README's run in another ---------------------
-free_port() { python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-PORT=$(free_port)
+PORT=$(free_udp_port)
 SERVER=tickswarm-check-serve-$$
 CONTAINERS+=("$SERVER")
 $ENGINE run -d --name "$SERVER" --network host "$IMAGE" serve cafe --bind 127.0.0.1 --port "$PORT" >/dev/null
@@ -175,7 +175,7 @@ $ENGINE inspect --format '{{.State.Running}}' "$SERVER" | grep -q true ||
     fail "the reference server container stopped during the run"
 
 # --- 3. exit codes cross the container boundary --------------------------------------------
-DEAD_PORT=$(free_port)
+DEAD_PORT=$(free_udp_port)
 set +e
 $ENGINE run --rm --network host "$IMAGE" run /scenarios/quickstart.yaml \
     --target "127.0.0.1:$DEAD_PORT" --duration 3s --bots 5 --out /tmp/run >"$WORK/dead.out" 2>&1

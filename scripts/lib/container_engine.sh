@@ -1,26 +1,18 @@
 # Sourced by scripts/check_container.sh and scripts/check_ci_examples.sh: which container
 # engine to drive, and how.
 #
-# select_engine DIR [install]
+# select_engine DIR
 #   Sets ENGINE to `docker` when a Docker daemon answers, otherwise to `podman` (daemonless;
-#   with `install`, podman and runc are installed with apt when missing). For podman it
+#   scripts/install-test-deps.sh installs it, and runc). For podman it
 #   writes DIR/containers.conf and exports CONTAINERS_CONF: this machine's kernel mounts
 #   cgroups v1 beside an empty v2 hierarchy ("hybrid"), which crun refuses, and its sandbox
 #   may not raise RLIMIT_NPROC, so runc with cgroupfs and limits the sandbox allows. Host
 #   networking: the checks talk over loopback only.
 select_engine() {
-    local dir=$1 install=${2:-}
+    local dir=$1
     if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then
         ENGINE=docker
         return
-    fi
-    if [ -n "$install" ] && { ! command -v podman >/dev/null 2>&1 || ! command -v runc >/dev/null 2>&1; }; then
-        echo "no Docker daemon; installing podman (daemonless) and runc"
-        if [ "$(id -u)" = 0 ]; then
-            DEBIAN_FRONTEND=noninteractive apt-get install -y -q podman runc >/dev/null
-        else
-            sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q podman runc >/dev/null
-        fi
     fi
     ENGINE=podman
     cat >"$dir/containers.conf" <<CONF

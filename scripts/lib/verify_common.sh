@@ -1,7 +1,8 @@
-# Sourced by scripts/verify_external_*.sh: the parts every check against an independent peer
-# shares (run-length parsing, the release build, starting a peer under timeout(1), finding
-# the port it reports, stopping it so it prints its ground truth). The checks themselves,
-# and how each judges its figures, stay in their own scripts.
+# Sourced by the scripts that run tickswarm against a server process (scripts/verify_external_*.sh,
+# scripts/check_container.sh, scripts/check_ci_examples.sh): run-length parsing, the release
+# build, starting a peer under timeout(1), finding the port it reports, stopping it so it
+# prints its ground truth, a free port. The checks themselves, and how each judges its
+# figures, stay in their own scripts.
 
 # duration_seconds D: whole seconds of a run length (15, 15s, 2m, 1500ms, 1h), rounded up,
 # for the time bounds around every step. Exits 2 on a malformed length.
@@ -63,4 +64,9 @@ peer_port() {
         sleep 0.1
     done
     return 1
+}
+
+# free_udp_port: print a UDP port on 127.0.0.1 that nothing listens on (just now).
+free_udp_port() {
+    python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
