@@ -66,9 +66,9 @@ game_repo() { # $1: folder: a game team's repository with its scenario
 }
 
 # GitHub: `cargo install --git` from this repository's HEAD (committed code), into a scratch
-# install root so no tickswarm already on PATH is taken. Its own target folder: sharing this
-# checkout's gave a stale binary (cargo 1.95 called the git package's unit fresh from a
-# build of the path package at an older commit). The folder is kept outside the checkout,
+# install root so no tickswarm already on PATH is taken. Its own target folder: with this
+# checkout's, `cargo install -v` called the git package `Fresh` and installed a binary without
+# the HEAD commit's change (seen with cargo 1.95). The folder is kept outside the checkout,
 # like a CI cache, so its dependencies stay built between runs; tickswarm's own units are
 # removed first, so the crate under test is always compiled from HEAD.
 INSTALL_TARGET=${TICKSWARM_CI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tickswarm-ci}/install-target
