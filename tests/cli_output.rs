@@ -155,3 +155,81 @@ fn verbose_levels_say_more() {
         .iter()
         .all(|p| p["t"].is_number() && p["bots_connected"].is_number()));
 }
+
+/// A threshold on a figure the protocol cannot take (cafe acknowledges no input, so upstream
+/// loss has no evidence) is not a bare "no data": validate warns, the run says "not measurable
+/// against this server (why)" on the console, in summary.json and in junit.xml, and fails it;
+/// `unmeasurable_thresholds: skip` shows it as skipped and leaves it out of the verdict.
+#[test]
+fn an_unmeasurable_threshold_says_so_and_fails_or_is_skipped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let text = |policy: &str| {
+        format!(
+            "name: um\nprotocol:\n  cafe: {{}}\npopulation:\n  stages:\n    - ramp_to: 2\n      over: 0s\nduration: 2s\n{policy}thresholds:\n  - upstream_loss < 1%\n"
+        )
+    };
+    let fail = tmp.path().join("fail.yaml");
+    std::fs::write(&fail, text("")).unwrap();
+    let skip = tmp.path().join("skip.yaml");
+    std::fs::write(&skip, text("unmeasurable_thresholds: skip\n")).unwrap();
+
+    let v = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
+        .arg("validate")
+        .arg(&fail)
+        .output()
+        .unwrap();
+    assert_eq!(v.status.code(), Some(0));
+    let e = String::from_utf8_lossy(&v.stderr);
+    assert!(
+        e.contains("warning: threshold `upstream_loss < 1%` cannot be measured with cafe")
+            && e.contains("the run will FAIL it"),
+        "{e}"
+    );
+
+    let out = tmp.path().join("fail-out");
+    let o = run(&fail, &["--out", out.to_str().unwrap()], &[]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains("FAIL  upstream_loss < 1%")
+            && e.contains(
+                "not measurable against this server (a cafe server acknowledges no input)"
+            ),
+        "{e}"
+    );
+    let s: Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let t = &s["thresholds"][0];
+    assert_eq!(t["condition"], "upstream_loss < 1%");
+    assert_eq!(t["ok"], false);
+    assert_eq!(t["observed"], Value::Null);
+    assert_eq!(t["unmeasurable"], "a cafe server acknowledges no input");
+    assert_eq!(s["verdict"], "fail");
+    let junit = std::fs::read_to_string(out.join("junit.xml")).unwrap();
+    assert!(
+        junit.contains("<failure message=\"not measurable against this server (a cafe server acknowledges no input) (loss.upstream.rate)\"/>"),
+        "{junit}"
+    );
+
+    let out = tmp.path().join("skip-out");
+    let o = run(&skip, &["--out", out.to_str().unwrap()], &[]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{e}");
+    assert!(e.contains("SKIP  upstream_loss < 1%"), "{e}");
+    let s: Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(s["thresholds"][0]["skipped"], true);
+    assert_eq!(s["thresholds"][0]["ok"], true);
+    assert_eq!(s["verdict"], "pass");
+    let junit = std::fs::read_to_string(out.join("junit.xml")).unwrap();
+    assert!(
+        junit.contains("skipped=\"1\"")
+            && junit.contains("<skipped message=\"skipped: not measurable"),
+        "{junit}"
+    );
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(
+        html.contains("not measurable against this server"),
+        "report.html says why"
+    );
+}

@@ -59,7 +59,7 @@ fn scenario_limits(a: &CompareArgs, new: &RunData, console: Console) -> Result<V
         })?);
     }
     if !out.is_empty() && !console.quiet {
-        eprintln!(
+        say!(
             "limits   {} from {} (compare.max_regress)",
             out.len(),
             path.display()
@@ -74,7 +74,7 @@ fn load(dir: &Path) -> Result<RunData, String> {
 
 pub(crate) fn cmd_compare(a: &CompareArgs, console: Console) -> anyhow::Result<u8> {
     let usage = |e: String| {
-        eprintln!("error: {e}");
+        say!("error: {e}");
         Ok(EXIT_USAGE)
     };
     if let Some(out) = &a.out {
@@ -98,9 +98,10 @@ pub(crate) fn cmd_compare(a: &CompareArgs, console: Console) -> anyhow::Result<u
         Err(e) => return usage(e),
     };
     if base.summary.protocol != new.summary.protocol && !console.quiet {
-        eprintln!(
+        say!(
             "warning: comparing runs of different protocols ({} and {})",
-            base.summary.protocol, new.summary.protocol
+            base.summary.protocol,
+            new.summary.protocol
         );
     }
     // The scenario's limits first: a command-line limit on the same metric comes later and wins.
@@ -110,13 +111,13 @@ pub(crate) fn cmd_compare(a: &CompareArgs, console: Console) -> anyhow::Result<u
     };
     all.extend(limits);
     if all.is_empty() && !console.quiet {
-        eprintln!("note: no limits given (--max-regress or a compare: block): nothing can regress");
+        say!("note: no limits given (--max-regress or a compare: block): nothing can regress");
     }
     let c = compare::compare(&base, &new, &all);
     if !console.quiet {
-        eprintln!("base     {}", a.base.display());
-        eprintln!("new      {}", a.new.display());
-        eprint!("{c}");
+        say!("base     {}", a.base.display());
+        say!("new      {}", a.new.display());
+        say_inline!("{c}");
     }
     if let Some(out) = &a.out {
         std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
@@ -127,15 +128,15 @@ pub(crate) fn cmd_compare(a: &CompareArgs, console: Console) -> anyhow::Result<u
         std::fs::write(&json, serde_json::to_string_pretty(&c)? + "\n")
             .with_context(|| format!("writing {}", json.display()))?;
         if !console.quiet {
-            eprintln!("report   {}", html.display());
+            say!("report   {}", html.display());
         }
     }
     for r in c.rows.iter().filter_map(|r| r.reason.as_ref()) {
         // Always said, even with --quiet: it is why the exit code is 1.
-        eprintln!("REGRESSED {r}");
+        say!("REGRESSED {r}");
     }
     if !console.quiet {
-        eprintln!(
+        say!(
             "verdict  {}",
             if c.regressed {
                 "REGRESSED"

@@ -1,7 +1,11 @@
 //! The command-line edge: argument parsing, console output, exit codes.
 //!
-//! Exit codes: 0 pass, 1 thresholds failed, 2 bad usage or scenario, 3 target unreachable
-//! (no bot completed the handshake).
+//! Exit codes: 0 pass, 1 thresholds failed, 2 bad usage, scenario or I/O error (an output
+//! folder that cannot be written), 3 target unreachable (no bot completed the handshake).
+
+// First: its printing macros are used by every module after it.
+#[macro_use]
+mod term;
 
 mod compare;
 mod metrics_listen;
@@ -32,7 +36,7 @@ pub const EXIT_UNREACHABLE: u8 = 3;
     version,
     about = "Load-test real-time game servers with a swarm of simulated clients",
     long_about = "Load-test real-time game servers with a swarm of simulated clients.\n\n\
-        Exit codes: 0 pass, 1 thresholds failed, 2 bad usage or scenario, \
+        Exit codes: 0 pass, 1 thresholds failed, 2 bad usage, scenario or I/O error, \
         3 target unreachable (no bot completed the handshake)."
 )]
 struct Cli {
@@ -270,24 +274,30 @@ pub fn main() -> ExitCode {
             Ok(EXIT_PASS)
         }
         Command::Completions { shell } => {
-            clap_complete::generate(
-                shell,
-                &mut Cli::command(),
-                "tickswarm",
-                &mut std::io::stdout(),
-            );
-            Ok(EXIT_PASS)
+            // Into memory first: the generator panics on a failed write (a closed pipe).
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "tickswarm", &mut script);
+            write_stdout(&script)
+                .map(|()| EXIT_PASS)
+                .context("writing the completion script")
         }
-        Command::Man => clap_mangen::Man::new(Cli::command())
-            .render(&mut std::io::stdout())
-            .map(|()| EXIT_PASS)
-            .context("writing the man page"),
+        Command::Man => {
+            let mut page = Vec::new();
+            clap_mangen::Man::new(Cli::command())
+                .render(&mut page)
+                .context("rendering the man page")
+                .and_then(|()| write_stdout(&page).context("writing the man page"))
+                .map(|()| EXIT_PASS)
+        }
     };
     match result {
         Ok(code) => ExitCode::from(code),
+        // What reaches here is an I/O failure (an output folder that cannot be written, a run
+        // folder that cannot be read): not a verdict, so never 1, which CI reads as "the
+        // thresholds failed".
         Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::from(EXIT_FAIL)
+            say!("error: {e:#}");
+            ExitCode::from(EXIT_USAGE)
         }
     }
 }
@@ -295,7 +305,7 @@ pub fn main() -> ExitCode {
 /// Load and plan a scenario, printing a scenario error the way an editor can jump to.
 fn load_plan(path: &Path, ov: &OverrideArgs) -> Result<Plan, u8> {
     let usage = |e: &dyn std::fmt::Display| {
-        eprintln!("error: {e}");
+        say!("error: {e}");
         EXIT_USAGE
     };
     let file = scenario::load(path).map_err(|e| usage(&e))?;
@@ -319,32 +329,58 @@ fn cmd_validate(a: &ValidateArgs) -> anyhow::Result<u8> {
         Ok(p) => p,
         Err(code) => return Ok(code),
     };
-    print!("{}", plan.describe());
-    println!("ok: {} is valid", a.scenario.display());
+    out_inline!("{}", plan.describe());
+    for (t, why) in unmeasurable_thresholds(&plan) {
+        let then = match plan.unmeasurable {
+            scenario::threshold::Unmeasurable::Fail => {
+                "the run will FAIL it (unmeasurable_thresholds: skip leaves it out of the verdict)"
+            }
+            scenario::threshold::Unmeasurable::Skip => {
+                "the run will skip it (unmeasurable_thresholds: skip)"
+            }
+        };
+        say!(
+            "warning: threshold `{}` cannot be measured with {} (dialect {}): {why}; {then}",
+            t.text,
+            plan.protocol.name(),
+            plan.protocol.dialect_name()
+        );
+    }
+    out!("ok: {} is valid", a.scenario.display());
     Ok(EXIT_PASS)
 }
 
 fn cmd_protocols() {
     for p in ProtocolName::ALL {
         let i = p.info();
-        println!("{} ({})", i.name, i.spec);
-        println!(
+        out!("{} ({})", i.name, i.spec);
+        out!(
             "  transport        {} (default port {})",
-            i.transport, i.default_port
+            i.transport,
+            i.default_port
         );
-        println!("  rtt              {}", i.rtt);
-        println!("  downstream loss  {}", i.downstream_loss);
-        println!("  upstream loss    {}", i.upstream_loss);
+        out!("  rtt              {}", i.rtt);
+        out!("  downstream loss  {}", i.downstream_loss);
+        out!("  upstream loss    {}", i.upstream_loss);
         for (d, what) in i.dialects {
-            println!("  dialect {d:<8} {what}");
+            out!("  dialect {d:<8} {what}");
         }
-        println!();
+        out!();
     }
 }
 
-/// Ctrl-C once: stop the swarm and still write the report. Twice: leave at once.
+/// Ctrl-C or SIGTERM once: stop the swarm and still write the report. A second one: leave at
+/// once (130 after Ctrl-C, 143 after SIGTERM, as a shell reports a death by that signal).
+///
+/// SIGTERM is what `docker stop`, Kubernetes and CI runners send before SIGKILL, so it must
+/// stop as gracefully as Ctrl-C: without a handler it killed the run before the report was
+/// written, and a process that is PID 1 in a container (this image's entrypoint) ignores it
+/// altogether (the kernel gives PID 1 no default action), so it was killed 10 s later.
 pub(crate) fn install_ctrl_c(stop: StopSignal) {
-    let _ = std::thread::Builder::new()
+    // The handlers are in place when this returns: a SIGTERM that comes right after the start
+    // must already find them.
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
+    let spawned = std::thread::Builder::new()
         .name("tickswarm-signals".into())
         .spawn(move || {
             let Ok(rt) = tokio::runtime::Builder::new_current_thread()
@@ -354,15 +390,31 @@ pub(crate) fn install_ctrl_c(stop: StopSignal) {
                 return;
             };
             rt.block_on(async {
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    eprintln!("\nstopping: writing the report (Ctrl-C again to abort)");
-                    stop.stop();
-                }
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    std::process::exit(130);
-                }
+                use tokio::signal::unix::{signal, SignalKind};
+                let Ok(mut term) = signal(SignalKind::terminate()) else {
+                    return;
+                };
+                let Ok(mut int) = signal(SignalKind::interrupt()) else {
+                    return;
+                };
+                let _ = ready_tx.send(());
+                let first = tokio::select! {
+                    _ = int.recv() => "Ctrl-C",
+                    _ = term.recv() => "SIGTERM",
+                };
+                say!("\nstopping ({first}): writing the report (again to abort)");
+                stop.stop();
+                let code = tokio::select! {
+                    _ = int.recv() => 130,
+                    _ = term.recv() => 143,
+                };
+                std::process::exit(code);
             });
         });
+    if spawned.is_ok() {
+        // An error means the thread ended without handlers (no runtime): nothing to wait for.
+        let _ = ready_rx.recv_timeout(Duration::from_secs(5));
+    }
 }
 
 fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
@@ -378,13 +430,22 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
         ))
     });
     if let Err(e) = check_out_dir(&dir, a.output.force) {
-        eprintln!("error: {e}");
+        say!("error: {e}");
         return Ok(EXIT_USAGE);
     }
     let stop = StopSignal::new();
     install_ctrl_c(stop.clone());
+    // Said now, not after a long run: a threshold nothing can measure against this server.
+    for (t, why) in unmeasurable_thresholds(&plan) {
+        say!(
+            "warning: threshold `{}` is not measurable with {} (dialect {}): {why}",
+            t.text,
+            plan.protocol.name(),
+            plan.protocol.dialect_name()
+        );
+    }
     if !console.quiet {
-        eprintln!(
+        say!(
             "tickswarm: {} bots{}, {} over {}, target {}, {} for {}",
             plan.planned,
             plan.shard
@@ -398,7 +459,7 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
         );
     }
     if console.verbose >= 1 {
-        eprint!("{}", plan.describe());
+        say_inline!("{}", plan.describe());
     }
     let mut printer = progress::Progress::new(plan.planned);
     // A run refused before it starts leaves no folder behind.
@@ -419,13 +480,13 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
     let metrics = match a.metrics_listen {
         Some(addr) => match metrics_listen::MetricsServer::start(addr) {
             Ok(m) => {
-                eprintln!("metrics  http://{}/metrics", m.addr());
+                say!("metrics  http://{}/metrics", m.addr());
                 Some(m)
             }
             Err(e) => {
                 drop(hlog);
                 discard(&dir);
-                eprintln!("error: {e:#}");
+                say!("error: {e:#}");
                 return Ok(EXIT_USAGE);
             }
         },
@@ -442,7 +503,7 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
         }
         if console.verbose >= 2 {
             if let Ok(line) = serde_json::to_string(p) {
-                eprintln!("{line}");
+                say!("{line}");
             }
         }
         if hlog_error.is_none() {
@@ -457,7 +518,7 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
         Err(e @ EngineError::FdLimit(_)) => {
             drop(hlog);
             discard(&dir);
-            eprintln!("error: {e}");
+            say!("error: {e}");
             return Ok(EXIT_USAGE);
         }
         Err(e) => {
@@ -477,7 +538,7 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
         hlog_error = hlog.interval(last, &outcome.tail).err();
     }
     if let Some(e) = hlog_error {
-        eprintln!("warning: histograms.hlog is incomplete: {e}");
+        say!("warning: histograms.hlog is incomplete: {e}");
     }
     drop(hlog);
     if let Some(m) = &metrics {
@@ -489,12 +550,12 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
         .with_context(|| format!("writing the report to {}", dir.display()))?;
     if !console.quiet {
         progress::print_result(&summary);
-        eprintln!("summary  {}", written.summary_json.display());
-        eprintln!("report   {}", written.report_html.display());
+        say!("summary  {}", written.summary_json.display());
+        say!("report   {}", written.report_html.display());
         if let Some(j) = &written.junit_xml {
-            eprintln!("junit    {}", j.display());
+            say!("junit    {}", j.display());
         }
-        eprintln!("hlog     {}", hlog_path.display());
+        say!("hlog     {}", hlog_path.display());
     }
     if a.output.json {
         print_json(&summary)?;
@@ -520,7 +581,7 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
         } else {
             "no reply from the server".to_string()
         };
-        eprintln!(
+        say!(
             "error: target unreachable: no bot completed the handshake with {} ({reasons})",
             outcome.target,
         );
@@ -554,28 +615,62 @@ fn run_info(plan: &Plan) -> report::RunInfo {
             .collect(),
         thresholds: plan.thresholds.clone(),
         input_rate_hz: plan.bot_template.input_rate_hz,
+        cannot_measure: cannot_measure(plan),
+        unmeasurable: plan.unmeasurable,
     }
+}
+
+/// The plan's thresholds (its own and the default checks) on a figure its protocol
+/// configuration cannot take, with why.
+fn unmeasurable_thresholds(plan: &Plan) -> Vec<(&scenario::Threshold, &'static str)> {
+    plan.thresholds
+        .iter()
+        .filter_map(|t| plan.protocol.cannot_measure(t.metric).map(|why| (t, why)))
+        .collect()
+}
+
+/// The figures this plan's protocol configuration cannot take, with why: those its thresholds
+/// name, and upstream loss (its method line in the report says so).
+fn cannot_measure(plan: &Plan) -> Vec<(scenario::Metric, String)> {
+    let mut out: Vec<(scenario::Metric, String)> = Vec::new();
+    let metrics = plan.thresholds.iter().map(|t| t.metric);
+    for m in metrics.chain([scenario::Metric::UpstreamLoss]) {
+        if let Some(why) = plan.protocol.cannot_measure(m) {
+            if !out.iter().any(|(o, _)| *o == m) {
+                out.push((m, why.to_string()));
+            }
+        }
+    }
+    out
 }
 
 /// `value` as pretty JSON on stdout (what `--json` asks for).
 pub(crate) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    let mut text = serde_json::to_string_pretty(value)?;
+    text.push('\n');
+    write_stdout(text.as_bytes()).context("writing JSON to stdout")
+}
+
+/// Bytes to stdout. A reader that went away (`tickswarm … --json | head -1`) is not an error:
+/// what it did not read is dropped; any other failure is.
+fn write_stdout(bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write as _;
-    let text = serde_json::to_string_pretty(value)?;
     let mut out = std::io::stdout().lock();
-    writeln!(out, "{text}")?;
-    out.flush()?;
-    Ok(())
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r,
+    }
 }
 
 fn cmd_merge(a: &MergeArgs, console: Console) -> anyhow::Result<u8> {
     if let Err(e) = check_out_dir(&a.out, a.output.force) {
-        eprintln!("error: {e}");
+        say!("error: {e}");
         return Ok(EXIT_USAGE);
     }
     let merged = match report::merge::merge_runs(&a.runs) {
         Ok(m) => m,
         Err(e) => {
-            eprintln!("error: {e}");
+            say!("error: {e}");
             return Ok(EXIT_USAGE);
         }
     };
@@ -593,9 +688,9 @@ fn cmd_merge(a: &MergeArgs, console: Console) -> anyhow::Result<u8> {
     drop(hlog);
     if !console.quiet {
         progress::print_result(s);
-        eprintln!("merged   {} runs", a.runs.len());
-        eprintln!("summary  {}", written.summary_json.display());
-        eprintln!("report   {}", written.report_html.display());
+        say!("merged   {} runs", a.runs.len());
+        say!("summary  {}", written.summary_json.display());
+        say!("report   {}", written.report_html.display());
     }
     if a.output.json {
         print_json(s)?;

@@ -3,7 +3,7 @@
 use std::io::IsTerminal;
 
 use crate::metrics::describe::Display;
-use crate::report::build::format_observed;
+use crate::report::build::describe_outcome;
 use crate::report::format::{fit_line, fmt_count, fmt_pct, fmt_us, group_int};
 use crate::report::summary::{IntervalPoint, Summary};
 
@@ -99,34 +99,41 @@ impl Progress {
         if !waiting.is_empty() && due {
             self.waiting_printed_at = Some(p.t);
             if self.tty {
-                eprint!("\r\x1b[2K");
+                super::term::raw_stderr("\r\x1b[2K");
             }
             for w in &waiting {
-                eprintln!("{w}");
+                say!("{w}");
             }
         }
         if self.tty {
             let width = terminal_columns().saturating_sub(1).max(1);
-            eprint!("\r\x1b[2K{}", fit_line(&parts, width));
+            super::term::raw_stderr(&format!(
+                "\r\x1b[2K{}",
+                super::term::clean(&fit_line(&parts, width))
+            ));
         } else {
-            eprintln!("{}", parts.join(" · "));
+            say!("{}", parts.join(" · "));
         }
     }
 }
 
 pub fn print_result(s: &Summary) {
     if std::io::stderr().is_terminal() {
-        eprintln!();
+        say!();
     }
-    eprintln!(
+    say!(
         "bots     {} planned, {} connected, {} failed, {} lost mid-run, {} silent at the end",
-        s.bots.planned, s.bots.connected, s.bots.failed, s.bots.lost, s.bots.silent_at_end
+        s.bots.planned,
+        s.bots.connected,
+        s.bots.failed,
+        s.bots.lost,
+        s.bots.silent_at_end
     );
     if s.rtt_us.count == 0 {
         // Empty is not zero: no sample has no percentile.
-        eprintln!("rtt      no samples");
+        say!("rtt      no samples");
     } else {
-        eprintln!(
+        say!(
             "rtt      p50 {} p99 {} max {} ({} samples)",
             ms(Some(s.rtt_us.p50)),
             ms(Some(s.rtt_us.p99)),
@@ -134,7 +141,7 @@ pub fn print_result(s: &Summary) {
             group_int(s.rtt_us.count)
         );
     }
-    eprintln!(
+    say!(
         "loss     downstream {}; upstream {}",
         match s.loss.downstream {
             // Nothing expected: not measurable, never 0 %.
@@ -151,7 +158,7 @@ pub fn print_result(s: &Summary) {
             None => "not measurable".into(),
         }
     );
-    eprintln!(
+    say!(
         "inputs   {} sent, send lateness p50 {} p99 {} max {}, {} grid slots skipped",
         group_int(s.inputs_sent),
         ms(Some(s.generator.send_lateness_us.p50)),
@@ -171,7 +178,7 @@ pub fn print_result(s: &Summary) {
         })
         .collect();
     if !notable.is_empty() {
-        eprintln!("protocol {}", notable.join(" · "));
+        say!("protocol {}", notable.join(" · "));
     }
     // Bots still on their way in when the run ended, and what they waited for.
     if let Some(last) = s.intervals.last() {
@@ -181,11 +188,11 @@ pub fn print_result(s: &Summary) {
             .filter(|w| w.longest_s >= WAIT_REPORT_AFTER_S)
             .take(3)
         {
-            eprintln!("waiting  {} when the run ended", w.sentence());
+            say!("waiting  {} when the run ended", w.sentence());
         }
     }
     if s.generator.saturated {
-        eprintln!(
+        say!(
             "warning  the generator was saturated ({} of the grid's slots skipped, send lateness \
              p99 at {} of the input period): figures measure this machine as much as the server",
             s.generator
@@ -199,27 +206,39 @@ pub fn print_result(s: &Summary) {
     let socket: u64 = s.generator.send_errors.values().sum();
     if socket > 0 {
         // Local socket errors (e.g. `recv.connection_refused`: the server's port is closed).
-        eprintln!(
-            "sockets  {socket} send/receive errors: {:?}",
-            s.generator.send_errors
+        say!(
+            "sockets  {socket} send/receive errors: {}",
+            listed(&s.generator.send_errors)
         );
     }
     let decode: u64 = s.errors.decode.values().sum();
     if decode > 0 {
-        eprintln!(
-            "decode   {decode} malformed datagrams dropped: {:?}",
-            s.errors.decode
+        say!(
+            "decode   {decode} malformed datagrams dropped: {}",
+            listed(&s.errors.decode)
         );
     }
     for t in &s.thresholds {
-        eprintln!(
-            "{}  {:<28} observed {}",
-            if t.ok { "PASS" } else { "FAIL" },
+        say!(
+            "{}  {:<28} {}",
+            match (t.skipped, t.ok) {
+                (true, _) => "SKIP",
+                (false, true) => "PASS",
+                (false, false) => "FAIL",
+            },
             t.condition,
-            format_observed(&t.metric, t.observed)
+            describe_outcome(t)
         );
     }
-    eprintln!("verdict  {}", s.verdict.to_uppercase());
+    say!("verdict  {}", s.verdict.to_uppercase());
+}
+
+/// Counters by reason as a person reads them: `recv.connection_refused: 12, send.x: 1`.
+fn listed(m: &std::collections::BTreeMap<String, u64>) -> String {
+    m.iter()
+        .map(|(k, v)| format!("{k}: {}", group_int(*v)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]

@@ -162,7 +162,7 @@ pub fn cmd_serve(a: &ServeArgs) -> anyhow::Result<u8> {
     let (section, server) = match configure(a) {
         Ok(v) => v,
         Err(m) => {
-            eprintln!("error: {m}");
+            say!("error: {m}");
             return Ok(super::EXIT_USAGE);
         }
     };
@@ -171,7 +171,7 @@ pub fn cmd_serve(a: &ServeArgs) -> anyhow::Result<u8> {
     let first_port = a.port.unwrap_or(info.default_port);
     let instances = a.instances.max(1);
     if first_port != 0 && usize::from(first_port) + instances - 1 > usize::from(u16::MAX) {
-        eprintln!(
+        say!(
             "error: {instances} instances from port {first_port} run past port 65535; \
              pick a lower --port or fewer --instances"
         );
@@ -195,9 +195,11 @@ pub fn cmd_serve(a: &ServeArgs) -> anyhow::Result<u8> {
         };
         let handle = spawn_reference_server(bind, &section, &params)
             .map_err(|e| anyhow::anyhow!("cannot bind {bind}: {e}"))?;
-        println!(
+        out!(
             "tickswarm {} reference server listening on {} ({})",
-            name, handle.addr, info.transport
+            name,
+            handle.addr,
+            info.transport
         );
         handles.push(handle);
     }
@@ -223,7 +225,7 @@ pub fn cmd_serve(a: &ServeArgs) -> anyhow::Result<u8> {
         let secs = start.elapsed().as_secs();
         if secs != last_out {
             last_out = secs;
-            eprintln!(
+            say!(
                 "[{secs:>4}s] clients {} · accepted {} refused {} timed out {} · in {} out {} datagrams · dropped {}",
                 s.clients,
                 s.accepted,
@@ -240,7 +242,7 @@ pub fn cmd_serve(a: &ServeArgs) -> anyhow::Result<u8> {
     // The server's and its transport's counters (refusals, ENet admission, superseded
     // sessions): what a soak reads to tell what happened over thousands of sessions.
     let events: Vec<_> = s.events.iter().filter(|(_, n)| *n > 0).collect();
-    println!(
+    out!(
         "served {} clients; {} datagrams in, {} out; malformed dropped: {:?}; events: {:?}",
         s.accepted,
         s.datagrams_in,

@@ -102,6 +102,21 @@ impl Metric {
     }
 }
 
+/// What a threshold on a figure the run cannot take does to the verdict (`unmeasurable_thresholds:`
+/// in a scenario). A protocol says which figures its configuration cannot take and why
+/// (City's implementation dialect acknowledges no input, so upstream loss has no evidence).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Unmeasurable {
+    /// The threshold fails, saying why it could not be measured: a gate never passes on a
+    /// figure nobody took.
+    #[default]
+    Fail,
+    /// The threshold is shown as skipped, with the reason, and does not count in the verdict
+    /// (a scenario shared between servers that can and cannot take the figure).
+    Skip,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
     Lt,

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Bot, BotParams, ProtocolInfo, Server};
 use crate::duration::Dur;
+use crate::metrics::threshold::Metric;
 
 /// What a protocol needs from the transport under it. Plain data: the engine maps it to a
 /// transport implementation (the protocol layer knows no socket or ENet type).
@@ -218,6 +219,14 @@ pub trait Protocol: 'static {
     fn players_per_instance(_opts: &Self::Options, _server: &ServerParams) -> Option<usize> {
         None
     }
+
+    /// Why this configuration cannot take `metric` (a figure every run reports, such as
+    /// upstream loss, which needs the server to acknowledge inputs), or `None` when it can.
+    /// A threshold on such a metric says "not measurable against this server (why)" instead of
+    /// a bare "no data", and `tickswarm validate` warns about it.
+    fn cannot_measure(_opts: &Self::Options, _metric: Metric) -> Option<&'static str> {
+        None
+    }
 }
 
 /// Builds [`ProtocolSection`], [`ProtocolName`] and their dispatch from the list of protocol
@@ -343,6 +352,20 @@ macro_rules! protocols {
                     $(ProtocolSection::$ty(o) => {
                         <$module::$ty as $crate::protocol::registry::Protocol>::players_per_instance(
                             o, server,
+                        )
+                    })*
+                }
+            }
+
+            /// Why this configuration cannot take `metric`, or `None` when it can.
+            pub fn cannot_measure(
+                &self,
+                metric: $crate::metrics::threshold::Metric,
+            ) -> Option<&'static str> {
+                match self {
+                    $(ProtocolSection::$ty(o) => {
+                        <$module::$ty as $crate::protocol::registry::Protocol>::cannot_measure(
+                            o, metric,
                         )
                     })*
                 }

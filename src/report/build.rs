@@ -7,7 +7,7 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 use super::summary::*;
-use crate::metrics::threshold::{Metric, Stat, Threshold, TimeMetric};
+use crate::metrics::threshold::{Metric, Stat, Threshold, TimeMetric, Unmeasurable};
 use crate::metrics::{HistSummary, LossSummary, MetricDesc, NamedCounters, RunOutcome};
 
 /// summary.json schema version.
@@ -35,11 +35,32 @@ pub struct RunInfo {
     pub thresholds: Vec<Threshold>,
     /// Inputs per second each bot was asked to send (the grid's rate), for the saturation rule.
     pub input_rate_hz: f64,
+    /// Figures this protocol configuration cannot take, with why (from the protocol).
+    pub cannot_measure: Vec<(Metric, String)>,
+    /// What a threshold on such a figure does to the verdict.
+    pub unmeasurable: Unmeasurable,
+}
+
+impl RunInfo {
+    /// Why the protocol cannot take `metric` (any statistic of a time metric), if it cannot.
+    fn cannot_measure(&self, metric: Metric) -> Option<&str> {
+        self.cannot_measure
+            .iter()
+            .find(|(m, _)| *m == metric || same_time_metric(*m, metric))
+            .map(|(_, why)| why.as_str())
+    }
+}
+
+fn same_time_metric(a: Metric, b: Metric) -> bool {
+    matches!((a, b), (Metric::Time(x, _), Metric::Time(y, _)) if x == y)
 }
 
 pub fn summarize(info: &RunInfo, run: &RunOutcome) -> Summary {
     let t = &run.total;
     let mut loss_method = info.loss_method.clone();
+    if let Some(why) = info.cannot_measure(Metric::UpstreamLoss) {
+        loss_method.upstream = format!("not measurable: {why}");
+    }
     let mut upstream_measurable = !loss_method.upstream.starts_with("not measurable");
     // Upstream loss is read from the server's acknowledgements. A server that acknowledged
     // nothing at all while inputs went out (it does not send acks, or speaks another dialect)
@@ -164,7 +185,22 @@ pub fn summarize(info: &RunInfo, run: &RunOutcome) -> Summary {
     summary.thresholds = info
         .thresholds
         .iter()
-        .map(|th| evaluate(th, &summary))
+        .map(|th| {
+            let why = info
+                .cannot_measure(th.metric)
+                .map(str::to_string)
+                .or_else(|| {
+                    // Found out during the run: a server that acknowledged no input at all.
+                    (th.metric == Metric::UpstreamLoss && !upstream_measurable).then(|| {
+                        summary
+                            .loss_method
+                            .upstream
+                            .trim_start_matches("not measurable: ")
+                            .to_string()
+                    })
+                });
+            evaluate_with(th, &summary, why, info.unmeasurable)
+        })
         .collect();
     summary.verdict = if summary.thresholds.iter().all(|t| t.ok) {
         "pass".into()
@@ -225,13 +261,41 @@ pub fn observe(metric: Metric, s: &Summary) -> Option<f64> {
 }
 
 pub fn evaluate(th: &Threshold, s: &Summary) -> ThresholdResult {
-    let observed = observe(th.metric, s);
+    evaluate_with(th, s, None, Unmeasurable::Fail)
+}
+
+/// [`evaluate`] for a metric the run may be unable to take (`unmeasurable` says why): such a
+/// threshold has no observed value, and fails or is skipped as `policy` says.
+pub fn evaluate_with(
+    th: &Threshold,
+    s: &Summary,
+    unmeasurable: Option<String>,
+    policy: Unmeasurable,
+) -> ThresholdResult {
+    let observed = if unmeasurable.is_some() {
+        None
+    } else {
+        observe(th.metric, s)
+    };
+    let skipped = unmeasurable.is_some() && policy == Unmeasurable::Skip;
     ThresholdResult {
         metric: th.metric.path(),
         condition: th.text.clone(),
         observed,
-        ok: observed.is_some_and(|v| th.op.holds(v, th.limit)),
+        ok: skipped || observed.is_some_and(|v| th.op.holds(v, th.limit)),
         default: th.default,
+        unmeasurable,
+        skipped,
+    }
+}
+
+/// A threshold's outcome in words, for the console, junit.xml and report.html alike:
+/// "observed 1.25 ms", "not measurable against this server (why)", "skipped: ...".
+pub fn describe_outcome(t: &ThresholdResult) -> String {
+    match (&t.unmeasurable, t.skipped) {
+        (Some(why), true) => format!("skipped: not measurable against this server ({why})"),
+        (Some(why), false) => format!("not measurable against this server ({why})"),
+        (None, _) => format!("observed {}", format_observed(&t.metric, t.observed)),
     }
 }
 

@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use super::build::format_observed;
+use super::build::describe_outcome;
 use super::summary::Summary;
 
 /// `write!` into a `String`, which cannot fail.
@@ -18,20 +18,23 @@ macro_rules! w {
 
 pub fn render(s: &Summary) -> String {
     let failures = s.thresholds.iter().filter(|t| !t.ok).count();
+    let skipped = s.thresholds.iter().filter(|t| t.skipped).count();
     let mut x = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     w!(
         x,
-        "<testsuites name=\"tickswarm\" tests=\"{}\" failures=\"{}\" time=\"{:.3}\">\n",
+        "<testsuites name=\"tickswarm\" tests=\"{}\" failures=\"{}\" skipped=\"{}\" time=\"{:.3}\">\n",
         s.thresholds.len(),
         failures,
+        skipped,
         s.duration_s
     );
     w!(
         x,
-        "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" time=\"{:.3}\" timestamp=\"{}\">\n",
+        "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" skipped=\"{}\" time=\"{:.3}\" timestamp=\"{}\">\n",
         xml_escape(&s.scenario),
         s.thresholds.len(),
         failures,
+        skipped,
         s.duration_s,
         xml_escape(&s.started_at)
     );
@@ -42,11 +45,18 @@ pub fn render(s: &Summary) -> String {
             xml_escape(&s.protocol),
             xml_escape(&t.condition)
         );
-        if !t.ok {
+        if t.skipped {
             w!(
                 x,
-                "      <failure message=\"observed {} ({})\"/>\n",
-                xml_escape(&format_observed(&t.metric, t.observed)),
+                "      <skipped message=\"{} ({})\"/>\n",
+                xml_escape(&describe_outcome(t)),
+                xml_escape(&t.metric)
+            );
+        } else if !t.ok {
+            w!(
+                x,
+                "      <failure message=\"{} ({})\"/>\n",
+                xml_escape(&describe_outcome(t)),
                 xml_escape(&t.metric)
             );
         }

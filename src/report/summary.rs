@@ -160,10 +160,19 @@ pub struct ThresholdResult {
     pub condition: String,
     /// The measured value in the metric's unit (µs for times, a fraction for rates).
     pub observed: Option<f64>,
+    /// The condition held, or it was skipped (see `skipped`).
     pub ok: bool,
     /// A default check (the scenario did not ask for it).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub default: bool,
+    /// Why this run could not take the metric at all (the dialect has no source for it, or
+    /// the server never answered what it is read from): "not measurable", not "no data".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unmeasurable: Option<String>,
+    /// Unmeasurable, and the scenario skips such thresholds (`unmeasurable_thresholds:
+    /// skip`): shown, but not part of the verdict.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub skipped: bool,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

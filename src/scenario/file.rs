@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::threshold::Threshold;
+use super::threshold::{Threshold, Unmeasurable};
 use crate::duration::Dur;
 use crate::protocol::{ProtocolSection, ServerParams};
 
@@ -36,6 +36,11 @@ pub struct ScenarioFile {
     /// replaces its default. `false` turns them off.
     #[serde(default = "yes")]
     pub default_checks: bool,
+    /// A threshold on a figure this protocol configuration cannot take (upstream loss where
+    /// the server acknowledges no input): `fail` (default: a gate never passes on a figure
+    /// nobody took) or `skip` (shown with the reason, left out of the verdict).
+    #[serde(default)]
+    pub unmeasurable_thresholds: Unmeasurable,
     #[serde(default)]
     pub output: OutputSection,
     #[serde(default)]

@@ -34,13 +34,37 @@ pub enum ScenarioError {
     Invalid { path: PathBuf, message: String },
 }
 
+/// The largest scenario file read (1 MiB; the shipped ones are under 4 KiB). A path such as
+/// `/dev/zero`, a FIFO or a mistaken log file must give an error, not fill the memory.
+pub const MAX_SCENARIO_BYTES: u64 = 1 << 20;
+
 /// Read and parse a scenario file.
 pub fn load(path: &Path) -> Result<ScenarioFile, ScenarioError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+    let text = read_bounded(path).map_err(|source| ScenarioError::Read {
         path: path.to_path_buf(),
         source,
     })?;
     parse(&text, path)
+}
+
+/// The file's text, refusing one longer than [`MAX_SCENARIO_BYTES`] (read through a limit,
+/// not by its reported size: devices and pipes report none).
+fn read_bounded(path: &Path) -> std::io::Result<String> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_SCENARIO_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_SCENARIO_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "longer than {} KiB; a scenario is a short YAML file",
+                MAX_SCENARIO_BYTES / 1024
+            ),
+        ));
+    }
+    String::from_utf8(bytes)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
 }
 
 /// Parse scenario text; `path` is only used in messages.

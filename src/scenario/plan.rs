@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::file::{InputMode, PatternSpec, ScenarioFile, Stage, Target};
-use super::threshold::{Metric, Threshold};
+use super::threshold::Threshold;
 use super::{ProtocolSection, ScenarioError, ServerSection};
 use crate::duration::format_duration;
 use crate::protocol::{BotParams, InputPattern, Keys};
@@ -110,6 +110,8 @@ pub struct Plan {
     pub shard: Option<Shard>,
     /// `compare.max_regress` as written (checked by the CLI against the compare parser).
     pub compare_limits: std::collections::BTreeMap<String, String>,
+    /// `unmeasurable_thresholds:`: fail (default) or skip a threshold the run cannot measure.
+    pub unmeasurable: crate::metrics::threshold::Unmeasurable,
 }
 
 fn invalid(path: &Path, message: impl Into<String>) -> ScenarioError {
@@ -311,19 +313,8 @@ impl Plan {
         }
         let planned = spawns.len() as u64;
 
-        // Thresholds the protocol cannot measure are a scenario error, not a silent pass.
-        for t in &file.thresholds {
-            if t.metric == Metric::UpstreamLoss && info.upstream_loss.starts_with("not measurable")
-            {
-                return Err(invalid(
-                    path,
-                    format!(
-                        "threshold `{t}`: upstream loss is {} ({})",
-                        info.upstream_loss, info.name
-                    ),
-                ));
-            }
-        }
+        // A threshold on a figure the protocol cannot take is not refused here: `validate`
+        // warns, and the run fails it saying why, or skips it (`unmeasurable_thresholds`).
 
         // Behaviour.
         let b = &file.behaviour;
@@ -420,6 +411,7 @@ impl Plan {
             enet_throttle: file.engine.enet_throttle.unwrap_or(true),
             shard: ov.shard,
             compare_limits: file.compare.max_regress.clone(),
+            unmeasurable: file.unmeasurable_thresholds,
         })
     }
 

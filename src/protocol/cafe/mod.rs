@@ -9,6 +9,7 @@ pub mod codec;
 pub mod predict;
 pub mod server;
 
+use crate::metrics::threshold::Metric;
 use serde::{Deserialize, Serialize};
 
 pub use bot::CafeBot;
@@ -192,5 +193,11 @@ impl Protocol for Cafe {
             cfg.room_size = r;
         }
         Box::new(CafeServer::new(cfg, now))
+    }
+
+    fn cannot_measure(_: &CafeOptions, metric: Metric) -> Option<&'static str> {
+        // Neither dialect's server says anything back about the inputs it received.
+        (metric == Metric::UpstreamLoss)
+            .then_some("a cafe server acknowledges no input")
     }
 }

@@ -38,6 +38,7 @@ pub mod bot;
 pub mod codec;
 pub mod server;
 
+use crate::metrics::threshold::Metric;
 use serde::{Deserialize, Serialize};
 
 pub use bot::CityBot;
@@ -388,6 +389,13 @@ impl Protocol for City {
 
     fn players_per_instance(_: &CityOptions, s: &ServerParams) -> Option<usize> {
         Some(s.players_per_instance.unwrap_or(MAX_PLAYERS).max(1))
+    }
+
+    fn cannot_measure(o: &CityOptions, metric: Metric) -> Option<&'static str> {
+        // The real server (implementation dialect) sends no InputAck; the spec's does.
+        (o.dialect == Dialect::Implementation && metric == Metric::UpstreamLoss).then_some(
+            "the implementation dialect's server sends no InputAck, so no input is known lost",
+        )
     }
 }
 

@@ -29,6 +29,7 @@ pub mod codec;
 pub mod server;
 pub mod token;
 
+use crate::metrics::threshold::Metric;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
@@ -481,6 +482,12 @@ impl Protocol for DarkAges {
 
     fn make_server(o: &DarkAgesOptions, s: &ServerParams, now: Instant) -> Box<dyn Server> {
         Box::new(DarkAgesServer::new(Self::server_config(o, s), now))
+    }
+
+    fn cannot_measure(_: &DarkAgesOptions, metric: Metric) -> Option<&'static str> {
+        (metric == Metric::UpstreamLoss).then_some(
+            "nothing acknowledges inputs; only the server itself counts gaps in their sequence",
+        )
     }
 }
 

@@ -9,6 +9,7 @@ pub mod bot;
 pub mod codec;
 pub mod server;
 
+use crate::metrics::threshold::Metric;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -245,5 +246,11 @@ impl Protocol for Rtype {
 
     fn make_server(o: &RtypeOptions, s: &ServerParams, now: Instant) -> Box<dyn Server> {
         Box::new(RtypeServer::new(Self::server_config(o, s), now))
+    }
+
+    fn cannot_measure(_: &RtypeOptions, metric: Metric) -> Option<&'static str> {
+        (metric == Metric::UpstreamLoss).then_some(
+            "no packet carries a client sequence and the server acknowledges no input",
+        )
     }
 }

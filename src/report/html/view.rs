@@ -74,6 +74,8 @@ pub(super) struct ThresholdRow {
     pub condition: String,
     pub observed: String,
     pub ok: bool,
+    /// Left out of the verdict: the run could not measure it and the scenario skips such.
+    pub skipped: bool,
 }
 
 pub(super) fn thresholds(ts: &[ThresholdResult]) -> Vec<ThresholdRow> {
@@ -81,11 +83,13 @@ pub(super) fn thresholds(ts: &[ThresholdResult]) -> Vec<ThresholdRow> {
         .map(|t| ThresholdRow {
             metric: t.metric.clone(),
             condition: t.condition.clone(),
-            observed: match t.observed {
-                Some(v) => fmt_unit(metric_unit(&t.metric), v),
-                None => "n/a".into(),
+            observed: match (t.observed, &t.unmeasurable) {
+                (_, Some(why)) => format!("not measurable against this server ({why})"),
+                (Some(v), None) => fmt_unit(metric_unit(&t.metric), v),
+                (None, None) => "no data".into(),
             },
             ok: t.ok,
+            skipped: t.skipped,
         })
         .collect()
 }
