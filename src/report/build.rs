@@ -342,6 +342,8 @@ mod tests {
             metrics: Vec::new(),
             thresholds: Vec::new(),
             input_rate_hz: 60.0,
+            cannot_measure: Vec::new(),
+            unmeasurable: Unmeasurable::Fail,
         }
     }
 

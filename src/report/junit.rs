@@ -156,6 +156,8 @@ mod tests {
                 observed: None,
                 ok: false,
                 default: false,
+                unmeasurable: None,
+                skipped: false,
             }],
             verdict: "fail".into(),
             intervals: Vec::new(),

@@ -287,6 +287,8 @@ mod tests {
                 observed: Some(1_900.0),
                 ok: true,
                 default: false,
+                unmeasurable: None,
+                skipped: false,
             },
             ThresholdResult {
                 metric: "loss.downstream.rate".into(),
@@ -294,6 +296,8 @@ mod tests {
                 observed: Some(900.0 / 480_000.0),
                 ok: true,
                 default: false,
+                unmeasurable: None,
+                skipped: false,
             },
             ThresholdResult {
                 metric: "generator.send_lateness_us.p99".into(),
@@ -301,6 +305,8 @@ mod tests {
                 observed: Some(180.0),
                 ok: false,
                 default: false,
+                unmeasurable: None,
+                skipped: false,
             },
         ];
         s.verdict = "fail".into();
