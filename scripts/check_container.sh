@@ -6,7 +6,8 @@
 #      for /reports, the target from TICKSWARM_TARGET, an arbitrary --user as a CI runner has)
 #      give exit 0, a passing summary.json, junit.xml and report.html on the host, owned by
 #      that user;
-#   3. the exit code crosses the container boundary: a target that never answers gives 3.
+#   3. the exit code crosses the container boundary: a target that never answers gives 3;
+#   4. `stop` (SIGTERM to tickswarm as PID 1) ends a run within seconds, report written.
 #
 # Engine: Docker when a Docker daemon answers, otherwise Podman (daemonless; it, runc and
 # debootstrap come from scripts/install-test-deps.sh when missing). This machine has no
@@ -183,5 +184,36 @@ rc=$?
 set -e
 [ "$rc" = 3 ] || { cat "$WORK/dead.out"; fail "a run against nothing exited $rc, not 3"; }
 echo "check_container: a run against a silent address exits 3 from the container, as on the host"
+
+# --- 4. `stop` (SIGTERM to PID 1) ends a run with its report -------------------------------
+# tickswarm is the image's entrypoint, so it is PID 1, which the kernel gives no default action
+# for SIGTERM: without a handler `stop` waited its grace period and killed it, report lost.
+STOPPED=tickswarm-check-stop-$$
+CONTAINERS+=("$STOPPED")
+mkdir -p "$WORK/reports/stopped"
+chown "$RUN_UID:$RUN_UID" "$WORK/reports/stopped"
+$ENGINE run -d --name "$STOPPED" --network host --user "$RUN_UID:$RUN_UID" \
+    -v "$WORK/reports:/reports" -e TICKSWARM_TARGET="127.0.0.1:$PORT" \
+    -e TICKSWARM_OUT=/reports/stopped -e TICKSWARM_DURATION=120s -e TICKSWARM_BOTS=20 \
+    "$IMAGE" run /scenarios/quickstart.yaml >/dev/null
+sleep 4
+t0=$(date +%s)
+$ENGINE stop -t 30 "$STOPPED" >/dev/null
+took=$(( $(date +%s) - t0 ))
+rc=$($ENGINE inspect --format '{{.State.ExitCode}}' "$STOPPED")
+$ENGINE logs "$STOPPED" 2>&1 | tail -3
+[ "$took" -lt 15 ] || fail "stop took ${took} s: SIGTERM was ignored and the grace period ran out"
+[ -s "$WORK/reports/stopped/summary.json" ] || fail "no summary.json after stop"
+[ -s "$WORK/reports/stopped/report.html" ] || fail "no report.html after stop"
+python3 - "$WORK/reports/stopped/summary.json" "$rc" <<'EOF'
+import json, sys
+s = json.load(open(sys.argv[1]))
+rc = int(sys.argv[2])
+assert s["interrupted"] is True, "interrupted is not true"
+want = 0 if s["verdict"] == "pass" else 1
+assert rc == want, f"exit {rc} after stop, verdict {s['verdict']} wants {want}"
+print(f"check_container: stop ended the run after {s['duration_s']:.1f} s with its report "
+      f"(interrupted, verdict {s['verdict']}, exit {rc})")
+EOF
 
 echo "check_container: PASS"
