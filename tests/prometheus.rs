@@ -258,3 +258,104 @@ fn a_real_prometheus_server_scrapes_the_run() {
         .unwrap();
     assert!(p99 > 0.0 && p99 < 1.0, "rtt p99 {p99} s on loopback");
 }
+
+/// Threads and resident memory of a process, from /proc.
+fn threads_and_rss_kb(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("Threads:"), field("VmRSS:"))
+}
+
+/// The endpoint is open to whoever reaches the port, and must never take what the bots need:
+/// 1,000 idle connections, a request line of 4 MB and endless headers leave the run with its
+/// threads, its memory and every bot (before: a thread per idle connection, 1 GB for a long
+/// request line, and the connections took the bots' descriptors). A scrape still answers
+/// while the hostile connections are open.
+#[test]
+fn hostile_clients_cannot_starve_the_run_or_the_endpoint() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sc = tmp.path().join("s.yaml");
+    std::fs::write(
+        &sc,
+        "name: hostile-scrapers\nprotocol:\n  cafe: {}\npopulation:\n  stages:\n    - ramp_to: 50\n      over: 1s\nduration: 6s\n",
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let (mut child, addr) = start_run(&sc, &out, "127.0.0.1:0");
+    let (threads_before, _) = threads_and_rss_kb(child.id());
+
+    // 1,000 connections that never send a byte.
+    let idle: Vec<TcpStream> = (0..1000)
+        .filter_map(|_| TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok())
+        .collect();
+    // A request line that never ends (4 MB without a newline), and endless headers.
+    let flood = |head: &'static [u8], chunk: &'static [u8]| {
+        std::thread::spawn(move || {
+            let Ok(mut s) = TcpStream::connect(addr) else {
+                return 0usize;
+            };
+            let _ = s.set_write_timeout(Some(Duration::from_secs(2)));
+            let mut sent = 0;
+            if s.write_all(head).is_err() {
+                return sent;
+            }
+            while sent < 4 << 20 {
+                match s.write(chunk) {
+                    Ok(n) => sent += n,
+                    Err(_) => break,
+                }
+            }
+            sent
+        })
+    };
+    let long_line = flood(b"GET /", &[b'a'; 4096]);
+    let endless_headers = flood(
+        b"GET /metrics HTTP/1.1\r\n",
+        b"X-Filler: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n",
+    );
+    let cut_long = long_line.join().unwrap();
+    let cut_headers = endless_headers.join().unwrap();
+    // The server stopped reading: far less than the 4 MB went in before the socket closed or
+    // its buffers filled.
+    assert!(cut_long < 4 << 20, "a 4 MB request line was read whole");
+    assert!(cut_headers < 4 << 20, "4 MB of headers were read whole");
+
+    let (threads_during, rss_kb) = threads_and_rss_kb(child.id());
+    assert!(
+        threads_during <= threads_before + 2,
+        "threads {threads_before} -> {threads_during} with {} idle connections",
+        idle.len()
+    );
+    assert!(
+        rss_kb < 200 * 1024,
+        "RSS {rss_kb} kB under hostile scrapers"
+    );
+    // Scrapes go on: the idle connections beyond the limit were closed, the ones within it
+    // time out; a scrape gets through within the head timeout.
+    let t0 = Instant::now();
+    let scraped = loop {
+        if let Some((200, body)) = http_get(addr, "/metrics") {
+            break Some(body);
+        }
+        if t0.elapsed() > Duration::from_secs(8) {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        scraped.is_some_and(|b| b.contains("tickswarm_bots_connected")),
+        "no scrape got through the hostile connections"
+    );
+    let status = child.wait().unwrap();
+    drop(idle);
+    let s = summary(&out);
+    assert_eq!(s["bots"]["planned"], 50);
+    assert_eq!(s["bots"]["connected"], 50, "every bot got its socket: {s}");
+    assert_eq!(status.code(), Some(0), "verdict {}", s["verdict"]);
+}

@@ -1,21 +1,51 @@
 //! `run --metrics-listen ADDR`: Prometheus scrapes of the run in progress.
 //!
-//! One thread answers HTTP on `ADDR`: `GET /metrics` gets the text the run published last
-//! (rendered once a second by [`crate::report::prometheus::Exposition`], never per scrape),
-//! anything else a 404. The thread ends when the server is dropped.
+//! `GET /metrics` gets the text the run published last (rendered once a second by
+//! [`crate::report::prometheus::Exposition`], never per scrape), anything else a 404.
+//!
+//! The endpoint is reachable by whoever can reach the port, and it must never take what the
+//! bots need, so everything it holds is bounded:
+//! - **One thread**, whatever the number of clients: connections are tasks on a
+//!   current-thread tokio runtime of its own (a thread per connection let 3,000 idle
+//!   connections start 2,351 threads);
+//! - **At most [`MAX_CONNECTIONS`] open at once**: one more is accepted and closed at once, so
+//!   it holds no file descriptor the bots' sockets need (the run's descriptor budget keeps
+//!   room for these);
+//! - **A request head of at most [`MAX_HEAD`] bytes, within [`HEAD_TIMEOUT`]**: a huge request
+//!   line or endless headers get 431 and the connection is closed; a client that sends
+//!   nothing is closed when the timeout runs out (each held 1 GB or a thread before);
+//! - **One request per connection** (`Connection: close`), the response written within
+//!   [`WRITE_TIMEOUT`]. Prometheus opens a connection per scrape happily.
+//!
+//! The request head is parsed with `httparse` (hyper's parser).
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use anyhow::Context;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
 
 /// Content type of the text exposition format.
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+/// Connections served at once; more are closed on accept.
+pub const MAX_CONNECTIONS: usize = 32;
+/// The longest request head (request line and headers) read.
+pub const MAX_HEAD: usize = 8 * 1024;
+/// How long a client may take to send its request head.
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long writing the response may take.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Headers parsed at most (more is a 431, as an over-long head is).
+const MAX_HEADERS: usize = 32;
 
 pub struct MetricsServer {
-    server: Arc<tiny_http::Server>,
-    text: Arc<Mutex<String>>,
+    text: Arc<Mutex<Arc<String>>>,
+    shutdown: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
     addr: SocketAddr,
 }
@@ -23,25 +53,40 @@ pub struct MetricsServer {
 impl MetricsServer {
     /// Listen on `addr` (port 0 picks a free one; see [`MetricsServer::addr`]).
     pub fn start(addr: SocketAddr) -> anyhow::Result<Self> {
-        let server = tiny_http::Server::http(addr)
-            .map_err(|e| anyhow::anyhow!("{e}"))
+        let std_listener = std::net::TcpListener::bind(addr)
             .with_context(|| format!("--metrics-listen: cannot listen on {addr}"))?;
-        let addr = server
-            .server_addr()
-            .to_ip()
-            .context("--metrics-listen: not an IP listener")?;
-        let server = Arc::new(server);
-        let text = Arc::new(Mutex::new(String::new()));
+        std_listener
+            .set_nonblocking(true)
+            .context("--metrics-listen: setting the listener non-blocking")?;
+        let addr = std_listener
+            .local_addr()
+            .context("--metrics-listen: reading the bound address")?;
+        let text = Arc::new(Mutex::new(Arc::new(String::new())));
+        let (shutdown, stopped) = oneshot::channel();
         let thread = {
-            let (server, text) = (server.clone(), text.clone());
+            let text = text.clone();
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("--metrics-listen: starting its runtime")?;
             std::thread::Builder::new()
                 .name("metrics-listen".into())
-                .spawn(move || serve(&server, &text))
+                .spawn(move || {
+                    rt.block_on(async move {
+                        let Ok(listener) = TcpListener::from_std(std_listener) else {
+                            return;
+                        };
+                        tokio::select! {
+                            _ = accept_loop(listener, text) => {}
+                            _ = stopped => {}
+                        }
+                    });
+                })
                 .context("--metrics-listen: starting its thread")?
         };
         Ok(Self {
-            server,
             text,
+            shutdown: Some(shutdown),
             thread: Some(thread),
             addr,
         })
@@ -55,33 +100,171 @@ impl MetricsServer {
     /// What scrapes get from now on.
     pub fn publish(&self, text: String) {
         if let Ok(mut t) = self.text.lock() {
-            *t = text;
+            *t = Arc::new(text);
         }
     }
 }
 
 impl Drop for MetricsServer {
     fn drop(&mut self) {
-        self.server.unblock();
+        if let Some(s) = self.shutdown.take() {
+            let _ = s.send(());
+        }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
 }
 
-fn serve(server: &tiny_http::Server, text: &Mutex<String>) {
-    for request in server.incoming_requests() {
-        let path = request.url().split('?').next().unwrap_or("");
-        let response = if path == "/metrics" {
-            let body = text.lock().map(|t| t.clone()).unwrap_or_default();
-            let header = tiny_http::Header::from_bytes("Content-Type", CONTENT_TYPE)
-                .expect("a constant, valid header");
-            tiny_http::Response::from_string(body).with_header(header)
-        } else {
-            tiny_http::Response::from_string("tickswarm: metrics are at /metrics\n")
-                .with_status_code(404)
+async fn accept_loop(listener: TcpListener, text: Arc<Mutex<Arc<String>>>) {
+    let open = Arc::new(AtomicUsize::new(0));
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            // Out of descriptors or a connection reset before accept: try again shortly,
+            // without spinning.
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
         };
-        // A scraper that went away is not the run's problem.
-        let _ = request.respond(response);
+        if open.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
+            drop(stream);
+            continue;
+        }
+        open.fetch_add(1, Ordering::Relaxed);
+        let (open, text) = (open.clone(), text.clone());
+        tokio::spawn(async move {
+            serve_one(stream, &text).await;
+            open.fetch_sub(1, Ordering::Relaxed);
+        });
+    }
+}
+
+/// What a request head asked for.
+#[derive(Debug, PartialEq, Eq)]
+enum Ask {
+    Metrics,
+    Other,
+    /// Not HTTP, or not a GET/HEAD.
+    Bad,
+    /// Longer than [`MAX_HEAD`] or more headers than [`MAX_HEADERS`].
+    TooLarge,
+}
+
+/// Read one request head and answer it; the connection is closed afterwards.
+async fn serve_one(mut stream: TcpStream, text: &Mutex<Arc<String>>) {
+    let mut head = [0u8; MAX_HEAD];
+    let ask = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut stream, &mut head)).await {
+        Ok(Some(ask)) => ask,
+        // Timed out, closed, or a read error: nothing to answer.
+        _ => return,
+    };
+    let body_text;
+    let (status, content_type, body): (&str, &str, &[u8]) = match ask {
+        Ask::Metrics => {
+            body_text = text.lock().map(|t| t.clone()).unwrap_or_default();
+            ("200 OK", CONTENT_TYPE, body_text.as_bytes())
+        }
+        Ask::Other => (
+            "404 Not Found",
+            "text/plain; charset=utf-8",
+            b"tickswarm: metrics are at /metrics\n",
+        ),
+        Ask::Bad => (
+            "400 Bad Request",
+            "text/plain; charset=utf-8",
+            b"bad request\n",
+        ),
+        Ask::TooLarge => (
+            "431 Request Header Fields Too Large",
+            "text/plain; charset=utf-8",
+            b"request head too large\n",
+        ),
+    };
+    let header = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let write = async {
+        stream.write_all(header.as_bytes()).await?;
+        stream.write_all(body).await?;
+        stream.shutdown().await
+    };
+    // A scraper that went away or stalls is not the run's problem.
+    let _ = tokio::time::timeout(WRITE_TIMEOUT, write).await;
+}
+
+/// Read until a whole request head is in `buf`; `None` when the peer closed first.
+async fn read_head(stream: &mut TcpStream, buf: &mut [u8; MAX_HEAD]) -> Option<Ask> {
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            return Some(Ask::TooLarge);
+        }
+        let n = stream.read(&mut buf[len..]).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        len += n;
+        if let Some(ask) = parse_head(&buf[..len]) {
+            return Some(ask);
+        }
+    }
+}
+
+/// The answer a complete head asks for, or `None` while the head is incomplete.
+fn parse_head(bytes: &[u8]) -> Option<Ask> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut headers);
+    match req.parse(bytes) {
+        Ok(httparse::Status::Partial) => None,
+        Err(httparse::Error::TooManyHeaders) => Some(Ask::TooLarge),
+        Err(_) => Some(Ask::Bad),
+        Ok(httparse::Status::Complete(_)) => {
+            if !matches!(req.method, Some("GET") | Some("HEAD")) {
+                return Some(Ask::Bad);
+            }
+            let path = req.path.unwrap_or("").split('?').next().unwrap_or("");
+            Some(if path == "/metrics" {
+                Ask::Metrics
+            } else {
+                Ask::Other
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heads_are_read_whole_before_answering() {
+        assert_eq!(parse_head(b"GET /metrics HTTP/1.1\r\nHost: x\r\n"), None);
+        assert_eq!(
+            parse_head(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"),
+            Some(Ask::Metrics)
+        );
+        assert_eq!(
+            parse_head(b"GET /metrics?x=1 HTTP/1.0\r\n\r\n"),
+            Some(Ask::Metrics)
+        );
+        assert_eq!(parse_head(b"GET / HTTP/1.1\r\n\r\n"), Some(Ask::Other));
+        assert_eq!(
+            parse_head(b"POST /metrics HTTP/1.1\r\n\r\n"),
+            Some(Ask::Bad)
+        );
+        assert_eq!(
+            parse_head(b"\x16\x03\x01 tls hello\r\n\r\n"),
+            Some(Ask::Bad)
+        );
+        let many: String = (0..MAX_HEADERS + 1)
+            .map(|i| format!("X-{i}: y\r\n"))
+            .collect();
+        assert_eq!(
+            parse_head(format!("GET /metrics HTTP/1.1\r\n{many}\r\n").as_bytes()),
+            Some(Ask::TooLarge)
+        );
     }
 }

@@ -15,7 +15,8 @@ pub struct FdLimitError {
     pub hard: u64,
 }
 
-/// Descriptors a run needs beyond its sockets (stdio, runtime, reports, the server).
+/// Descriptors a run needs beyond its sockets (stdio, runtime, reports, the server, and the
+/// `--metrics-listen` endpoint's at most 32 connections).
 const SPARE_FDS: u64 = 64;
 
 /// Raise the soft RLIMIT_NOFILE to the hard limit; fail plainly if `bots` still won't fit.
