@@ -238,3 +238,28 @@ fn escape_sequences_in_a_scenario_never_reach_the_terminal() {
         );
     }
 }
+
+/// `serve -q` prints no progress line, and its closing line is words, not Rust's debug output
+/// (it ended in `malformed dropped: []; events: [("heartbeat_echo_received", 40)]`).
+#[test]
+fn serve_quiet_is_quiet_and_its_last_line_is_plain() {
+    let out = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
+        .args(["serve", "cafe", "--port", "0", "--duration", "2500ms", "-q"])
+        .output()
+        .expect("run serve");
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.is_empty(), "serve -q wrote to stderr: {stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().expect("a closing line");
+    assert!(
+        last.starts_with("served 0 clients") && last.contains("malformed dropped: none"),
+        "{last}"
+    );
+    for shape in ["[(", "{", "[]", "(\""] {
+        assert!(
+            !stdout.contains(shape),
+            "debug formatting `{shape}` in {stdout}"
+        );
+    }
+}

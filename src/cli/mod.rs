@@ -265,7 +265,7 @@ pub fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Run(a) => cmd_run(&a, console),
-        Command::Serve(a) => serve::cmd_serve(&a),
+        Command::Serve(a) => serve::cmd_serve(&a, console),
         Command::Validate(a) => cmd_validate(&a),
         Command::Merge(a) => cmd_merge(&a, console),
         Command::Compare(a) => compare::cmd_compare(&a, console),

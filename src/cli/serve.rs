@@ -158,7 +158,7 @@ fn with_options(
     })
 }
 
-pub fn cmd_serve(a: &ServeArgs) -> anyhow::Result<u8> {
+pub fn cmd_serve(a: &ServeArgs, console: super::Console) -> anyhow::Result<u8> {
     let (section, server) = match configure(a) {
         Ok(v) => v,
         Err(m) => {
@@ -223,7 +223,7 @@ pub fn cmd_serve(a: &ServeArgs) -> anyhow::Result<u8> {
         }
         let s = total(&handles);
         let secs = start.elapsed().as_secs();
-        if secs != last_out {
+        if secs != last_out && !console.quiet {
             last_out = secs;
             say!(
                 "[{secs:>4}s] clients {} · accepted {} refused {} timed out {} · in {} out {} datagrams · dropped {}",
@@ -241,14 +241,21 @@ pub fn cmd_serve(a: &ServeArgs) -> anyhow::Result<u8> {
     drop(handles);
     // The server's and its transport's counters (refusals, ENet admission, superseded
     // sessions): what a soak reads to tell what happened over thousands of sessions.
-    let events: Vec<_> = s.events.iter().filter(|(_, n)| *n > 0).collect();
+    let listed = |c: &crate::metrics::NamedCounters| {
+        let parts: Vec<String> = c.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        if parts.is_empty() {
+            "none".to_string()
+        } else {
+            parts.join(", ")
+        }
+    };
     out!(
-        "served {} clients; {} datagrams in, {} out; malformed dropped: {:?}; events: {:?}",
+        "served {} clients; {} datagrams in, {} out; malformed dropped: {}; events: {}",
         s.accepted,
         s.datagrams_in,
         s.datagrams_out,
-        s.dropped.iter().collect::<Vec<_>>(),
-        events
+        listed(&s.dropped),
+        listed(&s.events)
     );
     Ok(super::EXIT_PASS)
 }
