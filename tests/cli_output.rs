@@ -233,3 +233,48 @@ fn an_unmeasurable_threshold_says_so_and_fails_or_is_skipped() {
         "report.html says why"
     );
 }
+
+/// What a user reads is words: no Rust debug shape (`Some(`, `[(`, `{ field: … }`,
+/// `RandomWalk {`) in any command's console output (validate of every shipped scenario,
+/// protocols, a run).
+#[test]
+fn no_rust_debug_formatting_reaches_a_user() {
+    let debug_shapes = ["Some(", "None", "[(", " { ", "{:", "RandomWalk", "[]"];
+    let check = |what: &str, text: &str| {
+        for shape in debug_shapes {
+            assert!(
+                !text.contains(shape),
+                "`{shape}` in the output of {what}:\n{text}"
+            );
+        }
+    };
+    let bin = env!("CARGO_BIN_EXE_tickswarm");
+    let scenarios = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&scenarios).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
+            continue;
+        }
+        let o = Command::new(bin)
+            .arg("validate")
+            .arg(&path)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        check(&format!("validate {}", path.display()), &text);
+        checked += 1;
+    }
+    assert!(checked >= 5, "the shipped scenarios were found ({checked})");
+    let o = Command::new(bin).arg("protocols").output().unwrap();
+    check("protocols", &String::from_utf8_lossy(&o.stdout));
+    let tmp = tempfile::tempdir().unwrap();
+    let s = tiny_scenario(tmp.path());
+    let o = run(&s, &["--out", tmp.path().join("o").to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(0));
+    check("run", &String::from_utf8_lossy(&o.stderr));
+}

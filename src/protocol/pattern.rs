@@ -75,6 +75,21 @@ pub enum InputPattern {
     Scripted { steps: Vec<(Keys, Duration)> },
 }
 
+/// As a scenario writes it: `random_walk every 500ms`, `scripted (4 steps)`.
+impl std::fmt::Display for InputPattern {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let d = crate::duration::format_duration;
+        match self {
+            InputPattern::Idle => f.write_str("idle"),
+            InputPattern::RandomWalk { change_every } => {
+                write!(f, "random_walk, a new direction every {}", d(*change_every))
+            }
+            InputPattern::Circle { period } => write!(f, "circle, one turn per {}", d(*period)),
+            InputPattern::Scripted { steps } => write!(f, "scripted, {} steps", steps.len()),
+        }
+    }
+}
+
 /// A bot's position in its pattern.
 #[derive(Debug, Clone)]
 pub struct PatternState {

@@ -466,7 +466,7 @@ impl Plan {
         }
         let b = &self.bot_template;
         s.push_str(&format!(
-            "input      {} Hz{}, pattern {:?}\n",
+            "input      {} Hz{}, pattern {}\n",
             b.input_rate_hz,
             if b.input_on_change {
                 " (sent on change)"
