@@ -141,6 +141,54 @@ fn bad_scenario_exits_2_with_location() {
     assert_eq!(o.status.code(), Some(2));
 }
 
+/// A bad value is reported like a syntax error: file, line and column, the range stated
+/// rightly, numbers in words a scenario's author uses; a misspelt protocol gets a did-you-mean;
+/// a target without a port is refused with the port to write.
+#[test]
+fn value_errors_name_file_line_and_column() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = "name: x\nprotocol:\n  cafe: {}\npopulation:\n  stages:\n    - ramp_to: 10\n      over: 1s\n";
+    let cases: [(&str, String, &[&str]); 5] = [
+        (
+            "rate.yaml",
+            format!("{base}behaviour:\n  input_rate: 0\n"),
+            &[
+                "rate.yaml:9:15",
+                "above 0 and at most 1000 inputs per second, got 0",
+            ],
+        ),
+        (
+            "lots.yaml",
+            base.replace("ramp_to: 10", "ramp_to: lots"),
+            &["lots.yaml:6:16", "expected a whole number (0 or more)"],
+        ),
+        (
+            "ping.yaml",
+            format!("{base}behaviour:\n  ping_interval: 0s\n"),
+            &["ping.yaml:9:18", "must be longer than 0"],
+        ),
+        (
+            "proto.yaml",
+            base.replace("cafe: {}", "cafee: {}"),
+            &["proto.yaml:3:3", "did you mean `cafe`?"],
+        ),
+        (
+            "noport.yaml",
+            format!("{base}target: 127.0.0.1\n"),
+            &["target `127.0.0.1` has no port; write `127.0.0.1:4242`"],
+        ),
+    ];
+    for (name, text, wants) in cases {
+        let sc = write_scenario(tmp.path(), name, &text);
+        let o = bin().arg("validate").arg(&sc).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{name}");
+        let e = stderr(&o);
+        for want in wants {
+            assert!(e.contains(want), "{name}: `{want}` not in {e}");
+        }
+    }
+}
+
 /// `validate` prints the plan and exits 0 for a good file.
 #[test]
 fn validate_prints_the_plan() {

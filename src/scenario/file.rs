@@ -83,7 +83,7 @@ pub enum Target {
 pub struct Population {
     pub stages: Vec<Stage>,
     /// At most this many new bots per second (default: no limit beyond the ramps).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "spawn_rate")]
     pub spawn_rate: Option<f64>,
 }
 
@@ -124,16 +124,54 @@ impl TryFrom<StageRaw> for Stage {
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Behaviour {
-    /// Inputs per second on each bot's fixed grid.
+    /// Inputs per second on each bot's fixed grid (above 0, at most 1000).
+    #[serde(deserialize_with = "input_rate")]
     pub input_rate: f64,
     /// `rate` sends every grid slot; `on_change` only when the keys change.
     pub input_mode: InputMode,
     pub pattern: PatternSpec,
+    #[serde(deserialize_with = "positive_duration")]
     pub ping_interval: Dur,
+    #[serde(deserialize_with = "positive_duration")]
     pub handshake_timeout: Dur,
+    #[serde(deserialize_with = "positive_duration")]
     pub handshake_retry: Dur,
     /// The session is lost after this long without a datagram from the server.
+    #[serde(deserialize_with = "positive_duration")]
     pub silence_timeout: Dur,
+}
+
+/// `behaviour.input_rate`, checked where it is read, so a bad value is reported at its own
+/// line and column as a syntax error is.
+fn input_rate<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    let hz = f64::deserialize(d)?;
+    if hz > 0.0 && hz <= 1000.0 {
+        Ok(hz)
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "input_rate must be above 0 and at most 1000 inputs per second, got {hz}"
+        )))
+    }
+}
+
+/// A duration that must be longer than 0 (a ping interval, a timeout).
+fn positive_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Dur, D::Error> {
+    let v = Dur::deserialize(d)?;
+    if v.0.is_zero() {
+        return Err(serde::de::Error::custom("must be longer than 0"));
+    }
+    Ok(v)
+}
+
+/// `population.spawn_rate`: a positive, finite number of bots per second.
+fn spawn_rate<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    let v = Option::<f64>::deserialize(d)?;
+    match v {
+        Some(r) if !(r > 0.0 && r.is_finite()) => Err(serde::de::Error::custom(format!(
+            "spawn_rate must be a positive number of bots per second, got {r}"
+        ))),
+        v => Ok(v),
+    }
 }
 
 impl Default for Behaviour {

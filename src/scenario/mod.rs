@@ -86,6 +86,18 @@ pub fn parse(text: &str, path: &Path) -> Result<ScenarioFile, ScenarioError> {
                 }
             }
         }
+        // The parser names Rust's types; a scenario's author thinks in numbers.
+        for (rust, plain) in [
+            ("invalid u64", "expected a whole number (0 or more)"),
+            ("invalid u32", "expected a whole number (0 or more)"),
+            ("invalid u16", "expected a whole number from 0 to 65535"),
+            ("invalid u8", "expected a whole number from 0 to 255"),
+            ("invalid usize", "expected a whole number (0 or more)"),
+            ("invalid f64", "expected a number"),
+            ("invalid f32", "expected a number"),
+        ] {
+            msg = msg.replace(rust, plain);
+        }
         if let Some(hint) = suggest_key(&msg) {
             msg.push_str(&format!("\nhelp: did you mean `{hint}`?"));
         }
@@ -93,9 +105,15 @@ pub fn parse(text: &str, path: &Path) -> Result<ScenarioFile, ScenarioError> {
     })
 }
 
-/// For "unknown field `x`, expected one of a, b": the closest known key, if it is close.
+/// For "unknown field (or variant) `x`, expected one of a, b": the closest known name, if it
+/// is close.
 fn suggest_key(msg: &str) -> Option<String> {
-    let rest = msg.split("unknown field `").nth(1)?;
+    // Unknown keys, and unknown variants: a misspelt protocol name (`cafee:`), input mode
+    // or pattern.
+    let rest = msg
+        .split("unknown field `")
+        .nth(1)
+        .or_else(|| msg.split("unknown variant `").nth(1))?;
     let (unknown, rest) = rest.split_once('`')?;
     let expected = rest
         .split("expected one of ")
@@ -122,6 +140,8 @@ mod tests {
         assert_eq!(suggest_key(m).as_deref(), Some("duration"));
         let m = "unknown field `zzz`, expected one of name, duration";
         assert_eq!(suggest_key(m), None);
+        let m = "x.yaml:3:3: unknown variant `cafee`, expected one of cafe, rtype, city";
+        assert_eq!(suggest_key(m).as_deref(), Some("cafe"));
     }
 }
 

@@ -121,13 +121,28 @@ fn invalid(path: &Path, message: impl Into<String>) -> ScenarioError {
     }
 }
 
-/// `host`, `host:port` or `host:first-last` (a fleet of servers on consecutive ports) to
-/// `host:port` strings; a missing port is the protocol's default.
+/// `host:port` or `host:first-last` (a fleet of servers on consecutive ports) to `host:port`
+/// strings. A target without a port is refused, naming the protocol's default port: a port
+/// filled in silently hid the one the user meant (a staging server on another port gets no
+/// bots and the run says "unreachable" about the wrong address).
 pub fn expand_port_range(t: &str, default_port: u16) -> Result<Vec<String>, String> {
+    // An IPv6 address without brackets (`::1`, `fe80::1:7777`) cannot say where its port is.
+    let unbracketed_v6 = t.matches(':').count() > 1 && !t.starts_with('[');
     let Some((host, ports)) = t.rsplit_once(':').filter(|(h, p)| {
-        !h.is_empty() && !p.is_empty() && p.chars().all(|c| c.is_ascii_digit() || c == '-')
+        !unbracketed_v6
+            && !h.is_empty()
+            && !p.is_empty()
+            && p.chars().all(|c| c.is_ascii_digit() || c == '-')
     }) else {
-        return Ok(vec![format!("{t}:{default_port}")]);
+        let host = if t.contains(':') && !t.starts_with('[') {
+            format!("[{t}]")
+        } else {
+            t.to_string()
+        };
+        return Err(format!(
+            "target `{t}` has no port; write `{host}:{default_port}` for the protocol's default \
+             port, or `{host}:FIRST-LAST` for servers on consecutive ports"
+        ));
     };
     let bad = || format!("target `{t}`: the port must be a number or a range like 7777-7786");
     match ports.split_once('-') {
@@ -588,10 +603,10 @@ mod tests {
             expand_port_range("127.0.0.1:7777-7779", 1).unwrap(),
             vec!["127.0.0.1:7777", "127.0.0.1:7778", "127.0.0.1:7779"]
         );
-        assert_eq!(
-            expand_port_range("localhost", 4242).unwrap(),
-            vec!["localhost:4242"]
-        );
+        let e = expand_port_range("localhost", 4242).unwrap_err();
+        assert!(e.contains("has no port; write `localhost:4242`"), "{e}");
+        let e = expand_port_range("::1", 4242).unwrap_err();
+        assert!(e.contains("write `[::1]:4242`"), "{e}");
         assert_eq!(expand_port_range("[::1]:9", 1).unwrap(), vec!["[::1]:9"]);
         assert!(expand_port_range("h:9-3", 1).is_err());
     }
