@@ -108,10 +108,11 @@ fn swarm_against_embedded_server() {
     assert!(inputs + skipped <= 200 * 60 * 4, "inputs_sent {inputs}");
     assert!(s["snapshots_applied"].as_u64().unwrap() > 0);
     assert!(s["bandwidth"]["up_bytes"].as_u64().unwrap() > 0);
-    // The scenario's three thresholds and the five default checks, all met.
+    // The scenario's three thresholds and the six default checks, all met.
     let th = s["thresholds"].as_array().unwrap();
-    assert_eq!(th.len(), 8);
-    assert_eq!(th.iter().filter(|t| t["default"] == true).count(), 5);
+    assert_eq!(th.len(), 9);
+    assert_eq!(th.iter().filter(|t| t["default"] == true).count(), 6);
+    assert_eq!(s["bots"]["never_connected"], 0);
     assert_eq!(s["bots"]["lost"], 0);
     assert_eq!(s["bots"]["silent_at_end"], 0);
     assert_eq!(s["verdict"], "pass");

@@ -231,6 +231,9 @@ pub fn print_result(s: &Summary) {
         );
     }
     say!("verdict  {}", s.verdict.to_uppercase());
+    for r in crate::report::reasons::verdict_reasons(s) {
+        say!("why      {r}");
+    }
 }
 
 /// Counters by reason as a person reads them: `recv.connection_refused: 12, send.x: 1`.

@@ -5,7 +5,8 @@
 //!   (`min`, `mean`, `p50`, `p90`, `p99`, `p999`, `max`) and a time value (`us`, `ms`, `s`).
 //! - Rate metrics (`downstream_loss`, `upstream_loss`, `connect_success`) take a percentage
 //!   (`1%`) or a fraction (`0.01`).
-//! - Count metrics (`decode_errors`, `bots_failed`, `inputs_skipped`) take a plain number.
+//! - Count metrics (`decode_errors`, `bots_failed`, `bots_never_connected`, `inputs_skipped`, ...)
+//!   take a plain number.
 //!
 //! Observed values are compared in the metric's own unit: microseconds for times, a fraction
 //! for rates.
@@ -70,6 +71,9 @@ pub enum Metric {
     ConnectSuccess,
     DecodeErrors,
     BotsFailed,
+    /// Planned bots that never completed a handshake, whatever the reason: refused, never
+    /// answered, never got a socket, or still on their way in when the run ended.
+    BotsNeverConnected,
     InputsSkipped,
     /// Bots that were in play and lost their session before the run ended (server silent
     /// past the silence timeout, closed by the server, transport gone).
@@ -93,6 +97,7 @@ impl Metric {
             Metric::ConnectSuccess => "bots.connect_rate".into(),
             Metric::DecodeErrors => "errors.decode_total".into(),
             Metric::BotsFailed => "bots.failed".into(),
+            Metric::BotsNeverConnected => "bots.never_connected".into(),
             Metric::InputsSkipped => "generator.inputs_skipped".into(),
             Metric::BotsLost => "bots.lost".into(),
             Metric::BotsSilentAtEnd => "bots.silent_at_end".into(),
@@ -161,6 +166,10 @@ pub const DEFAULT_CHECKS: &[&str] = &[
     // can read, are facts about the server a gate must see even when the scenario lists
     // nothing (a scenario relaxes either by naming it: `bots_failed <= 5`).
     "bots_failed <= 0",
+    // A bot still in its handshake when the run ended (a slow handshake, a run cut short) or
+    // one that never got a socket is not a failure by reason, and must still fail the gate:
+    // the load the scenario asked for never reached the server.
+    "bots_never_connected <= 0",
     "decode_errors <= 0",
 ];
 
@@ -240,6 +249,7 @@ impl Threshold {
             ["connect_success"] => Metric::ConnectSuccess,
             ["decode_errors"] => Metric::DecodeErrors,
             ["bots_failed"] => Metric::BotsFailed,
+            ["bots_never_connected"] => Metric::BotsNeverConnected,
             ["inputs_skipped"] => Metric::InputsSkipped,
             ["bots_lost"] => Metric::BotsLost,
             ["bots_silent_at_end"] => Metric::BotsSilentAtEnd,
@@ -249,7 +259,7 @@ impl Threshold {
                 return Err(format!(
                     "unknown metric `{}`; use rtt, handshake, send_lateness, snapshot_interarrival \
                      (with a statistic), downstream_loss, upstream_loss, connect_success, \
-                     decode_errors, bots_failed, bots_lost, bots_silent_at_end, snapshots_applied, \
+                     decode_errors, bots_failed, bots_never_connected, bots_lost, bots_silent_at_end, snapshots_applied, \
                      generator_saturated or inputs_skipped",
                     lhs.join(" ")
                 ))

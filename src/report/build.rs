@@ -252,6 +252,7 @@ pub fn observe(metric: Metric, s: &Summary) -> Option<f64> {
         }
         Metric::DecodeErrors => Some(s.errors.decode.values().sum::<u64>() as f64),
         Metric::BotsFailed => Some(s.bots.failed as f64),
+        Metric::BotsNeverConnected => Some(s.bots.never_connected() as f64),
         Metric::InputsSkipped => Some(s.generator.inputs_skipped as f64),
         Metric::SnapshotsApplied => Some(s.snapshots_applied as f64),
         Metric::GeneratorSaturated => Some(if s.generator.saturated { 1.0 } else { 0.0 }),

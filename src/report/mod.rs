@@ -8,6 +8,7 @@ pub mod html;
 pub mod junit;
 pub mod merge;
 pub mod prometheus;
+pub mod reasons;
 pub mod summary;
 
 use std::path::{Path, PathBuf};

@@ -36,12 +36,17 @@ struct BotCountsJson {
     /// `connected / planned`; `null` with no bots planned.
     #[serde(default)]
     connect_rate: Option<f64>,
+    /// `planned - connected`: refused, unanswered, without a socket, or still on their way
+    /// in when the run ended.
+    #[serde(default)]
+    never_connected: u64,
 }
 
 impl From<BotCounts> for BotCountsJson {
     fn from(b: BotCounts) -> Self {
         Self {
             connect_rate: b.rate(),
+            never_connected: b.never_connected(),
             planned: b.planned,
             connected: b.connected,
             failed: b.failed,
@@ -64,6 +69,12 @@ impl From<BotCountsJson> for BotCounts {
 }
 
 impl BotCounts {
+    /// Planned bots that never completed a handshake, for whatever reason (refused,
+    /// unanswered, without a socket, still on their way in when the run ended).
+    pub fn never_connected(&self) -> u64 {
+        self.planned.saturating_sub(self.connected)
+    }
+
     /// `connected / planned`, `None` when no bot was planned.
     pub fn rate(&self) -> Option<f64> {
         (self.planned > 0).then(|| self.connected as f64 / self.planned as f64)
@@ -213,7 +224,7 @@ impl From<ErrorsJson> for Errors {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Summary {
     /// Contract version of this file.
     pub schema: u32,

@@ -36,6 +36,8 @@ struct Page<'a> {
     title: &'a str,
     verdict: Verdict,
     meta: Vec<Meta>,
+    /// Why the run failed, one sentence each, causes first (empty when it passed).
+    reasons: Vec<String>,
     /// The run's length when it was interrupted.
     interrupted: Option<String>,
     thresholds: Vec<ThresholdRow>,
@@ -66,9 +68,10 @@ impl<'a> Page<'a> {
             },
             verdict: Verdict::of(&s.verdict),
             meta: view::meta(s),
+            reasons: crate::report::reasons::verdict_reasons(s),
             interrupted: s.interrupted.then(|| fmt_duration(s.duration_s)),
             thresholds: view::thresholds(&s.thresholds),
-            key_figures: view::key_figures(s),
+            key_figures: view::mark_failed(view::key_figures(s), &s.thresholds),
             highlights: protocol::highlights(s),
             no_intervals: s.intervals.is_empty(),
             figures: timeline::figures(s, log),

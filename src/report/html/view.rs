@@ -126,6 +126,35 @@ impl Card {
     }
 }
 
+/// The card that shows each threshold metric (its summary.json path), so a failed threshold
+/// turns its card red.
+const CARD_OF_METRIC: &[(&str, &str)] = &[
+    ("bots.failed", "Bots failed"),
+    ("bots.connect_rate", "Bots connected"),
+    ("rtt_us.p50", "RTT p50"),
+    ("rtt_us.p99", "RTT p99"),
+    ("rtt_us.max", "RTT max"),
+    ("handshake_us.p50", "Handshake p50"),
+    ("handshake_us.p99", "Handshake p99"),
+    ("loss.downstream.rate", "Downstream loss"),
+    ("loss.upstream.rate", "Upstream loss"),
+    ("snapshots_applied", "Snapshots applied"),
+    ("generator.inputs_skipped", "Inputs sent"),
+];
+
+/// `cards` with the ones whose metric failed a threshold shown as a problem.
+pub(super) fn mark_failed(mut cards: Vec<Card>, ts: &[ThresholdResult]) -> Vec<Card> {
+    for t in ts.iter().filter(|t| !t.ok) {
+        let Some((_, key)) = CARD_OF_METRIC.iter().find(|(m, _)| *m == t.metric) else {
+            continue;
+        };
+        for c in cards.iter_mut().filter(|c| c.key == *key) {
+            c.bad = true;
+        }
+    }
+    cards
+}
+
 /// The figures read first: bots, RTT, handshake, loss, bandwidth, inputs, snapshots.
 pub(super) fn key_figures(s: &Summary) -> Vec<Card> {
     let mut cards: Vec<Card> = Vec::new();

@@ -1,0 +1,165 @@
+//! Why a run failed, in sentences a person reads first: the top of report.html and the end of
+//! the console output.
+//!
+//! A failed gate is read in CI by someone who did not write the scenario. A red ✗ in a table
+//! says which threshold; it does not say "the server never answered" or "wrong dialect",
+//! which is what they need to act. Each reason here is one sentence: what failed, observed
+//! against the limit, and the likely cause where the summary shows one. Causes come first,
+//! since one cause (a dead server) fails several thresholds at once.
+
+use super::build::describe_outcome;
+use super::format::fmt_pct;
+use super::summary::Summary;
+
+/// The verdict's reasons, causes first, then one sentence per failed threshold. Empty for a
+/// passing run.
+pub fn verdict_reasons(s: &Summary) -> Vec<String> {
+    if s.verdict == "pass" {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    if s.bots.planned > 0 && s.bots.connected == 0 && !s.interrupted {
+        let seen = if !s.errors.connect.is_empty() {
+            format!("handshake failures: {}", listed(&s.errors.connect))
+        } else if !s.generator.send_errors.is_empty() {
+            // An ICMP port unreachable reads as connection_refused: nothing listens there.
+            format!(
+                "no reply; socket errors: {}",
+                listed(&s.generator.send_errors)
+            )
+        } else {
+            "nothing came back".to_string()
+        };
+        out.push(format!(
+            "The server never answered: none of the {} bots completed the handshake with {} \
+             ({seen}). Check the target's address and port, and that the server is up.",
+            s.bots.planned, s.target
+        ));
+    }
+    for (key, value) in &s.protocol_metrics {
+        let Some(other) = key.strip_prefix("dialect_hint.") else {
+            continue;
+        };
+        if value.as_u64().is_some_and(|n| n > 0) && other != s.dialect {
+            out.push(format!(
+                "Wrong dialect: {} datagrams from the server fit the `{other}` dialect, not \
+                 `{}`. Set `dialect: {other}` in the scenario's protocol section.",
+                value, s.dialect
+            ));
+        }
+    }
+    if s.generator.saturated {
+        out.push(format!(
+            "The load generator was saturated ({} of its input slots skipped): the figures \
+             measure this machine as much as the server. Run fewer bots per machine, or shard.",
+            s.generator
+                .skipped_share
+                .map_or_else(|| "none".to_string(), fmt_pct)
+        ));
+    }
+    for t in s.thresholds.iter().filter(|t| !t.ok) {
+        let outcome = describe_outcome(t);
+        out.push(match &t.unmeasurable {
+            Some(_) => format!("`{}` failed: {outcome}.", t.condition),
+            None if t.observed.is_none() => format!(
+                "`{}` failed: nothing was measured (no data), and a gate never passes on no \
+                 data.",
+                t.condition
+            ),
+            None => format!("`{}` failed: {outcome}.", t.condition),
+        });
+    }
+    if s.interrupted {
+        out.push("The run was interrupted: its figures cover only the part that ran.".into());
+    }
+    out
+}
+
+/// Counters by reason: `recv.connection_refused 12, send.x 1`.
+fn listed(m: &std::collections::BTreeMap<String, u64>) -> String {
+    m.iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::summary::{BotCounts, ThresholdResult};
+
+    fn failed(condition: &str, metric: &str, observed: Option<f64>) -> ThresholdResult {
+        ThresholdResult {
+            metric: metric.into(),
+            condition: condition.into(),
+            observed,
+            ok: false,
+            default: false,
+            unmeasurable: None,
+            skipped: false,
+        }
+    }
+
+    #[test]
+    fn a_dead_server_is_named_before_the_thresholds_it_failed() {
+        let mut s = Summary {
+            verdict: "fail".into(),
+            target: "127.0.0.1:9".into(),
+            bots: BotCounts {
+                planned: 20,
+                ..BotCounts::default()
+            },
+            ..Summary::default()
+        };
+        s.thresholds = vec![failed(
+            "snapshots_applied > 0",
+            "snapshots_applied",
+            Some(0.0),
+        )];
+        let r = verdict_reasons(&s);
+        assert_eq!(r.len(), 2, "{r:?}");
+        assert!(
+            r[0].starts_with("The server never answered: none of the 20 bots completed the handshake with 127.0.0.1:9 (nothing came back)"),
+            "{}",
+            r[0]
+        );
+        assert_eq!(r[1], "`snapshots_applied > 0` failed: observed 0.");
+    }
+
+    #[test]
+    fn a_wrong_dialect_says_which_one_to_set() {
+        let mut s = Summary {
+            verdict: "fail".into(),
+            dialect: "spec".into(),
+            bots: BotCounts {
+                planned: 2,
+                connected: 2,
+                ..BotCounts::default()
+            },
+            ..Summary::default()
+        };
+        s.protocol_metrics
+            .insert("dialect_hint.implementation".into(), 120.into());
+        s.thresholds = vec![failed(
+            "downstream_loss < 1%",
+            "loss.downstream.rate",
+            Some(0.969),
+        )];
+        let r = verdict_reasons(&s);
+        assert!(
+            r[0].contains("fit the `implementation` dialect, not `spec`"),
+            "{r:?}"
+        );
+        assert!(r[0].contains("Set `dialect: implementation`"), "{r:?}");
+        assert_eq!(r[1], "`downstream_loss < 1%` failed: observed 96.9%.");
+    }
+
+    #[test]
+    fn a_passing_run_has_no_reasons() {
+        let s = Summary {
+            verdict: "pass".into(),
+            ..Summary::default()
+        };
+        assert!(verdict_reasons(&s).is_empty());
+    }
+}
