@@ -130,14 +130,14 @@ pub struct Behaviour {
     /// `rate` sends every grid slot; `on_change` only when the keys change.
     pub input_mode: InputMode,
     pub pattern: PatternSpec,
-    #[serde(deserialize_with = "positive_duration")]
+    #[serde(deserialize_with = "positive::ping_interval")]
     pub ping_interval: Dur,
-    #[serde(deserialize_with = "positive_duration")]
+    #[serde(deserialize_with = "positive::handshake_timeout")]
     pub handshake_timeout: Dur,
-    #[serde(deserialize_with = "positive_duration")]
+    #[serde(deserialize_with = "positive::handshake_retry")]
     pub handshake_retry: Dur,
     /// The session is lost after this long without a datagram from the server.
-    #[serde(deserialize_with = "positive_duration")]
+    #[serde(deserialize_with = "positive::silence_timeout")]
     pub silence_timeout: Dur,
 }
 
@@ -154,13 +154,35 @@ fn input_rate<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     }
 }
 
-/// A duration that must be longer than 0 (a ping interval, a timeout).
-fn positive_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Dur, D::Error> {
-    let v = Dur::deserialize(d)?;
-    if v.0.is_zero() {
-        return Err(serde::de::Error::custom("must be longer than 0"));
+/// Durations that must be longer than 0 (a ping interval, a timeout), one function per key so
+/// the message names it.
+mod positive {
+    use serde::Deserialize;
+
+    use crate::duration::Dur;
+
+    macro_rules! positive_durations {
+        ($($key:ident),*) => {$(
+            pub fn $key<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Dur, D::Error> {
+                let v = Dur::deserialize(d)?;
+                if v.0.is_zero() {
+                    return Err(serde::de::Error::custom(concat!(
+                        "behaviour.",
+                        stringify!($key),
+                        " must be longer than 0"
+                    )));
+                }
+                Ok(v)
+            }
+        )*};
     }
-    Ok(v)
+
+    positive_durations!(
+        ping_interval,
+        handshake_timeout,
+        handshake_retry,
+        silence_timeout
+    );
 }
 
 /// `population.spawn_rate`: a positive, finite number of bots per second.
