@@ -542,6 +542,11 @@ fn run_info(plan: &Plan) -> report::RunInfo {
         protocol: info.name.into(),
         transport: plan.protocol.transport().describe(),
         dialect: plan.protocol.dialect_name(),
+        rtt_source: engine::transports::rtt_source(
+            plan.protocol.transport(),
+            plan.protocol.measures_rtt(),
+        )
+        .map(Into::into),
         seed: plan.seed,
         loss_method: report::summary::LossMethod {
             downstream: info.downstream_loss.into(),

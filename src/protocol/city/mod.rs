@@ -389,6 +389,12 @@ impl Protocol for City {
     fn players_per_instance(_: &CityOptions, s: &ServerParams) -> Option<usize> {
         Some(s.players_per_instance.unwrap_or(MAX_PLAYERS).max(1))
     }
+
+    /// The implementation's server ignores Ping and never sends Pong: its bots' round trips
+    /// are ENet's acknowledgements.
+    fn measures_rtt(o: &CityOptions) -> bool {
+        o.dialect != Dialect::Implementation
+    }
 }
 
 #[cfg(test)]
