@@ -96,7 +96,9 @@ impl Drop for Peer {
 fn shipped_thresholds() -> String {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(root.join("scenarios/city.yaml")).expect("city.yaml");
-    let at = text.find("\nthresholds:").expect("city.yaml has thresholds");
+    let at = text
+        .find("\nthresholds:")
+        .expect("city.yaml has thresholds");
     text[at + 1..].to_string()
 }
 
@@ -210,17 +212,29 @@ fn city_implementation_rtt_is_the_injected_round_trip() {
         // The interval ending at t covers second t - 1.
         let sec = after["t"].as_f64().unwrap_or(0.0).round() as u64 - 1;
         let n = counts.get(&sec).copied().unwrap_or(0);
-        assert!(n >= BOTS, "second {sec}: {n} samples for {BOTS} bots in play");
+        assert!(
+            n >= BOTS,
+            "second {sec}: {n} samples for {BOTS} bots in play"
+        );
         assert!(after["rtt_p50_us"].as_u64().is_some(), "{after}");
         full_seconds += 1;
     }
-    assert!(full_seconds >= 4, "{full_seconds} whole seconds with every bot in play");
+    assert!(
+        full_seconds >= 4,
+        "{full_seconds} whole seconds with every bot in play"
+    );
 
     let verdicts: Vec<_> = s["thresholds"]
         .as_array()
         .expect("thresholds")
         .iter()
-        .map(|t| (t["condition"].clone(), t["ok"].clone(), t["observed"].clone()))
+        .map(|t| {
+            (
+                t["condition"].clone(),
+                t["ok"].clone(),
+                t["observed"].clone(),
+            )
+        })
         .collect();
     assert_eq!(s["verdict"], "pass", "{verdicts:?}");
     assert_eq!(o.status.code(), Some(0), "{err}");

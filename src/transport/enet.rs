@@ -781,9 +781,7 @@ impl EnetHost {
             time: clock.reader(),
             seed: Some(config.seed.unwrap_or_else(fresh_seed)),
         };
-        let acks = config
-            .ack_rtt
-            .then(|| AckRtt::new(now, config.peer_limit));
+        let acks = config.ack_rtt.then(|| AckRtt::new(now, config.peer_limit));
         let socket = QueueSocket::new(
             config.queue_limit,
             config.checksum,
@@ -1836,7 +1834,10 @@ mod tests {
             let want = Duration::from_millis(2 * one_way_ms);
             // 30 reliable packets, and ENet's own pings while the other side is silent.
             assert!(got.len() >= 30, "{} samples", got.len());
-            assert!(got.iter().all(|&(peer, rtt)| peer == p && rtt == want), "{got:?}");
+            assert!(
+                got.iter().all(|&(peer, rtt)| peer == p && rtt == want),
+                "{got:?}"
+            );
             let stats = sim.hosts[0].stats().ack_rtt;
             assert_eq!(stats.samples, got.len() as u64);
             assert_eq!(stats.earlier_transmission + stats.dropped, 0, "{stats:?}");
@@ -2000,6 +2001,13 @@ mod tests {
                 == 1)
         );
         assert_eq!(received(&sim.events[1])[0].2, text);
+        // The acknowledgements are read through the checksum and the range coder too.
+        let got = rtt_samples(&mut sim.hosts[0]);
+        assert!(!got.is_empty());
+        assert!(
+            got.iter().all(|&(_, rtt)| rtt == Duration::from_millis(2)),
+            "{got:?}"
+        );
     }
 
     #[test]

@@ -138,7 +138,8 @@ impl AckRtt {
         }
         let p = &mut self.peers[local];
         p.session = Some((addr, remote));
-        p.stamps.get_or_insert_with(|| Box::new([Stamp::default(); SLOTS]));
+        p.stamps
+            .get_or_insert_with(|| Box::new([Stamp::default(); SLOTS]));
     }
 
     fn forget_stamps(&mut self, local: usize) {
@@ -221,8 +222,7 @@ impl AckRtt {
             if c.number != COMMAND_ACKNOWLEDGE {
                 continue;
             }
-            let (Some(seq), Some(echo)) = (c.u16_at(ACK_SEQ_AT), c.u16_at(ACK_SENT_TIME_AT))
-            else {
+            let (Some(seq), Some(echo)) = (c.u16_at(ACK_SEQ_AT), c.u16_at(ACK_SENT_TIME_AT)) else {
                 continue;
             };
             let p = &mut self.peers[local];
@@ -305,7 +305,9 @@ mod tests {
     fn ack(channel: u8, seq: u16, echo: u16) -> Vec<u8> {
         let [s0, s1] = seq.to_be_bytes();
         let [e0, e1] = echo.to_be_bytes();
-        vec![0x80, 0x00, 0x12, 0x34, 0x01, channel, s0, s1, s0, s1, e0, e1]
+        vec![
+            0x80, 0x00, 0x12, 0x34, 0x01, channel, s0, s1, s0, s1, e0, e1,
+        ]
     }
 
     fn connected(t0: Instant) -> (AckRtt, Reader, SocketAddr) {
@@ -314,7 +316,10 @@ mod tests {
         let mut r = Reader::new(false, false);
         let v = verify_connect();
         t.inbound(at(t0, 20), server, r.open(&v).unwrap());
-        assert!(t.tracks(0), "the VERIFY_CONNECT paired slot 0 with the server's 9");
+        assert!(
+            t.tracks(0),
+            "the VERIFY_CONNECT paired slot 0 with the server's 9"
+        );
         (t, r, server)
     }
 
@@ -328,7 +333,11 @@ mod tests {
         // The PING's acknowledgement first, then the reliable's, then a duplicate.
         let now = t0 + Duration::from_micros(123_456);
         t.inbound(now, server, r.open(&ack(0xFF, 2, 0x0064)).unwrap());
-        t.inbound(now + Duration::from_micros(7), server, r.open(&ack(0, 1, 0x0064)).unwrap());
+        t.inbound(
+            now + Duration::from_micros(7),
+            server,
+            r.open(&ack(0, 1, 0x0064)).unwrap(),
+        );
         t.inbound(now, server, r.open(&ack(0, 1, 0x0064)).unwrap());
         assert_eq!(t.pop(), Some((0, Duration::from_micros(23_206))));
         assert_eq!(t.pop(), Some((0, Duration::from_micros(23_213))));

@@ -64,7 +64,10 @@ pub(super) struct Command<'a> {
 impl Command<'_> {
     /// The big-endian u16 `at` bytes into the command.
     pub fn u16_at(&self, at: usize) -> Option<u16> {
-        Some(u16::from_be_bytes([*self.fixed.get(at)?, *self.fixed.get(at + 1)?]))
+        Some(u16::from_be_bytes([
+            *self.fixed.get(at)?,
+            *self.fixed.get(at + 1)?,
+        ]))
     }
 
     /// The big-endian u32 `at` bytes into the command.
