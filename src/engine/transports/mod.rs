@@ -458,3 +458,36 @@ impl BotTransport for NotBuilt {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{ProtocolName, ProtocolSection};
+
+    fn section(yaml: &str) -> ProtocolSection {
+        serde_saphyr::from_str(yaml).expect("a protocol section")
+    }
+
+    /// Every protocol's default dialect answers the bots' pings; City's implementation
+    /// dialect does not, so its round trips come from ENet's acknowledgements.
+    #[test]
+    fn rtt_source_is_the_bots_pings_unless_the_server_answers_none() {
+        for name in ProtocolName::ALL {
+            let s = name.default_section();
+            assert!(s.measures_rtt(), "{name:?}");
+            assert_eq!(
+                rtt_source(s.transport(), s.measures_rtt()),
+                Some("protocol_ping")
+            );
+        }
+        let city = section("city:\n  dialect: implementation\n");
+        assert!(!city.measures_rtt());
+        assert_eq!(
+            rtt_source(city.transport(), city.measures_rtt()),
+            Some("enet_acks")
+        );
+        assert!(section("city:\n  dialect: spec\n").measures_rtt());
+        // Over raw UDP nothing else measures a round trip.
+        assert_eq!(rtt_source(TransportNeeds::Udp, false), None);
+    }
+}
