@@ -1776,6 +1776,13 @@ mod tests {
             let i = ids.iter().position(|p| *p == peer).unwrap();
             assert_eq!(bytes, vec![i as u8; 3]);
         }
+        // Each peer's acknowledgements are its own: every one of the 8 sessions was measured,
+        // each sample at the link's 4 ms round trip.
+        let got = rtt_samples(&mut sim.hosts[0]);
+        for id in &ids {
+            assert!(got.iter().any(|(p, _)| p == id), "{id:?} has no sample");
+        }
+        assert!(got.iter().all(|&(_, rtt)| rtt == Duration::from_millis(4)));
         // A ninth connection has no slot.
         assert_eq!(
             sim.hosts[0].connect(sim.now, sim.addrs[1], 2, 0),
