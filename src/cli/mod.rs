@@ -603,6 +603,11 @@ fn run_info(plan: &Plan) -> report::RunInfo {
         protocol: info.name.into(),
         transport: plan.protocol.transport().describe(),
         dialect: plan.protocol.dialect_name(),
+        rtt_source: engine::transports::rtt_source(
+            plan.protocol.transport(),
+            plan.protocol.measures_rtt(),
+        )
+        .map(Into::into),
         seed: plan.seed,
         loss_method: report::summary::LossMethod {
             downstream: info.downstream_loss.into(),
@@ -622,10 +627,20 @@ fn run_info(plan: &Plan) -> report::RunInfo {
 
 /// The plan's thresholds (its own and the default checks) on a figure its protocol
 /// configuration cannot take, with why.
-fn unmeasurable_thresholds(plan: &Plan) -> Vec<(&scenario::Threshold, &'static str)> {
+fn unmeasurable_thresholds(plan: &Plan) -> Vec<(&scenario::Threshold, String)> {
+    let cannot = cannot_measure(plan);
     plan.thresholds
         .iter()
-        .filter_map(|t| plan.protocol.cannot_measure(t.metric).map(|why| (t, why)))
+        .filter_map(|t| {
+            cannot
+                .iter()
+                .find(|(m, _)| {
+                    *m == t.metric
+                        || matches!((*m, t.metric),
+                            (scenario::Metric::Time(a, _), scenario::Metric::Time(b, _)) if a == b)
+                })
+                .map(|(_, why)| (t, why.clone()))
+        })
         .collect()
 }
 
@@ -633,6 +648,18 @@ fn unmeasurable_thresholds(plan: &Plan) -> Vec<(&scenario::Threshold, &'static s
 /// name, and upstream loss (its method line in the report says so).
 fn cannot_measure(plan: &Plan) -> Vec<(scenario::Metric, String)> {
     let mut out: Vec<(scenario::Metric, String)> = Vec::new();
+    let rtt = scenario::Metric::Time(
+        scenario::threshold::TimeMetric::Rtt,
+        scenario::threshold::Stat::P50,
+    );
+    if engine::transports::rtt_source(plan.protocol.transport(), plan.protocol.measures_rtt())
+        .is_none()
+    {
+        out.push((
+            rtt,
+            "the protocol's dialect has no RTT probe and its transport takes no RTT samples".into(),
+        ));
+    }
     let metrics = plan.thresholds.iter().map(|t| t.metric);
     for m in metrics.chain([scenario::Metric::UpstreamLoss]) {
         if let Some(why) = plan.protocol.cannot_measure(m) {

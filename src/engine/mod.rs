@@ -117,6 +117,8 @@ pub fn run(
             transport: transports::BotTransportOptions {
                 bots_per_socket: plan.bots_per_socket,
                 enet_throttle: plan.enet_throttle,
+                transport_rtt: (!plan.protocol.measures_rtt())
+                    .then_some(plan.bot_template.ping_interval),
             },
         };
         let tx = tx.clone();

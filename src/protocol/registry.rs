@@ -227,6 +227,14 @@ pub trait Protocol: 'static {
     fn cannot_measure(_opts: &Self::Options, _metric: Metric) -> Option<&'static str> {
         None
     }
+
+    /// Whether the bots measure round trips themselves (they send their own Ping every
+    /// `ping_interval` and record `rtt_us` from the answers). A dialect whose server never
+    /// answers says `false`: the run's `rtt_us` then comes from the transport where it can
+    /// measure one (ENet's acknowledgements), and `summary.json`'s `rtt_source` says which.
+    fn measures_rtt(_opts: &Self::Options) -> bool {
+        true
+    }
 }
 
 /// Builds [`ProtocolSection`], [`ProtocolName`] and their dispatch from the list of protocol
@@ -340,6 +348,15 @@ macro_rules! protocols {
                         <$module::$ty as $crate::protocol::registry::Protocol>::make_server(
                             o, server, now,
                         )
+                    })*
+                }
+            }
+
+            /// See [`Protocol::measures_rtt`](crate::protocol::registry::Protocol::measures_rtt).
+            pub fn measures_rtt(&self) -> bool {
+                match self {
+                    $(ProtocolSection::$ty(o) => {
+                        <$module::$ty as $crate::protocol::registry::Protocol>::measures_rtt(o)
                     })*
                 }
             }

@@ -27,6 +27,8 @@ pub struct RunInfo {
     pub protocol: String,
     pub transport: String,
     pub dialect: String,
+    /// Where `rtt_us` comes from (`summary.json`'s `rtt_source`).
+    pub rtt_source: Option<String>,
     pub seed: u64,
     /// How each loss direction is measured (or why it cannot be).
     pub loss_method: LossMethod,
@@ -136,6 +138,7 @@ pub fn summarize(info: &RunInfo, run: &RunOutcome) -> Summary {
             silent_at_end: run.bots_silent_at_end,
         },
         rtt_us: HistSummary::of(&t.rtt_us),
+        rtt_source: info.rtt_source.clone(),
         handshake_us: HistSummary::of(&t.handshake_us),
         snapshot_interarrival_us: HistSummary::of(&t.snapshot_interarrival_us),
         generator: Generator {
@@ -335,6 +338,7 @@ mod tests {
             protocol: "p".into(),
             transport: "udp".into(),
             dialect: "spec".into(),
+            rtt_source: Some("protocol_ping".into()),
             seed: 1,
             loss_method: LossMethod {
                 downstream: "ticks".into(),

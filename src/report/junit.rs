@@ -138,6 +138,7 @@ mod tests {
             interrupted: false,
             seed: 0,
             bots: Default::default(),
+            rtt_source: None,
             rtt_us: Default::default(),
             handshake_us: Default::default(),
             snapshot_interarrival_us: Default::default(),

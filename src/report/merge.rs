@@ -113,6 +113,12 @@ fn add_loss(a: Option<LossSummary>, b: Option<LossSummary>) -> Option<LossSummar
     }
 }
 
+/// What shards say alike: their common value, or `None` when any two differ (`rtt_source`:
+/// the merged `rtt_us` mixes sources then, and must not be labelled as one of them).
+fn agreed(merged: Option<String>, shard: &Option<String>) -> Option<String> {
+    merged.filter(|m| Some(m) == shard.as_ref())
+}
+
 /// The merged result: its summary, and its histograms by second and tag (for its own hlog,
 /// so merged results can be merged again).
 pub struct Merged {
@@ -150,6 +156,7 @@ pub fn merge_runs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
                 ),
             });
         }
+        m.rtt_source = agreed(m.rtt_source.take(), &s.rtt_source);
         m.bots.planned += s.bots.planned;
         m.bots.connected += s.bots.connected;
         m.bots.failed += s.bots.failed;
@@ -308,6 +315,24 @@ mod tests {
     use super::*;
     use crate::metrics::Recorder;
     use std::time::SystemTime;
+
+    #[test]
+    fn rtt_source_survives_a_merge_only_when_every_shard_names_the_same() {
+        let acks = || Some("enet_acks".to_string());
+        let ping = Some("protocol_ping".to_string());
+        let shards = |list: &[Option<String>]| {
+            let mut m = list[0].clone();
+            for s in &list[1..] {
+                m = agreed(m, s);
+            }
+            m
+        };
+        assert_eq!(shards(&[acks(), acks(), acks()]), acks());
+        assert_eq!(shards(&[acks(), ping.clone(), acks()]), None);
+        assert_eq!(shards(&[acks(), acks(), ping]), None);
+        assert_eq!(shards(&[None, acks()]), None);
+        assert_eq!(shards(&[acks(), None]), None);
+    }
 
     /// A log written with its format-version header reads back whole: every sample, by tag.
     #[test]

@@ -241,6 +241,12 @@ pub struct Summary {
     pub seed: u64,
     pub bots: BotCounts,
     pub rtt_us: HistSummary,
+    /// What `rtt_us` measures: `protocol_ping` (the bots' own Ping answered by the server,
+    /// timed by the bot), `enet_acks` (the protocol has no ping its server answers; one sample
+    /// per acknowledged ENet reliable command, ENet's pings included, timed by the transport),
+    /// or `null` when nothing measures round trips (and `rtt_us` is empty).
+    #[serde(default)]
+    pub rtt_source: Option<String>,
     pub handshake_us: HistSummary,
     pub snapshot_interarrival_us: HistSummary,
     pub generator: Generator,

@@ -83,10 +83,17 @@
 //! bot's reconnect never touches another's session.
 //!
 //! # Measurements
-//! [`PeerStats`] carries ENet's own round-trip estimate (smoothed like TCP's SRTT, millisecond
-//! resolution, from acknowledgements of reliable commands, including ENet's own pings every
-//! [`EnetConfig::ping_interval`]) and ENet's packet-loss estimate (reliable commands that had to
-//! be retransmitted, smoothed over 10 s windows). Report them next to the protocol's own.
+//! - Round trips, one per acknowledged reliable command, in microseconds
+//!   ([`EnetHost::poll_rtt_sample`], on by default: [`EnetConfig::ack_rtt`]): every datagram
+//!   passes through this host's socket, so each acknowledge-requesting command is stamped
+//!   with the `now` it left at and paired with the ACKNOWLEDGE that echoes its datagram's
+//!   sent time (`enet/ack_rtt.rs`; an acknowledgement of an earlier transmission of a
+//!   retransmitted command is no sample). ENet's own PING is such a command, and ENet sends
+//!   one to a peer it has had no acknowledgement from for [`EnetConfig::ping_interval`], so a
+//!   session is measured at least that often even when its protocol sends nothing reliable.
+//! - [`PeerStats`] carries ENet's own round-trip estimate (smoothed like TCP's SRTT from the
+//!   same acknowledgements, in whole milliseconds) and ENet's packet-loss estimate (reliable
+//!   commands that had to be retransmitted, smoothed over 10 s windows).
 
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
@@ -101,8 +108,13 @@ use rusty_enet as enet;
 
 use crate::protocol::Transmit;
 
+mod ack_rtt;
 mod handshake;
-use handshake::{Handshake, COMMAND_CONNECT, COMMAND_VERIFY_CONNECT};
+mod wire;
+use ack_rtt::AckRtt;
+pub use ack_rtt::AckRttStats;
+use handshake::Handshake;
+use wire::{COMMAND_CONNECT, COMMAND_VERIFY_CONNECT};
 
 /// The largest datagram ENet ever sends or accepts (`PROTOCOL_MAXIMUM_MTU`). Hosts send at most
 /// their [`EnetConfig::mtu`] (1392 by default), so a
@@ -166,6 +178,10 @@ pub struct EnetConfig {
     /// peer's RTT rises above its recent mean; C ENet's defaults are (5000, 2, 2). A
     /// deceleration of 0 keeps every unreliable packet.
     pub throttle: (u32, u32, u32),
+    /// Time each acknowledged reliable command (see "Measurements" in the module docs) and
+    /// queue the round trips for [`EnetHost::poll_rtt_sample`]. Costs a read of every datagram
+    /// and a small table per peer; a host whose owner never takes the samples turns it off.
+    pub ack_rtt: bool,
     /// A peer that sent CONNECT and has not acknowledged our VERIFY_CONNECT (a *half-open*
     /// connect) is dropped this long after its CONNECT; see "Admission" in the module docs.
     pub half_open_timeout: Duration,
@@ -192,6 +208,7 @@ impl Default for EnetConfig {
             seed: None,
             queue_limit: 4096,
             throttle: DEFAULT_THROTTLE,
+            ack_rtt: true,
             half_open_timeout: Duration::from_secs(2),
             half_open_evictable: Duration::from_millis(200),
         }
@@ -383,6 +400,8 @@ pub struct HostStats {
     /// Sessions dropped because their remote peer (same address, same peer id) connected
     /// anew: see "Address reuse" in the module docs.
     pub superseded: u64,
+    /// What the acknowledgement timing saw ([`EnetConfig::ack_rtt`]).
+    pub ack_rtt: AckRttStats,
 }
 
 /// FIFO of datagrams stored back to back in one byte buffer: no allocation per datagram.
@@ -479,8 +498,10 @@ pub struct QueueSocket {
     outbound: DatagramQueue,
     stats: HostStats,
     gate: AddressGate,
-    /// Reads CONNECT and VERIFY_CONNECT commands (see "Address reuse").
-    reader: handshake::Reader,
+    /// Reads the datagrams' headers and commands (see "Address reuse" and "Measurements").
+    reader: wire::Reader,
+    /// Times acknowledged commands ([`EnetConfig::ack_rtt`]).
+    acks: Option<AckRtt>,
     /// CONNECTs are being handled: look for our VERIFY_CONNECT answers in what ENet sends.
     watch_verify: bool,
     /// The VERIFY_CONNECTs seen since the last service: to whom, and what they say.
@@ -488,13 +509,14 @@ pub struct QueueSocket {
 }
 
 impl QueueSocket {
-    fn new(limit: usize, checksum: bool, range_coder: bool) -> Self {
+    fn new(limit: usize, checksum: bool, range_coder: bool, acks: Option<AckRtt>) -> Self {
         Self {
             inbound: DatagramQueue::new(limit),
             outbound: DatagramQueue::new(limit),
             stats: HostStats::default(),
             gate: AddressGate::default(),
-            reader: handshake::Reader::new(checksum, range_coder),
+            reader: wire::Reader::new(checksum, range_coder),
+            acks,
             watch_verify: false,
             verified: Vec::new(),
         }
@@ -594,6 +616,11 @@ impl enet::Socket for QueueSocket {
         if self.outbound.push(address, buffer) {
             self.stats.datagrams_out += 1;
             self.stats.bytes_out += buffer.len() as u64;
+            if let Some(acks) = self.acks.as_mut() {
+                if let Some(d) = self.reader.open(buffer) {
+                    acks.outbound(address, d);
+                }
+            }
         } else {
             self.stats.dropped_out += 1;
         }
@@ -754,7 +781,13 @@ impl EnetHost {
             time: clock.reader(),
             seed: Some(config.seed.unwrap_or_else(fresh_seed)),
         };
-        let socket = QueueSocket::new(config.queue_limit, config.checksum, config.range_coder);
+        let acks = config.ack_rtt.then(|| AckRtt::new(now, config.peer_limit));
+        let socket = QueueSocket::new(
+            config.queue_limit,
+            config.checksum,
+            config.range_coder,
+            acks,
+        );
         let mut host = enet::Host::new(socket, settings).map_err(|e| match e {
             enet::error::HostNewError::BadParameter(b) => EnetError::BadParameter(b.parameter),
             enet::error::HostNewError::FailedToInitializeSocket(never) => match never {},
@@ -785,6 +818,21 @@ impl EnetHost {
         })
     }
 
+    /// Set the host's clock (ENet's milliseconds, and the instant sends are stamped with).
+    fn set_now(&mut self, now: Instant) {
+        self.clock.set(now);
+        if let Some(acks) = self.host.socket_mut().acks.as_mut() {
+            acks.set_now(now);
+        }
+    }
+
+    /// Slot `i`'s session is over: its acknowledgement timing goes with it.
+    fn forget_rtt(&mut self, i: usize) {
+        if let Some(acks) = self.host.socket_mut().acks.as_mut() {
+            acks.forget(i);
+        }
+    }
+
     /// Start connecting to `addr` with `channels` channels (1..=255); `data` reaches the other
     /// side's `Connected` event. The handshake goes out on the next flush or service; a
     /// `Connected` or `Disconnected { reason: ConnectFailed }` event ends it.
@@ -798,7 +846,7 @@ impl EnetHost {
         if channels == 0 || channels > enet::consts::PROTOCOL_MAXIMUM_CHANNEL_COUNT as usize {
             return Err(EnetError::BadParameter("channels"));
         }
-        self.clock.set(now);
+        self.set_now(now);
         let limit = self.meta.len();
         let (ping, (tl, tmin, tmax)) = (self.ping_interval, self.timeout);
         let peer = self
@@ -893,7 +941,7 @@ impl EnetHost {
         data: u32,
         immediate: bool,
     ) -> Result<(), EnetError> {
-        self.clock.set(now);
+        self.set_now(now);
         let p = self
             .host
             .get_peer_mut(enet::PeerID(peer.0))
@@ -914,6 +962,7 @@ impl EnetHost {
             if let Some(addr) = proof {
                 self.host.socket_mut().gate.release(addr, now);
             }
+            self.forget_rtt(peer.0);
             self.events.push_back(EnetEvent::Disconnected {
                 peer,
                 data,
@@ -927,11 +976,17 @@ impl EnetHost {
 
     /// A datagram that arrived on this host's socket from `from`. Queued until the next
     /// [`service`](Self::service).
-    pub fn handle_datagram(&mut self, _now: Instant, from: SocketAddr, data: &[u8]) {
+    pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
         let sock = self.host.socket_mut();
         if data.len() > MAX_ENET_DATAGRAM || !sock.inbound.push(from, data) {
             sock.stats.dropped_in += 1;
             return;
+        }
+        if let Some(acks) = sock.acks.as_mut() {
+            // Acknowledgements are timed at arrival (`now`), not when ENet reads them.
+            if let Some(d) = sock.reader.open(data) {
+                acks.inbound(now, from, d);
+            }
         }
         sock.stats.datagrams_in += 1;
         sock.stats.bytes_in += data.len() as u64;
@@ -1008,13 +1063,14 @@ impl EnetHost {
         for i in drop {
             self.host.peer_mut(enet::PeerID(i)).reset();
             self.meta[i] = PeerMeta::default();
+            self.forget_rtt(i);
         }
     }
 
     /// Run ENet at `now`: process queued datagrams, run its timers, send what is due. Returns
     /// the number of events it queued for [`poll_event`](Self::poll_event).
     pub fn service(&mut self, now: Instant) -> usize {
-        self.clock.set(now);
+        self.set_now(now);
         self.now = now;
         let connects = std::mem::take(&mut self.pending_connects);
         self.supersede();
@@ -1090,6 +1146,7 @@ impl EnetHost {
     /// `Disconnected` event if the session was announced.
     fn slot_ended(&mut self, i: usize, data: u32) {
         self.release_proof(i);
+        self.forget_rtt(i);
         let m = std::mem::take(&mut self.meta[i]);
         if !m.announced {
             return;
@@ -1171,7 +1228,7 @@ impl EnetHost {
     /// Send what [`send`](Self::send), [`connect`](Self::connect) and
     /// [`disconnect`](Self::disconnect) queued, without reading datagrams or running timeouts.
     pub fn flush(&mut self, now: Instant) {
-        self.clock.set(now);
+        self.set_now(now);
         self.host.flush();
         self.unflushed = false;
     }
@@ -1179,6 +1236,15 @@ impl EnetHost {
     /// The next event, oldest first.
     pub fn poll_event(&mut self) -> Option<EnetEvent> {
         self.events.pop_front()
+    }
+
+    /// The next round trip measured from an acknowledgement ([`EnetConfig::ack_rtt`]): the
+    /// peer and the time from sending a reliable command to its acknowledgement's arrival,
+    /// in the caller's `now`s, with microsecond resolution. Samples of a session that ended
+    /// are dropped with it.
+    pub fn poll_rtt_sample(&mut self) -> Option<(PeerId, Duration)> {
+        let (peer, rtt) = self.host.socket_mut().acks.as_mut()?.pop()?;
+        Some((PeerId(peer), rtt))
     }
 
     /// The next datagram to write to the socket: copied into `buf`, returns its destination and
@@ -1269,7 +1335,11 @@ impl EnetHost {
     }
 
     pub fn stats(&self) -> HostStats {
-        self.host.socket().stats
+        let sock = self.host.socket();
+        HostStats {
+            ack_rtt: sock.acks.as_ref().map(|a| a.stats).unwrap_or_default(),
+            ..sock.stats
+        }
     }
 }
 
@@ -1706,6 +1776,13 @@ mod tests {
             let i = ids.iter().position(|p| *p == peer).unwrap();
             assert_eq!(bytes, vec![i as u8; 3]);
         }
+        // Each peer's acknowledgements are its own: every one of the 8 sessions was measured,
+        // each sample at the link's 4 ms round trip.
+        let got = rtt_samples(&mut sim.hosts[0]);
+        for id in &ids {
+            assert!(got.iter().any(|(p, _)| p == id), "{id:?} has no sample");
+        }
+        assert!(got.iter().all(|&(_, rtt)| rtt == Duration::from_millis(4)));
         // A ninth connection has no slot.
         assert_eq!(
             sim.hosts[0].connect(sim.now, sim.addrs[1], 2, 0),
@@ -1736,6 +1813,107 @@ mod tests {
                 "one-way {one_way_ms} ms: rtt {rtt} ms"
             );
         }
+    }
+
+    fn rtt_samples(host: &mut EnetHost) -> Vec<(PeerId, Duration)> {
+        std::iter::from_fn(|| host.poll_rtt_sample()).collect()
+    }
+
+    /// Every acknowledged reliable command is one sample, equal to the simulated round trip
+    /// to the microsecond: sent at one step, acknowledged by the other host in the step it
+    /// arrives, and the acknowledgement arrives one delay later.
+    #[test]
+    fn ack_samples_equal_the_simulated_round_trip_in_microseconds() {
+        for one_way_ms in [10u64, 60] {
+            let mut sim = Sim::new(
+                EnetConfig::default(),
+                EnetConfig::default(),
+                Duration::from_millis(one_way_ms),
+                0.0,
+            );
+            let p = sim.connect(1, 2)[0];
+            rtt_samples(&mut sim.hosts[0]);
+            for _ in 0..30 {
+                sim.hosts[0].send(p, 0, true, b"tick").unwrap();
+                sim.run_until(Duration::from_millis(100), |_| false);
+            }
+            let got = rtt_samples(&mut sim.hosts[0]);
+            let want = Duration::from_millis(2 * one_way_ms);
+            // 30 reliable packets, and ENet's own pings while the other side is silent.
+            assert!(got.len() >= 30, "{} samples", got.len());
+            assert!(
+                got.iter().all(|&(peer, rtt)| peer == p && rtt == want),
+                "{got:?}"
+            );
+            let stats = sim.hosts[0].stats().ack_rtt;
+            assert_eq!(stats.samples, got.len() as u64);
+            assert_eq!(stats.earlier_transmission + stats.dropped, 0, "{stats:?}");
+        }
+    }
+
+    /// Under 10 % loss in both directions, commands are retransmitted and acknowledgements
+    /// lost, yet every sample is still exactly the round trip: an acknowledgement is paired
+    /// only with the transmission whose sent time it echoes.
+    #[test]
+    fn retransmitted_commands_are_measured_from_the_transmission_acknowledged() {
+        let mut sim = Sim::new(
+            EnetConfig::default(),
+            EnetConfig::default(),
+            Duration::from_millis(15),
+            0.1,
+        );
+        let p = sim.connect(1, 2)[0];
+        rtt_samples(&mut sim.hosts[0]);
+        for i in 0..200u32 {
+            sim.hosts[0].send(p, 0, true, &i.to_be_bytes()).unwrap();
+            sim.run_until(Duration::from_millis(50), |_| false);
+        }
+        let got = rtt_samples(&mut sim.hosts[0]);
+        assert!(got.len() > 150, "{} samples", got.len());
+        assert!(
+            got.iter().all(|&(_, rtt)| rtt == Duration::from_millis(30)),
+            "{got:?}"
+        );
+        assert!(sim.lost > 0);
+    }
+
+    /// A peer that sends nothing reliable, talking to a remote that streams unreliable
+    /// data, is still measured: ENet pings a peer it has had no acknowledgement from for its
+    /// ping interval, and each PING's acknowledgement is a sample.
+    #[test]
+    fn enet_pings_measure_a_link_carrying_only_unreliable_traffic() {
+        let pinging = EnetConfig {
+            ping_interval: Duration::from_millis(250),
+            ..EnetConfig::default()
+        };
+        let mut sim = Sim::new(
+            pinging,
+            EnetConfig::default(),
+            Duration::from_millis(5),
+            0.0,
+        );
+        let p = sim.connect(1, 2)[0];
+        assert!(sim.run_until(Duration::from_secs(1), |s| !s.events[1].is_empty()));
+        let server_peer = match sim.events[1][0] {
+            EnetEvent::Connected { peer, .. } => peer,
+            ref e => panic!("{e:?}"),
+        };
+        rtt_samples(&mut sim.hosts[0]);
+        // 4 s of the server streaming unreliable state at 50 Hz.
+        for _ in 0..200 {
+            sim.hosts[1].send(server_peer, 1, false, b"state").unwrap();
+            sim.run_until(Duration::from_millis(20), |_| false);
+        }
+        let got = rtt_samples(&mut sim.hosts[0]);
+        // A PING every 250 ms plus the round trip before the next one may leave.
+        assert!(
+            (14..=16).contains(&got.len()),
+            "one PING per 250-260 ms over 4 s: {} samples",
+            got.len()
+        );
+        assert!(got
+            .iter()
+            .all(|&(peer, rtt)| peer == p && rtt == Duration::from_millis(10)));
     }
 
     #[test]
@@ -1830,6 +2008,13 @@ mod tests {
                 == 1)
         );
         assert_eq!(received(&sim.events[1])[0].2, text);
+        // The acknowledgements are read through the checksum and the range coder too.
+        let got = rtt_samples(&mut sim.hosts[0]);
+        assert!(!got.is_empty());
+        assert!(
+            got.iter().all(|&(_, rtt)| rtt == Duration::from_millis(2)),
+            "{got:?}"
+        );
     }
 
     #[test]

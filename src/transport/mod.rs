@@ -12,6 +12,6 @@
 pub mod enet;
 
 pub use enet::{
-    DisconnectReason, EnetClient, EnetConfig, EnetError, EnetEvent, EnetHost, EnetPacket,
-    HostStats, PeerId, PeerState, PeerStats, MAX_ENET_DATAGRAM,
+    AckRttStats, DisconnectReason, EnetClient, EnetConfig, EnetError, EnetEvent, EnetHost,
+    EnetPacket, HostStats, PeerId, PeerState, PeerStats, MAX_ENET_DATAGRAM,
 };

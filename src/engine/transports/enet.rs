@@ -4,6 +4,11 @@
 //! socket (a [`Source`]); each bot is a peer of its host. Servers: one host; each ENet session
 //! is a connection, whatever address it comes from (bots sharing a socket, players behind one
 //! NAT), and a reused peer slot gets a new connection id.
+//!
+//! Round trips: every acknowledged reliable command of a bot's session (ENet's PINGs
+//! included) is one sample of `enet_ack_rtt_us`, in microseconds, timed by the host
+//! ([`EnetHost::poll_rtt_sample`]). Where the protocol has no RTT probe of its own
+//! ([`EnetBots::new`]'s `rtt_is_main`), the same samples are the run's `rtt_us`.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -45,10 +50,14 @@ pub struct EnetBots {
     buf: Vec<u8>,
     /// Sessions opened and not yet reported down.
     live: usize,
+    /// The acknowledgement round trips are also the run's `rtt_us`.
+    rtt_is_main: bool,
 }
 
 impl EnetBots {
-    pub fn new(cfg: EnetConfig, channels: usize) -> Self {
+    /// Bots' hosts with these settings. `rtt_is_main`: the protocol measures no RTT itself
+    /// (its server answers no ping), so the acknowledgement round trips are also `rtt_us`.
+    pub fn new(cfg: EnetConfig, channels: usize, rtt_is_main: bool) -> Self {
         Self {
             cfg,
             channels,
@@ -56,6 +65,25 @@ impl EnetBots {
             links: Vec::new(),
             buf: vec![0; MAX_ENET_DATAGRAM],
             live: 0,
+            rtt_is_main,
+        }
+    }
+
+    /// Record the round trips group `gi`'s host measured, for the peers that carry a bot.
+    fn record_rtt(&mut self, gi: Source, rec: &mut Recorder) {
+        let main = self.rtt_is_main;
+        let Some(g) = self.groups.get_mut(gi) else {
+            return;
+        };
+        while let Some((peer, rtt)) = g.host.poll_rtt_sample() {
+            if !matches!(g.peers.get(peer.index()), Some(Some(_))) {
+                continue;
+            }
+            let us = rtt.as_micros() as u64;
+            rec.record_extra("enet_ack_rtt_us", us);
+            if main {
+                rec.record_rtt(us);
+            }
         }
     }
 
@@ -112,10 +140,16 @@ impl BotTransport for EnetBots {
     const NAME: &'static str = "enet";
     const METRICS: &'static [MetricDesc] = &[
         MetricDesc::micros(
-            "enet_rtt_us",
-            "ENet RTT",
-            "ENet's own estimate, sampled per bot each second",
+            "enet_ack_rtt_us",
+            "ENet ack RTT",
+            "one sample per acknowledged reliable command (ENet's pings included): sent to acknowledged, in µs",
         ),
+        MetricDesc::micros(
+            "enet_rtt_us",
+            "ENet RTT estimate",
+            "ENet's own smoothed estimate (whole milliseconds), read per bot each second",
+        )
+        .display(crate::metrics::describe::Display::Table),
         MetricDesc::micros(
             "transport_handshake_us",
             "ENet handshake",
@@ -272,6 +306,7 @@ impl BotTransport for EnetBots {
             g.host.handle_datagram(now, from, d);
         }
         g.host.service(now);
+        self.record_rtt(src, rec);
         self.drain_events(src, out);
         self.flush_group(src, now, rec);
     }

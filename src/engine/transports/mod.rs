@@ -264,6 +264,8 @@ pub fn enet_config(
             // Room for every player plus those being refused politely.
             let mut cfg = EnetConfig::with_peers(max_peers.max(1) + 16);
             cfg.channel_limit = 255;
+            // A reference server reports no round trips: spare it the acknowledgement timing.
+            cfg.ack_rtt = false;
             cfg
         }
     };
@@ -288,6 +290,21 @@ pub struct BotTransportOptions {
     pub bots_per_socket: usize,
     /// ENet: keep the unreliable-packet throttle of the server's traffic to the bots.
     pub enet_throttle: bool,
+    /// The protocol (in its dialect) has no RTT probe of its own: the transport's round
+    /// trips are the run's `rtt_us`, and a quiet link is probed this often (the scenario's
+    /// `ping_interval`). Only ENet measures round trips; see [`rtt_source`].
+    pub transport_rtt: Option<std::time::Duration>,
+}
+
+/// Where a run's `rtt_us` comes from (`summary.json`'s `rtt_source`): the bots' own pings
+/// when the protocol measures RTT itself, else ENet's acknowledgements when the transport is
+/// ENet, else nothing.
+pub fn rtt_source(needs: TransportNeeds, protocol_measures_rtt: bool) -> Option<&'static str> {
+    match needs {
+        _ if protocol_measures_rtt => Some("protocol_ping"),
+        TransportNeeds::Enet(_) => Some("enet_acks"),
+        _ => None,
+    }
 }
 
 /// Calls back with the bot transport the protocol needs: the one place `TransportNeeds` meets
@@ -306,14 +323,24 @@ pub fn run_bots<W: WithBotTransport>(
     match needs {
         TransportNeeds::Udp => w.run(udp::UdpBots::default()),
         TransportNeeds::Enet(e) => {
-            let cfg = enet_config(
+            let mut cfg = enet_config(
                 EnetRole::Bots {
                     per_socket: opts.bots_per_socket,
                 },
                 &e,
                 opts.enet_throttle,
             );
-            w.run(enet::EnetBots::new(cfg, e.channels))
+            if let Some(every) = opts.transport_rtt {
+                // ENet pings a peer it has had no acknowledgement from for this long: at
+                // least one round trip per interval even while the protocol sends nothing
+                // reliable.
+                cfg.ping_interval = every;
+            }
+            w.run(enet::EnetBots::new(
+                cfg,
+                e.channels,
+                opts.transport_rtt.is_some(),
+            ))
         }
         #[cfg(feature = "gns")]
         TransportNeeds::Gns => w.run(gns::GnsBots::default()),
@@ -429,5 +456,38 @@ impl BotTransport for NotBuilt {
 
     fn is_idle(&self) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{ProtocolName, ProtocolSection};
+
+    fn section(yaml: &str) -> ProtocolSection {
+        serde_saphyr::from_str(yaml).expect("a protocol section")
+    }
+
+    /// Every protocol's default dialect answers the bots' pings; City's implementation
+    /// dialect does not, so its round trips come from ENet's acknowledgements.
+    #[test]
+    fn rtt_source_is_the_bots_pings_unless_the_server_answers_none() {
+        for name in ProtocolName::ALL {
+            let s = name.default_section();
+            assert!(s.measures_rtt(), "{name:?}");
+            assert_eq!(
+                rtt_source(s.transport(), s.measures_rtt()),
+                Some("protocol_ping")
+            );
+        }
+        let city = section("city:\n  dialect: implementation\n");
+        assert!(!city.measures_rtt());
+        assert_eq!(
+            rtt_source(city.transport(), city.measures_rtt()),
+            Some("enet_acks")
+        );
+        assert!(section("city:\n  dialect: spec\n").measures_rtt());
+        // Over raw UDP nothing else measures a round trip.
+        assert_eq!(rtt_source(TransportNeeds::Udp, false), None);
     }
 }

@@ -62,9 +62,11 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     spec: "shared/specs/city.md",
     transport: "ENet 1.3 (channel 0 reliable ordered, channel 1 unreliable sequenced)",
     default_port: DEFAULT_PORT,
-    rtt: "Ping/Pong (empty) on the unreliable channel, one in flight; a Pong after the timeout \
-          is counted late (pong_late), never paired with a newer Ping; plus ENet's own \
-          smoothed RTT from its reliable acks",
+    rtt: "spec dialect: Ping/Pong (empty) on the unreliable channel, one in flight; a Pong \
+          after the timeout is counted late (pong_late), never paired with a newer Ping. \
+          Implementation dialect (the server answers no Ping): every acknowledged ENet \
+          reliable command, timed in µs (rtt_source enet_acks). Both: the ENet ack samples as \
+          enet_ack_rtt_us, and ENet's own smoothed estimate (whole ms) as enet_rtt_us",
     downstream_loss: "DeltaState tick gaps on the unreliable channel (one DeltaState per client \
                       per server tick), counted from the first DeltaState received",
     upstream_loss: "PlayerInput ticks without an InputAck within input_ack_timeout_ms (the \
@@ -76,8 +78,8 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
             "the public server mints-fishtank/city, byte for byte: no content transfer or \
              FullState (play starts at the bot's own EntitySpawn: id, pos, name, is_player), \
              DeltaState tick + count + 46-byte grid records, four-field ChatMessage, one \
-             message per ENet packet, header sequence 0, no Ping (it never answers: RTT is \
-             ENet's estimate only), no InputAck (upstream loss not measurable)",
+             message per ENet packet, header sequence 0, no Ping (it never answers: RTT comes \
+             from ENet's acknowledgements), no InputAck (upstream loss not measurable)",
         ),
     ],
     metrics: &[
@@ -396,6 +398,12 @@ impl Protocol for City {
         (o.dialect == Dialect::Implementation && metric == Metric::UpstreamLoss).then_some(
             "the implementation dialect's server sends no InputAck, so no input is known lost",
         )
+    }
+
+    /// The implementation's server ignores Ping and never sends Pong: its bots' round trips
+    /// are ENet's acknowledgements.
+    fn measures_rtt(o: &CityOptions) -> bool {
+        o.dialect != Dialect::Implementation
     }
 }
 

@@ -150,6 +150,7 @@ mod tests {
             seed: 0,
             bots: BotCounts::default(),
             rtt_us: HistSummary::default(),
+            rtt_source: None,
             handshake_us: HistSummary::default(),
             snapshot_interarrival_us: HistSummary::default(),
             generator: Generator::default(),
@@ -402,6 +403,28 @@ mod tests {
         for absent in ["Resyncs", "Absent", "Idle", "kitchen_us"] {
             assert!(!h.contains(absent), "{absent} has no card");
         }
+    }
+
+    /// The RTT cards and charts say where the samples come from when the summary names it,
+    /// and nothing when it does not.
+    #[test]
+    fn rtt_figures_name_their_source() {
+        let mut s = sample_summary();
+        s.rtt_source = Some("enet_acks".into());
+        let doc = render(&s);
+        let cards = section(&doc, "Key figures");
+        assert!(
+            cards.contains("<div class=\"s\">950,000 samples from ENet acks</div>"),
+            "{cards}"
+        );
+        assert!(doc.contains("Round-trip time (from ENet acks)"));
+        s.rtt_source = Some("protocol_ping".into());
+        let doc = render(&s);
+        assert!(doc.contains("950,000 samples from the bots"));
+        s.rtt_source = None;
+        let doc = render(&s);
+        assert!(!doc.contains("samples from"));
+        assert!(!doc.contains("Round-trip time ("));
     }
 
     /// Metric keys alone make no cards: without a description the report does not know a

@@ -106,7 +106,11 @@ fn describe(s: &Summary, tag: &str) -> (Unit, f64, String) {
         _ => None,
     };
     if let Some(title) = builtin {
-        return (metric_unit(tag), 1.0, title.to_string());
+        let title = match super::view::rtt_source_label(s) {
+            Some(from) if tag == "rtt_us" => format!("{title} ({from})"),
+            _ => title.to_string(),
+        };
+        return (metric_unit(tag), 1.0, title);
     }
     match s.protocol_metric_info.get(tag) {
         Some(i) if i.is_micros() => (Unit::Micros, 1.0, i.label.clone()),
@@ -288,9 +292,9 @@ pub(super) fn figures(s: &Summary, log: Option<&HistLog>) -> Vec<Figure> {
             };
             out.push(Figure::new(
                 "over-time-rtt_us",
-                "Round-trip time",
+                describe(s, "rtt_us").2,
                 line_chart_with(
-                    "Round-trip time",
+                    &describe(s, "rtt_us").2,
                     &[
                         Series {
                             name: "RTT p50",
@@ -306,7 +310,13 @@ pub(super) fn figures(s: &Summary, log: Option<&HistLog>) -> Vec<Figure> {
                     Unit::Micros,
                     &opts,
                 ),
-                "Per-second percentiles of the round-trip time measured by the bots.",
+                match s.rtt_source.as_deref() {
+                    Some("enet_acks") => {
+                        "Per-second percentiles of the round-trip time: one sample per \
+                         acknowledged ENet reliable command (the server answers no ping)."
+                    }
+                    _ => "Per-second percentiles of the round-trip time measured by the bots.",
+                },
             ));
         }
     }

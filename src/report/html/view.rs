@@ -155,6 +155,16 @@ pub(super) fn mark_failed(mut cards: Vec<Card>, ts: &[ThresholdResult]) -> Vec<C
     cards
 }
 
+/// Where the run's RTT samples come from (`rtt_source`), as the report says it beside every
+/// RTT figure; `None` when the summary names no source.
+pub(super) fn rtt_source_label(s: &Summary) -> Option<&'static str> {
+    match s.rtt_source.as_deref() {
+        Some("protocol_ping") => Some("from the bots' pings"),
+        Some("enet_acks") => Some("from ENet acks"),
+        _ => None,
+    }
+}
+
 /// The figures read first: bots, RTT, handshake, loss, bandwidth, inputs, snapshots.
 pub(super) fn key_figures(s: &Summary) -> Vec<Card> {
     let mut cards: Vec<Card> = Vec::new();
@@ -174,7 +184,10 @@ pub(super) fn key_figures(s: &Summary) -> Vec<Card> {
     cards.push(failed);
 
     let rtt = &s.rtt_us;
-    let rtt_n = format!("{} samples", group_int(rtt.count));
+    let rtt_n = match rtt_source_label(s) {
+        Some(from) => format!("{} samples {from}", group_int(rtt.count)),
+        None => format!("{} samples", group_int(rtt.count)),
+    };
     cards.push(Card::new("RTT p50", hist_value(rtt, rtt.p50), &rtt_n));
     cards.push(Card::new("RTT p99", hist_value(rtt, rtt.p99), &rtt_n));
     cards.push(Card::new("RTT max", hist_value(rtt, rtt.max), rtt_n));

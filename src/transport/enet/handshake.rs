@@ -11,25 +11,12 @@
 //! starts with a 4-byte header (command number in the low 4 bits); CONNECT and VERIFY_CONNECT
 //! then carry the sender's peer id (2 bytes) and, 40 bytes into the command, the connect id.
 
-use rusty_enet::{Compressor, RangeCoder, MTU_MAX};
+use super::wire::{Reader, COMMAND_CONNECT, COMMAND_VERIFY_CONNECT};
 
-const FLAG_SENT_TIME: u16 = 0x8000;
-const FLAG_COMPRESSED: u16 = 0x4000;
-const PEER_ID_MASK: u16 = 0x0FFF;
-const COMMAND_MASK: u8 = 0x0F;
-pub(super) const COMMAND_CONNECT: u8 = 2;
-pub(super) const COMMAND_VERIFY_CONNECT: u8 = 3;
-/// Bytes of each command before its payload, by command number (ENet's `commandSizes`).
-const COMMAND_SIZES: [usize; 13] = [0, 8, 48, 44, 8, 4, 6, 8, 24, 8, 12, 16, 24];
-/// Where the payload length sits in the commands that carry a payload.
-fn payload_length_at(command: u8) -> Option<usize> {
-    match command {
-        6 => Some(4),              // SEND_RELIABLE
-        7 | 8 | 9 | 12 => Some(6), // SEND_UNRELIABLE, SEND_FRAGMENT, SEND_UNSEQUENCED, SEND_UNRELIABLE_FRAGMENT
-        _ => None,
-    }
-}
+/// Where the connect id sits in CONNECT and VERIFY_CONNECT.
 const CONNECT_ID_AT: usize = 40;
+/// Where the sender's peer id (`outgoingPeerID`) sits in CONNECT and VERIFY_CONNECT.
+pub(super) const OUTGOING_PEER_ID_AT: usize = 4;
 
 /// A CONNECT or VERIFY_CONNECT found in a datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,89 +30,26 @@ pub(super) struct Handshake {
     pub connect_id: u32,
 }
 
-/// Reads handshakes out of datagrams; holds what decompression needs, so reading allocates
-/// nothing.
-pub(super) struct Reader {
-    checksum: bool,
-    coder: Option<RangeCoder>,
-    scratch: Box<[u8; MTU_MAX]>,
-}
-
-impl std::fmt::Debug for Reader {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Reader")
-            .field("checksum", &self.checksum)
-            .field("range_coder", &self.coder.is_some())
-            .finish()
-    }
-}
-
 impl Reader {
-    /// A reader for a host with these settings (both ends of a connection share them).
-    pub(super) fn new(checksum: bool, range_coder: bool) -> Self {
-        Self {
-            checksum,
-            coder: range_coder.then(RangeCoder::new),
-            scratch: Box::new([0; MTU_MAX]),
-        }
-    }
-
     /// The first command numbered `command` (CONNECT or VERIFY_CONNECT) in `datagram`, or
     /// `None` when there is none or the datagram does not parse.
     pub(super) fn find(&mut self, datagram: &[u8], command: u8) -> Option<Handshake> {
-        let word = u16::from_be_bytes([*datagram.first()?, *datagram.get(1)?]);
-        let mut at = if word & FLAG_SENT_TIME != 0 { 4 } else { 2 };
-        if self.checksum {
-            at += 4;
-        }
-        let commands = if word & FLAG_COMPRESSED != 0 {
-            let coder = self.coder.as_mut()?;
-            let n = coder.decompress(datagram.get(at..)?, &mut self.scratch[..]);
-            if n == 0 || n > self.scratch.len() {
-                return None;
-            }
-            &self.scratch[..n]
-        } else {
-            datagram.get(at..)?
-        };
-        let found = find_command(commands, command)?;
+        debug_assert!(command == COMMAND_CONNECT || command == COMMAND_VERIFY_CONNECT);
+        let mut d = self.open(datagram)?;
+        let to_peer = d.peer_id;
+        let c = d.commands.find(|c| c.number == command)?;
         Some(Handshake {
-            to_peer: word & PEER_ID_MASK,
-            ..found
+            to_peer,
+            from_peer: c.u16_at(OUTGOING_PEER_ID_AT)? & super::wire::PEER_ID_MASK,
+            connect_id: c.u32_at(CONNECT_ID_AT)?,
         })
     }
-}
-
-/// Walk the commands of a datagram body to the first one numbered `command`.
-fn find_command(mut body: &[u8], command: u8) -> Option<Handshake> {
-    while let Some(&first) = body.first() {
-        let number = first & COMMAND_MASK;
-        let size = *COMMAND_SIZES.get(usize::from(number))?;
-        if size == 0 || body.len() < size {
-            return None;
-        }
-        if number == command {
-            let from_peer = u16::from_be_bytes([body[4], body[5]]) & PEER_ID_MASK;
-            let c = &body[CONNECT_ID_AT..CONNECT_ID_AT + 4];
-            let connect_id = u32::from_be_bytes([c[0], c[1], c[2], c[3]]);
-            return Some(Handshake {
-                to_peer: 0,
-                from_peer,
-                connect_id,
-            });
-        }
-        let payload = match payload_length_at(number) {
-            Some(i) => usize::from(u16::from_be_bytes([body[i], body[i + 1]])),
-            None => 0,
-        };
-        body = body.get(size + payload..)?;
-    }
-    None
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rusty_enet::{Compressor, RangeCoder, MTU_MAX};
 
     /// A CONNECT as a fresh C ENet client sends it, written out by hand: header with the sent
     /// time (peer id 0xFFF, flag 0x8000), then the command (CONNECT with the acknowledge flag
