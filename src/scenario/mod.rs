@@ -158,9 +158,9 @@ mod parse_tests {
         let f = load(p).unwrap();
         let plan = Plan::build(f, p, &Overrides::default()).unwrap();
         assert_eq!(plan.planned, 100);
-        // The scenario's three, and the five default checks.
-        assert_eq!(plan.thresholds.len(), 8);
-        assert_eq!(plan.thresholds.iter().filter(|t| t.default).count(), 5);
+        // The scenario's three, and the six default checks.
+        assert_eq!(plan.thresholds.len(), 9);
+        assert_eq!(plan.thresholds.iter().filter(|t| t.default).count(), 6);
     }
 
     #[test]
