@@ -45,6 +45,10 @@ use crate::metrics::describe::{Display, MetricDesc};
 /// The public server this spec came from listens on 7777 (NOTES.md).
 pub const DEFAULT_PORT: u16 = 7777;
 
+/// The least `max_state_bytes`: the world, the newest state and the spare one, each of up
+/// to 65,536 entities (28 bytes each), are never dropped.
+pub const MIN_STATE_BYTES: usize = 6 << 20;
+
 /// Walking speed, metres per second.
 pub const WALK_SPEED: f32 = 5.0;
 /// Speed with INPUT_SPRINT held.
@@ -271,6 +275,12 @@ pub struct DarkAgesOptions {
     pub advertise_host: Option<String>,
     /// Loot items per zone.
     pub loot_per_zone: usize,
+    /// Bytes a bot may hold in snapshot states, all its kept baselines and spare buffers
+    /// together (at least 6 MiB). One state holds at most 65,536 entities (1.8 MB); a server
+    /// whose states take more than this leaves its bots fewer than 30 baselines (the oldest
+    /// are dropped, `baseline_evicted`), and a delta that would take a state past 65,536
+    /// entities is refused (`snapshot.too_many_entities`, a decode error).
+    pub max_state_bytes: usize,
 }
 
 impl Default for DarkAgesOptions {
@@ -294,6 +304,7 @@ impl Default for DarkAgesOptions {
             handoff_secret: 0x4441_524B_4147_4553,
             advertise_host: None,
             loot_per_zone: 20,
+            max_state_bytes: 8 << 20,
         }
     }
 }
@@ -329,6 +340,13 @@ impl DarkAgesOptions {
         }
         if self.handoff_timeout_ms == 0 {
             return Err("handoff_timeout_ms must be > 0".into());
+        }
+        if self.max_state_bytes < MIN_STATE_BYTES {
+            return Err(format!(
+                "max_state_bytes must be at least {MIN_STATE_BYTES} (two states of 65,536 \
+                 entities and the spare one), got {}",
+                self.max_state_bytes
+            ));
         }
         Ok(())
     }
