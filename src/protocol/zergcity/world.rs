@@ -391,6 +391,8 @@ pub enum FullError {
     /// not in this build's layout (another implementation's choice). Not a decode error: the
     /// snapshot can still serve as an opaque baseline by its tick.
     Foreign(&'static str),
+    /// The world would hold more entities than the bot tracks: refused, a decode error.
+    TooLarge(&'static str),
 }
 
 /// Check §5.1's frame of a FullSnapshot payload (section count, 12-byte headers, every
@@ -422,11 +424,26 @@ pub fn parse_full(
     world: &mut World,
     terrain: &mut Vec<u8>,
 ) -> Result<FullInfo, FullError> {
+    parse_full_within(data, world, terrain, usize::MAX)
+}
+
+/// [`parse_full`] holding at most `limit` entities: a snapshot with more is
+/// [`FullError::TooLarge`].
+pub fn parse_full_within(
+    data: &[u8],
+    world: &mut World,
+    terrain: &mut Vec<u8>,
+    limit: usize,
+) -> Result<FullInfo, FullError> {
     check_sections(data).map_err(FullError::Malformed)?;
-    parse_sections(data, world, terrain).map_err(|e| {
+    parse_sections(data, world, terrain, limit).map_err(|e| {
         world.entities.clear();
         terrain.clear();
-        FullError::Foreign(e)
+        if e == TOO_MANY_ENTITIES {
+            FullError::TooLarge(e)
+        } else {
+            FullError::Foreign(e)
+        }
     })
 }
 
@@ -435,6 +452,7 @@ fn parse_sections(
     data: &[u8],
     world: &mut World,
     terrain: &mut Vec<u8>,
+    limit: usize,
 ) -> Result<FullInfo, &'static str> {
     let mut r = Reader::<Le>::new(data);
     let count = r.u32()? as usize;
@@ -508,7 +526,11 @@ fn parse_sections(
     if n > er.remaining() / 9 {
         return Err("entity_count_mismatch");
     }
+    if n > limit {
+        return Err(TOO_MANY_ENTITIES);
+    }
     world.entities.clear();
+    reserve_within(&mut world.entities, n, limit);
     world.tick = info.meta.tick;
     let mut last_id = None;
     for _ in 0..n {
@@ -556,8 +578,146 @@ fn parse_sections(
 /// Why a delta could not be applied.
 pub type DeltaError = &'static str;
 
-/// Apply a DeltaSnapshot payload to `world` (a copy of the baseline). On error the world is
-/// half-changed: the caller discards it.
+/// The reason a snapshot whose world would hold more than its entity limit is refused.
+pub const TOO_MANY_ENTITIES: &str = "too_many_entities";
+
+/// Room in `v` (cleared) for `n` entities: a quarter more than needed, so a world that grows
+/// slowly reallocates rarely, but never room for more than `limit`, so a vector's capacity
+/// (what a bot's budget counts) stays within one world's limit.
+pub fn reserve_within(v: &mut Vec<Entity>, n: usize, limit: usize) {
+    let n = n.min(limit);
+    if v.capacity() < n {
+        v.reserve_exact(n.saturating_add(n / 4).min(limit) - v.len());
+    }
+}
+
+/// An entity operation of a delta: `(entity_id, wire order, operation, archetype)`.
+type EntityOp = (u32, u32, u8, u32);
+
+/// Applies DeltaSnapshot payloads. Its scratch (the entity operations sorted by id) is reused,
+/// so applying allocates nothing once it has grown.
+///
+/// The new world is merged from the baseline in one pass: the entity operations are sorted
+/// by id (`k log k`), runs of baseline entities between two named ids are copied in bulk
+/// (found by binary search), and component updates find their entity by binary search: a
+/// delta costs `O((k + c) log n)` plus one copy of the baseline whatever its ids, never an
+/// insert into the middle of the world, whose cost grows with the entities held.
+#[derive(Debug, Default)]
+pub struct DeltaApplier {
+    ops: Vec<EntityOp>,
+}
+
+impl DeltaApplier {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Bytes the scratch holds (by capacity).
+    pub fn held_bytes(&self) -> usize {
+        self.ops.capacity() * std::mem::size_of::<EntityOp>()
+    }
+
+    /// Free the scratch if it holds more than `bytes`.
+    pub fn shrink_over(&mut self, bytes: usize) {
+        if self.held_bytes() > bytes {
+            self.ops = Vec::new();
+        }
+    }
+
+    /// Build into `out` (replaced; its allocation reused) `base` with a DeltaSnapshot
+    /// payload applied, at most `limit` entities ([`TOO_MANY_ENTITIES`] beyond). On error
+    /// `out` is half-built: the caller discards it. Operations on one entity apply in wire
+    /// order; on different entities they are independent, so the result is the one applying
+    /// them all in wire order gives.
+    pub fn apply(
+        &mut self,
+        base: &World,
+        out: &mut World,
+        d: (u16, u16, &[u8]),
+        limit: usize,
+        skipped: &mut u32,
+    ) -> Result<(), DeltaError> {
+        let (entity_count, component_count, payload) = d;
+        let mut r = Reader::<Le>::new(payload);
+        self.ops.clear();
+        for seq in 0..u32::from(entity_count) {
+            let id = r.u32()?;
+            let op = r.u8()?;
+            let archetype = match op {
+                OP_CREATED => r.u32()?,
+                OP_DESTROYED | OP_MODIFIED => 0,
+                _ => return Err("bad_operation"),
+            };
+            self.ops.push((id, seq, op, archetype));
+        }
+        self.ops.sort_unstable_by_key(|o| (o.0, o.1));
+        out.tick = base.tick;
+        out.entities.clear();
+        let base = &base.entities;
+        reserve_within(&mut out.entities, base.len() + self.ops.len(), limit);
+        let ents = &mut out.entities;
+        let (mut b, mut u) = (0usize, 0usize);
+        while let Some(&(next, ..)) = self.ops.get(u) {
+            let run = base[b..].partition_point(|e| e.id < next);
+            if ents.len() + run > limit {
+                return Err(TOO_MANY_ENTITIES);
+            }
+            ents.extend_from_slice(&base[b..b + run]);
+            b += run;
+            let mut e = match base.get(b) {
+                Some(e) if e.id == next => {
+                    b += 1;
+                    Some(*e)
+                }
+                _ => None,
+            };
+            while let Some(&(_, _, op, archetype)) = self.ops.get(u).filter(|o| o.0 == next) {
+                match (op, e.is_some()) {
+                    (OP_CREATED, false) => e = Some(Entity::new(next, archetype)),
+                    (OP_CREATED, true) => return Err("entity_exists"),
+                    (OP_DESTROYED, true) => e = None,
+                    (_, false) => return Err("unknown_entity"),
+                    _ => {}
+                }
+                u += 1;
+            }
+            if let Some(e) = e {
+                if ents.len() >= limit {
+                    return Err(TOO_MANY_ENTITIES);
+                }
+                ents.push(e);
+            }
+        }
+        let rest = &base[b..];
+        if ents.len() + rest.len() > limit {
+            return Err(TOO_MANY_ENTITIES);
+        }
+        ents.extend_from_slice(rest);
+        for _ in 0..component_count {
+            let id = r.u32()?;
+            let t = r.u16()?;
+            let op = r.u8()?;
+            let e = out.get_mut(id).ok_or("unknown_entity")?;
+            match op {
+                OP_REMOVED => e.remove(t),
+                OP_ADDED | OP_MODIFIED => {
+                    let len = usize::from(r.u16()?);
+                    let d = r.take(len)?;
+                    if t == 0 || t > COMP_KNOWN {
+                        *skipped += 1;
+                    } else if !e.set(t, d) {
+                        return Err("component_bad_length");
+                    }
+                }
+                _ => return Err("bad_operation"),
+            }
+        }
+        r.expect_end().map_err(|e: WireError| e.reason())
+    }
+}
+
+/// Apply a DeltaSnapshot payload to `world` (a copy of the baseline), with no entity limit
+/// and fresh scratch (tests). On error the world is half-changed: the caller discards it.
 pub fn apply_delta(
     world: &mut World,
     entity_count: u16,
@@ -565,49 +725,14 @@ pub fn apply_delta(
     payload: &[u8],
     skipped: &mut u32,
 ) -> Result<(), DeltaError> {
-    let mut r = Reader::<Le>::new(payload);
-    for _ in 0..entity_count {
-        let id = r.u32()?;
-        match r.u8()? {
-            OP_CREATED => {
-                let archetype = r.u32()?;
-                if !world.insert(Entity::new(id, archetype)) {
-                    return Err("entity_exists");
-                }
-            }
-            OP_DESTROYED => {
-                if !world.remove(id) {
-                    return Err("unknown_entity");
-                }
-            }
-            OP_MODIFIED => {
-                if world.get(id).is_none() {
-                    return Err("unknown_entity");
-                }
-            }
-            _ => return Err("bad_operation"),
-        }
-    }
-    for _ in 0..component_count {
-        let id = r.u32()?;
-        let t = r.u16()?;
-        let op = r.u8()?;
-        let e = world.get_mut(id).ok_or("unknown_entity")?;
-        match op {
-            OP_REMOVED => e.remove(t),
-            OP_ADDED | OP_MODIFIED => {
-                let len = usize::from(r.u16()?);
-                let d = r.take(len)?;
-                if t == 0 || t > COMP_KNOWN {
-                    *skipped += 1;
-                } else if !e.set(t, d) {
-                    return Err("component_bad_length");
-                }
-            }
-            _ => return Err("bad_operation"),
-        }
-    }
-    r.expect_end().map_err(|e: WireError| e.reason())
+    let base = std::mem::take(world);
+    DeltaApplier::new().apply(
+        &base,
+        world,
+        (entity_count, component_count, payload),
+        usize::MAX,
+        skipped,
+    )
 }
 
 /// Check a DeltaSnapshot payload against §5.2 alone (operations, lengths, exact counts)
