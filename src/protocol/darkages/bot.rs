@@ -54,7 +54,9 @@
 //! handoff (`handoff_us`, `handoffs`); a failure result is `handoff_failed.expired_token`
 //! (message starting with "expired") or `.refused`; no answer within `handshake_timeout`
 //! is `.timeout`; an address that is not an IP literal is `.bad_address` (no DNS in a
-//! sans-IO bot) and the bot stays where it is. A bot whose handoff failed has left its old
+//! sans-IO bot) and the bot stays where it is. An address neither on a host of the run's
+//! targets nor in `handoff_allow` is refused (`handoff_refused.not_allowed`, see
+//! [`super::allow`]): nothing is sent there and the bot stays where it is. A bot whose handoff failed has left its old
 //! zone and ends (`Closed`). The token's own lifetime is the issuing zone's rule, checked by
 //! the receiving zone.
 
@@ -68,6 +70,7 @@ use rand_chacha::ChaCha8Rng;
 use super::codec::{
     self, event, fixed_text, input, reason, result, EntityState, EventBody, Packet, Snapshot,
 };
+use super::allow::HandoffPolicy;
 use super::{step, DarkAgesOptions, Dialect};
 use crate::metrics::Recorder;
 use crate::protocol::tail::SnapshotArrivals;
@@ -506,6 +509,7 @@ pub struct DarkAgesBot {
     verdict: Option<(&'static str, Instant)>,
 
     handoff: Option<Handoff>,
+    handoff_policy: HandoffPolicy,
     relink: Option<SocketAddr>,
     failed_token: Option<[u8; 32]>,
 }
@@ -555,6 +559,7 @@ impl DarkAgesBot {
             invalid_next: 0,
             verdict: None,
             handoff: None,
+            handoff_policy: HandoffPolicy::new(params.targets.clone(), &opts.handoff_allow),
             relink: None,
             failed_token: None,
             params,
@@ -720,6 +725,13 @@ impl DarkAgesBot {
             self.failed_token = Some(z.handoff_token);
             return;
         };
+        let to = SocketAddr::new(ip, z.new_server_port);
+        if !self.handoff_policy.allows(to) {
+            // Counted once per token (the server resends it); nothing goes to `to`.
+            rec.events.add2("handoff_refused", "not_allowed", 1);
+            self.failed_token = Some(z.handoff_token);
+            return;
+        }
         if let Some((kind, _)) = self.verdict.take() {
             rec.events.add2("invalid_input_unjudged", kind, 1);
         }
@@ -734,7 +746,7 @@ impl DarkAgesBot {
             connect_at: None,
             connecting: false,
         });
-        self.relink = Some(SocketAddr::new(ip, z.new_server_port));
+        self.relink = Some(to);
         rec.event("handoff_started");
     }
 

@@ -24,6 +24,7 @@
 //! x passes the border towards a neighbour is handed over; with no neighbour there, x is
 //! clamped.
 
+pub mod allow;
 pub mod bot;
 pub mod codec;
 pub mod server;
@@ -144,6 +145,17 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
             "handoff_failed.expired_token",
             "Handoff tokens expired",
             "the new zone said the token had expired",
+        ),
+        MetricDesc::count(
+            "handoff_refused.not_allowed",
+            "Handoffs refused",
+            "ZONE_HANDOFF to an address neither a target's host nor in handoff_allow: not \
+             followed, nothing sent there",
+        ),
+        MetricDesc::count(
+            "baseline_evicted",
+            "Baselines dropped",
+            "oldest baselines dropped to keep a bot's states within max_state_bytes",
         ),
         MetricDesc::count(
             "handoff_failed.bad_address",
@@ -281,6 +293,11 @@ pub struct DarkAgesOptions {
     /// are dropped, `baseline_evicted`), and a delta that would take a state past 65,536
     /// entities is refused (`snapshot.too_many_entities`, a decode error).
     pub max_state_bytes: usize,
+    /// Where else a ZONE_HANDOFF may send a bot: addresses (`10.1.2.3:7000`), hosts
+    /// (`10.1.2.3`, any port) or networks (`10.0.0.0/8`). Any port on a host of the run's
+    /// targets (the embedded zones included) is always allowed; a handoff anywhere else is
+    /// refused before anything is sent there (`handoff_refused.not_allowed`).
+    pub handoff_allow: Vec<String>,
 }
 
 impl Default for DarkAgesOptions {
@@ -305,6 +322,7 @@ impl Default for DarkAgesOptions {
             advertise_host: None,
             loot_per_zone: 20,
             max_state_bytes: 8 << 20,
+            handoff_allow: Vec::new(),
         }
     }
 }
@@ -340,6 +358,9 @@ impl DarkAgesOptions {
         }
         if self.handoff_timeout_ms == 0 {
             return Err("handoff_timeout_ms must be > 0".into());
+        }
+        for e in &self.handoff_allow {
+            allow::AllowRule::parse(e)?;
         }
         if self.max_state_bytes < MIN_STATE_BYTES {
             return Err(format!(
