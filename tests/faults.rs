@@ -198,12 +198,15 @@ impl Hostile {
         d
     }
 
-    /// A ZergCity DeltaSnapshot onto `acked` creating [`ZC_FLOOD`] new entities.
+    /// A ZergCity DeltaSnapshot onto `acked` creating [`ZC_FLOOD`] new entities, to a target
+    /// tick above every one sent before.
     fn zc_flood(&mut self, acked: u64) -> Vec<u8> {
         use tickswarm::protocol::zergcity::codec::{encode_body, MsgType};
         let mut body = Vec::with_capacity(20 + 9 * ZC_FLOOD as usize);
+        // Target ticks keep rising whatever the client acknowledged: none is stale.
+        self.tick = self.tick.max(acked) + 1;
         body.extend_from_slice(&acked.to_le_bytes());
-        body.extend_from_slice(&(acked + 1).to_le_bytes());
+        body.extend_from_slice(&self.tick.to_le_bytes());
         body.extend_from_slice(&(ZC_FLOOD as u16).to_le_bytes());
         body.extend_from_slice(&0u16.to_le_bytes());
         for id in self.flood_ids(ZC_FLOOD) {
@@ -212,7 +215,6 @@ impl Hostile {
             body.extend_from_slice(&7u32.to_le_bytes());
         }
         let mut buf = vec![0u8; 80_000];
-        self.tick += 1;
         let n = encode_body(&mut buf, self.tick as u32, MsgType::DeltaSnapshot, &body).unwrap();
         buf.truncate(n);
         assert!(n <= 64 * 1024, "the flood fits one message: {n}");

@@ -47,7 +47,7 @@ use crate::metrics::describe::{Display, MetricDesc};
 pub const DEFAULT_PORT: u16 = 7777;
 
 /// The least `max_state_bytes`: the world, the newest state and the spare one, each of up
-/// to 65,536 entities (28 bytes each), are never dropped.
+/// to 65,536 entities (24 bytes each), are never dropped.
 pub const MIN_STATE_BYTES: usize = 6 << 20;
 
 /// Walking speed, metres per second.
@@ -288,7 +288,7 @@ pub struct DarkAgesOptions {
     /// Loot items per zone.
     pub loot_per_zone: usize,
     /// Bytes a bot may hold in snapshot states, all its kept baselines and spare buffers
-    /// together (at least 6 MiB). One state holds at most 65,536 entities (1.8 MB); a server
+    /// together (at least 6 MiB). One state holds at most 65,536 entities (1.6 MB); a server
     /// whose states take more than this leaves its bots fewer than 30 baselines (the oldest
     /// are dropped, `baseline_evicted`), and a delta that would take a state past 65,536
     /// entities is refused (`snapshot.too_many_entities`, a decode error).
