@@ -743,7 +743,11 @@ fn snapshot_bytes(tick: u32, base: u32, records: &[(u32, i16)], removed: &[u32])
 
 /// The plain definition: the baseline, each record applied in wire order (new ids inserted
 /// in place), then each removal.
-fn apply_plainly(base: &[EntityState], records: &[(u32, i16)], removed: &[u32]) -> (Vec<EntityState>, u64) {
+fn apply_plainly(
+    base: &[EntityState],
+    records: &[(u32, i16)],
+    removed: &[u32],
+) -> (Vec<EntityState>, u64) {
     let mut out = base.to_vec();
     for &(id, x) in records {
         match out.binary_search_by_key(&id, |e| e.id) {
@@ -752,7 +756,11 @@ fn apply_plainly(base: &[EntityState], records: &[(u32, i16)], removed: &[u32]) 
                 out[i].kind = 1;
             }
             Err(i) => {
-                let mut e = EntityState { id, kind: 1, ..EntityState::default() };
+                let mut e = EntityState {
+                    id,
+                    kind: 1,
+                    ..EntityState::default()
+                };
                 e.pos[0] = x;
                 out.insert(i, e);
             }
@@ -802,12 +810,16 @@ fn a_delta_merged_with_its_baseline_equals_applying_it_record_by_record() {
 fn a_delta_past_the_entity_limit_is_refused_and_removals_count_first() {
     let mut applier = Applier::new();
     let full = snapshot_bytes(1, 1, &[(1, 0), (2, 0), (3, 0)], &[]);
-    let Ok(Packet::Snapshot(s)) = codec::decode(&full) else { panic!() };
+    let Ok(Packet::Snapshot(s)) = codec::decode(&full) else {
+        panic!()
+    };
     let mut base = Vec::new();
     applier.apply(&[], &s, &mut base, 4).unwrap();
     // Two new ids onto three: five, one past the limit.
     let d = snapshot_bytes(2, 1, &[(0, 1), (9, 1)], &[]);
-    let Ok(Packet::Snapshot(s)) = codec::decode(&d) else { panic!() };
+    let Ok(Packet::Snapshot(s)) = codec::decode(&d) else {
+        panic!()
+    };
     let mut out = Vec::new();
     assert_eq!(
         applier.apply(&base, &s, &mut out, 4),
@@ -815,7 +827,9 @@ fn a_delta_past_the_entity_limit_is_refused_and_removals_count_first() {
     );
     // The same with one removed: four.
     let d = snapshot_bytes(2, 1, &[(0, 1), (9, 1)], &[2]);
-    let Ok(Packet::Snapshot(s)) = codec::decode(&d) else { panic!() };
+    let Ok(Packet::Snapshot(s)) = codec::decode(&d) else {
+        panic!()
+    };
     assert_eq!(applier.apply(&base, &s, &mut out, 4), Ok(0));
     assert_eq!(out.iter().map(|e| e.id).collect::<Vec<_>>(), [0, 1, 3, 9]);
 }
@@ -870,7 +884,7 @@ fn a_bot_flooded_with_new_low_ids_refuses_past_the_limit_within_its_budget() {
         .baseline_ticks()
         .iter()
         .filter_map(|&t| bot.baseline(t))
-        .map(|s| s.len() * std::mem::size_of::<EntityState>())
+        .map(std::mem::size_of_val)
         .sum();
     assert!(held <= opts.max_state_bytes, "{held} bytes of states held");
     assert!(rec.events.get("baseline_evicted") > 0);

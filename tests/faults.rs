@@ -110,9 +110,7 @@ impl Hostile {
             bomb,
             peers: Vec::new(),
             next_id: match fault {
-                Fault::DaFlood { low_ids: true } | Fault::ZcFlood { low_ids: true } => {
-                    0xF000_0000
-                }
+                Fault::DaFlood { low_ids: true } | Fault::ZcFlood { low_ids: true } => 0xF000_0000,
                 _ => 0x1000_0000,
             },
             tick: 1_000_000,
@@ -529,7 +527,15 @@ fn run_with(
     behaviour: &str,
     thresholds: &str,
 ) -> Outcome {
-    run_opts(proto, "{}", &addr.to_string(), bots, duration, behaviour, thresholds)
+    run_opts(
+        proto,
+        "{}",
+        &addr.to_string(),
+        bots,
+        duration,
+        behaviour,
+        thresholds,
+    )
 }
 
 /// Peak RSS at which the harness kills a run (a fault that is not bounded must not take the
@@ -821,10 +827,18 @@ const END_SLACK: Duration = Duration::from_secs(8);
 
 #[test]
 fn darkages_baseline_floods_are_refused_and_memory_stays_bounded() {
-    let srv = HostileServer::start(ProtocolName::DarkAges, Fault::DaFlood { low_ids: false }, None);
+    let srv = HostileServer::start(
+        ProtocolName::DarkAges,
+        Fault::DaFlood { low_ids: false },
+        None,
+    );
     let o = run("darkages", srv.addr, 5, "5s", "");
     assert!(o.hwm_kib < FLOOD_RSS_BOUND_KIB, "VmHWM {} KiB", o.hwm_kib);
-    assert!(o.elapsed < Duration::from_secs(5) + END_SLACK, "{:?}", o.elapsed);
+    assert!(
+        o.elapsed < Duration::from_secs(5) + END_SLACK,
+        "{:?}",
+        o.elapsed
+    );
     // 7 deltas of 9,356 fit the 65,536 entities of one state; every later one is refused.
     assert!(
         decode_reason(&o.s, "too_many_entities") > 5,
@@ -836,20 +850,40 @@ fn darkages_baseline_floods_are_refused_and_memory_stays_bounded() {
 
 #[test]
 fn darkages_deltas_below_every_held_id_do_not_stall_the_run() {
-    let srv = HostileServer::start(ProtocolName::DarkAges, Fault::DaFlood { low_ids: true }, None);
+    let srv = HostileServer::start(
+        ProtocolName::DarkAges,
+        Fault::DaFlood { low_ids: true },
+        None,
+    );
     let o = run("darkages", srv.addr, 5, "4s", "");
-    assert!(o.elapsed < Duration::from_secs(4) + END_SLACK, "{:?}", o.elapsed);
+    assert!(
+        o.elapsed < Duration::from_secs(4) + END_SLACK,
+        "{:?}",
+        o.elapsed
+    );
     assert!(o.hwm_kib < FLOOD_RSS_BOUND_KIB, "VmHWM {} KiB", o.hwm_kib);
-    assert!(decode_reason(&o.s, "too_many_entities") > 5, "{}", o.s["errors"]);
+    assert!(
+        decode_reason(&o.s, "too_many_entities") > 5,
+        "{}",
+        o.s["errors"]
+    );
     assert!(o.s["snapshots_applied"].as_u64().unwrap_or(0) >= 5 * 7);
 }
 
 #[test]
 fn zergcity_baseline_floods_are_refused_and_memory_stays_bounded() {
-    let srv = HostileServer::start(ProtocolName::ZergCity, Fault::ZcFlood { low_ids: false }, None);
+    let srv = HostileServer::start(
+        ProtocolName::ZergCity,
+        Fault::ZcFlood { low_ids: false },
+        None,
+    );
     let o = run("zergcity", srv.addr, 2, "5s", "");
     assert!(o.hwm_kib < FLOOD_RSS_BOUND_KIB, "VmHWM {} KiB", o.hwm_kib);
-    assert!(o.elapsed < Duration::from_secs(5) + END_SLACK, "{:?}", o.elapsed);
+    assert!(
+        o.elapsed < Duration::from_secs(5) + END_SLACK,
+        "{:?}",
+        o.elapsed
+    );
     // 9 deltas of 7,000 fit the 65,536 entities of one world; every later one is refused.
     assert!(
         decode_reason(&o.s, "too_many_entities") > 5,
@@ -861,11 +895,23 @@ fn zergcity_baseline_floods_are_refused_and_memory_stays_bounded() {
 
 #[test]
 fn zergcity_deltas_below_every_held_id_do_not_stall_the_run() {
-    let srv = HostileServer::start(ProtocolName::ZergCity, Fault::ZcFlood { low_ids: true }, None);
+    let srv = HostileServer::start(
+        ProtocolName::ZergCity,
+        Fault::ZcFlood { low_ids: true },
+        None,
+    );
     let o = run("zergcity", srv.addr, 2, "4s", "");
-    assert!(o.elapsed < Duration::from_secs(4) + END_SLACK, "{:?}", o.elapsed);
+    assert!(
+        o.elapsed < Duration::from_secs(4) + END_SLACK,
+        "{:?}",
+        o.elapsed
+    );
     assert!(o.hwm_kib < FLOOD_RSS_BOUND_KIB, "VmHWM {} KiB", o.hwm_kib);
-    assert!(decode_reason(&o.s, "too_many_entities") > 5, "{}", o.s["errors"]);
+    assert!(
+        decode_reason(&o.s, "too_many_entities") > 5,
+        "{}",
+        o.s["errors"]
+    );
 }
 
 /// 50 bots each sent an LZ4 bomb (8 MiB of zeros from 33 KB) every 100 ms: a bot's
@@ -881,8 +927,16 @@ fn zergcity_lz4_bombs_leave_no_buffer_behind_per_bot() {
     let o = run_opts("zergcity", "{}", &targets.join(","), 50, "3s", "", "");
     assert_eq!(o.s["bots"]["connected"], 50, "{}", o.s["bots"]);
     assert!(o.hwm_kib < RSS_BOUND_KIB, "VmHWM {} KiB", o.hwm_kib);
-    assert!(o.elapsed < Duration::from_secs(3) + END_SLACK, "{:?}", o.elapsed);
-    assert!(decode_reason(&o.s, "decompressed_too_large") > 50, "{}", o.s["errors"]);
+    assert!(
+        o.elapsed < Duration::from_secs(3) + END_SLACK,
+        "{:?}",
+        o.elapsed
+    );
+    assert!(
+        decode_reason(&o.s, "decompressed_too_large") > 50,
+        "{}",
+        o.s["errors"]
+    );
     assert!(o.code == Some(0) || o.code == Some(1), "{}", o.stderr);
 }
 
@@ -935,14 +989,12 @@ impl Drop for Witness {
 }
 
 fn handoffs_refused(s: &Value) -> u64 {
-    s["protocol_metrics"]
-        .as_object()
-        .map_or(0, |m| {
-            m.iter()
-                .filter(|(k, _)| k.starts_with("handoff_refused"))
-                .filter_map(|(_, v)| v.as_u64())
-                .sum()
-        })
+    s["protocol_metrics"].as_object().map_or(0, |m| {
+        m.iter()
+            .filter(|(k, _)| k.starts_with("handoff_refused"))
+            .filter_map(|(_, v)| v.as_u64())
+            .sum()
+    })
 }
 
 /// A hostile zone hands every bot to an address on another host that the scenario never
