@@ -148,7 +148,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
         ),
         MetricDesc::count(
             "handoff_refused.not_allowed",
-            "Handoffs refused",
+            "Handoffs not followed",
             "ZONE_HANDOFF to an address neither a target's host nor in handoff_allow: not \
              followed, nothing sent there",
         ),

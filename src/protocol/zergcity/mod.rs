@@ -130,6 +130,11 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
         )
         .unit("x", 100),
         MetricDesc::count(
+            "baseline_evicted",
+            "Baselines dropped",
+            "oldest baselines dropped to keep a bot's worlds within max_state_bytes",
+        ),
+        MetricDesc::count(
             "baseline_misses",
             "Baseline misses",
             "deltas whose base tick the bot did not hold (not acked)",
