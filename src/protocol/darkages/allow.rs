@@ -41,7 +41,9 @@ impl AllowRule {
         let bits: u8 = bits.parse().map_err(|_| bad())?;
         let max = if ip.is_ipv4() { 32 } else { 128 };
         if bits > max {
-            return Err(format!("handoff_allow: `{text}`: a prefix of at most {max} bits"));
+            return Err(format!(
+                "handoff_allow: `{text}`: a prefix of at most {max} bits"
+            ));
         }
         Ok(Self::Net(ip, bits))
     }
@@ -107,14 +109,31 @@ mod tests {
 
     #[test]
     fn entries_are_addresses_hosts_or_networks() {
-        assert_eq!(AllowRule::parse("10.1.2.3:7000"), Ok(AllowRule::Addr(a("10.1.2.3:7000"))));
-        assert!(AllowRule::parse("127.0.0.0/8").unwrap().matches(a("127.9.9.9:1")));
-        assert!(!AllowRule::parse("127.0.0.0/8").unwrap().matches(a("128.0.0.1:1")));
-        assert!(AllowRule::parse("10.0.0.7").unwrap().matches(a("10.0.0.7:9")));
-        assert!(!AllowRule::parse("10.0.0.7").unwrap().matches(a("10.0.0.8:9")));
-        assert!(AllowRule::parse("0.0.0.0/0").unwrap().matches(a("1.2.3.4:5")));
-        assert!(AllowRule::parse("fd00::/8").unwrap().matches(a("[fd12::1]:5")));
-        assert!(!AllowRule::parse("fd00::/8").unwrap().matches(a("10.0.0.1:5")));
+        assert_eq!(
+            AllowRule::parse("10.1.2.3:7000"),
+            Ok(AllowRule::Addr(a("10.1.2.3:7000")))
+        );
+        assert!(AllowRule::parse("127.0.0.0/8")
+            .unwrap()
+            .matches(a("127.9.9.9:1")));
+        assert!(!AllowRule::parse("127.0.0.0/8")
+            .unwrap()
+            .matches(a("128.0.0.1:1")));
+        assert!(AllowRule::parse("10.0.0.7")
+            .unwrap()
+            .matches(a("10.0.0.7:9")));
+        assert!(!AllowRule::parse("10.0.0.7")
+            .unwrap()
+            .matches(a("10.0.0.8:9")));
+        assert!(AllowRule::parse("0.0.0.0/0")
+            .unwrap()
+            .matches(a("1.2.3.4:5")));
+        assert!(AllowRule::parse("fd00::/8")
+            .unwrap()
+            .matches(a("[fd12::1]:5")));
+        assert!(!AllowRule::parse("fd00::/8")
+            .unwrap()
+            .matches(a("10.0.0.1:5")));
         assert!(AllowRule::parse("10.0.0.0/33").is_err());
         assert!(AllowRule::parse("zone-2.example").is_err());
     }
@@ -127,6 +146,9 @@ mod tests {
         assert!(p.allows(a("10.1.2.3:7000")));
         assert!(!p.allows(a("10.1.2.3:7001")));
         assert!(!p.allows(a("127.0.0.2:7777")), "another host");
-        assert!(HandoffPolicy::default().allows(a("1.2.3.4:5")), "nothing known");
+        assert!(
+            HandoffPolicy::default().allows(a("1.2.3.4:5")),
+            "nothing known"
+        );
     }
 }

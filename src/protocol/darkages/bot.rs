@@ -67,15 +67,15 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::allow::HandoffPolicy;
 use super::codec::{
     self, event, fixed_text, input, reason, result, EntityState, EventBody, Packet, Snapshot,
 };
-use super::allow::HandoffPolicy;
 use super::{step, DarkAgesOptions, Dialect};
 use crate::metrics::Recorder;
-use crate::protocol::tail::SnapshotArrivals;
 use crate::protocol::input_grid::InputGrid;
 use crate::protocol::seqwindow::{TickNews, TickStep};
+use crate::protocol::tail::SnapshotArrivals;
 use crate::protocol::timers::{earliest, Handshake, Periodic, Silence};
 use crate::protocol::{
     Bot, BotParams, BotPhase, Keys, PatternState, Relink, Transmit, MAX_TRACKED_ENTITIES,
@@ -136,9 +136,7 @@ impl Baselines {
     /// `n` slots holding at most `max_bytes` of states together.
     pub fn with_budget(n: usize, max_bytes: usize) -> Self {
         Self {
-            slots: (0..n.max(1))
-                .map(|_| (0, Vec::with_capacity(64)))
-                .collect(),
+            slots: (0..n.max(1)).map(|_| (0, Vec::with_capacity(64))).collect(),
             len: 0,
             next: 0,
             current: None,
@@ -299,8 +297,7 @@ impl Applier {
         self.records.clear();
         self.records
             .extend(s.records().enumerate().map(|(i, u)| (i as u32, u)));
-        self.records
-            .sort_unstable_by_key(|(i, u)| (u.state.id, *i));
+        self.records.sort_unstable_by_key(|(i, u)| (u.state.id, *i));
         self.removed.clear();
         self.removed.extend(s.removed());
         self.removed.sort_unstable();
@@ -868,7 +865,8 @@ impl DarkAgesBot {
                 (saved * 100.0).round().clamp(0.0, 100.0) as u64,
             );
             rec.events.add("delta_bytes", data_len as u64);
-            rec.events.add("delta_full_equivalent_bytes", full_equiv as u64);
+            rec.events
+                .add("delta_full_equivalent_bytes", full_equiv as u64);
         }
         let newer = self
             .newest
@@ -1018,7 +1016,7 @@ impl DarkAgesBot {
                 }
             }
             rec.events.add2("invalid_input_sent", kind, 1);
-                rec.event("invalid_input_sent");
+            rec.event("invalid_input_sent");
             self.verdict = Some((kind, now + VERDICT_WINDOW));
         } else {
             self.seq += 1;
@@ -1147,7 +1145,7 @@ impl Bot for DarkAgesBot {
                 self.arrivals.reset();
                 if let Some((kind, _)) = self.verdict.take() {
                     rec.events.add2("invalid_input_disconnected", kind, 1);
-                rec.event("invalid_input_disconnected");
+                    rec.event("invalid_input_disconnected");
                 }
                 self.phase = BotPhase::Closed;
                 self.out.clear();
@@ -1195,7 +1193,7 @@ impl Bot for DarkAgesBot {
                     if now >= at {
                         self.verdict = None;
                         rec.events.add2("invalid_input_ignored", kind, 1);
-                rec.event("invalid_input_ignored");
+                        rec.event("invalid_input_ignored");
                     }
                 }
                 self.send_input_if_due(now, rec);

@@ -45,17 +45,16 @@ use super::codec::{
 use super::world::{self, DeltaApplier, World};
 use super::ZergCityOptions;
 use crate::metrics::Recorder;
-use crate::protocol::tail::SnapshotArrivals;
 use crate::protocol::acks::PendingAcks;
 use crate::protocol::input_grid::InputGrid;
 use crate::protocol::seqwindow::SeqWindow;
+use crate::protocol::tail::SnapshotArrivals;
 use crate::protocol::timers::{earliest, Handshake, Periodic, Silence};
-use crate::protocol::{
-    Bot, BotParams, BotPhase, Phase, Relink, Transmit, MAX_TRACKED_ENTITIES,
-};
+use crate::protocol::{Bot, BotParams, BotPhase, Phase, Relink, Transmit, MAX_TRACKED_ENTITIES};
 
 /// Applied ticks kept as baselines (at 20 Hz: 800 ms of acknowledgement delay).
 pub const BASELINES: usize = 16;
+
 thread_local! {
     /// The decompression buffer of every bot this thread drives: it grows to the largest
     /// message decompressed (at most `max_decompressed_bytes`, 16 MiB) once per worker thread,
@@ -63,6 +62,7 @@ thread_local! {
     static DECOMPRESSOR: std::cell::RefCell<Decompressor> =
         std::cell::RefCell::new(Decompressor::default());
 }
+
 /// Delta scratch a bot keeps between deltas (about 11,000 entity operations).
 const APPLIER_KEEP_BYTES: usize = 256 * 1024;
 /// Pings in flight at once.
@@ -93,9 +93,16 @@ struct Act {
 
 #[derive(Debug, Clone, Copy)]
 enum Out {
-    Hello { token: [u8; TOKEN_LEN], slot: u32 },
+    Hello {
+        token: [u8; TOKEN_LEN],
+        slot: u32,
+    },
     Ack(u64),
-    Input { seq: u32, client_tick: u64, act: Act },
+    Input {
+        seq: u32,
+        client_tick: u64,
+        act: Act,
+    },
     Ping(u64),
     Chat(u32),
     Disconnect(u8),
@@ -305,7 +312,14 @@ impl ZergCityBot {
 
     // ---- receiving ---------------------------------------------------------------------
 
-    fn on_message(&mut self, now: Instant, m: Message<'_>, len: usize, compressed: bool, rec: &mut Recorder) {
+    fn on_message(
+        &mut self,
+        now: Instant,
+        m: Message<'_>,
+        len: usize,
+        compressed: bool,
+        rec: &mut Recorder,
+    ) {
         match m {
             Message::ServerHello {
                 result,
@@ -342,7 +356,10 @@ impl ZergCityBot {
                 rec.record_extra("delta_compressed_bytes", len as u64);
                 rec.record_extra("delta_uncompressed_bytes", plain as u64);
                 if compressed {
-                    rec.record_extra("compression_ratio", (plain as u64 * 100) / (len.max(1) as u64));
+                    rec.record_extra(
+                        "compression_ratio",
+                        (plain as u64 * 100) / (len.max(1) as u64),
+                    );
                 }
                 self.on_delta(now, &d, rec);
             }
@@ -457,8 +474,12 @@ impl ZergCityBot {
             return;
         }
         let i = (tick as usize) % BASELINES;
-        let parsed =
-            world::parse_full_within(data, &mut self.ring[i], &mut self.terrain, MAX_TRACKED_ENTITIES);
+        let parsed = world::parse_full_within(
+            data,
+            &mut self.ring[i],
+            &mut self.terrain,
+            MAX_TRACKED_ENTITIES,
+        );
         match parsed {
             Ok(info) => {
                 self.ring[i].tick = tick;
@@ -513,7 +534,8 @@ impl ZergCityBot {
             self.grid.start(now + self.params.phase_offset);
             if self.opts.chat_rate > 0.0 {
                 let p = self.chat_timer.period();
-                self.chat_timer.start_at(now + p.mul_f64(self.rng.random::<f64>()));
+                self.chat_timer
+                    .start_at(now + p.mul_f64(self.rng.random::<f64>()));
             }
             self.plan_reconnect(now);
         }
@@ -552,9 +574,7 @@ impl ZergCityBot {
         }
         let b = (d.base_tick as usize) % BASELINES;
         if self.opaque[b] {
-            if let Err(reason) =
-                world::check_delta(d.entity_count, d.component_count, d.payload)
-            {
+            if let Err(reason) = world::check_delta(d.entity_count, d.component_count, d.payload) {
                 rec.decode_error("delta_snapshot", reason);
                 return;
             }
@@ -642,7 +662,11 @@ impl ZergCityBot {
             Some(p) => {
                 let gap = target - p - 1;
                 // A jump beyond the ring's reach is a server pause, not a burst of loss.
-                let gap = if gap > 10 * u64::from(self.tick_rate) { 0 } else { gap };
+                let gap = if gap > 10 * u64::from(self.tick_rate) {
+                    0
+                } else {
+                    gap
+                };
                 rec.events.add("deltas_expected", gap + 1);
                 rec.events.add("deltas_missing", gap);
                 self.last_delta_target = Some(target);
@@ -661,7 +685,11 @@ impl ZergCityBot {
     }
 
     fn on_pong(&mut self, now: Instant, ts: u64, server_tick: u64, rec: &mut Recorder) {
-        let Some(k) = self.pings.iter().position(|p| p.is_some_and(|(t, _)| t == ts)) else {
+        let Some(k) = self
+            .pings
+            .iter()
+            .position(|p| p.is_some_and(|(t, _)| t == ts))
+        else {
             rec.event("pong_unmatched");
             return;
         };
@@ -946,7 +974,11 @@ impl ZergCityBot {
 }
 
 fn action_name(ty: u8) -> &'static str {
-    Action::Tiles { kind: ty, tiles: &[] }.name()
+    Action::Tiles {
+        kind: ty,
+        tiles: &[],
+    }
+    .name()
 }
 
 /// SplitMix64 finaliser: a well-mixed 64-bit hash of `x`.
@@ -970,7 +1002,8 @@ impl Bot for ZergCityBot {
         self.stage = Stage::Hello;
         self.started_at = Some(now);
         // ENet delivers the hello reliably or drops the session: a deadline, no resends.
-        self.handshake.begin(now, None, self.params.handshake_timeout);
+        self.handshake
+            .begin(now, None, self.params.handshake_timeout);
         self.out.push_back(Out::Hello {
             token: [0; TOKEN_LEN],
             slot: ANY_SLOT,
@@ -1181,7 +1214,8 @@ impl Bot for ZergCityBot {
         }
         self.reset_session();
         self.stage = Stage::Hello;
-        self.handshake.begin(now, None, self.params.handshake_timeout);
+        self.handshake
+            .begin(now, None, self.params.handshake_timeout);
         self.silence.arm(now);
         self.silence.heard(now);
         let slot = self.slot.map_or(ANY_SLOT, u32::from);

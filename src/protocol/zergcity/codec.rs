@@ -565,9 +565,7 @@ impl Action<'_> {
         match self {
             Action::None => INPUT_NONE,
             Action::PlaceBuilding { .. } => INPUT_PLACE_BUILDING,
-            Action::DesignateZone { .. } | Action::DesignateZoneWire { .. } => {
-                INPUT_DESIGNATE_ZONE
-            }
+            Action::DesignateZone { .. } | Action::DesignateZoneWire { .. } => INPUT_DESIGNATE_ZONE,
             Action::Tiles { kind, .. } | Action::TilesWire { kind, .. } => *kind,
             Action::PurchaseTile { .. } => INPUT_PURCHASE_TILE,
             Action::SetTributeRate { .. } => INPUT_SET_TRIBUTE_RATE,
@@ -1285,8 +1283,8 @@ pub fn encode_body(
         let out = buf
             .get_mut(HEADER_LEN + 4..)
             .ok_or(EncodeError::BufferTooSmall)?;
-        let n = lz4_flex::block::compress_into(body, out)
-            .map_err(|_| EncodeError::BufferTooSmall)?;
+        let n =
+            lz4_flex::block::compress_into(body, out).map_err(|_| EncodeError::BufferTooSmall)?;
         let mut w = Writer::<Le>::new(buf);
         write_header(&mut w, ty, FLAG_COMPRESSED, 4 + n, sequence)?;
         w.u32(size)?;

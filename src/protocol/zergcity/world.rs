@@ -884,11 +884,18 @@ mod tests {
         target.tick = 7;
         target.remove(2);
         target.insert(ent(9, 9, 3));
-        target.get_mut(4).unwrap().set(COMP_POPULATION, &[5, 0, 0, 0, 0, 0, 0, 0]);
+        target
+            .get_mut(4)
+            .unwrap()
+            .set(COMP_POPULATION, &[5, 0, 0, 0, 0, 0, 0, 0]);
         target.get_mut(5).unwrap().remove(COMP_POPULATION);
         let mut buf = vec![0u8; 4096];
         let (e, c, n) = write_delta(&mut buf, &base, &target).unwrap();
-        assert_eq!((e, c), (2, 4), "created + destroyed; 2 added, 1 modified, 1 removed");
+        assert_eq!(
+            (e, c),
+            (2, 4),
+            "created + destroyed; 2 added, 1 modified, 1 removed"
+        );
         let mut w = base.clone();
         let mut skipped = 0;
         apply_delta(&mut w, e, c, &buf[..n], &mut skipped).unwrap();
@@ -918,7 +925,12 @@ mod tests {
 
     /// The plain definition: the baseline, each entity operation in wire order (new ids
     /// inserted in place), then each component update.
-    fn apply_plainly(world: &mut World, ec: u16, cc: u16, payload: &[u8]) -> Result<(), DeltaError> {
+    fn apply_plainly(
+        world: &mut World,
+        ec: u16,
+        cc: u16,
+        payload: &[u8],
+    ) -> Result<(), DeltaError> {
         let mut r = Reader::<Le>::new(payload);
         for _ in 0..ec {
             let id = r.u32()?;
@@ -1010,10 +1022,20 @@ mod tests {
                 payload.extend_from_slice(&[6, 0, round as u8, 0]);
             }
             let mut skipped = 0;
-            let got = applier.apply(&base, &mut out, (ec, cc, &payload), usize::MAX, &mut skipped);
+            let got = applier.apply(
+                &base,
+                &mut out,
+                (ec, cc, &payload),
+                usize::MAX,
+                &mut skipped,
+            );
             let mut want = base.clone();
             let plain = apply_plainly(&mut want, ec, cc, &payload);
-            assert_eq!(got.is_ok(), plain.is_ok(), "round {round}: {got:?} / {plain:?}");
+            assert_eq!(
+                got.is_ok(),
+                plain.is_ok(),
+                "round {round}: {got:?} / {plain:?}"
+            );
             if got.is_ok() {
                 assert_eq!(out, want, "round {round}");
                 std::mem::swap(&mut base, &mut out);
@@ -1022,7 +1044,10 @@ mod tests {
                 errs += 1;
             }
         }
-        assert!(oks > 100 && errs > 20, "both paths exercised: {oks} / {errs}");
+        assert!(
+            oks > 100 && errs > 20,
+            "both paths exercised: {oks} / {errs}"
+        );
     }
 
     #[test]
@@ -1042,8 +1067,14 @@ mod tests {
             a.apply(&base, &mut out, (2, 0, &payload), 4, &mut skipped),
             Err(TOO_MANY_ENTITIES)
         );
-        assert_eq!(a.apply(&base, &mut out, (2, 0, &payload), 5, &mut skipped), Ok(()));
-        assert_eq!(out.entities.iter().map(|e| e.id).collect::<Vec<_>>(), [0, 1, 2, 3, 9]);
+        assert_eq!(
+            a.apply(&base, &mut out, (2, 0, &payload), 5, &mut skipped),
+            Ok(())
+        );
+        assert_eq!(
+            out.entities.iter().map(|e| e.id).collect::<Vec<_>>(),
+            [0, 1, 2, 3, 9]
+        );
         assert!(out.entities.capacity() <= 5, "never room past the limit");
     }
 }
