@@ -17,6 +17,11 @@
 //! another sequence. A snapshot is a duplicate (`snapshot_duplicate`, not applied) when its
 //! tick is already stored, whatever the loss accounting below makes of it.
 //!
+//! A delta is merged with its baseline in one pass ([`Applier`]); a state holds at most
+//! [`MAX_TRACKED_ENTITIES`] entities (beyond, the snapshot is the decode error
+//! `snapshot.too_many_entities`, neither stored nor acknowledged), and all states kept count
+//! against `max_state_bytes` ([`Baselines`]: the oldest are dropped, `baseline_evicted`).
+//!
 //! # Downstream loss
 //! Snapshot ticks are mapped to a gap-free sequence in steps of the snapshot tick step
 //! ([`TickStep`]): per zone session the first 8 distinct ticks are held back, the step is the

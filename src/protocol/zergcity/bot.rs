@@ -9,8 +9,12 @@
 //!
 //! # Baselines
 //! The bot keeps the states of its last [`BASELINES`] applied ticks in a ring (reused
-//! vectors: applying a delta copies its baseline into a spare world and commits it by a
-//! swap, so nothing is allocated per delta once the ring is warm). A DeltaSnapshot is
+//! vectors: applying a delta merges its baseline and its operations into a spare world
+//! ([`DeltaApplier`], `O((k + c) log n)` whatever the ids) and commits it by a swap, so
+//! nothing is allocated per delta once the ring is warm). A world holds at most
+//! [`MAX_TRACKED_ENTITIES`]: a snapshot past it is a decode error (`too_many_entities`) and
+//! is not acknowledged. Everything the bot keeps for worlds counts against
+//! `max_state_bytes`; over it the oldest baselines are dropped (`baseline_evicted`). A DeltaSnapshot is
 //! applied only onto the tick it names as `base_tick`; when that tick is not in the ring
 //! (never received, or older than the ring) it is counted in `baseline_misses` and not
 //! acknowledged, so the server, whose acknowledged tick then ages, falls back to a
