@@ -714,3 +714,180 @@ fn a_connection_the_transport_closed_ends_its_session_at_once() {
     assert_eq!(sim.server.stats().events.get("transport_closed"), 1);
     assert_eq!(sim.server.stats().disconnected, 0);
 }
+
+// --- Applying deltas: the merge against the plain definition, and the entity limit. ---
+
+use tickswarm::protocol::darkages::bot::{Applier, TooManyEntities};
+use tickswarm::protocol::darkages::codec::{EntityState, Packet};
+
+/// A SNAPSHOT datagram: full when `base == tick`; records carry position x only (`x`).
+fn snapshot_bytes(tick: u32, base: u32, records: &[(u32, i16)], removed: &[u32]) -> Vec<u8> {
+    let mut d = vec![codec::ty::SNAPSHOT];
+    d.extend_from_slice(&tick.to_le_bytes());
+    d.extend_from_slice(&base.to_le_bytes());
+    d.extend_from_slice(&(records.len() as u16).to_le_bytes());
+    if base != tick {
+        d.extend_from_slice(&(removed.len() as u16).to_le_bytes());
+    }
+    for &(id, x) in records {
+        d.extend_from_slice(&id.to_le_bytes());
+        d.push(1);
+        d.extend_from_slice(&codec::field::POS_X.to_le_bytes());
+        d.extend_from_slice(&x.to_le_bytes());
+    }
+    for id in removed {
+        d.extend_from_slice(&id.to_le_bytes());
+    }
+    d
+}
+
+/// The plain definition: the baseline, each record applied in wire order (new ids inserted
+/// in place), then each removal.
+fn apply_plainly(
+    base: &[EntityState],
+    records: &[(u32, i16)],
+    removed: &[u32],
+) -> (Vec<EntityState>, u64) {
+    let mut out = base.to_vec();
+    for &(id, x) in records {
+        match out.binary_search_by_key(&id, |e| e.id) {
+            Ok(i) => {
+                out[i].pos[0] = x;
+                out[i].kind = 1;
+            }
+            Err(i) => {
+                let mut e = EntityState {
+                    id,
+                    kind: 1,
+                    ..EntityState::default()
+                };
+                e.pos[0] = x;
+                out.insert(i, e);
+            }
+        }
+    }
+    let mut unknown = 0;
+    for id in removed {
+        match out.binary_search_by_key(id, |e| e.id) {
+            Ok(i) => {
+                out.remove(i);
+            }
+            Err(_) => unknown += 1,
+        }
+    }
+    (out, unknown)
+}
+
+#[test]
+fn a_delta_merged_with_its_baseline_equals_applying_it_record_by_record() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(26);
+    let mut applier = Applier::new();
+    let mut base: Vec<EntityState> = Vec::new();
+    let mut out = Vec::new();
+    for round in 0..300u32 {
+        // Ids from a small range: changes, births, removals, repeats and removals of what is
+        // not there all happen.
+        let records: Vec<(u32, i16)> = (0..rng.random_range(0..40))
+            .map(|_| (rng.random_range(0..120), rng.random_range(-500..500)))
+            .collect();
+        let removed: Vec<u32> = (0..rng.random_range(0..12))
+            .map(|_| rng.random_range(0..120))
+            .collect();
+        let d = snapshot_bytes(round + 2, round + 1, &records, &removed);
+        let Ok(Packet::Snapshot(s)) = codec::decode(&d) else {
+            panic!("a valid snapshot")
+        };
+        let unknown = applier.apply(&base, &s, &mut out, usize::MAX).unwrap();
+        let (want, want_unknown) = apply_plainly(&base, &records, &removed);
+        assert_eq!(out, want, "round {round}");
+        assert_eq!(unknown, want_unknown, "round {round}");
+        std::mem::swap(&mut base, &mut out);
+    }
+}
+
+#[test]
+fn a_delta_past_the_entity_limit_is_refused_and_removals_count_first() {
+    let mut applier = Applier::new();
+    let full = snapshot_bytes(1, 1, &[(1, 0), (2, 0), (3, 0)], &[]);
+    let Ok(Packet::Snapshot(s)) = codec::decode(&full) else {
+        panic!()
+    };
+    let mut base = Vec::new();
+    applier.apply(&[], &s, &mut base, 4).unwrap();
+    // Two new ids onto three: five, one past the limit.
+    let d = snapshot_bytes(2, 1, &[(0, 1), (9, 1)], &[]);
+    let Ok(Packet::Snapshot(s)) = codec::decode(&d) else {
+        panic!()
+    };
+    let mut out = Vec::new();
+    assert_eq!(
+        applier.apply(&base, &s, &mut out, 4),
+        Err(TooManyEntities { limit: 4 })
+    );
+    // The same with one removed: four.
+    let d = snapshot_bytes(2, 1, &[(0, 1), (9, 1)], &[2]);
+    let Ok(Packet::Snapshot(s)) = codec::decode(&d) else {
+        panic!()
+    };
+    assert_eq!(applier.apply(&base, &s, &mut out, 4), Ok(0));
+    assert_eq!(out.iter().map(|e| e.id).collect::<Vec<_>>(), [0, 1, 3, 9]);
+}
+
+/// 30 deltas of 9,356 new ids, each below every id held (the order that made a per-record
+/// insert cost the whole state): the bot stops at 65,536 entities per state, refuses the
+/// rest by reason, keeps its states within `max_state_bytes`, and stays fast.
+#[test]
+fn a_bot_flooded_with_new_low_ids_refuses_past_the_limit_within_its_budget() {
+    // The least budget: the 7 states of the flood (6.3 MB) do not all fit.
+    let opts = DarkAgesOptions {
+        max_state_bytes: tickswarm::protocol::darkages::MIN_STATE_BYTES,
+        ..DarkAgesOptions::default()
+    };
+    let mut bot = DarkAgesBot::new(params(0), opts.clone());
+    let mut rec = Recorder::new();
+    let t0 = Instant::now();
+    bot.start(t0, &mut rec);
+    let mut buf = [0u8; MAX_DATAGRAM];
+    while bot.poll_transmit(&mut buf).is_some() {}
+    let mut ack = [0u8; codec::len::CONNECT_ACK];
+    let n = codec::encode(
+        &mut ack,
+        &Packet::ConnectAck(codec::ConnectAck {
+            server_protocol_version: codec::PROTOCOL_VERSION,
+            entity_id: 1,
+            zone_id: 0,
+            server_tick: 1,
+            server_time_ms: 0,
+            result: codec::result::SUCCESS,
+            message: [0; 64],
+        }),
+    )
+    .unwrap();
+    bot.handle_datagram(t0, &ack[..n], &mut rec);
+    assert_eq!(bot.phase(), BotPhase::Connected);
+    bot.handle_datagram(t0, &snapshot_bytes(10, 10, &[], &[]), &mut rec);
+    let started = std::time::Instant::now();
+    let mut next_id = 0xF000_0000u32;
+    for k in 0..30u32 {
+        next_id -= 9_356;
+        let records: Vec<(u32, i16)> = (next_id..next_id + 9_356).map(|id| (id, 0)).collect();
+        let tick = bot.current_tick().unwrap();
+        let d = snapshot_bytes(11 + k, tick, &records, &[]);
+        bot.handle_datagram(t0 + ms(u64::from(k) * 50), &d, &mut rec);
+    }
+    let took = started.elapsed();
+    // 7 deltas fit (65,492 entities), the other 23 are refused.
+    assert_eq!(bot.entities().len(), 7 * 9_356);
+    assert_eq!(rec.decode_errors.get("snapshot.too_many_entities"), 23);
+    let held: usize = bot
+        .baseline_ticks()
+        .iter()
+        .filter_map(|&t| bot.baseline(t))
+        .map(std::mem::size_of_val)
+        .sum();
+    assert!(held <= opts.max_state_bytes, "{held} bytes of states held");
+    assert!(rec.events.get("baseline_evicted") > 0);
+    // Per-record inserts took minutes here in a debug build; the merge takes well under.
+    assert!(took < Duration::from_secs(20), "{took:?}");
+}

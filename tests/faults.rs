@@ -41,7 +41,25 @@ enum Fault {
     /// LZ4 block (33 KB) really expands to 8 MiB of zeros (the largest that fits a 64 KB
     /// message expands to 16 MiB, the bot's limit, at 255:1).
     Lz4Bomb,
+    /// DarkAges: the reference server's snapshots replaced, every 50 ms to each client, by a
+    /// delta onto the tick the client acknowledged that adds 9,356 entities never seen
+    /// (as many as a 65,507-byte datagram holds). `low_ids`: each delta's ids sort below
+    /// every id held so far, else above.
+    DaFlood { low_ids: bool },
+    /// ZergCity: the reference server's deltas replaced, every 50 ms to each client, by a
+    /// DeltaSnapshot onto the tick the client acknowledged that creates 7,000 entities never
+    /// seen. `low_ids` as for [`Fault::DaFlood`].
+    ZcFlood { low_ids: bool },
+    /// DarkAges: every 200 ms from 300 ms after a client's first datagram, a ZONE_HANDOFF
+    /// naming this address (a third party nobody configured).
+    HandoffTo(SocketAddr),
 }
+
+/// Entities one DarkAges delta adds: records of 7 bytes (no field present) after the
+/// 13-byte header fill a 65,507-byte datagram.
+const DA_FLOOD: u32 = 9_356;
+/// Entities one ZergCity delta creates (9 bytes each: the message stays under 64 KB).
+const ZC_FLOOD: u32 = 7_000;
 
 /// The reference server with a fault wrapped around it.
 struct Hostile {
@@ -55,6 +73,22 @@ struct Hostile {
     /// Extra datagrams waiting: (to, bytes).
     extra: Vec<(ConnId, Vec<u8>)>,
     bomb: Vec<u8>,
+    /// Per client: the newest tick it acknowledged (INPUT / SnapshotAck), when it first spoke,
+    /// and whether it got a FullSnapshot through already (ZergCity).
+    peers: Vec<Peer>,
+    /// The flood's next entity id (counts down for `low_ids`).
+    next_id: u32,
+    tick: u64,
+}
+
+#[derive(Clone, Copy)]
+struct Peer {
+    conn: ConnId,
+    acked: u64,
+    /// The last snapshot tick sent to it (DarkAges).
+    sent: u64,
+    since: Instant,
+    full_passed: bool,
 }
 
 impl Hostile {
@@ -74,7 +108,115 @@ impl Hostile {
             next_inject: now,
             extra: Vec::new(),
             bomb,
+            peers: Vec::new(),
+            next_id: match fault {
+                Fault::DaFlood { low_ids: true } | Fault::ZcFlood { low_ids: true } => 0xF000_0000,
+                _ => 0x1000_0000,
+            },
+            tick: 1_000_000,
         }
+    }
+
+    fn peer(&mut self, conn: ConnId) -> &mut Peer {
+        let i = match self.peers.iter().position(|p| p.conn == conn) {
+            Some(i) => i,
+            None => {
+                self.peers.push(Peer {
+                    conn,
+                    acked: 0,
+                    sent: 0,
+                    since: self.now,
+                    full_passed: false,
+                });
+                self.peers.len() - 1
+            }
+        };
+        &mut self.peers[i]
+    }
+
+    /// Note the tick a client acknowledged.
+    fn note_ack(&mut self, from: ConnId, data: &[u8]) {
+        let acked = match self.fault {
+            // INPUT with last_received_tick (26 bytes).
+            Fault::DaFlood { .. } if data.len() == 26 && data[0] == 0x20 => {
+                u64::from(u32::from_le_bytes([data[22], data[23], data[24], data[25]]))
+            }
+            // SnapshotAck: header (16), acked_tick u64.
+            Fault::ZcFlood { .. } if data.len() >= 24 && data[5] == 0x12 => {
+                u64::from_le_bytes(data[16..24].try_into().unwrap())
+            }
+            _ => return,
+        };
+        let zc = matches!(self.fault, Fault::ZcFlood { .. });
+        let p = self.peer(from);
+        // A DarkAges bot acknowledges 0 to ask for a full snapshot; ZergCity acks only grow.
+        p.acked = if zc { p.acked.max(acked) } else { acked };
+    }
+
+    /// The next `n` flood ids.
+    fn flood_ids(&mut self, n: u32) -> Vec<u32> {
+        let low = matches!(
+            self.fault,
+            Fault::DaFlood { low_ids: true } | Fault::ZcFlood { low_ids: true }
+        );
+        if low {
+            // Sorted ascending inside the delta, every one below all ids sent before.
+            self.next_id -= n;
+            (self.next_id..self.next_id + n).collect()
+        } else {
+            let first = self.next_id;
+            self.next_id += n;
+            (first..first + n).collect()
+        }
+    }
+
+    /// A DarkAges SNAPSHOT: full (empty) while the client acknowledges nothing (it asks for
+    /// one with 0), else a delta onto the last snapshot sent to it adding [`DA_FLOOD`] new
+    /// entities (a server that streams without waiting for acks).
+    fn da_flood(&mut self, conn: ConnId) -> Vec<u8> {
+        self.tick += 1;
+        let tick = self.tick as u32;
+        let p = self.peer(conn);
+        let acked = if p.acked == 0 { 0 } else { p.sent };
+        p.sent = u64::from(tick);
+        let mut d = vec![0x21];
+        d.extend_from_slice(&tick.to_le_bytes());
+        if acked == 0 {
+            d.extend_from_slice(&tick.to_le_bytes());
+            d.extend_from_slice(&0u16.to_le_bytes());
+            return d;
+        }
+        d.extend_from_slice(&(acked as u32).to_le_bytes());
+        d.extend_from_slice(&(DA_FLOOD as u16).to_le_bytes());
+        d.extend_from_slice(&0u16.to_le_bytes());
+        for id in self.flood_ids(DA_FLOOD) {
+            d.extend_from_slice(&id.to_le_bytes());
+            d.extend_from_slice(&[2, 0, 0]);
+        }
+        d
+    }
+
+    /// A ZergCity DeltaSnapshot onto `acked` creating [`ZC_FLOOD`] new entities, to a target
+    /// tick above every one sent before.
+    fn zc_flood(&mut self, acked: u64) -> Vec<u8> {
+        use tickswarm::protocol::zergcity::codec::{encode_body, MsgType};
+        let mut body = Vec::with_capacity(20 + 9 * ZC_FLOOD as usize);
+        // Target ticks keep rising whatever the client acknowledged: none is stale.
+        self.tick = self.tick.max(acked) + 1;
+        body.extend_from_slice(&acked.to_le_bytes());
+        body.extend_from_slice(&self.tick.to_le_bytes());
+        body.extend_from_slice(&(ZC_FLOOD as u16).to_le_bytes());
+        body.extend_from_slice(&0u16.to_le_bytes());
+        for id in self.flood_ids(ZC_FLOOD) {
+            body.extend_from_slice(&id.to_le_bytes());
+            body.push(0);
+            body.extend_from_slice(&7u32.to_le_bytes());
+        }
+        let mut buf = vec![0u8; 80_000];
+        let n = encode_body(&mut buf, self.tick as u32, MsgType::DeltaSnapshot, &body).unwrap();
+        buf.truncate(n);
+        assert!(n <= 64 * 1024, "the flood fits one message: {n}");
+        buf
     }
 
     fn inject(&mut self) {
@@ -82,13 +224,15 @@ impl Hostile {
             Fault::Oversize => Duration::from_millis(50),
             Fault::EntityFlood => Duration::from_millis(16),
             Fault::Lz4Bomb => Duration::from_millis(100),
+            Fault::DaFlood { .. } | Fault::ZcFlood { .. } => Duration::from_millis(50),
+            Fault::HandoffTo(_) => Duration::from_millis(200),
             _ => return,
         };
         if self.now < self.next_inject {
             return;
         }
         self.next_inject = self.now + every;
-        for &c in &self.conns {
+        for c in self.conns.clone() {
             match self.fault {
                 Fault::Oversize => self.extra.push((c, vec![0x5A; 65_000])),
                 Fault::EntityFlood => {
@@ -110,10 +254,41 @@ impl Hostile {
                     let bomb = zc_full_snapshot(BOMB as u32, &self.bomb);
                     self.extra.push((c, bomb));
                 }
+                Fault::DaFlood { .. } => {
+                    let d = self.da_flood(c);
+                    self.extra.push((c, d));
+                }
+                Fault::ZcFlood { .. } => {
+                    let acked = self.peer(c).acked;
+                    if acked > 0 {
+                        let d = self.zc_flood(acked);
+                        self.extra.push((c, d));
+                    }
+                }
+                Fault::HandoffTo(to) => {
+                    let since = self.peer(c).since;
+                    if self.now.duration_since(since) >= Duration::from_millis(300) {
+                        self.extra.push((c, da_zone_handoff(to)));
+                    }
+                }
                 _ => {}
             }
         }
     }
+}
+
+/// A DarkAges ZONE_HANDOFF (75 bytes) to `to`, zone 9.
+fn da_zone_handoff(to: SocketAddr) -> Vec<u8> {
+    let mut d = vec![0x30];
+    d.extend_from_slice(&9u32.to_le_bytes());
+    let mut host = [0u8; 32];
+    let text = to.ip().to_string();
+    host[..text.len()].copy_from_slice(text.as_bytes());
+    d.extend_from_slice(&host);
+    d.extend_from_slice(&to.port().to_le_bytes());
+    d.extend_from_slice(&[0xAB; 32]);
+    d.extend_from_slice(&3_000u32.to_le_bytes());
+    d
 }
 
 /// What the real LZ4 bomb expands to.
@@ -138,6 +313,8 @@ impl Server for Hostile {
         if !self.conns.contains(&from) {
             self.conns.push(from);
         }
+        self.peer(from);
+        self.note_ack(from, data);
         self.inner.handle_datagram(now, from, data);
     }
     fn handle_timeout(&mut self, now: Instant) {
@@ -170,6 +347,16 @@ impl Server for Hostile {
             match self.fault {
                 Fault::SilentAfter(after) if self.now.duration_since(self.start) >= after => {
                     continue
+                }
+                // The flood replaces the reference server's snapshots.
+                Fault::DaFlood { .. } if d.first() == Some(&0x21) => continue,
+                Fault::ZcFlood { .. } if d.len() > 5 && d[5] == 0x11 => continue,
+                Fault::ZcFlood { .. } if d.len() > 5 && d[5] == 0x10 => {
+                    let p = self.peer(to);
+                    if p.full_passed {
+                        continue;
+                    }
+                    p.full_passed = true;
                 }
                 Fault::Garbage if self.sent % 4 == 0 => {
                     for (i, b) in d.iter_mut().enumerate() {
@@ -318,6 +505,8 @@ impl Silent {
 
 struct Outcome {
     code: Option<i32>,
+    /// Wall time of the run process, start to exit.
+    elapsed: Duration,
     s: Value,
     /// Peak resident set of the `tickswarm run` process, KiB.
     hwm_kib: u64,
@@ -338,12 +527,37 @@ fn run_with(
     behaviour: &str,
     thresholds: &str,
 ) -> Outcome {
+    run_opts(
+        proto,
+        "{}",
+        &addr.to_string(),
+        bots,
+        duration,
+        behaviour,
+        thresholds,
+    )
+}
+
+/// Peak RSS at which the harness kills a run (a fault that is not bounded must not take the
+/// machine down with it): the test then fails on its RSS bound.
+const RSS_KILL_KIB: u64 = 2 * 1024 * 1024;
+
+/// [`run_with`] with the protocol's options (a YAML flow mapping).
+fn run_opts(
+    proto: &str,
+    options: &str,
+    target: &str,
+    bots: u32,
+    duration: &str,
+    behaviour: &str,
+    thresholds: &str,
+) -> Outcome {
     let tmp = tempfile::tempdir().unwrap();
     let scenario = tmp.path().join("s.yaml");
     std::fs::write(
         &scenario,
         format!(
-            "name: fault\nprotocol:\n  {proto}: {{}}\npopulation:\n  stages:\n    - ramp_to: {bots}\n      over: 0s\nbehaviour:\n  ping_interval: 200ms\n  handshake_timeout: 2s\n{behaviour}duration: {duration}\n{thresholds}"
+            "name: fault\nprotocol:\n  {proto}: {options}\npopulation:\n  stages:\n    - ramp_to: {bots}\n      over: 0s\nbehaviour:\n  ping_interval: 200ms\n  handshake_timeout: 2s\n{behaviour}duration: {duration}\n{thresholds}"
         ),
     )
     .unwrap();
@@ -351,7 +565,7 @@ fn run_with(
     let mut child = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
         .arg("run")
         .arg(&scenario)
-        .args(["--target", &addr.to_string()])
+        .args(["--target", target])
         .arg("--out")
         .arg(&out)
         .stdout(Stdio::null())
@@ -360,7 +574,8 @@ fn run_with(
         .unwrap();
     let status = format!("/proc/{}/status", child.id());
     let mut hwm_kib = 0;
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(60);
     let code = loop {
         if let Ok(text) = std::fs::read_to_string(&status) {
             if let Some(v) = text
@@ -374,9 +589,17 @@ fn run_with(
         if let Some(st) = child.try_wait().unwrap() {
             break st.code();
         }
-        assert!(Instant::now() < deadline, "the run did not end");
+        if hwm_kib > RSS_KILL_KIB || Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "killed after {:?}: VmHWM {hwm_kib} KiB (the run did not end or grew past {RSS_KILL_KIB} KiB)",
+                started.elapsed()
+            );
+        }
         std::thread::sleep(Duration::from_millis(50));
     };
+    let elapsed = started.elapsed();
     let mut stderr = String::new();
     if let Some(mut e) = child.stderr.take() {
         use std::io::Read;
@@ -391,11 +614,16 @@ fn run_with(
     assert!(out.join("report.html").exists(), "report.html");
     assert_ne!(code, Some(101), "a panic: {stderr}");
     eprintln!(
-        "{proto}: exit {code:?}, verdict {}, VmHWM {} KiB, bots {}, errors {}",
+        "{proto}: exit {code:?} after {elapsed:?}, verdict {}, VmHWM {} KiB, bots {}, errors {}",
         s["verdict"], hwm_kib, s["bots"], s["errors"]
+    );
+    eprintln!(
+        "snapshots_applied {}, protocol_metrics {}",
+        s["snapshots_applied"], s["protocol_metrics"]
     );
     Outcome {
         code,
+        elapsed,
         s,
         hwm_kib,
         stderr,
@@ -586,4 +814,223 @@ fn zergcity_lz4_bombs_are_refused_or_bounded() {
         o.s["errors"]
     );
     assert!(o.code == Some(0) || o.code == Some(1), "{}", o.stderr);
+}
+
+/// Peak RSS allowed for a flood of new entities: each bot's state (every kept baseline and
+/// buffer) is held to its protocol's `max_state_bytes` (8 MiB DarkAges, 32 MiB ZergCity), so
+/// a few bots stay far below what unbounded baselines reach (GBs within seconds).
+const FLOOD_RSS_BOUND_KIB: u64 = 200 * 1024;
+
+/// How far past its duration a run may end on a saturated debug build (start-up, the stop,
+/// the report). A stalled worker overruns it by far: it never ends.
+const END_SLACK: Duration = Duration::from_secs(8);
+
+#[test]
+fn darkages_baseline_floods_are_refused_and_memory_stays_bounded() {
+    let srv = HostileServer::start(
+        ProtocolName::DarkAges,
+        Fault::DaFlood { low_ids: false },
+        None,
+    );
+    let o = run("darkages", srv.addr, 5, "5s", "");
+    assert!(o.hwm_kib < FLOOD_RSS_BOUND_KIB, "VmHWM {} KiB", o.hwm_kib);
+    assert!(
+        o.elapsed < Duration::from_secs(5) + END_SLACK,
+        "{:?}",
+        o.elapsed
+    );
+    // 7 deltas of 9,356 fit the 65,536 entities of one state; every later one is refused.
+    assert!(
+        decode_reason(&o.s, "too_many_entities") > 5,
+        "the flood is refused by reason: {}",
+        o.s["errors"]
+    );
+    assert_eq!(o.code, Some(1), "decode errors fail the run: {}", o.stderr);
+}
+
+#[test]
+fn darkages_deltas_below_every_held_id_do_not_stall_the_run() {
+    let srv = HostileServer::start(
+        ProtocolName::DarkAges,
+        Fault::DaFlood { low_ids: true },
+        None,
+    );
+    let o = run("darkages", srv.addr, 5, "4s", "");
+    assert!(
+        o.elapsed < Duration::from_secs(4) + END_SLACK,
+        "{:?}",
+        o.elapsed
+    );
+    assert!(o.hwm_kib < FLOOD_RSS_BOUND_KIB, "VmHWM {} KiB", o.hwm_kib);
+    assert!(
+        decode_reason(&o.s, "too_many_entities") > 5,
+        "{}",
+        o.s["errors"]
+    );
+    assert!(o.s["snapshots_applied"].as_u64().unwrap_or(0) >= 5 * 7);
+}
+
+#[test]
+fn zergcity_baseline_floods_are_refused_and_memory_stays_bounded() {
+    let srv = HostileServer::start(
+        ProtocolName::ZergCity,
+        Fault::ZcFlood { low_ids: false },
+        None,
+    );
+    let o = run("zergcity", srv.addr, 2, "5s", "");
+    assert!(o.hwm_kib < FLOOD_RSS_BOUND_KIB, "VmHWM {} KiB", o.hwm_kib);
+    assert!(
+        o.elapsed < Duration::from_secs(5) + END_SLACK,
+        "{:?}",
+        o.elapsed
+    );
+    // 9 deltas of 7,000 fit the 65,536 entities of one world; every later one is refused.
+    assert!(
+        decode_reason(&o.s, "too_many_entities") > 5,
+        "the flood is refused by reason: {}",
+        o.s["errors"]
+    );
+    assert_eq!(o.code, Some(1), "decode errors fail the run: {}", o.stderr);
+}
+
+#[test]
+fn zergcity_deltas_below_every_held_id_do_not_stall_the_run() {
+    let srv = HostileServer::start(
+        ProtocolName::ZergCity,
+        Fault::ZcFlood { low_ids: true },
+        None,
+    );
+    let o = run("zergcity", srv.addr, 2, "4s", "");
+    assert!(
+        o.elapsed < Duration::from_secs(4) + END_SLACK,
+        "{:?}",
+        o.elapsed
+    );
+    assert!(o.hwm_kib < FLOOD_RSS_BOUND_KIB, "VmHWM {} KiB", o.hwm_kib);
+    assert!(
+        decode_reason(&o.s, "too_many_entities") > 5,
+        "{}",
+        o.s["errors"]
+    );
+}
+
+/// 50 bots each sent an LZ4 bomb (8 MiB of zeros from 33 KB) every 100 ms: a bot's
+/// decompression buffer grows to what a message needs and is given back after it, so the
+/// swarm never holds 50 of them.
+#[test]
+fn zergcity_lz4_bombs_leave_no_buffer_behind_per_bot() {
+    // A game seats 4 players: 13 servers seat the 50 bots.
+    let servers: Vec<_> = (0..13)
+        .map(|_| HostileServer::start(ProtocolName::ZergCity, Fault::Lz4Bomb, None))
+        .collect();
+    let targets: Vec<String> = servers.iter().map(|s| s.addr.to_string()).collect();
+    let o = run_opts("zergcity", "{}", &targets.join(","), 50, "3s", "", "");
+    assert_eq!(o.s["bots"]["connected"], 50, "{}", o.s["bots"]);
+    assert!(o.hwm_kib < RSS_BOUND_KIB, "VmHWM {} KiB", o.hwm_kib);
+    assert!(
+        o.elapsed < Duration::from_secs(3) + END_SLACK,
+        "{:?}",
+        o.elapsed
+    );
+    assert!(
+        decode_reason(&o.s, "decompressed_too_large") > 50,
+        "{}",
+        o.s["errors"]
+    );
+    assert!(o.code == Some(0) || o.code == Some(1), "{}", o.stderr);
+}
+
+/// A UDP socket that counts the bytes it receives (a third party nobody configured).
+struct Witness {
+    addr: SocketAddr,
+    bytes: Arc<std::sync::atomic::AtomicU64>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Witness {
+    /// On 127.0.0.2: loopback, but another host than the hostile server's 127.0.0.1.
+    fn start() -> Self {
+        let sock = UdpSocket::bind((Ipv4Addr::new(127, 0, 0, 2), 0)).unwrap();
+        sock.set_read_timeout(Some(Duration::from_millis(20)))
+            .unwrap();
+        let addr = sock.local_addr().unwrap();
+        let bytes = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (b, flag) = (bytes.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let mut buf = vec![0u8; 70_000];
+            while !flag.load(Ordering::Relaxed) {
+                if let Ok((n, _)) = sock.recv_from(&mut buf) {
+                    b.fetch_add(n as u64, Ordering::Relaxed);
+                }
+            }
+        });
+        Self {
+            addr,
+            bytes,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn received(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Witness {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn handoffs_refused(s: &Value) -> u64 {
+    s["protocol_metrics"].as_object().map_or(0, |m| {
+        m.iter()
+            .filter(|(k, _)| k.starts_with("handoff_refused"))
+            .filter_map(|(_, v)| v.as_u64())
+            .sum()
+    })
+}
+
+/// A hostile zone hands every bot to an address on another host that the scenario never
+/// named: no bot follows, nothing reaches that address, each refusal is counted.
+#[test]
+fn darkages_handoffs_to_an_unlisted_address_send_it_nothing() {
+    let third = Witness::start();
+    let srv = HostileServer::start(ProtocolName::DarkAges, Fault::HandoffTo(third.addr), None);
+    let o = run("darkages", srv.addr, 20, "3s", "");
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(third.received(), 0, "bytes sent to the third party");
+    assert!(handoffs_refused(&o.s) >= 20, "{}", o.s["protocol_metrics"]);
+    assert_eq!(o.s["bots"]["connected"], 20);
+    assert_eq!(
+        o.s["protocol_metrics"]["handoffs"].as_u64().unwrap_or(0),
+        0,
+        "{}",
+        o.s["protocol_metrics"]
+    );
+}
+
+/// The control: an address the scenario's `handoff_allow` names is followed.
+#[test]
+fn darkages_handoffs_to_a_listed_address_are_followed() {
+    let third = Witness::start();
+    let srv = HostileServer::start(ProtocolName::DarkAges, Fault::HandoffTo(third.addr), None);
+    let o = run_opts(
+        "darkages",
+        "{ handoff_allow: [\"127.0.0.2/32\"] }",
+        &srv.addr.to_string(),
+        5,
+        "2s",
+        "",
+        "",
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(third.received() > 0, "the listed zone gets the CONNECTs");
+    assert_eq!(handoffs_refused(&o.s), 0, "{}", o.s["protocol_metrics"]);
 }

@@ -718,3 +718,82 @@ fn a_full_snapshot_in_a_foreign_layout_is_an_opaque_baseline_that_deltas_and_inp
     assert!(inputs >= 8, "inputs sent: {inputs}");
     assert_eq!(rec.inputs_sent, inputs as u64);
 }
+
+/// 30 deltas creating 7,000 entities each, every id below all held (the order that made a
+/// per-entity insert move the whole world): the bot stops at 65,536 entities per world,
+/// refuses the rest by reason without acknowledging them, keeps its worlds within
+/// `max_state_bytes` by dropping the oldest baselines, and stays fast.
+#[test]
+fn a_bot_flooded_with_new_low_ids_refuses_past_the_limit_within_its_budget() {
+    use tickswarm::protocol::zergcity::world::{self, Metadata};
+    let opts = ZergCityOptions {
+        max_state_bytes: tickswarm::protocol::zergcity::MIN_STATE_BYTES,
+        ..ZergCityOptions::default()
+    };
+    let t0 = Instant::now();
+    let mut bot = ZergCityBot::new(params(0), opts.clone());
+    let mut rec = Recorder::new();
+    let mut buf = vec![0u8; MAX_MESSAGE];
+    let mut pkt = vec![0u8; 2 * MAX_MESSAGE];
+    let mut enc = codec::Encoder::new();
+    bot.start(t0, &mut rec);
+    drain_sent(&mut bot, &mut buf);
+    let hello = Message::ServerHello {
+        server_version: 0x0001_0000,
+        result: 0,
+        assigned_slot: 0,
+        session_token: [9; codec::TOKEN_LEN],
+        tick_rate: 20,
+        current_tick: 99,
+        map_width: 4,
+        map_height: 4,
+        num_players: 1,
+    };
+    let n = enc.encode(&mut pkt, 0, &hello).unwrap();
+    bot.handle_datagram(t0, &pkt[..n], &mut rec);
+    let meta = Metadata {
+        tick: 100,
+        tick_rate: 20,
+        map_width: 4,
+        map_height: 4,
+        rng_state: 1,
+    };
+    let mut full = vec![0u8; 4096];
+    let len =
+        world::write_full(&mut full, &meta, &[], &[0; 16], &[0; 16], &World::default()).unwrap();
+    let n = codec::encode_full(&mut pkt, 1, 100, &full[..len]).unwrap();
+    bot.handle_datagram(t0, &pkt[..n], &mut rec);
+    assert_eq!(bot.newest_tick(), Some(100));
+    let started = std::time::Instant::now();
+    let mut next_id = 0xF000_0000u32;
+    for k in 0..30u32 {
+        next_id -= 7_000;
+        let mut payload = Vec::with_capacity(7_000 * 9);
+        for id in next_id..next_id + 7_000 {
+            payload.extend_from_slice(&id.to_le_bytes());
+            payload.push(0);
+            payload.extend_from_slice(&4u32.to_le_bytes());
+        }
+        let base = bot.newest_tick().unwrap();
+        let d = Message::DeltaSnapshot(codec::DeltaSnapshot {
+            base_tick: base,
+            target_tick: 101 + u64::from(k),
+            entity_count: 7_000,
+            component_count: 0,
+            payload: &payload,
+        });
+        let n = enc.encode(&mut pkt, 2 + k, &d).unwrap();
+        bot.handle_datagram(t0 + ms(u64::from(k) * 50), &pkt[..n], &mut rec);
+    }
+    let took = started.elapsed();
+    // 9 deltas fit (63,000 entities), the other 21 are refused and not acknowledged.
+    assert_eq!(bot.world().map(World::len), Some(9 * 7_000));
+    assert_eq!(bot.newest_tick(), Some(109));
+    assert_eq!(
+        rec.decode_errors.get("delta_snapshot.too_many_entities"),
+        21
+    );
+    assert!(rec.events.get("baseline_evicted") > 0, "{:?}", rec.events);
+    assert!(!bot.has_baseline(101), "the oldest baselines were dropped");
+    assert!(took < Duration::from_secs(20), "{took:?}");
+}

@@ -100,10 +100,13 @@ pub fn run(
     // Bots are dealt to workers by their place in the schedule (the same as their index in a
     // whole run), so a sharded run, whose indices step by the shard count, still uses every
     // worker; the target follows the bot's index, as in the whole run.
+    let all: std::sync::Arc<[SocketAddr]> = std::sync::Arc::from(addrs.as_slice());
     for (n, ev) in plan.spawns.iter().enumerate() {
         let i = ev.index as usize;
         let peer = addrs[i % addrs.len().max(1)];
-        shards[n % workers].push((*ev, plan.bot_params(ev.index), peer));
+        let mut params = plan.bot_params(ev.index);
+        params.targets = all.clone();
+        shards[n % workers].push((*ev, params, peer));
     }
     let (tx, rx) = mpsc::channel();
     let mut threads = Vec::new();

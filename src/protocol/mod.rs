@@ -116,6 +116,10 @@ pub struct BotParams {
     pub server_silence_timeout: Duration,
     /// Seed of this bot's own generator (derived from the scenario seed and the index).
     pub seed: u64,
+    /// Every server address of the run (the scenario's targets, or the embedded servers the
+    /// engine started), for a protocol whose servers can send a bot elsewhere (DarkAges'
+    /// zone handoff) to check where it is sent. Empty: not known (hand-built bots in tests).
+    pub targets: std::sync::Arc<[std::net::SocketAddr]>,
 }
 
 impl BotParams {
@@ -134,6 +138,7 @@ impl BotParams {
             handshake_timeout: Duration::from_secs(5),
             server_silence_timeout: Duration::from_secs(5),
             seed,
+            targets: std::sync::Arc::from(Vec::new()),
         }
     }
 

@@ -386,6 +386,11 @@ impl Plan {
             handshake_timeout: b.handshake_timeout.0,
             server_silence_timeout: b.silence_timeout.0,
             seed,
+            targets: match &targets {
+                Targets::Addrs(a) => std::sync::Arc::from(a.as_slice()),
+                // Known once the engine has started them.
+                Targets::Embedded => std::sync::Arc::from(Vec::new()),
+            },
         };
 
         let cores = std::thread::available_parallelism()

@@ -17,6 +17,11 @@
 //! another sequence. A snapshot is a duplicate (`snapshot_duplicate`, not applied) when its
 //! tick is already stored, whatever the loss accounting below makes of it.
 //!
+//! A delta is merged with its baseline in one pass ([`Applier`]); a state holds at most
+//! [`MAX_TRACKED_ENTITIES`] entities (beyond, the snapshot is the decode error
+//! `snapshot.too_many_entities`, neither stored nor acknowledged), and all states kept count
+//! against `max_state_bytes` ([`Baselines`]: the oldest are dropped, `baseline_evicted`).
+//!
 //! # Downstream loss
 //! Snapshot ticks are mapped to a gap-free sequence in steps of the snapshot tick step
 //! ([`TickStep`]): per zone session the first 8 distinct ticks are held back, the step is the
@@ -54,7 +59,9 @@
 //! handoff (`handoff_us`, `handoffs`); a failure result is `handoff_failed.expired_token`
 //! (message starting with "expired") or `.refused`; no answer within `handshake_timeout`
 //! is `.timeout`; an address that is not an IP literal is `.bad_address` (no DNS in a
-//! sans-IO bot) and the bot stays where it is. A bot whose handoff failed has left its old
+//! sans-IO bot) and the bot stays where it is. An address neither on a host of the run's
+//! targets nor in `handoff_allow` is refused (`handoff_refused.not_allowed`, see
+//! [`super::allow`]): nothing is sent there and the bot stays where it is. A bot whose handoff failed has left its old
 //! zone and ends (`Closed`). The token's own lifetime is the issuing zone's rule, checked by
 //! the receiving zone.
 
@@ -65,21 +72,27 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::allow::HandoffPolicy;
 use super::codec::{
     self, event, fixed_text, input, reason, result, EntityState, EventBody, Packet, Snapshot,
 };
 use super::{step, DarkAgesOptions, Dialect};
 use crate::metrics::Recorder;
-use crate::protocol::tail::SnapshotArrivals;
 use crate::protocol::input_grid::InputGrid;
 use crate::protocol::seqwindow::{TickNews, TickStep};
+use crate::protocol::tail::SnapshotArrivals;
 use crate::protocol::timers::{earliest, Handshake, Periodic, Silence};
-use crate::protocol::{Bot, BotParams, BotPhase, Keys, PatternState, Relink, Transmit};
+use crate::protocol::{
+    Bot, BotParams, BotPhase, Keys, PatternState, Relink, Transmit, MAX_TRACKED_ENTITIES,
+};
 
 /// Baselines kept (§3.3).
 pub const BASELINES: usize = 30;
 /// Predicted positions kept for matching snapshots against.
 pub const PREDICTION_HISTORY: usize = 128;
+/// Scratch an [`Applier`] keeps between snapshots (about 7,000 records); a larger delta's
+/// is given back after it.
+const APPLIER_KEEP_BYTES: usize = 256 * 1024;
 /// Pings in flight at most.
 const PINGS: usize = 8;
 /// How long the bot watches for the server's reaction to an invalid input.
@@ -99,25 +112,40 @@ enum Out {
     Disconnect(u8),
 }
 
-/// The last 30 snapshot states, by tick. Slots are reused, so storing a state swaps vectors
-/// and allocates nothing once they have grown.
+/// The last 30 snapshot states, by tick, held within a byte budget. Slots are reused, so
+/// storing a state swaps vectors and allocates nothing once they have grown.
+///
+/// # Budget
+/// Every vector a bot keeps for states (the slots, live or not, and the spare one a new
+/// state is built in) counts by its capacity against `max_bytes`
+/// (`DarkAgesOptions::max_state_bytes`). Storing a state that takes the total over it frees
+/// first the vectors of slots no longer in the window, then the spare, then the oldest
+/// stored baselines (`baseline_evicted`), never the world nor the state just stored: a
+/// server whose deltas build ever larger states keeps its bots to the newest few of them
+/// (a delta onto an evicted one is a `baseline_miss`, answered by a full snapshot), and one
+/// state never holds more than [`MAX_TRACKED_ENTITIES`] entities (see [`Applier`]).
 #[derive(Debug)]
 pub struct Baselines {
     slots: Vec<(u32, Vec<EntityState>)>,
     len: usize,
     next: usize,
     current: Option<usize>,
+    max_bytes: usize,
 }
 
 impl Baselines {
     pub fn new(n: usize) -> Self {
+        Self::with_budget(n, usize::MAX)
+    }
+
+    /// `n` slots holding at most `max_bytes` of states together.
+    pub fn with_budget(n: usize, max_bytes: usize) -> Self {
         Self {
-            slots: (0..n.max(1))
-                .map(|_| (0, Vec::with_capacity(64)))
-                .collect(),
+            slots: (0..n.max(1)).map(|_| (0, Vec::with_capacity(64))).collect(),
             len: 0,
             next: 0,
             current: None,
+            max_bytes,
         }
     }
 
@@ -152,6 +180,43 @@ impl Baselines {
         i
     }
 
+    /// Bring the bytes held (with `spare`, the vectors the caller keeps) under the budget:
+    /// free the vectors of slots outside the window, then `spare`, then the oldest stored
+    /// states other than the world and the newest stored. Returns how many stored states
+    /// were dropped.
+    pub fn enforce_budget(&mut self, spare: &mut [&mut Vec<EntityState>]) -> u64 {
+        let held = |b: &Self, spare: &[&mut Vec<EntityState>]| {
+            let caps: usize = b.slots.iter().map(|s| s.1.capacity()).sum::<usize>()
+                + spare.iter().map(|v| v.capacity()).sum::<usize>();
+            caps * std::mem::size_of::<EntityState>()
+        };
+        if held(self, spare) <= self.max_bytes {
+            return 0;
+        }
+        let n = self.slots.len();
+        for k in self.len..n {
+            let i = (self.next + n - 1 - k) % n;
+            self.slots[i].1 = Vec::new();
+        }
+        for k in 0..spare.len() {
+            if held(self, spare) <= self.max_bytes {
+                return 0;
+            }
+            *spare[k] = Vec::new();
+        }
+        let mut evicted = 0;
+        while self.len > 1 && held(self, spare) > self.max_bytes {
+            let oldest = (self.next + n - self.len) % n;
+            if self.current == Some(oldest) {
+                break;
+            }
+            self.slots[oldest].1 = Vec::new();
+            self.len -= 1;
+            evicted += 1;
+        }
+        evicted
+    }
+
     /// The world: the newest applied snapshot's state.
     pub fn current(&self) -> &[EntityState] {
         self.current.map_or(&[], |i| self.get(i))
@@ -171,38 +236,151 @@ impl Baselines {
     }
 }
 
-/// Build the state a snapshot describes into `out` (cleared first): a full snapshot's
-/// records, or `base` with a delta's changes and removals. Records stay sorted by entity id.
-/// Returns how many removed ids were not in the baseline (a server bug worth counting).
-#[inline]
+/// A snapshot whose state would hold more entities than a bot tracks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the state would hold more than {limit} entities")]
+pub struct TooManyEntities {
+    pub limit: usize,
+}
+
+/// Builds the state a snapshot describes. Its scratch vectors (the delta's records sorted by
+/// id, its removed ids sorted) are reused, so applying allocates nothing once they have grown.
+///
+/// A delta is merged with its baseline in one pass: the records are sorted by id
+/// (`k log k`), runs of baseline entities between two changed ids are copied in bulk (found
+/// by binary search), so a delta costs `O(k log n)` plus one copy of the baseline, whatever
+/// the ids: no insert into the middle of a vector, whose cost grows with the entities held.
+#[derive(Debug, Default)]
+pub struct Applier {
+    /// `(wire order, record)`, sorted by `(id, wire order)`: several records for one id
+    /// apply in the order they came.
+    records: Vec<(u32, codec::EntityUpdate)>,
+    removed: Vec<u32>,
+}
+
+impl Applier {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Bytes the scratch vectors hold (by capacity).
+    pub fn held_bytes(&self) -> usize {
+        self.records.capacity() * std::mem::size_of::<(u32, codec::EntityUpdate)>()
+            + self.removed.capacity() * 4
+    }
+
+    /// Free the scratch vectors if they hold more than `bytes`.
+    pub fn shrink_over(&mut self, bytes: usize) {
+        if self.held_bytes() > bytes {
+            self.records = Vec::new();
+            self.removed = Vec::new();
+        }
+    }
+
+    /// Build into `out` (cleared first) a full snapshot's records, or `base` with a delta's
+    /// changes and removals; records stay sorted by entity id. At most `limit` entities:
+    /// beyond that the snapshot is refused (`out` is then half-built; discard it). Returns how
+    /// many removed ids were not in the baseline (a server bug worth counting).
+    pub fn apply(
+        &mut self,
+        base: &[EntityState],
+        s: &Snapshot<'_>,
+        out: &mut Vec<EntityState>,
+        limit: usize,
+    ) -> Result<u64, TooManyEntities> {
+        out.clear();
+        let too_many = TooManyEntities { limit };
+        if s.is_full() {
+            if s.record_count() > limit {
+                return Err(too_many);
+            }
+            reserve_within(out, s.record_count(), limit);
+            out.extend(s.records().map(|u| u.state));
+            out.sort_unstable_by_key(|e| e.id);
+            return Ok(0);
+        }
+        self.records.clear();
+        self.records
+            .extend(s.records().enumerate().map(|(i, u)| (i as u32, u)));
+        self.records.sort_unstable_by_key(|(i, u)| (u.state.id, *i));
+        self.removed.clear();
+        self.removed.extend(s.removed());
+        self.removed.sort_unstable();
+        if base.len().saturating_sub(self.removed.len()) > limit {
+            return Err(too_many);
+        }
+        reserve_within(out, base.len().saturating_add(self.records.len()), limit);
+        let (recs, removed) = (&self.records, &self.removed);
+        let (mut b, mut u, mut r) = (0usize, 0usize, 0usize);
+        let mut hits = 0u64;
+        loop {
+            // The next id a record or a removal names; the baseline's entities below it are
+            // copied as they are.
+            let next = match (recs.get(u), removed.get(r)) {
+                (Some(x), Some(&y)) => x.1.state.id.min(y),
+                (Some(x), None) => x.1.state.id,
+                (None, Some(&y)) => y,
+                (None, None) => {
+                    let rest = &base[b..];
+                    if out.len() + rest.len() > limit {
+                        return Err(too_many);
+                    }
+                    out.extend_from_slice(rest);
+                    break;
+                }
+            };
+            let run = base[b..].partition_point(|e| e.id < next);
+            if out.len() + run > limit {
+                return Err(too_many);
+            }
+            out.extend_from_slice(&base[b..b + run]);
+            b += run;
+            let mut e = match base.get(b) {
+                Some(e) if e.id == next => {
+                    b += 1;
+                    Some(*e)
+                }
+                _ => None,
+            };
+            while let Some((_, x)) = recs.get(u).filter(|x| x.1.state.id == next) {
+                x.apply_to(e.get_or_insert_with(EntityState::default));
+                u += 1;
+            }
+            if removed.get(r) == Some(&next) {
+                // A removal wins over a change of the same id; a repeated removal finds
+                // nothing the second time.
+                if e.is_some() {
+                    hits += 1;
+                }
+                e = None;
+                r += 1;
+            }
+            if let Some(e) = e {
+                if out.len() >= limit {
+                    return Err(too_many);
+                }
+                out.push(e);
+            }
+        }
+        Ok(self.removed.len() as u64 - hits)
+    }
+}
+
+/// Room in `out` (empty) for `n` entities: a quarter more than needed, so a world that
+/// grows slowly reallocates rarely, but never room for more than `limit`: a vector's
+/// capacity, which the budget counts, stays within one state's limit.
+fn reserve_within(out: &mut Vec<EntityState>, n: usize, limit: usize) {
+    let n = n.min(limit);
+    if out.capacity() < n {
+        out.reserve_exact(n.saturating_add(n / 4).min(limit));
+    }
+}
+
+/// [`Applier::apply`] with fresh scratch and no entity limit (benches, tests).
 pub fn apply_snapshot(base: &[EntityState], s: &Snapshot<'_>, out: &mut Vec<EntityState>) -> u64 {
-    out.clear();
-    if s.is_full() {
-        out.extend(s.records().map(|u| u.state));
-        out.sort_unstable_by_key(|e| e.id);
-        return 0;
-    }
-    out.extend_from_slice(base);
-    for u in s.records() {
-        match out.binary_search_by_key(&u.state.id, |e| e.id) {
-            Ok(i) => u.apply_to(&mut out[i]),
-            Err(i) => {
-                let mut e = EntityState::default();
-                u.apply_to(&mut e);
-                out.insert(i, e);
-            }
-        }
-    }
-    let mut unknown = 0;
-    for id in s.removed() {
-        match out.binary_search_by_key(&id, |e| e.id) {
-            Ok(i) => {
-                out.remove(i);
-            }
-            Err(_) => unknown += 1,
-        }
-    }
-    unknown
+    Applier::new()
+        .apply(base, s, out, usize::MAX)
+        .unwrap_or_default()
 }
 
 /// Own-entity prediction: a known position, then the position after each input in flight.
@@ -313,6 +491,7 @@ pub struct DarkAgesBot {
 
     baselines: Baselines,
     scratch: Vec<EntityState>,
+    applier: Applier,
     newest: Option<(u32, Instant)>,
     /// Snapshot arrival times in this zone, for the tail a dead server leaves uncounted.
     arrivals: SnapshotArrivals,
@@ -332,6 +511,7 @@ pub struct DarkAgesBot {
     verdict: Option<(&'static str, Instant)>,
 
     handoff: Option<Handoff>,
+    handoff_policy: HandoffPolicy,
     relink: Option<SocketAddr>,
     failed_token: Option<[u8; 32]>,
 }
@@ -367,8 +547,9 @@ impl DarkAgesBot {
             pings: [None; PINGS],
             next_ping: 1,
             heartbeat_sent: None,
-            baselines: Baselines::new(BASELINES),
+            baselines: Baselines::with_budget(BASELINES, opts.max_state_bytes),
             scratch: Vec::with_capacity(64),
+            applier: Applier::new(),
             newest: None,
             arrivals: SnapshotArrivals::new(),
             ack: 0,
@@ -380,6 +561,7 @@ impl DarkAgesBot {
             invalid_next: 0,
             verdict: None,
             handoff: None,
+            handoff_policy: HandoffPolicy::new(params.targets.clone(), &opts.handoff_allow),
             relink: None,
             failed_token: None,
             params,
@@ -545,6 +727,13 @@ impl DarkAgesBot {
             self.failed_token = Some(z.handoff_token);
             return;
         };
+        let to = SocketAddr::new(ip, z.new_server_port);
+        if !self.handoff_policy.allows(to) {
+            // Counted once per token (the server resends it); nothing goes to `to`.
+            rec.events.add2("handoff_refused", "not_allowed", 1);
+            self.failed_token = Some(z.handoff_token);
+            return;
+        }
         if let Some((kind, _)) = self.verdict.take() {
             rec.events.add2("invalid_input_unjudged", kind, 1);
         }
@@ -559,7 +748,7 @@ impl DarkAgesBot {
             connect_at: None,
             connecting: false,
         });
-        self.relink = Some(SocketAddr::new(ip, z.new_server_port));
+        self.relink = Some(to);
         rec.event("handoff_started");
     }
 
@@ -646,11 +835,25 @@ impl DarkAgesBot {
             }
         };
         let mut state = std::mem::take(&mut self.scratch);
-        let unknown = apply_snapshot(
+        let applied = self.applier.apply(
             base.map_or(&[][..], |i| self.baselines.get(i)),
             s,
             &mut state,
+            MAX_TRACKED_ENTITIES,
         );
+        self.applier.shrink_over(APPLIER_KEEP_BYTES);
+        let unknown = match applied {
+            Ok(n) => n,
+            Err(_) => {
+                // Not stored, not acknowledged: the server's next delta is onto the tick
+                // acknowledged before (a full snapshot always fits: at most 65,535 records).
+                rec.decode_error("snapshot", "too_many_entities");
+                state.clear();
+                self.scratch = state;
+                self.enforce_budget(rec);
+                return;
+            }
+        };
         if unknown > 0 {
             rec.events.add("removed_unknown_entity", unknown);
         }
@@ -667,13 +870,15 @@ impl DarkAgesBot {
                 (saved * 100.0).round().clamp(0.0, 100.0) as u64,
             );
             rec.events.add("delta_bytes", data_len as u64);
-            rec.events.add("delta_full_equivalent_bytes", full_equiv as u64);
+            rec.events
+                .add("delta_full_equivalent_bytes", full_equiv as u64);
         }
         let newer = self
             .newest
             .is_none_or(|(t, _)| (s.server_tick.wrapping_sub(t) as i32) > 0);
         let slot = self.baselines.store(s.server_tick, &mut state);
         self.scratch = state;
+        self.enforce_budget(rec);
         if !newer {
             rec.event("snapshot_reordered");
             return;
@@ -691,6 +896,14 @@ impl DarkAgesBot {
         rec.snapshots_applied += 1;
         rec.record_extra("entities", self.baselines.get(slot).len() as u64);
         self.reconcile(now, rec);
+    }
+
+    /// Keep the states held within `max_state_bytes` ([`Baselines`]).
+    fn enforce_budget(&mut self, rec: &mut Recorder) {
+        let evicted = self.baselines.enforce_budget(&mut [&mut self.scratch]);
+        if evicted > 0 {
+            rec.events.add("baseline_evicted", evicted);
+        }
     }
 
     fn reconcile(&mut self, now: Instant, rec: &mut Recorder) {
@@ -808,7 +1021,7 @@ impl DarkAgesBot {
                 }
             }
             rec.events.add2("invalid_input_sent", kind, 1);
-                rec.event("invalid_input_sent");
+            rec.event("invalid_input_sent");
             self.verdict = Some((kind, now + VERDICT_WINDOW));
         } else {
             self.seq += 1;
@@ -937,7 +1150,7 @@ impl Bot for DarkAgesBot {
                 self.arrivals.reset();
                 if let Some((kind, _)) = self.verdict.take() {
                     rec.events.add2("invalid_input_disconnected", kind, 1);
-                rec.event("invalid_input_disconnected");
+                    rec.event("invalid_input_disconnected");
                 }
                 self.phase = BotPhase::Closed;
                 self.out.clear();
@@ -985,7 +1198,7 @@ impl Bot for DarkAgesBot {
                     if now >= at {
                         self.verdict = None;
                         rec.events.add2("invalid_input_ignored", kind, 1);
-                rec.event("invalid_input_ignored");
+                        rec.event("invalid_input_ignored");
                     }
                 }
                 self.send_input_if_due(now, rec);

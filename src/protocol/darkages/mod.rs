@@ -24,6 +24,7 @@
 //! x passes the border towards a neighbour is handed over; with no neighbour there, x is
 //! clamped.
 
+pub mod allow;
 pub mod bot;
 pub mod codec;
 pub mod server;
@@ -45,6 +46,10 @@ use crate::metrics::describe::{Display, MetricDesc};
 
 /// The public server this spec came from listens on 7777 (NOTES.md).
 pub const DEFAULT_PORT: u16 = 7777;
+
+/// The least `max_state_bytes`: the world, the newest state and the spare one, each of up
+/// to 65,536 entities (24 bytes each), are never dropped.
+pub const MIN_STATE_BYTES: usize = 6 << 20;
 
 /// Walking speed, metres per second.
 pub const WALK_SPEED: f32 = 5.0;
@@ -141,6 +146,17 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
             "handoff_failed.expired_token",
             "Handoff tokens expired",
             "the new zone said the token had expired",
+        ),
+        MetricDesc::count(
+            "handoff_refused.not_allowed",
+            "Handoffs not followed",
+            "ZONE_HANDOFF to an address neither a target's host nor in handoff_allow: not \
+             followed, nothing sent there",
+        ),
+        MetricDesc::count(
+            "baseline_evicted",
+            "Baselines dropped",
+            "oldest baselines dropped to keep a bot's states within max_state_bytes",
         ),
         MetricDesc::count(
             "handoff_failed.bad_address",
@@ -272,6 +288,17 @@ pub struct DarkAgesOptions {
     pub advertise_host: Option<String>,
     /// Loot items per zone.
     pub loot_per_zone: usize,
+    /// Bytes a bot may hold in snapshot states, all its kept baselines and spare buffers
+    /// together (at least 6 MiB). One state holds at most 65,536 entities (1.6 MB); a server
+    /// whose states take more than this leaves its bots fewer than 30 baselines (the oldest
+    /// are dropped, `baseline_evicted`), and a delta that would take a state past 65,536
+    /// entities is refused (`snapshot.too_many_entities`, a decode error).
+    pub max_state_bytes: usize,
+    /// Where else a ZONE_HANDOFF may send a bot: addresses (`10.1.2.3:7000`), hosts
+    /// (`10.1.2.3`, any port) or networks (`10.0.0.0/8`). Any port on a host of the run's
+    /// targets (the embedded zones included) is always allowed; a handoff anywhere else is
+    /// refused before anything is sent there (`handoff_refused.not_allowed`).
+    pub handoff_allow: Vec<String>,
 }
 
 impl Default for DarkAgesOptions {
@@ -295,6 +322,8 @@ impl Default for DarkAgesOptions {
             handoff_secret: 0x4441_524B_4147_4553,
             advertise_host: None,
             loot_per_zone: 20,
+            max_state_bytes: 8 << 20,
+            handoff_allow: Vec::new(),
         }
     }
 }
@@ -330,6 +359,16 @@ impl DarkAgesOptions {
         }
         if self.handoff_timeout_ms == 0 {
             return Err("handoff_timeout_ms must be > 0".into());
+        }
+        for e in &self.handoff_allow {
+            allow::AllowRule::parse(e)?;
+        }
+        if self.max_state_bytes < MIN_STATE_BYTES {
+            return Err(format!(
+                "max_state_bytes must be at least {MIN_STATE_BYTES} (two states of 65,536 \
+                 entities and the spare one), got {}",
+                self.max_state_bytes
+            ));
         }
         Ok(())
     }

@@ -9,8 +9,12 @@
 //!
 //! # Baselines
 //! The bot keeps the states of its last [`BASELINES`] applied ticks in a ring (reused
-//! vectors: applying a delta copies its baseline into a spare world and commits it by a
-//! swap, so nothing is allocated per delta once the ring is warm). A DeltaSnapshot is
+//! vectors: applying a delta merges its baseline and its operations into a spare world
+//! ([`DeltaApplier`], `O((k + c) log n)` whatever the ids) and commits it by a swap, so
+//! nothing is allocated per delta once the ring is warm). A world holds at most
+//! [`MAX_TRACKED_ENTITIES`]: a snapshot past it is a decode error (`too_many_entities`) and
+//! is not acknowledged. Everything the bot keeps for worlds counts against
+//! `max_state_bytes`; over it the oldest baselines are dropped (`baseline_evicted`). A DeltaSnapshot is
 //! applied only onto the tick it names as `base_tick`; when that tick is not in the ring
 //! (never received, or older than the ring) it is counted in `baseline_misses` and not
 //! acknowledged, so the server, whose acknowledged tick then ages, falls back to a
@@ -42,18 +46,29 @@ use super::codec::{
     self, Action, Decompressor, Encoder, GridRect, Header, HelloResult, InputResult, Message,
     MsgType, ANY_SLOT, DISCONNECT_NORMAL, DISCONNECT_TIMEOUT, TOKEN_LEN,
 };
-use super::world::{self, World};
+use super::world::{self, DeltaApplier, World};
 use super::ZergCityOptions;
 use crate::metrics::Recorder;
-use crate::protocol::tail::SnapshotArrivals;
 use crate::protocol::acks::PendingAcks;
 use crate::protocol::input_grid::InputGrid;
 use crate::protocol::seqwindow::SeqWindow;
+use crate::protocol::tail::SnapshotArrivals;
 use crate::protocol::timers::{earliest, Handshake, Periodic, Silence};
-use crate::protocol::{Bot, BotParams, BotPhase, Phase, Relink, Transmit};
+use crate::protocol::{Bot, BotParams, BotPhase, Phase, Relink, Transmit, MAX_TRACKED_ENTITIES};
 
 /// Applied ticks kept as baselines (at 20 Hz: 800 ms of acknowledgement delay).
 pub const BASELINES: usize = 16;
+
+thread_local! {
+    /// The decompression buffer of every bot this thread drives: it grows to the largest
+    /// message decompressed (at most `max_decompressed_bytes`, 16 MiB) once per worker thread,
+    /// not once per bot, so a bomb sent to a thousand bots costs one buffer per worker.
+    static DECOMPRESSOR: std::cell::RefCell<Decompressor> =
+        std::cell::RefCell::new(Decompressor::default());
+}
+
+/// Delta scratch a bot keeps between deltas (about 11,000 entity operations).
+const APPLIER_KEEP_BYTES: usize = 256 * 1024;
 /// Pings in flight at once.
 const PINGS: usize = 8;
 
@@ -82,9 +97,16 @@ struct Act {
 
 #[derive(Debug, Clone, Copy)]
 enum Out {
-    Hello { token: [u8; TOKEN_LEN], slot: u32 },
+    Hello {
+        token: [u8; TOKEN_LEN],
+        slot: u32,
+    },
     Ack(u64),
-    Input { seq: u32, client_tick: u64, act: Act },
+    Input {
+        seq: u32,
+        client_tick: u64,
+        act: Act,
+    },
     Ping(u64),
     Chat(u32),
     Disconnect(u8),
@@ -99,7 +121,6 @@ pub struct ZergCityBot {
     stage: Stage,
     out: VecDeque<Out>,
     enc: Encoder,
-    dec: Decompressor,
     seq_out: u32,
     down_seq: SeqWindow,
     /// Arrival times of the datagrams `down_seq` counts, for the tail a dead server leaves
@@ -129,6 +150,7 @@ pub struct ZergCityBot {
     /// Target tick of the last delta received since the last FullSnapshot (delta loss).
     last_delta_target: Option<u64>,
     work: World,
+    applier: DeltaApplier,
     newest: Option<u64>,
     terrain: Vec<u8>,
     fulls_this_session: u32,
@@ -160,7 +182,6 @@ impl ZergCityBot {
         let name = format!("{}-{}", opts.name_prefix, params.index);
         let grid = InputGrid::new(params.input_period());
         let chat = Duration::from_secs_f64(60.0 / opts.chat_rate.max(1e-6));
-        let dec = Decompressor::new(opts.max_decompressed_bytes);
         let weights = opts.actions.as_array();
         Self {
             silence: Silence::new(params.server_silence_timeout),
@@ -174,7 +195,6 @@ impl ZergCityBot {
             stage: Stage::Hello,
             out: VecDeque::with_capacity(16),
             enc: Encoder::new(),
-            dec,
             seq_out: 0,
             down_seq: SeqWindow::new(),
             arrivals: SnapshotArrivals::new(),
@@ -192,6 +212,7 @@ impl ZergCityBot {
             opaque: [false; BASELINES],
             last_delta_target: None,
             work: World::default(),
+            applier: DeltaApplier::new(),
             newest: None,
             terrain: Vec::new(),
             fulls_this_session: 0,
@@ -295,7 +316,14 @@ impl ZergCityBot {
 
     // ---- receiving ---------------------------------------------------------------------
 
-    fn on_message(&mut self, now: Instant, m: Message<'_>, len: usize, compressed: bool, rec: &mut Recorder) {
+    fn on_message(
+        &mut self,
+        now: Instant,
+        m: Message<'_>,
+        len: usize,
+        compressed: bool,
+        rec: &mut Recorder,
+    ) {
         match m {
             Message::ServerHello {
                 result,
@@ -332,7 +360,10 @@ impl ZergCityBot {
                 rec.record_extra("delta_compressed_bytes", len as u64);
                 rec.record_extra("delta_uncompressed_bytes", plain as u64);
                 if compressed {
-                    rec.record_extra("compression_ratio", (plain as u64 * 100) / (len.max(1) as u64));
+                    rec.record_extra(
+                        "compression_ratio",
+                        (plain as u64 * 100) / (len.max(1) as u64),
+                    );
                 }
                 self.on_delta(now, &d, rec);
             }
@@ -447,7 +478,13 @@ impl ZergCityBot {
             return;
         }
         let i = (tick as usize) % BASELINES;
-        match world::parse_full(data, &mut self.ring[i], &mut self.terrain) {
+        let parsed = world::parse_full_within(
+            data,
+            &mut self.ring[i],
+            &mut self.terrain,
+            MAX_TRACKED_ENTITIES,
+        );
+        match parsed {
             Ok(info) => {
                 self.ring[i].tick = tick;
                 self.opaque[i] = false;
@@ -469,13 +506,15 @@ impl ZergCityBot {
                 rec.events.add2("full_snapshot", "foreign_layout", 1);
                 rec.events.add2("foreign_layout_reason", reason, 1);
             }
-            Err(world::FullError::Malformed(reason)) => {
+            Err(world::FullError::Malformed(reason) | world::FullError::TooLarge(reason)) => {
                 self.valid[i] = false;
                 rec.decode_error("full_snapshot", reason);
+                self.enforce_budget(Some(i), rec);
                 return;
             }
         }
         self.valid[i] = true;
+        self.enforce_budget(Some(i), rec);
         // Delta loss counts target-tick gaps between deltas; the server sends none while this
         // snapshot is unacknowledged, so counting starts again from the next delta.
         self.last_delta_target = None;
@@ -499,7 +538,8 @@ impl ZergCityBot {
             self.grid.start(now + self.params.phase_offset);
             if self.opts.chat_rate > 0.0 {
                 let p = self.chat_timer.period();
-                self.chat_timer.start_at(now + p.mul_f64(self.rng.random::<f64>()));
+                self.chat_timer
+                    .start_at(now + p.mul_f64(self.rng.random::<f64>()));
             }
             self.plan_reconnect(now);
         }
@@ -538,9 +578,7 @@ impl ZergCityBot {
         }
         let b = (d.base_tick as usize) % BASELINES;
         if self.opaque[b] {
-            if let Err(reason) =
-                world::check_delta(d.entity_count, d.component_count, d.payload)
-            {
+            if let Err(reason) = world::check_delta(d.entity_count, d.component_count, d.payload) {
                 rec.decode_error("delta_snapshot", reason);
                 return;
             }
@@ -554,16 +592,21 @@ impl ZergCityBot {
             self.note_state(now, rec);
             return;
         }
-        self.work.copy_from(&self.ring[b]);
         let mut skipped = 0;
-        if let Err(reason) = world::apply_delta(
+        let applied = self.applier.apply(
+            &self.ring[b],
             &mut self.work,
-            d.entity_count,
-            d.component_count,
-            d.payload,
+            (d.entity_count, d.component_count, d.payload),
+            MAX_TRACKED_ENTITIES,
             &mut skipped,
-        ) {
+        );
+        self.applier.shrink_over(APPLIER_KEEP_BYTES);
+        if let Err(reason) = applied {
+            // Not acknowledged: the server's next delta is onto an older tick, or a
+            // FullSnapshot once that ages.
             rec.decode_error("delta_snapshot", reason);
+            self.work.entities.clear();
+            self.enforce_budget(None, rec);
             return;
         }
         if skipped > 0 {
@@ -574,8 +617,43 @@ impl ZergCityBot {
         std::mem::swap(&mut self.work, &mut self.ring[t]);
         self.valid[t] = true;
         self.opaque[t] = false;
+        self.enforce_budget(Some(t), rec);
         self.ack(d.target_tick);
         self.note_state(now, rec);
+    }
+
+    /// Keep what the bot holds for states within `max_state_bytes`: free the vectors of ring
+    /// slots that hold no baseline, then the spare world, then the baselines with the oldest
+    /// ticks (`baseline_evicted`), never the newest applied one nor `keep` (just stored).
+    fn enforce_budget(&mut self, keep: Option<usize>, rec: &mut Recorder) {
+        let size = std::mem::size_of::<world::Entity>();
+        let held = |b: &Self| {
+            let worlds: usize = b.ring.iter().map(|w| w.entities.capacity()).sum::<usize>()
+                + b.work.entities.capacity();
+            worlds * size + b.terrain.capacity() + b.applier.held_bytes()
+        };
+        let max = self.opts.max_state_bytes;
+        if held(self) <= max {
+            return;
+        }
+        for i in 0..BASELINES {
+            if !self.valid[i] && Some(i) != keep {
+                self.ring[i].entities = Vec::new();
+            }
+        }
+        if held(self) > max {
+            self.work.entities = Vec::new();
+        }
+        let newest = self.newest.map(|t| (t as usize) % BASELINES);
+        while held(self) > max {
+            let oldest = (0..BASELINES)
+                .filter(|&i| self.valid[i] && Some(i) != keep && Some(i) != newest)
+                .min_by_key(|&i| self.ring[i].tick);
+            let Some(i) = oldest else { break };
+            self.valid[i] = false;
+            self.ring[i].entities = Vec::new();
+            rec.event("baseline_evicted");
+        }
     }
 
     /// Delta loss (§5.2: deltas at the tick rate, one per tick): the target ticks skipped
@@ -588,7 +666,11 @@ impl ZergCityBot {
             Some(p) => {
                 let gap = target - p - 1;
                 // A jump beyond the ring's reach is a server pause, not a burst of loss.
-                let gap = if gap > 10 * u64::from(self.tick_rate) { 0 } else { gap };
+                let gap = if gap > 10 * u64::from(self.tick_rate) {
+                    0
+                } else {
+                    gap
+                };
                 rec.events.add("deltas_expected", gap + 1);
                 rec.events.add("deltas_missing", gap);
                 self.last_delta_target = Some(target);
@@ -607,7 +689,11 @@ impl ZergCityBot {
     }
 
     fn on_pong(&mut self, now: Instant, ts: u64, server_tick: u64, rec: &mut Recorder) {
-        let Some(k) = self.pings.iter().position(|p| p.is_some_and(|(t, _)| t == ts)) else {
+        let Some(k) = self
+            .pings
+            .iter()
+            .position(|p| p.is_some_and(|(t, _)| t == ts))
+        else {
             rec.event("pong_unmatched");
             return;
         };
@@ -892,7 +978,11 @@ impl ZergCityBot {
 }
 
 fn action_name(ty: u8) -> &'static str {
-    Action::Tiles { kind: ty, tiles: &[] }.name()
+    Action::Tiles {
+        kind: ty,
+        tiles: &[],
+    }
+    .name()
 }
 
 /// SplitMix64 finaliser: a well-mixed 64-bit hash of `x`.
@@ -916,7 +1006,8 @@ impl Bot for ZergCityBot {
         self.stage = Stage::Hello;
         self.started_at = Some(now);
         // ENet delivers the hello reliably or drops the session: a deadline, no resends.
-        self.handshake.begin(now, None, self.params.handshake_timeout);
+        self.handshake
+            .begin(now, None, self.params.handshake_timeout);
         self.out.push_back(Out::Hello {
             token: [0; TOKEN_LEN],
             slot: ANY_SLOT,
@@ -939,15 +1030,21 @@ impl Bot for ZergCityBot {
                 self.arrivals.mark(now);
             }
         }
-        let mut dec = std::mem::take(&mut self.dec);
-        match codec::decode(data, &mut dec) {
-            Ok(d) => match d.message {
-                Some(m) => self.on_message(now, m, data.len(), d.header.compressed(), rec),
-                None => rec.event("unknown_message_type"),
-            },
-            Err(e) => rec.decode_error(e.message, e.reason),
-        }
-        self.dec = dec;
+        DECOMPRESSOR.with(|cell| {
+            let Ok(mut dec) = cell.try_borrow_mut() else {
+                // Only a bot decoding inside another bot's decode could get here.
+                rec.event("decompressor_busy");
+                return;
+            };
+            dec.set_limit(self.opts.max_decompressed_bytes);
+            match codec::decode(data, &mut dec) {
+                Ok(d) => match d.message {
+                    Some(m) => self.on_message(now, m, data.len(), d.header.compressed(), rec),
+                    None => rec.event("unknown_message_type"),
+                },
+                Err(e) => rec.decode_error(e.message, e.reason),
+            }
+        });
     }
 
     fn handle_timeout(&mut self, now: Instant, rec: &mut Recorder) {
@@ -1121,7 +1218,8 @@ impl Bot for ZergCityBot {
         }
         self.reset_session();
         self.stage = Stage::Hello;
-        self.handshake.begin(now, None, self.params.handshake_timeout);
+        self.handshake
+            .begin(now, None, self.params.handshake_timeout);
         self.silence.arm(now);
         self.silence.heard(now);
         let slot = self.slot.map_or(ANY_SLOT, u32::from);

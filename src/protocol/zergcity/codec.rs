@@ -565,9 +565,7 @@ impl Action<'_> {
         match self {
             Action::None => INPUT_NONE,
             Action::PlaceBuilding { .. } => INPUT_PLACE_BUILDING,
-            Action::DesignateZone { .. } | Action::DesignateZoneWire { .. } => {
-                INPUT_DESIGNATE_ZONE
-            }
+            Action::DesignateZone { .. } | Action::DesignateZoneWire { .. } => INPUT_DESIGNATE_ZONE,
             Action::Tiles { kind, .. } | Action::TilesWire { kind, .. } => *kind,
             Action::PurchaseTile { .. } => INPUT_PURCHASE_TILE,
             Action::SetTributeRate { .. } => INPUT_SET_TRIBUTE_RATE,
@@ -866,6 +864,15 @@ impl Decompressor {
         self.buf.capacity()
     }
 
+    /// Accept stated sizes up to `limit` bytes (at most 16 MiB) from now on; the buffer is
+    /// kept, and given back if it is larger than the new limit.
+    pub fn set_limit(&mut self, limit: usize) {
+        self.limit = limit.min(MAX_PAYLOAD);
+        if self.buf.capacity() > self.limit {
+            self.buf = Vec::new();
+        }
+    }
+
     /// Decompress `block` that claims to expand to `size` bytes; checked before anything is
     /// allocated, and the output must be exactly `size` bytes.
     pub fn decompress(
@@ -882,7 +889,9 @@ impl Decompressor {
             return Err(DecodeError::new(msg, "impossible_size"));
         }
         if self.buf.len() < size {
-            self.buf.resize(size, 0);
+            // A new zeroed allocation (fresh pages) rather than growing and filling the old
+            // one: the buffer only grows to the largest size seen.
+            self.buf = vec![0; size];
         }
         let out = &mut self.buf[..size];
         match lz4_flex::block::decompress_into(block, out) {
@@ -1274,8 +1283,8 @@ pub fn encode_body(
         let out = buf
             .get_mut(HEADER_LEN + 4..)
             .ok_or(EncodeError::BufferTooSmall)?;
-        let n = lz4_flex::block::compress_into(body, out)
-            .map_err(|_| EncodeError::BufferTooSmall)?;
+        let n =
+            lz4_flex::block::compress_into(body, out).map_err(|_| EncodeError::BufferTooSmall)?;
         let mut w = Writer::<Le>::new(buf);
         write_header(&mut w, ty, FLAG_COMPRESSED, 4 + n, sequence)?;
         w.u32(size)?;

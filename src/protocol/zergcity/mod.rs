@@ -130,6 +130,11 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
         )
         .unit("x", 100),
         MetricDesc::count(
+            "baseline_evicted",
+            "Baselines dropped",
+            "oldest baselines dropped to keep a bot's worlds within max_state_bytes",
+        ),
+        MetricDesc::count(
             "baseline_misses",
             "Baseline misses",
             "deltas whose base tick the bot did not hold (not acked)",
@@ -264,8 +269,17 @@ pub struct ZergCityOptions {
     pub reconnect_after_ms: u64,
     /// An input without an InputAck after this long counts as lost upstream.
     pub input_ack_timeout_ms: u64,
-    /// Largest decompressed size a bot accepts (at most 16 MiB, §13.1).
+    /// Largest decompressed size a bot accepts (at most 16 MiB, §13.1). The buffer grows to
+    /// what a message needs and is given back after any message over 1 MiB.
     pub max_decompressed_bytes: usize,
+    /// Bytes a bot may hold in world states: all its baselines, the spare world, the terrain
+    /// and scratch together (at least 24 MiB). One world holds at most 65,536 entities
+    /// (104 bytes each, 6.8 MB); a server whose worlds take more than this leaves its bots
+    /// fewer than 16 baselines (the oldest are dropped, `baseline_evicted`), and a snapshot
+    /// whose world would pass 65,536 entities is refused
+    /// (`delta_snapshot.too_many_entities` / `full_snapshot.too_many_entities`, decode
+    /// errors).
+    pub max_state_bytes: usize,
     /// Header `protocol_version` the bot sends (another value exercises the rejection).
     pub protocol_version: u8,
     pub client_version: u32,
@@ -283,6 +297,7 @@ impl Default for ZergCityOptions {
             reconnect_after_ms: 2000,
             input_ack_timeout_ms: 2000,
             max_decompressed_bytes: codec::MAX_PAYLOAD,
+            max_state_bytes: 32 << 20,
             protocol_version: codec::PROTOCOL_VERSION,
             client_version: 1,
             name_prefix: "bot".to_string(),
@@ -314,12 +329,23 @@ impl ZergCityOptions {
                 codec::MAX_PAYLOAD
             ));
         }
+        if self.max_state_bytes < MIN_STATE_BYTES {
+            return Err(format!(
+                "max_state_bytes must be at least {MIN_STATE_BYTES} (the world, the newest \
+                 state and the spare one, of 65,536 entities each), got {}",
+                self.max_state_bytes
+            ));
+        }
         if self.name_prefix.len() > 20 {
             return Err("name_prefix: at most 20 bytes (names are 32 bytes on the wire)".into());
         }
         Ok(())
     }
 }
+
+/// The least `max_state_bytes`: three worlds of 65,536 entities (6.8 MB each) and a map's
+/// terrain.
+pub const MIN_STATE_BYTES: usize = 24 << 20;
 
 /// The registry entry.
 pub struct ZergCity;

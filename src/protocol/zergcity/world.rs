@@ -391,6 +391,8 @@ pub enum FullError {
     /// not in this build's layout (another implementation's choice). Not a decode error: the
     /// snapshot can still serve as an opaque baseline by its tick.
     Foreign(&'static str),
+    /// The world would hold more entities than the bot tracks: refused, a decode error.
+    TooLarge(&'static str),
 }
 
 /// Check §5.1's frame of a FullSnapshot payload (section count, 12-byte headers, every
@@ -422,11 +424,26 @@ pub fn parse_full(
     world: &mut World,
     terrain: &mut Vec<u8>,
 ) -> Result<FullInfo, FullError> {
+    parse_full_within(data, world, terrain, usize::MAX)
+}
+
+/// [`parse_full`] holding at most `limit` entities: a snapshot with more is
+/// [`FullError::TooLarge`].
+pub fn parse_full_within(
+    data: &[u8],
+    world: &mut World,
+    terrain: &mut Vec<u8>,
+    limit: usize,
+) -> Result<FullInfo, FullError> {
     check_sections(data).map_err(FullError::Malformed)?;
-    parse_sections(data, world, terrain).map_err(|e| {
+    parse_sections(data, world, terrain, limit).map_err(|e| {
         world.entities.clear();
         terrain.clear();
-        FullError::Foreign(e)
+        if e == TOO_MANY_ENTITIES {
+            FullError::TooLarge(e)
+        } else {
+            FullError::Foreign(e)
+        }
     })
 }
 
@@ -435,6 +452,7 @@ fn parse_sections(
     data: &[u8],
     world: &mut World,
     terrain: &mut Vec<u8>,
+    limit: usize,
 ) -> Result<FullInfo, &'static str> {
     let mut r = Reader::<Le>::new(data);
     let count = r.u32()? as usize;
@@ -508,7 +526,11 @@ fn parse_sections(
     if n > er.remaining() / 9 {
         return Err("entity_count_mismatch");
     }
+    if n > limit {
+        return Err(TOO_MANY_ENTITIES);
+    }
     world.entities.clear();
+    reserve_within(&mut world.entities, n, limit);
     world.tick = info.meta.tick;
     let mut last_id = None;
     for _ in 0..n {
@@ -556,8 +578,146 @@ fn parse_sections(
 /// Why a delta could not be applied.
 pub type DeltaError = &'static str;
 
-/// Apply a DeltaSnapshot payload to `world` (a copy of the baseline). On error the world is
-/// half-changed: the caller discards it.
+/// The reason a snapshot whose world would hold more than its entity limit is refused.
+pub const TOO_MANY_ENTITIES: &str = "too_many_entities";
+
+/// Room in `v` (cleared) for `n` entities: a quarter more than needed, so a world that grows
+/// slowly reallocates rarely, but never room for more than `limit`, so a vector's capacity
+/// (what a bot's budget counts) stays within one world's limit.
+pub fn reserve_within(v: &mut Vec<Entity>, n: usize, limit: usize) {
+    let n = n.min(limit);
+    if v.capacity() < n {
+        v.reserve_exact(n.saturating_add(n / 4).min(limit) - v.len());
+    }
+}
+
+/// An entity operation of a delta: `(entity_id, wire order, operation, archetype)`.
+type EntityOp = (u32, u32, u8, u32);
+
+/// Applies DeltaSnapshot payloads. Its scratch (the entity operations sorted by id) is reused,
+/// so applying allocates nothing once it has grown.
+///
+/// The new world is merged from the baseline in one pass: the entity operations are sorted
+/// by id (`k log k`), runs of baseline entities between two named ids are copied in bulk
+/// (found by binary search), and component updates find their entity by binary search: a
+/// delta costs `O((k + c) log n)` plus one copy of the baseline whatever its ids, never an
+/// insert into the middle of the world, whose cost grows with the entities held.
+#[derive(Debug, Default)]
+pub struct DeltaApplier {
+    ops: Vec<EntityOp>,
+}
+
+impl DeltaApplier {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Bytes the scratch holds (by capacity).
+    pub fn held_bytes(&self) -> usize {
+        self.ops.capacity() * std::mem::size_of::<EntityOp>()
+    }
+
+    /// Free the scratch if it holds more than `bytes`.
+    pub fn shrink_over(&mut self, bytes: usize) {
+        if self.held_bytes() > bytes {
+            self.ops = Vec::new();
+        }
+    }
+
+    /// Build into `out` (replaced; its allocation reused) `base` with a DeltaSnapshot
+    /// payload applied, at most `limit` entities ([`TOO_MANY_ENTITIES`] beyond). On error
+    /// `out` is half-built: the caller discards it. Operations on one entity apply in wire
+    /// order; on different entities they are independent, so the result is the one applying
+    /// them all in wire order gives.
+    pub fn apply(
+        &mut self,
+        base: &World,
+        out: &mut World,
+        d: (u16, u16, &[u8]),
+        limit: usize,
+        skipped: &mut u32,
+    ) -> Result<(), DeltaError> {
+        let (entity_count, component_count, payload) = d;
+        let mut r = Reader::<Le>::new(payload);
+        self.ops.clear();
+        for seq in 0..u32::from(entity_count) {
+            let id = r.u32()?;
+            let op = r.u8()?;
+            let archetype = match op {
+                OP_CREATED => r.u32()?,
+                OP_DESTROYED | OP_MODIFIED => 0,
+                _ => return Err("bad_operation"),
+            };
+            self.ops.push((id, seq, op, archetype));
+        }
+        self.ops.sort_unstable_by_key(|o| (o.0, o.1));
+        out.tick = base.tick;
+        out.entities.clear();
+        let base = &base.entities;
+        reserve_within(&mut out.entities, base.len() + self.ops.len(), limit);
+        let ents = &mut out.entities;
+        let (mut b, mut u) = (0usize, 0usize);
+        while let Some(&(next, ..)) = self.ops.get(u) {
+            let run = base[b..].partition_point(|e| e.id < next);
+            if ents.len() + run > limit {
+                return Err(TOO_MANY_ENTITIES);
+            }
+            ents.extend_from_slice(&base[b..b + run]);
+            b += run;
+            let mut e = match base.get(b) {
+                Some(e) if e.id == next => {
+                    b += 1;
+                    Some(*e)
+                }
+                _ => None,
+            };
+            while let Some(&(_, _, op, archetype)) = self.ops.get(u).filter(|o| o.0 == next) {
+                match (op, e.is_some()) {
+                    (OP_CREATED, false) => e = Some(Entity::new(next, archetype)),
+                    (OP_CREATED, true) => return Err("entity_exists"),
+                    (OP_DESTROYED, true) => e = None,
+                    (_, false) => return Err("unknown_entity"),
+                    _ => {}
+                }
+                u += 1;
+            }
+            if let Some(e) = e {
+                if ents.len() >= limit {
+                    return Err(TOO_MANY_ENTITIES);
+                }
+                ents.push(e);
+            }
+        }
+        let rest = &base[b..];
+        if ents.len() + rest.len() > limit {
+            return Err(TOO_MANY_ENTITIES);
+        }
+        ents.extend_from_slice(rest);
+        for _ in 0..component_count {
+            let id = r.u32()?;
+            let t = r.u16()?;
+            let op = r.u8()?;
+            let e = out.get_mut(id).ok_or("unknown_entity")?;
+            match op {
+                OP_REMOVED => e.remove(t),
+                OP_ADDED | OP_MODIFIED => {
+                    let len = usize::from(r.u16()?);
+                    let d = r.take(len)?;
+                    if t == 0 || t > COMP_KNOWN {
+                        *skipped += 1;
+                    } else if !e.set(t, d) {
+                        return Err("component_bad_length");
+                    }
+                }
+                _ => return Err("bad_operation"),
+            }
+        }
+        r.expect_end().map_err(|e: WireError| e.reason())
+    }
+}
+
+/// Apply a DeltaSnapshot payload to `world` (a copy of the baseline), with no entity limit
+/// and fresh scratch (tests). On error the world is half-changed: the caller discards it.
 pub fn apply_delta(
     world: &mut World,
     entity_count: u16,
@@ -565,49 +725,14 @@ pub fn apply_delta(
     payload: &[u8],
     skipped: &mut u32,
 ) -> Result<(), DeltaError> {
-    let mut r = Reader::<Le>::new(payload);
-    for _ in 0..entity_count {
-        let id = r.u32()?;
-        match r.u8()? {
-            OP_CREATED => {
-                let archetype = r.u32()?;
-                if !world.insert(Entity::new(id, archetype)) {
-                    return Err("entity_exists");
-                }
-            }
-            OP_DESTROYED => {
-                if !world.remove(id) {
-                    return Err("unknown_entity");
-                }
-            }
-            OP_MODIFIED => {
-                if world.get(id).is_none() {
-                    return Err("unknown_entity");
-                }
-            }
-            _ => return Err("bad_operation"),
-        }
-    }
-    for _ in 0..component_count {
-        let id = r.u32()?;
-        let t = r.u16()?;
-        let op = r.u8()?;
-        let e = world.get_mut(id).ok_or("unknown_entity")?;
-        match op {
-            OP_REMOVED => e.remove(t),
-            OP_ADDED | OP_MODIFIED => {
-                let len = usize::from(r.u16()?);
-                let d = r.take(len)?;
-                if t == 0 || t > COMP_KNOWN {
-                    *skipped += 1;
-                } else if !e.set(t, d) {
-                    return Err("component_bad_length");
-                }
-            }
-            _ => return Err("bad_operation"),
-        }
-    }
-    r.expect_end().map_err(|e: WireError| e.reason())
+    let base = std::mem::take(world);
+    DeltaApplier::new().apply(
+        &base,
+        world,
+        (entity_count, component_count, payload),
+        usize::MAX,
+        skipped,
+    )
 }
 
 /// Check a DeltaSnapshot payload against §5.2 alone (operations, lengths, exact counts)
@@ -759,11 +884,18 @@ mod tests {
         target.tick = 7;
         target.remove(2);
         target.insert(ent(9, 9, 3));
-        target.get_mut(4).unwrap().set(COMP_POPULATION, &[5, 0, 0, 0, 0, 0, 0, 0]);
+        target
+            .get_mut(4)
+            .unwrap()
+            .set(COMP_POPULATION, &[5, 0, 0, 0, 0, 0, 0, 0]);
         target.get_mut(5).unwrap().remove(COMP_POPULATION);
         let mut buf = vec![0u8; 4096];
         let (e, c, n) = write_delta(&mut buf, &base, &target).unwrap();
-        assert_eq!((e, c), (2, 4), "created + destroyed; 2 added, 1 modified, 1 removed");
+        assert_eq!(
+            (e, c),
+            (2, 4),
+            "created + destroyed; 2 added, 1 modified, 1 removed"
+        );
         let mut w = base.clone();
         let mut skipped = 0;
         apply_delta(&mut w, e, c, &buf[..n], &mut skipped).unwrap();
@@ -789,5 +921,160 @@ mod tests {
         assert_eq!(info.meta, meta);
         assert_eq!(info.players, 1);
         assert_eq!(back, target);
+    }
+
+    /// The plain definition: the baseline, each entity operation in wire order (new ids
+    /// inserted in place), then each component update.
+    fn apply_plainly(
+        world: &mut World,
+        ec: u16,
+        cc: u16,
+        payload: &[u8],
+    ) -> Result<(), DeltaError> {
+        let mut r = Reader::<Le>::new(payload);
+        for _ in 0..ec {
+            let id = r.u32()?;
+            match r.u8()? {
+                OP_CREATED => {
+                    let archetype = r.u32()?;
+                    if !world.insert(Entity::new(id, archetype)) {
+                        return Err("entity_exists");
+                    }
+                }
+                OP_DESTROYED => {
+                    if !world.remove(id) {
+                        return Err("unknown_entity");
+                    }
+                }
+                OP_MODIFIED => {
+                    if world.get(id).is_none() {
+                        return Err("unknown_entity");
+                    }
+                }
+                _ => return Err("bad_operation"),
+            }
+        }
+        for _ in 0..cc {
+            let id = r.u32()?;
+            let t = r.u16()?;
+            let op = r.u8()?;
+            let e = world.get_mut(id).ok_or("unknown_entity")?;
+            match op {
+                OP_REMOVED => e.remove(t),
+                _ => {
+                    let len = usize::from(r.u16()?);
+                    let d = r.take(len)?;
+                    if !e.set(t, d) {
+                        return Err("component_bad_length");
+                    }
+                }
+            }
+        }
+        r.expect_end().map_err(|e: WireError| e.reason())
+    }
+
+    #[test]
+    fn a_merged_delta_equals_applying_its_operations_in_wire_order() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(26);
+        let mut applier = DeltaApplier::new();
+        let mut base = World::default();
+        let mut out = World::default();
+        let (mut oks, mut errs) = (0, 0);
+        for round in 0..400 {
+            // Mostly valid operations (what exists is tracked as they are written), now and
+            // then a wrong one: both outcomes are compared.
+            let mut exists: std::collections::BTreeSet<u32> =
+                base.entities.iter().map(|e| e.id).collect();
+            let mut payload = Vec::new();
+            let ec = rng.random_range(0..30u16);
+            for _ in 0..ec {
+                let id = rng.random_range(0..60u32);
+                let valid = rng.random_bool(0.995);
+                let op = match (exists.contains(&id), valid) {
+                    (true, true) => [OP_DESTROYED, OP_MODIFIED][rng.random_range(0..2)],
+                    (false, true) | (true, false) => OP_CREATED,
+                    (false, false) => OP_MODIFIED,
+                };
+                match op {
+                    OP_CREATED => exists.insert(id),
+                    OP_DESTROYED => exists.remove(&id),
+                    _ => true,
+                };
+                payload.extend_from_slice(&id.to_le_bytes());
+                payload.push(op);
+                if op == OP_CREATED {
+                    payload.extend_from_slice(&ARCH_ROAD.to_le_bytes());
+                }
+            }
+            let cc = rng.random_range(0..4u16);
+            let held: Vec<u32> = exists.iter().copied().collect();
+            for _ in 0..cc {
+                let id = if held.is_empty() || rng.random_bool(0.02) {
+                    rng.random_range(0..60u32)
+                } else {
+                    held[rng.random_range(0..held.len())]
+                };
+                payload.extend_from_slice(&id.to_le_bytes());
+                payload.extend_from_slice(&COMP_TRANSPORT.to_le_bytes());
+                payload.push(OP_MODIFIED);
+                payload.extend_from_slice(&4u16.to_le_bytes());
+                payload.extend_from_slice(&[6, 0, round as u8, 0]);
+            }
+            let mut skipped = 0;
+            let got = applier.apply(
+                &base,
+                &mut out,
+                (ec, cc, &payload),
+                usize::MAX,
+                &mut skipped,
+            );
+            let mut want = base.clone();
+            let plain = apply_plainly(&mut want, ec, cc, &payload);
+            assert_eq!(
+                got.is_ok(),
+                plain.is_ok(),
+                "round {round}: {got:?} / {plain:?}"
+            );
+            if got.is_ok() {
+                assert_eq!(out, want, "round {round}");
+                std::mem::swap(&mut base, &mut out);
+                oks += 1;
+            } else {
+                errs += 1;
+            }
+        }
+        assert!(
+            oks > 100 && errs > 20,
+            "both paths exercised: {oks} / {errs}"
+        );
+    }
+
+    #[test]
+    fn a_world_past_the_entity_limit_is_refused() {
+        let mut base = World::default();
+        for i in 1..=3 {
+            base.insert(ent(i, 0, 0));
+        }
+        let mut payload = Vec::new();
+        for id in [0u32, 9] {
+            payload.extend_from_slice(&id.to_le_bytes());
+            payload.push(OP_CREATED);
+            payload.extend_from_slice(&ARCH_ROAD.to_le_bytes());
+        }
+        let (mut a, mut out, mut skipped) = (DeltaApplier::new(), World::default(), 0);
+        assert_eq!(
+            a.apply(&base, &mut out, (2, 0, &payload), 4, &mut skipped),
+            Err(TOO_MANY_ENTITIES)
+        );
+        assert_eq!(
+            a.apply(&base, &mut out, (2, 0, &payload), 5, &mut skipped),
+            Ok(())
+        );
+        assert_eq!(
+            out.entities.iter().map(|e| e.id).collect::<Vec<_>>(),
+            [0, 1, 2, 3, 9]
+        );
+        assert!(out.entities.capacity() <= 5, "never room past the limit");
     }
 }
