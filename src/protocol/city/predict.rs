@@ -57,8 +57,11 @@ pub const MOVE_DURATION: f32 = 0.15;
 pub const TICK_HZ: u32 = 60;
 /// The variant's fixed step, `1 / 60` in `f32` as the server computes it.
 pub const TICK_DT: f32 = 1.0 / 60.0;
-/// Inputs remembered (at 60 Hz, two seconds of round trip).
-const INPUT_LOG: usize = 128;
+/// Inputs remembered at most (at 60 Hz, four seconds).
+const INPUT_LOG: usize = 256;
+/// Inputs are kept at least this long after they were sent, whatever the lag says: the lag
+/// is measured from them (a round trip up to this long).
+const INPUT_KEEP_S: f64 = 1.0;
 /// Impassable tiles remembered; past that the oldest learnt is forgotten.
 const MAX_WALLS: usize = 4096;
 /// Ticks a prediction replays at most (beyond, the base is too old to replay from).
@@ -455,14 +458,14 @@ impl Predictor {
         self.refusing = refusal;
         self.base = s;
         self.base_tick = Some(tick);
-        // Keep a few ticks of inputs already applied: the lag search may shift them back
-        // into flight.
+        // Keep a few ticks of inputs already applied (the lag search may shift them back
+        // into flight) and the last second's (the lag is measured from them).
         let keep_after = i64::from(tick) - 4;
-        while self
-            .inputs
-            .front()
-            .is_some_and(|&(st, _)| self.tick_of(st, self.lag) < keep_after)
-            && self.inputs.len() > 1
+        let newest = self.inputs.back().map_or(0.0, |&(st, _)| st);
+        while self.inputs.len() > 1
+            && self.inputs.front().is_some_and(|&(st, _)| {
+                self.tick_of(st, self.lag) < keep_after && st < newest - INPUT_KEEP_S
+            })
         {
             self.inputs.pop_front();
         }
