@@ -1771,7 +1771,10 @@ fn implementation_dialect_prediction_survives_server_stalls() {
         sim.rec.events.get("move_refused"),
     );
     assert!(h.len() > 3000);
-    assert!(sim.rec.events.get("prediction_timing_slips") > 0, "stalls shift the timing");
+    assert!(
+        sim.rec.events.get("prediction_timing_slips") > 0,
+        "stalls shift the timing"
+    );
     assert!(sim.bot.corrections() <= 1, "{}", sim.bot.corrections());
 }
 

@@ -220,7 +220,10 @@ fn implementation_dialect_plays_against_the_variant_peer() {
          {slips}; move_refused {refused}, peer refused {}",
         peer.stat("refused")
     );
-    assert!(bot_minutes > 20.0 * 19.0 / 60.0, "{applied} DeltaStates applied");
+    assert!(
+        bot_minutes > 20.0 * 19.0 / 60.0,
+        "{applied} DeltaStates applied"
+    );
     assert!(pe["count"].as_u64().unwrap_or(0) + 20 >= applied, "{pe}");
     assert!(pe["p50"].as_u64().unwrap_or(u64::MAX) <= 1, "{pe}");
     assert!(pe["p99"].as_u64().unwrap_or(u64::MAX) <= 1, "{pe}");

@@ -23,21 +23,19 @@
 //! hides. Lost inputs, server-side moves and map edges the bot does not know make it nonzero.
 //!
 //! # Prediction without acks (implementation dialect)
-//! The variant sends no InputAck and its DeltaState no `last_acked_input`, and moves players
-//! on a grid (NOTES.md "Known variant"): 0.15 s per tile, the latest input of each tick
-//! counts. The bot predicts with that model ([`GridMover`]; one input per server tick, so a
-//! grid step of `1 / input_rate`) and keeps the mover after each input (up to 128). Each
-//! DeltaState's own-entity position is matched with the nearest of the base and the
-//! predictions in flight (ties to the newest, as the DarkAges bot does): the distance is
-//! `prediction_error` (milli-tiles, once per DeltaState), and the predictions up to the match
-//! are dropped. Beyond `prediction_error_threshold` the bot snaps to the server's mover
-//! ([`GridMover::from_server`]: the record's grid fields, progress read back from the
-//! position) and replays the newest inputs, as many as were in flight at the last match
-//! within the threshold (`corrections`). With no loss the error is 0 whatever the delay; a
-//! server-side move is one correction, and so is a server tick that slipped against the
-//! bot's input clock (an input overwritten or held over a tick) when it changes when a move
-//! starts. Map edges are unknown to the bot (no FullState): a move the server refused there
-//! is a correction.
+//! The variant sends no InputAck and its DeltaState no `last_acked_input`; it moves players
+//! with its own grid mover at 60 Hz, and each DeltaState record carries that whole mover
+//! (`pos, vel, is_moving, grid_pos, move_target, input_direction`). The bot predicts with
+//! the same mover, bit for bit ([`Predictor`], see [`super::predict`]): every record
+//! becomes the base, and the inputs sent since are replayed from it, mapped to server ticks
+//! by a lag measured from the record's `input_direction`, whatever the input rate. Each
+//! record is compared with the prediction for its tick: the distance is `prediction_error`
+//! (milli-tiles, once per record). What the record itself explains is not a correction: an
+//! input that landed a tick earlier or later than guessed (`prediction_timing_slips`), or a
+//! move the server refused onto an impassable tile the bot cannot know (`move_refused`, once
+//! per refusal; the tile is learnt). Anything else, such as a server-side move or a lost
+//! input, counts in `corrections`. The bot's predicted position is the mover once the
+//! server has applied every input sent.
 //!
 //! # Interpolation
 //! Remote entities keep their last 10 samples (tick, position). At every frame (the input

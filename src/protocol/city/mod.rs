@@ -3,6 +3,7 @@
 //! - [`codec`]: every wire rule, and the TileMap / ComponentData layouts the reference server
 //!   defines.
 //! - [`bot`]: the simulated client, with client-side prediction and server reconciliation.
+//! - [`predict`]: the implementation dialect's grid mover, and the bot's prediction of it.
 //! - [`server`]: the reference server.
 //!
 //! Both state machines exchange *ENet packet payloads* (several City messages back to back)
@@ -26,10 +27,12 @@
 //!   within `input_ack_timeout_ms` counts as lost. Exact against the reference server; against a
 //!   server that acks unreliably, acks only some inputs or rate-limits, it errs high.
 //! - **Prediction**: see [`bot`]. The spec dialect predicts with [`step`] and compares at
-//!   `last_acked_input`; the implementation dialect predicts with the variant's grid model
-//!   ([`GridMover`]) and, without acks, matches each DeltaState with the nearest prediction
-//!   in flight. `prediction_error` is a histogram in milli-tiles (1/1000 of
-//!   a tile; an exact prediction records 1, the histogram's floor), `corrections` counts snaps,
+//!   `last_acked_input`; the implementation dialect predicts with the variant's own mover
+//!   ([`predict::Mover`]) and, without acks, compares each DeltaState record with the
+//!   prediction for its tick, explaining from the record's own fields what a bot cannot know
+//!   (`prediction_timing_slips`, `move_refused`). `prediction_error` is a histogram in
+//!   milli-tiles (1/1000 of a tile; an exact prediction records 1, the histogram's floor),
+//!   `corrections` counts predictions the server overruled,
 //!   `input_ack_latency_us` is input send to InputAck, `extrapolation_gaps` counts remote
 //!   entities whose interpolation buffer ran dry while they were moving,
 //!   `content_time_us` is ServerHello to ContentComplete.
@@ -132,6 +135,19 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
         )
         .display(Display::Card)
         .per_bot_minute(),
+        MetricDesc::count(
+            "move_refused",
+            "Moves refused",
+            "implementation dialect: moves the server refused onto a tile the bot cannot know \
+             is impassable (once per refusal; not corrections)",
+        )
+        .display(Display::Card),
+        MetricDesc::count(
+            "prediction_timing_slips",
+            "Prediction timing slips",
+            "implementation dialect: an input landed a tick earlier or later than the bot \
+             guessed; the server's record explains it (not corrections)",
+        ),
     ],
 };
 

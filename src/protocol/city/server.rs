@@ -18,10 +18,14 @@
 //!   player's position is a function of the inputs the server received, which is what makes
 //!   the bot's prediction exact when nothing is lost. Velocity is the last input's move ×
 //!   speed, zeroed after 6 ticks without input.
-//! - Implementation dialect: players move on the variant's grid instead ([`GridMover`],
-//!   NOTES.md "Known variant"): they spawn on a tile, each tick the latest input received
-//!   (held until the next) drives one tick of the mover, 0.15 s per tile. NPCs keep the
-//!   continuous model (their grid fields are derived from it).
+//! - Implementation dialect: players move with the variant's mover instead
+//!   ([`Mover`], see [`super::predict`]): they spawn on a tile's centre; the latest input
+//!   received is held (no rate limit, no tick check, no InputAck, as the variant) and drives
+//!   each tick of the mover, in `f32` at 60 Hz, onto passable tiles only: the map's outer
+//!   ring is wall, as the variant's map is walled, so walks meet refusals
+//!   (`moves_refused`, once per refusal). A late wake catches up at most 15 ticks, as the
+//!   variant's quarter-second cap. NPCs keep the continuous model (their grid fields are
+//!   derived from it).
 //! - Every applied input is acknowledged with an InputAck on the reliable channel (the
 //!   mapping table does not list InputAck; reliable acks make upstream loss measurable), and
 //!   the next DeltaState carries it as `last_acked_input`. Inputs whose tick is not above the
@@ -55,8 +59,9 @@
 //!   client is dropped; more than `max_chat_per_minute` per client per minute are dropped;
 //!   content over 256 bytes is dropped.
 //! - A client silent for `client_timeout` (30 s) gets Disconnect(Timeout) and is removed.
-//! - Ticks run on a fixed 60 Hz schedule; a late wake-up runs at most 4 ticks to catch up and
-//!   skips the rest (counted), so tick numbers stay consecutive.
+//! - Ticks run on a fixed 60 Hz schedule; a late wake-up runs at most 4 ticks (15 in the
+//!   implementation dialect) to catch up and skips the rest (counted), so tick numbers stay
+//!   consecutive.
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
