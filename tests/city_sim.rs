@@ -1449,7 +1449,8 @@ fn every_dropped_session_is_reported_through_poll_close() {
 /// `floor(position)` onto a passable tile only (the map's outer ring is wall). Each tick
 /// sends one implementation-dialect DeltaState (46-byte record) and nothing else: no InputAck,
 /// no `last_acked_input`. The link delays both ways by `delay`; every `drop_every`-th
-/// DeltaState is lost. Frames run every 1 ms, plus `stall_every`-th frame a stall of 40-90 ms.
+/// DeltaState is lost. Frames run every 1 ms, plus `stall_every`-th frame a stall of 40-400 ms
+/// (beyond 250 ms the variant drops the time it cannot catch up).
 struct VariantSim {
     base: Instant,
     now: Instant,
@@ -1661,7 +1662,7 @@ impl VariantSim {
         self.frames += 1;
         let mut gap = ms(1);
         if self.stall_every > 0 && self.frames % self.stall_every == 0 {
-            gap += ms(self.rng.random_range(40..90));
+            gap += ms(self.rng.random_range(40..400));
         }
         self.next_frame = self.now + gap;
     }
@@ -1775,7 +1776,7 @@ fn implementation_dialect_prediction_survives_server_stalls() {
         sim.rec.events.get("prediction_timing_slips") > 0,
         "stalls shift the timing"
     );
-    assert!(sim.bot.corrections() <= 1, "{}", sim.bot.corrections());
+    assert_eq!(sim.bot.corrections(), 0);
 }
 
 #[test]

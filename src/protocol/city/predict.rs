@@ -220,7 +220,9 @@ pub struct Predictor {
     /// Inputs sent, oldest first: (seconds since `origin`, direction).
     inputs: VecDeque<(f64, Vec2i)>,
     /// Seconds since `origin` at which tick 0 would have arrived: the earliest
-    /// `arrival - tick × interval` seen, relaxing slowly upward.
+    /// `arrival - tick × interval` seen (the least delayed record). A delay that grows later
+    /// (a server falling behind and dropping time) shows in the lag, which is measured
+    /// against it.
     epoch: Option<f64>,
     /// Input send time to applying tick, seconds (see the module docs).
     lag: f64,
@@ -344,10 +346,7 @@ impl Predictor {
     pub fn on_record(&mut self, now: Instant, tick: u32, s: Mover, threshold: f32) -> Outcome {
         let at = self.secs(now);
         let e = at - f64::from(tick) * Self::interval();
-        self.epoch = Some(match self.epoch {
-            Some(old) if e >= old => old + (e - old) / 256.0,
-            _ => e,
-        });
+        self.epoch = Some(self.epoch.map_or(e, |old| old.min(e)));
         let refusal = s.refusal();
         let refusal_started = refusal.is_some() && refusal != self.refusing;
         let Some(bt) = self.base_tick else {
@@ -358,6 +357,15 @@ impl Predictor {
                 refusal_started,
             };
         };
+        if tick <= bt && bt - tick > MAX_REPLAY as u32 {
+            // Far behind the base: the server restarted its tick count. Start again from it.
+            self.adopt(tick, s, refusal);
+            return Outcome {
+                verdict: Verdict::First,
+                error: None,
+                refusal_started,
+            };
+        }
         if tick <= bt {
             return Outcome {
                 verdict: Verdict::Stale,
@@ -504,13 +512,13 @@ mod tests {
     }
 
     #[test]
-    fn a_straight_move_takes_about_0_15_s_and_a_diagonal_about_0_21_s() {
+    fn a_straight_move_arrives_on_the_10th_tick_and_a_diagonal_on_the_13th() {
         let straight = ticks_to_arrive(v(1, 0));
         let diagonal = ticks_to_arrive(v(-1, 1));
-        // 1 tile at 1/0.15 tiles/s is 9 ticks of 1/60 s; √2 tiles is 12.7, so 13.
-        // Counting the start tick: 1 tile at 1/0.15 tiles/s is 9 steps of 1/60 s, and f32
-        // leaves the 9th just short of the centre, so the snap comes a tick later (1/6 s);
-        // a diagonal is √2 tiles, 12.7 steps, so it arrives on the 13th tick (0.217 s).
+        // Counting the start tick. One tile is exactly 9 steps of 1/60 s at 1/0.15 tiles/s,
+        // but in f32 what is left after 8 steps is a hair over one step, so a 9th step is
+        // taken and the snap comes on the 10th tick (1/6 s); a diagonal is √2 tiles, 12.7
+        // steps, so it snaps on the 13th (0.217 s).
         assert_eq!(straight, 1 + 10);
         assert_eq!(diagonal, 1 + 13);
         assert_eq!(ticks_to_arrive(v(0, -1)), straight);
