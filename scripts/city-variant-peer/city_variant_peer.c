@@ -20,15 +20,27 @@
  *     message that does not hold those four fields is what makes the real server throw and
  *     exit: this peer prints "crashed reason=..." and exits 3. A good one is relayed to
  *     everyone as ChatBroadcast 0x41 (same four fields).
- *   - Grid movement: 0.15 s per tile, only the latest input of each tick counts.
+ *   - Grid movement, in float as the variant computes it: the latest input received is held
+ *     (each tick applies the newest); positions are tile centres (grid + 0.5); a moving
+ *     player advances by distance toward the target tile's centre at 1/0.15 tiles per second
+ *     (a diagonal is sqrt(2) tiles), velocity along that direction, and snaps to the centre
+ *     (velocity 0, grid = target) when within one tick's step; only a standing player with a
+ *     nonzero input starts a move, from floor(position) by the input, and only onto a
+ *     passable tile. The map is MAP x MAP tiles, its outer ring wall, plus a pillar on every
+ *     tile with x % 6 == 3 and y % 6 == 3, so walks meet walls; a refused move is counted
+ *     once per refusal (the same refusal held over ticks counts once).
+ *   - Ticks are fixed steps of 1/HZ s (60 by default, as the variant); a late loop catches up
+ *     at most 15 ticks and drops the rest of the time, as the variant's 0.25 s cap does.
  *
  * Output (stdout, flushed per line): "LISTENING <port>", "HELLO peer=.. name=..",
- * once a second "STATS hellos=.. inputs=.. chats=.. pings=.. deltas=.. peers=..", and
+ * once a second "STATS hellos=.. inputs=.. chats=.. pings=.. deltas=.. peers=.. refused=..",
+ * and
  * "crashed reason=.." on a message it cannot read. Exit 0 after S seconds (default 30).
  * Big-endian throughout; varint = LEB128.
  */
 #include <enet/enet.h>
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,19 +49,65 @@
 
 #define MAP 128
 #define NAME_MAX_LEN 64
-#define SECONDS_PER_TILE 0.15
+#define MOVE_DURATION 0.15f
+#define MAX_CATCHUP 15
 
 typedef struct {
     int in_world;
     uint32_t id;
     char name[NAME_MAX_LEN + 1];
+    float px, py;           /* position (tiles) */
+    float vx, vy;           /* velocity (tiles per second) */
     int32_t gx, gy;         /* grid position */
     int32_t tx, ty;         /* move target */
-    int32_t dx, dy;         /* input direction of the move under way */
     int moving;
-    double progress;        /* 0..1 along the move */
-    int8_t in_x, in_y;      /* latest input of this tick */
+    int32_t in_x, in_y;     /* latest input received (held) */
+    int refusing;           /* last tick refused a move ... */
+    int32_t rgx, rgy, rdx, rdy; /* ... from this tile in this direction */
 } Player;
+
+static int passable(int32_t x, int32_t y)
+{
+    if (x < 1 || y < 1 || x >= MAP - 1 || y >= MAP - 1) return 0;
+    return !(x % 6 == 3 && y % 6 == 3);
+}
+
+/* One tick of the variant's mover with the held input; returns 1 when a start was refused. */
+static int move_tick(Player *p, float dt)
+{
+    const float speed = 1.0f / MOVE_DURATION;
+    if (p->moving) {
+        float cx = (float)p->tx + 0.5f, cy = (float)p->ty + 0.5f;
+        float dx = cx - p->px, dy = cy - p->py;
+        float dist = sqrtf(dx * dx + dy * dy);
+        if (dist <= speed * dt || dist < 0.001f) {
+            p->px = cx; p->py = cy;
+            p->vx = 0.0f; p->vy = 0.0f;
+            p->gx = p->tx; p->gy = p->ty;
+            p->moving = 0;
+        } else {
+            p->vx = (dx / dist) * speed;
+            p->vy = (dy / dist) * speed;
+            p->px += p->vx * dt;
+            p->py += p->vy * dt;
+        }
+    }
+    if (p->moving || (p->in_x == 0 && p->in_y == 0)) return 0;
+    p->gx = (int32_t)floorf(p->px);
+    p->gy = (int32_t)floorf(p->py);
+    int32_t nx = p->gx + p->in_x, ny = p->gy + p->in_y;
+    if (!passable(nx, ny)) return 1;
+    p->tx = nx; p->ty = ny;
+    p->moving = 1;
+    float cx = (float)nx + 0.5f, cy = (float)ny + 0.5f;
+    float dx = cx - p->px, dy = cy - p->py;
+    float dist = sqrtf(dx * dx + dy * dy);
+    if (dist > 0.001f) {
+        p->vx = (dx / dist) * speed;
+        p->vy = (dy / dist) * speed;
+    }
+    return 0;
+}
 
 static uint64_t now_ms(void)
 {
@@ -116,23 +174,12 @@ static void rstr(Rd *r, char *out, size_t cap)
     r->at += (size_t)len;
 }
 
-static void pos_of(const Player *pl, float *x, float *y, float *vx, float *vy)
-{
-    double f = pl->moving ? pl->progress : 0.0;
-    *x = (float)(pl->gx + (pl->tx - pl->gx) * f);
-    *y = (float)(pl->gy + (pl->ty - pl->gy) * f);
-    *vx = pl->moving ? (float)(pl->dx / SECONDS_PER_TILE) : 0.0f;
-    *vy = pl->moving ? (float)(pl->dy / SECONDS_PER_TILE) : 0.0f;
-}
-
 static void spawn_msg(Buf *w, const Player *pl)
 {
-    float x, y, vx, vy;
-    pos_of(pl, &x, &y, &vx, &vy);
     begin_msg(w, 0x22);
     w32(w, pl->id);
-    wf32(w, x);
-    wf32(w, y);
+    wf32(w, pl->px);
+    wf32(w, pl->py);
     wstr(w, pl->name);
     w8(w, 1);
     end_msg(w);
@@ -166,7 +213,7 @@ int main(int argc, char **argv)
     if (!players) return 1;
     static Buf w;
     uint32_t next_id = 1, tick = 0;
-    unsigned long hellos = 0, inputs = 0, chats = 0, pings = 0, deltas = 0;
+    unsigned long hellos = 0, inputs = 0, chats = 0, pings = 0, deltas = 0, refused = 0;
     uint64_t start = now_ms(), next_tick = start, next_stats = start + 1000;
     uint64_t tick_ms_x1000 = 1000000u / tick_rate, ticks_done = 0;
 
@@ -202,6 +249,8 @@ int main(int argc, char **argv)
                             pl->id = next_id++;
                             pl->gx = pl->tx = (int32_t)(10 + (pl->id * 7) % 100);
                             pl->gy = pl->ty = (int32_t)(10 + (pl->id * 13) % 100);
+                            pl->px = (float)pl->gx + 0.5f;
+                            pl->py = (float)pl->gy + 0.5f;
                             begin_msg(&w, 0x02);
                             w32(&w, 1);
                             wstr(&w, "city");
@@ -229,7 +278,7 @@ int main(int argc, char **argv)
                         int8_t mx = (int8_t)r8(&r), my = (int8_t)r8(&r);
                         if (!r.bad) {
                             inputs++;
-                            pl->in_x = mx;  /* the latest input of the tick wins */
+                            pl->in_x = mx;  /* the latest input received wins, held */
                             pl->in_y = my;
                         }
                     } else if (type == 0x04) {
@@ -265,30 +314,27 @@ int main(int argc, char **argv)
             got = enet_host_check_events(host, &ev);
         }
         now = now_ms();
+        int ran = 0;
         while (now >= next_tick) {
-            tick++;
             ticks_done++;
             next_tick = start + ticks_done * tick_ms_x1000 / 1000u;
-            double dt = 1.0 / tick_rate;
+            if (ran == MAX_CATCHUP) continue; /* too far behind: that time is dropped */
+            ran++;
+            tick++;
+            float dt = 1.0f / (float)tick_rate;
             uint32_t count = 0;
             for (size_t j = 0; j < max_peers; j++) {
                 Player *p = &players[j];
                 if (!p->in_world) continue;
                 count++;
-                if (p->moving) {
-                    p->progress += dt / SECONDS_PER_TILE;
-                    if (p->progress >= 1.0) {
-                        p->gx = p->tx; p->gy = p->ty;
-                        p->moving = 0; p->progress = 0;
-                    }
-                }
-                if (!p->moving && (p->in_x || p->in_y)) {
-                    int32_t nx = p->gx + p->in_x, ny = p->gy + p->in_y;
-                    if (nx >= 0 && nx < MAP && ny >= 0 && ny < MAP) {
-                        p->dx = p->in_x; p->dy = p->in_y;
-                        p->tx = nx; p->ty = ny;
-                        p->moving = 1; p->progress = 0;
-                    }
+                if (move_tick(p, dt)) {
+                    if (!(p->refusing && p->rgx == p->gx && p->rgy == p->gy &&
+                          p->rdx == p->in_x && p->rdy == p->in_y))
+                        refused++;
+                    p->refusing = 1;
+                    p->rgx = p->gx; p->rgy = p->gy; p->rdx = p->in_x; p->rdy = p->in_y;
+                } else {
+                    p->refusing = 0;
                 }
             }
             begin_msg(&w, 0x21);
@@ -297,16 +343,14 @@ int main(int argc, char **argv)
             for (size_t j = 0; j < max_peers; j++) {
                 Player *p = &players[j];
                 if (!p->in_world) continue;
-                float x, y, vx, vy;
-                pos_of(p, &x, &y, &vx, &vy);
                 w32(&w, p->id);
-                wf32(&w, x); wf32(&w, y);
-                wf32(&w, vx); wf32(&w, vy);
+                wf32(&w, p->px); wf32(&w, p->py);
+                wf32(&w, p->vx); wf32(&w, p->vy);
                 w8(&w, 1);
                 w8(&w, (uint8_t)p->moving);
                 w32(&w, (uint32_t)p->gx); w32(&w, (uint32_t)p->gy);
                 w32(&w, (uint32_t)p->tx); w32(&w, (uint32_t)p->ty);
-                w32(&w, (uint32_t)(int32_t)p->in_x); w32(&w, (uint32_t)(int32_t)p->in_y);
+                w32(&w, (uint32_t)p->in_x); w32(&w, (uint32_t)p->in_y);
             }
             end_msg(&w);
             for (size_t j = 0; j < host->peerCount; j++) {
@@ -322,8 +366,8 @@ int main(int argc, char **argv)
             size_t connected = 0;
             for (size_t j = 0; j < host->peerCount; j++)
                 connected += host->peers[j].state == ENET_PEER_STATE_CONNECTED;
-            printf("STATS hellos=%lu inputs=%lu chats=%lu pings=%lu deltas=%lu peers=%zu\n",
-                   hellos, inputs, chats, pings, deltas, connected);
+            printf("STATS hellos=%lu inputs=%lu chats=%lu pings=%lu deltas=%lu peers=%zu refused=%lu\n",
+                   hellos, inputs, chats, pings, deltas, connected, refused);
             fflush(stdout);
         }
     }

@@ -23,21 +23,19 @@
 //! hides. Lost inputs, server-side moves and map edges the bot does not know make it nonzero.
 //!
 //! # Prediction without acks (implementation dialect)
-//! The variant sends no InputAck and its DeltaState no `last_acked_input`, and moves players
-//! on a grid (NOTES.md "Known variant"): 0.15 s per tile, the latest input of each tick
-//! counts. The bot predicts with that model ([`GridMover`]; one input per server tick, so a
-//! grid step of `1 / input_rate`) and keeps the mover after each input (up to 128). Each
-//! DeltaState's own-entity position is matched with the nearest of the base and the
-//! predictions in flight (ties to the newest, as the DarkAges bot does): the distance is
-//! `prediction_error` (milli-tiles, once per DeltaState), and the predictions up to the match
-//! are dropped. Beyond `prediction_error_threshold` the bot snaps to the server's mover
-//! ([`GridMover::from_server`]: the record's grid fields, progress read back from the
-//! position) and replays the newest inputs, as many as were in flight at the last match
-//! within the threshold (`corrections`). With no loss the error is 0 whatever the delay; a
-//! server-side move is one correction, and so is a server tick that slipped against the
-//! bot's input clock (an input overwritten or held over a tick) when it changes when a move
-//! starts. Map edges are unknown to the bot (no FullState): a move the server refused there
-//! is a correction.
+//! The variant sends no InputAck and its DeltaState no `last_acked_input`; it moves players
+//! with its own grid mover at 60 Hz, and each DeltaState record carries that whole mover
+//! (`pos, vel, is_moving, grid_pos, move_target, input_direction`). The bot predicts with
+//! the same mover, bit for bit ([`Predictor`], see [`super::predict`]): every record
+//! becomes the base, and the inputs sent since are replayed from it, mapped to server ticks
+//! by a lag measured from the record's `input_direction`, whatever the input rate. Each
+//! record is compared with the prediction for its tick: the distance is `prediction_error`
+//! (milli-tiles, once per record). What the record itself explains is not a correction: an
+//! input that landed a tick earlier or later than guessed (`prediction_timing_slips`), or a
+//! move the server refused onto an impassable tile the bot cannot know (`move_refused`, once
+//! per refusal; the tile is learnt). Anything else, such as a server-side move or a lost
+//! input, counts in `corrections`. The bot's predicted position is the mover once the
+//! server has applied every input sent.
 //!
 //! # Interpolation
 //! Remote entities keep their last 10 samples (tick, position). At every frame (the input
@@ -58,7 +56,8 @@ use super::codec::{
     PlayerInput, Vec2f, Vec2i, BUTTON_INTERACT, MAX_PACKET_SIZE, MAX_UNRELIABLE_PACKET,
     TICK_INTERVAL,
 };
-use super::{step, ChatChannel, CityOptions, Dialect, GridMover};
+use super::predict::{Mover, Predictor, Verdict};
+use super::{step, ChatChannel, CityOptions, Dialect};
 use crate::metrics::Recorder;
 use crate::protocol::tail::SnapshotArrivals;
 use crate::protocol::MAX_TRACKED_ENTITIES;
@@ -241,88 +240,6 @@ impl InputBuffer {
     }
 }
 
-/// The implementation dialect's prediction: a mover the server has confirmed (`base`), then
-/// one entry per input sent since, with the mover after the server tick that applies it.
-#[derive(Debug, Clone)]
-struct GridPrediction {
-    base: GridMover,
-    hist: VecDeque<(i8, i8, GridMover)>,
-    /// Inputs still in flight after the last match within the threshold: how many of the
-    /// newest entries a correction keeps to replay.
-    in_flight: usize,
-}
-
-impl GridPrediction {
-    fn new(base: GridMover) -> Self {
-        Self {
-            base,
-            hist: VecDeque::with_capacity(INPUT_BUFFER + 1),
-            in_flight: 0,
-        }
-    }
-
-    fn current(&self) -> GridMover {
-        self.hist.back().map_or(self.base, |e| e.2)
-    }
-
-    /// Predict one input (one server tick of `dt`); false when the oldest entry made room.
-    fn push(&mut self, move_x: i8, move_y: i8, dt: f64, b: Option<(f32, f32)>) -> bool {
-        let mut m = self.current();
-        m.tick(move_x, move_y, dt, b);
-        self.hist.push_back((move_x, move_y, m));
-        if self.hist.len() > INPUT_BUFFER {
-            if let Some((_, _, q)) = self.hist.pop_front() {
-                self.base = q;
-            }
-            return false;
-        }
-        true
-    }
-
-    /// Match the server's record against the base and every prediction in flight (the
-    /// nearest, ties to the newest), drop what the server has caught up with; beyond
-    /// `threshold`, snap to the server's mover and replay the inputs still in flight.
-    /// `(error in tiles, corrected)`.
-    fn reconcile(
-        &mut self,
-        server: GridMover,
-        server_pos: Vec2f,
-        threshold: f32,
-        dt: f64,
-        b: Option<(f32, f32)>,
-    ) -> (f32, bool) {
-        let mut best = (self.base.position().distance(server_pos), None);
-        for (k, e) in self.hist.iter().enumerate() {
-            let d = e.2.position().distance(server_pos);
-            if d <= best.0 {
-                best = (d, Some(k));
-            }
-        }
-        if best.0 <= threshold {
-            if let Some(k) = best.1 {
-                if let Some((_, _, q)) = self.hist.drain(..=k).next_back() {
-                    self.base = q;
-                }
-            }
-            self.in_flight = self.hist.len();
-            return (best.0, false);
-        }
-        // No prediction explains the server: it moved the player itself (or an input was
-        // lost, or the ticks slipped). The inputs in flight at the last match are still in
-        // flight: keep that many of the newest and replay them from the server's mover.
-        let keep = self.in_flight.min(self.hist.len());
-        let drop = self.hist.len() - keep;
-        self.hist.drain(..drop);
-        self.base = server;
-        let mut m = server;
-        for e in self.hist.iter_mut() {
-            m.tick(e.0, e.1, dt, b);
-            e.2 = m;
-        }
-        (best.0, true)
-    }
-}
-
 #[derive(Debug, Clone, Copy)]
 struct OwnEntity {
     id: u32,
@@ -447,8 +364,9 @@ pub struct CityBot {
     /// Newest InputAck (the implementation dialect reconciles against it).
     newest_input_ack: Option<u32>,
     acks: PendingAcks,
-    /// Implementation dialect: the grid prediction (from the bot's own EntitySpawn).
-    grid_pred: Option<GridPrediction>,
+    /// Implementation dialect: the prediction of the variant's mover (from the bot's own
+    /// EntitySpawn).
+    grid_pred: Option<Predictor>,
 
     // Ping, chat.
     /// One Ping in flight: City's Ping and Pong are empty (see [`OneInFlight`]).
@@ -797,7 +715,7 @@ impl CityBot {
         self.remotes.clear();
         self.note_tick(now, f.tick);
         for e in f.entities() {
-            self.spawn(f.tick, &e, rec);
+            self.spawn(now, f.tick, &e, rec);
         }
         rec.snapshots_applied += 1;
         if self.stage != Stage::Playing {
@@ -815,13 +733,13 @@ impl CityBot {
             return;
         }
         let tick = self.newest_tick.map(|(t, _)| t).unwrap_or(0);
-        self.spawn(tick, e, rec);
+        self.spawn(now, tick, e, rec);
         if self.stage == Stage::AwaitWorld && self.own.is_some() {
             self.begin_play(now, tick);
         }
     }
 
-    fn spawn(&mut self, tick: u32, e: &EntityData<'_>, rec: &mut Recorder) {
+    fn spawn(&mut self, now: Instant, tick: u32, e: &EntityData<'_>, rec: &mut Recorder) {
         let c = &e.components;
         let pos = c.position.unwrap_or_default();
         if e.net_entity_id == self.player_entity {
@@ -833,7 +751,7 @@ impl CityBot {
                         own.speed = s;
                     }
                     if self.opts.dialect == Dialect::Implementation {
-                        self.grid_pred = Some(GridPrediction::new(GridMover::standing_at(pos)));
+                        self.grid_pred = Some(Predictor::new(now, pos));
                     }
                 }
                 None => {
@@ -846,8 +764,8 @@ impl CityBot {
                         speed: c.speed.unwrap_or(0.0),
                     });
                     if self.opts.dialect == Dialect::Implementation {
-                        // A player spawns standing on a tile.
-                        self.grid_pred = Some(GridPrediction::new(GridMover::standing_at(pos)));
+                        // A player spawns standing on a tile's centre.
+                        self.grid_pred = Some(Predictor::new(now, pos));
                     }
                 }
             }
@@ -907,7 +825,7 @@ impl CityBot {
             if self.own.is_some_and(|o| o.id == u.net_entity_id) {
                 if self.dialect() == Dialect::Implementation {
                     // No InputAck, no last_acked_input: match against the grid predictions.
-                    self.reconcile_grid(&u, rec);
+                    self.reconcile_grid(now, d.tick, &u, rec);
                 } else if let Some(a) = ack {
                     self.reconcile(a, u.position, rec);
                 }
@@ -921,41 +839,34 @@ impl CityBot {
         rec.snapshots_applied += 1;
     }
 
-    /// One server tick of the grid model: one input period (the bot sends one input per
-    /// server tick, so the input rate is the server's tick rate).
-    /// `1 / rate` as the server computes its tick (not via a rounded `Duration`), so the
-    /// progress sums carry the same bits.
-    fn grid_dt(&self) -> f64 {
-        let hz = self.params.input_rate_hz;
-        if hz > 0.0 && hz.is_finite() {
-            1.0 / hz
-        } else {
-            1.0 / f64::from(codec::TICK_RATE)
-        }
-    }
-
-    /// Implementation dialect: compare the server's position of the bot's entity with the
-    /// nearest grid prediction in flight; snap and replay beyond the threshold.
-    fn reconcile_grid(&mut self, u: &EntityUpdate, rec: &mut Recorder) {
-        let (dt, b) = (self.grid_dt(), self.bounds);
+    /// Implementation dialect: compare the server's record of the bot's own mover with the
+    /// prediction for its tick ([`Predictor::on_record`]): timing slips and refused moves are
+    /// counted on their own, anything else unexplained is a correction.
+    fn reconcile_grid(&mut self, now: Instant, tick: u32, u: &EntityUpdate, rec: &mut Recorder) {
         let threshold = self.opts.prediction_error_threshold;
-        let Some(pred) = &mut self.grid_pred else {
+        let (Some(pred), Some(server)) = (&mut self.grid_pred, Mover::from_record(u)) else {
+            // No grid fields: nothing to predict against; take the server's word.
             if let Some(o) = &mut self.own {
                 o.pos = u.position;
             }
             return;
         };
-        let server = match &u.grid {
-            Some(g) => GridMover::from_server(g, u.position, dt),
-            None => GridMover::standing_at(u.position),
-        };
-        let (err, corrected) = pred.reconcile(server, u.position, threshold, dt, b);
-        rec.record_extra("prediction_error", (f64::from(err) * 1000.0).round() as u64);
-        if corrected {
-            self.corrections += 1;
-            rec.event("corrections");
+        let out = pred.on_record(now, tick, server, threshold);
+        if let Some(err) = out.error {
+            rec.record_extra("prediction_error", (f64::from(err) * 1000.0).round() as u64);
         }
-        let pos = pred.current().position();
+        if out.refusal_started {
+            rec.event("move_refused");
+        }
+        match out.verdict {
+            Verdict::Corrected => {
+                self.corrections += 1;
+                rec.event("corrections");
+            }
+            Verdict::Timing => rec.event("prediction_timing_slips"),
+            Verdict::First | Verdict::Stale | Verdict::Exact | Verdict::Refused => {}
+        }
+        let pos = pred.present().pos;
         if let Some(o) = &mut self.own {
             o.pos = pos;
         }
@@ -1056,13 +967,16 @@ impl CityBot {
         let pos = if predicting {
             step(own.pos, move_x, move_y, own.speed, self.bounds)
         } else {
-            let (dt, b) = (self.grid_dt(), self.bounds);
             match &mut self.grid_pred {
                 Some(p) => {
-                    if !p.push(move_x, move_y, dt, b) {
-                        rec.event("input_buffer_overflow");
-                    }
-                    p.current().position()
+                    p.input_sent(
+                        now,
+                        Vec2i {
+                            x: i32::from(move_x),
+                            y: i32::from(move_y),
+                        },
+                    );
+                    p.present().pos
                 }
                 None => own.pos,
             }

@@ -3,6 +3,7 @@
 //! - [`codec`]: every wire rule, and the TileMap / ComponentData layouts the reference server
 //!   defines.
 //! - [`bot`]: the simulated client, with client-side prediction and server reconciliation.
+//! - [`predict`]: the implementation dialect's grid mover, and the bot's prediction of it.
 //! - [`server`]: the reference server.
 //!
 //! Both state machines exchange *ENet packet payloads* (several City messages back to back)
@@ -26,16 +27,19 @@
 //!   within `input_ack_timeout_ms` counts as lost. Exact against the reference server; against a
 //!   server that acks unreliably, acks only some inputs or rate-limits, it errs high.
 //! - **Prediction**: see [`bot`]. The spec dialect predicts with [`step`] and compares at
-//!   `last_acked_input`; the implementation dialect predicts with the variant's grid model
-//!   ([`GridMover`]) and, without acks, matches each DeltaState with the nearest prediction
-//!   in flight. `prediction_error` is a histogram in milli-tiles (1/1000 of
-//!   a tile; an exact prediction records 1, the histogram's floor), `corrections` counts snaps,
+//!   `last_acked_input`; the implementation dialect predicts with the variant's own mover
+//!   ([`predict::Mover`]) and, without acks, compares each DeltaState record with the
+//!   prediction for its tick, explaining from the record's own fields what a bot cannot know
+//!   (`prediction_timing_slips`, `move_refused`). `prediction_error` is a histogram in
+//!   milli-tiles (1/1000 of a tile; an exact prediction records 1, the histogram's floor),
+//!   `corrections` counts predictions the server overruled,
 //!   `input_ack_latency_us` is input send to InputAck, `extrapolation_gaps` counts remote
 //!   entities whose interpolation buffer ran dry while they were moving,
 //!   `content_time_us` is ServerHello to ContentComplete.
 
 pub mod bot;
 pub mod codec;
+pub mod predict;
 pub mod server;
 
 use crate::metrics::threshold::Metric;
@@ -134,6 +138,19 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
         )
         .display(Display::Card)
         .per_bot_minute(),
+        MetricDesc::count(
+            "move_refused",
+            "Moves refused",
+            "implementation dialect: moves the server refused onto a tile the bot cannot know \
+             is impassable (once per refusal; not corrections)",
+        )
+        .display(Display::Card),
+        MetricDesc::count(
+            "prediction_timing_slips",
+            "Prediction timing slips",
+            "implementation dialect: an input landed a tick earlier or later than the bot \
+             guessed; the server's record explains it (not corrections)",
+        ),
     ],
 };
 
@@ -246,104 +263,6 @@ pub fn step(pos: Vec2f, move_x: i8, move_y: i8, speed: f32, bounds: Option<(f32,
         y = y.clamp(0.0, h);
     }
     Vec2f { x, y }
-}
-
-/// The variant's grid movement (NOTES.md "Known variant"): one tile takes this long.
-pub const SECONDS_PER_TILE: f64 = 0.15;
-
-/// The variant's grid-locked mover, as its server ticks it: a player stands on a tile or is
-/// moving to an adjacent one (`progress` 0..1, advanced by `dt / 0.15 s` per server tick).
-/// Each tick the move under way advances first (reaching 1 lands it on the target); then, if
-/// the player stands and the tick's latest input is nonzero, a move to `grid + input` starts
-/// at progress 0 (refused off the map when the map is known). The reported position is
-/// `grid + (target - grid) × progress`, computed in f64 and sent as f32, as the server does.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct GridMover {
-    pub grid: codec::Vec2i,
-    pub target: codec::Vec2i,
-    pub moving: bool,
-    pub progress: f64,
-}
-
-impl GridMover {
-    /// Standing on `tile`.
-    pub fn at(tile: codec::Vec2i) -> Self {
-        Self {
-            grid: tile,
-            target: tile,
-            moving: false,
-            progress: 0.0,
-        }
-    }
-
-    /// Standing on the tile nearest `pos` (a spawn position).
-    pub fn standing_at(pos: Vec2f) -> Self {
-        Self::at(codec::Vec2i {
-            x: pos.x.round() as i32,
-            y: pos.y.round() as i32,
-        })
-    }
-
-    /// The mover a DeltaState record describes: its grid fields, and the progress read back
-    /// from the position, rounded to a whole number of `dt` steps (summed as the server sums
-    /// them, so the replay lands on the same tick).
-    pub fn from_server(g: &codec::GridState, pos: Vec2f, dt: f64) -> Self {
-        if !g.is_moving {
-            return Self::at(g.grid_pos);
-        }
-        let along = f64::from((pos.x - g.grid_pos.x as f32).abs())
-            .max(f64::from((pos.y - g.grid_pos.y as f32).abs()));
-        let inc = dt / SECONDS_PER_TILE;
-        let steps = if inc > 0.0 {
-            (along / inc).round().clamp(0.0, 1.0e6) as u32
-        } else {
-            0
-        };
-        let mut progress = 0.0;
-        for _ in 0..steps {
-            progress += inc;
-        }
-        Self {
-            grid: g.grid_pos,
-            target: g.move_target,
-            moving: true,
-            progress,
-        }
-    }
-
-    /// One server tick of `dt` seconds with the tick's latest input.
-    pub fn tick(&mut self, move_x: i8, move_y: i8, dt: f64, bounds: Option<(f32, f32)>) {
-        if self.moving {
-            self.progress += dt / SECONDS_PER_TILE;
-            if self.progress >= 1.0 {
-                self.grid = self.target;
-                self.moving = false;
-                self.progress = 0.0;
-            }
-        }
-        if !self.moving && (move_x != 0 || move_y != 0) {
-            let nx = self.grid.x.saturating_add(i32::from(move_x));
-            let ny = self.grid.y.saturating_add(i32::from(move_y));
-            let inside = bounds.is_none_or(|(w, h)| {
-                nx >= 0 && ny >= 0 && (nx as f32) < w && (ny as f32) < h
-            });
-            if inside {
-                self.target = codec::Vec2i { x: nx, y: ny };
-                self.moving = true;
-                self.progress = 0.0;
-            }
-        }
-    }
-
-    /// The position the server reports for this mover.
-    pub fn position(&self) -> Vec2f {
-        let f = if self.moving { self.progress } else { 0.0 };
-        let (gx, gy) = (f64::from(self.grid.x), f64::from(self.grid.y));
-        Vec2f {
-            x: (gx + (f64::from(self.target.x) - gx) * f) as f32,
-            y: (gy + (f64::from(self.target.y) - gy) * f) as f32,
-        }
-    }
 }
 
 /// The registry entry.

@@ -18,10 +18,14 @@
 //!   player's position is a function of the inputs the server received, which is what makes
 //!   the bot's prediction exact when nothing is lost. Velocity is the last input's move ×
 //!   speed, zeroed after 6 ticks without input.
-//! - Implementation dialect: players move on the variant's grid instead ([`GridMover`],
-//!   NOTES.md "Known variant"): they spawn on a tile, each tick the latest input received
-//!   (held until the next) drives one tick of the mover, 0.15 s per tile. NPCs keep the
-//!   continuous model (their grid fields are derived from it).
+//! - Implementation dialect: players move with the variant's mover instead
+//!   ([`Mover`], see [`super::predict`]): they spawn on a tile's centre; the latest input
+//!   received is held (no rate limit, no tick check, no InputAck, as the variant) and drives
+//!   each tick of the mover, in `f32` at 60 Hz, onto passable tiles only: the map's outer
+//!   ring is wall, as the variant's map is walled, so walks meet refusals
+//!   (`moves_refused`, once per refusal). A late wake catches up at most 15 ticks, as the
+//!   variant's quarter-second cap. NPCs keep the continuous model (their grid fields are
+//!   derived from it).
 //! - Every applied input is acknowledged with an InputAck on the reliable channel (the
 //!   mapping table does not list InputAck; reliable acks make upstream loss measurable), and
 //!   the next DeltaState carries it as `last_acked_input`. Inputs whose tick is not above the
@@ -55,8 +59,9 @@
 //!   client is dropped; more than `max_chat_per_minute` per client per minute are dropped;
 //!   content over 256 bytes is dropped.
 //! - A client silent for `client_timeout` (30 s) gets Disconnect(Timeout) and is removed.
-//! - Ticks run on a fixed 60 Hz schedule; a late wake-up runs at most 4 ticks to catch up and
-//!   skips the rest (counted), so tick numbers stay consecutive.
+//! - Ticks run on a fixed 60 Hz schedule; a late wake-up runs at most 4 ticks (15 in the
+//!   implementation dialect) to catch up and skips the rest (counted), so tick numbers stay
+//!   consecutive.
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
@@ -69,7 +74,8 @@ use super::codec::{
     Fnv64, GridState, Health, Message, PlayerInput, Vec2f, Vec2i, CHANNEL_RELIABLE, CHANNEL_UNRELIABLE,
     MAX_PACKET_SIZE, MAX_UNRELIABLE_PACKET, TICK_RATE,
 };
-use super::{step, Dialect, GridMover, MAX_PLAYERS, SECONDS_PER_TILE};
+use super::predict::{self, Mover, Start};
+use super::{step, Dialect, MAX_PLAYERS};
 use crate::protocol::session::SessionTable;
 use crate::protocol::{ConnId, Server, ServerStats, Transmit};
 
@@ -80,6 +86,8 @@ pub const TILE_BUILDING: u8 = 2;
 pub const TILE_PARK: u8 = 3;
 
 const MAX_CATCHUP_TICKS: u32 = 4;
+/// The variant catches up at most a quarter of a second (15 ticks) per frame.
+const VARIANT_CATCHUP_TICKS: u32 = 15;
 /// How long after the ContentManifest a client without a ContentRequest is taken to have
 /// every asset. A request comes one round trip after the manifest; a second is far above
 /// any round trip a game is played over, and short enough not to be noticed as a delay.
@@ -182,10 +190,11 @@ struct Entity {
     changed_tick: u32,
     /// NPC patrol direction (+1 / -1); players have 0.
     patrol: i8,
-    /// Implementation dialect players: the variant's grid mover, and the latest input (held
-    /// until the next one arrives, as the variant holds it).
-    mover: Option<GridMover>,
-    held: (i8, i8),
+    /// Implementation dialect players: the variant's grid mover (its `input` is the latest
+    /// input received, held until the next one arrives, as the variant holds it).
+    mover: Option<Mover>,
+    /// The refusal the mover showed last tick, so a refusal held over ticks counts once.
+    refusing: Option<(Vec2i, Vec2i)>,
 }
 
 impl Entity {
@@ -223,10 +232,7 @@ impl Entity {
                 is_moving: m.moving,
                 grid_pos: m.grid,
                 move_target: m.target,
-                input_direction: Vec2i {
-                    x: i32::from(self.held.0),
-                    y: i32::from(self.held.1),
-                },
+                input_direction: m.input,
             };
         }
         let sign = |v: f32| if v > 0.0 { 1 } else if v < 0.0 { -1 } else { 0 };
@@ -467,13 +473,15 @@ impl CityServer {
         match self.entities.get_mut(&id) {
             Some(e) => {
                 if let Some(m) = &mut e.mover {
-                    // A grid mover moves by whole tiles: its tile and its target shift.
+                    // A grid mover moves by whole tiles: its tile, its target and its
+                    // position shift.
                     let (sx, sy) = (dx.round() as i32, dy.round() as i32);
                     for v in [&mut m.grid, &mut m.target] {
                         v.x = v.x.saturating_add(sx);
                         v.y = v.y.saturating_add(sy);
                     }
-                    e.pos = m.position();
+                    m.pos = Vec2f::new(m.pos.x + sx as f32, m.pos.y + sy as f32);
+                    e.pos = m.pos;
                 } else {
                     e.pos =
                         Vec2f::new((e.pos.x + dx).clamp(0.0, w), (e.pos.y + dy).clamp(0.0, h));
@@ -527,7 +535,7 @@ impl CityServer {
                     changed_tick: 0,
                     patrol,
                     mover: None,
-                    held: (0, 0),
+                    refusing: None,
                 },
             );
         }
@@ -537,6 +545,15 @@ impl CityServer {
         let id = self.next_entity;
         self.next_entity = self.next_entity.wrapping_add(1).max(1);
         id
+    }
+
+    /// The implementation dialect's spawn tile: the tile under `pos`, moved inside the walls.
+    fn spawn_tile(&self, pos: Vec2f) -> Vec2i {
+        let inside = |v: f32, n: u16| (v.floor() as i32).clamp(1, (i32::from(n) - 2).max(1));
+        Vec2i {
+            x: inside(pos.x, self.cfg.map_width),
+            y: inside(pos.y, self.cfg.map_height),
+        }
     }
 
     fn spawn_point(&self, slot: usize) -> Vec2f {
@@ -644,9 +661,11 @@ impl CityServer {
         }
         let id = self.alloc_entity();
         let pos = self.spawn_point(self.players);
-        // The implementation dialect moves players on the variant's grid: they spawn on a tile.
-        let mover = (self.cfg.dialect == Dialect::Implementation).then(|| GridMover::standing_at(pos));
-        let pos = mover.map_or(pos, |m| m.position());
+        // The implementation dialect moves players on the variant's grid: they spawn on a
+        // tile's centre, inside the walls.
+        let mover = (self.cfg.dialect == Dialect::Implementation)
+            .then(|| Mover::standing(self.spawn_tile(pos)));
+        let pos = mover.map_or(pos, |m| m.pos);
         let session_id = self.next_session;
         self.next_session = self.next_session.wrapping_mul(0x9E37_79B1).wrapping_add(1);
         let name: String = name.chars().take(32).collect();
@@ -666,7 +685,7 @@ impl CityServer {
                 changed_tick: self.tick,
                 patrol: 0,
                 mover,
-                held: (0, 0),
+                refusing: None,
             },
         );
         self.players += 1;
@@ -803,6 +822,13 @@ impl CityServer {
         };
         if s.stage != Stage::InGame {
             self.stats.events.add("input_before_game", 1);
+            return;
+        }
+        if s.dialect == Dialect::Implementation {
+            // The variant keeps the latest input per player, whatever its tick, unlimited:
+            // the next tick applies it.
+            s.inputs.clear();
+            s.inputs.push_back(input);
             return;
         }
         if now.saturating_duration_since(s.rate_window) >= Duration::from_secs(1) {
@@ -988,6 +1014,7 @@ impl CityServer {
 
     fn apply_inputs(&mut self, tick: u32) {
         let bounds = Some(self.bounds());
+        let (map_w, map_h) = (self.cfg.map_width, self.cfg.map_height);
         let ob = &mut self.outbox;
         for s in self.sessions.states_mut() {
             let Some(id) = s.entity else { continue };
@@ -997,9 +1024,12 @@ impl CityServer {
             let (old_pos, old_vel) = (e.pos, e.vel);
             let applied = !s.inputs.is_empty();
             while let Some(i) = s.inputs.pop_front() {
-                if e.mover.is_some() {
+                if let Some(m) = &mut e.mover {
                     // Grid movement: only the tick's latest input counts (below).
-                    e.held = (i.move_x, i.move_y);
+                    m.input = Vec2i {
+                        x: i32::from(i.move_x),
+                        y: i32::from(i.move_y),
+                    };
                 } else {
                     e.pos = step(e.pos, i.move_x, i.move_y, e.speed, bounds);
                     e.vel =
@@ -1019,17 +1049,25 @@ impl CityServer {
                         1,
                     );
                 }
-                push_msg(s, ob, &Message::InputAck { tick: i.tick });
+                if e.mover.is_none() {
+                    // The variant sends no InputAck.
+                    push_msg(s, ob, &Message::InputAck { tick: i.tick });
+                }
             }
             if let Some(m) = &mut e.mover {
-                m.tick(e.held.0, e.held.1, 1.0 / f64::from(codec::TICK_RATE), bounds);
-                e.pos = m.position();
-                let per_s = |d: i32| d as f32 / SECONDS_PER_TILE as f32;
-                e.vel = if m.moving {
-                    Vec2f::new(per_s(m.target.x - m.grid.x), per_s(m.target.y - m.grid.y))
+                let (w, h) = (i32::from(map_w), i32::from(map_h));
+                let passable = |t: Vec2i| variant_passable(t, w, h);
+                if let Start::Refused(_) = m.tick(predict::TICK_DT, passable) {
+                    let r = m.refusal();
+                    if r != e.refusing {
+                        self.stats.events.add("moves_refused", 1);
+                    }
+                    e.refusing = r;
                 } else {
-                    Vec2f::ZERO
-                };
+                    e.refusing = None;
+                }
+                e.pos = m.pos;
+                e.vel = m.vel;
             } else if applied {
                 s.idle_ticks = 0;
             } else {
@@ -1190,6 +1228,12 @@ impl CityServer {
     }
 }
 
+/// The implementation dialect's passable tiles: the map inside its outer ring, which is wall
+/// (as the variant's map is walled); off the map nothing is passable.
+pub fn variant_passable(t: Vec2i, w: i32, h: i32) -> bool {
+    t.x >= 1 && t.y >= 1 && t.x < w - 1 && t.y < h - 1
+}
+
 /// The reference city: roads every 16 tiles (2 wide), buildings and parks between.
 fn make_map(w: u16, h: u16) -> Vec<u8> {
     let mut t = Vec::with_capacity(usize::from(w) * usize::from(h));
@@ -1266,7 +1310,11 @@ impl Server for CityServer {
     fn handle_timeout(&mut self, now: Instant) {
         let mut ran = 0;
         while self.tick_time(self.next_slot) <= now {
-            if ran < MAX_CATCHUP_TICKS {
+            let catchup = match self.cfg.dialect {
+                Dialect::Spec => MAX_CATCHUP_TICKS,
+                Dialect::Implementation => VARIANT_CATCHUP_TICKS,
+            };
+            if ran < catchup {
                 self.step(now);
                 ran += 1;
                 self.next_slot += 1;
