@@ -8,6 +8,8 @@
 //! The peer is built here with `cc`; it needs libenet-dev (`scripts/install-test-deps.sh`).
 //! These tests fail (never skip) without it.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -17,43 +19,13 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-const INSTALL_HINT: &str = "run scripts/install-test-deps.sh (installs libenet-dev)";
-
 fn peer_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(build_peer)
 }
 
 fn build_peer() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let src = root.join("scripts/city-variant-peer/city_variant_peer.c");
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    std::fs::create_dir_all(dir).expect("create the test temp dir");
-    let bin = dir.join("city_variant_peer");
-    let tmp = dir.join(format!("city_variant_peer.{}.tmp", std::process::id()));
-    let libs = Command::new("pkg-config")
-        .args(["--cflags", "--libs", "libenet"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|| "-lenet".to_string());
-    let out = Command::new("cc")
-        .args(["-O2", "-Wall", "-ffp-contract=off", "-o"])
-        .arg(&tmp)
-        .arg(&src)
-        .args(libs.split_whitespace())
-        .arg("-lm")
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run the C compiler `cc` ({e}): {INSTALL_HINT}"));
-    assert!(
-        out.status.success(),
-        "building {} failed ({INSTALL_HINT}):\n{}",
-        src.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    std::fs::rename(&tmp, &bin).expect("move the built peer into place");
-    bin
+    common::city_peer::build("city_variant_peer")
 }
 
 /// The running peer; its stdout lines arrive on `lines`.

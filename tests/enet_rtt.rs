@@ -21,38 +21,12 @@ use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
 use serde_json::Value;
 
-const INSTALL_HINT: &str = "run scripts/install-test-deps.sh (installs libenet-dev)";
 /// Added each way by the proxy.
 const ONE_WAY_DELAY: Duration = Duration::from_millis(10);
 const BOTS: u64 = 20;
 
 fn build_peer() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let src = root.join("scripts/city-variant-peer/city_variant_peer.c");
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    std::fs::create_dir_all(dir).expect("create the test temp dir");
-    let bin = dir.join("city_variant_peer_rtt");
-    let libs = Command::new("pkg-config")
-        .args(["--cflags", "--libs", "libenet"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|| "-lenet".to_string());
-    let out = Command::new("cc")
-        .args(["-O2", "-Wall", "-o"])
-        .arg(&bin)
-        .arg(&src)
-        .args(libs.split_whitespace())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run the C compiler `cc` ({e}): {INSTALL_HINT}"));
-    assert!(
-        out.status.success(),
-        "building {} failed ({INSTALL_HINT}):\n{}",
-        src.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    bin
+    common::city_peer::build("city_variant_peer_rtt")
 }
 
 /// The running peer, killed when dropped.

@@ -2,6 +2,7 @@
 //! subset, so unused items are expected.
 #![allow(dead_code)]
 
+pub mod city_peer;
 pub mod proxy;
 pub mod serve;
 pub mod sim;
