@@ -5,17 +5,18 @@
 //! table (a snapshot older than one already applied is counted and skipped), Disconnect on
 //! stop.
 //!
-//! Downstream loss (NOTES.md): from the header's per-connection `seq` in the spec dialect,
-//! every server datagram through a [`SeqWindow`]; from snapshot ticks in the implementation
-//! dialect, whose server numbers datagrams with ONE counter for all clients. A shared counter
-//! met in the spec dialect is detected: after [`DETECT_AFTER`] datagrams (and 16 snapshot
-//! ticks), the header seq has advanced 1.5 times as far as the snapshot ticks or more (with N
-//! clients it advances N times as far; loss thins both alike, so loss alone never looks like
-//! sharing). The bot then takes back what it counted from `seq`, counts the snapshot ticks it
-//! followed meanwhile instead, and says so (`shared_sequence_detected`). A per-connection
-//! server sending more than half a non-snapshot datagram per snapshot would be taken for a
-//! shared one: tick loss then, still a sound measure. The tick step is the option's, or the
-//! gcd of the tick differences of the first
+//! Downstream loss ([`DownLoss`]): `loss_source: sequence` (the spec dialect's default) reads
+//! the header `seq`, which a per-connection counter makes exact for every server datagram; the
+//! implementation dialect's default reads snapshot ticks, because its server numbers every
+//! client's datagrams with ONE counter. With `seq` as the source a gap is only *suspected*:
+//! the bot follows the snapshot ticks beside it, and every half second (at a snapshot, once
+//! the tick step is known) and when the session ends it commits the `seq` counts only if the
+//! gaps are explained by missing ticks plus the pongs, heartbeats and extra Welcomes that may
+//! have been lost; otherwise the counter is shared (it advances N times per tick with N
+//! clients, and N changes as bots join), and the bot commits the tick counts instead and
+//! counts by tick from then on (`shared_sequence_detected`). So the per-second figures never
+//! show another client's datagrams as loss, however late the sharing becomes visible. The
+//! tick step is the option's, or the gcd of the tick differences of the first
 //! [`LEARN_SNAPSHOTS`](crate::protocol::seqwindow::LEARN_SNAPSHOTS) snapshots.
 //!
 //! A Ping is matched to the bot's own pings by its token before any sequence bookkeeping:
@@ -29,22 +30,19 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::codec::{self, Dialect, EntityRecord, Message, Snapshot};
+use super::loss::{DownLoss, Settled};
+use super::predict::Prediction;
 use super::{CafeOptions, LossSource};
-use crate::metrics::{LossCounts, Recorder};
+use crate::metrics::Recorder;
 use crate::protocol::idmap::{id_map_with_capacity, IdMap};
 use crate::protocol::input_grid::InputGrid;
-use crate::protocol::seqwindow::{SeqOutcome, SeqWindow, TickNews, TickStep};
-use super::predict::Prediction;
+use crate::protocol::seqwindow::SeqOutcome;
 use crate::protocol::tail::SnapshotArrivals;
 use crate::protocol::timers::{earliest, Handshake, Periodic, Silence};
 use crate::protocol::{Bot, BotParams, BotPhase, PatternState, Transmit};
 
 /// Pings in flight at once; a new ping evicts the oldest (counted as `ping_lost`).
 const PINGS_IN_FLIGHT: usize = 8;
-/// Datagrams after Welcome before deciding whether the server's `seq` is per connection.
-pub const DETECT_AFTER: u32 = 64;
-/// Snapshot ticks counted (step learned) before deciding.
-const MIN_DETECT_TICKS: u64 = 16;
 /// Inputs remembered by header seq, for `input_to_snapshot_us` (4 s at 60 Hz).
 const INPUT_HISTORY: usize = 256;
 
@@ -61,36 +59,6 @@ enum Out {
 struct PingSlot {
     token: u32,
     sent: Instant,
-}
-
-/// Downstream loss from snapshot ticks ([`TickStep`]: the configured step, or the gcd learned
-/// from the first ticks, which are then counted), with a running total: what a fallback from
-/// `seq` adds at once.
-#[derive(Debug, Clone)]
-struct TickLoss {
-    step: TickStep,
-    counts: LossCounts,
-}
-
-impl TickLoss {
-    fn new(step: Option<u32>) -> Self {
-        Self {
-            step: TickStep::new(step),
-            counts: LossCounts::default(),
-        }
-    }
-
-    fn on_tick(&mut self, tick: u32) -> TickNews {
-        let news = self.step.on_tick(tick);
-        self.counts.add(news.loss.0, news.loss.1);
-        news
-    }
-}
-
-/// Watching the first datagrams for a sequence counter shared by all clients.
-#[derive(Debug, Clone, Copy, Default)]
-struct SharedSeqDetect {
-    datagrams: u32,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -118,16 +86,11 @@ pub struct CafeBot {
     connected_at: Option<Instant>,
     silence: Silence,
 
-    down: SeqWindow,
-    /// Where downstream loss is read from now (`Auto` resolved; `Sequence` may fall back).
-    loss_source: LossSource,
-    /// Snapshot-tick accounting: counted in `Tick` mode, followed in the background while a
-    /// shared sequence counter is still being looked for.
-    ticks: TickLoss,
-    /// What `seq` accounting added to the recorder (taken back on a fallback to ticks).
-    seq_counts: LossCounts,
-    /// `Some` until the bot has decided whether `seq` is per connection.
-    detect: Option<SharedSeqDetect>,
+    /// Downstream loss: header seq checked against snapshot ticks, or ticks alone.
+    loss: DownLoss,
+    /// Own pings given up (evicted unanswered) since the loss was last settled: their pongs
+    /// may be among the `seq` gaps.
+    pings_given_up: u64,
     /// The own player's predicted position, reconciled against `last_input` (implementation
     /// dialect only: the spec's snapshots name no Input).
     prediction: Option<Prediction>,
@@ -162,8 +125,8 @@ pub struct CafeBot {
 
 impl CafeBot {
     pub fn new(params: BotParams, opts: CafeOptions) -> Self {
-        let loss_source = opts.loss_source.resolve(opts.dialect);
-        let ticks = TickLoss::new(opts.snapshot_tick_step);
+        let by_sequence = opts.loss_source.resolve(opts.dialect) == LossSource::Sequence;
+        let loss = DownLoss::new(by_sequence, opts.snapshot_tick_step);
         let grid = InputGrid::new(params.input_period());
         let mut rng = ChaCha8Rng::seed_from_u64(params.seed);
         let next_token = rng.random();
@@ -186,11 +149,8 @@ impl CafeBot {
             prediction: None,
             connected_at: None,
             silence,
-            down: SeqWindow::new(),
-            loss_source,
-            ticks,
-            seq_counts: LossCounts::default(),
-            detect: (loss_source == LossSource::Sequence).then(SharedSeqDetect::default),
+            loss,
+            pings_given_up: 0,
             inputs: [None; INPUT_HISTORY],
             last_input_seen: None,
             grid,
@@ -291,6 +251,7 @@ impl CafeBot {
             None => {
                 // A server heartbeat: echo it unchanged.
                 rec.event("heartbeat_echoed");
+                self.loss.on_heartbeat(now);
                 self.echoed_heartbeat = Some(token);
                 self.out.push_back(Out::Ping { token });
             }
@@ -307,10 +268,10 @@ impl CafeBot {
             rec.event("snapshot_outside_session");
             return;
         }
-        let counting = self.loss_source == LossSource::Tick;
+        let counting = !self.loss.by_sequence();
         // Ticks are followed in either loss mode: they also tell whether a gap in the
-        // sequence held a snapshot (see `note_seq_gap`).
-        let st = self.ticks.on_tick(s.tick);
+        // sequence held a snapshot (see `note_seq_gap`), and whether `seq` is shared.
+        let st = self.loss.on_tick(s.tick, rec);
         if let Some(l) = st.learned {
             rec.record_extra("snapshot_tick_step", u64::from(l.step));
             if l.irregular {
@@ -318,7 +279,6 @@ impl CafeBot {
             }
         }
         if counting {
-            rec.loss_down.add(st.loss.0, st.loss.1);
             if let Some(outcome) = st.outcome {
                 self.note_gap(now, outcome);
                 if outcome == SeqOutcome::Reset {
@@ -335,6 +295,11 @@ impl CafeBot {
                 rec.event("snapshot_duplicate_or_old");
                 return;
             }
+        } else {
+            // Both counts have now seen the same datagrams: a chunk may be settled.
+            let pongs = self.pongs_possibly_lost();
+            let settled = self.loss.settle_if_due(now, pongs, rec);
+            self.on_settled(settled, rec);
         }
         if let Some(li) = s.last_input {
             self.on_last_input(now, li, rec);
@@ -415,26 +380,11 @@ impl CafeBot {
         );
     }
 
-    /// One server `seq` through the window (spec-dialect loss). Returns false when the
+    /// One server `seq` through the window (held until settled). Returns false when the
     /// datagram is a duplicate or too old to use.
     fn account_seq(&mut self, now: Instant, seq: u32, rec: &mut Recorder) -> bool {
-        let outcome = self.down.on_seq(seq);
-        let (e, r) = outcome.deltas();
-        rec.loss_down.add(e, r);
-        self.seq_counts.add(e, r);
+        let outcome = self.loss.on_seq(now, seq);
         self.note_seq_gap(now, outcome);
-        if let Some(d) = self.detect.as_mut() {
-            d.datagrams += 1;
-            // Loss thins seqs and ticks alike; a shared counter spreads the seqs over every
-            // client's datagrams: N clients, N seqs per snapshot tick.
-            let ticks = self.ticks.counts.expected;
-            if d.datagrams >= DETECT_AFTER && ticks >= MIN_DETECT_TICKS {
-                self.detect = None;
-                if self.seq_counts.expected * 2 >= ticks * 3 {
-                    self.fall_back_to_ticks(rec);
-                }
-            }
-        }
         match outcome {
             SeqOutcome::Duplicate => {
                 rec.event("duplicate_datagram");
@@ -456,19 +406,36 @@ impl CafeBot {
         }
     }
 
-    /// The server's `seq` is shared by all clients: take back what `seq` accounting counted
-    /// and count the snapshot ticks followed meanwhile instead.
-    fn fall_back_to_ticks(&mut self, rec: &mut Recorder) {
-        rec.event("shared_sequence_detected");
-        let l = &mut rec.loss_down;
-        l.expected = l.expected.saturating_sub(self.seq_counts.expected);
-        l.received = l.received.saturating_sub(self.seq_counts.received);
-        self.seq_counts = LossCounts::default();
-        rec.loss_down.merge(&self.ticks.counts);
-        self.loss_source = LossSource::Tick;
-        // The gaps were other clients' datagrams, not lost deltas.
-        self.stale_since = None;
-        self.suspect_since = None;
+    /// Pongs that may be among the `seq` gaps: in the spec dialect the server numbers its
+    /// pongs, so every ping still unanswered and every one given up since the last settle; in
+    /// the implementation dialect an echo carries the bot's own seq and stays out of the
+    /// window.
+    fn pongs_possibly_lost(&self) -> u64 {
+        if self.dialect() == Dialect::Implementation {
+            return 0;
+        }
+        self.pings.iter().filter(|p| p.is_some()).count() as u64 + self.pings_given_up
+    }
+
+    fn on_settled(&mut self, settled: Option<Settled>, rec: &mut Recorder) {
+        match settled {
+            None => return,
+            Some(Settled::Sequence) => {}
+            Some(Settled::SharedDetected) => {
+                rec.event("shared_sequence_detected");
+                // The gaps were other clients' datagrams, not lost deltas.
+                self.stale_since = None;
+                self.suspect_since = None;
+            }
+        }
+        self.pings_given_up = 0;
+    }
+
+    /// The session ends: settle what loss is still held.
+    fn finish_loss(&mut self, now: Instant, rec: &mut Recorder) {
+        let pongs = self.pongs_possibly_lost();
+        let settled = self.loss.finish(now, pongs, rec);
+        self.on_settled(settled, rec);
     }
 
     /// A gap in the snapshot ticks was a lost snapshot, maybe a delta: the table is stale
@@ -499,7 +466,7 @@ impl CafeBot {
         let Some(since) = self.suspect_since.take() else {
             return;
         };
-        let follows = match (self.last_tick, self.ticks.step.step()) {
+        let follows = match (self.last_tick, self.loss.tick_step()) {
             (Some(last), Some(step)) => tick.wrapping_sub(last) == step,
             _ => false,
         };
@@ -544,6 +511,7 @@ impl CafeBot {
             Some(i) => i,
             None => {
                 rec.event("ping_lost");
+                self.pings_given_up += 1;
                 self.pings
                     .iter()
                     .enumerate()
@@ -611,7 +579,7 @@ impl Bot for CafeBot {
         };
         let counts_for_loss =
             self.phase == BotPhase::Connected || matches!(msg, Message::Welcome { .. });
-        if self.loss_source == LossSource::Sequence
+        if self.loss.by_sequence()
             && counts_for_loss
             && own_ping != Some(true)
             && !self.account_seq(now, seq, rec)
@@ -631,6 +599,7 @@ impl Bot for CafeBot {
                     self.phase = BotPhase::Failed;
                     rec.connect_failures.add("refused", 1);
                 } else {
+                    self.finish_loss(now, rec);
                     self.phase = BotPhase::Closed;
                     rec.event("server_disconnect");
                 }
@@ -652,6 +621,7 @@ impl Bot for CafeBot {
                 }
                 if self.handshake.retry_due(now) {
                     rec.event("hello_retry");
+                    self.loss.on_hello_retry();
                     self.out.push_back(Out::Hello);
                 }
             }
@@ -659,6 +629,7 @@ impl Bot for CafeBot {
                 if self.silence.expired(now) {
                     self.phase = BotPhase::Closed;
                     rec.event("server_silence_timeout");
+                    self.finish_loss(now, rec);
                     self.arrivals.finish(now, rec);
                     self.out.clear();
                     return;
@@ -672,6 +643,7 @@ impl Bot for CafeBot {
 
     fn stop(&mut self, now: Instant, rec: &mut Recorder) {
         if self.phase == BotPhase::Connected {
+            self.finish_loss(now, rec);
             self.arrivals.finish(now, rec);
             if self.dialect().has_disconnect() {
                 self.out.push_back(Out::Disconnect);

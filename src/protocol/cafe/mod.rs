@@ -6,6 +6,7 @@
 
 pub mod bot;
 pub mod codec;
+pub mod loss;
 pub mod predict;
 pub mod server;
 
