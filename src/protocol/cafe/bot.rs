@@ -713,3 +713,214 @@ impl std::fmt::Debug for CafeBot {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The bot against a simulated server on a simulated clock: a snapshot every 60 Hz tick,
+    //! pongs answered at once (numbered by the server in the spec dialect, the bot's datagram
+    //! echoed whole in the implementation dialect), Inputs ignored.
+
+    use std::time::Duration;
+
+    use super::*;
+    use crate::metrics::LossCounts;
+    use crate::protocol::cafe::codec::{GameStats, SnapshotEncoder};
+    use crate::protocol::MAX_MESSAGE;
+
+    const TICK: Duration = Duration::from_micros(16_667);
+    const STEP: Duration = Duration::from_millis(1);
+
+    /// What the simulated server did and what the bot counted.
+    struct Outcome {
+        /// The bot's downstream loss counts, one per simulated second (the last one partial,
+        /// through `stop`).
+        seconds: Vec<LossCounts>,
+        total: LossCounts,
+        /// Numbered datagrams the server dropped below the highest seq the bot received.
+        dropped_in_window: u64,
+        /// The server's numbers from the Welcome to the highest the bot received.
+        numbered_in_window: u64,
+        shared_detected: u64,
+        snapshots_applied: u64,
+    }
+
+    /// The simulated server: one header counter; before each of the bot's datagrams it hands
+    /// `others(t)` numbers to other clients (0: a per-connection counter). `drop(k)` drops the
+    /// k-th numbered datagram to the bot (Welcome = 0).
+    struct Server {
+        seq: u32,
+        numbered: u64,
+        sent: Vec<(u32, bool)>,
+    }
+
+    impl Server {
+        fn number(&mut self, others: u32, drop: &mut impl FnMut(u64) -> bool) -> (u32, bool) {
+            self.seq = self.seq.wrapping_add(others);
+            let seq = self.seq;
+            self.seq = self.seq.wrapping_add(1);
+            let dropped = self.numbered > 0 && drop(self.numbered);
+            self.numbered += 1;
+            self.sent.push((seq, dropped));
+            (seq, dropped)
+        }
+    }
+
+    fn drive(
+        dialect: Dialect,
+        run_for: Duration,
+        others: impl Fn(Duration) -> u32,
+        mut drop: impl FnMut(u64) -> bool,
+    ) -> Outcome {
+        let opts = CafeOptions {
+            dialect,
+            loss_source: LossSource::Sequence,
+            ..CafeOptions::default()
+        };
+        let mut bot = CafeBot::new(BotParams::with_index(0, 7), opts);
+        let t0 = Instant::now();
+        let mut rec = Recorder::new();
+        let mut total = Recorder::new();
+        let mut seconds = Vec::new();
+        let mut srv = Server {
+            seq: 40_000,
+            numbered: 0,
+            sent: Vec::new(),
+        };
+        let mut buf = vec![0u8; MAX_MESSAGE];
+        let mut out = vec![0u8; MAX_MESSAGE];
+        let mut highest: Option<u32> = None;
+        let mut deliver =
+            |bot: &mut CafeBot, rec: &mut Recorder, now: Instant, data: &[u8], seq: Option<u32>| {
+                if let Some(s) = seq {
+                    highest = Some(highest.map_or(s, |h: u32| h.max(s)));
+                }
+                bot.handle_datagram(now, data, rec);
+            };
+        bot.start(t0, &mut rec);
+        let mut now = t0;
+        let mut tick = 0u32;
+        let mut next_tick = t0 + STEP;
+        let mut next_second = t0 + Duration::from_secs(1);
+        while now < t0 + run_for {
+            now += STEP;
+            let t = now - t0;
+            if bot.poll_timeout().is_some_and(|d| d <= now) {
+                bot.handle_timeout(now, &mut rec);
+            }
+            while let Some(tx) = bot.poll_transmit(&mut out) {
+                let sent = &out[..tx.len];
+                match codec::decode(sent, dialect) {
+                    Ok((_, Message::Hello { .. })) if bot.phase() == BotPhase::Connecting => {
+                        let (seq, _) = srv.number(others(t), &mut drop);
+                        let welcome = Message::Welcome {
+                            player_id: 1,
+                            tick_rate: 60,
+                        };
+                        let n = codec::encode(&mut buf, seq, &welcome).expect("fits");
+                        let w = buf[..n].to_vec();
+                        deliver(&mut bot, &mut rec, now, &w, Some(seq));
+                    }
+                    Ok((_, Message::Ping { timestamp_ms })) => match dialect {
+                        Dialect::Implementation => {
+                            let echo = sent.to_vec();
+                            deliver(&mut bot, &mut rec, now, &echo, None);
+                        }
+                        Dialect::Spec => {
+                            let (seq, dropped) = srv.number(others(t), &mut drop);
+                            let n = codec::encode(&mut buf, seq, &Message::Ping { timestamp_ms })
+                                .expect("fits");
+                            let pong = buf[..n].to_vec();
+                            if !dropped {
+                                deliver(&mut bot, &mut rec, now, &pong, Some(seq));
+                            }
+                        }
+                    },
+                    _ => {}
+                }
+            }
+            if now >= next_tick && bot.phase() == BotPhase::Connected {
+                next_tick += TICK;
+                tick += 1;
+                let (seq, dropped) = srv.number(others(t), &mut drop);
+                let li = (dialect == Dialect::Implementation).then_some(0);
+                let e = SnapshotEncoder::begin(&mut buf, seq, tick, tick % 3 == 0, false, li)
+                    .expect("fits");
+                let n = e.finish(&GameStats::default()).expect("fits");
+                let snap = buf[..n].to_vec();
+                if !dropped {
+                    deliver(&mut bot, &mut rec, now, &snap, Some(seq));
+                }
+            }
+            if now >= next_second {
+                next_second += Duration::from_secs(1);
+                let second = rec.take_interval();
+                seconds.push(second.loss_down);
+                total.merge(&second);
+            }
+        }
+        bot.stop(now, &mut rec);
+        seconds.push(rec.loss_down);
+        total.merge(&rec);
+        let highest = highest.expect("the bot received datagrams");
+        let in_window = |s: u32| s.wrapping_sub(srv.sent[0].0) <= highest.wrapping_sub(srv.sent[0].0);
+        Outcome {
+            seconds,
+            total: total.loss_down,
+            dropped_in_window: srv.sent.iter().filter(|(s, d)| *d && in_window(*s)).count()
+                as u64,
+            numbered_in_window: srv.sent.iter().filter(|(s, _)| in_window(*s)).count() as u64,
+            shared_detected: total.events.get("shared_sequence_detected"),
+            snapshots_applied: total.snapshots_applied,
+        }
+    }
+
+    /// A shared counter with clients joining one by one: alone for the first second (the seq
+    /// advances once a tick, like a per-connection one), then a second client (twice a tick),
+    /// then one more every 200 ms up to 20. Whenever within a chunk the second client comes,
+    /// no second and no total ever shows a datagram missing, and the bot names the sharing.
+    #[test]
+    fn shared_counter_with_clients_joining_one_by_one_shows_no_loss() {
+        for dialect in [Dialect::Implementation, Dialect::Spec] {
+            // The second client at 1000, 1003, ... 1033 ms: every phase of two ticks.
+            for j in 0..12u64 {
+                let first = Duration::from_millis(1000 + 3 * j);
+                let others = move |t: Duration| match t.checked_sub(first) {
+                    None => 0,
+                    Some(d) => (1 + d.as_millis() / 200).min(19) as u32,
+                };
+                let o = drive(dialect, Duration::from_millis(6000), others, |_| false);
+                let what = format!("{dialect:?}, second client at {first:?}");
+                for (s, l) in o.seconds.iter().enumerate() {
+                    assert_eq!(l.expected, l.received, "{what}: second {s}: {l:?}");
+                }
+                assert_eq!(o.total.expected, o.total.received, "{what}");
+                assert!(o.total.expected >= o.snapshots_applied, "{what}");
+                assert!(o.snapshots_applied > 350, "{what}");
+                assert_eq!(o.shared_detected, 1, "{what}");
+            }
+        }
+    }
+
+    /// A per-connection counter with every 10th numbered datagram dropped (snapshots, and in
+    /// the spec dialect pongs too): the loss is exactly the datagrams dropped up to the last
+    /// one received, over every number from the Welcome on, and never taken for sharing.
+    #[test]
+    fn per_connection_counter_counts_exactly_what_was_dropped() {
+        for dialect in [Dialect::Implementation, Dialect::Spec] {
+            let o = drive(dialect, Duration::from_millis(5000), |_| 0, |k| k % 10 == 0);
+            let what = format!("{dialect:?}");
+            assert!(o.dropped_in_window > 25, "{what}: {}", o.dropped_in_window);
+            assert_eq!(o.total.expected, o.numbered_in_window, "{what}");
+            assert_eq!(
+                o.total.expected - o.total.received,
+                o.dropped_in_window,
+                "{what}"
+            );
+            assert_eq!(o.shared_detected, 0, "{what}");
+            // Each second's figure is the datagrams of about that second: none is empty.
+            for (s, l) in o.seconds.iter().enumerate().take(4) {
+                assert!(l.expected >= 30, "{what}: second {s}: {l:?}");
+            }
+        }
+    }
+}
