@@ -25,6 +25,10 @@ there, written from NOTES.md only (not from tickswarm's Rust code):
   as if lost on the wire. The totals line holds `snapshots_dropped` and `snapshots_sent`
   (sent = not dropped), overall and per client under `per_client`, so a test can compare a
   measured loss with the server's own count.
+- `snapshots_sent_while_heard` (overall and per client): snapshots sent to a client before
+  its latest datagram arrived. The server keeps sending for up to 3 s after a client falls
+  silent (no Disconnect); what it sent while the client still spoke is what that client
+  could have applied.
 - Default port 4242; `--port 0` picks a free one. The first stdout line is
   {"port": N}; the last, when the server stops (stdin closes, SIGINT/SIGTERM or
   --max-seconds), is one JSON line of totals.
@@ -65,7 +69,8 @@ SILENCE_CHECK_S = 1.0
 
 
 class Client:
-    __slots__ = ("player_id", "last_seen", "last_input", "mask", "snapshots", "dropped")
+    __slots__ = ("player_id", "last_seen", "last_input", "mask", "snapshots", "dropped",
+                 "sent", "sent_heard")
 
     def __init__(self, player_id: int, now: float) -> None:
         self.player_id = player_id
@@ -74,6 +79,8 @@ class Client:
         self.mask = 0
         self.snapshots = 0  # snapshots generated for this client (sent or dropped)
         self.dropped = 0
+        self.sent = 0
+        self.sent_heard = 0  # `sent` when the client's latest datagram arrived
 
 
 def main() -> int:
@@ -182,6 +189,7 @@ def main() -> int:
                         per_client[c.player_id] = c
                         totals["clients_seen"] += 1
                     c.last_seen = now
+                    c.sent_heard = c.sent
                     send(HEADER.pack(MAGIC, VERSION, T_WELCOME, seq)
                          + WELCOME.pack(c.player_id, TICK_RATE), addr)
                     seq = (seq + 1) & 0xFFFFFFFF
@@ -189,6 +197,7 @@ def main() -> int:
                     continue
                 elif ty == T_INPUT and body == INPUT.size:
                     c.last_seen = now
+                    c.sent_heard = c.sent
                     c.last_input = cseq
                     _pid, mask, _t = INPUT.unpack_from(data, 8)
                     if mask & 0x20 and not c.mask & 0x20:
@@ -197,6 +206,7 @@ def main() -> int:
                     totals["inputs"] += 1
                 elif ty == T_PING and body == 4:
                     c.last_seen = now
+                    c.sent_heard = c.sent
                     # Echoed back whole: the client's own header seq included.
                     if send(data, addr):
                         totals["pings_echoed"] += 1
@@ -248,14 +258,16 @@ def main() -> int:
                 SNAP_HEAD.pack(tick & 0xFFFFFFFF, flags, paused, c.last_input, count),
                 records, stats_trailer))
             if send(dgram, addr):
+                c.sent += 1
                 totals["snapshots_sent"] += 1
                 if len(dgram) > 8192:
                     totals["snapshots_over_8k_sent"] += 1
                 totals["max_snapshot_bytes"] = max(totals["max_snapshot_bytes"], len(dgram))
     totals["per_client"] = [
-        {"player_id": pid, "snapshots_sent": c.snapshots - c.dropped,
-         "snapshots_dropped": c.dropped}
+        {"player_id": pid, "snapshots_sent": c.sent, "snapshots_dropped": c.dropped,
+         "snapshots_sent_while_heard": c.sent_heard}
         for pid, c in sorted(per_client.items())]
+    totals["snapshots_sent_while_heard"] = sum(c.sent_heard for c in per_client.values())
     totals["seconds"] = round(time.monotonic() - start, 3)
     print(json.dumps(totals), flush=True)
     return 0
