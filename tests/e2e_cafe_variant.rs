@@ -161,7 +161,10 @@ fn implementation_dialect_against_the_variant() {
     let sent = u(&totals["snapshots_sent_while_heard"]);
     assert!(applied >= 20 * 60 * 4, "applied {applied}");
     // A snapshot or two per bot arrive between its last datagram and its stop.
-    assert!(applied <= sent + 20 * 2, "applied {applied} of {sent} sent while heard");
+    assert!(
+        applied <= sent + 20 * 2,
+        "applied {applied} of {sent} sent while heard"
+    );
     assert!(
         applied * 100 >= sent * 98,
         "applied {applied} of {sent} sent while heard"
@@ -261,7 +264,11 @@ fn run_quickstart(dir: &Path, port: u16, loss_source: Option<LossSource>) -> (Ou
     let ProtocolSection::Cafe(shipped) = &sc.protocol else {
         panic!("quickstart is a cafe scenario");
     };
-    assert_eq!(shipped.loss_source, LossSource::Sequence, "what quickstart ships");
+    assert_eq!(
+        shipped.loss_source,
+        LossSource::Sequence,
+        "what quickstart ships"
+    );
     sc.protocol = ProtocolSection::Cafe(CafeOptions {
         dialect: Dialect::Implementation,
         loss_source: loss_source.unwrap_or(shipped.loss_source),
@@ -277,12 +284,16 @@ fn run_quickstart(dir: &Path, port: u16, loss_source: Option<LossSource>) -> (Ou
         },
     ];
     sc.duration = None;
-    sc.thresholds.retain(|t| t.to_string().starts_with("downstream_loss"));
+    sc.thresholds
+        .retain(|t| t.to_string().starts_with("downstream_loss"));
     assert_eq!(sc.thresholds.len(), 1);
     // YAML is a superset of JSON: the parsed scenario written back as JSON.
     let file = dir.join("s.yaml");
-    std::fs::write(&file, serde_json::to_string(&sc).expect("scenario serializes"))
-        .expect("write scenario");
+    std::fs::write(
+        &file,
+        serde_json::to_string(&sc).expect("scenario serializes"),
+    )
+    .expect("write scenario");
     let out = dir.join("out");
     let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
         .arg("run")
