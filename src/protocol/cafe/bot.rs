@@ -406,15 +406,22 @@ impl CafeBot {
         }
     }
 
-    /// Pongs that may be among the `seq` gaps: in the spec dialect the server numbers its
-    /// pongs, so every ping still unanswered and every one given up since the last settle; in
-    /// the implementation dialect an echo carries the bot's own seq and stays out of the
-    /// window.
+    /// Pongs that may be among the open chunk's `seq` gaps: in the spec dialect the server
+    /// numbers its pongs, so the pings still unanswered that were sent recently enough for
+    /// their pong to fall in the chunk, and those given up since the last settle; in the
+    /// implementation dialect an echo carries the bot's own seq and stays out of the window.
     fn pongs_possibly_lost(&self) -> u64 {
         if self.dialect() == Dialect::Implementation {
             return 0;
         }
-        self.pings.iter().filter(|p| p.is_some()).count() as u64 + self.pings_given_up
+        let since = self.loss.pongs_since();
+        let in_flight = self
+            .pings
+            .iter()
+            .flatten()
+            .filter(|p| since.is_none_or(|s| p.sent >= s))
+            .count() as u64;
+        in_flight + self.pings_given_up
     }
 
     fn on_settled(&mut self, settled: Option<Settled>, rec: &mut Recorder) {
@@ -765,12 +772,38 @@ mod tests {
         }
     }
 
-    fn drive(
+    /// The simulated server's manner.
+    #[derive(Clone, Copy)]
+    struct Setup {
         dialect: Dialect,
         run_for: Duration,
+        /// Between two snapshots (one tick each).
+        period: Duration,
+        answer_pings: bool,
+    }
+
+    impl Setup {
+        fn at_60_hz(dialect: Dialect, run_for: Duration) -> Self {
+            Self {
+                dialect,
+                run_for,
+                period: TICK,
+                answer_pings: true,
+            }
+        }
+    }
+
+    fn drive(
+        setup: Setup,
         others: impl Fn(Duration) -> u32,
         mut drop: impl FnMut(u64) -> bool,
     ) -> Outcome {
+        let Setup {
+            dialect,
+            run_for,
+            period,
+            answer_pings,
+        } = setup;
         let opts = CafeOptions {
             dialect,
             loss_source: LossSource::Sequence,
@@ -820,6 +853,7 @@ mod tests {
                         let w = buf[..n].to_vec();
                         deliver(&mut bot, &mut rec, now, &w, Some(seq));
                     }
+                    Ok((_, Message::Ping { .. })) if !answer_pings => {}
                     Ok((_, Message::Ping { timestamp_ms })) => match dialect {
                         Dialect::Implementation => {
                             let echo = sent.to_vec();
@@ -839,7 +873,7 @@ mod tests {
                 }
             }
             if now >= next_tick && bot.phase() == BotPhase::Connected {
-                next_tick += TICK;
+                next_tick += period;
                 tick += 1;
                 let (seq, dropped) = srv.number(others(t), &mut drop);
                 let li = (dialect == Dialect::Implementation).then_some(0);
@@ -888,7 +922,8 @@ mod tests {
                     None => 0,
                     Some(d) => (1 + d.as_millis() / 200).min(19) as u32,
                 };
-                let o = drive(dialect, Duration::from_millis(6000), others, |_| false);
+                let setup = Setup::at_60_hz(dialect, Duration::from_millis(6000));
+                let o = drive(setup, others, |_| false);
                 let what = format!("{dialect:?}, second client at {first:?}");
                 for (s, l) in o.seconds.iter().enumerate() {
                     assert_eq!(l.expected, l.received, "{what}: second {s}: {l:?}");
@@ -901,13 +936,34 @@ mod tests {
         }
     }
 
+    /// A slow server (10 snapshots a second) that never answers pings, in the spec dialect, so
+    /// every ping may be a lost pong: a second client from 9 s on (when all eight pings in
+    /// flight are long unanswered) still shows, and no second counts its datagrams as lost.
+    #[test]
+    fn shared_counter_at_a_low_rate_without_pongs_shows_no_loss() {
+        let setup = Setup {
+            dialect: Dialect::Spec,
+            run_for: Duration::from_secs(14),
+            period: Duration::from_millis(100),
+            answer_pings: false,
+        };
+        let others = |t: Duration| u32::from(t >= Duration::from_secs(9));
+        let o = drive(setup, others, |_| false);
+        for (s, l) in o.seconds.iter().enumerate() {
+            assert_eq!(l.expected, l.received, "second {s}: {l:?}");
+        }
+        assert_eq!(o.shared_detected, 1);
+        assert!(o.snapshots_applied > 130, "{}", o.snapshots_applied);
+    }
+
     /// A per-connection counter with every 10th numbered datagram dropped (snapshots, and in
     /// the spec dialect pongs too): the loss is exactly the datagrams dropped up to the last
     /// one received, over every number from the Welcome on, and never taken for sharing.
     #[test]
     fn per_connection_counter_counts_exactly_what_was_dropped() {
         for dialect in [Dialect::Implementation, Dialect::Spec] {
-            let o = drive(dialect, Duration::from_millis(5000), |_| 0, |k| k % 10 == 0);
+            let setup = Setup::at_60_hz(dialect, Duration::from_millis(5000));
+            let o = drive(setup, |_| 0, |k| k % 10 == 0);
             let what = format!("{dialect:?}");
             assert!(o.dropped_in_window > 25, "{what}: {}", o.dropped_in_window);
             assert_eq!(o.total.expected, o.numbered_in_window, "{what}");

@@ -11,12 +11,13 @@
 //!
 //! With `seq` as the source ([`DownLoss::new`] with `by_sequence`), both are followed side by
 //! side and nothing from `seq` reaches the recorder before it is explained. Every
-//! [`CHUNK`] (closed at a snapshot, so that both counts have seen the same datagrams, and only
-//! once the tick step is known) and at the end of the session, the chunk's header-seq gaps
-//! are compared with its tick gaps plus the datagrams other than snapshots that may have gone
-//! missing in it (the bot's pongs still unanswered and pongs it gave up on, heartbeats: one a
-//! chunk, more when the server was seen sending them faster, and Welcomes answering a retried
-//! Hello in the first chunk):
+//! [`CHUNK`] of at least [`MIN_CHUNK_SNAPSHOTS`] snapshots (closed at a snapshot, so that both
+//! counts have seen the same datagrams, and only once the tick step is known) and at the end
+//! of the session, the chunk's header-seq gaps are compared with its tick gaps plus the
+//! datagrams other than snapshots that may have gone missing in it (the pongs of the bot's
+//! pings sent since the previous chunk began and still unanswered, and of those it gave up
+//! on; heartbeats: one a chunk, more when the server was seen sending them faster; Welcomes
+//! answering a resent Hello, in the first chunk):
 //! - explained by the ticks alone: the chunk's `seq` counts are committed (exact for a
 //!   per-connection counter, and what a lone client on a shared one sees);
 //! - explained only with that allowance: held until the next chunk is settled, because a
@@ -40,6 +41,10 @@ use crate::protocol::seqwindow::{SeqOutcome, SeqWindow, TickNews, TickStep};
 
 /// How much a chunk of `seq` accounting covers before it is checked against the ticks.
 pub const CHUNK: Duration = Duration::from_millis(500);
+/// Snapshots a chunk holds at least (a slow server's chunks last longer): with a second client
+/// on a shared counter, a chunk shows at least this many unexplained gaps, more than the
+/// non-snapshot datagrams it may have lost.
+pub const MIN_CHUNK_SNAPSHOTS: u64 = 16;
 /// Heartbeats closer together than this are not taken as the server's heartbeat period
 /// (two arriving back to back after a delay would otherwise make the allowance unbounded).
 const MIN_HEARTBEAT_PERIOD: Duration = Duration::from_millis(100);
@@ -91,6 +96,10 @@ pub struct DownLoss {
     tick_chunk: LossCounts,
     /// When the open chunk began (its first datagram).
     chunk_start: Option<Instant>,
+    /// When the chunk settled last began.
+    previous_start: Option<Instant>,
+    /// Snapshots in the open chunk.
+    chunk_snapshots: u64,
     /// No chunk was committed yet (the first one may hold extra Welcomes).
     first_chunk: bool,
     /// Hellos resent before Welcome: each may bring one more Welcome, which may be lost.
@@ -118,6 +127,8 @@ impl DownLoss {
             seq_chunk: LossCounts::default(),
             tick_chunk: LossCounts::default(),
             chunk_start: None,
+            previous_start: None,
+            chunk_snapshots: 0,
             first_chunk: true,
             extra_welcomes: 0,
             heartbeats: Heartbeats::default(),
@@ -150,7 +161,15 @@ impl DownLoss {
     pub fn on_tick(&mut self, tick: u32, rec: &mut Recorder) -> TickNews {
         let news = self.ticks.on_tick(tick);
         self.count_ticks(news.loss, rec);
+        self.chunk_snapshots += 1;
         news
+    }
+
+    /// Since when a lost pong may show as a gap in the open chunk: the start of the chunk
+    /// before it (`None`: the whole session). A pong answers a ping within a round trip, so
+    /// older pings are not counted however long they stay unanswered.
+    pub fn pongs_since(&self) -> Option<Instant> {
+        self.previous_start
     }
 
     fn count_ticks(&mut self, (e, r): (u64, u64), rec: &mut Recorder) {
@@ -171,9 +190,10 @@ impl DownLoss {
         self.heartbeats.seen(now);
     }
 
-    /// After a snapshot: settle the open chunk if it spans [`CHUNK`] and the tick step is
-    /// known. `pongs_possibly_lost`: the bot's pongs that may have been lost in it (pings
-    /// still in flight, plus those given up since the last settle).
+    /// After a snapshot: settle the open chunk if it spans [`CHUNK`] and
+    /// [`MIN_CHUNK_SNAPSHOTS`], and the tick step is known. `pongs_possibly_lost`: the bot's
+    /// pongs that may have been lost in it (pings sent since [`Self::pongs_since`] still in
+    /// flight, plus those given up since the last settle).
     pub fn settle_if_due(
         &mut self,
         now: Instant,
@@ -183,6 +203,7 @@ impl DownLoss {
         let start = self.chunk_start?;
         if !self.by_seq
             || self.ticks.step().is_none()
+            || self.chunk_snapshots < MIN_CHUNK_SNAPSHOTS
             || now.saturating_duration_since(start) < CHUNK
         {
             return None;
@@ -227,7 +248,8 @@ impl DownLoss {
         let allowance = pongs_possibly_lost
             + self.heartbeats.allowance(span)
             + u64::from(self.first_chunk) * self.extra_welcomes;
-        self.chunk_start = None;
+        self.previous_start = self.chunk_start.take().or(self.previous_start);
+        self.chunk_snapshots = 0;
         self.first_chunk = false;
         let held = self.held.take();
         if excess > allowance {
