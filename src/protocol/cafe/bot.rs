@@ -9,14 +9,15 @@
 //! the header `seq`, which a per-connection counter makes exact for every server datagram; the
 //! implementation dialect's default reads snapshot ticks, because its server numbers every
 //! client's datagrams with ONE counter. With `seq` as the source a gap is only *suspected*:
-//! the bot follows the snapshot ticks beside it, and every half second (at a snapshot, once
-//! the tick step is known) and when the session ends it commits the `seq` counts only if the
-//! gaps are explained by missing ticks plus the pongs, heartbeats and extra Welcomes that may
-//! have been lost; otherwise the counter is shared (it advances N times per tick with N
-//! clients, and N changes as bots join), and the bot commits the tick counts instead and
-//! counts by tick from then on (`shared_sequence_detected`). So the per-second figures never
-//! show another client's datagrams as loss, however late the sharing becomes visible. The
-//! tick step is the option's, or the gcd of the tick differences of the first
+//! the bot follows the snapshot ticks beside it, and every half second of at least 16
+//! snapshots (at a snapshot, once the tick step is known) and when the session ends it
+//! commits the `seq` counts only if the gaps are explained by missing ticks plus the pongs,
+//! heartbeats and extra Welcomes that may have been lost (a chunk explained only by those is
+//! held until the next one settles it); otherwise the counter is shared (it advances N times
+//! per tick with N clients, and N changes as bots join), and the bot commits the tick counts
+//! instead and counts by tick from then on (`shared_sequence_detected`). So the per-second
+//! figures never show another client's datagrams as loss, however late the sharing becomes
+//! visible. The tick step is the option's, or the gcd of the tick differences of the first
 //! [`LEARN_SNAPSHOTS`](crate::protocol::seqwindow::LEARN_SNAPSHOTS) snapshots.
 //!
 //! A Ping is matched to the bot's own pings by its token before any sequence bookkeeping:
@@ -723,9 +724,10 @@ impl std::fmt::Debug for CafeBot {
 
 #[cfg(test)]
 mod tests {
-    //! The bot against a simulated server on a simulated clock: a snapshot every 60 Hz tick,
-    //! pongs answered at once (numbered by the server in the spec dialect, the bot's datagram
-    //! echoed whole in the implementation dialect), Inputs ignored.
+    //! The bot against a simulated server on a simulated clock: a snapshot every tick (60 Hz
+    //! unless a test says otherwise), pongs answered at once (numbered by the server in the
+    //! spec dialect, the bot's datagram echoed whole in the implementation dialect) unless a
+    //! test says otherwise, Inputs ignored.
 
     use std::time::Duration;
 
