@@ -898,7 +898,8 @@ mod tests {
         seconds.push(rec.loss_down);
         total.merge(&rec);
         let highest = highest.expect("the bot received datagrams");
-        let in_window = |s: u32| s.wrapping_sub(srv.sent[0].0) <= highest.wrapping_sub(srv.sent[0].0);
+        let welcome = srv.sent[0].0;
+        let in_window = |s: u32| s.wrapping_sub(welcome) <= highest.wrapping_sub(welcome);
         Outcome {
             seconds,
             total: total.loss_down,
