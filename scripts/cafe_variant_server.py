@@ -20,6 +20,15 @@ there, written from NOTES.md only (not from tickswarm's Rust code):
   (1800 by default: about 60 KB, like the 61 KB NOTES.md saw).
 - `last_input` is the header seq of that client's latest Input.
 - No Disconnect: a client silent for 2 s is dropped (checked every second).
+- `--drop-every K` (test impairment, not the real server's): every K-th snapshot the server
+  would send to a client (counted per client) is numbered like the others and then not sent,
+  as if lost on the wire. The totals line holds `snapshots_dropped` and `snapshots_sent`
+  (sent = not dropped), overall and per client under `per_client`, so a test can compare a
+  measured loss with the server's own count.
+- `snapshots_sent_while_heard` (overall and per client): snapshots sent to a client before
+  its latest datagram arrived. The server keeps sending for up to 3 s after a client falls
+  silent (no Disconnect); what it sent while the client still spoke is what that client
+  could have applied.
 - Default port 4242; `--port 0` picks a free one. The first stdout line is
   {"port": N}; the last, when the server stops (stdin closes, SIGINT/SIGTERM or
   --max-seconds), is one JSON line of totals.
@@ -60,13 +69,18 @@ SILENCE_CHECK_S = 1.0
 
 
 class Client:
-    __slots__ = ("player_id", "last_seen", "last_input", "mask")
+    __slots__ = ("player_id", "last_seen", "last_input", "mask", "snapshots", "dropped",
+                 "sent", "sent_heard")
 
     def __init__(self, player_id: int, now: float) -> None:
         self.player_id = player_id
         self.last_seen = now
         self.last_input = 0
         self.mask = 0
+        self.snapshots = 0  # snapshots generated for this client (sent or dropped)
+        self.dropped = 0
+        self.sent = 0
+        self.sent_heard = 0  # `sent` when the client's latest datagram arrived
 
 
 def main() -> int:
@@ -78,7 +92,11 @@ def main() -> int:
     ap.add_argument("--boss-every", type=int, default=10, help="every Nth full snapshot")
     ap.add_argument("--boss-entities", type=int, default=1800)
     ap.add_argument("--max-seconds", type=float, default=0.0)
+    ap.add_argument("--drop-every", type=int, default=0,
+                    help="drop every K-th snapshot to each client after numbering it (0 = off)")
     args = ap.parse_args()
+    if args.drop_every < 0:
+        ap.error("--drop-every must be 0 or more")
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8 << 20)
@@ -103,8 +121,11 @@ def main() -> int:
     totals = {
         "clients_seen": 0, "dropped_silent": 0, "ticks": 0, "snapshots_sent": 0,
         "snapshots_over_8k_sent": 0, "max_snapshot_bytes": 0, "pings_echoed": 0,
-        "inputs": 0, "malformed": 0, "send_errors": 0,
+        "inputs": 0, "malformed": 0, "send_errors": 0, "snapshots_dropped": 0,
+        "drop_every": args.drop_every,
     }
+    # Per client ever seen (by player id): snapshots sent and dropped.
+    per_client: dict[int, Client] = {}
     running = True
 
     def stop(*_a) -> None:
@@ -165,8 +186,10 @@ def main() -> int:
                         c = Client(next_player, now)
                         next_player = next_player % 65535 + 1
                         clients[addr] = c
+                        per_client[c.player_id] = c
                         totals["clients_seen"] += 1
                     c.last_seen = now
+                    c.sent_heard = c.sent
                     send(HEADER.pack(MAGIC, VERSION, T_WELCOME, seq)
                          + WELCOME.pack(c.player_id, TICK_RATE), addr)
                     seq = (seq + 1) & 0xFFFFFFFF
@@ -174,6 +197,7 @@ def main() -> int:
                     continue
                 elif ty == T_INPUT and body == INPUT.size:
                     c.last_seen = now
+                    c.sent_heard = c.sent
                     c.last_input = cseq
                     _pid, mask, _t = INPUT.unpack_from(data, 8)
                     if mask & 0x20 and not c.mask & 0x20:
@@ -182,6 +206,7 @@ def main() -> int:
                     totals["inputs"] += 1
                 elif ty == T_PING and body == 4:
                     c.last_seen = now
+                    c.sent_heard = c.sent
                     # Echoed back whole: the client's own header seq included.
                     if send(data, addr):
                         totals["pings_echoed"] += 1
@@ -221,16 +246,28 @@ def main() -> int:
             count = 0xFFFF
         flags = 1 if full else 0
         for addr, c in clients.items():
+            my_seq = seq
+            seq = (seq + 1) & 0xFFFFFFFF  # numbered even when dropped: lost on the wire
+            c.snapshots += 1
+            if args.drop_every and c.snapshots % args.drop_every == 0:
+                c.dropped += 1
+                totals["snapshots_dropped"] += 1
+                continue
             dgram = b"".join((
-                HEADER.pack(MAGIC, VERSION, T_SNAPSHOT, seq),
+                HEADER.pack(MAGIC, VERSION, T_SNAPSHOT, my_seq),
                 SNAP_HEAD.pack(tick & 0xFFFFFFFF, flags, paused, c.last_input, count),
                 records, stats_trailer))
-            seq = (seq + 1) & 0xFFFFFFFF
             if send(dgram, addr):
+                c.sent += 1
                 totals["snapshots_sent"] += 1
                 if len(dgram) > 8192:
                     totals["snapshots_over_8k_sent"] += 1
                 totals["max_snapshot_bytes"] = max(totals["max_snapshot_bytes"], len(dgram))
+    totals["per_client"] = [
+        {"player_id": pid, "snapshots_sent": c.sent, "snapshots_dropped": c.dropped,
+         "snapshots_sent_while_heard": c.sent_heard}
+        for pid, c in sorted(per_client.items())]
+    totals["snapshots_sent_while_heard"] = sum(c.sent_heard for c in per_client.values())
     totals["seconds"] = round(time.monotonic() - start, 3)
     print(json.dumps(totals), flush=True)
     return 0

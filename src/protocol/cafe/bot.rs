@@ -5,17 +5,19 @@
 //! table (a snapshot older than one already applied is counted and skipped), Disconnect on
 //! stop.
 //!
-//! Downstream loss (NOTES.md): from the header's per-connection `seq` in the spec dialect,
-//! every server datagram through a [`SeqWindow`]; from snapshot ticks in the implementation
-//! dialect, whose server numbers datagrams with ONE counter for all clients. A shared counter
-//! met in the spec dialect is detected: after [`DETECT_AFTER`] datagrams (and 16 snapshot
-//! ticks), the header seq has advanced 1.5 times as far as the snapshot ticks or more (with N
-//! clients it advances N times as far; loss thins both alike, so loss alone never looks like
-//! sharing). The bot then takes back what it counted from `seq`, counts the snapshot ticks it
-//! followed meanwhile instead, and says so (`shared_sequence_detected`). A per-connection
-//! server sending more than half a non-snapshot datagram per snapshot would be taken for a
-//! shared one: tick loss then, still a sound measure. The tick step is the option's, or the
-//! gcd of the tick differences of the first
+//! Downstream loss ([`DownLoss`]): `loss_source: sequence` (the spec dialect's default) reads
+//! the header `seq`, which a per-connection counter makes exact for every server datagram; the
+//! implementation dialect's default reads snapshot ticks, because its server numbers every
+//! client's datagrams with ONE counter. With `seq` as the source a gap is only *suspected*:
+//! the bot follows the snapshot ticks beside it, and every half second of at least 16
+//! snapshots (at a snapshot, once the tick step is known) and when the session ends it
+//! commits the `seq` counts only if the gaps are explained by missing ticks plus the pongs,
+//! heartbeats and extra Welcomes that may have been lost (a chunk explained only by those is
+//! held until the next one settles it); otherwise the counter is shared (it advances N times
+//! per tick with N clients, and N changes as bots join), and the bot commits the tick counts
+//! instead and counts by tick from then on (`shared_sequence_detected`). So the per-second
+//! figures never show another client's datagrams as loss, however late the sharing becomes
+//! visible. The tick step is the option's, or the gcd of the tick differences of the first
 //! [`LEARN_SNAPSHOTS`](crate::protocol::seqwindow::LEARN_SNAPSHOTS) snapshots.
 //!
 //! A Ping is matched to the bot's own pings by its token before any sequence bookkeeping:
@@ -29,22 +31,19 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::codec::{self, Dialect, EntityRecord, Message, Snapshot};
+use super::loss::{DownLoss, Settled};
+use super::predict::Prediction;
 use super::{CafeOptions, LossSource};
-use crate::metrics::{LossCounts, Recorder};
+use crate::metrics::Recorder;
 use crate::protocol::idmap::{id_map_with_capacity, IdMap};
 use crate::protocol::input_grid::InputGrid;
-use crate::protocol::seqwindow::{SeqOutcome, SeqWindow, TickNews, TickStep};
-use super::predict::Prediction;
+use crate::protocol::seqwindow::SeqOutcome;
 use crate::protocol::tail::SnapshotArrivals;
 use crate::protocol::timers::{earliest, Handshake, Periodic, Silence};
 use crate::protocol::{Bot, BotParams, BotPhase, PatternState, Transmit};
 
 /// Pings in flight at once; a new ping evicts the oldest (counted as `ping_lost`).
 const PINGS_IN_FLIGHT: usize = 8;
-/// Datagrams after Welcome before deciding whether the server's `seq` is per connection.
-pub const DETECT_AFTER: u32 = 64;
-/// Snapshot ticks counted (step learned) before deciding.
-const MIN_DETECT_TICKS: u64 = 16;
 /// Inputs remembered by header seq, for `input_to_snapshot_us` (4 s at 60 Hz).
 const INPUT_HISTORY: usize = 256;
 
@@ -61,36 +60,6 @@ enum Out {
 struct PingSlot {
     token: u32,
     sent: Instant,
-}
-
-/// Downstream loss from snapshot ticks ([`TickStep`]: the configured step, or the gcd learned
-/// from the first ticks, which are then counted), with a running total: what a fallback from
-/// `seq` adds at once.
-#[derive(Debug, Clone)]
-struct TickLoss {
-    step: TickStep,
-    counts: LossCounts,
-}
-
-impl TickLoss {
-    fn new(step: Option<u32>) -> Self {
-        Self {
-            step: TickStep::new(step),
-            counts: LossCounts::default(),
-        }
-    }
-
-    fn on_tick(&mut self, tick: u32) -> TickNews {
-        let news = self.step.on_tick(tick);
-        self.counts.add(news.loss.0, news.loss.1);
-        news
-    }
-}
-
-/// Watching the first datagrams for a sequence counter shared by all clients.
-#[derive(Debug, Clone, Copy, Default)]
-struct SharedSeqDetect {
-    datagrams: u32,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -118,16 +87,11 @@ pub struct CafeBot {
     connected_at: Option<Instant>,
     silence: Silence,
 
-    down: SeqWindow,
-    /// Where downstream loss is read from now (`Auto` resolved; `Sequence` may fall back).
-    loss_source: LossSource,
-    /// Snapshot-tick accounting: counted in `Tick` mode, followed in the background while a
-    /// shared sequence counter is still being looked for.
-    ticks: TickLoss,
-    /// What `seq` accounting added to the recorder (taken back on a fallback to ticks).
-    seq_counts: LossCounts,
-    /// `Some` until the bot has decided whether `seq` is per connection.
-    detect: Option<SharedSeqDetect>,
+    /// Downstream loss: header seq checked against snapshot ticks, or ticks alone.
+    loss: DownLoss,
+    /// Own pings given up (evicted unanswered) since the loss was last settled: their pongs
+    /// may be among the `seq` gaps.
+    pings_given_up: u64,
     /// The own player's predicted position, reconciled against `last_input` (implementation
     /// dialect only: the spec's snapshots name no Input).
     prediction: Option<Prediction>,
@@ -162,8 +126,8 @@ pub struct CafeBot {
 
 impl CafeBot {
     pub fn new(params: BotParams, opts: CafeOptions) -> Self {
-        let loss_source = opts.loss_source.resolve(opts.dialect);
-        let ticks = TickLoss::new(opts.snapshot_tick_step);
+        let by_sequence = opts.loss_source.resolve(opts.dialect) == LossSource::Sequence;
+        let loss = DownLoss::new(by_sequence, opts.snapshot_tick_step);
         let grid = InputGrid::new(params.input_period());
         let mut rng = ChaCha8Rng::seed_from_u64(params.seed);
         let next_token = rng.random();
@@ -186,11 +150,8 @@ impl CafeBot {
             prediction: None,
             connected_at: None,
             silence,
-            down: SeqWindow::new(),
-            loss_source,
-            ticks,
-            seq_counts: LossCounts::default(),
-            detect: (loss_source == LossSource::Sequence).then(SharedSeqDetect::default),
+            loss,
+            pings_given_up: 0,
             inputs: [None; INPUT_HISTORY],
             last_input_seen: None,
             grid,
@@ -291,6 +252,7 @@ impl CafeBot {
             None => {
                 // A server heartbeat: echo it unchanged.
                 rec.event("heartbeat_echoed");
+                self.loss.on_heartbeat(now);
                 self.echoed_heartbeat = Some(token);
                 self.out.push_back(Out::Ping { token });
             }
@@ -307,10 +269,10 @@ impl CafeBot {
             rec.event("snapshot_outside_session");
             return;
         }
-        let counting = self.loss_source == LossSource::Tick;
+        let counting = !self.loss.by_sequence();
         // Ticks are followed in either loss mode: they also tell whether a gap in the
-        // sequence held a snapshot (see `note_seq_gap`).
-        let st = self.ticks.on_tick(s.tick);
+        // sequence held a snapshot (see `note_seq_gap`), and whether `seq` is shared.
+        let st = self.loss.on_tick(s.tick, rec);
         if let Some(l) = st.learned {
             rec.record_extra("snapshot_tick_step", u64::from(l.step));
             if l.irregular {
@@ -318,7 +280,6 @@ impl CafeBot {
             }
         }
         if counting {
-            rec.loss_down.add(st.loss.0, st.loss.1);
             if let Some(outcome) = st.outcome {
                 self.note_gap(now, outcome);
                 if outcome == SeqOutcome::Reset {
@@ -335,6 +296,11 @@ impl CafeBot {
                 rec.event("snapshot_duplicate_or_old");
                 return;
             }
+        } else {
+            // Both counts have now seen the same datagrams: a chunk may be settled.
+            let pongs = self.pongs_possibly_lost();
+            let settled = self.loss.settle_if_due(now, pongs, rec);
+            self.on_settled(settled, rec);
         }
         if let Some(li) = s.last_input {
             self.on_last_input(now, li, rec);
@@ -415,26 +381,11 @@ impl CafeBot {
         );
     }
 
-    /// One server `seq` through the window (spec-dialect loss). Returns false when the
+    /// One server `seq` through the window (held until settled). Returns false when the
     /// datagram is a duplicate or too old to use.
     fn account_seq(&mut self, now: Instant, seq: u32, rec: &mut Recorder) -> bool {
-        let outcome = self.down.on_seq(seq);
-        let (e, r) = outcome.deltas();
-        rec.loss_down.add(e, r);
-        self.seq_counts.add(e, r);
+        let outcome = self.loss.on_seq(now, seq);
         self.note_seq_gap(now, outcome);
-        if let Some(d) = self.detect.as_mut() {
-            d.datagrams += 1;
-            // Loss thins seqs and ticks alike; a shared counter spreads the seqs over every
-            // client's datagrams: N clients, N seqs per snapshot tick.
-            let ticks = self.ticks.counts.expected;
-            if d.datagrams >= DETECT_AFTER && ticks >= MIN_DETECT_TICKS {
-                self.detect = None;
-                if self.seq_counts.expected * 2 >= ticks * 3 {
-                    self.fall_back_to_ticks(rec);
-                }
-            }
-        }
         match outcome {
             SeqOutcome::Duplicate => {
                 rec.event("duplicate_datagram");
@@ -456,19 +407,43 @@ impl CafeBot {
         }
     }
 
-    /// The server's `seq` is shared by all clients: take back what `seq` accounting counted
-    /// and count the snapshot ticks followed meanwhile instead.
-    fn fall_back_to_ticks(&mut self, rec: &mut Recorder) {
-        rec.event("shared_sequence_detected");
-        let l = &mut rec.loss_down;
-        l.expected = l.expected.saturating_sub(self.seq_counts.expected);
-        l.received = l.received.saturating_sub(self.seq_counts.received);
-        self.seq_counts = LossCounts::default();
-        rec.loss_down.merge(&self.ticks.counts);
-        self.loss_source = LossSource::Tick;
-        // The gaps were other clients' datagrams, not lost deltas.
-        self.stale_since = None;
-        self.suspect_since = None;
+    /// Pongs that may be among the open chunk's `seq` gaps: in the spec dialect the server
+    /// numbers its pongs, so the pings still unanswered that were sent recently enough for
+    /// their pong to fall in the chunk, and those given up since the last settle; in the
+    /// implementation dialect an echo carries the bot's own seq and stays out of the window.
+    fn pongs_possibly_lost(&self) -> u64 {
+        if self.dialect() == Dialect::Implementation {
+            return 0;
+        }
+        let since = self.loss.pongs_since();
+        let in_flight = self
+            .pings
+            .iter()
+            .flatten()
+            .filter(|p| since.is_none_or(|s| p.sent >= s))
+            .count() as u64;
+        in_flight + self.pings_given_up
+    }
+
+    fn on_settled(&mut self, settled: Option<Settled>, rec: &mut Recorder) {
+        match settled {
+            None => return,
+            Some(Settled::Sequence) => {}
+            Some(Settled::SharedDetected) => {
+                rec.event("shared_sequence_detected");
+                // The gaps were other clients' datagrams, not lost deltas.
+                self.stale_since = None;
+                self.suspect_since = None;
+            }
+        }
+        self.pings_given_up = 0;
+    }
+
+    /// The session ends: settle what loss is still held.
+    fn finish_loss(&mut self, now: Instant, rec: &mut Recorder) {
+        let pongs = self.pongs_possibly_lost();
+        let settled = self.loss.finish(now, pongs, rec);
+        self.on_settled(settled, rec);
     }
 
     /// A gap in the snapshot ticks was a lost snapshot, maybe a delta: the table is stale
@@ -499,7 +474,7 @@ impl CafeBot {
         let Some(since) = self.suspect_since.take() else {
             return;
         };
-        let follows = match (self.last_tick, self.ticks.step.step()) {
+        let follows = match (self.last_tick, self.loss.tick_step()) {
             (Some(last), Some(step)) => tick.wrapping_sub(last) == step,
             _ => false,
         };
@@ -544,6 +519,7 @@ impl CafeBot {
             Some(i) => i,
             None => {
                 rec.event("ping_lost");
+                self.pings_given_up += 1;
                 self.pings
                     .iter()
                     .enumerate()
@@ -611,7 +587,7 @@ impl Bot for CafeBot {
         };
         let counts_for_loss =
             self.phase == BotPhase::Connected || matches!(msg, Message::Welcome { .. });
-        if self.loss_source == LossSource::Sequence
+        if self.loss.by_sequence()
             && counts_for_loss
             && own_ping != Some(true)
             && !self.account_seq(now, seq, rec)
@@ -631,6 +607,7 @@ impl Bot for CafeBot {
                     self.phase = BotPhase::Failed;
                     rec.connect_failures.add("refused", 1);
                 } else {
+                    self.finish_loss(now, rec);
                     self.phase = BotPhase::Closed;
                     rec.event("server_disconnect");
                 }
@@ -652,6 +629,7 @@ impl Bot for CafeBot {
                 }
                 if self.handshake.retry_due(now) {
                     rec.event("hello_retry");
+                    self.loss.on_hello_retry();
                     self.out.push_back(Out::Hello);
                 }
             }
@@ -659,6 +637,7 @@ impl Bot for CafeBot {
                 if self.silence.expired(now) {
                     self.phase = BotPhase::Closed;
                     rec.event("server_silence_timeout");
+                    self.finish_loss(now, rec);
                     self.arrivals.finish(now, rec);
                     self.out.clear();
                     return;
@@ -672,6 +651,7 @@ impl Bot for CafeBot {
 
     fn stop(&mut self, now: Instant, rec: &mut Recorder) {
         if self.phase == BotPhase::Connected {
+            self.finish_loss(now, rec);
             self.arrivals.finish(now, rec);
             if self.dialect().has_disconnect() {
                 self.out.push_back(Out::Disconnect);
@@ -739,5 +719,267 @@ impl std::fmt::Debug for CafeBot {
             .field("phase", &self.phase)
             .field("player_id", &self.player_id)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The bot against a simulated server on a simulated clock: a snapshot every tick (60 Hz
+    //! unless a test says otherwise), pongs answered at once (numbered by the server in the
+    //! spec dialect, the bot's datagram echoed whole in the implementation dialect) unless a
+    //! test says otherwise, Inputs ignored.
+
+    use std::time::Duration;
+
+    use super::*;
+    use crate::metrics::LossCounts;
+    use crate::protocol::cafe::codec::{GameStats, SnapshotEncoder};
+    use crate::protocol::MAX_MESSAGE;
+
+    const TICK: Duration = Duration::from_micros(16_667);
+    const STEP: Duration = Duration::from_millis(1);
+
+    /// What the simulated server did and what the bot counted.
+    struct Outcome {
+        /// The bot's downstream loss counts, one per simulated second (the last one partial,
+        /// through `stop`).
+        seconds: Vec<LossCounts>,
+        total: LossCounts,
+        /// Numbered datagrams the server dropped below the highest seq the bot received.
+        dropped_in_window: u64,
+        /// The server's numbers from the Welcome to the highest the bot received.
+        numbered_in_window: u64,
+        shared_detected: u64,
+        snapshots_applied: u64,
+    }
+
+    /// The simulated server: one header counter; before each of the bot's datagrams it hands
+    /// `others(t)` numbers to other clients (0: a per-connection counter). `drop(k)` drops the
+    /// k-th numbered datagram to the bot (Welcome = 0).
+    struct Server {
+        seq: u32,
+        numbered: u64,
+        sent: Vec<(u32, bool)>,
+    }
+
+    impl Server {
+        fn number(&mut self, others: u32, drop: &mut impl FnMut(u64) -> bool) -> (u32, bool) {
+            self.seq = self.seq.wrapping_add(others);
+            let seq = self.seq;
+            self.seq = self.seq.wrapping_add(1);
+            let dropped = self.numbered > 0 && drop(self.numbered);
+            self.numbered += 1;
+            self.sent.push((seq, dropped));
+            (seq, dropped)
+        }
+    }
+
+    /// The simulated server's manner.
+    #[derive(Clone, Copy)]
+    struct Setup {
+        dialect: Dialect,
+        run_for: Duration,
+        /// Between two snapshots (one tick each).
+        period: Duration,
+        answer_pings: bool,
+    }
+
+    impl Setup {
+        fn at_60_hz(dialect: Dialect, run_for: Duration) -> Self {
+            Self {
+                dialect,
+                run_for,
+                period: TICK,
+                answer_pings: true,
+            }
+        }
+    }
+
+    fn drive(
+        setup: Setup,
+        others: impl Fn(Duration) -> u32,
+        mut drop: impl FnMut(u64) -> bool,
+    ) -> Outcome {
+        let Setup {
+            dialect,
+            run_for,
+            period,
+            answer_pings,
+        } = setup;
+        let opts = CafeOptions {
+            dialect,
+            loss_source: LossSource::Sequence,
+            ..CafeOptions::default()
+        };
+        let mut bot = CafeBot::new(BotParams::with_index(0, 7), opts);
+        let t0 = Instant::now();
+        let mut rec = Recorder::new();
+        let mut total = Recorder::new();
+        let mut seconds = Vec::new();
+        let mut srv = Server {
+            seq: 40_000,
+            numbered: 0,
+            sent: Vec::new(),
+        };
+        let mut buf = vec![0u8; MAX_MESSAGE];
+        let mut out = vec![0u8; MAX_MESSAGE];
+        let mut highest: Option<u32> = None;
+        let mut deliver =
+            |bot: &mut CafeBot, rec: &mut Recorder, now: Instant, data: &[u8], seq: Option<u32>| {
+                if let Some(s) = seq {
+                    highest = Some(highest.map_or(s, |h: u32| h.max(s)));
+                }
+                bot.handle_datagram(now, data, rec);
+            };
+        bot.start(t0, &mut rec);
+        let mut now = t0;
+        let mut tick = 0u32;
+        let mut next_tick = t0 + STEP;
+        let mut next_second = t0 + Duration::from_secs(1);
+        while now < t0 + run_for {
+            now += STEP;
+            let t = now - t0;
+            if bot.poll_timeout().is_some_and(|d| d <= now) {
+                bot.handle_timeout(now, &mut rec);
+            }
+            while let Some(tx) = bot.poll_transmit(&mut out) {
+                let sent = &out[..tx.len];
+                match codec::decode(sent, dialect) {
+                    Ok((_, Message::Hello { .. })) if bot.phase() == BotPhase::Connecting => {
+                        let (seq, _) = srv.number(others(t), &mut drop);
+                        let welcome = Message::Welcome {
+                            player_id: 1,
+                            tick_rate: 60,
+                        };
+                        let n = codec::encode(&mut buf, seq, &welcome).expect("fits");
+                        let w = buf[..n].to_vec();
+                        deliver(&mut bot, &mut rec, now, &w, Some(seq));
+                    }
+                    Ok((_, Message::Ping { .. })) if !answer_pings => {}
+                    Ok((_, Message::Ping { timestamp_ms })) => match dialect {
+                        Dialect::Implementation => {
+                            let echo = sent.to_vec();
+                            deliver(&mut bot, &mut rec, now, &echo, None);
+                        }
+                        Dialect::Spec => {
+                            let (seq, dropped) = srv.number(others(t), &mut drop);
+                            let n = codec::encode(&mut buf, seq, &Message::Ping { timestamp_ms })
+                                .expect("fits");
+                            let pong = buf[..n].to_vec();
+                            if !dropped {
+                                deliver(&mut bot, &mut rec, now, &pong, Some(seq));
+                            }
+                        }
+                    },
+                    _ => {}
+                }
+            }
+            if now >= next_tick && bot.phase() == BotPhase::Connected {
+                next_tick += period;
+                tick += 1;
+                let (seq, dropped) = srv.number(others(t), &mut drop);
+                let li = (dialect == Dialect::Implementation).then_some(0);
+                let e = SnapshotEncoder::begin(&mut buf, seq, tick, tick % 3 == 0, false, li)
+                    .expect("fits");
+                let n = e.finish(&GameStats::default()).expect("fits");
+                let snap = buf[..n].to_vec();
+                if !dropped {
+                    deliver(&mut bot, &mut rec, now, &snap, Some(seq));
+                }
+            }
+            if now >= next_second {
+                next_second += Duration::from_secs(1);
+                let second = rec.take_interval();
+                seconds.push(second.loss_down);
+                total.merge(&second);
+            }
+        }
+        bot.stop(now, &mut rec);
+        seconds.push(rec.loss_down);
+        total.merge(&rec);
+        let highest = highest.expect("the bot received datagrams");
+        let welcome = srv.sent[0].0;
+        let in_window = |s: u32| s.wrapping_sub(welcome) <= highest.wrapping_sub(welcome);
+        Outcome {
+            seconds,
+            total: total.loss_down,
+            dropped_in_window: srv.sent.iter().filter(|(s, d)| *d && in_window(*s)).count()
+                as u64,
+            numbered_in_window: srv.sent.iter().filter(|(s, _)| in_window(*s)).count() as u64,
+            shared_detected: total.events.get("shared_sequence_detected"),
+            snapshots_applied: total.snapshots_applied,
+        }
+    }
+
+    /// A shared counter with clients joining one by one: alone for the first second (the seq
+    /// advances once a tick, like a per-connection one), then a second client (twice a tick),
+    /// then one more every 200 ms up to 20. Whenever within a chunk the second client comes,
+    /// no second and no total ever shows a datagram missing, and the bot names the sharing.
+    #[test]
+    fn shared_counter_with_clients_joining_one_by_one_shows_no_loss() {
+        for dialect in [Dialect::Implementation, Dialect::Spec] {
+            // The second client at 1000, 1003, ... 1033 ms: every phase of two ticks.
+            for j in 0..12u64 {
+                let first = Duration::from_millis(1000 + 3 * j);
+                let others = move |t: Duration| match t.checked_sub(first) {
+                    None => 0,
+                    Some(d) => (1 + d.as_millis() / 200).min(19) as u32,
+                };
+                let setup = Setup::at_60_hz(dialect, Duration::from_millis(6000));
+                let o = drive(setup, others, |_| false);
+                let what = format!("{dialect:?}, second client at {first:?}");
+                for (s, l) in o.seconds.iter().enumerate() {
+                    assert_eq!(l.expected, l.received, "{what}: second {s}: {l:?}");
+                }
+                assert_eq!(o.total.expected, o.total.received, "{what}");
+                assert!(o.total.expected >= o.snapshots_applied, "{what}");
+                assert!(o.snapshots_applied > 350, "{what}");
+                assert_eq!(o.shared_detected, 1, "{what}");
+            }
+        }
+    }
+
+    /// A slow server (10 snapshots a second) that never answers pings, in the spec dialect, so
+    /// every ping may be a lost pong: a second client from 9 s on (when all eight pings in
+    /// flight are long unanswered) still shows, and no second counts its datagrams as lost.
+    #[test]
+    fn shared_counter_at_a_low_rate_without_pongs_shows_no_loss() {
+        let setup = Setup {
+            dialect: Dialect::Spec,
+            run_for: Duration::from_secs(14),
+            period: Duration::from_millis(100),
+            answer_pings: false,
+        };
+        let others = |t: Duration| u32::from(t >= Duration::from_secs(9));
+        let o = drive(setup, others, |_| false);
+        for (s, l) in o.seconds.iter().enumerate() {
+            assert_eq!(l.expected, l.received, "second {s}: {l:?}");
+        }
+        assert_eq!(o.shared_detected, 1);
+        assert!(o.snapshots_applied > 130, "{}", o.snapshots_applied);
+    }
+
+    /// A per-connection counter with every 10th numbered datagram dropped (snapshots, and in
+    /// the spec dialect pongs too): the loss is exactly the datagrams dropped up to the last
+    /// one received, over every number from the Welcome on, and never taken for sharing.
+    #[test]
+    fn per_connection_counter_counts_exactly_what_was_dropped() {
+        for dialect in [Dialect::Implementation, Dialect::Spec] {
+            let setup = Setup::at_60_hz(dialect, Duration::from_millis(5000));
+            let o = drive(setup, |_| 0, |k| k % 10 == 0);
+            let what = format!("{dialect:?}");
+            assert!(o.dropped_in_window > 25, "{what}: {}", o.dropped_in_window);
+            assert_eq!(o.total.expected, o.numbered_in_window, "{what}");
+            assert_eq!(
+                o.total.expected - o.total.received,
+                o.dropped_in_window,
+                "{what}"
+            );
+            assert_eq!(o.shared_detected, 0, "{what}");
+            // Each second's figure is the datagrams of about that second: none is empty.
+            for (s, l) in o.seconds.iter().enumerate().take(4) {
+                assert!(l.expected >= 30, "{what}: second {s}: {l:?}");
+            }
+        }
     }
 }

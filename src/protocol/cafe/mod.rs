@@ -2,10 +2,12 @@
 //!
 //! - [`codec`]: every wire rule.
 //! - [`bot`]: the simulated client.
+//! - [`loss`]: its downstream loss, by header seq checked against snapshot ticks.
 //! - [`server`]: the reference server.
 
 pub mod bot;
 pub mod codec;
+pub mod loss;
 pub mod predict;
 pub mod server;
 
@@ -30,9 +32,11 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     transport: "raw UDP",
     default_port: DEFAULT_PORT,
     rtt: "Ping with an opaque token the bot issues; the server echoes it unchanged (µs clock kept by the bot)",
-    downstream_loss: "per-connection header seq (gaps, reordering, duplicates, wrap-around); a \
-        sequence shared by all clients is detected (shared_sequence_detected) and snapshot ticks \
-        used instead; implementation dialect: snapshot ticks (step learned from the first ticks)",
+    downstream_loss: "per-connection header seq (gaps, reordering, duplicates, wrap-around), \
+        committed each half second only when the snapshot ticks and the pongs and heartbeats \
+        that may have been lost explain its gaps; otherwise the sequence is shared by all \
+        clients (shared_sequence_detected) and snapshot ticks count instead; implementation \
+        dialect: snapshot ticks (step learned from the first ticks)",
     upstream_loss: "not measurable: the server reports nothing back about inputs",
     dialects: &[
         ("spec", "cafe.md as written (default)"),
@@ -98,9 +102,10 @@ pub enum LossSource {
     /// numbers datagrams with one counter shared by all clients).
     #[default]
     Auto,
-    /// The header's per-connection `seq` (NOTES.md's reading). A counter shared by all
-    /// clients is detected (most datagrams arrive after a gap, or out of order) and the bot
-    /// falls back to snapshot ticks, counting `shared_sequence_detected`.
+    /// The header's per-connection `seq` (NOTES.md's reading), checked against the snapshot
+    /// ticks before it is counted: a counter shared by all clients (gaps the ticks do not
+    /// explain, whenever they appear) makes the bot count snapshot ticks instead, for good,
+    /// and say so (`shared_sequence_detected`). See [`loss`].
     Sequence,
     /// Snapshot ticks, for servers whose `seq` is global across clients: the bot expects one
     /// snapshot every `snapshot_tick_step` ticks (learned from the first ticks when unset).
