@@ -109,3 +109,45 @@ fn a_refused_run_leaves_no_output_folder() {
         out.display()
     );
 }
+
+/// A plan that needs more open files than the process may ever have (its hard limit) is
+/// refused by `validate`, which says how many it needs; a plan that fits says so too.
+#[test]
+fn validate_names_the_open_files_a_plan_needs() {
+    use std::os::unix::process::CommandExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("s.yaml");
+    std::fs::write(&p, format!("{BASE}duration: 2s\n")).unwrap();
+    let limited = |bots: &str| {
+        let mut c = bin();
+        c.arg("validate").arg(&p).args(["--bots", bots]);
+        // SAFETY: only async-signal-safe setrlimit runs between fork and exec.
+        unsafe {
+            c.pre_exec(|| {
+                let lim = libc::rlimit {
+                    rlim_cur: 200,
+                    rlim_max: 200,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        c.output().unwrap()
+    };
+    let o = limited("500");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("500 bots need about 564 open files") && e.contains("hard limit of 200"),
+        "{e}"
+    );
+    let o = limited("50");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("files      about 114 open files needed (limit 200"),
+        "{out}"
+    );
+}

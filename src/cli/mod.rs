@@ -330,6 +330,20 @@ fn cmd_validate(a: &ValidateArgs) -> anyhow::Result<u8> {
         Err(code) => return Ok(code),
     };
     out_inline!("{}", plan.describe());
+    // One socket per bot: say what the run will need, and refuse now what no run could open.
+    if let Some((needed, soft, hard)) = engine::limits::fd_budget(plan.planned) {
+        out!("files      about {needed} open files needed (limit {soft}, raised up to {hard} at start)");
+        if needed > hard {
+            say!(
+                "error: {} bots need about {needed} open files (one socket each), above this \
+                 process's hard limit of {hard}: raise it (`ulimit -Hn {needed}` as root, \
+                 LimitNOFILE= in a systemd unit, --ulimit nofile= in a container) or run \
+                 fewer bots per process (--shard)",
+                plan.planned
+            );
+            return Ok(EXIT_USAGE);
+        }
+    }
     for (t, why) in unmeasurable_thresholds(&plan) {
         let then = match plan.unmeasurable {
             scenario::threshold::Unmeasurable::Fail => {

@@ -51,3 +51,18 @@ pub fn ensure_fd_limit(bots: u64) -> Result<u64, FdLimitError> {
     }
     Ok(limit)
 }
+
+/// What a run of `bots` needs and what this process may open, without changing anything:
+/// `(needed, soft limit, hard limit)`, for `tickswarm validate` to show and to refuse a plan
+/// that cannot fit even the hard limit. `None` when the limits cannot be read.
+pub fn fd_budget(bots: u64) -> Option<(u64, u64, u64)> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we pass.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return None;
+    }
+    Some((bots + SPARE_FDS, lim.rlim_cur, lim.rlim_max))
+}
