@@ -7,6 +7,7 @@ pub mod hlog;
 pub mod html;
 pub mod junit;
 pub mod merge;
+pub mod noise;
 pub mod prometheus;
 pub mod reasons;
 pub mod summary;
