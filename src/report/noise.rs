@@ -170,7 +170,7 @@ fn statistic(counts: &[u64], values: &[u64], stat: Statistic) -> f64 {
     let nonzero = || counts.iter().zip(values).filter(|(c, _)| **c > 0);
     match stat {
         Statistic::Min => nonzero().next().map_or(f64::NAN, |(_, v)| *v as f64),
-        Statistic::Max => nonzero().last().map_or(f64::NAN, |(_, v)| *v as f64),
+        Statistic::Max => nonzero().next_back().map_or(f64::NAN, |(_, v)| *v as f64),
         Statistic::Mean => {
             nonzero().map(|(c, v)| *c as f64 * *v as f64).sum::<f64>() / total as f64
         }
