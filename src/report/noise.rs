@@ -60,18 +60,38 @@ pub enum Verdict {
     Interval { low: f64, high: f64 },
 }
 
+/// One second of a run: `(value, count)` of its non-zero counters, values ascending (as a
+/// histogram log holds them).
+pub type Second = Vec<(u64, u64)>;
+
+/// A histogram's non-zero counters as a [`Second`].
+pub fn second_of(h: &Histogram<u64>) -> Second {
+    h.iter_recorded()
+        .map(|v| {
+            (
+                h.lowest_equivalent(v.value_iterated_to()),
+                v.count_at_value(),
+            )
+        })
+        .collect()
+}
+
+fn samples(s: &Second) -> u64 {
+    s.iter().map(|c| c.1).fold(0u64, u64::saturating_add)
+}
+
 /// The bootstrap interval of `stat(new) - stat(base)`, or why it cannot be had. Each slice
-/// holds a run's per-second histograms of one metric (empty seconds are skipped).
+/// holds a run's seconds of one metric (empty seconds are skipped).
 pub fn change_interval(
-    base: &[Histogram<u64>],
-    new: &[Histogram<u64>],
+    base: &[Second],
+    new: &[Second],
     stat: Statistic,
     higher_is_worse: bool,
 ) -> Verdict {
-    let count = |hs: &[Histogram<u64>]| {
+    let count = |hs: &[Second]| {
         (
-            hs.iter().filter(|h| !h.is_empty()).count(),
-            hs.iter().map(Histogram::len).sum::<u64>(),
+            hs.iter().filter(|h| samples(h) > 0).count(),
+            hs.iter().map(samples).fold(0u64, u64::saturating_add),
         )
     };
     let (bs, bn) = count(base);
@@ -93,23 +113,19 @@ pub fn change_interval(
     let mut values: Vec<u64> = base
         .iter()
         .chain(new)
-        .flat_map(|h| {
-            h.iter_recorded()
-                .map(|v| h.highest_equivalent(v.value_iterated_to()))
-        })
+        .flat_map(|h| h.iter().map(|c| c.0))
         .collect();
     values.sort_unstable();
     values.dedup();
-    let sparse = |hs: &[Histogram<u64>]| Seconds {
+    let sparse = |hs: &[Second]| Seconds {
         seconds: hs
             .iter()
-            .filter(|h| !h.is_empty())
+            .filter(|h| samples(h) > 0)
             .map(|h| {
-                h.iter_recorded()
-                    .filter_map(|v| {
-                        let value = h.highest_equivalent(v.value_iterated_to());
+                h.iter()
+                    .filter_map(|&(value, c)| {
                         let i = values.binary_search(&value).ok()?;
-                        Some((i as u32, v.count_at_value()))
+                        Some((i as u32, c))
                     })
                     .collect()
             })
@@ -197,7 +213,20 @@ mod tests {
 
     /// `secs` seconds of `per_sec` samples around `center` µs, spread by a deterministic
     /// generator (a run's RTT as a busy loopback gives it: a body and a tail).
-    fn run(seed: u64, secs: usize, per_sec: usize, center: u64, shift: u64) -> Vec<Histogram<u64>> {
+    fn run(seed: u64, secs: usize, per_sec: usize, center: u64, shift: u64) -> Vec<Second> {
+        hists(seed, secs, per_sec, center, shift)
+            .iter()
+            .map(second_of)
+            .collect()
+    }
+
+    fn hists(
+        seed: u64,
+        secs: usize,
+        per_sec: usize,
+        center: u64,
+        shift: u64,
+    ) -> Vec<Histogram<u64>> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         (0..secs)
             .map(|_| {
@@ -227,16 +256,17 @@ mod tests {
         // Ten "identical" runs (other seeds), compared pairwise at p99 with a 10 % limit:
         // none is significant, although their plain p99 differ by more than 10 %.
         let runs: Vec<_> = (0..10).map(|s| run(s, 20, 15, 200, 0)).collect();
+        let totals: Vec<_> = (0..10).map(|s| hists(s, 20, 15, 200, 0)).collect();
         let p99 = Statistic::Quantile(0.99);
         let mut plain_over = 0;
         for (i, a) in runs.iter().enumerate() {
-            for b in runs.iter().skip(i + 1) {
+            for (j, b) in runs.iter().enumerate().skip(i + 1) {
                 let total = |hs: &[Histogram<u64>]| {
                     let mut t = new_histogram();
                     hs.iter().for_each(|h| t.add(h).unwrap());
                     t.value_at_quantile(0.99) as f64
                 };
-                let (ta, tb) = (total(a), total(b));
+                let (ta, tb) = (total(&totals[i]), total(&totals[j]));
                 if tb - ta > ta * 0.10 {
                     plain_over += 1;
                 }

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# How often does `tickswarm compare` cry wolf, and does it catch a real change?
+#
+#   bash scripts/compare_noise.sh [--no-build] [--runs N] [--bots B] [--duration D] [--delay-ms X]
+#
+# 1. N identical runs of scenarios/quickstart.yaml against one `tickswarm serve cafe`, compared
+#    pairwise (N·(N-1)/2 pairs) with the limit docs/ci ships (rtt.p99=10%): every failure is a
+#    false positive.
+# 2. N runs against the independent cafe server (scripts/cafe_impaired_server.py) with no pong
+#    delay, and N with every pong delayed by X ms (2 by default: RTT rises by exactly X):
+#    compared base i against delayed i, every pass is a missed regression.
+# Prints both counts and each comparison's verdict line. Loopback only; every run is bounded.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/lib/verify_common.sh
+
+BUILD=1 RUNS=10 BOTS=50 DURATION=8s DELAY_MS=2
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --no-build) BUILD=0 ;;
+        --runs) RUNS=$2; shift ;;
+        --bots) BOTS=$2; shift ;;
+        --duration) DURATION=$2; shift ;;
+        --delay-ms) DELAY_MS=$2; shift ;;
+        *) echo "unknown argument $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+BIN=target/release/tickswarm
+build_release "$BUILD" "$BIN"
+SECS=$(duration_seconds "$DURATION")
+WORK=$(mktemp -d)
+PEER_PID=
+trap 'stop_peer "$PEER_PID"; rm -rf "$WORK"' EXIT
+
+run_swarm() { # PORT OUT
+    timeout $((SECS + 60)) "$BIN" run scenarios/quickstart.yaml --target "127.0.0.1:$1" \
+        --bots "$BOTS" --duration "$DURATION" --out "$2" -q >/dev/null 2>&1 || true
+}
+compare() { # BASE NEW -> prints the verdict line, returns compare's exit code
+    "$BIN" compare "$1" "$2" --max-regress rtt.p99=10% 2>&1 | grep -E "REGRESSED|within noise|inconclusive|rtt.p99" | head -1
+    return "${PIPESTATUS[0]}"
+}
+
+echo "== $RUNS identical runs against tickswarm serve cafe ($BOTS bots, $DURATION each)"
+start_peer "$WORK/serve.out" "$WORK/serve.err" $(( (SECS + 10) * RUNS * 2 + 60 )) "$BIN" serve cafe --port 0
+PORT=$(peer_port "$WORK/serve.out" "$PEER_PID")
+for i in $(seq 1 "$RUNS"); do run_swarm "$PORT" "$WORK/same-$i"; done
+stop_peer "$PEER_PID"; PEER_PID=
+false_pos=0 pairs=0
+for i in $(seq 1 "$RUNS"); do
+    for j in $(seq $((i + 1)) "$RUNS"); do
+        pairs=$((pairs + 1))
+        line=$(compare "$WORK/same-$i" "$WORK/same-$j") && rc=0 || rc=$?
+        [ "$rc" = 0 ] || false_pos=$((false_pos + 1))
+        echo "  same-$i vs same-$j: exit $rc  $line"
+    done
+done
+
+echo "== $RUNS runs without and $RUNS with every pong delayed ${DELAY_MS} ms (independent cafe server)"
+caught=0
+for i in $(seq 1 "$RUNS"); do
+    for delay in 0 "$DELAY_MS"; do
+        start_peer "$WORK/imp.out" "$WORK/imp.err" $((SECS + 60)) \
+            python3 scripts/cafe_impaired_server.py --port 0 --pong-delay-ms "$delay" --max-seconds $((SECS + 30))
+        PORT=$(peer_port "$WORK/imp.out" "$PEER_PID")
+        run_swarm "$PORT" "$WORK/delay$delay-$i"
+        stop_peer "$PEER_PID"; PEER_PID=
+    done
+    line=$(compare "$WORK/delay0-$i" "$WORK/delay$DELAY_MS-$i") && rc=0 || rc=$?
+    [ "$rc" = 1 ] && caught=$((caught + 1))
+    echo "  base-$i vs delayed-$i: exit $rc  $line"
+done
+
+echo "compare_noise: identical runs failed $false_pos of $pairs pairs; ${DELAY_MS} ms caught $caught of $RUNS"
