@@ -137,7 +137,8 @@ PORT=$(free_udp_port)
 SERVER=tickswarm-check-serve-$$
 CONTAINERS+=("$SERVER")
 $ENGINE run -d --name "$SERVER" --network host "$IMAGE" serve cafe --bind 127.0.0.1 --port "$PORT" >/dev/null
-for _ in $(seq 50); do
+# Up to 30 s: a container's start on a loaded 2-core machine has taken over 10 s.
+for _ in $(seq 150); do
     $ENGINE logs "$SERVER" 2>&1 | grep -q "127.0.0.1:$PORT" && break
     sleep 0.2
 done
