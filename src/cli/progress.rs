@@ -151,19 +151,21 @@ pub fn print_result(s: &Summary) {
                 group_int(l.expected.saturating_sub(l.received)),
                 group_int(l.expected)
             ),
-            None => "not measurable".into(),
+            None => "no data".into(),
         },
         match s.loss.upstream {
             Some(u) => format!("{:.3}%", u.rate * 100.0),
             None => "not measurable".into(),
         }
     );
+    // No input due, no lateness: "–", never "0 µs".
+    let lateness = Some(&s.generator.send_lateness_us).filter(|h| h.count > 0);
     say!(
         "inputs   {} sent, send lateness p50 {} p99 {} max {}, {} grid slots skipped",
         group_int(s.inputs_sent),
-        ms(Some(s.generator.send_lateness_us.p50)),
-        ms(Some(s.generator.send_lateness_us.p99)),
-        ms(Some(s.generator.send_lateness_us.max)),
+        ms(lateness.map(|h| h.p50)),
+        ms(lateness.map(|h| h.p99)),
+        ms(lateness.map(|h| h.max)),
         group_int(s.generator.inputs_skipped)
     );
     // The protocol's own counters it wants read first (cards), when they fired: e.g. a shared

@@ -152,7 +152,8 @@ pub fn summarize(info: &RunInfo, run: &RunOutcome) -> Summary {
             saturated: false,
         },
         loss: Loss {
-            downstream: Some(LossSummary::from(t.loss_down)),
+            // Nothing expected is no data, never 0 %.
+            downstream: (t.loss_down.expected > 0).then(|| LossSummary::from(t.loss_down)),
             upstream: upstream_measurable.then(|| LossSummary::from(t.loss_up)),
         },
         loss_method,

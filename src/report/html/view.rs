@@ -200,11 +200,13 @@ pub(super) fn key_figures(s: &Summary) -> Vec<Card> {
         "Downstream loss",
         s.loss.downstream.as_ref(),
         &s.loss_method.downstream,
+        "no data",
     ));
     cards.push(loss_card(
         "Upstream loss",
         s.loss.upstream.as_ref(),
         &s.loss_method.upstream,
+        "not measurable",
     ));
 
     let bot_seconds = bot_seconds(s);
@@ -288,7 +290,9 @@ fn hist_value(h: &HistSummary, v: u64) -> String {
 }
 
 /// A loss card; a direction the protocol cannot measure says so, with the reason.
-fn loss_card(key: &'static str, loss: Option<&LossSummary>, method: &str) -> Card {
+/// `none`: what the card says when nothing was measured ("no data" downstream, "not
+/// measurable" where the protocol has no way to measure it).
+fn loss_card(key: &'static str, loss: Option<&LossSummary>, method: &str, none: &str) -> Card {
     let method = (!method.is_empty()).then(|| method.to_string());
     match loss {
         Some(l) => {
@@ -302,7 +306,7 @@ fn loss_card(key: &'static str, loss: Option<&LossSummary>, method: &str) -> Car
         None => Card {
             value_na: true,
             method,
-            ..Card::new(key, "not measurable".into(), "")
+            ..Card::new(key, none.into(), "")
         },
     }
 }
