@@ -361,3 +361,69 @@ fn report_renders_at_desktop_and_phone_widths() {
         eprintln!("screenshot: {}", shot.display());
     }
 }
+
+/// A run against a port where nothing answers (exit 3): the report opens with why it failed,
+/// "The server never answered", above the thresholds, in the first screenful at both widths;
+/// the failing cards are red.
+#[test]
+fn a_failed_run_opens_with_why() {
+    let tmp = tempfile::tempdir().unwrap();
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let scenario = tmp.path().join("s.yaml");
+    std::fs::write(
+        &scenario,
+        "name: nobody home\nprotocol:\n  cafe: {}\npopulation:\n  stages:\n    - ramp_to: 5\n      \
+         over: 0s\nbehaviour:\n  handshake_timeout: 500ms\n  handshake_retry: 100ms\nduration: 1500ms\n",
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
+        .arg("run")
+        .arg(&scenario)
+        .args(["--target", &format!("127.0.0.1:{port}")])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("run tickswarm");
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let url = format!("file://{}", out.join("report.html").display());
+    let shots = shots_dir();
+    for width in [1280u32, 420] {
+        let profile = tmp.path().join(format!("profile-{width}"));
+        let (dom, _) = chromium(&profile, width.max(500), 1000, &["--dump-dom"], &url);
+        let banner = dom
+            .find("role=\"alert\"")
+            .expect("a failure banner in the DOM");
+        let thresholds = dom
+            .find("<h2>Thresholds</h2>")
+            .expect("the thresholds section");
+        assert!(
+            banner < thresholds,
+            "the banner comes before the thresholds"
+        );
+        let first = &dom[banner..thresholds];
+        assert!(
+            first.contains("The server never answered: none of the 5 bots completed the handshake"),
+            "{first}"
+        );
+        assert!(dom.contains("class=\"v bad\""), "failing cards are red");
+        let shot = shots.join(format!("failed-{width}.png"));
+        let _ = chromium(
+            &profile,
+            width.max(500),
+            900,
+            &[&format!("--screenshot={}", shot.display())],
+            &url,
+        );
+        assert!(shot.exists(), "screenshot {}", shot.display());
+    }
+}
