@@ -8,17 +8,39 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use base64::Engine as _;
-use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
-use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
 
 use crate::metrics::new_histogram;
+use crate::report::hlog_read::{self, add_checked};
 
-/// One metric's histograms: the whole run, and each second (by start second).
+/// One second of one metric: what the per-second charts draw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SecondStats {
+    /// The start second.
+    pub second: u64,
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub max: u64,
+}
+
+impl SecondStats {
+    fn of(second: u64, h: &Histogram<u64>) -> Self {
+        SecondStats {
+            second,
+            p50: h.value_at_quantile(0.5),
+            p90: h.value_at_quantile(0.9),
+            p99: h.value_at_quantile(0.99),
+            max: h.max(),
+        }
+    }
+}
+
+/// One metric's histograms: the whole run's, and each second's statistics (by start second,
+/// seconds with samples only). Not a histogram per second: a long run holds tens of thousands.
 pub struct TagHists {
     pub total: Histogram<u64>,
-    pub by_second: BTreeMap<u64, Histogram<u64>>,
+    pub by_second: Vec<SecondStats>,
 }
 
 /// Every metric in a log, by tag.
@@ -27,42 +49,67 @@ pub struct HistLog {
     pub tags: BTreeMap<String, TagHists>,
 }
 
-fn add(into: &mut Histogram<u64>, h: &Histogram<u64>) {
-    // Same bounds on both sides for our own logs; a foreign log with wider values saturates.
-    if into.add(h).is_err() {
-        for v in h.iter_recorded() {
-            into.saturating_record_n(v.value_iterated_to(), v.count_at_value());
+/// The second being read: each tag's histogram so far (reused from second to second).
+#[derive(Default)]
+struct OpenSecond {
+    second: Option<u64>,
+    tags: BTreeMap<String, Histogram<u64>>,
+}
+
+impl OpenSecond {
+    /// Turn the open second into statistics, and empty it.
+    fn close(&mut self, log: &mut HistLog) {
+        let Some(second) = self.second else { return };
+        for (tag, h) in &mut self.tags {
+            if h.is_empty() {
+                continue;
+            }
+            if let Some(t) = log.tags.get_mut(tag) {
+                t.by_second.push(SecondStats::of(second, h));
+            }
+            h.reset();
         }
     }
 }
 
 impl HistLog {
-    /// Read `path`; an unreadable entry is an error (a report drawn from half a log would
-    /// mislead), the caller then falls back to the summary.
+    /// Read `path` through the bounded reader; an unreadable or refused entry is an error (a
+    /// report drawn from half a log would mislead), the caller then falls back to the summary.
+    /// The entries of one second are consecutive in the log (as the run and `merge` write
+    /// them); an entry for a second already closed is an error too.
     pub fn read(path: &Path) -> Result<HistLog, String> {
-        let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let mut de = Deserializer::new();
         let mut out = HistLog::default();
-        for (i, entry) in IntervalLogIterator::new(&bytes).enumerate() {
-            let entry = entry.map_err(|e| format!("entry {i}: {e:?}"))?;
-            let LogEntry::Interval(iv) = entry else {
-                continue;
-            };
-            let tag = iv.tag().map(|t| t.as_str().to_string()).unwrap_or_default();
-            let raw = base64::engine::general_purpose::STANDARD
-                .decode(iv.encoded_histogram())
-                .map_err(|e| format!("entry {i}: {e}"))?;
-            let h: Histogram<u64> = de
-                .deserialize(&mut raw.as_slice())
-                .map_err(|e| format!("entry {i}: {e:?}"))?;
-            let t = out.tags.entry(tag).or_insert_with(|| TagHists {
-                total: new_histogram(),
-                by_second: BTreeMap::new(),
-            });
-            add(&mut t.total, &h);
-            let sec = iv.start_timestamp().as_secs();
-            add(t.by_second.entry(sec).or_insert_with(new_histogram), &h);
-        }
+        let mut open = OpenSecond::default();
+        hlog_read::read(path, |e| {
+            match open.second {
+                Some(s) if e.second < s => {
+                    return Err(format!(
+                        "second {} comes after second {s}: the log is not in time order",
+                        e.second
+                    ))
+                }
+                Some(s) if e.second == s => {}
+                _ => {
+                    open.close(&mut out);
+                    open.second = Some(e.second);
+                }
+            }
+            let t = out
+                .tags
+                .entry(e.tag.to_string())
+                .or_insert_with(|| TagHists {
+                    total: new_histogram(),
+                    by_second: Vec::new(),
+                });
+            add_checked(&mut t.total, &e.histogram)?;
+            let h = open
+                .tags
+                .entry(e.tag.to_string())
+                .or_insert_with(new_histogram);
+            add_checked(h, &e.histogram)
+        })
+        .map_err(|e| e.to_string())?;
+        open.close(&mut out);
         Ok(out)
     }
 }
