@@ -16,11 +16,12 @@
 //!   most [`MAX_COUNTERS`] counters), and a payload length no longer than those counters can
 //!   need (a counter or a run of zeros is one varint of at most 9 bytes);
 //! - the zlib stream is inflated only up to that payload length (never more than
-//!   [`MAX_INFLATED`] bytes: a zlib bomb inflates no further), and a shorter stream is an error;
+//!   [`MAX_INFLATED`] bytes), and a stream shorter than that, or longer (a zlib bomb: it is not
+//!   inflated further than one byte past the claim), is an error;
 //! - the varints themselves: every counter inside the bounds, no run of zeros the crate cannot
 //!   negate, and a sample count that fits in u64.
 //!
-//! Only then does the crate deserialize the checked, inflated bytes. A log has at most
+//! The checked varints are then decoded here (see [`Decoder`]). A log has at most
 //! [`MAX_TAGS`] distinct tags. Any refusal names the file, the line and the entry.
 
 use std::collections::BTreeSet;
@@ -31,9 +32,10 @@ use std::path::{Path, PathBuf};
 use base64::Engine as _;
 use flate2::read::ZlibDecoder;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
-use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
 use thiserror::Error;
+
+use crate::metrics::{new_histogram, HIST_MAX_US, HIST_SIGFIG};
 
 /// The largest log read (1 GiB): a run of an hour with ten tags writes about 40 MB.
 pub const MAX_FILE_BYTES: u64 = 1 << 30;
@@ -50,6 +52,8 @@ pub const MAX_COUNTERS: u64 = 32_768;
 const V2_HEADER_LEN: usize = 40;
 /// The most bytes an accepted entry inflates to: its header and one 9-byte varint per counter.
 pub const MAX_INFLATED: usize = V2_HEADER_LEN + 9 * MAX_COUNTERS as usize;
+/// The latest start second accepted (2^32 s): a merged log writes it back as text.
+pub const MAX_SECOND: u64 = 1 << 32;
 /// The most distinct tags (metrics) in one log.
 pub const MAX_TAGS: usize = 256;
 
@@ -77,16 +81,81 @@ pub struct Entry<'a> {
     /// The entry's bytes as in the file (base64-decoded: compressed V2), to keep instead of
     /// the histogram; [`Decoder::decode`] turns them back into it.
     pub encoded: &'a [u8],
-    pub histogram: Histogram<u64>,
+    /// Its non-zero counters: (the lowest value of the counter, its count), ascending.
+    pub counts: &'a [(u64, u64)],
+    /// Its sample count (the counts' sum, checked to fit in u64).
+    pub samples: u64,
 }
 
-/// Turns an entry's compressed bytes into its histogram, checking them first. Keeps its
+impl Entry<'_> {
+    /// Add this entry into `into` (see [`add_counts`]).
+    pub fn add_to(&self, into: &mut Histogram<u64>) -> Result<(), String> {
+        add_counts(into, self.counts, self.samples)
+    }
+}
+
+/// Turns an entry's compressed bytes into its counters, checking them first. Keeps its
 /// buffers between entries.
+///
+/// It decodes the V2 varints itself (as the crate's deserializer does, and tested against it)
+/// instead of having the crate build a histogram: that allocates and zeroes a whole counts
+/// array per entry (17,408 counters for the project's bounds) and every later addition walks
+/// it all, which made 100,000 one-sample seconds cost minutes. Here an entry costs what its
+/// bytes hold.
 #[derive(Default)]
 pub struct Decoder {
-    de: Deserializer,
     inflated: Vec<u8>,
+    counts: Vec<(u64, u64)>,
 }
+
+/// The layout of a histogram's counts array (HdrHistogram's indexing), from its bounds.
+#[derive(Debug, Clone, Copy)]
+pub struct Layout {
+    unit_magnitude: u32,
+    half_magnitude: u32,
+    half_count: u64,
+    mask: u64,
+    lzc_base: u32,
+    /// Counters in the array.
+    pub counters: u64,
+}
+
+impl Layout {
+    /// The caller has checked lowest ≥ 1, highest ≥ 2 × lowest, digits ≤ 5.
+    pub fn new(lowest: u64, highest: u64, digits: u32) -> Layout {
+        let m = SUB_BUCKET_MAGNITUDE[digits.min(5) as usize];
+        let unit_magnitude = 63 - lowest.leading_zeros();
+        Layout {
+            unit_magnitude,
+            half_magnitude: m - 1,
+            half_count: 1 << (m - 1),
+            mask: ((1u64 << m) - 1) << unit_magnitude,
+            lzc_base: 64 - unit_magnitude - m,
+            counters: counters_for(lowest, highest, digits),
+        }
+    }
+
+    /// The lowest value counted at `index` (the crate's `value_for`).
+    pub fn value_of(&self, index: u64) -> u64 {
+        let mut bucket = (index >> self.half_magnitude) as i64 - 1;
+        let mut sub = (index & (self.half_count - 1)) + self.half_count;
+        if bucket < 0 {
+            sub -= self.half_count;
+            bucket = 0;
+        }
+        sub << (bucket as u32 + self.unit_magnitude)
+    }
+
+    /// The index `value` is counted at (the crate's `index_for`).
+    pub fn index_of(&self, value: u64) -> u64 {
+        let bucket = self.lzc_base - (value | self.mask).leading_zeros();
+        let sub = value >> (bucket + self.unit_magnitude);
+        (u64::from(bucket + 1) << self.half_magnitude) + sub - self.half_count
+    }
+}
+
+/// ceil(log2(2 × 10^digits)) for digits 0..=5: the sub-bucket count's magnitude.
+const SUB_BUCKET_MAGNITUDE: [u32; 6] = [1, 5, 8, 11, 15, 18];
 
 fn be_u32(b: &[u8], at: usize) -> u32 {
     let mut x = [0u8; 4];
@@ -104,8 +173,6 @@ fn be_u64(b: &[u8], at: usize) -> u64 {
 /// computed without allocating them. The caller has checked lowest ≥ 1, highest ≥ 2 × lowest,
 /// digits ≤ 5.
 pub fn counters_for(lowest: u64, highest: u64, digits: u32) -> u64 {
-    // ceil(log2(2 × 10^digits)) for digits 0..=5.
-    const SUB_BUCKET_MAGNITUDE: [u32; 6] = [1, 5, 8, 11, 15, 18];
     let sub_bucket_count = 1u64 << SUB_BUCKET_MAGNITUDE[digits.min(5) as usize];
     let unit_magnitude = 63 - lowest.leading_zeros();
     let mut smallest_untrackable = sub_bucket_count << unit_magnitude;
@@ -137,8 +204,15 @@ fn varint(b: &[u8]) -> Option<(u64, usize)> {
     None
 }
 
-/// Walk the varint payload as the crate will, refusing what would make it fail or panic.
-fn check_payload(payload: &[u8], counters: u64) -> Result<(), String> {
+/// Decode the varint payload as the crate does, refusing what would make the crate fail or
+/// panic: a counter past the bounds, a run of zeros that cannot be negated, a sample count
+/// that overflows u64. Returns the sample count; `out` gets the non-zero counters.
+fn decode_payload(
+    payload: &[u8],
+    layout: &Layout,
+    out: &mut Vec<(u64, u64)>,
+) -> Result<u64, String> {
+    out.clear();
     let mut at = 0;
     let mut index = 0u64;
     let mut samples = 0u64;
@@ -152,23 +226,36 @@ fn check_payload(payload: &[u8], counters: u64) -> Result<(), String> {
                 .ok_or("the histogram payload holds an impossible run of zeros")?;
             index = index.saturating_add(zeros as u64);
         } else {
-            samples = samples
-                .checked_add(zz as u64)
-                .ok_or("the histogram's sample count overflows u64")?;
-            index += 1;
+            if index >= layout.counters {
+                index = u64::MAX;
+            } else if zz > 0 {
+                samples = samples
+                    .checked_add(zz as u64)
+                    .ok_or("the histogram's sample count overflows u64")?;
+                out.push((layout.value_of(index), zz as u64));
+            }
+            index = index.saturating_add(1);
         }
-        if index > counters {
+        if index > layout.counters {
             return Err(format!(
-                "the histogram payload has more counters than its bounds hold ({counters})"
+                "the histogram payload has more counters than its bounds hold ({})",
+                layout.counters
             ));
         }
     }
-    Ok(())
+    Ok(samples)
+}
+
+/// One checked, decoded entry (borrowed from its [`Decoder`]).
+pub struct Decoded<'a> {
+    /// Non-zero counters: (lowest value of the counter, count), ascending.
+    pub counts: &'a [(u64, u64)],
+    pub samples: u64,
 }
 
 impl Decoder {
     /// Check `encoded` (a compressed V2 histogram) and decode it.
-    pub fn decode(&mut self, encoded: &[u8]) -> Result<Histogram<u64>, String> {
+    pub fn decode(&mut self, encoded: &[u8]) -> Result<Decoded<'_>, String> {
         if encoded.len() < 8 {
             return Err(format!(
                 "{} bytes: too short for a compressed histogram",
@@ -218,7 +305,8 @@ impl Decoder {
                  least twice the lowest)"
             ));
         }
-        let counters = counters_for(lowest, highest, digits);
+        let layout = Layout::new(lowest, highest, digits);
+        let counters = layout.counters;
         let most = 9 * counters;
         if payload_len > most {
             return Err(format!(
@@ -239,10 +327,19 @@ impl Decoder {
                 "claims a payload of {payload_len} bytes, inflates to {got}"
             ));
         }
-        check_payload(&self.inflated[V2_HEADER_LEN..], counters)?;
-        self.de
-            .deserialize(&mut self.inflated.as_slice())
-            .map_err(|e| format!("not a histogram: {e}"))
+        // Nothing after it: what the run and the Java writer compress is exactly the header
+        // and the payload, so more is a stream built to inflate (a zlib bomb), not read on.
+        let mut one = [0u8; 1];
+        if z.read(&mut one).map_err(|e| format!("its payload does not inflate: {e}"))? > 0 {
+            return Err(format!(
+                "inflates to more than the {payload_len} payload bytes its header claims"
+            ));
+        }
+        let samples = decode_payload(&self.inflated[V2_HEADER_LEN..], &layout, &mut self.counts)?;
+        Ok(Decoded {
+            counts: &self.counts,
+            samples,
+        })
     }
 }
 
@@ -329,38 +426,172 @@ pub fn read(
         let encoded = base64::engine::general_purpose::STANDARD
             .decode(iv.encoded_histogram())
             .map_err(|e| entry_err(format!("not base64: {e}")))?;
-        let histogram = decoder.decode(&encoded).map_err(entry_err)?;
+        let second = iv.start_timestamp().as_secs();
+        if second > MAX_SECOND {
+            return Err(entry_err(format!(
+                "starts at second {second}, past 2^32 (136 years)"
+            )));
+        }
+        let d = decoder.decode(&encoded).map_err(entry_err)?;
         visit(Entry {
             number,
             tag,
-            second: iv.start_timestamp().as_secs(),
+            second,
             encoded: &encoded,
-            histogram,
+            counts: d.counts,
+            samples: d.samples,
         })
         .map_err(entry_err)?;
     }
     Ok(())
 }
 
-/// Add `h` into `into`, refusing a sample count that would overflow u64 (every counter is at
-/// most the count, so none can). Values beyond `into`'s bounds (a foreign log's) saturate to
-/// its highest; the accepted bounds keep that walk to at most [`MAX_COUNTERS`] counters.
-pub fn add_checked(into: &mut Histogram<u64>, h: &Histogram<u64>) -> Result<(), String> {
-    if into.len().checked_add(h.len()).is_none() {
+/// Add an entry's `counts` (`samples` in all) into `into`, refusing a sample count that would
+/// overflow u64 (every counter is at most the count, so none can). Each counter's value is
+/// recorded in `into`'s counter for it (as the crate adds histograms of other bounds); values
+/// beyond `into`'s bounds (a foreign log's) saturate to its highest.
+pub fn add_counts(
+    into: &mut Histogram<u64>,
+    counts: &[(u64, u64)],
+    samples: u64,
+) -> Result<(), String> {
+    if into.len().checked_add(samples).is_none() {
         return Err("sample counts added up overflow u64".into());
     }
-    if into.add(h).is_err() {
-        for v in h.iter_recorded() {
-            into.saturating_record_n(v.value_iterated_to(), v.count_at_value());
-        }
+    for &(v, c) in counts {
+        into.saturating_record_n(v, c);
     }
     Ok(())
+}
+
+/// The project's histogram layout (bounds 1..[`HIST_MAX_US`], [`HIST_SIGFIG`] digits), with
+/// one empty histogram of it: what every log is merged into.
+pub struct Project {
+    pub layout: Layout,
+    template: Histogram<u64>,
+    last: u64,
+}
+
+impl Default for Project {
+    fn default() -> Self {
+        let layout = Layout::new(1, HIST_MAX_US, u32::from(HIST_SIGFIG));
+        Project {
+            last: layout.index_of(HIST_MAX_US),
+            layout,
+            template: new_histogram(),
+        }
+    }
+}
+
+impl Project {
+    /// An empty histogram of the project's bounds (a copy, not a fresh zeroing).
+    pub fn histogram(&self) -> Histogram<u64> {
+        self.template.clone()
+    }
+
+    /// The counter `value` goes to (values beyond the bounds: the highest's, as the crate's
+    /// saturating record does).
+    fn index_of(&self, value: u64) -> u64 {
+        let i = self.layout.index_of(value);
+        if i >= self.layout.counters {
+            self.last
+        } else {
+            i
+        }
+    }
+
+    /// The value reported for counter `index` (the highest value it counts, as the crate's
+    /// percentiles and max report).
+    fn reported(&self, index: u64) -> u64 {
+        self.template
+            .highest_equivalent(self.layout.value_of(index))
+    }
+}
+
+/// A histogram of the project's layout held as its non-zero counters only: a second of a long
+/// run costs what was recorded in it, not a 139 KB counts array. Its percentiles and max are
+/// those of the same samples in a [`new_histogram`].
+#[derive(Debug, Clone, Default)]
+pub struct Sparse {
+    /// (index, count); sorted by index with no repeats once settled.
+    counts: Vec<(u64, u64)>,
+    samples: u64,
+    settled: bool,
+}
+
+impl Sparse {
+    /// Add an entry's counters (see [`Entry::counts`]), refusing a total that overflows u64.
+    pub fn add(&mut self, p: &Project, counts: &[(u64, u64)], samples: u64) -> Result<(), String> {
+        self.samples = self
+            .samples
+            .checked_add(samples)
+            .ok_or("sample counts added up overflow u64")?;
+        self.counts
+            .extend(counts.iter().map(|&(v, c)| (p.index_of(v), c)));
+        self.settled = false;
+        Ok(())
+    }
+
+    pub fn len(&self) -> u64 {
+        self.samples
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.samples == 0
+    }
+
+    pub fn clear(&mut self) {
+        self.counts.clear();
+        self.samples = 0;
+        self.settled = true;
+    }
+
+    /// The non-zero counters, (index, count) ascending by index.
+    pub fn counters(&mut self) -> &[(u64, u64)] {
+        if !self.settled {
+            self.counts.sort_unstable_by_key(|c| c.0);
+            // Adjacent counts of one index add up (their sum is at most `samples`).
+            self.counts.dedup_by(|later, kept| {
+                if later.0 == kept.0 {
+                    kept.1 += later.1;
+                    true
+                } else {
+                    false
+                }
+            });
+            self.settled = true;
+        }
+        &self.counts
+    }
+
+    /// The crate's `value_at_quantile` (for a quantile above 0) of these samples.
+    pub fn quantile(&mut self, p: &Project, q: f64) -> u64 {
+        let target = ((q.min(1.0) * self.samples as f64).ceil() as u64).max(1);
+        let mut seen = 0u64;
+        let counters = self.counters();
+        let mut at = None;
+        for &(i, c) in counters {
+            seen = seen.saturating_add(c);
+            at = Some(i);
+            if seen >= target {
+                break;
+            }
+        }
+        at.map_or(0, |i| p.reported(i))
+    }
+
+    /// The crate's `max`: the highest value of the highest non-zero counter.
+    pub fn max(&mut self, p: &Project) -> u64 {
+        self.counters().last().map_or(0, |&(i, _)| p.reported(i))
+    }
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
     use flate2::write::ZlibEncoder;
+    use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+    use proptest::prelude::*;
     use std::io::Write;
 
     /// An inner V2 histogram by hand: header fields and payload bytes as given.
@@ -414,8 +645,13 @@ pub(crate) mod tests {
         out
     }
 
+    /// Decode into a histogram of the project's bounds.
     fn decode(b: &[u8]) -> Result<Histogram<u64>, String> {
-        Decoder::default().decode(b)
+        let mut d = Decoder::default();
+        let e = d.decode(b)?;
+        let mut h = new_histogram();
+        add_counts(&mut h, e.counts, e.samples)?;
+        Ok(h)
     }
 
     /// The counter count matches what the crate allocates, for the project's bounds and the
@@ -442,7 +678,6 @@ pub(crate) mod tests {
     /// What the crate's serializer writes decodes to the same histogram.
     #[test]
     fn a_serialized_histogram_decodes() {
-        use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
         let mut h = crate::metrics::new_histogram();
         for v in [1, 5, 300, 300, 59_000_000] {
             h.record(v).unwrap();
@@ -495,14 +730,13 @@ pub(crate) mod tests {
         refused(&compressed(&v2(2, 3, 600, 1000, &[0, 2]), None), "bounds");
     }
 
-    /// A zlib bomb (a valid header, then far more zeros than it claims) is inflated only to
-    /// the claimed length; a stream shorter than the claim is refused.
+    /// A zlib bomb (a valid header, then far more zeros than it claims) is refused after
+    /// inflating one byte past its claim; a stream shorter than the claim is refused.
     #[test]
     fn a_zlib_bomb_inflates_no_further_than_its_claim() {
         let mut inner = v2(3, 3, 1, 60_000_000, &varints(&[0, 4, 1]));
         inner.resize(inner.len() + (64 << 20), 0);
-        let h = decode(&compressed(&inner, None)).unwrap();
-        assert_eq!(h.len(), 5);
+        refused(&compressed(&inner, None), "inflates to more than the 3 payload bytes");
         refused(
             &compressed(&v2(1000, 3, 1, 60_000_000, &[0, 2]), None),
             "inflates to 2",
@@ -534,5 +768,61 @@ pub(crate) mod tests {
     fn other_cookies_are_refused() {
         refused(&v2(2, 3, 1, 1000, &[0, 2]), "not a compressed V2");
         refused(&[1, 2, 3], "too short");
+    }
+
+    fn serialize(h: &Histogram<u64>) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        V2DeflateSerializer::new().serialize(h, &mut bytes).unwrap();
+        bytes
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Any histogram the crate writes, of any accepted bounds, decodes to the counters the
+        /// crate's own deserializer reads; added into a project histogram it gives what the
+        /// crate's `add` gives; and held sparse, the same percentiles and max.
+        #[test]
+        fn decoding_matches_the_crate(
+            low_pow in 0u32..10,
+            high_pow in 12u32..=40,
+            digits in 0u32..=3,
+            values in proptest::collection::vec((0u32..40, 1u64..1000, 1u64..50), 1..40),
+        ) {
+            let low = 1u64 << low_pow;
+            let high = 1u64 << high_pow;
+            let mut h = Histogram::<u64>::new_with_bounds(low, high, digits as u8).unwrap();
+            for (shift, frac, count) in values {
+                let v = ((frac << shift) / 1000).clamp(low, high);
+                h.record_n(v, count).unwrap();
+            }
+            let bytes = serialize(&h);
+            let theirs: Histogram<u64> = Deserializer::new().deserialize(&mut bytes.as_slice()).unwrap();
+            let mut d = Decoder::default();
+            let ours = d.decode(&bytes).unwrap();
+            let expected: Vec<(u64, u64)> = theirs
+                .iter_recorded()
+                .map(|v| (theirs.lowest_equivalent(v.value_iterated_to()), v.count_at_value()))
+                .collect();
+            prop_assert_eq!(ours.counts, &expected[..]);
+            prop_assert_eq!(ours.samples, theirs.len());
+
+            let p = Project::default();
+            let mut dense = p.histogram();
+            add_counts(&mut dense, ours.counts, ours.samples).unwrap();
+            let mut by_crate = new_histogram();
+            if by_crate.add(&theirs).is_ok() {
+                prop_assert_eq!(&dense, &by_crate);
+            }
+            let mut sparse = Sparse::default();
+            sparse.add(&p, ours.counts, ours.samples).unwrap();
+            sparse.add(&p, ours.counts, ours.samples).unwrap();
+            add_counts(&mut dense, ours.counts, ours.samples).unwrap();
+            for q in [0.5, 0.9, 0.99, 0.999, 1.0] {
+                prop_assert_eq!(sparse.quantile(&p, q), dense.value_at_quantile(q), "q {}", q);
+            }
+            prop_assert_eq!(sparse.max(&p), dense.max());
+            prop_assert_eq!(sparse.len(), dense.len());
+        }
     }
 }

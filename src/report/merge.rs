@@ -13,11 +13,11 @@ use serde_json::Value;
 use thiserror::Error;
 
 use super::build::evaluate;
-use super::hlog_read::{self, add_checked, Decoder, HlogError, MAX_TAGS};
+use super::hlog_read::{self, Decoder, HlogError, Project, Sparse, MAX_TAGS};
 use super::summary::{IntervalPoint, Summary};
 use crate::metrics::phases::{PhaseCounts, TargetPoint, Waiting};
 use crate::metrics::Threshold;
-use crate::metrics::{new_histogram, HistSummary, LossSummary};
+use crate::metrics::{HistSummary, LossSummary};
 
 /// The largest summary.json read (64 MiB): an hour-long run's is a few MB.
 pub const MAX_SUMMARY_BYTES: u64 = 64 << 20;
@@ -60,37 +60,42 @@ struct RunLog {
     bytes: Vec<u8>,
 }
 
-/// Add `h` into the histogram of `tag`, with at most [`MAX_TAGS`] tags.
-fn add_into(
-    map: &mut BTreeMap<String, Histogram<u64>>,
-    tag: &str,
-    h: &Histogram<u64>,
+/// At most [`MAX_TAGS`] tags in `map`: `tag` may be added if it is there or there is room.
+fn room_for<V>(map: &BTreeMap<String, V>, tag: &str) -> Result<(), String> {
+    if map.len() >= MAX_TAGS && !map.contains_key(tag) {
+        return Err(format!(
+            "more than {MAX_TAGS} distinct tags (metrics) across the runs"
+        ));
+    }
+    Ok(())
+}
+
+/// Add an entry into the whole-run histogram of its tag.
+fn add_total(
+    total: &mut BTreeMap<String, Histogram<u64>>,
+    p: &Project,
+    e: &hlog_read::Entry<'_>,
 ) -> Result<(), String> {
-    if !map.contains_key(tag) {
-        if map.len() >= MAX_TAGS {
-            return Err(format!(
-                "more than {MAX_TAGS} distinct tags (metrics) across the runs"
-            ));
-        }
-        map.insert(tag.to_string(), new_histogram());
-    }
-    match map.get_mut(tag) {
-        Some(e) => add_checked(e, h),
-        None => Ok(()),
-    }
+    room_for(total, e.tag)?;
+    let h = total
+        .entry(e.tag.to_string())
+        .or_insert_with(|| p.histogram());
+    e.add_to(h)
 }
 
 /// Every histogram in a run's `histograms.hlog`, all intervals added up, by tag: the run's
 /// exact totals (what `tickswarm compare` reads percentiles from).
 pub fn hlog_totals(path: &Path) -> Result<BTreeMap<String, Histogram<u64>>, MergeError> {
+    let p = Project::default();
     let mut total = BTreeMap::new();
-    hlog_read::read(path, |e| add_into(&mut total, e.tag, &e.histogram))?;
+    hlog_read::read(path, |e| add_total(&mut total, &p, &e))?;
     Ok(total)
 }
 
 /// Read a run's log: its entries kept compressed, and its totals added into `total`.
 fn read_hlog(
     path: &Path,
+    p: &Project,
     total: &mut BTreeMap<String, Histogram<u64>>,
 ) -> Result<RunLog, MergeError> {
     let mut out = RunLog {
@@ -101,7 +106,7 @@ fn read_hlog(
     };
     let mut ids: BTreeMap<String, u16> = BTreeMap::new();
     hlog_read::read(path, |e| {
-        add_into(total, e.tag, &e.histogram)?;
+        add_total(total, p, &e)?;
         let tag = match ids.get(e.tag) {
             Some(&id) => id,
             None => {
@@ -236,6 +241,7 @@ impl Merged {
             at: vec![0; self.logs.len()],
             only: None,
             decoder: Decoder::default(),
+            project: Project::default(),
         }
     }
 }
@@ -248,10 +254,12 @@ pub struct Seconds<'a> {
     /// Only these tags (the others are skipped, not decoded).
     only: Option<&'a [&'a str]>,
     decoder: Decoder,
+    project: Project,
 }
 
-/// One merged second: its start second and its histograms by tag.
-pub type MergedSecond = (u64, BTreeMap<String, Histogram<u64>>);
+/// One merged second: its start second and its histograms by tag, held sparse (a second of
+/// one sample costs one counter, not a counts array).
+pub type MergedSecond = (u64, BTreeMap<String, Sparse>);
 
 impl Iterator for Seconds<'_> {
     type Item = Result<MergedSecond, String>;
@@ -263,7 +271,7 @@ impl Iterator for Seconds<'_> {
             .zip(&self.at)
             .filter_map(|(l, &i)| l.entries.get(i).map(|e| e.second))
             .min()?;
-        let mut tags: BTreeMap<String, Histogram<u64>> = BTreeMap::new();
+        let mut tags: BTreeMap<String, Sparse> = BTreeMap::new();
         for (log, at) in self.logs.iter().zip(self.at.iter_mut()) {
             while let Some(e) = log.entries.get(*at).filter(|e| e.second == second) {
                 *at += 1;
@@ -272,11 +280,13 @@ impl Iterator for Seconds<'_> {
                     continue;
                 }
                 // Checked when the log was read; decoded again here.
-                let h = self
-                    .decoder
-                    .decode(&log.bytes[e.start..e.start + e.len])
-                    .and_then(|h| add_into(&mut tags, tag, &h));
-                if let Err(err) = h {
+                let added = room_for(&tags, tag).and_then(|()| {
+                    let d = self.decoder.decode(&log.bytes[e.start..e.start + e.len])?;
+                    tags.entry(tag.to_string())
+                        .or_default()
+                        .add(&self.project, d.counts, d.samples)
+                });
+                if let Err(err) = added {
                     return Some(Err(format!("{}: {err}", log.path.display())));
                 }
             }
@@ -296,12 +306,13 @@ pub fn merge_runs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
         }
     }
     // Histograms: exact, from the logs. Totals by tag; the seconds stay compressed.
+    let project = Project::default();
     let mut total: BTreeMap<String, Histogram<u64>> = BTreeMap::new();
     let mut runs = Vec::new();
     let mut logs = Vec::new();
     for d in dirs {
         runs.push(read_summary(&d.join("summary.json"))?);
-        logs.push(read_hlog(&d.join("histograms.hlog"), &mut total)?);
+        logs.push(read_hlog(&d.join("histograms.hlog"), &project, &mut total)?);
     }
     let Some(first) = runs.first() else {
         return Err(MergeError::Empty);
@@ -378,10 +389,20 @@ pub fn merge_runs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
     let mut seconds = merged.seconds();
     seconds.only = Some(PER_SECOND);
     for second in seconds {
-        let (sec, tags) = second.map_err(MergeError::Second)?;
-        for k in wanted.get(&sec).into_iter().flatten() {
+        let (sec, mut tags) = second.map_err(MergeError::Second)?;
+        let Some(ks) = wanted.get(&sec) else { continue };
+        // As IntervalPoint::set_percentiles reads them from a histogram: none when empty.
+        let mut q = |tag: &str, q: f64| {
+            tags.get_mut(tag)
+                .filter(|h| !h.is_empty())
+                .map(|h| h.quantile(&project, q))
+        };
+        let (p50, p99, late99) = (q("rtt_us", 0.5), q("rtt_us", 0.99), q("send_lateness_us", 0.99));
+        for k in ks {
             if let Some(p) = points.get_mut(k) {
-                p.set_percentiles(tags.get("rtt_us"), tags.get("send_lateness_us"));
+                p.rtt_p50_us = p50;
+                p.rtt_p99_us = p99;
+                p.lateness_p99_us = late99;
             }
         }
     }

@@ -10,8 +10,9 @@ use std::path::Path;
 
 use hdrhistogram::Histogram;
 
+use crate::report::hlog_read::{self, Project, Sparse};
+#[cfg(test)]
 use crate::metrics::new_histogram;
-use crate::report::hlog_read::{self, add_checked};
 
 /// One second of one metric: what the per-second charts draw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,13 +26,14 @@ pub struct SecondStats {
 }
 
 impl SecondStats {
-    fn of(second: u64, h: &Histogram<u64>) -> Self {
+    /// What `value_at_quantile` and `max` of the same samples in a histogram give.
+    fn of(second: u64, h: &mut Sparse, p: &Project) -> Self {
         SecondStats {
             second,
-            p50: h.value_at_quantile(0.5),
-            p90: h.value_at_quantile(0.9),
-            p99: h.value_at_quantile(0.99),
-            max: h.max(),
+            p50: h.quantile(p, 0.5),
+            p90: h.quantile(p, 0.9),
+            p99: h.quantile(p, 0.99),
+            max: h.max(p),
         }
     }
 }
@@ -49,25 +51,26 @@ pub struct HistLog {
     pub tags: BTreeMap<String, TagHists>,
 }
 
-/// The second being read: each tag's histogram so far (reused from second to second).
+/// The second being read: each tag's samples so far, held sparse (a second costs what was
+/// recorded in it; the buffers are reused from second to second).
 #[derive(Default)]
 struct OpenSecond {
     second: Option<u64>,
-    tags: BTreeMap<String, Histogram<u64>>,
+    tags: BTreeMap<String, Sparse>,
 }
 
 impl OpenSecond {
     /// Turn the open second into statistics, and empty it.
-    fn close(&mut self, log: &mut HistLog) {
+    fn close(&mut self, log: &mut HistLog, p: &Project) {
         let Some(second) = self.second else { return };
         for (tag, h) in &mut self.tags {
             if h.is_empty() {
                 continue;
             }
             if let Some(t) = log.tags.get_mut(tag) {
-                t.by_second.push(SecondStats::of(second, h));
+                t.by_second.push(SecondStats::of(second, h, p));
             }
-            h.reset();
+            h.clear();
         }
     }
 }
@@ -78,6 +81,7 @@ impl HistLog {
     /// The entries of one second are consecutive in the log (as the run and `merge` write
     /// them); an entry for a second already closed is an error too.
     pub fn read(path: &Path) -> Result<HistLog, String> {
+        let p = Project::default();
         let mut out = HistLog::default();
         let mut open = OpenSecond::default();
         hlog_read::read(path, |e| {
@@ -90,7 +94,7 @@ impl HistLog {
                 }
                 Some(s) if e.second == s => {}
                 _ => {
-                    open.close(&mut out);
+                    open.close(&mut out, &p);
                     open.second = Some(e.second);
                 }
             }
@@ -98,18 +102,17 @@ impl HistLog {
                 .tags
                 .entry(e.tag.to_string())
                 .or_insert_with(|| TagHists {
-                    total: new_histogram(),
+                    total: p.histogram(),
                     by_second: Vec::new(),
                 });
-            add_checked(&mut t.total, &e.histogram)?;
-            let h = open
-                .tags
+            e.add_to(&mut t.total)?;
+            open.tags
                 .entry(e.tag.to_string())
-                .or_insert_with(new_histogram);
-            add_checked(h, &e.histogram)
+                .or_default()
+                .add(&p, e.counts, e.samples)
         })
         .map_err(|e| e.to_string())?;
-        open.close(&mut out);
+        open.close(&mut out, &p);
         Ok(out)
     }
 }
