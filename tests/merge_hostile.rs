@@ -116,7 +116,8 @@ fn run_dir(
     let dir = root.join(name);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("summary.json"), summary.to_string()).unwrap();
-    let mut f = std::io::BufWriter::new(std::fs::File::create(dir.join("histograms.hlog")).unwrap());
+    let mut f =
+        std::io::BufWriter::new(std::fs::File::create(dir.join("histograms.hlog")).unwrap());
     f.write_all(HEADER.as_bytes()).unwrap();
     for l in lines {
         f.write_all(l.as_bytes()).unwrap();
@@ -127,7 +128,12 @@ fn run_dir(
 
 /// A small honest run: one second of one RTT sample.
 fn honest(root: &Path, name: &str) -> PathBuf {
-    run_dir(root, name, &summary(), [line("rtt_us", 0, &samples_at_one(1))])
+    run_dir(
+        root,
+        name,
+        &summary(),
+        [line("rtt_us", 0, &samples_at_one(1))],
+    )
 }
 
 struct Outcome {
@@ -138,6 +144,8 @@ struct Outcome {
 }
 
 /// Run tickswarm with `args`, measuring its peak RSS (ru_maxrss from wait4) and wall time.
+// The child is reaped by wait4 (for its rusage), not by `Child::wait`.
+#[allow(clippy::zombie_processes)]
 fn tickswarm(args: &[&std::ffi::OsStr]) -> Outcome {
     let start = Instant::now();
     let mut child = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
@@ -165,6 +173,7 @@ fn tickswarm(args: &[&std::ffi::OsStr]) -> Outcome {
         assert!(r == 0, "wait4 failed");
         if Instant::now() > deadline {
             let _ = child.kill();
+            let _ = child.wait();
             panic!("tickswarm {args:?} did not end in 120 s");
         }
         std::thread::sleep(Duration::from_millis(10));
@@ -191,7 +200,7 @@ fn tickswarm(args: &[&std::ffi::OsStr]) -> Outcome {
 
 fn merge(dirs: &[&Path], out: &Path, extra: &[&str]) -> Outcome {
     let mut args: Vec<&std::ffi::OsStr> = vec!["merge".as_ref(), "--quiet".as_ref()];
-    args.extend(extra.iter().map(|a| std::ffi::OsStr::new(a)));
+    args.extend(extra.iter().map(std::ffi::OsStr::new));
     args.extend(dirs.iter().map(|d| d.as_os_str()));
     args.push("--out".as_ref());
     args.push(out.as_os_str());
@@ -214,7 +223,11 @@ fn assert_refused(o: &Outcome, file: &Path, why: &str) {
         file.display(),
         o.stderr
     );
-    assert!(o.stderr.contains(why), "the message says {why:?}: {}", o.stderr);
+    assert!(
+        o.stderr.contains(why),
+        "the message says {why:?}: {}",
+        o.stderr
+    );
 }
 
 /// A 140-byte line whose header claims a 4 GB payload is refused before anything is
@@ -261,7 +274,12 @@ fn a_zlib_bomb_is_refused_without_inflating_it() {
 fn wide_bounds_and_too_many_digits_are_refused() {
     let tmp = tempfile::tempdir().unwrap();
     for (name, digits, high, why) in [
-        ("digits", 5, 1u64 << 40, "5 significant digits (at most 3 are read)"),
+        (
+            "digits",
+            5,
+            1u64 << 40,
+            "5 significant digits (at most 3 are read)",
+        ),
         ("bounds", 3, 1u64 << 62, "bounds 1..4611686018427387904"),
     ] {
         let entry = compressed(&v2(2, digits, 1, high, &[0, 2]));
@@ -297,9 +315,16 @@ fn twenty_thousand_seconds_merge_and_the_report_has_its_per_second_chart() {
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(s["rtt_us"]["count"], 20_001);
     let log = std::fs::read_to_string(out.join("histograms.hlog")).unwrap();
-    assert_eq!(log.lines().filter(|l| l.starts_with("Tag=rtt_us,")).count(), 20_000);
+    assert_eq!(
+        log.lines().filter(|l| l.starts_with("Tag=rtt_us,")).count(),
+        20_000
+    );
     // Second 0 holds both runs' samples: one line, two samples.
-    assert!(log.contains("Tag=rtt_us,0.000,1.000,1.000,"), "{}", &log[..400]);
+    assert!(
+        log.contains("Tag=rtt_us,0.000,1.000,1.000,"),
+        "{}",
+        &log[..400]
+    );
     let report = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(
         report.contains("p50, p90, p99 and max of each second."),
@@ -325,7 +350,10 @@ fn a_hundred_thousand_seconds_merge_in_bounded_memory() {
     let s: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(s["rtt_us"]["count"], 200_000);
-    assert_eq!((s["rtt_us"]["p50"].as_u64(), s["rtt_us"]["max"].as_u64()), (Some(1), Some(1)));
+    assert_eq!(
+        (s["rtt_us"]["p50"].as_u64(), s["rtt_us"]["max"].as_u64()),
+        (Some(1), Some(1))
+    );
 }
 
 /// 50,000 distinct tags in one second (8 GB before) are refused at the 257th.
@@ -403,7 +431,11 @@ fn compare_refuses_a_hostile_base() {
         bad.as_os_str(),
         ok.as_os_str(),
     ]);
-    assert_refused(&o, &bad.join("histograms.hlog"), "claims a payload of 4294967295 bytes");
+    assert_refused(
+        &o,
+        &bad.join("histograms.hlog"),
+        "claims a payload of 4294967295 bytes",
+    );
 }
 
 /// `merge --force` into a folder holding an older run's histograms.hlog: the report is drawn
@@ -424,8 +456,14 @@ fn a_forced_merge_replaces_a_stale_log_before_the_report_reads_it() {
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     let log = std::fs::read_to_string(out.join("histograms.hlog")).unwrap();
     assert!(!log.contains("stale_only_us"), "{log}");
-    assert_eq!(log.lines().filter(|l| l.starts_with("Tag=rtt_us,")).count(), 1);
+    assert_eq!(
+        log.lines().filter(|l| l.starts_with("Tag=rtt_us,")).count(),
+        1
+    );
     let report = std::fs::read_to_string(out.join("report.html")).unwrap();
-    assert!(!report.contains("stale_only_us"), "the report shows the stale log");
+    assert!(
+        !report.contains("stale_only_us"),
+        "the report shows the stale log"
+    );
     assert!(report.contains("p50, p90, p99 and max of each second."));
 }

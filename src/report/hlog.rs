@@ -296,7 +296,9 @@ mod tests {
             let (mut v2, mut ours) = (Vec::new(), Vec::new());
             encode_sparse(sparse.counters(), &mut v2, &mut ours).unwrap();
             assert_eq!(v2, theirs, "{} values", values.len());
-            let back: Histogram<u64> = Deserializer::new().deserialize(&mut ours.as_slice()).unwrap();
+            let back: Histogram<u64> = Deserializer::new()
+                .deserialize(&mut ours.as_slice())
+                .unwrap();
             assert_eq!(back, h);
         }
     }

@@ -281,9 +281,7 @@ impl Decoder {
             .map_err(|e| format!("its compressed header does not inflate: {e}"))?;
         let inner = be_u32(&h, 0);
         if inner != V2_COOKIE {
-            return Err(format!(
-                "not a V2 histogram inside (cookie {inner:#010x})"
-            ));
+            return Err(format!("not a V2 histogram inside (cookie {inner:#010x})"));
         }
         let payload_len = u64::from(be_u32(&h, 4));
         let offset = be_u32(&h, 8);
@@ -330,7 +328,10 @@ impl Decoder {
         // Nothing after it: what the run and the Java writer compress is exactly the header
         // and the payload, so more is a stream built to inflate (a zlib bomb), not read on.
         let mut one = [0u8; 1];
-        if z.read(&mut one).map_err(|e| format!("its payload does not inflate: {e}"))? > 0 {
+        if z.read(&mut one)
+            .map_err(|e| format!("its payload does not inflate: {e}"))?
+            > 0
+        {
             return Err(format!(
                 "inflates to more than the {payload_len} payload bytes its header claims"
             ));
@@ -358,6 +359,16 @@ pub fn read(
     mut visit: impl FnMut(Entry<'_>) -> Result<(), String>,
 ) -> Result<(), HlogError> {
     let file = File::open(path).map_err(|e| file_err(path, e.to_string()))?;
+    let too_big = || {
+        file_err(
+            path,
+            format!("larger than {} MiB: not read", MAX_FILE_BYTES >> 20),
+        )
+    };
+    // The size it claims refuses early; the limit on the read is what holds.
+    if file.metadata().is_ok_and(|m| m.len() > MAX_FILE_BYTES) {
+        return Err(too_big());
+    }
     // Through a limit: the size the file has when read, not what its metadata says.
     let mut r = BufReader::new(file.take(MAX_FILE_BYTES + 1));
     let mut line = Vec::new();
@@ -377,10 +388,7 @@ pub fn read(
         }
         read_bytes += n as u64;
         if read_bytes > MAX_FILE_BYTES {
-            return Err(file_err(
-                path,
-                format!("larger than {} MiB: not read", MAX_FILE_BYTES >> 20),
-            ));
+            return Err(too_big());
         }
         line_no += 1;
         if line.len() > MAX_LINE_BYTES {
@@ -595,7 +603,13 @@ pub(crate) mod tests {
     use std::io::Write;
 
     /// An inner V2 histogram by hand: header fields and payload bytes as given.
-    pub(crate) fn v2(payload_len: u32, digits: u32, low: u64, high: u64, payload: &[u8]) -> Vec<u8> {
+    pub(crate) fn v2(
+        payload_len: u32,
+        digits: u32,
+        low: u64,
+        high: u64,
+        payload: &[u8],
+    ) -> Vec<u8> {
         let mut b = Vec::new();
         b.extend_from_slice(&V2_COOKIE.to_be_bytes());
         b.extend_from_slice(&payload_len.to_be_bytes());
@@ -683,7 +697,9 @@ pub(crate) mod tests {
             h.record(v).unwrap();
         }
         let mut bytes = Vec::new();
-        V2DeflateSerializer::new().serialize(&h, &mut bytes).unwrap();
+        V2DeflateSerializer::new()
+            .serialize(&h, &mut bytes)
+            .unwrap();
         assert_eq!(decode(&bytes).unwrap(), h);
     }
 
@@ -691,8 +707,11 @@ pub(crate) mod tests {
     #[test]
     fn a_hand_built_entry_decodes() {
         let payload = varints(&[0, 3, -1, 2]);
-        let h = decode(&compressed(&v2(payload.len() as u32, 3, 1, 60_000_000, &payload), None))
-            .unwrap();
+        let h = decode(&compressed(
+            &v2(payload.len() as u32, 3, 1, 60_000_000, &payload),
+            None,
+        ))
+        .unwrap();
         assert_eq!((h.len(), h.count_at(1), h.count_at(3)), (5, 3, 2));
     }
 
@@ -724,7 +743,10 @@ pub(crate) mod tests {
     /// Wide bounds and too many digits (what makes the crate allocate huge counts arrays).
     #[test]
     fn wide_bounds_and_many_digits_are_refused() {
-        refused(&compressed(&v2(2, 5, 1, 1 << 40, &[0, 2]), None), "significant digits");
+        refused(
+            &compressed(&v2(2, 5, 1, 1 << 40, &[0, 2]), None),
+            "significant digits",
+        );
         refused(&compressed(&v2(2, 3, 1, u64::MAX, &[0, 2]), None), "bounds");
         refused(&compressed(&v2(2, 3, 0, 1000, &[0, 2]), None), "bounds");
         refused(&compressed(&v2(2, 3, 600, 1000, &[0, 2]), None), "bounds");
@@ -736,7 +758,10 @@ pub(crate) mod tests {
     fn a_zlib_bomb_inflates_no_further_than_its_claim() {
         let mut inner = v2(3, 3, 1, 60_000_000, &varints(&[0, 4, 1]));
         inner.resize(inner.len() + (64 << 20), 0);
-        refused(&compressed(&inner, None), "inflates to more than the 3 payload bytes");
+        refused(
+            &compressed(&inner, None),
+            "inflates to more than the 3 payload bytes",
+        );
         refused(
             &compressed(&v2(1000, 3, 1, 60_000_000, &[0, 2]), None),
             "inflates to 2",

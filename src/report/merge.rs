@@ -135,18 +135,25 @@ fn read_hlog(
 /// file when it is not one.
 pub fn read_summary(path: &Path) -> Result<Summary, MergeError> {
     let file = std::fs::File::open(path).map_err(|e| input_err(path, e.to_string()))?;
-    let mut text = String::new();
-    file.take(MAX_SUMMARY_BYTES + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| input_err(path, e.to_string()))?;
-    if text.len() as u64 > MAX_SUMMARY_BYTES {
-        return Err(input_err(
+    let too_big = || {
+        input_err(
             path,
             format!(
                 "larger than {} MiB: not a tickswarm summary",
                 MAX_SUMMARY_BYTES >> 20
             ),
-        ));
+        )
+    };
+    // The size it claims refuses early; the limit on the read is what holds.
+    if file.metadata().is_ok_and(|m| m.len() > MAX_SUMMARY_BYTES) {
+        return Err(too_big());
+    }
+    let mut text = String::new();
+    file.take(MAX_SUMMARY_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| input_err(path, e.to_string()))?;
+    if text.len() as u64 > MAX_SUMMARY_BYTES {
+        return Err(too_big());
     }
     serde_json::from_str(&text)
         .map_err(|e| input_err(path, format!("not a tickswarm summary: {e}")))
@@ -191,10 +198,7 @@ fn check_targets(into: &[TargetPoint], points: &[TargetPoint]) -> Result<(), Str
 
 fn check_waiting(into: &[Waiting], groups: &[Waiting]) -> Result<(), String> {
     for g in groups {
-        if let Some(w) = into
-            .iter()
-            .find(|w| w.phase == g.phase && w.what == g.what)
-        {
+        if let Some(w) = into.iter().find(|w| w.phase == g.phase && w.what == g.what) {
             sum(w.bots, g.bots, "waiting bots")?;
         }
     }
@@ -381,10 +385,7 @@ pub fn merge_runs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
             p.loss_down_rate = if *n == 0 { 0.0 } else { sum / *n as f64 };
         }
     }
-    let merged = Merged {
-        summary: m,
-        logs,
-    };
+    let merged = Merged { summary: m, logs };
     const PER_SECOND: &[&str] = &["rtt_us", "send_lateness_us"];
     let mut seconds = merged.seconds();
     seconds.only = Some(PER_SECOND);
@@ -397,7 +398,11 @@ pub fn merge_runs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
                 .filter(|h| !h.is_empty())
                 .map(|h| h.quantile(&project, q))
         };
-        let (p50, p99, late99) = (q("rtt_us", 0.5), q("rtt_us", 0.99), q("send_lateness_us", 0.99));
+        let (p50, p99, late99) = (
+            q("rtt_us", 0.5),
+            q("rtt_us", 0.99),
+            q("send_lateness_us", 0.99),
+        );
         for k in ks {
             if let Some(p) = points.get_mut(k) {
                 p.rtt_p50_us = p50;
@@ -406,7 +411,10 @@ pub fn merge_runs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
             }
         }
     }
-    let Merged { summary: mut m, logs } = merged;
+    let Merged {
+        summary: mut m,
+        logs,
+    } = merged;
     m.intervals = points.into_values().collect();
 
     // Verdict again, from the merged figures.
@@ -468,15 +476,27 @@ fn add_summary(m: &mut Summary, s: &Summary) -> Result<(), String> {
     b.up_packets = sum(b.up_packets, o.up_packets, "bandwidth.up_packets")?;
     b.down_packets = sum(b.down_packets, o.down_packets, "bandwidth.down_packets")?;
     b.wire_up_bytes = sum(b.wire_up_bytes, o.wire_up_bytes, "bandwidth.wire_up_bytes")?;
-    b.wire_down_bytes = sum(b.wire_down_bytes, o.wire_down_bytes, "bandwidth.wire_down_bytes")?;
-    b.wire_up_packets = sum(b.wire_up_packets, o.wire_up_packets, "bandwidth.wire_up_packets")?;
+    b.wire_down_bytes = sum(
+        b.wire_down_bytes,
+        o.wire_down_bytes,
+        "bandwidth.wire_down_bytes",
+    )?;
+    b.wire_up_packets = sum(
+        b.wire_up_packets,
+        o.wire_up_packets,
+        "bandwidth.wire_up_packets",
+    )?;
     b.wire_down_packets = sum(
         b.wire_down_packets,
         o.wire_down_packets,
         "bandwidth.wire_down_packets",
     )?;
     m.inputs_sent = sum(m.inputs_sent, s.inputs_sent, "inputs_sent")?;
-    m.snapshots_applied = sum(m.snapshots_applied, s.snapshots_applied, "snapshots_applied")?;
+    m.snapshots_applied = sum(
+        m.snapshots_applied,
+        s.snapshots_applied,
+        "snapshots_applied",
+    )?;
     add_maps(&mut m.errors.decode, &s.errors.decode, "errors.decode")?;
     add_maps(&mut m.errors.connect, &s.errors.connect, "errors.connect")?;
     for (k, v) in &s.protocol_metrics {

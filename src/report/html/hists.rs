@@ -10,9 +10,9 @@ use std::path::Path;
 
 use hdrhistogram::Histogram;
 
-use crate::report::hlog_read::{self, Project, Sparse};
 #[cfg(test)]
 use crate::metrics::new_histogram;
+use crate::report::hlog_read::{self, Project, Sparse};
 
 /// One second of one metric: what the per-second charts draw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,5 +151,59 @@ mod tests {
         // Near the median, the value is the median.
         let mid = pts.iter().find(|p| p.0 >= 0.5).unwrap();
         assert!((495.0..=505.0).contains(&mid.1), "{mid:?}");
+    }
+
+    /// Each second's statistics are those of a histogram of that second's samples, and the
+    /// total is every sample.
+    #[test]
+    fn seconds_read_back_as_their_statistics() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("histograms.hlog");
+        let mut w =
+            crate::report::hlog::HlogWriter::create(&path, std::time::SystemTime::UNIX_EPOCH, "t")
+                .unwrap();
+        let mut rec = crate::metrics::Recorder::new();
+        let mut seconds = Vec::new();
+        for sec in 0..3u64 {
+            rec.reset();
+            let mut h = new_histogram();
+            for v in 1..=(200 * (sec + 1)) {
+                rec.record_rtt(v * (sec + 3));
+                h.record(v * (sec + 3)).unwrap();
+            }
+            seconds.push(SecondStats {
+                second: sec,
+                p50: h.value_at_quantile(0.5),
+                p90: h.value_at_quantile(0.9),
+                p99: h.value_at_quantile(0.99),
+                max: h.max(),
+            });
+            w.interval(sec, &rec).unwrap();
+        }
+        drop(w);
+        let log = HistLog::read(&path).unwrap();
+        let rtt = &log.tags["rtt_us"];
+        assert_eq!(rtt.by_second, seconds);
+        assert_eq!(rtt.total.len(), 200 + 400 + 600);
+    }
+
+    /// An entry for a second already closed (a log out of time order) is an error: the report
+    /// then falls back to the summary.
+    #[test]
+    fn a_log_out_of_time_order_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("histograms.hlog");
+        let mut w =
+            crate::report::hlog::HlogWriter::create(&path, std::time::SystemTime::UNIX_EPOCH, "t")
+                .unwrap();
+        let mut rec = crate::metrics::Recorder::new();
+        rec.record_rtt(100);
+        for sec in [0, 1, 0] {
+            w.interval(sec, &rec).unwrap();
+        }
+        drop(w);
+        let e = HistLog::read(&path).err().unwrap();
+        assert!(e.contains("second 0 comes after second 1"), "{e}");
+        assert!(e.contains("histogram entry 3"), "{e}");
     }
 }

@@ -5,7 +5,6 @@
 //! written next to it ([`HistLog`]); without it they are drawn from the summary's seven
 //! statistics per histogram, which is coarser but never invented.
 
-
 use super::chart::{
     line_chart, line_chart_with, percentile_plot, stacked_chart, Mark, Opts, Series, AMBER, BLUE,
     ORANGE, PURPLE, RED, TEAL,
