@@ -406,16 +406,33 @@ fn counters_that_would_overflow_u64_are_refused() {
     );
 }
 
-/// A summary.json beyond 64 MiB is not read.
+/// A summary.json beyond 64 MiB is not read: refused from its size, and, where the size says
+/// nothing (an endless device), by the limit on the read itself. An endless histograms.hlog
+/// is refused at its first over-long line.
 #[test]
-fn an_oversized_summary_is_refused() {
+fn oversized_and_endless_files_are_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = honest(tmp.path(), "big");
     let f = std::fs::File::create(dir.join("summary.json")).unwrap();
-    // Sparse: the size is a claim the reader must not take on trust either way.
     f.set_len((64 << 20) + 1).unwrap();
     let o = merge(&[&dir], &tmp.path().join("out"), &[]);
     assert_refused(&o, &dir.join("summary.json"), "larger than 64 MiB");
+
+    let endless = honest(tmp.path(), "endless");
+    std::fs::remove_file(endless.join("summary.json")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", endless.join("summary.json")).unwrap();
+    let o = merge(&[&endless], &tmp.path().join("out"), &[]);
+    assert_refused(&o, &endless.join("summary.json"), "larger than 64 MiB");
+
+    let endless_log = honest(tmp.path(), "endless-log");
+    std::fs::remove_file(endless_log.join("histograms.hlog")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", endless_log.join("histograms.hlog")).unwrap();
+    let o = merge(&[&endless_log], &tmp.path().join("out"), &[]);
+    assert_refused(
+        &o,
+        &endless_log.join("histograms.hlog"),
+        "line 1 is longer than 1024 KiB",
+    );
 }
 
 /// `compare` reads base runs through the same reader: a hostile base is exit 2.

@@ -685,7 +685,7 @@ fn cmd_merge(a: &MergeArgs, console: Console) -> anyhow::Result<u8> {
     )
     .with_context(|| format!("creating {}", hlog_path.display()))?;
     for second in merged.seconds() {
-        let (sec, mut tags) = match second {
+        let (sec, tags) = match second {
             Ok(x) => x,
             Err(e) => {
                 drop(hlog);
@@ -694,7 +694,7 @@ fn cmd_merge(a: &MergeArgs, console: Console) -> anyhow::Result<u8> {
                 return Ok(EXIT_USAGE);
             }
         };
-        hlog.interval_tags(sec, &mut tags)
+        hlog.interval_tags(sec, &tags)
             .with_context(|| format!("writing {}", hlog_path.display()))?;
     }
     drop(hlog);

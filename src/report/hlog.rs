@@ -151,9 +151,9 @@ impl HlogWriter {
     pub fn interval_tags(
         &mut self,
         index: u64,
-        tags: &mut std::collections::BTreeMap<String, Sparse>,
+        tags: &std::collections::BTreeMap<String, Sparse>,
     ) -> io::Result<()> {
-        for (tag, h) in tags.iter_mut() {
+        for (tag, h) in tags {
             if h.is_empty() {
                 continue;
             }

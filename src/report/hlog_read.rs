@@ -497,17 +497,6 @@ impl Project {
         self.template.clone()
     }
 
-    /// The counter `value` goes to (values beyond the bounds: the highest's, as the crate's
-    /// saturating record does).
-    fn index_of(&self, value: u64) -> u64 {
-        let i = self.layout.index_of(value);
-        if i >= self.layout.counters {
-            self.last
-        } else {
-            i
-        }
-    }
-
     /// The value reported for counter `index` (the highest value it counts, as the crate's
     /// percentiles and max report).
     fn reported(&self, index: u64) -> u64 {
@@ -521,22 +510,72 @@ impl Project {
 /// those of the same samples in a [`new_histogram`].
 #[derive(Debug, Clone, Default)]
 pub struct Sparse {
-    /// (index, count); sorted by index with no repeats once settled.
+    /// (index, count), ascending by index, no index twice.
     counts: Vec<(u64, u64)>,
     samples: u64,
-    settled: bool,
+    /// The incoming entry's counters mapped to indices, and the merge's output (reused).
+    incoming: Vec<(u64, u64)>,
+    merged: Vec<(u64, u64)>,
+}
+
+/// Append `(i, c)` to sorted `out`, adding to its last counter when it has the same index.
+fn push_counter(out: &mut Vec<(u64, u64)>, (i, c): (u64, u64)) {
+    match out.last_mut() {
+        // At most the checked sample count: no overflow.
+        Some(last) if last.0 == i => last.1 = last.1.saturating_add(c),
+        _ => out.push((i, c)),
+    }
 }
 
 impl Sparse {
-    /// Add an entry's counters (see [`Entry::counts`]), refusing a total that overflows u64.
+    /// Add an entry's counters (see [`Entry::counts`]: ascending), refusing a total that
+    /// overflows u64. A linear merge of two sorted lists: no sort per entry.
     pub fn add(&mut self, p: &Project, counts: &[(u64, u64)], samples: u64) -> Result<(), String> {
         self.samples = self
             .samples
             .checked_add(samples)
             .ok_or("sample counts added up overflow u64")?;
-        self.counts
-            .extend(counts.iter().map(|&(v, c)| (p.index_of(v), c)));
-        self.settled = false;
+        // Ascending values map to non-decreasing indices (several foreign counters may fall
+        // in one of ours). Foreign values past our counts array go, as the crate's saturating
+        // record puts them, to the highest value's counter: they are the list's tail, added
+        // up and put in its place (no sort).
+        self.incoming.clear();
+        let mut beyond = 0u64;
+        for &(v, c) in counts {
+            let i = p.layout.index_of(v);
+            if i >= p.layout.counters {
+                beyond = beyond.saturating_add(c);
+            } else {
+                push_counter(&mut self.incoming, (i, c));
+            }
+        }
+        if beyond > 0 {
+            match self.incoming.binary_search_by_key(&p.last, |c| c.0) {
+                Ok(k) => self.incoming[k].1 = self.incoming[k].1.saturating_add(beyond),
+                Err(k) => self.incoming.insert(k, (p.last, beyond)),
+            }
+        }
+        if self.counts.is_empty() {
+            std::mem::swap(&mut self.counts, &mut self.incoming);
+            return Ok(());
+        }
+        self.merged.clear();
+        let (mut a, mut b) = (
+            self.counts.iter().copied().peekable(),
+            self.incoming.iter().copied().peekable(),
+        );
+        loop {
+            let next = match (a.peek(), b.peek()) {
+                (Some(x), Some(y)) if x.0 <= y.0 => a.next(),
+                (Some(_), Some(_)) | (None, Some(_)) => b.next(),
+                (Some(_), None) => a.next(),
+                (None, None) => break,
+            };
+            if let Some(n) = next {
+                push_counter(&mut self.merged, n);
+            }
+        }
+        std::mem::swap(&mut self.counts, &mut self.merged);
         Ok(())
     }
 
@@ -551,34 +590,19 @@ impl Sparse {
     pub fn clear(&mut self) {
         self.counts.clear();
         self.samples = 0;
-        self.settled = true;
     }
 
     /// The non-zero counters, (index, count) ascending by index.
-    pub fn counters(&mut self) -> &[(u64, u64)] {
-        if !self.settled {
-            self.counts.sort_unstable_by_key(|c| c.0);
-            // Adjacent counts of one index add up (their sum is at most `samples`).
-            self.counts.dedup_by(|later, kept| {
-                if later.0 == kept.0 {
-                    kept.1 += later.1;
-                    true
-                } else {
-                    false
-                }
-            });
-            self.settled = true;
-        }
+    pub fn counters(&self) -> &[(u64, u64)] {
         &self.counts
     }
 
     /// The crate's `value_at_quantile` (for a quantile above 0) of these samples.
-    pub fn quantile(&mut self, p: &Project, q: f64) -> u64 {
+    pub fn quantile(&self, p: &Project, q: f64) -> u64 {
         let target = ((q.min(1.0) * self.samples as f64).ceil() as u64).max(1);
         let mut seen = 0u64;
-        let counters = self.counters();
         let mut at = None;
-        for &(i, c) in counters {
+        for &(i, c) in &self.counts {
             seen = seen.saturating_add(c);
             at = Some(i);
             if seen >= target {
@@ -589,8 +613,8 @@ impl Sparse {
     }
 
     /// The crate's `max`: the highest value of the highest non-zero counter.
-    pub fn max(&mut self, p: &Project) -> u64 {
-        self.counters().last().map_or(0, |&(i, _)| p.reported(i))
+    pub fn max(&self, p: &Project) -> u64 {
+        self.counts.last().map_or(0, |&(i, _)| p.reported(i))
     }
 }
 
@@ -813,6 +837,7 @@ pub(crate) mod tests {
             high_pow in 12u32..=40,
             digits in 0u32..=3,
             values in proptest::collection::vec((0u32..40, 1u64..1000, 1u64..50), 1..40),
+            more in proptest::collection::vec((0u32..26, 1u64..1000, 1u64..50), 1..40),
         ) {
             let low = 1u64 << low_pow;
             let high = 1u64 << high_pow;
@@ -820,6 +845,11 @@ pub(crate) mod tests {
             for (shift, frac, count) in values {
                 let v = ((frac << shift) / 1000).clamp(low, high);
                 h.record_n(v, count).unwrap();
+            }
+            // Another second, in the project's own layout, merged with it.
+            let mut other = new_histogram();
+            for (shift, frac, count) in more {
+                other.record_n(((frac << shift) / 1000).max(1), count).unwrap();
             }
             let bytes = serialize(&h);
             let theirs: Histogram<u64> = Deserializer::new().deserialize(&mut bytes.as_slice()).unwrap();
@@ -839,10 +869,17 @@ pub(crate) mod tests {
             if by_crate.add(&theirs).is_ok() {
                 prop_assert_eq!(&dense, &by_crate);
             }
+            let (counts, samples) = (ours.counts.to_vec(), ours.samples);
             let mut sparse = Sparse::default();
-            sparse.add(&p, ours.counts, ours.samples).unwrap();
-            sparse.add(&p, ours.counts, ours.samples).unwrap();
-            add_counts(&mut dense, ours.counts, ours.samples).unwrap();
+            sparse.add(&p, &counts, samples).unwrap();
+            let mut d2 = Decoder::default();
+            let o = d2.decode(&serialize(&other)).unwrap();
+            sparse.add(&p, o.counts, o.samples).unwrap();
+            add_counts(&mut dense, o.counts, o.samples).unwrap();
+            sparse.add(&p, &counts, samples).unwrap();
+            add_counts(&mut dense, &counts, samples).unwrap();
+            let c = sparse.counters();
+            prop_assert!(c.windows(2).all(|w| w[0].0 < w[1].0), "ascending, no index twice");
             for q in [0.5, 0.9, 0.99, 0.999, 1.0] {
                 prop_assert_eq!(sparse.quantile(&p, q), dense.value_at_quantile(q), "q {}", q);
             }

@@ -390,11 +390,11 @@ pub fn merge_runs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
     let mut seconds = merged.seconds();
     seconds.only = Some(PER_SECOND);
     for second in seconds {
-        let (sec, mut tags) = second.map_err(MergeError::Second)?;
+        let (sec, tags) = second.map_err(MergeError::Second)?;
         let Some(ks) = wanted.get(&sec) else { continue };
         // As IntervalPoint::set_percentiles reads them from a histogram: none when empty.
-        let mut q = |tag: &str, q: f64| {
-            tags.get_mut(tag)
+        let q = |tag: &str, q: f64| {
+            tags.get(tag)
                 .filter(|h| !h.is_empty())
                 .map(|h| h.quantile(&project, q))
         };

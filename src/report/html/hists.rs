@@ -27,7 +27,7 @@ pub struct SecondStats {
 
 impl SecondStats {
     /// What `value_at_quantile` and `max` of the same samples in a histogram give.
-    fn of(second: u64, h: &mut Sparse, p: &Project) -> Self {
+    fn of(second: u64, h: &Sparse, p: &Project) -> Self {
         SecondStats {
             second,
             p50: h.quantile(p, 0.5),
