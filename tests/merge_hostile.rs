@@ -406,6 +406,24 @@ fn counters_that_would_overflow_u64_are_refused() {
     );
 }
 
+/// An interval point with more targets than any run has (each merges by a search through
+/// the others: 100,000 of them would take hours) is refused.
+#[test]
+fn an_interval_with_too_many_targets_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut s = summary();
+    let targets: Vec<Value> = (0..1025)
+        .map(|i| json!({"target": format!("10.0.{}.{}:7777", i / 256, i % 256), "phases": {}, "bytes_up": 1, "bytes_down": 1}))
+        .collect();
+    s["intervals"] = json!([{"t": 1.0, "bots_connected": 1, "packets_up": 1, "packets_down": 1,
+        "bytes_up": 1, "bytes_down": 1, "inputs_sent": 1, "snapshots_applied": 1,
+        "loss_down_rate": 0.0, "targets": targets}]);
+    let a = run_dir(tmp.path(), "a", &s, [line("rtt_us", 0, &samples_at_one(1))]);
+    let b = honest(tmp.path(), "b");
+    let o = merge(&[&b, &a], &tmp.path().join("out"), &[]);
+    assert_refused(&o, &a.join("summary.json"), "1025 targets");
+}
+
 /// A summary.json beyond 64 MiB is not read: refused from its size, and, where the size says
 /// nothing (an endless device), by the limit on the read itself. An endless histograms.hlog
 /// is refused at its first over-long line.

@@ -21,6 +21,8 @@ use crate::metrics::{HistSummary, LossSummary};
 
 /// The largest summary.json read (64 MiB): an hour-long run's is a few MB.
 pub const MAX_SUMMARY_BYTES: u64 = 64 << 20;
+/// The most targets, and the most waiting groups, in one interval point of a run merged.
+pub const MAX_GROUPS: usize = 1024;
 
 #[derive(Debug, Error)]
 pub enum MergeError {
@@ -366,7 +368,7 @@ pub fn merge_runs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
         add_intervals(&mut points, &mut loss_weight, s).map_err(|e| {
             input_err(
                 &dir.join("summary.json"),
-                format!("its intervals cannot be added to the runs before it: {e}"),
+                format!("its intervals cannot be merged: {e}"),
             )
         })?;
     }
@@ -520,6 +522,17 @@ fn add_intervals(
     s: &Summary,
 ) -> Result<(), String> {
     for p in &s.intervals {
+        // Targets and waiting groups merge by a search through those already there: their
+        // numbers are kept to what a run has (a few targets, a few groups), not what a file
+        // can claim.
+        if p.targets.len() > MAX_GROUPS || p.waiting.len() > MAX_GROUPS {
+            return Err(format!(
+                "intervals[t={}] has {} targets and {} waiting groups (at most {MAX_GROUPS} each)",
+                p.t,
+                p.targets.len(),
+                p.waiting.len()
+            ));
+        }
         // Each run's last, partial interval ends at its own time: they merge into one last
         // point, at the latest end.
         let k = if p.partial {
