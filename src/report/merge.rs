@@ -3,6 +3,12 @@
 //! Counters add up. Histograms are rebuilt exactly from each run's `histograms.hlog` (the
 //! per-second interval histograms, added), so merged percentiles are true percentiles of all
 //! samples, not averages of percentiles. Thresholds are evaluated again on the merged result.
+//!
+//! The run folders come from other machines, so they are read as untrusted input: logs
+//! through the bounded reader ([`super::hlog_read`]), summary.json up to
+//! [`MAX_SUMMARY_BYTES`], and every counter added with a check (an overflow is an error, not
+//! a wrapped figure). Memory follows the files: each run's per-second entries stay as their
+//! compressed bytes, and [`Merged::seconds`] merges them one second at a time.
 
 use std::collections::BTreeMap;
 use std::io::Read;
