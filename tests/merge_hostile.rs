@@ -406,6 +406,27 @@ fn counters_that_would_overflow_u64_are_refused() {
     );
 }
 
+/// Not hostile, but a counter the merge must add like the others: bots lost and bots silent
+/// at the end are every run's (they were the first run's alone).
+#[test]
+fn lost_and_silent_bots_of_every_run_add_up() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut s = summary();
+    s["bots"]["lost"] = json!(3);
+    s["bots"]["silent_at_end"] = json!(2);
+    let a = honest(tmp.path(), "a");
+    let b = run_dir(tmp.path(), "b", &s, [line("rtt_us", 0, &samples_at_one(1))]);
+    let out = tmp.path().join("out");
+    let o = merge(&[&a, &b], &out, &[]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let m: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(
+        (&m["bots"]["lost"], &m["bots"]["silent_at_end"]),
+        (&json!(3), &json!(2))
+    );
+}
+
 /// An interval point with more targets than any run has (each merges by a search through
 /// the others: 100,000 of them would take hours) is refused.
 #[test]

@@ -451,6 +451,13 @@ fn add_summary(m: &mut Summary, s: &Summary) -> Result<(), String> {
     m.bots.planned = sum(m.bots.planned, s.bots.planned, "bots.planned")?;
     m.bots.connected = sum(m.bots.connected, s.bots.connected, "bots.connected")?;
     m.bots.failed = sum(m.bots.failed, s.bots.failed, "bots.failed")?;
+    // Every run's own bots: a server lost under one shard is lost bots of the merged run.
+    m.bots.lost = sum(m.bots.lost, s.bots.lost, "bots.lost")?;
+    m.bots.silent_at_end = sum(
+        m.bots.silent_at_end,
+        s.bots.silent_at_end,
+        "bots.silent_at_end",
+    )?;
     m.duration_s = m.duration_s.max(s.duration_s);
     m.interrupted |= s.interrupted;
     if !m.target.split(" + ").any(|t| t == s.target) {
