@@ -716,17 +716,31 @@ fn cmd_merge(a: &MergeArgs, console: Console) -> anyhow::Result<u8> {
         }
     };
     let s = &merged.summary;
-    let written = report::write_all(&a.out, s, true)
-        .with_context(|| format!("writing the merged report to {}", a.out.display()))?;
+    // The merged log first: the report is drawn from it, and only from it (with --force, a
+    // stale histograms.hlog in the folder is replaced before the report reads the folder).
+    let hlog_path = a.out.join("histograms.hlog");
     let mut hlog = report::hlog::HlogWriter::create(
-        &a.out.join("histograms.hlog"),
+        &hlog_path,
         std::time::SystemTime::now(),
         &format!("merge of {} runs of {}", a.runs.len(), s.scenario),
-    )?;
-    for (sec, tags) in &merged.by_second {
-        hlog.interval_tags(*sec, tags)?;
+    )
+    .with_context(|| format!("creating {}", hlog_path.display()))?;
+    for second in merged.seconds() {
+        let (sec, tags) = match second {
+            Ok(x) => x,
+            Err(e) => {
+                drop(hlog);
+                let _ = std::fs::remove_file(&hlog_path);
+                say!("error: {e}");
+                return Ok(EXIT_USAGE);
+            }
+        };
+        hlog.interval_tags(sec, &tags)
+            .with_context(|| format!("writing {}", hlog_path.display()))?;
     }
     drop(hlog);
+    let written = report::write_all(&a.out, s, true)
+        .with_context(|| format!("writing the merged report to {}", a.out.display()))?;
     if !console.quiet {
         progress::print_result(s);
         say!("merged   {} runs", a.runs.len());

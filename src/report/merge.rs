@@ -3,26 +3,42 @@
 //! Counters add up. Histograms are rebuilt exactly from each run's `histograms.hlog` (the
 //! per-second interval histograms, added), so merged percentiles are true percentiles of all
 //! samples, not averages of percentiles. Thresholds are evaluated again on the merged result.
+//!
+//! The run folders come from other machines, so they are read as untrusted input: logs
+//! through the bounded reader ([`super::hlog_read`]), summary.json up to
+//! [`MAX_SUMMARY_BYTES`], and every counter added with a check (an overflow is an error, not
+//! a wrapped figure). Memory follows the files: each run's per-second entries stay as their
+//! compressed bytes, and [`Merged::seconds`] merges them one second at a time.
 
 use std::collections::BTreeMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use base64::Engine as _;
-use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
-use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
 use serde_json::Value;
 use thiserror::Error;
 
 use super::build::evaluate;
+use super::hlog_read::{self, Decoder, HlogError, Project, Sparse, MAX_TAGS};
 use super::summary::{IntervalPoint, Summary};
+use crate::metrics::phases::{PhaseCounts, TargetPoint, Waiting};
 use crate::metrics::Threshold;
-use crate::metrics::{new_histogram, HistSummary, LossSummary};
+use crate::metrics::{HistSummary, LossSummary};
+
+/// The largest summary.json read (64 MiB): an hour-long run's is a few MB.
+pub const MAX_SUMMARY_BYTES: u64 = 64 << 20;
+/// The most targets, and the most waiting groups, in one interval point of a run merged.
+pub const MAX_GROUPS: usize = 1024;
 
 #[derive(Debug, Error)]
 pub enum MergeError {
     #[error("{path}: {message}")]
     Input { path: PathBuf, message: String },
+    #[error(transparent)]
+    Hlog(#[from] HlogError),
+    /// A second's histograms that do not add up (the message names the file).
+    #[error("{0}")]
+    Second(String),
     #[error("nothing to merge: give at least one run folder")]
     Empty,
 }
@@ -34,70 +50,178 @@ fn input_err(path: &Path, message: impl Into<String>) -> MergeError {
     }
 }
 
-/// One run's histograms from its hlog: totals by tag, and by second and tag.
-#[derive(Default)]
-struct RunHistograms {
-    total: BTreeMap<String, Histogram<u64>>,
-    by_second: BTreeMap<u64, BTreeMap<String, Histogram<u64>>>,
+/// One per-second entry of a run's log, kept as in the file: its compressed bytes are
+/// `RunLog::bytes[start..start + len]`.
+struct Stored {
+    second: u64,
+    tag: u16,
+    start: usize,
+    len: usize,
 }
 
-fn add_into(map: &mut BTreeMap<String, Histogram<u64>>, tag: &str, h: &Histogram<u64>) {
-    let e = map.entry(tag.to_string()).or_insert_with(new_histogram);
-    // Both sides have the project's bounds; a foreign log with wider values saturates.
-    if e.add(h).is_err() {
-        for v in h.iter_recorded() {
-            e.saturating_record_n(v.value_iterated_to(), v.count_at_value());
-        }
+/// One run's per-second histograms, as their compressed bytes (memory in proportion to the
+/// file, not to seconds × tags × a histogram's counts array), sorted by second.
+struct RunLog {
+    path: PathBuf,
+    tags: Vec<String>,
+    entries: Vec<Stored>,
+    bytes: Vec<u8>,
+}
+
+/// At most [`MAX_TAGS`] tags in `map`: `tag` may be added if it is there or there is room.
+fn room_for<V>(map: &BTreeMap<String, V>, tag: &str) -> Result<(), String> {
+    if map.len() >= MAX_TAGS && !map.contains_key(tag) {
+        return Err(format!(
+            "more than {MAX_TAGS} distinct tags (metrics) across the runs"
+        ));
     }
+    Ok(())
+}
+
+/// Add an entry into the whole-run histogram of its tag.
+fn add_total(
+    total: &mut BTreeMap<String, Histogram<u64>>,
+    p: &Project,
+    e: &hlog_read::Entry<'_>,
+) -> Result<(), String> {
+    room_for(total, e.tag)?;
+    let h = total
+        .entry(e.tag.to_string())
+        .or_insert_with(|| p.histogram());
+    e.add_to(h)
 }
 
 /// Every histogram in a run's `histograms.hlog`, all intervals added up, by tag: the run's
 /// exact totals (what `tickswarm compare` reads percentiles from).
 pub fn hlog_totals(path: &Path) -> Result<BTreeMap<String, Histogram<u64>>, MergeError> {
-    read_hlog(path).map(|h| h.total)
+    let p = Project::default();
+    let mut total = BTreeMap::new();
+    hlog_read::read(path, |e| add_total(&mut total, &p, &e))?;
+    Ok(total)
 }
 
-fn read_hlog(path: &Path) -> Result<RunHistograms, MergeError> {
-    let bytes = std::fs::read(path).map_err(|e| input_err(path, e.to_string()))?;
-    let mut de = Deserializer::new();
-    let mut out = RunHistograms::default();
-    for (i, entry) in IntervalLogIterator::new(&bytes).enumerate() {
-        let entry = entry.map_err(|e| input_err(path, format!("entry {i}: {e:?}")))?;
-        let LogEntry::Interval(iv) = entry else {
-            continue;
+/// Read a run's log: its entries kept compressed, and its totals added into `total`.
+fn read_hlog(
+    path: &Path,
+    p: &Project,
+    total: &mut BTreeMap<String, Histogram<u64>>,
+) -> Result<RunLog, MergeError> {
+    let mut out = RunLog {
+        path: path.to_path_buf(),
+        tags: Vec::new(),
+        entries: Vec::new(),
+        bytes: Vec::new(),
+    };
+    let mut ids: BTreeMap<String, u16> = BTreeMap::new();
+    hlog_read::read(path, |e| {
+        add_total(total, p, &e)?;
+        let tag = match ids.get(e.tag) {
+            Some(&id) => id,
+            None => {
+                // The reader allows at most MAX_TAGS (256) tags: an id fits in u16.
+                let id = u16::try_from(out.tags.len()).map_err(|_| "too many tags")?;
+                ids.insert(e.tag.to_string(), id);
+                out.tags.push(e.tag.to_string());
+                id
+            }
         };
-        let tag = iv.tag().map(|t| t.as_str().to_string()).unwrap_or_default();
-        let raw = base64::engine::general_purpose::STANDARD
-            .decode(iv.encoded_histogram())
-            .map_err(|e| input_err(path, format!("entry {i}: {e}")))?;
-        let h: Histogram<u64> = de
-            .deserialize(&mut raw.as_slice())
-            .map_err(|e| input_err(path, format!("entry {i}: {e:?}")))?;
-        add_into(&mut out.total, &tag, &h);
-        let sec = iv.start_timestamp().as_secs();
-        add_into(out.by_second.entry(sec).or_default(), &tag, &h);
-    }
+        out.entries.push(Stored {
+            second: e.second,
+            tag,
+            start: out.bytes.len(),
+            len: e.encoded.len(),
+        });
+        out.bytes.extend_from_slice(e.encoded);
+        Ok(())
+    })?;
+    // Stable: entries of one second keep their order.
+    out.entries.sort_by_key(|e| e.second);
     Ok(out)
 }
 
-/// A run's `summary.json`, with a message that names the file when it is not one.
+/// A run's `summary.json` (at most [`MAX_SUMMARY_BYTES`]), with a message that names the
+/// file when it is not one.
 pub fn read_summary(path: &Path) -> Result<Summary, MergeError> {
-    let text = std::fs::read_to_string(path).map_err(|e| input_err(path, e.to_string()))?;
+    let file = std::fs::File::open(path).map_err(|e| input_err(path, e.to_string()))?;
+    let too_big = || {
+        input_err(
+            path,
+            format!(
+                "larger than {} MiB: not a tickswarm summary",
+                MAX_SUMMARY_BYTES >> 20
+            ),
+        )
+    };
+    // The size it claims refuses early; the limit on the read is what holds.
+    if file.metadata().is_ok_and(|m| m.len() > MAX_SUMMARY_BYTES) {
+        return Err(too_big());
+    }
+    let mut text = String::new();
+    file.take(MAX_SUMMARY_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| input_err(path, e.to_string()))?;
+    if text.len() as u64 > MAX_SUMMARY_BYTES {
+        return Err(too_big());
+    }
     serde_json::from_str(&text)
         .map_err(|e| input_err(path, format!("not a tickswarm summary: {e}")))
 }
 
-fn add_maps(into: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {
-    for (k, v) in from {
-        *into.entry(k.clone()).or_default() += v;
-    }
+/// `a + b`, or an error naming the counter that would overflow.
+fn sum(a: u64, b: u64, what: &str) -> Result<u64, String> {
+    a.checked_add(b)
+        .ok_or_else(|| format!("{what} added up overflows u64 ({a} + {b})"))
 }
 
-fn add_loss(a: Option<LossSummary>, b: Option<LossSummary>) -> Option<LossSummary> {
-    match (a, b) {
+fn add_maps(
+    into: &mut BTreeMap<String, u64>,
+    from: &BTreeMap<String, u64>,
+    what: &str,
+) -> Result<(), String> {
+    for (k, v) in from {
+        let e = into.entry(k.clone()).or_default();
+        *e = sum(*e, *v, &format!("{what}.{k}"))?;
+    }
+    Ok(())
+}
+
+/// Refuse bot counts by phase that would overflow when added (the merge itself adds them).
+fn check_phases(a: &PhaseCounts, b: &PhaseCounts, what: &str) -> Result<(), String> {
+    for p in crate::metrics::phases::Phase::ALL {
+        sum(a.get(p), b.get(p), &format!("{what} {}", p.name()))?;
+    }
+    Ok(())
+}
+
+fn check_targets(into: &[TargetPoint], points: &[TargetPoint]) -> Result<(), String> {
+    for p in points {
+        if let Some(t) = into.iter().find(|t| t.target == p.target) {
+            check_phases(&t.phases, &p.phases, "bots by target and phase")?;
+            sum(t.bytes_up, p.bytes_up, "bytes up by target")?;
+            sum(t.bytes_down, p.bytes_down, "bytes down by target")?;
+        }
+    }
+    Ok(())
+}
+
+fn check_waiting(into: &[Waiting], groups: &[Waiting]) -> Result<(), String> {
+    for g in groups {
+        if let Some(w) = into.iter().find(|w| w.phase == g.phase && w.what == g.what) {
+            sum(w.bots, g.bots, "waiting bots")?;
+        }
+    }
+    Ok(())
+}
+
+fn add_loss(
+    a: Option<LossSummary>,
+    b: Option<LossSummary>,
+    what: &str,
+) -> Result<Option<LossSummary>, String> {
+    Ok(match (a, b) {
         (Some(a), Some(b)) => {
-            let expected = a.expected + b.expected;
-            let received = a.received + b.received;
+            let expected = sum(a.expected, b.expected, &format!("{what}.expected"))?;
+            let received = sum(a.received, b.received, &format!("{what}.received"))?;
             let rate = if expected == 0 {
                 0.0
             } else {
@@ -110,6 +234,27 @@ fn add_loss(a: Option<LossSummary>, b: Option<LossSummary>) -> Option<LossSummar
             })
         }
         (a, b) => a.or(b),
+    })
+}
+
+/// The merged result: its summary, and the runs' per-second histograms (for its own hlog, so
+/// merged results can be merged again), merged one second at a time by [`Merged::seconds`].
+pub struct Merged {
+    pub summary: Summary,
+    logs: Vec<RunLog>,
+}
+
+impl Merged {
+    /// The merged histograms of each second, by tag, in second order: one second is in memory
+    /// at a time.
+    pub fn seconds(&self) -> Seconds<'_> {
+        Seconds {
+            logs: &self.logs,
+            at: vec![0; self.logs.len()],
+            only: None,
+            decoder: Decoder::default(),
+            project: Project::default(),
+        }
     }
 }
 
@@ -119,11 +264,53 @@ fn agreed(merged: Option<String>, shard: &Option<String>) -> Option<String> {
     merged.filter(|m| Some(m) == shard.as_ref())
 }
 
-/// The merged result: its summary, and its histograms by second and tag (for its own hlog,
-/// so merged results can be merged again).
-pub struct Merged {
-    pub summary: Summary,
-    pub by_second: BTreeMap<u64, BTreeMap<String, Histogram<u64>>>,
+/// The merged seconds of a [`Merged`] (see [`Merged::seconds`]).
+pub struct Seconds<'a> {
+    logs: &'a [RunLog],
+    /// Each run's next entry.
+    at: Vec<usize>,
+    /// Only these tags (the others are skipped, not decoded).
+    only: Option<&'a [&'a str]>,
+    decoder: Decoder,
+    project: Project,
+}
+
+/// One merged second: its start second and its histograms by tag, held sparse (a second of
+/// one sample costs one counter, not a counts array).
+pub type MergedSecond = (u64, BTreeMap<String, Sparse>);
+
+impl Iterator for Seconds<'_> {
+    type Item = Result<MergedSecond, String>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let second = self
+            .logs
+            .iter()
+            .zip(&self.at)
+            .filter_map(|(l, &i)| l.entries.get(i).map(|e| e.second))
+            .min()?;
+        let mut tags: BTreeMap<String, Sparse> = BTreeMap::new();
+        for (log, at) in self.logs.iter().zip(self.at.iter_mut()) {
+            while let Some(e) = log.entries.get(*at).filter(|e| e.second == second) {
+                *at += 1;
+                let tag = log.tags[usize::from(e.tag)].as_str();
+                if self.only.is_some_and(|only| !only.contains(&tag)) {
+                    continue;
+                }
+                // Checked when the log was read; decoded again here.
+                let added = room_for(&tags, tag).and_then(|()| {
+                    let d = self.decoder.decode(&log.bytes[e.start..e.start + e.len])?;
+                    tags.entry(tag.to_string())
+                        .or_default()
+                        .add(&self.project, d.counts, d.samples)
+                });
+                if let Err(err) = added {
+                    return Some(Err(format!("{}: {err}", log.path.display())));
+                }
+            }
+        }
+        Some(Ok((second, tags)))
+    }
 }
 
 /// Merge the runs in `dirs` (each with summary.json and histograms.hlog).
@@ -136,91 +323,35 @@ pub fn merge_runs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
             return Err(input_err(d, "given twice: each run folder is merged once"));
         }
     }
+    // Histograms: exact, from the logs. Totals by tag; the seconds stay compressed.
+    let project = Project::default();
+    let mut total: BTreeMap<String, Histogram<u64>> = BTreeMap::new();
     let mut runs = Vec::new();
+    let mut logs = Vec::new();
     for d in dirs {
-        let s = read_summary(&d.join("summary.json"))?;
-        let h = read_hlog(&d.join("histograms.hlog"))?;
-        runs.push((s, h));
+        runs.push(read_summary(&d.join("summary.json"))?);
+        logs.push(read_hlog(&d.join("histograms.hlog"), &project, &mut total)?);
     }
-    let Some((first, _)) = runs.first() else {
+    let Some(first) = runs.first() else {
         return Err(MergeError::Empty);
     };
     let mut m = first.clone();
-    for (s, _) in runs.iter().skip(1) {
-        if s.protocol != m.protocol {
-            return Err(MergeError::Input {
-                path: dirs[0].clone(),
-                message: format!(
-                    "runs speak different protocols ({} and {})",
-                    m.protocol, s.protocol
-                ),
-            });
-        }
-        m.rtt_source = agreed(m.rtt_source.take(), &s.rtt_source);
-        m.bots.planned += s.bots.planned;
-        m.bots.connected += s.bots.connected;
-        m.bots.failed += s.bots.failed;
-        m.duration_s = m.duration_s.max(s.duration_s);
-        m.interrupted |= s.interrupted;
-        if !m.target.split(" + ").any(|t| t == s.target) {
-            m.target = format!("{} + {}", m.target, s.target);
-        }
-        m.generator.inputs_skipped += s.generator.inputs_skipped;
-        m.generator.lateness_p99_of_period = match (
-            m.generator.lateness_p99_of_period,
-            s.generator.lateness_p99_of_period,
-        ) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
-        };
-        m.generator.workers += s.generator.workers;
-        add_maps(&mut m.generator.send_errors, &s.generator.send_errors);
-        m.loss.downstream = add_loss(m.loss.downstream, s.loss.downstream);
-        m.loss.upstream = add_loss(m.loss.upstream, s.loss.upstream);
-        m.bandwidth.up_bytes += s.bandwidth.up_bytes;
-        m.bandwidth.down_bytes += s.bandwidth.down_bytes;
-        m.bandwidth.up_packets += s.bandwidth.up_packets;
-        m.bandwidth.down_packets += s.bandwidth.down_packets;
-        m.bandwidth.wire_up_bytes += s.bandwidth.wire_up_bytes;
-        m.bandwidth.wire_down_bytes += s.bandwidth.wire_down_bytes;
-        m.bandwidth.wire_up_packets += s.bandwidth.wire_up_packets;
-        m.bandwidth.wire_down_packets += s.bandwidth.wire_down_packets;
-        m.inputs_sent += s.inputs_sent;
-        m.snapshots_applied += s.snapshots_applied;
-        add_maps(&mut m.errors.decode, &s.errors.decode);
-        add_maps(&mut m.errors.connect, &s.errors.connect);
-        for (k, v) in &s.protocol_metrics {
-            if let (Some(Value::Number(a)), Value::Number(b)) = (m.protocol_metrics.get(k), v) {
-                if let (Some(a), Some(b)) = (a.as_u64(), b.as_u64()) {
-                    m.protocol_metrics.insert(k.clone(), Value::from(a + b));
-                }
-            } else if !m.protocol_metrics.contains_key(k) {
-                m.protocol_metrics.insert(k.clone(), v.clone());
-            }
-        }
+    for (s, dir) in runs.iter().zip(dirs).skip(1) {
+        add_summary(&mut m, s).map_err(|e| {
+            input_err(
+                &dir.join("summary.json"),
+                format!("cannot be added to the runs before it: {e}"),
+            )
+        })?;
     }
 
-    // Histograms: exact, from the logs.
-    let mut total: BTreeMap<String, Histogram<u64>> = BTreeMap::new();
-    let mut by_second: BTreeMap<u64, BTreeMap<String, Histogram<u64>>> = BTreeMap::new();
-    for (_, h) in &runs {
-        for (tag, hist) in &h.total {
-            add_into(&mut total, tag, hist);
-        }
-        for (sec, tags) in &h.by_second {
-            let slot = by_second.entry(*sec).or_default();
-            for (tag, hist) in tags {
-                add_into(slot, tag, hist);
-            }
-        }
-    }
     let digest = |tag: &str| total.get(tag).map(HistSummary::of).unwrap_or_default();
     m.rtt_us = digest("rtt_us");
     m.handshake_us = digest("handshake_us");
     m.snapshot_interarrival_us = digest("snapshot_interarrival_us");
     m.generator.send_lateness_us = digest("send_lateness_us");
     // The saturation rule again on the merged counts (lateness: the worst machine's).
-    let due = m.inputs_sent + m.generator.inputs_skipped;
+    let due = m.inputs_sent.saturating_add(m.generator.inputs_skipped);
     m.generator.skipped_share = (due > 0).then(|| m.generator.inputs_skipped as f64 / due as f64);
     m.generator.saturated = m
         .generator
@@ -239,42 +370,22 @@ pub fn merge_runs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
                 .insert(tag.clone(), serde_json::json!(HistSummary::of(h)));
         }
     }
+    drop(total);
 
     // Intervals: counters add up; percentiles come from the merged second's histograms; the
     // per-second loss rate is weighted by the packets each run received that second.
     let mut points: BTreeMap<u64, IntervalPoint> = BTreeMap::new();
     let mut loss_weight: BTreeMap<u64, (f64, u64)> = BTreeMap::new();
-    for (s, _) in &runs {
-        for p in &s.intervals {
-            // Each run's last, partial interval ends at its own time: they merge into one last
-            // point, at the latest end.
-            let k = if p.partial {
-                u64::MAX
-            } else {
-                p.t.round() as u64
-            };
-            let e = points.entry(k).or_insert_with(|| IntervalPoint {
-                t: p.t,
-                partial: p.partial,
-                ..IntervalPoint::default()
-            });
-            e.t = e.t.max(p.t);
-            e.bots_connected += p.bots_connected;
-            e.packets_up += p.packets_up;
-            e.packets_down += p.packets_down;
-            e.bytes_up += p.bytes_up;
-            e.bytes_down += p.bytes_down;
-            e.inputs_sent += p.inputs_sent;
-            e.snapshots_applied += p.snapshots_applied;
-            // Each run's bots are its own: phases, waiting groups and targets add up.
-            e.phases.merge(&p.phases);
-            crate::metrics::phases::merge_waiting(&mut e.waiting, &p.waiting);
-            crate::metrics::phases::merge_targets(&mut e.targets, &p.targets);
-            let w = loss_weight.entry(k).or_default();
-            w.0 += p.loss_down_rate * p.packets_down as f64;
-            w.1 += p.packets_down;
-        }
+    for (s, dir) in runs.iter().zip(dirs) {
+        add_intervals(&mut points, &mut loss_weight, s).map_err(|e| {
+            input_err(
+                &dir.join("summary.json"),
+                format!("its intervals cannot be merged: {e}"),
+            )
+        })?;
     }
+    // Which interval points each start second's percentiles go to.
+    let mut wanted: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
     for (k, p) in points.iter_mut() {
         // Interval k (ending at t = k s) started at k - 1 s; a partial one at the last whole
         // second before its end.
@@ -283,13 +394,41 @@ pub fn merge_runs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
         } else {
             k.saturating_sub(1)
         };
-        if let Some(tags) = by_second.get(&start) {
-            p.set_percentiles(tags.get("rtt_us"), tags.get("send_lateness_us"));
-        }
+        wanted.entry(start).or_default().push(*k);
         if let Some((sum, n)) = loss_weight.get(k) {
             p.loss_down_rate = if *n == 0 { 0.0 } else { sum / *n as f64 };
         }
     }
+    let merged = Merged { summary: m, logs };
+    const PER_SECOND: &[&str] = &["rtt_us", "send_lateness_us"];
+    let mut seconds = merged.seconds();
+    seconds.only = Some(PER_SECOND);
+    for second in seconds {
+        let (sec, tags) = second.map_err(MergeError::Second)?;
+        let Some(ks) = wanted.get(&sec) else { continue };
+        // As IntervalPoint::set_percentiles reads them from a histogram: none when empty.
+        let q = |tag: &str, q: f64| {
+            tags.get(tag)
+                .filter(|h| !h.is_empty())
+                .map(|h| h.quantile(&project, q))
+        };
+        let (p50, p99, late99) = (
+            q("rtt_us", 0.5),
+            q("rtt_us", 0.99),
+            q("send_lateness_us", 0.99),
+        );
+        for k in ks {
+            if let Some(p) = points.get_mut(k) {
+                p.rtt_p50_us = p50;
+                p.rtt_p99_us = p99;
+                p.lateness_p99_us = late99;
+            }
+        }
+    }
+    let Merged {
+        summary: mut m,
+        logs,
+    } = merged;
     m.intervals = points.into_values().collect();
 
     // Verdict again, from the merged figures.
@@ -304,10 +443,154 @@ pub fn merge_runs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
     } else {
         "fail".into()
     };
-    Ok(Merged {
-        summary: m,
-        by_second,
-    })
+    Ok(Merged { summary: m, logs })
+}
+
+/// Add run `s`'s counters into the merged summary `m` (every addition checked).
+fn add_summary(m: &mut Summary, s: &Summary) -> Result<(), String> {
+    if s.protocol != m.protocol {
+        return Err(format!(
+            "runs speak different protocols ({} and {})",
+            m.protocol, s.protocol
+        ));
+    }
+    m.rtt_source = agreed(m.rtt_source.take(), &s.rtt_source);
+    m.bots.planned = sum(m.bots.planned, s.bots.planned, "bots.planned")?;
+    m.bots.connected = sum(m.bots.connected, s.bots.connected, "bots.connected")?;
+    m.bots.failed = sum(m.bots.failed, s.bots.failed, "bots.failed")?;
+    // Every run's own bots: a server lost under one shard is lost bots of the merged run.
+    m.bots.lost = sum(m.bots.lost, s.bots.lost, "bots.lost")?;
+    m.bots.silent_at_end = sum(
+        m.bots.silent_at_end,
+        s.bots.silent_at_end,
+        "bots.silent_at_end",
+    )?;
+    m.duration_s = m.duration_s.max(s.duration_s);
+    m.interrupted |= s.interrupted;
+    if !m.target.split(" + ").any(|t| t == s.target) {
+        m.target = format!("{} + {}", m.target, s.target);
+    }
+    let g = &mut m.generator;
+    g.inputs_skipped = sum(
+        g.inputs_skipped,
+        s.generator.inputs_skipped,
+        "generator.inputs_skipped",
+    )?;
+    g.lateness_p99_of_period = match (g.lateness_p99_of_period, s.generator.lateness_p99_of_period)
+    {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+    g.workers = g
+        .workers
+        .checked_add(s.generator.workers)
+        .ok_or("generator.workers added up overflows")?;
+    add_maps(
+        &mut g.send_errors,
+        &s.generator.send_errors,
+        "generator.send_errors",
+    )?;
+    m.loss.downstream = add_loss(m.loss.downstream, s.loss.downstream, "loss.downstream")?;
+    m.loss.upstream = add_loss(m.loss.upstream, s.loss.upstream, "loss.upstream")?;
+    let (b, o) = (&mut m.bandwidth, &s.bandwidth);
+    b.up_bytes = sum(b.up_bytes, o.up_bytes, "bandwidth.up_bytes")?;
+    b.down_bytes = sum(b.down_bytes, o.down_bytes, "bandwidth.down_bytes")?;
+    b.up_packets = sum(b.up_packets, o.up_packets, "bandwidth.up_packets")?;
+    b.down_packets = sum(b.down_packets, o.down_packets, "bandwidth.down_packets")?;
+    b.wire_up_bytes = sum(b.wire_up_bytes, o.wire_up_bytes, "bandwidth.wire_up_bytes")?;
+    b.wire_down_bytes = sum(
+        b.wire_down_bytes,
+        o.wire_down_bytes,
+        "bandwidth.wire_down_bytes",
+    )?;
+    b.wire_up_packets = sum(
+        b.wire_up_packets,
+        o.wire_up_packets,
+        "bandwidth.wire_up_packets",
+    )?;
+    b.wire_down_packets = sum(
+        b.wire_down_packets,
+        o.wire_down_packets,
+        "bandwidth.wire_down_packets",
+    )?;
+    m.inputs_sent = sum(m.inputs_sent, s.inputs_sent, "inputs_sent")?;
+    m.snapshots_applied = sum(
+        m.snapshots_applied,
+        s.snapshots_applied,
+        "snapshots_applied",
+    )?;
+    add_maps(&mut m.errors.decode, &s.errors.decode, "errors.decode")?;
+    add_maps(&mut m.errors.connect, &s.errors.connect, "errors.connect")?;
+    for (k, v) in &s.protocol_metrics {
+        if let (Some(Value::Number(a)), Value::Number(b)) = (m.protocol_metrics.get(k), v) {
+            if let (Some(a), Some(b)) = (a.as_u64(), b.as_u64()) {
+                let total = sum(a, b, &format!("protocol_metrics.{k}"))?;
+                m.protocol_metrics.insert(k.clone(), Value::from(total));
+            }
+        } else if !m.protocol_metrics.contains_key(k) {
+            m.protocol_metrics.insert(k.clone(), v.clone());
+        }
+    }
+    Ok(())
+}
+
+/// Fold run `s`'s interval points into `points` (by end second; the partial last ones into
+/// one), every addition checked.
+fn add_intervals(
+    points: &mut BTreeMap<u64, IntervalPoint>,
+    loss_weight: &mut BTreeMap<u64, (f64, u64)>,
+    s: &Summary,
+) -> Result<(), String> {
+    for p in &s.intervals {
+        // Targets and waiting groups merge by a search through those already there: their
+        // numbers are kept to what a run has (a few targets, a few groups), not what a file
+        // can claim.
+        if p.targets.len() > MAX_GROUPS || p.waiting.len() > MAX_GROUPS {
+            return Err(format!(
+                "intervals[t={}] has {} targets and {} waiting groups (at most {MAX_GROUPS} each)",
+                p.t,
+                p.targets.len(),
+                p.waiting.len()
+            ));
+        }
+        // Each run's last, partial interval ends at its own time: they merge into one last
+        // point, at the latest end.
+        let k = if p.partial {
+            u64::MAX
+        } else {
+            p.t.round() as u64
+        };
+        let e = points.entry(k).or_insert_with(|| IntervalPoint {
+            t: p.t,
+            partial: p.partial,
+            ..IntervalPoint::default()
+        });
+        let at = |what: &str| format!("intervals[t={}].{what}", p.t);
+        e.t = e.t.max(p.t);
+        e.bots_connected = sum(e.bots_connected, p.bots_connected, &at("bots_connected"))?;
+        e.packets_up = sum(e.packets_up, p.packets_up, &at("packets_up"))?;
+        e.packets_down = sum(e.packets_down, p.packets_down, &at("packets_down"))?;
+        e.bytes_up = sum(e.bytes_up, p.bytes_up, &at("bytes_up"))?;
+        e.bytes_down = sum(e.bytes_down, p.bytes_down, &at("bytes_down"))?;
+        e.inputs_sent = sum(e.inputs_sent, p.inputs_sent, &at("inputs_sent"))?;
+        e.snapshots_applied = sum(
+            e.snapshots_applied,
+            p.snapshots_applied,
+            &at("snapshots_applied"),
+        )?;
+        // Each run's bots are its own: phases, waiting groups and targets add up (checked
+        // first: the merges themselves add unchecked).
+        check_phases(&e.phases, &p.phases, &at("phases"))?;
+        check_waiting(&e.waiting, &p.waiting)?;
+        check_targets(&e.targets, &p.targets)?;
+        e.phases.merge(&p.phases);
+        crate::metrics::phases::merge_waiting(&mut e.waiting, &p.waiting);
+        crate::metrics::phases::merge_targets(&mut e.targets, &p.targets);
+        let w = loss_weight.entry(k).or_default();
+        w.0 += p.loss_down_rate * p.packets_down as f64;
+        w.1 = sum(w.1, p.packets_down, &at("packets_down"))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@ pub mod build;
 pub mod compare;
 pub mod format;
 pub mod hlog;
+pub mod hlog_read;
 pub mod html;
 pub mod junit;
 pub mod merge;

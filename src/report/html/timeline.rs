@@ -5,13 +5,11 @@
 //! written next to it ([`HistLog`]); without it they are drawn from the summary's seven
 //! statistics per histogram, which is coarser but never invented.
 
-use hdrhistogram::Histogram;
-
 use super::chart::{
     line_chart, line_chart_with, percentile_plot, stacked_chart, Mark, Opts, Series, AMBER, BLUE,
     ORANGE, PURPLE, RED, TEAL,
 };
-use super::hists::{percentile_points, HistLog};
+use super::hists::{percentile_points, HistLog, SecondStats};
 use super::view::interval_widths;
 use crate::metrics::{HistSummary, Metric, Phase, Threshold};
 use crate::report::format::{metric_unit, Unit};
@@ -179,19 +177,18 @@ fn percentiles_over_time(s: &Summary, log: &HistLog, tag: &str) -> Option<Figure
             _ => sec as f64 + 1.0,
         }
     };
-    let q = |f: &dyn Fn(&Histogram<u64>) -> u64| -> Vec<(f64, f64)> {
+    let q = |f: &dyn Fn(&SecondStats) -> u64| -> Vec<(f64, f64)> {
         h.by_second
             .iter()
             .enumerate()
-            .filter(|(_, (_, hh))| !hh.is_empty())
-            .map(|(i, (sec, hh))| (point_t(i, *sec), f(hh) as f64 / scale))
+            .map(|(i, st)| (point_t(i, st.second), f(st) as f64 / scale))
             .collect()
     };
     let series = [
-        ("p50", BLUE, q(&|x| x.value_at_quantile(0.5))),
-        ("p90", TEAL, q(&|x| x.value_at_quantile(0.9))),
-        ("p99", ORANGE, q(&|x| x.value_at_quantile(0.99))),
-        ("max", RED, q(&|x| x.max())),
+        ("p50", BLUE, q(&|x| x.p50)),
+        ("p90", TEAL, q(&|x| x.p90)),
+        ("p99", ORANGE, q(&|x| x.p99)),
+        ("max", RED, q(&|x| x.max)),
     ];
     let p99_top = series[2].2.iter().map(|p| p.1).fold(0.0, f64::max);
     let max_top = series[3].2.iter().map(|p| p.1).fold(0.0, f64::max);
