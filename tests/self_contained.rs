@@ -28,7 +28,13 @@ fn repository_files() -> Vec<PathBuf> {
     let git = Command::new("git")
         .arg("-C")
         .arg(&root)
-        .args(["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
+        .args([
+            "ls-files",
+            "-z",
+            "--cached",
+            "--others",
+            "--exclude-standard",
+        ])
         .output();
     if let Ok(out) = git {
         if out.status.success() && !out.stdout.is_empty() {

@@ -9,12 +9,8 @@
 //!   tiers, per-client deltas, the validation and rate limits of §6, handoff to neighbours.
 //! - [`token`]: the handoff token the zones mint and verify.
 //!
-//! **Transport.** The spec runs over GameNetworkingSockets (GNS). The `transport` option
-//! picks it: `udp` (the default) is plain UDP, one packet per datagram, in every build;
-//! `gns` is Valve's library, in a build with the `gns` cargo feature (no registry ships GNS,
-//! so that build compiles it from source). Each packet is marked reliable or not as §2 says
-//! ([`transmit`]); GNS honours that, UDP ignores it, so over UDP events, handshake and handoff
-//! are unreliable and the bot resends CONNECT, the server resends ZONE_HANDOFF.
+//! **Transport** (the page's "Transport"): each packet is marked reliable or not as §2 says
+//! ([`transmit`]); GNS honours that, UDP ignores it.
 //!
 //! ## Zones
 //! Zone `i` is server instance `i`; zones lie in a row along x, each `zone_size_m` square

@@ -9,10 +9,8 @@
 //!   offset, chat, reconnection with the session token.
 //! - [`server`]: the reference server: four-player games at 20 Hz.
 //!
-//! One ZergCity message per ENet packet, on §10's channels: 0 reliable ordered (handshake,
-//! input, acks, chat, errors), 1 reliable (FullSnapshot: ENet has no "reliable unordered",
-//! so it is a channel of its own that does not hold up channel 0), 2 unreliable (deltas,
-//! Ping/Pong).
+//! Each message goes out on the channel [`codec::MsgType::channel`] names (the page's
+//! "Transport").
 //!
 //! ## How the bot measures
 //! - **RTT**: Ping carries the bot's microsecond clock; the server echoes it in Pong with its
