@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """Independent cafe (0xCAFE) game server with injected, counted impairments.
 
-Written from the protocol document (specs/cafe.md, read with the cafe section of
-specs/NOTES.md) only, not from tickswarm's Rust code, so that it can serve as a second
+Written from the protocol's description (docs/protocols/cafe.md) only, not from tickswarm's Rust code, so that it can serve as a second
 implementation against which the load tool's measurements are checked.
 
 Wire format (little-endian, one message per UDP datagram):

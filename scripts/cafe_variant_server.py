@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""A cafe (0xCAFE) server that behaves as the known variant of NOTES.md.
+"""A cafe (0xCAFE) server that behaves as cafe's implementation dialect.
 
-NOTES.md ("cafe.md", "Known variant") describes the public server the spec documents
+docs/protocols/cafe.md ("Dialects") describes the public server the spec documents
 (alexfranquesa/r-type, `rtype_server`). This stand-in reproduces what a load tool meets
-there, written from NOTES.md only (not from tickswarm's Rust code):
+there, written from that description only (not from tickswarm's Rust code):
 
   header    magic u16 = 0xCAFE (bytes FE CA), version u8 = 1, type u8, seq u32  (LE, 8 bytes)
   Hello     (0) name char[16], optionally + start_level u16, difficulty u8 (19 bytes)
@@ -17,7 +17,7 @@ there, written from NOTES.md only (not from tickswarm's Rust code):
 - A full snapshot every 3 ticks (players + enemies + projectiles), deltas between (players
   and projectiles: projectiles always ride in deltas). With the default 300 enemies a full
   snapshot is over 10 KB; every `--boss-every`-th full carries `--boss-entities` enemies
-  (1800 by default: about 60 KB, like the 61 KB NOTES.md saw).
+  (1800 by default: about 60 KB, like the 61 KB seen from the real server).
 - `last_input` is the header seq of that client's latest Input.
 - No Disconnect: a client silent for 2 s is dropped (checked every second).
 - `--drop-every K` (test impairment, not the real server's): every K-th snapshot the server

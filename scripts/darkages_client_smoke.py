@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Smoke client for scripts/darkages_impaired_server.py (DarkAges over plain UDP).
 
-Written from specs/darkages.md and the darkages section of specs/NOTES.md only. Wire
+Written from the protocol's description (docs/protocols/darkages.md) only. Wire
 format and the readings taken where the spec is silent: see the server's docstring.
 
 One session on the first server (--server PORT), then one zone handoff to whichever

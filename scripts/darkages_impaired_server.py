@@ -1,11 +1,10 @@
 #!/usr/bin/env python3
 """Independent DarkAges zone server with injected, counted impairments.
 
-Written from the protocol document (specs/darkages.md, read with the darkages section of
-specs/NOTES.md) only, not from tickswarm's Rust code, so that it can serve as a second
+Written from the protocol's description (docs/protocols/darkages.md) only, not from tickswarm's Rust code, so that it can serve as a second
 implementation against which the load tool's measurements are checked.
 
-Transport: plain UDP on 127.0.0.1, one DarkAges packet per datagram (NOTES.md). Every
+Transport: plain UDP on 127.0.0.1, one DarkAges packet per datagram. Every
 integer and float is little-endian. The first byte of every datagram is the packet type.
 
 Wire format (sizes include the type byte):
@@ -40,7 +39,7 @@ Wire format (sizes include the type byte):
   0xF1 PING         c->s  timestamp u32
   0xF2 PONG         s->c  timestamp u32 (the PING's, unchanged)
 
-Readings taken where the spec (and NOTES.md) is silent -- the "decisions":
+Readings taken where the spec is silent -- the "decisions":
   D1  Handshake: a CONNECT from a new address gets CONNECT_ACK; result 0 creates a session.
       A repeated CONNECT from an address with a session gets the same CONNECT_ACK again
       (lost-ACK retry over plain UDP). Snapshots start only after CONNECTED (0x12); a
@@ -63,7 +62,7 @@ Readings taken where the spec (and NOTES.md) is silent -- the "decisions":
       (server_tick - ack) <= 30; older, absent, 0 ("request full"), or never acked -> full.
       An ack of a tick that was never sent to this client (dropped, future, other server)
       is counted ("ack_not_sent") and ignored. 22-byte inputs carry no ack, so such a
-      client gets full snapshots only (NOTES.md dialect).
+      client gets full snapshots only (the struct_as_printed dialect).
   D5  A full snapshot has present_mask 0x1FFF for every entity. In a delta, entities new
       since the baseline carry 0x1FFF, changed ones the bits of changed quantized fields,
       unchanged ones are omitted; ids in the baseline but no longer visible are removed.

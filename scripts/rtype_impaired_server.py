@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """Independent R-Type game server with injected, counted impairments.
 
-Written from the protocol document (specs/rtype.md, read with the rtype section of
-specs/NOTES.md) only, not from tickswarm's Rust code, so that it can serve as a second
+Written from the protocol's description (docs/protocols/rtype.md) only, not from tickswarm's Rust code, so that it can serve as a second
 implementation against which the load tool's measurements are checked.
 
 Wire format (one packet per UDP datagram; every integer big-endian):
@@ -18,10 +17,10 @@ Wire format (one packet per UDP datagram; every integer big-endian):
   21 ENTITY_DESTROY s->c  id u32                                        (8 bytes)
   23 SNAPSHOT       s->c  tick u32, count u16, count x (id u32, x, y, vx, vy f32,
                           sprite u16)                                   (10 + 22n bytes)
-Floats are IEEE 754 big-endian (NOTES.md), or native little-endian with
+Floats are IEEE 754 big-endian (the default reading), or native little-endian with
 --float-order little (the "bitwise copy" reading of spec section 2).
 
-Readings taken where the spec is silent (see NOTES.md for the others):
+Readings taken where the spec is silent (see docs/protocols/rtype.md for the others):
   * The player is found by the datagram's source address; the INPUT entity field is only
     compared (a mismatch is counted, the input still applies: a client that has not yet
     learnt its ship id sends its clientId or 0).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Check tickswarm's cafe measurements against an independent server with known, injected
-# impairments (scripts/cafe_impaired_server.py, written from specs/cafe.md only).
+# impairments (scripts/cafe_impaired_server.py, written from docs/protocols/cafe.md only).
 #
 # The server drops every K-th snapshot per client after consuming its header seq, and
 # echoes every Ping D ms late. tickswarm must then report:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Check tickswarm's DarkAges measurements against two instances of an independent zone server
 # with known, injected impairments (scripts/darkages_impaired_server.py, written from
-# specs/darkages.md only).
+# docs/protocols/darkages.md only).
 #
 # Zone B (--accept-tokens) starts first; zone A hands every client off to B --handoff-after S
 # seconds after it connected. Both drop every K-th snapshot per client (tick consumed) and

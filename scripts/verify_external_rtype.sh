@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Check tickswarm's R-Type measurements against an independent server with known, injected
-# impairments (scripts/rtype_impaired_server.py, written from specs/rtype.md and NOTES.md
+# impairments (scripts/rtype_impaired_server.py, written from docs/protocols/rtype.md
 # only, not from tickswarm's code).
 #
 # The server does not send every K-th snapshot per client (its tick is consumed, so the

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Check tickswarm's ZergCity bot against an INDEPENDENT peer (scripts/zergcity-peer/zc_peer.c,
-# written from specs/zergcity.md and NOTES.md alone, with its own layouts D1-D18 where the spec
+# written from the protocol's description (docs/protocols/zergcity.md) alone, with its own layouts D1-D18 where the spec
 # is silent), and the peer's client against tickswarm's reference server.
 #
 # Check 1, bots -> zc_peer server: the peer drops every K-th DeltaSnapshot per client after

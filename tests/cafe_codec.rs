@@ -1,7 +1,7 @@
 //! The 0xCAFE wire format, specified byte by byte.
 //!
-//! Every expected datagram below is written by hand from `shared/specs/cafe.md` (read with
-//! NOTES.md): little-endian integers, IEEE 754 floats as their little-endian bit patterns,
+//! Every expected datagram below is written by hand from `docs/protocols/cafe.md`:
+//! little-endian integers, IEEE 754 floats as their little-endian bit patterns,
 //! header `magic u16 = 0xCAFE` (bytes `FE CA`), `version u8 = 1`, `type u8`, `seq u32`.
 //! None of them is produced by the encoder under test. Each golden datagram is checked both
 //! ways: `decode(golden)` gives the expected message, and encoding that message gives the
@@ -669,7 +669,7 @@ fn snapshot_sizes() {
     );
 }
 
-/// NOTES.md's variant, written by hand: one record, header seq 7 (from the shared counter),
+/// The implementation dialect, written by hand: one record, header seq 7 (from the shared counter),
 /// tick 300, full, not paused, last_input 41, count 1. The spec dialect names the dialect.
 #[test]
 fn implementation_snapshot_golden_and_hint() {
@@ -700,7 +700,7 @@ fn implementation_snapshot_golden_and_hint() {
     assert_eq!(err("snapshot", "bad_blob_size").dialect_hint(), None);
 }
 
-/// No size cap: 1,845 records (the ~61 KB snapshot NOTES.md saw) decode whole, and the
+/// No size cap: 1,845 records (the ~61 KB snapshot seen from the real server) decode whole, and the
 /// count must match exactly (one record more or less is `count_mismatch`).
 #[test]
 fn implementation_snapshot_of_tens_of_kilobytes() {

@@ -1,6 +1,6 @@
 //! The cafe bot and reference server, driven together through a simulated link on a
 //! simulated clock (see `common/sim.rs`). Every test states one rule of the protocol (from
-//! cafe.md and NOTES.md) and checks the bots' metrics against ground truth counted in the
+//! docs/protocols/cafe.md) and checks the bots' metrics against ground truth counted in the
 //! link, exactly.
 
 mod common;
@@ -356,7 +356,7 @@ fn downstream_duplicates_are_counted_not_applied() {
 /// Duplicated bot→server datagrams: a duplicated Hello is answered twice (idempotent
 /// Welcome, the second counted as `duplicate_welcome`); a duplicated Ping is answered twice,
 /// and the bot takes the first answer as its RTT sample and knows the second for its own
-/// token (`pong_unmatched`): it never echoes a token it issued, as NOTES.md says.
+/// token (`pong_unmatched`): it never echoes a token it issued (docs/protocols/cafe.md).
 #[test]
 fn upstream_duplicates_are_answered_but_measured_once() {
     let n = 3;
@@ -512,9 +512,9 @@ fn late_pongs_are_not_samples() {
 
 /// A datagram more than 128 sequence numbers late cannot be told from a duplicate
 /// (seqwindow.rs): for loss it is `too_old_datagram` and stays counted as lost. A pong is
-/// matched to the bot's own ping by its token BEFORE that bookkeeping (NOTES.md), so a pong
-/// 6 s late is still recognised: `pong_late` (past the silence timeout), not a sample, and
-/// never taken for a heartbeat.
+/// matched to the bot's own ping by its token BEFORE that bookkeeping (docs/protocols/cafe.md),
+/// so a pong 6 s late is still recognised: `pong_late` (past the silence timeout), not a sample,
+/// and never taken for a heartbeat.
 #[test]
 fn pongs_older_than_the_window_are_matched_first() {
     let mut sim = sim(1, CafeServerConfig::default(), ms(2));
@@ -1111,9 +1111,9 @@ fn seq_wraps_around() {
 // ---------------------------------------------------------------------------------------
 
 /// Implementation dialect end to end: snapshots carry `last_input` = the header seq of the
-/// latest Input the server had from that client when it sent the snapshot (NOTES.md), and a
-/// `count` equal to the records present; the bot pairs them with its Inputs
-/// (`input_to_snapshot_us`) and reconciles its prediction (`prediction_error`).
+/// latest Input the server had from that client when it sent the snapshot
+/// (docs/protocols/cafe.md), and a `count` equal to the records present; the bot pairs them with
+/// its Inputs (`input_to_snapshot_us`) and reconciles its prediction (`prediction_error`).
 #[test]
 fn implementation_dialect_snapshots_carry_last_input() {
     let n = 3;

@@ -1,6 +1,6 @@
-//! The cafe bot against datagrams shaped like NOTES.md's known variant, fed by hand on a
-//! made-up clock: a header sequence counter shared by all clients, pings echoed back whole,
-//! `last_input`.
+//! The cafe bot against datagrams shaped like the implementation dialect
+//! (docs/protocols/cafe.md), fed by hand on a made-up clock: a header sequence counter shared by
+//! all clients, pings echoed back whole, `last_input`.
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,8 @@
-//! City codec against golden bytes written by hand from city.md (and the layouts NOTES.md
-//! leaves to the reference server, documented in `src/protocol/city/codec.rs`). The expected
-//! bytes here never come from the encoder: each golden is checked both ways, the encoder must
-//! produce it and the decoder must read the values back from it.
+//! City codec against golden bytes written by hand from docs/protocols/city.md (and the
+//! layouts the spec leaves to the reference server, documented in
+//! `src/protocol/city/codec.rs`). The expected bytes here never come from the encoder: each golden
+//! is checked both ways, the encoder must produce it and the decoder must read the values back from
+//! it.
 
 use proptest::prelude::*;
 use tickswarm::metrics::Recorder;
@@ -353,7 +354,7 @@ fn delta_state_spec() {
     assert_eq!(d.updates().collect::<Vec<_>>(), [u]);
 }
 
-/// One implementation-dialect DeltaState record (NOTES.md "Known variant"), 46 bytes.
+/// One implementation-dialect DeltaState record (docs/protocols/city.md, "Dialects"), 46 bytes.
 const IMPL_RECORD: &str = "
     00 00 00 05             // id 5
     3F 80 00 00 40 00 00 00 // pos (1, 2)

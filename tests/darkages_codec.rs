@@ -1,4 +1,4 @@
-//! DarkAges codec against bytes written by hand from darkages.md §2 / §5.3 and NOTES.md
+//! DarkAges codec against bytes written by hand from docs/protocols/darkages.md
 //! (little-endian; sizes include the type byte). No expected byte here comes from the
 //! encoder under test.
 

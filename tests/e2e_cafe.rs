@@ -328,7 +328,7 @@ fn protocols_lists_transports_and_measurability() {
     let o = bin().arg("protocols").output().unwrap();
     assert_eq!(o.status.code(), Some(0));
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains("cafe (shared/specs/cafe.md)"), "{out}");
+    assert!(out.contains("cafe (docs/protocols/cafe.md)"), "{out}");
     assert!(out.contains("rtype"), "{out}");
     assert!(out.contains("raw UDP"), "{out}");
     assert!(out.contains("upstream loss    not measurable"), "{out}");

@@ -1,7 +1,7 @@
 //! End to end against `scripts/cafe_variant_server.py`, a stand-in for the public server
-//! NOTES.md lists as cafe's known variant: one header sequence counter shared by all clients,
-//! pings echoed back whole, full snapshots every 3 ticks with deltas between, `last_input`,
-//! snapshots of tens of kilobytes, 2 s silence drop.
+//! docs/protocols/cafe.md lists as cafe's implementation dialect: one header sequence
+//! counter shared by all clients, pings echoed back whole, full snapshots every 3 ticks with deltas
+//! between, `last_input`, snapshots of tens of kilobytes, 2 s silence drop.
 //!
 //! The real binary, real sockets on loopback, bounded runs (20 bots, ~6 s each). Needs
 //! `python3` (installed with the test dependencies).

@@ -1,4 +1,4 @@
-//! R-Type codec against golden bytes written by hand from `shared/specs/rtype.md` (never
+//! R-Type codec against golden bytes written by hand from `docs/protocols/rtype.md` (never
 //! produced by the encoder), its §8 validation rules, and arbitrary input.
 //!
 //! Float constants used below (IEEE 754 single, big-endian bytes):

@@ -684,7 +684,7 @@ fn malformed_datagrams_are_counted_not_fatal() {
     bot.handle_datagram(now, &[0x0C, 0x02, 0x00, 0x08, 0, 0, 0, 0], rec); // version 2
     bot.handle_datagram(now, &[0x03, 0x01, 0x00, 0x04], rec); // a PING, server-bound
     assert_eq!(rec.decode_errors.get("snapshot.count_mismatch"), 1);
-    // An unknown type is ignored and counted (§8, NOTES.md), not a decode error.
+    // An unknown type is ignored and counted (§8, docs/protocols/rtype.md), not a decode error.
     assert_eq!(rec.decode_errors.get("header.unknown_type"), 0);
     assert_eq!(rec.events.get("unknown_message_type"), 1);
     assert_eq!(rec.decode_errors.get("header.bad_version"), 1);

@@ -1,6 +1,6 @@
 /*
  * city_variant_peer: a small C ENet (libenet 1.3) server speaking City exactly as the public
- * server mints-fishtank/city does (shared/specs/NOTES.md, city "Known variant"), so the
+ * server mints-fishtank/city does (docs/protocols/city.md, "Dialects"), so the
  * `dialect: implementation` bots can be checked against its quirks in tests/e2e_city_variant.rs.
  *
  *     city_variant_peer PORT [--max-peers N] [--seconds S] [--tick-rate HZ]

@@ -1,6 +1,6 @@
 /*
  * zc_peer: an independent ZergCity test peer (server and client), written from
- * /work/shared/specs/zergcity.md and the ZergCity section of /work/shared/specs/NOTES.md only.
+ * the protocol's description (docs/protocols/zergcity.md) only.
  * It shares no code with tickswarm; its job is to give a load tool a server whose ground truth
  * (what it generated, what it deliberately dropped) is printed at exit, and a client that
  * exercises a server end to end.
@@ -33,7 +33,7 @@
  *       run_fuzz). Prints "FUZZ ok ...".
  *
  * ---------------------------------------------------------------------------------------------
- * READING OF THE SPEC AND LAYOUT DECISIONS (where zergcity.md / NOTES.md are silent)
+ * READING OF THE SPEC AND LAYOUT DECISIONS (where the description is silent)
  * ---------------------------------------------------------------------------------------------
  *  Header: 16 bytes, magic bytes 5A 43 4E 54, version 1, all integers little-endian.
  *  D1  One ZergCity message per ENet packet when sending. When receiving, a packet may hold

@@ -556,7 +556,7 @@ impl Bot for CafeBot {
         }
         let (seq, msg) = match codec::decode(data, self.dialect()) {
             Ok(m) => m,
-            // NOTES.md: unknown message types are counted and ignored (a newer server), not
+            // Unknown message types are counted and ignored (a newer server), not
             // malformed.
             Err(e) if (e.message, e.reason) == ("header", "unknown_type") => {
                 self.silence.heard(now);

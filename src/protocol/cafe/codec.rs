@@ -1,4 +1,4 @@
-//! The 0xCAFE wire format (`shared/specs/cafe.md`, read with NOTES.md): every byte rule of
+//! The 0xCAFE wire format (`docs/protocols/cafe.md`): every byte rule of
 //! the protocol lives in this file.
 //!
 //! Little-endian throughout. One message per datagram:
@@ -53,7 +53,7 @@ pub const FITS_IMPLEMENTATION: &str = "fits_implementation_dialect";
 /// Decode-error reason of a snapshot that fits the spec dialect, not the implementation one.
 pub const FITS_SPEC: &str = "fits_spec_dialect";
 
-/// Which reading of the protocol to speak (NOTES.md lists the known variant).
+/// Which reading of the protocol to speak (docs/protocols/cafe.md, "Dialects").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Dialect {

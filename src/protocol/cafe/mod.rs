@@ -1,4 +1,6 @@
-//! The 0xCAFE protocol: raw UDP, little-endian, one message per datagram.
+#![doc = include_str!("../../../docs/protocols/cafe.md")]
+//!
+//! # In the code
 //!
 //! - [`codec`]: every wire rule.
 //! - [`bot`]: the simulated client.
@@ -28,7 +30,7 @@ pub const DEFAULT_PORT: u16 = 4242;
 
 pub const INFO: ProtocolInfo = ProtocolInfo {
     name: "cafe",
-    spec: "shared/specs/cafe.md",
+    spec: "docs/protocols/cafe.md",
     transport: "raw UDP",
     default_port: DEFAULT_PORT,
     rtt: "Ping with an opaque token the bot issues; the server echoes it unchanged (µs clock kept by the bot)",
@@ -102,7 +104,7 @@ pub enum LossSource {
     /// numbers datagrams with one counter shared by all clients).
     #[default]
     Auto,
-    /// The header's per-connection `seq` (NOTES.md's reading), checked against the snapshot
+    /// The header's per-connection `seq` (the project's reading), checked against the snapshot
     /// ticks before it is counted: a counter shared by all clients (gaps the ticks do not
     /// explain, whenever they appear) makes the bot count snapshot ticks instead, for good,
     /// and say so (`shared_sequence_detected`). See [`loss`].

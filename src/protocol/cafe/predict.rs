@@ -1,5 +1,5 @@
 //! Client-side prediction of the bot's own player, reconciled against the implementation
-//! dialect's `last_input` (NOTES.md: the header seq of the newest Input the server had).
+//! dialect's `last_input` (the header seq of the newest Input the server had).
 //!
 //! The bot moves its player locally as each Input goes out: one server tick of movement at
 //! the Input's keys (`player_speed` units a second, the world's bounds), as the server does

@@ -393,8 +393,8 @@ impl Server for CafeServer {
                     return;
                 }
                 client.keys = Keys((input_mask & 0x1f) as u8);
-                // NOTES.md: the implementation's `last_input` is the header seq of the
-                // client's latest Input.
+                // docs/protocols/cafe.md: the implementation's `last_input` is the header
+                // seq of the client's latest Input.
                 client.last_input = seq;
             }
             // The echo of our own heartbeat is not answered: the bot would take the answer

@@ -1,4 +1,4 @@
-//! The City wire format (`shared/specs/city.md`, read with NOTES.md): every byte rule of the
+//! The City wire format (`docs/protocols/city.md`): every byte rule of the
 //! protocol lives in this file.
 //!
 //! City runs over ENet. The unit this codec sees is an *ENet packet payload*, which holds one
@@ -47,7 +47,7 @@
 //! 0x41 ChatBroadcast    channel u8 · sender string · target string · content string
 //! ```
 //!
-//! # Layouts the spec leaves undefined (defined by the reference server, NOTES.md)
+//! # Layouts the spec leaves undefined (defined by the reference server)
 //! **EntityData** = `net_entity_id u32 · component_flags u8 · components`, where the
 //! components present are those whose bit is set, in ascending bit order:
 //! ```text
@@ -81,7 +81,7 @@
 //!   (46 × 10 = 20 × 23); otherwise the records must be a whole number of 20 bytes.
 //!   [`fits_implementation`] tells a bot that such a message reads cleanly in the other
 //!   dialect (`dialect_hint.implementation`).
-//! - Implementation dialect (NOTES.md "Known variant", the public server
+//! - Implementation dialect (docs/protocols/city.md, "Dialects": the public server
 //!   mints-fishtank/city), byte for byte:
 //!   ```text
 //!   0x21 DeltaState   tick u32 · count u32 · count × 46-byte record, exactly:
@@ -144,7 +144,7 @@ pub const CHAT_TEAM: u8 = 2;
 pub const CHAT_WHISPER: u8 = 3;
 pub const CHAT_SYSTEM: u8 = 255;
 
-/// Which reading of the protocol to speak (NOTES.md lists the known variant).
+/// Which reading of the protocol to speak (docs/protocols/city.md, "Dialects").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Dialect {

@@ -1,4 +1,6 @@
-//! City: a custom binary protocol over ENet (`shared/specs/city.md`, read with NOTES.md).
+#![doc = include_str!("../../../docs/protocols/city.md")]
+//!
+//! # In the code
 //!
 //! - [`codec`]: every wire rule, and the TileMap / ComponentData layouts the reference server
 //!   defines.
@@ -11,7 +13,7 @@
 //! 1 unreliable sequenced. The engine owns the ENet host; the bot's life starts with
 //! `start(now)` once ENet connected and ends with `handle_transport_closed` or a Disconnect.
 //!
-//! # What is measured, and how
+//! ## How the bot measures
 //! - **RTT**: Ping/Pong on the unreliable channel. Both are empty, so the bot keeps one Ping
 //!   in flight ([`OneInFlight`](crate::protocol::ping::OneInFlight)): a Ping due while one is
 //!   in flight is skipped, one unanswered after the timeout is given up (`ping_timeout`) and
@@ -63,7 +65,7 @@ pub const MAX_PLAYERS: usize = 100;
 
 pub const INFO: ProtocolInfo = ProtocolInfo {
     name: "city",
-    spec: "shared/specs/city.md",
+    spec: "docs/protocols/city.md",
     transport: "ENet 1.3 (channel 0 reliable ordered, channel 1 unreliable sequenced)",
     default_port: DEFAULT_PORT,
     rtt: "spec dialect: Ping/Pong (empty) on the unreliable channel, one in flight; a Pong \

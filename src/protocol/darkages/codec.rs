@@ -1,13 +1,13 @@
-//! Every DarkAges wire rule (`shared/specs/darkages.md` §2 and §5.3, read with NOTES.md).
+//! Every DarkAges wire rule (`docs/protocols/darkages.md`).
 //!
-//! - **Byte order**: little-endian (NOTES.md: packed C++ structs on x86). Floats are IEEE 754
+//! - **Byte order**: little-endian (packed C++ structs on x86). Floats are IEEE 754
 //!   `f32` little-endian.
-//! - **Sizes**: the spec's "Size" lines exclude the 1-byte type (NOTES.md). With the type byte:
+//! - **Sizes**: the spec's "Size" lines exclude the 1-byte type. With the type byte:
 //!   CONNECT 105, CONNECT_ACK 90, CONNECTED 1, HEARTBEAT 5, INPUT 26 (22 as printed), PING and
 //!   PONG 5, ZONE_HANDOFF 75, ZONE_ENTER / ZONE_LEAVE 9. A fixed-size packet of any other size
 //!   is malformed (`<type>.bad_size`): padding is not accepted, so a server and a bot that
 //!   disagree on a layout find out at once instead of reading shifted fields.
-//! - **INPUT**: the struct as printed, then `last_received_tick u32` (NOTES.md: §3.3 needs the
+//! - **INPUT**: the struct as printed, then `last_received_tick u32` (§3.3 needs the
 //!   ack and the struct has no field for it). The decoder takes both sizes: 22 bytes decode
 //!   with `last_received_tick: None`, and a server then sends full snapshots only.
 //! - **SNAPSHOT** (0x21): full when `baseline_tick == server_tick` (`entity_count u16`, then
@@ -22,7 +22,7 @@
 //!   handoff 74) are checked; SPAWN / DESPAWN are defined here as `entity_id u32,
 //!   entity_type u8`; CHAT and SYSTEM payloads are UTF-8 text; any other event type is opaque
 //!   and only counted.
-//! - **DISCONNECT**: `reason u8`, then `message` as a `u16` length and UTF-8 bytes (NOTES.md);
+//! - **DISCONNECT**: `reason u8`, then `message` as a `u16` length and UTF-8 bytes;
 //!   DEBUG_TEXT is the same string alone.
 //! - **ZONE_HANDOFF** (0x30): the spec defines no layout for the packet; it carries the
 //!   `ZoneHandoffEventPayload` of §2.6 (the same bytes as an EVENT of type 0x06).
@@ -69,7 +69,7 @@ pub mod len {
     pub const HEARTBEAT: usize = 5;
     /// INPUT as §2.4 prints it.
     pub const INPUT_PRINTED: usize = 22;
-    /// INPUT with `last_received_tick` appended (NOTES.md, the default).
+    /// INPUT with `last_received_tick` appended (the default).
     pub const INPUT: usize = 26;
     pub const ZONE_HANDOFF_PAYLOAD: usize = 74;
     pub const ZONE_HANDOFF: usize = 1 + ZONE_HANDOFF_PAYLOAD;
@@ -194,7 +194,7 @@ pub mod reason {
     }
 }
 
-/// Which INPUT layout a bot sends (NOTES.md's dialect option).
+/// Which INPUT layout a bot sends (docs/protocols/darkages.md, "Dialects").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Dialect {
@@ -517,7 +517,7 @@ pub struct ConnectAck {
     pub message: [u8; 64],
 }
 
-/// INPUT (§2.4), with NOTES.md's `last_received_tick` (`None`: the 22-byte layout).
+/// INPUT (§2.4), with the appended `last_received_tick` (`None`: the 22-byte layout).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Input {
     pub sequence: u32,
@@ -752,7 +752,7 @@ fn read_coalesced_entry<'a>(r: &mut Reader<'a, Le>) -> Result<EventBody<'a>, Dec
     EventBody::parse("coalesced_events", t, payload)
 }
 
-/// Full or delta (§2.5, NOTES.md).
+/// Full or delta (§2.5: `baseline_tick == server_tick` means full).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SnapshotKind {
     Full {

@@ -1,6 +1,6 @@
-//! DarkAges (`shared/specs/darkages.md`, read with NOTES.md): an MMO protocol with quantized,
-//! delta-compressed snapshots against client-acknowledged baselines, and zone servers that
-//! hand players over at their borders.
+#![doc = include_str!("../../../docs/protocols/darkages.md")]
+//!
+//! # In the code
 //!
 //! - [`codec`]: every wire rule.
 //! - [`bot`]: the simulated client: baselines, own-entity prediction and reconciliation,
@@ -9,14 +9,10 @@
 //!   tiers, per-client deltas, the validation and rate limits of §6, handoff to neighbours.
 //! - [`token`]: the handoff token the zones mint and verify.
 //!
-//! **Transport.** The spec runs over GameNetworkingSockets (GNS). The `transport` option
-//! picks it: `udp` (the default) is plain UDP, one packet per datagram, in every build;
-//! `gns` is Valve's library, in a build with the `gns` cargo feature (no registry ships GNS,
-//! so that build compiles it from source). Each packet is marked reliable or not as §2 says
-//! ([`transmit`]); GNS honours that, UDP ignores it, so over UDP events, handshake and handoff
-//! are unreliable and the bot resends CONNECT, the server resends ZONE_HANDOFF.
+//! **Transport** (the page's "Transport"): each packet is marked reliable or not as §2 says
+//! ([`transmit`]); GNS honours that, UDP ignores it.
 //!
-//! # Zones
+//! ## Zones
 //! Zone `i` is server instance `i`; zones lie in a row along x, each `zone_size_m` square
 //! with local coordinates `-size/2..size/2` (inside the ±511 m a quantized position holds).
 //! Zone `i`'s east border adjoins zone `i + 1`'s west border, and its neighbours listen on
@@ -44,7 +40,7 @@ use super::registry::{Protocol, ServerParams, TransportNeeds};
 use super::{Bot, BotParams, ProtocolInfo, Server, Transmit};
 use crate::metrics::describe::{Display, MetricDesc};
 
-/// The public server this spec came from listens on 7777 (NOTES.md).
+/// The public server this spec came from listens on 7777.
 pub const DEFAULT_PORT: u16 = 7777;
 
 /// The least `max_state_bytes`: the world, the newest state and the spare one, each of up
@@ -60,7 +56,7 @@ pub const INPUT_DT: f32 = 1.0 / 60.0;
 
 pub const INFO: ProtocolInfo = ProtocolInfo {
     name: "darkages",
-    spec: "shared/specs/darkages.md",
+    spec: "docs/protocols/darkages.md",
     transport: "plain UDP, one packet per datagram, or GameNetworkingSockets (option \
                 transport: udp | gns)",
     default_port: DEFAULT_PORT,
@@ -76,7 +72,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     dialects: &[
         (
             "spec",
-            "INPUT carries last_received_tick appended (26 bytes, NOTES.md): deltas against \
+            "INPUT carries last_received_tick appended (26 bytes): deltas against \
              acknowledged baselines (default)",
         ),
         (

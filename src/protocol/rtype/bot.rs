@@ -53,8 +53,8 @@
 //! # Entity
 //! The bot sends its `clientId` in CONNECT and as INPUT's `entity` until it learns its ship:
 //! the first ENTITY_CREATE (or snapshot entity) whose id equals its non-zero clientId
-//! (NOTES.md). After GAMEOVER the bot has no ship: it sends no inputs (the grid keeps
-//! running, unsent slots are not counted) until a rejoin gives it a new one.
+//! (see docs/protocols/rtype.md). After GAMEOVER the bot has no ship: it sends no inputs (the
+//! grid keeps running, unsent slots are not counted) until a rejoin gives it a new one.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -638,7 +638,8 @@ impl Bot for RtypeBot {
         }
         let packet = match codec::decode(data, self.opts.float_order) {
             Ok(p) => p,
-            // §8 and NOTES.md: unknown packet types are ignored (and counted), not malformed.
+            // §8 and docs/protocols/rtype.md: unknown packet types are ignored (and counted),
+            // not malformed.
             Err(e) if (e.message, e.reason) == ("header", "unknown_type") => {
                 rec.event("unknown_message_type");
                 return;

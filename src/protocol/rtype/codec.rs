@@ -1,4 +1,4 @@
-//! The R-Type wire format (`shared/specs/rtype.md`, read with NOTES.md): every byte rule of
+//! The R-Type wire format (`docs/protocols/rtype.md`): every byte rule of
 //! the protocol lives in this file.
 //!
 //! Big-endian integers, packed structs, one packet per datagram, a 4-byte header on every
@@ -21,12 +21,12 @@
 //!                     entityCount × (id u32 · x f32 · y f32 · vx f32 · vy f32 · sprite u16)
 //! ```
 //!
-//! Validation (§8, and NOTES.md's general rules), in this order; each failure is a
+//! Validation (§8, and the rules every protocol shares), in this order; each failure is a
 //! [`DecodeError`] counted as `message.reason`:
 //! 1. fewer than 4 bytes: `header.truncated`;
 //! 2. `version != 1`: `header.bad_version`;
-//! 3. a type outside the twelve: `header.unknown_type` (§8 says "ignore silently"; NOTES.md
-//!    says count it: it is ignored *and* counted);
+//! 3. a type outside the twelve: `header.unknown_type` (§8 says "ignore silently"; the shared
+//!    rules say count it: it is ignored *and* counted);
 //! 4. declared `size` above the bytes received: `<type>.truncated`; below: `<type>.oversized`
 //!    (§8: "header.size != received_bytes: ignore packet");
 //! 5. a fixed-size packet whose (consistent) size is not its struct's size: `<type>.bad_size`;
@@ -47,7 +47,7 @@
 //!   writes 0 or 1.
 //! - **Floats are not range-checked** by the codec (NaN and infinities decode as such); the
 //!   reference server clamps input axes, see `server.rs`.
-//! - **Snapshot `tick`** is big-endian like every integer (NOTES.md).
+//! - **Snapshot `tick`** is big-endian like every integer.
 //! - **Snapshot entity count** is bounded only by the u16 size field (at most 2978 entities in
 //!   65535 bytes); the reference server caps what it sends to fit one 1400-byte datagram.
 //!
@@ -82,7 +82,7 @@ pub const fn snapshot_len(count: usize) -> usize {
     SNAPSHOT_FIXED_LEN + SNAPSHOT_ENTITY_LEN * count
 }
 
-/// Byte order of `float` fields (integers are always big-endian). NOTES.md lists both readings.
+/// Byte order of `float` fields (integers are always big-endian): both readings exist.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FloatOrder {

@@ -1,5 +1,6 @@
-//! The R-Type protocol (`shared/specs/rtype.md`): raw UDP, big-endian, a 4-byte header that
-//! states the total packet size, one packet per datagram.
+#![doc = include_str!("../../../docs/protocols/rtype.md")]
+//!
+//! # In the code
 //!
 //! - [`codec`]: every wire rule, and the spec gaps of the format.
 //! - [`bot`]: the simulated client.
@@ -30,7 +31,7 @@ pub const DEFAULT_PORT: u16 = 4243;
 
 pub const INFO: ProtocolInfo = ProtocolInfo {
     name: "rtype",
-    spec: "shared/specs/rtype.md",
+    spec: "docs/protocols/rtype.md",
     transport: "raw UDP",
     default_port: DEFAULT_PORT,
     rtt: "PING has no payload: one PING in flight, matched to the next PONG (µs clock kept by the bot); \
@@ -103,7 +104,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
 #[serde(rename_all = "lowercase")]
 pub enum ClientIdMode {
     /// `client_id_base + bot index`: distinct per bot, so the bot can recognise its own ship
-    /// as the ENTITY_CREATE (or snapshot entity) whose id equals its clientId (NOTES.md).
+    /// as the ENTITY_CREATE (or snapshot entity) whose id equals its clientId.
     #[default]
     Index,
     /// 0, "auto-assignment" (§4.1). The bot then never learns its entity and keeps sending 0
@@ -116,7 +117,8 @@ pub enum ClientIdMode {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RtypeOptions {
-    /// Byte order of float fields (NOTES.md): `big` (default) or `little`.
+    /// Byte order of float fields (docs/protocols/rtype.md, "Dialects"): `big` (default) or
+    /// `little`.
     pub float_order: FloatOrder,
     /// Ticks between two snapshots the server sends; unset: learned from the first snapshots
     /// (the greatest common divisor of their tick differences).

@@ -10,10 +10,10 @@
 //!
 //! Spec gaps and the reading taken here (README's protocol notes repeat them):
 //! - **Who is who.** ACCEPT carries no entity id, INPUT names one. The server finds the player
-//!   by source address (NOTES.md) and ignores INPUT's `entity` apart from counting mismatches
-//!   (`input_entity_mismatch`). A ship's entity id is the CONNECT's `clientId` when that is
-//!   non-zero, below [`SERVER_ID_BASE`] and not the id of another live ship, so a bot can
-//!   recognise its own ship; otherwise, and for enemies and projectiles, ids come from a
+//!   by source address (docs/protocols/rtype.md) and ignores INPUT's `entity` apart from
+//!   counting mismatches (`input_entity_mismatch`). A ship's entity id is the CONNECT's `clientId`
+//!   when that is non-zero, below [`SERVER_ID_BASE`] and not the id of another live ship, so a bot
+//!   can recognise its own ship; otherwise, and for enemies and projectiles, ids come from a
 //!   counter starting at [`SERVER_ID_BASE`].
 //! - **CONNECT from a known address** is answered with ACCEPT again (handshake retries are
 //!   idempotent); if that player's ship was destroyed, it is also how the player rejoins: a new

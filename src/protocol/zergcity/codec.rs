@@ -1,4 +1,4 @@
-//! The ZergCity wire format (`shared/specs/zergcity.md`, read with NOTES.md): the header,
+//! The ZergCity wire format (`docs/protocols/zergcity.md`): the header,
 //! every message of §4-§7 and §12, LZ4 block compression (§8) and the validation of §13.1.
 //! Snapshot *contents* (sections, entities, components) are in [`super::world`].
 //!
@@ -25,7 +25,7 @@
 //! 0x03 Ping          (32) timestamp u64 (µs) · server_tick u64 (0 in Ping)
 //! 0x04 Pong          (32) timestamp u64 (the Ping's, echoed) · server_tick u64
 //! 0x10 FullSnapshot       uncompressed_size u32 · snapshot_tick u64 · LZ4 block
-//!                         (COMPRESSED flag required; NOTES.md: the tick precedes the data)
+//!                         (COMPRESSED flag required; the tick precedes the data)
 //! 0x11 DeltaSnapshot      base_tick u64 · target_tick u64 · entity_count u16
 //!                         · component_count u16 · payload (see `world`)
 //! 0x12 SnapshotAck   (28) acked_tick u64 · last_input_seq u32
@@ -53,7 +53,7 @@
 //! ```
 //! Counts must match the bytes exactly (`input_message.count_mismatch`).
 //!
-//! # Compression (§8, NOTES.md)
+//! # Compression (§8)
 //! FullSnapshot is always compressed with its own layout above. Any other message whose body
 //! is over 1024 bytes is sent with the COMPRESSED flag and a body of
 //! `uncompressed_size u32 · LZ4 block of the body`. Before decompressing, the stated size is

@@ -1,5 +1,6 @@
-//! ZergCity: a city builder's binary protocol over ENet (`shared/specs/zergcity.md`, read with
-//! NOTES.md).
+#![doc = include_str!("../../../docs/protocols/zergcity.md")]
+//!
+//! # In the code
 //!
 //! - [`codec`]: the 16-byte header, every message, LZ4 block compression and §13.1's checks.
 //! - [`world`]: entities and components, the FullSnapshot sections and the delta payload
@@ -8,12 +9,10 @@
 //!   offset, chat, reconnection with the session token.
 //! - [`server`]: the reference server: four-player games at 20 Hz.
 //!
-//! One ZergCity message per ENet packet, on §10's channels: 0 reliable ordered (handshake,
-//! input, acks, chat, errors), 1 reliable (FullSnapshot: ENet has no "reliable unordered",
-//! so it is a channel of its own that does not hold up channel 0), 2 unreliable (deltas,
-//! Ping/Pong).
+//! Each message goes out on the channel [`codec::MsgType::channel`] names (the page's
+//! "Transport").
 //!
-//! # What is measured, and how
+//! ## How the bot measures
 //! - **RTT**: Ping carries the bot's microsecond clock; the server echoes it in Pong with its
 //!   tick. A Pong is paired with its Ping by that echoed timestamp (up to 8 pings in flight);
 //!   a Pong for no Ping in flight is `pong_unmatched`, one older than the silence timeout
@@ -59,7 +58,8 @@ pub const MAX_PLAYERS: usize = 4;
 /// The reference simulation's rate (ServerHello's `tick_rate`, "normally 20").
 pub const TICK_RATE: u32 = 20;
 
-/// The wire dialect. Only the spec for now; NOTES.md's variants (the POC-2 benchmark and the
+/// The wire dialect. Only the spec for now; the known variants (docs/protocols/zergcity.md:
+/// the POC-2 benchmark and the
 /// 5-byte-header game server) would be further values here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -70,7 +70,7 @@ pub enum Dialect {
 
 pub const INFO: ProtocolInfo = ProtocolInfo {
     name: "zergcity",
-    spec: "shared/specs/zergcity.md",
+    spec: "docs/protocols/zergcity.md",
     transport: "ENet 1.3 (channel 0 reliable ordered, 1 reliable for full snapshots, 2 unreliable)",
     default_port: DEFAULT_PORT,
     rtt: "Ping/Pong on the unreliable channel, paired by the echoed microsecond timestamp \
@@ -80,7 +80,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
                       each session",
     upstream_loss: "InputMessages without an InputAck within input_ack_timeout_ms (the \
                     reference server acks every input, rejected ones with their result)",
-    dialects: &[("spec", "zergcity.md as written, with NOTES.md (default)")],
+    dialects: &[("spec", "docs/protocols/zergcity.md (default)")],
     metrics: &[
         MetricDesc::micros(
             "input_ack_latency_us",
