@@ -110,6 +110,14 @@ pub(crate) fn cmd_compare(a: &CompareArgs, console: Console) -> anyhow::Result<u
         Err(e) => return usage(e),
     };
     all.extend(limits);
+    // The per-second histograms of the limited metrics, for the noise test.
+    let tags = compare::limited_tags(&all);
+    let (mut base, mut new) = (base, new);
+    for (run, dir) in [(&mut base, &a.base), (&mut new, &a.new)] {
+        if let Err(e) = run.load_seconds(&tags) {
+            return usage(format!("{}: {e}", dir.display()));
+        }
+    }
     if all.is_empty() && !console.quiet {
         say!("note: no limits given (--max-regress or a compare: block): nothing can regress");
     }
@@ -134,6 +142,10 @@ pub(crate) fn cmd_compare(a: &CompareArgs, console: Console) -> anyhow::Result<u
     for r in c.rows.iter().filter_map(|r| r.reason.as_ref()) {
         // Always said, even with --quiet: it is why the exit code is 1.
         say!("REGRESSED {r}");
+    }
+    for r in c.rows.iter().filter_map(|r| r.noise.as_ref()) {
+        // Why a value past its limit did not fail the gate: said even with --quiet.
+        say!("not a regression: {r}");
     }
     if !console.quiet {
         say!(

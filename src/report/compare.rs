@@ -16,6 +16,7 @@ use thiserror::Error;
 
 use super::format::{fmt_bytes, fmt_pct, fmt_plain, fmt_us};
 use super::merge::{hlog_totals, read_summary, MergeError};
+use super::noise;
 use super::summary::Summary;
 
 #[derive(Debug, Error)]
@@ -63,6 +64,32 @@ enum HStat {
     Max,
     /// A quantile in 0..=1.
     Q(f64),
+}
+
+impl HStat {
+    fn statistic(self) -> noise::Statistic {
+        match self {
+            HStat::Min => noise::Statistic::Min,
+            HStat::Mean => noise::Statistic::Mean,
+            HStat::Max => noise::Statistic::Max,
+            HStat::Q(q) => noise::Statistic::Quantile(q),
+        }
+    }
+}
+
+/// The hlog tags of the limited histogram metrics: what [`RunData::load_seconds`] reads for
+/// the noise test.
+pub fn limited_tags(limits: &[Limit]) -> Vec<String> {
+    let mut tags: Vec<String> = limits
+        .iter()
+        .filter_map(|l| match &l.metric.source {
+            Source::Hist { tag, .. } => Some(tag.clone()),
+            _ => None,
+        })
+        .collect();
+    tags.sort();
+    tags.dedup();
+    tags
 }
 
 /// A metric as `--max-regress` and the table name it.
@@ -324,12 +351,21 @@ impl Limit {
     }
 }
 
-/// One side of a comparison: a run folder's summary and its histograms' totals.
+/// One side of a comparison: a run folder's summary, its histograms' totals, and the
+/// per-second histograms of the metrics a limit is on (for the noise test).
 pub struct RunData {
     pub dir: PathBuf,
     pub summary: Summary,
     pub hists: BTreeMap<String, Histogram<u64>>,
+    /// By tag: each second's non-zero counters. Only the tags [`RunData::load_seconds`] was
+    /// asked for; a tag is absent when its log held more counters than [`MAX_SECOND_COUNTERS`].
+    pub seconds: BTreeMap<String, Vec<noise::Second>>,
 }
+
+/// Counters kept per run for resampling (16 bytes each): beyond this the log is resampled no
+/// more and a limited metric on it is judged inconclusive, so a log packed with distinct
+/// values cannot take gigabytes.
+pub const MAX_SECOND_COUNTERS: usize = 4 << 20;
 
 impl RunData {
     /// Read `summary.json` and `histograms.hlog` from a run (or merged run) folder.
@@ -338,7 +374,58 @@ impl RunData {
             dir: dir.to_path_buf(),
             summary: read_summary(&dir.join("summary.json"))?,
             hists: hlog_totals(&dir.join("histograms.hlog"))?,
+            seconds: BTreeMap::new(),
         })
+    }
+
+    /// Read the per-second histograms of `tags` from the run's log (a second pass, bounded by
+    /// [`MAX_SECOND_COUNTERS`]), for the noise test of the limits on them.
+    pub fn load_seconds(&mut self, tags: &[String]) -> Result<(), CompareError> {
+        if tags.is_empty() {
+            return Ok(());
+        }
+        let mut by_tag: BTreeMap<String, BTreeMap<u64, noise::Second>> = BTreeMap::new();
+        let mut kept = 0usize;
+        let mut over: Vec<String> = Vec::new();
+        super::hlog_read::read(&self.dir.join("histograms.hlog"), |e| {
+            if !tags.iter().any(|t| t == e.tag) || over.iter().any(|t| t == e.tag) {
+                return Ok(());
+            }
+            kept += e.counts.len();
+            if kept > MAX_SECOND_COUNTERS {
+                over.push(e.tag.to_string());
+                by_tag.remove(e.tag);
+                return Ok(());
+            }
+            by_tag
+                .entry(e.tag.to_string())
+                .or_default()
+                .entry(e.second)
+                .or_default()
+                .extend_from_slice(e.counts);
+            Ok(())
+        })
+        .map_err(|e| CompareError::Input(MergeError::from(e)))?;
+        for (tag, secs) in by_tag {
+            let seconds = secs
+                .into_values()
+                .map(|mut c| {
+                    // Several entries of one second: one list, values ascending, each once.
+                    c.sort_unstable_by_key(|x| x.0);
+                    c.dedup_by(|b, a| {
+                        if a.0 == b.0 {
+                            a.1 = a.1.saturating_add(b.1);
+                            true
+                        } else {
+                            false
+                        }
+                    });
+                    c
+                })
+                .collect();
+            self.seconds.insert(tag, seconds);
+        }
+        Ok(())
     }
 
     /// The metric's value; `None` when this run did not measure it.
@@ -382,6 +469,10 @@ pub struct Row {
     pub regressed: bool,
     /// Why it regressed, in words (for the console and the report).
     pub reason: Option<String>,
+    /// A limited metric whose value went past its limit but not beyond run-to-run noise, or
+    /// that could not be resampled: what the noise test said, in words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub noise: Option<String>,
 }
 
 /// The metrics every comparison shows, limited or not.
@@ -481,6 +572,69 @@ pub fn compare(base: &RunData, new: &RunData, limits: &[Limit]) -> Comparison {
                 }
             };
         }
+        // Past the limit on the plain values: is it beyond run-to-run noise?
+        let mut noise_note = None;
+        if let (Some(l), Some(bv), Some(nv), Some(text)) = (limit, b, n, reason.clone()) {
+            if let Source::Hist { tag, stat } = &m.source {
+                let allowed = match l.allowance {
+                    Allowance::Relative(f) => bv.abs() * f,
+                    Allowance::Absolute(a) => a,
+                };
+                let verdict = match (base.seconds.get(tag), new.seconds.get(tag)) {
+                    (Some(bs), Some(ns)) => Some(noise::change_interval(
+                        bs,
+                        ns,
+                        stat.statistic(),
+                        !m.higher_is_better,
+                    )),
+                    _ => None,
+                };
+                let sign = |d: f64| if m.higher_is_better { -d } else { d };
+                match verdict {
+                    Some(noise::Verdict::Interval { low, high }) => {
+                        let (lo, hi) = (sign(low), sign(high));
+                        let interval = format!(
+                            "{:.0}% interval of the change {} … {}",
+                            noise::CONFIDENCE * 100.0,
+                            fmt_delta(m.kind, lo.min(hi)),
+                            fmt_delta(m.kind, lo.max(hi))
+                        );
+                        if lo > allowed {
+                            reason = Some(format!("{text}; significant ({interval})"));
+                        } else {
+                            reason = None;
+                            noise_note = Some(format!(
+                                "{} changed {} ({} -> {}), past the {} limit but within \
+                                 run-to-run noise ({interval}, which reaches below the limit)",
+                                m.name,
+                                fmt_delta(m.kind, worsening(m, bv, nv)),
+                                fmt_value(m.kind, Some(bv)),
+                                fmt_value(m.kind, Some(nv)),
+                                l.text
+                            ));
+                        }
+                    }
+                    Some(noise::Verdict::Inconclusive { seconds, samples }) => {
+                        reason = None;
+                        noise_note = Some(format!(
+                            "{} changed {} ({} -> {}), past the {} limit, but one run has \
+                             {samples} samples over {seconds} seconds: too few to tell a \
+                             change from noise (at least {} samples over {} seconds); inconclusive",
+                            m.name,
+                            fmt_delta(m.kind, worsening(m, bv, nv)),
+                            fmt_value(m.kind, Some(bv)),
+                            fmt_value(m.kind, Some(nv)),
+                            l.text,
+                            noise::MIN_SAMPLES,
+                            noise::MIN_SECONDS
+                        ));
+                    }
+                    // Not resampled (too many distinct values, or not loaded): the plain
+                    // values decide, as before.
+                    None => {}
+                }
+            }
+        }
         rows.push(Row {
             metric: m.name.clone(),
             kind: m.kind,
@@ -490,6 +644,7 @@ pub fn compare(base: &RunData, new: &RunData, limits: &[Limit]) -> Comparison {
             allowance: limit.map(|l| l.allowance),
             regressed: reason.is_some(),
             reason,
+            noise: noise_note,
         });
     }
     Comparison {
@@ -822,7 +977,87 @@ mod tests {
             dir: PathBuf::from("run"),
             summary,
             hists: [("rtt_us".to_string(), h)].into(),
+            seconds: BTreeMap::new(),
         }
+    }
+
+    /// A run whose RTT samples come second by second: totals and the per-second histograms
+    /// the noise test resamples.
+    fn run_by_second(secs: &[Vec<u64>]) -> RunData {
+        let all: Vec<u64> = secs.iter().flatten().copied().collect();
+        let mut r = run(100, 0, &all);
+        let seconds = secs
+            .iter()
+            .map(|vals| {
+                let mut h = crate::metrics::new_histogram();
+                vals.iter().for_each(|v| h.record(*v).unwrap());
+                noise::second_of(&h)
+            })
+            .collect();
+        r.seconds.insert("rtt_us".into(), seconds);
+        r
+    }
+
+    /// `n` seconds of 20 samples each, 150..250 µs, and one slow sample (600 µs) in each of
+    /// the seconds `slow`: the few slow samples are what a run's p99 (the 5th highest of 400)
+    /// turns on, as a loopback run's tail does.
+    fn steady(n: usize, shift: u64, slow: &[usize]) -> Vec<Vec<u64>> {
+        (0..n)
+            .map(|s| {
+                (0..20u64)
+                    .map(|i| {
+                        let v = if i == 0 && slow.contains(&s) {
+                            600
+                        } else {
+                            150 + (s as u64 * 131 + i * 17) % 100
+                        };
+                        v + shift
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_limit_crossed_within_noise_is_not_a_regression_and_a_real_shift_is() {
+        let l = limits(&["rtt.p99=10%"]);
+        // The plain p99 of these two differ by more than 10 % (one slow sample more or less
+        // near the top), but resampling their seconds says it could be noise.
+        let (a, b) = (
+            run_by_second(&steady(20, 0, &[2, 9, 15])),
+            run_by_second(&steady(20, 0, &[1, 5, 8, 12, 17])),
+        );
+        let c = compare(&a, &b, &l);
+        let row = c.rows.iter().find(|r| r.metric == "rtt.p99").unwrap();
+        assert!(
+            row.new.unwrap() > row.base.unwrap() * 1.10,
+            "the plain values cross the limit: {row:?}"
+        );
+        assert!(!row.regressed, "{row:?}");
+        let note = row.noise.as_deref().unwrap();
+        assert!(note.contains("within run-to-run noise"), "{note}");
+        // 2 ms more on every sample of ~0.2 ms: significant.
+        let shifted = run_by_second(&steady(20, 2_000, &[1, 5, 8, 12, 17]));
+        let c = compare(&a, &shifted, &l);
+        let row = c.rows.iter().find(|r| r.metric == "rtt.p99").unwrap();
+        assert!(row.regressed, "{row:?}");
+        let reason = row.reason.as_deref().unwrap();
+        assert!(
+            reason.contains("; significant (95% interval of the change +"),
+            "{reason}"
+        );
+        // Three seconds are too few to resample: inconclusive, not a regression.
+        let (a, b) = (
+            run_by_second(&steady(3, 0, &[])),
+            run_by_second(&steady(3, 2_000, &[])),
+        );
+        let row = compare(&a, &b, &l)
+            .rows
+            .into_iter()
+            .find(|r| r.metric == "rtt.p99")
+            .unwrap();
+        assert!(!row.regressed);
+        assert!(row.noise.unwrap().contains("inconclusive"));
     }
 
     fn limits(text: &[&str]) -> Vec<Limit> {
