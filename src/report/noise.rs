@@ -17,9 +17,11 @@
 //! always give the same verdict.
 //!
 //! # What it cannot tell
-//! With fewer than [`MIN_SECONDS`] seconds holding samples, or fewer than [`MIN_SAMPLES`]
-//! samples, in either run, resampling seconds says nothing: the comparison is *inconclusive*
-//! and says so (it is not counted as a regression; the plain values are shown).
+//! With fewer than [`MIN_SAMPLES`] samples in either run the comparison is *inconclusive* and
+//! says so (it is not counted as a regression; the plain values are shown). A run with fewer
+//! than [`MIN_SECONDS`] seconds holding samples is resampled sample by sample instead: that
+//! takes its samples as independent, which they are not quite, so a short run's interval is
+//! narrower than the truth (a run of a few seconds is a smoke test, not a measurement).
 
 use hdrhistogram::Histogram;
 use rand::{Rng, SeedableRng};
@@ -33,6 +35,9 @@ pub const CONFIDENCE: f64 = 0.95;
 pub const MIN_SECONDS: usize = 5;
 /// Samples each run needs.
 pub const MIN_SAMPLES: u64 = 50;
+/// A run of fewer than [`MIN_SECONDS`] seconds is resampled sample by sample up to this many
+/// samples.
+pub const MAX_SAMPLE_BLOCKS: u64 = 200_000;
 
 /// The statistic of a histogram a metric reads.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -96,18 +101,22 @@ pub fn change_interval(
     };
     let (bs, bn) = count(base);
     let (ns, nn) = count(new);
-    if bs < MIN_SECONDS || bn < MIN_SAMPLES {
+    if bn < MIN_SAMPLES {
         return Verdict::Inconclusive {
             seconds: bs,
             samples: bn,
         };
     }
-    if ns < MIN_SECONDS || nn < MIN_SAMPLES {
+    if nn < MIN_SAMPLES {
         return Verdict::Inconclusive {
             seconds: ns,
             samples: nn,
         };
     }
+    // A short run has too few seconds to resample: its samples are resampled one by one
+    // (which takes them as independent, so it is less cautious; see the module docs).
+    let (base, new) = (as_blocks(base, bs), as_blocks(new, ns));
+    let (base, new) = (base.as_ref(), new.as_ref());
     // The distinct values both runs recorded, ascending: a replicate's histogram is a dense
     // count per value.
     let mut values: Vec<u64> = base
@@ -156,6 +165,24 @@ pub fn change_interval(
             high: at(alpha),
         }
     }
+}
+
+/// The run's blocks for resampling: its seconds, or, with fewer than [`MIN_SECONDS`] of them
+/// (and at most [`MAX_SAMPLE_BLOCKS`] samples), one block per sample.
+fn as_blocks(run: &[Second], seconds: usize) -> std::borrow::Cow<'_, [Second]> {
+    let total: u64 = run.iter().map(samples).fold(0, u64::saturating_add);
+    if seconds >= MIN_SECONDS || total > MAX_SAMPLE_BLOCKS {
+        return std::borrow::Cow::Borrowed(run);
+    }
+    let mut blocks = Vec::with_capacity(total as usize);
+    for s in run {
+        for &(v, c) in s {
+            for _ in 0..c {
+                blocks.push(vec![(v, 1)]);
+            }
+        }
+    }
+    std::borrow::Cow::Owned(blocks)
 }
 
 /// One bootstrap replicate of a run: its seconds drawn with replacement, added, and `stat` of
@@ -295,12 +322,20 @@ mod tests {
     }
 
     #[test]
-    fn too_few_seconds_or_samples_is_inconclusive() {
+    fn too_few_samples_is_inconclusive_and_a_short_run_is_resampled_by_sample() {
         let a = run(1, 3, 100, 200, 0);
         let b = run(2, 30, 100, 200, 0);
+        // Three seconds of 100 samples: resampled one by one; a 2 ms shift stands out.
+        let shifted = run(3, 3, 100, 200, 2_000);
+        let Verdict::Interval { low, .. } =
+            change_interval(&a, &shifted, Statistic::Quantile(0.99), true)
+        else {
+            panic!("300 samples are enough");
+        };
+        assert!(low > 1_000.0, "{low}");
         assert!(matches!(
             change_interval(&a, &b, Statistic::Max, true),
-            Verdict::Inconclusive { seconds: 3, .. }
+            Verdict::Interval { .. }
         ));
         let few = run(3, 10, 2, 200, 0);
         assert!(matches!(
