@@ -176,6 +176,7 @@ pub fn summarize(info: &RunInfo, run: &RunOutcome) -> Summary {
             decode: counters(&t.decode_errors),
             connect: counters(&t.connect_failures),
         },
+        source_addresses: run.sources.clone(),
         protocol_metrics,
         protocol_metric_info,
         thresholds: Vec::new(),
@@ -368,6 +369,7 @@ mod tests {
             tail: crate::metrics::Recorder::new(),
             server: None,
             target: "t".into(),
+            sources: None,
         }
     }
 

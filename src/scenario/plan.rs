@@ -21,6 +21,8 @@ pub struct Overrides {
     pub workers: Option<usize>,
     /// Run only this slice of the population (one of several load machines).
     pub shard: Option<Shard>,
+    /// `--source-addresses`: replaces `engine.source_addresses`.
+    pub source_addresses: Option<super::SourcePool>,
 }
 
 /// `--shard I/N`: this machine runs the bots whose index `i` has `i % N == I`. Every bot keeps
@@ -108,6 +110,8 @@ pub struct Plan {
     pub enet_throttle: bool,
     /// The slice of the population this process runs, if sharded.
     pub shard: Option<Shard>,
+    /// `engine.source_addresses`: bot `i` binds to `pool.for_bot(i)`; `None`, the wildcard.
+    pub source_pool: Option<super::SourcePool>,
     /// `compare.max_regress` as written (checked by the CLI against the compare parser).
     pub compare_limits: std::collections::BTreeMap<String, String>,
     /// `unmeasurable_thresholds:`: fail (default) or skip a threshold the run cannot measure.
@@ -393,6 +397,14 @@ impl Plan {
             },
         };
 
+        let source_pool = ov
+            .source_addresses
+            .clone()
+            .or(file.engine.source_addresses.clone());
+        if let Some(pool) = &source_pool {
+            check_source_pool(pool, &targets, &protocol).map_err(|m| invalid(path, m))?;
+        }
+
         let cores = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1);
@@ -430,9 +442,15 @@ impl Plan {
             bots_per_socket: file.engine.bots_per_socket.unwrap_or(1).max(1),
             enet_throttle: file.engine.enet_throttle.unwrap_or(true),
             shard: ov.shard,
+            source_pool,
             compare_limits: file.compare.max_regress.clone(),
             unmeasurable: file.unmeasurable_thresholds,
         })
+    }
+
+    /// Bot `index`'s source address, if the scenario has a pool.
+    pub fn source_of(&self, index: u32) -> Option<std::net::IpAddr> {
+        self.source_pool.as_ref().map(|p| p.for_bot(index))
     }
 
     /// The parameters of bot `index`: its own seed and its place on the input grid.
@@ -501,6 +519,22 @@ impl Plan {
             format_duration(b.handshake_retry),
             format_duration(b.handshake_timeout)
         ));
+        if let Some(pool) = &self.source_pool {
+            let (most, fewest) = pool.share(self.planned);
+            s.push_str(&format!(
+                "sources    {} address{} ({} .. {}) from {}; {}\n",
+                pool.len(),
+                if pool.len() == 1 { "" } else { "es" },
+                pool.first(),
+                pool.last(),
+                pool.text(),
+                if most == fewest {
+                    format!("{most} bots each")
+                } else {
+                    format!("{fewest} to {most} bots each")
+                }
+            ));
+        }
         s.push_str(&format!("seed       {}\n", self.seed));
         if self.thresholds.is_empty() {
             s.push_str("thresholds none (verdict is always pass)\n");
@@ -515,6 +549,41 @@ impl Plan {
         }
         s
     }
+}
+
+/// A source pool must be of the targets' family, and the transport must be able to bind it.
+fn check_source_pool(
+    pool: &super::SourcePool,
+    targets: &Targets,
+    protocol: &ProtocolSection,
+) -> Result<(), String> {
+    if protocol.transport() == crate::protocol::registry::TransportNeeds::Gns {
+        return Err(format!(
+            "engine.source_addresses cannot be used with {} (transport gns):              GameNetworkingSockets opens its client sockets itself and has no setting for the              local address they bind, so the bots would not come from the pool",
+            protocol.name()
+        ));
+    }
+    let family = |v6: bool| if v6 { "IPv6" } else { "IPv4" };
+    let embedded = [SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0))];
+    let addrs: &[SocketAddr] = match targets {
+        Targets::Addrs(a) => a,
+        // The embedded server listens on 127.0.0.1.
+        Targets::Embedded => &embedded,
+    };
+    if let Some(t) = addrs.iter().find(|t| t.is_ipv6() != pool.is_ipv6()) {
+        let shown = if matches!(targets, Targets::Embedded) {
+            "embedded (127.0.0.1)".to_string()
+        } else {
+            t.to_string()
+        };
+        return Err(format!(
+            "engine.source_addresses is {} ({}) but target {shown} is {}: a socket sends to              its own family only",
+            family(pool.is_ipv6()),
+            pool.text(),
+            family(t.is_ipv6())
+        ));
+    }
+    Ok(())
 }
 
 /// Start (and stop) times per bot from piecewise-linear stages.

@@ -1,7 +1,10 @@
 //! ENet: sessions with channels, reliability, fragmentation and ENet's own RTT.
 //!
-//! Bots: an ENet host per `bots_per_socket` bots to the same server, each host on one
-//! socket (a [`Source`]); each bot is a peer of its host. Servers: one host; each ENet session
+//! Bots: an ENet host per `bots_per_socket` bots to the same server from the same source
+//! address, each host on one socket (a [`Source`]); each bot is a peer of its host. Bots of
+//! a shared socket share its source address, so with `engine.source_addresses` a host takes
+//! only bots of its address: each address gets its round-robin share of the bots, in
+//! sockets of up to `bots_per_socket`. Servers: one host; each ENet session
 //! is a connection, whatever address it comes from (bots sharing a socket, players behind one
 //! NAT), and a reused peer slot gets a new connection id.
 //!
@@ -11,7 +14,7 @@
 //! ([`EnetBots::new`]'s `rtt_is_main`), the same samples are the run's `rtt_us`.
 
 use std::collections::{HashMap, VecDeque};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -29,6 +32,8 @@ use crate::transport::{
 struct Group {
     sock: Rc<BotSocket>,
     peer_addr: SocketAddr,
+    /// The source address the socket is bound to (`None`: the wildcard).
+    source: Option<IpAddr>,
     host: EnetHost,
     /// Bot slot by ENet peer index.
     peers: Vec<Option<Slot>>,
@@ -172,23 +177,24 @@ impl BotTransport for EnetBots {
         &mut self,
         slot: Slot,
         peer_addr: SocketAddr,
+        source: Option<IpAddr>,
         now: Instant,
         rec: &mut Recorder,
     ) -> std::io::Result<Opened> {
         let per_socket = self.cfg.peer_limit;
-        let open = self
-            .groups
-            .iter()
-            .position(|g| g.peer_addr == peer_addr && g.members < per_socket);
+        let open = self.groups.iter().position(|g| {
+            g.peer_addr == peer_addr && g.source == source && g.members < per_socket
+        });
         let (gi, watch) = match open {
             Some(gi) => (gi, None),
             None => {
-                let sock = Rc::new(BotSocket::connect_to(peer_addr)?);
+                let sock = Rc::new(BotSocket::connect_to(peer_addr, source)?);
                 let host = EnetHost::new(now, &self.cfg)
                     .map_err(|e| std::io::Error::other(e.to_string()))?;
                 self.groups.push(Group {
                     sock: sock.clone(),
                     peer_addr,
+                    source,
                     host,
                     peers: vec![None; per_socket],
                     members: 0,
@@ -224,6 +230,7 @@ impl BotTransport for EnetBots {
         &mut self,
         slot: Slot,
         peer_addr: SocketAddr,
+        source: Option<IpAddr>,
         now: Instant,
         rec: &mut Recorder,
     ) -> std::io::Result<Opened> {
@@ -248,7 +255,7 @@ impl BotTransport for EnetBots {
             }
             self.flush_group(gi, now, rec);
         }
-        self.open(slot, peer_addr, now, rec)
+        self.open(slot, peer_addr, source, now, rec)
     }
 
     fn poll_retired(&mut self) -> Option<Source> {

@@ -160,6 +160,7 @@ mod tests {
             inputs_sent: 0,
             snapshots_applied: 0,
             errors: Errors::default(),
+            source_addresses: None,
             protocol_metrics: Map::new(),
             protocol_metric_info: BTreeMap::new(),
             thresholds: Vec::new(),

@@ -1,0 +1,505 @@
+//! `engine.source_addresses`: the local addresses bots bind their sockets to.
+//!
+//! Game servers cap connections per address and per subnet (a server admitting at most 5
+//! clients per address and 20 per /24 refuses the 21st bot of a one-address load machine),
+//! so a swarm that stands for many players must come from many addresses. A pool is a list
+//! of addresses and CIDR ranges of one family; bot `i` binds to the pool's `i % len`-th
+//! address, in list order, so the spread is round-robin and the same in every run and shard.
+//!
+//! Ranges are never expanded: an entry is a first address and a count, and an index is found
+//! by arithmetic (a /8 is 16 M addresses and costs two integers). IPv4 ranges wider than /31
+//! leave out their network and broadcast addresses; IPv6 ranges wider than /127 leave out
+//! their first address (the subnet-router anycast address); `127.0.0.0` is never used.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use serde::{Deserialize, Serialize};
+
+/// Pools up to this many addresses are counted per address in the report; larger ones per
+/// /24 (IPv4) or /64 (IPv6), and coarser still (/16, /48) if that leaves more groups.
+pub const MAX_COUNTED_GROUPS: usize = 1024;
+
+/// One entry of the list: `count` consecutive addresses from `first` (as an integer of its
+/// family), written as `text`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Entry {
+    text: String,
+    first: u128,
+    count: u128,
+}
+
+/// The validated pool. Serialized back as the list it was written as.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(try_from = "OneOrMany", into = "Vec<String>")]
+pub struct SourcePool {
+    v6: bool,
+    entries: Vec<Entry>,
+    /// Running totals: entry `i` holds pool indices `ends[i-1] .. ends[i]`.
+    ends: Vec<u128>,
+}
+
+/// `source_addresses: 10.0.0.5` or `source_addresses: [10.0.0.5, 10.1.0.0/16]`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl TryFrom<OneOrMany> for SourcePool {
+    type Error = String;
+    fn try_from(v: OneOrMany) -> Result<Self, String> {
+        match v {
+            OneOrMany::One(s) => SourcePool::parse_list(&s),
+            OneOrMany::Many(v) => SourcePool::from_entries(v.iter().map(String::as_str)),
+        }
+    }
+}
+
+impl From<SourcePool> for Vec<String> {
+    fn from(p: SourcePool) -> Self {
+        p.entries.into_iter().map(|e| e.text).collect()
+    }
+}
+
+impl SourcePool {
+    /// A comma-separated list (`--source-addresses 10.0.0.5,10.0.1.0/24`).
+    pub fn parse_list(s: &str) -> Result<Self, String> {
+        Self::from_entries(s.split(',').map(str::trim).filter(|e| !e.is_empty()))
+    }
+
+    /// Entries of one family that do not overlap.
+    pub fn from_entries<'a>(items: impl IntoIterator<Item = &'a str>) -> Result<Self, String> {
+        let mut entries = Vec::new();
+        let mut family: Option<(bool, String)> = None;
+        for item in items {
+            let (v6, first, count) = parse_entry(item.trim())?;
+            match &family {
+                Some((f, other)) if *f != v6 => {
+                    return Err(format!(
+                        "source_addresses mixes IPv4 and IPv6 (`{other}` and `{item}`): a bot \
+                         reaches its target from an address of the target's family, so list \
+                         one family"
+                    ))
+                }
+                Some(_) => {}
+                None => family = Some((v6, item.to_string())),
+            }
+            entries.push(Entry {
+                text: item.trim().to_string(),
+                first,
+                count,
+            });
+        }
+        let Some((v6, _)) = family else {
+            return Err("source_addresses is empty: list addresses or ranges, or leave the \
+                        key out to bind the wildcard address"
+                .into());
+        };
+        let mut sorted: Vec<&Entry> = entries.iter().collect();
+        sorted.sort_by_key(|e| e.first);
+        for w in sorted.windows(2) {
+            if w[0].first + (w[0].count - 1) >= w[1].first {
+                return Err(format!(
+                    "source_addresses: `{}` and `{}` overlap; an address listed twice would \
+                     get twice the bots",
+                    w[0].text, w[1].text
+                ));
+            }
+        }
+        let mut ends = Vec::with_capacity(entries.len());
+        let mut total: u128 = 0;
+        for e in &entries {
+            total = total
+                .checked_add(e.count)
+                .ok_or("source_addresses: the pool is larger than 2^128 addresses")?;
+            ends.push(total);
+        }
+        Ok(Self { v6, entries, ends })
+    }
+
+    /// Addresses in the pool (at least 1).
+    pub fn len(&self) -> u128 {
+        self.ends.last().copied().unwrap_or(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn is_ipv6(&self) -> bool {
+        self.v6
+    }
+
+    /// The pool's `k`-th address, `k` taken modulo its size.
+    pub fn get(&self, k: u128) -> IpAddr {
+        let k = k % self.len().max(1);
+        let i = self.ends.partition_point(|&end| end <= k);
+        let Some(e) = self.entries.get(i) else {
+            return self.addr(0);
+        };
+        let before = if i == 0 { 0 } else { self.ends[i - 1] };
+        self.addr(e.first + (k - before))
+    }
+
+    /// Bot `index`'s source address: round-robin over the pool.
+    pub fn for_bot(&self, index: u32) -> IpAddr {
+        self.get(u128::from(index))
+    }
+
+    pub fn first(&self) -> IpAddr {
+        self.get(0)
+    }
+
+    pub fn last(&self) -> IpAddr {
+        self.get(self.len().saturating_sub(1))
+    }
+
+    fn addr(&self, n: u128) -> IpAddr {
+        if self.v6 {
+            IpAddr::V6(Ipv6Addr::from(n))
+        } else {
+            IpAddr::V4(Ipv4Addr::from(n as u32))
+        }
+    }
+
+    /// The list as written, comma-separated.
+    pub fn text(&self) -> String {
+        self.entries
+            .iter()
+            .map(|e| e.text.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// How the report groups the bots of `bots` (their source addresses): per address for a
+    /// pool of up to [`MAX_COUNTED_GROUPS`] addresses, else per /24 (/64), or /16 (/48) when
+    /// that still leaves more groups than that.
+    pub fn grouping(&self, bots: impl Iterator<Item = IpAddr> + Clone) -> Grouping {
+        if self.len() <= MAX_COUNTED_GROUPS as u128 {
+            return Grouping::Address;
+        }
+        let fine = if self.v6 {
+            Grouping::Prefix(64)
+        } else {
+            Grouping::Prefix(24)
+        };
+        let groups: std::collections::BTreeSet<String> = bots.map(|a| fine.label(a)).collect();
+        match (groups.len() > MAX_COUNTED_GROUPS, self.v6) {
+            (false, _) => fine,
+            (true, false) => Grouping::Prefix(16),
+            (true, true) => Grouping::Prefix(48),
+        }
+    }
+
+    /// How bot `index` of `count` bots comes out per group, for `validate`: the groups that
+    /// get the most and the fewest bots.
+    pub fn share(&self, count: u64) -> (u64, u64) {
+        let n = self.len();
+        let c = u128::from(count);
+        let most = c.div_ceil(n.max(1));
+        let fewest = c / n.max(1);
+        (most as u64, fewest as u64)
+    }
+}
+
+/// What a row of the per-source counts stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grouping {
+    Address,
+    /// A network of this prefix length.
+    Prefix(u8),
+}
+
+impl Grouping {
+    /// `address`, `/24`, `/64`, ... for summary.json.
+    pub fn name(self) -> String {
+        match self {
+            Grouping::Address => "address".into(),
+            Grouping::Prefix(p) => format!("/{p}"),
+        }
+    }
+
+    /// The row an address is counted in.
+    pub fn label(self, a: IpAddr) -> String {
+        match (self, a) {
+            (Grouping::Address, a) => a.to_string(),
+            (Grouping::Prefix(p), IpAddr::V4(v)) => {
+                let mask = u32::MAX.checked_shl(32 - u32::from(p)).unwrap_or(0);
+                format!("{}/{p}", Ipv4Addr::from(u32::from(v) & mask))
+            }
+            (Grouping::Prefix(p), IpAddr::V6(v)) => {
+                let mask = u128::MAX.checked_shl(128 - u32::from(p)).unwrap_or(0);
+                format!("{}/{p}", Ipv6Addr::from(u128::from(v) & mask))
+            }
+        }
+    }
+}
+
+/// Bots per group: planned and connected, in address order.
+pub fn count_by_group(
+    grouping: Grouping,
+    planned: impl Iterator<Item = IpAddr>,
+    connected: impl Iterator<Item = (IpAddr, u64)>,
+) -> Vec<(String, u64, u64)> {
+    let mut rows: BTreeMap<IpAddr, (String, u64, u64)> = BTreeMap::new();
+    let key = |a: IpAddr| match grouping {
+        Grouping::Address => a,
+        Grouping::Prefix(_) => grouping
+            .label(a)
+            .split('/')
+            .next()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(a),
+    };
+    for a in planned {
+        rows.entry(key(a))
+            .or_insert_with(|| (grouping.label(a), 0, 0))
+            .1 += 1;
+    }
+    for (a, n) in connected {
+        rows.entry(key(a))
+            .or_insert_with(|| (grouping.label(a), 0, 0))
+            .2 += n;
+    }
+    rows.into_values().collect()
+}
+
+/// One entry: `(is IPv6, first address, count)`.
+fn parse_entry(s: &str) -> Result<(bool, u128, u128), String> {
+    let (addr_text, prefix_text) = match s.split_once('/') {
+        Some((a, p)) => (a, Some(p)),
+        None => (s, None),
+    };
+    let addr: IpAddr = addr_text.trim().parse().map_err(|_| {
+        format!(
+            "source address `{s}`: not an IP address or CIDR range (write e.g. 10.0.0.5, \
+             127.0.1.0/24 or fd00::/120)"
+        )
+    })?;
+    let bits: u32 = if addr.is_ipv6() { 128 } else { 32 };
+    let prefix: u32 = match prefix_text {
+        None => bits,
+        Some(p) => p
+            .trim()
+            .parse::<u32>()
+            .ok()
+            .filter(|&p| p <= bits)
+            .ok_or_else(|| {
+                format!("source range `{s}`: the prefix length must be a number from 0 to {bits}")
+            })?,
+    };
+    let n: u128 = match addr {
+        IpAddr::V4(a) => u128::from(u32::from(a)),
+        IpAddr::V6(a) => u128::from(a),
+    };
+    let host_mask: u128 = if bits - prefix >= 128 {
+        u128::MAX
+    } else {
+        (1u128 << (bits - prefix)) - 1
+    };
+    if n & host_mask != 0 {
+        let net = n & !host_mask;
+        let shown = match addr {
+            IpAddr::V4(_) => Ipv4Addr::from(net as u32).to_string(),
+            IpAddr::V6(_) => Ipv6Addr::from(net).to_string(),
+        };
+        return Err(format!(
+            "source range `{s}` has host bits set: write `{shown}/{prefix}` for the whole \
+             network, or the address alone"
+        ));
+    }
+    let last = n | host_mask;
+    match addr {
+        IpAddr::V4(_) => {
+            let (first4, last4) = (Ipv4Addr::from(n as u32), Ipv4Addr::from(last as u32));
+            if first4.octets()[0] == 0 {
+                return Err(format!(
+                    "source address `{s}`: 0.0.0.0/8 is not an address a socket can send from \
+                     (0.0.0.0 binds every address: leave source_addresses out for that)"
+                ));
+            }
+            if last4.octets()[0] >= 224 {
+                return Err(format!(
+                    "source address `{s}`: multicast and reserved addresses (224.0.0.0 and \
+                     above) cannot be a source"
+                ));
+            }
+            // Network and broadcast addresses of real subnets are not hosts; /31 (RFC 3021)
+            // and /32 have none.
+            let (mut first, mut count) = if prefix <= 30 {
+                (n + 1, host_mask - 1)
+            } else {
+                (n, host_mask + 1)
+            };
+            // 127.0.0.0 is the loopback network's own address, never a host.
+            if first == u128::from(u32::from(Ipv4Addr::new(127, 0, 0, 0))) {
+                if count == 1 {
+                    return Err(format!(
+                        "source address `{s}`: 127.0.0.0 is the loopback network's own \
+                         address; use 127.0.0.1 or any other 127.x.y.z"
+                    ));
+                }
+                first += 1;
+                count -= 1;
+            }
+            Ok((false, first, count))
+        }
+        IpAddr::V6(a) => {
+            if a.is_unspecified() && prefix == 128 {
+                return Err(format!(
+                    "source address `{s}`: `::` binds every address: leave source_addresses \
+                     out for that"
+                ));
+            }
+            if prefix == 0 {
+                return Err(format!("source range `{s}`: ::/0 is not a pool"));
+            }
+            if a.segments()[0] >> 8 == 0xff {
+                return Err(format!(
+                    "source address `{s}`: multicast addresses (ff00::/8) cannot be a source"
+                ));
+            }
+            // The all-zero interface id is the subnet-router anycast address (RFC 4291).
+            let (first, count) = if prefix <= 126 {
+                (n + 1, host_mask)
+            } else {
+                (n, host_mask + 1)
+            };
+            Ok((true, first, count))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(entries: &[&str]) -> SourcePool {
+        SourcePool::from_entries(entries.iter().copied()).expect("a valid pool")
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().expect("an address")
+    }
+
+    /// A /8 is indexed by arithmetic: 16,777,214 addresses without 127.0.0.0 and the
+    /// broadcast address, the k-th found at once.
+    #[test]
+    fn an_ipv4_slash_8_is_indexed_without_expanding_it() {
+        let p = pool(&["127.0.0.0/8"]);
+        assert_eq!(p.len(), (1 << 24) - 2);
+        assert_eq!(p.first(), ip("127.0.0.1"));
+        assert_eq!(p.last(), ip("127.255.255.254"));
+        assert_eq!(p.get(255), ip("127.0.1.0"));
+        assert_eq!(p.for_bot(1_000_000), ip("127.15.66.65"));
+        // Round-robin: the index wraps at the pool's size.
+        assert_eq!(p.get(p.len()), ip("127.0.0.1"));
+        assert_eq!(p.for_bot(u32::MAX), p.get(u128::from(u32::MAX) % p.len()));
+    }
+
+    #[test]
+    fn a_slash_31_has_both_addresses_and_a_slash_32_one() {
+        let p = pool(&["10.0.0.0/31"]);
+        assert_eq!((p.len(), p.first(), p.last()), (2, ip("10.0.0.0"), ip("10.0.0.1")));
+        let p = pool(&["10.0.0.7/32"]);
+        assert_eq!((p.len(), p.first()), (1, ip("10.0.0.7")));
+        assert_eq!(p.for_bot(5), ip("10.0.0.7"));
+        // A /30 is its two hosts.
+        let p = pool(&["10.0.0.4/30"]);
+        assert_eq!((p.len(), p.first(), p.last()), (2, ip("10.0.0.5"), ip("10.0.0.6")));
+    }
+
+    #[test]
+    fn the_loopback_network_address_is_never_used() {
+        let p = pool(&["127.0.0.0/31"]);
+        assert_eq!((p.len(), p.first()), (1, ip("127.0.0.1")));
+        let e = SourcePool::parse_list("127.0.0.0").unwrap_err();
+        assert!(e.contains("loopback network's own address"), "{e}");
+    }
+
+    #[test]
+    fn an_ipv6_slash_120_leaves_out_its_anycast_address() {
+        let p = pool(&["fd00::/120"]);
+        assert!(p.is_ipv6());
+        assert_eq!(p.len(), 255);
+        assert_eq!(p.first(), ip("fd00::1"));
+        assert_eq!(p.last(), ip("fd00::ff"));
+        assert_eq!(pool(&["fd00::7/128"]).first(), ip("fd00::7"));
+        assert_eq!(pool(&["fd00::/127"]).len(), 2);
+    }
+
+    /// Entries are taken in list order: single addresses and ranges alike.
+    #[test]
+    fn a_mixed_list_is_round_robin_in_list_order() {
+        let p = pool(&["10.0.0.5", "10.0.1.0/30", "10.0.0.9"]);
+        assert_eq!(p.len(), 4);
+        let spread: Vec<IpAddr> = (0..6).map(|i| p.for_bot(i)).collect();
+        assert_eq!(
+            spread,
+            ["10.0.0.5", "10.0.1.1", "10.0.1.2", "10.0.0.9", "10.0.0.5", "10.0.1.1"]
+                .map(ip)
+                .to_vec()
+        );
+        assert_eq!(SourcePool::parse_list("10.0.0.5, 10.0.1.0/30,10.0.0.9"), Ok(p));
+    }
+
+    #[test]
+    fn mistakes_are_refused_with_the_reason() {
+        let cases = [
+            ("10.0.0.0/33", "prefix length must be a number from 0 to 32"),
+            ("10.0.0.1/24", "write `10.0.0.0/24`"),
+            ("10.0.0", "not an IP address or CIDR range"),
+            ("0.0.0.0", "leave source_addresses out"),
+            ("224.0.0.1", "multicast"),
+            ("::", "leave source_addresses out"),
+            ("ff02::1", "multicast"),
+        ];
+        for (text, why) in cases {
+            let e = SourcePool::parse_list(text).unwrap_err();
+            assert!(e.contains(why), "{text}: {e}");
+        }
+        let e = SourcePool::parse_list("10.0.0.5, fd00::1").unwrap_err();
+        assert!(e.contains("mixes IPv4 and IPv6"), "{e}");
+        let e = SourcePool::parse_list("10.0.0.0/24, 10.0.0.7").unwrap_err();
+        assert!(e.contains("overlap"), "{e}");
+        assert!(SourcePool::parse_list(" , ").unwrap_err().contains("empty"));
+    }
+
+    #[test]
+    fn large_pools_are_counted_per_network() {
+        let small = pool(&["127.0.1.0/28"]);
+        let bots = (0..30).map(|i| small.for_bot(i));
+        assert_eq!(small.grouping(bots.clone()), Grouping::Address);
+        let rows = count_by_group(Grouping::Address, bots, [(ip("127.0.1.1"), 2)].into_iter());
+        assert_eq!(rows.len(), 14);
+        assert_eq!(rows[0], ("127.0.1.1".into(), 3, 2));
+        assert_eq!(rows[13], ("127.0.1.14".into(), 2, 0));
+
+        let big = pool(&["127.0.0.0/8"]);
+        let bots = (0..1000).map(|i| big.for_bot(i));
+        let g = big.grouping(bots.clone());
+        assert_eq!(g, Grouping::Prefix(24));
+        let rows = count_by_group(g, bots, std::iter::empty());
+        // 127.0.0.1 .. 127.0.3.232: 255 + 256 + 256 + 233 bots.
+        let planned: Vec<(String, u64)> = rows.iter().map(|r| (r.0.clone(), r.1)).collect();
+        assert_eq!(
+            planned,
+            vec![
+                ("127.0.0.0/24".into(), 255),
+                ("127.0.1.0/24".into(), 256),
+                ("127.0.2.0/24".into(), 256),
+                ("127.0.3.0/24".into(), 233)
+            ]
+        );
+        // Spread over more /24s than a table holds: per /16.
+        let bots = (0..400_000).map(|i| big.for_bot(i));
+        assert_eq!(big.grouping(bots), Grouping::Prefix(16));
+        let v6 = pool(&["fd00::/112"]);
+        assert_eq!(
+            v6.grouping((0..10).map(|i| v6.for_bot(i))).name(),
+            "/64"
+        );
+    }
+}
