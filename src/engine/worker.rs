@@ -630,6 +630,9 @@ async fn worker_main<T: BotTransport + 'static>(
 
     // Spawn bots on schedule; stop them on ramp-down; end at run_end or on the stop signal.
     let mut stops: Vec<(Instant, usize)> = Vec::new();
+    // Bots that got no socket (a source address not on this machine, no descriptors left):
+    // counted here, since the recorder's counters are handed over every second.
+    let mut socket_failures = 0u64;
     // Transport handshakes (ENet's connect) still pending: the bot fails at its protocol's
     // handshake_timeout, not at the transport's own (ENet gives up after up to 30 s).
     let mut connect_deadlines: Vec<(Instant, usize)> = Vec::new();
@@ -684,6 +687,7 @@ async fn worker_main<T: BotTransport + 'static>(
                     }
                 }
                 Err(e) => {
+                    socket_failures += 1;
                     let mut rec = shared.rec.borrow_mut();
                     rec.connect_failures.add2("socket", error_name(&e), 1);
                 }
@@ -765,7 +769,6 @@ async fn worker_main<T: BotTransport + 'static>(
             }
         }
     }
-    let socket_failures = shared.rec.borrow().connect_failures.get_prefix("socket");
     let rec = shared.rec.borrow_mut().take_interval();
     let _ = tx.send(WorkerMsg::Done {
         rec,

@@ -559,7 +559,9 @@ fn check_source_pool(
 ) -> Result<(), String> {
     if protocol.transport() == crate::protocol::registry::TransportNeeds::Gns {
         return Err(format!(
-            "engine.source_addresses cannot be used with {} (transport gns):              GameNetworkingSockets opens its client sockets itself and has no setting for the              local address they bind, so the bots would not come from the pool",
+            "engine.source_addresses cannot be used with {} (transport gns): \
+             GameNetworkingSockets opens its client sockets itself and has no setting for the \
+             local address they bind, so the bots would not come from the pool",
             protocol.name()
         ));
     }
@@ -577,7 +579,8 @@ fn check_source_pool(
             t.to_string()
         };
         return Err(format!(
-            "engine.source_addresses is {} ({}) but target {shown} is {}: a socket sends to              its own family only",
+            "engine.source_addresses is {} ({}) but target {shown} is {}: a socket sends to \
+             its own family only",
             family(pool.is_ipv6()),
             pool.text(),
             family(t.is_ipv6())
