@@ -102,6 +102,12 @@ impl BotSocket {
         Ok(Self { fd })
     }
 
+    /// The address and port the socket is bound to.
+    #[cfg(test)]
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.fd.get_ref().local_addr()
+    }
+
     /// Send now; never waits. `WouldBlock` means the socket buffer is full.
     pub fn send(&self, bytes: &[u8]) -> io::Result<()> {
         self.fd.get_ref().send(bytes).map(|_| ())

@@ -732,6 +732,48 @@ mod tests {
         assert!(e.contains("shard 150/200 has no bots"), "{e}");
     }
 
+    /// A pool must be of the target's family, and GNS, which binds its own sockets, cannot
+    /// take one; bots keep their index's address in every shard.
+    #[test]
+    fn source_pools_are_checked_against_targets_and_transport() {
+        let pool = |s: &str| crate::scenario::SourcePool::parse_list(s).unwrap();
+        let section = |y: &str| -> ProtocolSection { serde_saphyr::from_str(y).unwrap() };
+        let cafe = section("cafe: {}\n");
+        let v6: Targets = Targets::Addrs(vec!["[::1]:7777".parse().unwrap()]);
+        assert!(check_source_pool(&pool("127.0.1.0/24"), &Targets::Embedded, &cafe).is_ok());
+        assert!(check_source_pool(&pool("fd00::/120"), &v6, &cafe).is_ok());
+        let e = check_source_pool(&pool("10.0.0.5"), &v6, &cafe).unwrap_err();
+        assert!(e.contains("is IPv4 (10.0.0.5) but target [::1]:7777 is IPv6"), "{e}");
+        let gns = section("darkages:\n  transport: gns\n");
+        let e = check_source_pool(&pool("127.0.1.1"), &Targets::Embedded, &gns).unwrap_err();
+        assert!(e.contains("transport gns") && e.contains("local address"), "{e}");
+
+        let p = Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/scenarios/quickstart.yaml"
+        ));
+        let file = crate::scenario::load(p).unwrap();
+        let ov = Overrides {
+            source_addresses: Some(pool("127.0.1.0/30")),
+            ..Overrides::default()
+        };
+        let whole = Plan::build(file.clone(), p, &ov).unwrap();
+        let shard = Plan::build(
+            file,
+            p,
+            &Overrides {
+                shard: Some(Shard { index: 1, count: 3 }),
+                ..ov
+            },
+        )
+        .unwrap();
+        for ev in &shard.spawns {
+            assert_eq!(shard.source_of(ev.index), whole.source_of(ev.index));
+        }
+        let hosts: Vec<_> = (0..3).filter_map(|i| whole.source_of(i)).collect();
+        assert_eq!(hosts, ["127.0.1.1", "127.0.1.2", "127.0.1.1"].map(|a| a.parse::<std::net::IpAddr>().unwrap()));
+    }
+
     #[test]
     fn seeds_differ_per_bot_and_repeat_per_seed() {
         assert_ne!(mix_seed(1, 0), mix_seed(1, 1));

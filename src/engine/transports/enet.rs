@@ -523,3 +523,43 @@ impl ServerTransport for EnetServerSide {
             .add("enet_datagrams_dropped_out", h.dropped_out);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::transports::{enet_config, EnetRole};
+    use crate::protocol::registry::EnetNeeds;
+
+    /// Bots sharing a host share its socket, so a host takes only bots of one source
+    /// address; a relinked bot goes back to a host of its own address.
+    #[test]
+    fn hosts_are_shared_only_by_bots_of_one_source_address() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _guard = rt.enter();
+        let now = Instant::now();
+        let mut rec = Recorder::new();
+        let needs = EnetNeeds {
+            channels: 2,
+            compression: Default::default(),
+        };
+        let cfg = enet_config(EnetRole::Bots { per_socket: 4 }, &needs, true);
+        let mut t = EnetBots::new(cfg, 2, false);
+        // The discard port: nothing answers, and nothing needs to.
+        let peer: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let (x, y): (IpAddr, IpAddr) = ("127.0.4.1".parse().unwrap(), "127.0.4.2".parse().unwrap());
+        let bound = |t: &EnetBots, gi: Source| t.groups[gi].sock.local_addr().unwrap().ip();
+        let a = t.open(0, peer, Some(x), now, &mut rec).unwrap();
+        let b = t.open(1, peer, Some(y), now, &mut rec).unwrap();
+        let c = t.open(2, peer, Some(x), now, &mut rec).unwrap();
+        assert_ne!(a.source, b.source);
+        assert_eq!(a.source, c.source);
+        assert!(c.watch.is_none(), "bot 2 joins bot 0's host");
+        assert_eq!((bound(&t, a.source), bound(&t, b.source)), (x, y));
+        let moved = t.relink(1, peer, Some(y), now, &mut rec).unwrap();
+        assert_eq!(bound(&t, moved.source), y);
+        assert_eq!(t.groups.len(), 2);
+    }
+}

@@ -289,6 +289,33 @@ mod tests {
         );
     }
 
+    /// A relinked bot (a reconnection, a handoff) keeps its source address on its new socket.
+    #[test]
+    fn a_relinked_bot_keeps_its_source_address() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _guard = rt.enter();
+        let now = Instant::now();
+        let mut rec = Recorder::new();
+        let source: IpAddr = "127.0.3.1".parse().unwrap();
+        let (a, b): (SocketAddr, SocketAddr) = (
+            "127.0.0.1:9".parse().unwrap(),
+            "127.0.0.1:10".parse().unwrap(),
+        );
+        let bound = |o: &Opened| match &o.watch {
+            Some(Watch::Socket(s)) => s.local_addr().unwrap().ip(),
+            None => panic!("a UDP bot has its own socket"),
+        };
+        let mut t = UdpBots::default();
+        let first = t.open(3, a, Some(source), now, &mut rec).unwrap();
+        assert_eq!(bound(&first), source);
+        let second = t.relink(3, b, Some(source), now, &mut rec).unwrap();
+        assert_ne!(first.source, second.source);
+        assert_eq!(bound(&second), source);
+    }
+
     #[test]
     fn one_connection_per_source_forgotten_after_its_last_datagram() {
         let now = Instant::now();
