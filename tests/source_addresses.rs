@@ -47,6 +47,16 @@ fn summary(dir: &Path) -> Value {
     serde_json::from_str(&text).expect("summary.json is JSON")
 }
 
+/// summary.json with a pool still matches schemas/summary.schema.json.
+fn assert_matches_schema(s: &Value) {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/schemas/summary.schema.json");
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("schema")).expect("JSON");
+    let v = jsonschema::validator_for(&schema).expect("a valid schema");
+    let errors: Vec<String> = v.iter_errors(s).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+}
+
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -117,6 +127,7 @@ fn raw_udp_bots_come_from_their_planned_addresses_round_robin() {
     assert_eq!(sockets_per_address(&seen), expected);
 
     let s = summary(&out);
+    assert_matches_schema(&s);
     assert_eq!(s["bots"]["connected"], 30);
     assert_eq!(s["source_addresses"]["grouped_by"], "address");
     assert_eq!(s["source_addresses"]["pool_size"], 14);
@@ -126,6 +137,12 @@ fn raw_udp_bots_come_from_their_planned_addresses_round_robin() {
         let n = *n as u64;
         assert_eq!(counted.get(&a.to_string()), Some(&(n, n)), "{a}");
     }
+    // The report's table says the same.
+    let html = std::fs::read_to_string(out.join("report.html")).expect("report.html");
+    assert!(html.contains("A pool of 14 addresses"), "no source table");
+    assert!(html.contains(
+        "<tr><td><code>127.0.1.14</code></td><td class=\"num\">2</td><td class=\"num\">2</td></tr>"
+    ));
 }
 
 /// ENet with four bots per socket and three addresses: each address gets its four bots on
@@ -162,6 +179,7 @@ fn enet_bots_sharing_a_socket_share_its_source_address() {
         .collect();
     assert_eq!(sockets_per_address(&seen), expected, "{seen:?}");
     let s = summary(&out);
+    assert_matches_schema(&s);
     assert_eq!(s["bots"]["connected"], 12);
     let counted: Vec<(String, (u64, u64))> = rows(&s).into_iter().collect();
     assert_eq!(
@@ -255,12 +273,18 @@ fn validate_reports_the_pool_and_its_mistakes() {
 
     let (code, text) = validate(format!("{EMBEDDED}  source_addresses: [\"fd00::/120\"]\n"));
     assert_eq!(code, Some(2), "{text}");
-    assert!(text.contains("is IPv6 (fd00::/120) but target embedded"), "{text}");
+    assert!(
+        text.contains("is IPv6 (fd00::/120) but target embedded"),
+        "{text}"
+    );
 
     let (code, text) = validate(format!("{EMBEDDED}  source_addresses: 127.1.0.0/16\n"));
     assert_eq!(code, Some(0), "{text}");
     assert!(
-        text.contains("sources    65534 addresses (127.1.0.1 .. 127.1.255.254)"),
+        text.contains(
+            "sources    65534 addresses (first 127.1.1.0, last 127.1.254.255, consecutive \
+             bots on consecutive /24s) from 127.1.0.0/16; 0 to 1 bots each"
+        ),
         "{text}"
     );
 }

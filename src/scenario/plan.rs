@@ -522,11 +522,19 @@ impl Plan {
         if let Some(pool) = &self.source_pool {
             let (most, fewest) = pool.share(self.planned);
             s.push_str(&format!(
-                "sources    {} address{} ({} .. {}) from {}; {}\n",
+                "sources    {} address{} (first {}, last {}{}) from {}; {}\n",
                 pool.len(),
                 if pool.len() == 1 { "" } else { "es" },
                 pool.first(),
                 pool.last(),
+                if pool.interleaved() {
+                    format!(
+                        ", consecutive bots on consecutive {}",
+                        if pool.is_ipv6() { "/64s" } else { "/24s" }
+                    )
+                } else {
+                    String::new()
+                },
                 pool.text(),
                 if most == fewest {
                     format!("{most} bots each")
@@ -743,10 +751,16 @@ mod tests {
         assert!(check_source_pool(&pool("127.0.1.0/24"), &Targets::Embedded, &cafe).is_ok());
         assert!(check_source_pool(&pool("fd00::/120"), &v6, &cafe).is_ok());
         let e = check_source_pool(&pool("10.0.0.5"), &v6, &cafe).unwrap_err();
-        assert!(e.contains("is IPv4 (10.0.0.5) but target [::1]:7777 is IPv6"), "{e}");
+        assert!(
+            e.contains("is IPv4 (10.0.0.5) but target [::1]:7777 is IPv6"),
+            "{e}"
+        );
         let gns = section("darkages:\n  transport: gns\n");
         let e = check_source_pool(&pool("127.0.1.1"), &Targets::Embedded, &gns).unwrap_err();
-        assert!(e.contains("transport gns") && e.contains("local address"), "{e}");
+        assert!(
+            e.contains("transport gns") && e.contains("local address"),
+            "{e}"
+        );
 
         let p = Path::new(concat!(
             env!("CARGO_MANIFEST_DIR"),
@@ -771,7 +785,10 @@ mod tests {
             assert_eq!(shard.source_of(ev.index), whole.source_of(ev.index));
         }
         let hosts: Vec<_> = (0..3).filter_map(|i| whole.source_of(i)).collect();
-        assert_eq!(hosts, ["127.0.1.1", "127.0.1.2", "127.0.1.1"].map(|a| a.parse::<std::net::IpAddr>().unwrap()));
+        assert_eq!(
+            hosts,
+            ["127.0.1.1", "127.0.1.2", "127.0.1.1"].map(|a| a.parse::<std::net::IpAddr>().unwrap())
+        );
     }
 
     #[test]

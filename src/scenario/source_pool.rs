@@ -6,10 +6,18 @@
 //! of addresses and CIDR ranges of one family; bot `i` binds to the pool's `i % len`-th
 //! address, in list order, so the spread is round-robin and the same in every run and shard.
 //!
-//! Ranges are never expanded: an entry is a first address and a count, and an index is found
-//! by arithmetic (a /8 is 16 M addresses and costs two integers). IPv4 ranges wider than /31
+//! Ranges are never expanded: an entry is a network and a count, and an index is found by
+//! arithmetic (a /8 is 16 M addresses and costs a few integers). IPv4 ranges wider than /31
 //! leave out their network and broadcast addresses; IPv6 ranges wider than /127 leave out
 //! their first address (the subnet-router anycast address); `127.0.0.0` is never used.
+//!
+//! Within a range wider than a /24 (IPv4) or a /64 (IPv6) consecutive bots go to
+//! consecutive /24s (/64s), not to consecutive addresses: servers also cap connections per
+//! subnet (20 per /24 for the server above), and 2,000 bots over `127.1.0.0/16` in address
+//! order would be 255 to a /24, while interleaved they are 7 or 8 per /24, each on its own
+//! address. Index `k` of such a range is position `k + 1` in the order "first address of
+//! every block, then the second of every block, ..."; position 0 is the network address and
+//! the last position the broadcast address, so both are left out as in address order.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -20,13 +28,31 @@ use serde::{Deserialize, Serialize};
 /// /24 (IPv4) or /64 (IPv6), and coarser still (/16, /48) if that leaves more groups.
 pub const MAX_COUNTED_GROUPS: usize = 1024;
 
-/// One entry of the list: `count` consecutive addresses from `first` (as an integer of its
-/// family), written as `text`.
+/// One entry of the list, written as `text`: `count` addresses of the network `net` (an
+/// integer of its family), from position `skip` of its order, spread over `blocks` blocks of
+/// `2^block_bits` addresses (one block: address order).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Entry {
     text: String,
-    first: u128,
+    net: u128,
+    /// The network's last address (for overlap checks).
+    last: u128,
+    skip: u128,
     count: u128,
+    blocks: u128,
+    block_bits: u32,
+}
+
+impl Entry {
+    /// The entry's `k`-th address (`k < count`) as an integer.
+    fn nth(&self, k: u128) -> u128 {
+        let p = k + self.skip;
+        if self.blocks <= 1 {
+            self.net + p
+        } else {
+            self.net + ((p % self.blocks) << self.block_bits) + p / self.blocks
+        }
+    }
 }
 
 /// The validated pool. Serialized back as the list it was written as.
@@ -74,7 +100,8 @@ impl SourcePool {
         let mut entries = Vec::new();
         let mut family: Option<(bool, String)> = None;
         for item in items {
-            let (v6, first, count) = parse_entry(item.trim())?;
+            let (v6, mut entry) = parse_entry(item.trim())?;
+            entry.text = item.trim().to_string();
             match &family {
                 Some((f, other)) if *f != v6 => {
                     return Err(format!(
@@ -86,21 +113,19 @@ impl SourcePool {
                 Some(_) => {}
                 None => family = Some((v6, item.to_string())),
             }
-            entries.push(Entry {
-                text: item.trim().to_string(),
-                first,
-                count,
-            });
+            entries.push(entry);
         }
         let Some((v6, _)) = family else {
-            return Err("source_addresses is empty: list addresses or ranges, or leave the \
+            return Err(
+                "source_addresses is empty: list addresses or ranges, or leave the \
                         key out to bind the wildcard address"
-                .into());
+                    .into(),
+            );
         };
         let mut sorted: Vec<&Entry> = entries.iter().collect();
-        sorted.sort_by_key(|e| e.first);
+        sorted.sort_by_key(|e| e.net);
         for w in sorted.windows(2) {
-            if w[0].first + (w[0].count - 1) >= w[1].first {
+            if w[0].last >= w[1].net {
                 return Err(format!(
                     "source_addresses: `{}` and `{}` overlap; an address listed twice would \
                      get twice the bots",
@@ -132,7 +157,12 @@ impl SourcePool {
         self.v6
     }
 
-    /// The pool's `k`-th address, `k` taken modulo its size.
+    /// Some range is spread over its /24s (/64s) rather than taken in address order.
+    pub fn interleaved(&self) -> bool {
+        self.entries.iter().any(|e| e.blocks > 1)
+    }
+
+    /// The pool's `k`-th address, `k` taken modulo its size (entries in list order).
     pub fn get(&self, k: u128) -> IpAddr {
         let k = k % self.len().max(1);
         let i = self.ends.partition_point(|&end| end <= k);
@@ -140,7 +170,7 @@ impl SourcePool {
             return self.addr(0);
         };
         let before = if i == 0 { 0 } else { self.ends[i - 1] };
-        self.addr(e.first + (k - before))
+        self.addr(e.nth(k - before))
     }
 
     /// Bot `index`'s source address: round-robin over the pool.
@@ -152,6 +182,8 @@ impl SourcePool {
         self.get(0)
     }
 
+    /// The pool's last address in bot order (in a range wider than a /24 or /64, not the
+    /// highest one).
     pub fn last(&self) -> IpAddr {
         self.get(self.len().saturating_sub(1))
     }
@@ -266,8 +298,8 @@ pub fn count_by_group(
     rows.into_values().collect()
 }
 
-/// One entry: `(is IPv6, first address, count)`.
-fn parse_entry(s: &str) -> Result<(bool, u128, u128), String> {
+/// One entry: whether it is IPv6, and the entry (without its text).
+fn parse_entry(s: &str) -> Result<(bool, Entry), String> {
     let (addr_text, prefix_text) = match s.split_once('/') {
         Some((a, p)) => (a, Some(p)),
         None => (s, None),
@@ -311,6 +343,22 @@ fn parse_entry(s: &str) -> Result<(bool, u128, u128), String> {
         ));
     }
     let last = n | host_mask;
+    // Blocks a wide range is spread over: /24s (IPv4), /64s (IPv6).
+    let block_prefix: u32 = if addr.is_ipv6() { 64 } else { 24 };
+    let (blocks, block_bits) = if prefix < block_prefix {
+        (1u128 << (block_prefix - prefix), bits - block_prefix)
+    } else {
+        (1, 0)
+    };
+    let entry = |skip: u128, count: u128| Entry {
+        text: String::new(),
+        net: n,
+        last,
+        skip,
+        count,
+        blocks,
+        block_bits,
+    };
     match addr {
         IpAddr::V4(_) => {
             let (first4, last4) = (Ipv4Addr::from(n as u32), Ipv4Addr::from(last as u32));
@@ -327,24 +375,23 @@ fn parse_entry(s: &str) -> Result<(bool, u128, u128), String> {
                 ));
             }
             // Network and broadcast addresses of real subnets are not hosts; /31 (RFC 3021)
-            // and /32 have none.
-            let (mut first, mut count) = if prefix <= 30 {
-                (n + 1, host_mask - 1)
+            // and /32 have none. They are the first and last positions in either order.
+            let (skip, count) = if prefix <= 30 {
+                (1, host_mask - 1)
             } else {
-                (n, host_mask + 1)
+                (0, host_mask + 1)
             };
             // 127.0.0.0 is the loopback network's own address, never a host.
-            if first == u128::from(u32::from(Ipv4Addr::new(127, 0, 0, 0))) {
+            if skip == 0 && n == u128::from(u32::from(Ipv4Addr::new(127, 0, 0, 0))) {
                 if count == 1 {
                     return Err(format!(
                         "source address `{s}`: 127.0.0.0 is the loopback network's own \
                          address; use 127.0.0.1 or any other 127.x.y.z"
                     ));
                 }
-                first += 1;
-                count -= 1;
+                return Ok((false, entry(1, count - 1)));
             }
-            Ok((false, first, count))
+            Ok((false, entry(skip, count)))
         }
         IpAddr::V6(a) => {
             if a.is_unspecified() && prefix == 128 {
@@ -362,12 +409,12 @@ fn parse_entry(s: &str) -> Result<(bool, u128, u128), String> {
                 ));
             }
             // The all-zero interface id is the subnet-router anycast address (RFC 4291).
-            let (first, count) = if prefix <= 126 {
-                (n + 1, host_mask)
+            let (skip, count) = if prefix <= 126 {
+                (1, host_mask)
             } else {
-                (n, host_mask + 1)
+                (0, host_mask + 1)
             };
-            Ok((true, first, count))
+            Ok((true, entry(skip, count)))
         }
     }
 }
@@ -385,30 +432,74 @@ mod tests {
     }
 
     /// A /8 is indexed by arithmetic: 16,777,214 addresses without 127.0.0.0 and the
-    /// broadcast address, the k-th found at once.
+    /// broadcast address, the k-th found at once, consecutive bots on consecutive /24s.
     #[test]
     fn an_ipv4_slash_8_is_indexed_without_expanding_it() {
         let p = pool(&["127.0.0.0/8"]);
+        assert!(p.interleaved());
         assert_eq!(p.len(), (1 << 24) - 2);
-        assert_eq!(p.first(), ip("127.0.0.1"));
-        assert_eq!(p.last(), ip("127.255.255.254"));
-        assert_eq!(p.get(255), ip("127.0.1.0"));
-        assert_eq!(p.for_bot(1_000_000), ip("127.15.66.65"));
+        // Position 0 (127.0.0.0) is left out: bot 0 is on the second /24's first address.
+        assert_eq!(p.first(), ip("127.0.1.0"));
+        assert_eq!(p.get(1), ip("127.0.2.0"));
+        assert_eq!(p.get(65_534), ip("127.255.255.0"));
+        assert_eq!(p.get(65_535), ip("127.0.0.1"));
+        // 1,000,001 = 15 * 65,536 + 16,961: the 16,961st /24 (127.66.65.0/24), host 15.
+        assert_eq!(p.for_bot(1_000_000), ip("127.66.65.15"));
+        // The broadcast address is the last position, left out.
+        assert_eq!(p.last(), ip("127.255.254.255"));
         // Round-robin: the index wraps at the pool's size.
-        assert_eq!(p.get(p.len()), ip("127.0.0.1"));
+        assert_eq!(p.get(p.len()), p.first());
         assert_eq!(p.for_bot(u32::MAX), p.get(u128::from(u32::MAX) % p.len()));
+        let all: std::collections::HashSet<IpAddr> = (0..200_000).map(|k| p.get(k)).collect();
+        assert_eq!(all.len(), 200_000, "no address twice");
+        assert!(!all.contains(&ip("127.0.0.0")));
+    }
+
+    /// The motivating limit: at most 20 connections per /24. 2,000 bots over a /16 are 7 or
+    /// 8 per /24, each on its own address; a /24 or narrower is in address order.
+    #[test]
+    fn bots_over_a_wide_range_are_spread_over_its_slash_24s() {
+        let p = pool(&["127.1.0.0/16"]);
+        let mut per_24: BTreeMap<String, u64> = BTreeMap::new();
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..2000 {
+            let a = p.for_bot(i);
+            assert!(seen.insert(a), "{a} twice");
+            *per_24.entry(Grouping::Prefix(24).label(a)).or_default() += 1;
+        }
+        assert_eq!(per_24.len(), 256);
+        assert_eq!(per_24.values().max(), Some(&8));
+        assert_eq!(per_24.values().min(), Some(&7));
+        let narrow = pool(&["127.0.1.0/24"]);
+        assert!(!narrow.interleaved());
+        assert_eq!(narrow.first(), ip("127.0.1.1"));
+        assert_eq!(narrow.get(1), ip("127.0.1.2"));
+        assert_eq!(narrow.last(), ip("127.0.1.254"));
+        let v6 = pool(&["fd00::/63"]);
+        assert_eq!(
+            (0..3).map(|k| v6.get(k)).collect::<Vec<_>>(),
+            ["fd00:0:0:1::", "fd00::1", "fd00:0:0:1::1"]
+                .map(ip)
+                .to_vec()
+        );
     }
 
     #[test]
     fn a_slash_31_has_both_addresses_and_a_slash_32_one() {
         let p = pool(&["10.0.0.0/31"]);
-        assert_eq!((p.len(), p.first(), p.last()), (2, ip("10.0.0.0"), ip("10.0.0.1")));
+        assert_eq!(
+            (p.len(), p.first(), p.last()),
+            (2, ip("10.0.0.0"), ip("10.0.0.1"))
+        );
         let p = pool(&["10.0.0.7/32"]);
         assert_eq!((p.len(), p.first()), (1, ip("10.0.0.7")));
         assert_eq!(p.for_bot(5), ip("10.0.0.7"));
         // A /30 is its two hosts.
         let p = pool(&["10.0.0.4/30"]);
-        assert_eq!((p.len(), p.first(), p.last()), (2, ip("10.0.0.5"), ip("10.0.0.6")));
+        assert_eq!(
+            (p.len(), p.first(), p.last()),
+            (2, ip("10.0.0.5"), ip("10.0.0.6"))
+        );
     }
 
     #[test]
@@ -442,7 +533,10 @@ mod tests {
                 .map(ip)
                 .to_vec()
         );
-        assert_eq!(SourcePool::parse_list("10.0.0.5, 10.0.1.0/30,10.0.0.9"), Ok(p));
+        assert_eq!(
+            SourcePool::parse_list("10.0.0.5, 10.0.1.0/30,10.0.0.9"),
+            Ok(p)
+        );
     }
 
     #[test]
@@ -477,29 +571,20 @@ mod tests {
         assert_eq!(rows[0], ("127.0.1.1".into(), 3, 2));
         assert_eq!(rows[13], ("127.0.1.14".into(), 2, 0));
 
-        let big = pool(&["127.0.0.0/8"]);
-        let bots = (0..1000).map(|i| big.for_bot(i));
-        let g = big.grouping(bots.clone());
+        let wide = pool(&["127.1.0.0/16"]);
+        let bots = (0..2000).map(|i| wide.for_bot(i));
+        let g = wide.grouping(bots.clone());
         assert_eq!(g, Grouping::Prefix(24));
-        let rows = count_by_group(g, bots, std::iter::empty());
-        // 127.0.0.1 .. 127.0.3.232: 255 + 256 + 256 + 233 bots.
-        let planned: Vec<(String, u64)> = rows.iter().map(|r| (r.0.clone(), r.1)).collect();
-        assert_eq!(
-            planned,
-            vec![
-                ("127.0.0.0/24".into(), 255),
-                ("127.0.1.0/24".into(), 256),
-                ("127.0.2.0/24".into(), 256),
-                ("127.0.3.0/24".into(), 233)
-            ]
-        );
+        let rows = count_by_group(g, bots, [(ip("127.1.1.0"), 1)].into_iter());
+        assert_eq!(rows.len(), 256);
+        assert_eq!(rows[0], ("127.1.0.0/24".into(), 7, 0));
+        assert_eq!(rows[1], ("127.1.1.0/24".into(), 8, 1));
+        assert_eq!(rows.iter().map(|r| r.1).sum::<u64>(), 2000);
         // Spread over more /24s than a table holds: per /16.
-        let bots = (0..400_000).map(|i| big.for_bot(i));
+        let big = pool(&["127.0.0.0/8"]);
+        let bots = (0..2000).map(|i| big.for_bot(i));
         assert_eq!(big.grouping(bots), Grouping::Prefix(16));
         let v6 = pool(&["fd00::/112"]);
-        assert_eq!(
-            v6.grouping((0..10).map(|i| v6.for_bot(i))).name(),
-            "/64"
-        );
+        assert_eq!(v6.grouping((0..10).map(|i| v6.for_bot(i))).name(), "/64");
     }
 }

@@ -182,9 +182,10 @@ impl BotTransport for EnetBots {
         rec: &mut Recorder,
     ) -> std::io::Result<Opened> {
         let per_socket = self.cfg.peer_limit;
-        let open = self.groups.iter().position(|g| {
-            g.peer_addr == peer_addr && g.source == source && g.members < per_socket
-        });
+        let open = self
+            .groups
+            .iter()
+            .position(|g| g.peer_addr == peer_addr && g.source == source && g.members < per_socket);
         let (gi, watch) = match open {
             Some(gi) => (gi, None),
             None => {
