@@ -288,3 +288,47 @@ fn validate_reports_the_pool_and_its_mistakes() {
         "{text}"
     );
 }
+
+/// Two shards keep each bot's address (bot i on address i % 14 in either shard), and their
+/// merge counts exactly what the whole run would: three bots on .1 and .2, two elsewhere.
+#[test]
+fn shards_keep_each_bots_address_and_merge_to_the_whole_runs_counts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sc = scenario(
+        tmp.path(),
+        "name: sources-shards\nprotocol:\n  cafe: {}\ntarget: embedded\npopulation:\n  \
+         stages:\n    - ramp_to: 30\n      over: 300ms\n    - hold: 700ms\nengine:\n  \
+         workers: 1\n  source_addresses: [127.0.1.0/28]\n",
+    );
+    let mut dirs = Vec::new();
+    for shard in ["0/2", "1/2"] {
+        let out = tmp.path().join(shard.replace('/', "-of-"));
+        let o = run(&sc, &out, &["--shard", shard]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        dirs.push(out);
+    }
+    // Shard 0 runs the even bots, and 14 is even: bots 0, 14 and 28 on .1, the others on
+    // .3, .5, ... .13, none on an even address.
+    let even = rows(&summary(&dirs[0]));
+    assert_eq!(even.len(), 7);
+    assert_eq!(even.get("127.0.1.1"), Some(&(3, 3)));
+    assert_eq!(even.get("127.0.1.3"), Some(&(2, 2)));
+    assert_eq!(even.get("127.0.1.2"), None);
+    let merged = tmp.path().join("merged");
+    let o = bin()
+        .args(["merge", "--quiet"])
+        .args(&dirs)
+        .arg("--out")
+        .arg(&merged)
+        .output()
+        .expect("merge");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = summary(&merged);
+    assert_matches_schema(&s);
+    let counted = rows(&s);
+    assert_eq!(counted.len(), 14);
+    for h in 1..=14u64 {
+        let n = if h <= 2 { 3 } else { 2 };
+        assert_eq!(counted.get(&format!("127.0.1.{h}")), Some(&(n, n)), ".{h}");
+    }
+}

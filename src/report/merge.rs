@@ -189,6 +189,10 @@ pub fn merge_runs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
         m.snapshots_applied += s.snapshots_applied;
         add_maps(&mut m.errors.decode, &s.errors.decode);
         add_maps(&mut m.errors.connect, &s.errors.connect);
+        m.source_addresses = crate::scenario::source_pool::merge_counts(
+            m.source_addresses.take(),
+            s.source_addresses.as_ref(),
+        );
         for (k, v) in &s.protocol_metrics {
             if let (Some(Value::Number(a)), Value::Number(b)) = (m.protocol_metrics.get(k), v) {
                 if let (Some(a), Some(b)) = (a.as_u64(), b.as_u64()) {

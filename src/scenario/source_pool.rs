@@ -24,6 +24,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use serde::{Deserialize, Serialize};
 
+use crate::metrics::{SourceCounts, SourceRow};
+
 /// Pools up to this many addresses are counted per address in the report; larger ones per
 /// /24 (IPv4) or /64 (IPv6), and coarser still (/16, /48) if that leaves more groups.
 pub const MAX_COUNTED_GROUPS: usize = 1024;
@@ -298,6 +300,84 @@ pub fn count_by_group(
     rows.into_values().collect()
 }
 
+/// The per-source counts of two runs of one pool (shards, for `tickswarm merge`), added row
+/// by row. Shards that grouped differently are both counted at the coarser grouping, and a
+/// union of more than [`MAX_COUNTED_GROUPS`] rows is coarsened again, so the table stays
+/// small and every row is the sum over the runs.
+pub fn merge_counts(a: Option<SourceCounts>, b: Option<&SourceCounts>) -> Option<SourceCounts> {
+    let (a, b) = match (a, b) {
+        (None, None) => return None,
+        (Some(a), None) => return Some(a),
+        (None, Some(b)) => return Some(b.clone()),
+        (Some(a), Some(b)) => (a, b),
+    };
+    let parse = |g: &str| match g.strip_prefix('/') {
+        Some(p) => p.parse().ok().map(Grouping::Prefix),
+        None => Some(Grouping::Address),
+    };
+    let prefix = |g: Grouping, v6: bool| match g {
+        Grouping::Address if v6 => 128,
+        Grouping::Address => 32,
+        Grouping::Prefix(p) => p,
+    };
+    let (Some(ga), Some(gb)) = (parse(&a.grouped_by), parse(&b.grouped_by)) else {
+        return Some(a);
+    };
+    let rows: Vec<(IpAddr, u64, u64)> = a
+        .rows
+        .iter()
+        .chain(b.rows.iter())
+        .filter_map(|r| {
+            let ip: IpAddr = r.source.split('/').next()?.parse().ok()?;
+            Some((ip, r.planned, r.connected))
+        })
+        .collect();
+    let v6 = rows.first().is_some_and(|r| r.0.is_ipv6());
+    let mut grouping = if prefix(ga, v6) <= prefix(gb, v6) {
+        ga
+    } else {
+        gb
+    };
+    loop {
+        let mut merged: BTreeMap<IpAddr, (String, u64, u64)> = BTreeMap::new();
+        for &(ip, planned, connected) in &rows {
+            let label = grouping.label(ip);
+            let key = label
+                .split('/')
+                .next()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(ip);
+            let e = merged.entry(key).or_insert_with(|| (label, 0, 0));
+            e.1 += planned;
+            e.2 += connected;
+        }
+        let coarser = match (grouping, v6) {
+            (Grouping::Address, false) => Some(Grouping::Prefix(24)),
+            (Grouping::Address, true) => Some(Grouping::Prefix(64)),
+            (Grouping::Prefix(24), false) => Some(Grouping::Prefix(16)),
+            (Grouping::Prefix(64), true) => Some(Grouping::Prefix(48)),
+            _ => None,
+        };
+        match coarser {
+            Some(c) if merged.len() > MAX_COUNTED_GROUPS => grouping = c,
+            _ => {
+                return Some(SourceCounts {
+                    grouped_by: grouping.name(),
+                    pool_size: a.pool_size.max(b.pool_size),
+                    rows: merged
+                        .into_values()
+                        .map(|(source, planned, connected)| SourceRow {
+                            source,
+                            planned,
+                            connected,
+                        })
+                        .collect(),
+                })
+            }
+        }
+    }
+}
+
 /// One entry: whether it is IPv6, and the entry (without its text).
 fn parse_entry(s: &str) -> Result<(bool, Entry), String> {
     let (addr_text, prefix_text) = match s.split_once('/') {
@@ -559,6 +639,49 @@ mod tests {
         let e = SourcePool::parse_list("10.0.0.0/24, 10.0.0.7").unwrap_err();
         assert!(e.contains("overlap"), "{e}");
         assert!(SourcePool::parse_list(" , ").unwrap_err().contains("empty"));
+    }
+
+    /// Shards of one run (bots 0, 2, 4, ... and 1, 3, 5, ...) merge into the whole run's
+    /// counts; a shard counted per /24 takes the other to /24 too.
+    #[test]
+    fn shard_counts_merge_row_by_row() {
+        let row = |s: &str, p, c| SourceRow {
+            source: s.into(),
+            planned: p,
+            connected: c,
+        };
+        let by = |g: &str, rows: Vec<SourceRow>| SourceCounts {
+            grouped_by: g.into(),
+            pool_size: 14,
+            rows,
+        };
+        let a = by(
+            "address",
+            vec![row("127.0.1.1", 2, 2), row("127.0.1.3", 1, 0)],
+        );
+        let b = by(
+            "address",
+            vec![row("127.0.1.2", 1, 1), row("127.0.1.1", 1, 1)],
+        );
+        let m = merge_counts(Some(a.clone()), Some(&b)).unwrap();
+        assert_eq!(m.grouped_by, "address");
+        assert_eq!(
+            m.rows,
+            vec![
+                row("127.0.1.1", 3, 3),
+                row("127.0.1.2", 1, 1),
+                row("127.0.1.3", 1, 0)
+            ]
+        );
+        let c = by("/24", vec![row("127.0.2.0/24", 5, 4)]);
+        let m = merge_counts(Some(a.clone()), Some(&c)).unwrap();
+        assert_eq!(m.grouped_by, "/24");
+        assert_eq!(
+            m.rows,
+            vec![row("127.0.1.0/24", 3, 2), row("127.0.2.0/24", 5, 4)]
+        );
+        assert_eq!(merge_counts(None, Some(&a)), Some(a.clone()));
+        assert_eq!(merge_counts(None, None), None);
     }
 
     #[test]
