@@ -332,3 +332,42 @@ fn shards_keep_each_bots_address_and_merge_to_the_whole_runs_counts() {
         assert_eq!(counted.get(&format!("127.0.1.{h}")), Some(&(n, n)), ".{h}");
     }
 }
+
+/// DarkAges handoffs move a bot to the other zone on a new socket: with a pool, handoffs
+/// complete (the new socket binds the bot's own address), no relink fails on its source
+/// (`errors.connect` stays empty), and a /16 pool is counted per /24, one bot in each.
+#[test]
+fn darkages_handoffs_keep_working_from_a_pool() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/darkages.yaml");
+    let out = tmp.path().join("out");
+    let o = run(
+        Path::new(path),
+        &out,
+        &[
+            "--bots",
+            "20",
+            "--duration",
+            "5s",
+            "--source-addresses",
+            "127.1.0.0/16",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = summary(&out);
+    assert_eq!(s["bots"]["connected"], 20);
+    let pm = &s["protocol_metrics"];
+    assert!(pm["handoffs"].as_u64().unwrap_or(0) > 0, "{pm}");
+    assert!(
+        s["errors"]["connect"]
+            .as_object()
+            .is_some_and(serde_json::Map::is_empty),
+        "{}",
+        s["errors"]
+    );
+    assert_eq!(s["source_addresses"]["grouped_by"], "/24");
+    let counted = rows(&s);
+    assert_eq!(counted.len(), 20);
+    assert!(counted.values().all(|&c| c == (1, 1)), "{counted:?}");
+    assert_eq!(counted.get("127.1.1.0/24"), Some(&(1, 1)));
+}
