@@ -219,7 +219,7 @@ impl SourcePool {
         } else {
             Grouping::Prefix(24)
         };
-        let groups: std::collections::BTreeSet<String> = bots.map(|a| fine.label(a)).collect();
+        let groups: std::collections::BTreeSet<IpAddr> = bots.map(|a| fine.network(a)).collect();
         match (groups.len() > MAX_COUNTED_GROUPS, self.v6) {
             (false, _) => fine,
             (true, false) => Grouping::Prefix(16),
@@ -255,18 +255,26 @@ impl Grouping {
         }
     }
 
-    /// The row an address is counted in.
-    pub fn label(self, a: IpAddr) -> String {
+    /// The first address of the row `a` is counted in (its network, or itself).
+    pub fn network(self, a: IpAddr) -> IpAddr {
         match (self, a) {
-            (Grouping::Address, a) => a.to_string(),
+            (Grouping::Address, a) => a,
             (Grouping::Prefix(p), IpAddr::V4(v)) => {
                 let mask = u32::MAX.checked_shl(32 - u32::from(p)).unwrap_or(0);
-                format!("{}/{p}", Ipv4Addr::from(u32::from(v) & mask))
+                IpAddr::V4(Ipv4Addr::from(u32::from(v) & mask))
             }
             (Grouping::Prefix(p), IpAddr::V6(v)) => {
                 let mask = u128::MAX.checked_shl(128 - u32::from(p)).unwrap_or(0);
-                format!("{}/{p}", Ipv6Addr::from(u128::from(v) & mask))
+                IpAddr::V6(Ipv6Addr::from(u128::from(v) & mask))
             }
+        }
+    }
+
+    /// The row an address is counted in, as the report names it.
+    pub fn label(self, a: IpAddr) -> String {
+        match self {
+            Grouping::Address => a.to_string(),
+            Grouping::Prefix(p) => format!("{}/{p}", self.network(a)),
         }
     }
 }
@@ -278,22 +286,13 @@ pub fn count_by_group(
     connected: impl Iterator<Item = (IpAddr, u64)>,
 ) -> Vec<(String, u64, u64)> {
     let mut rows: BTreeMap<IpAddr, (String, u64, u64)> = BTreeMap::new();
-    let key = |a: IpAddr| match grouping {
-        Grouping::Address => a,
-        Grouping::Prefix(_) => grouping
-            .label(a)
-            .split('/')
-            .next()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(a),
-    };
     for a in planned {
-        rows.entry(key(a))
+        rows.entry(grouping.network(a))
             .or_insert_with(|| (grouping.label(a), 0, 0))
             .1 += 1;
     }
     for (a, n) in connected {
-        rows.entry(key(a))
+        rows.entry(grouping.network(a))
             .or_insert_with(|| (grouping.label(a), 0, 0))
             .2 += n;
     }
@@ -341,13 +340,9 @@ pub fn merge_counts(a: Option<SourceCounts>, b: Option<&SourceCounts>) -> Option
     loop {
         let mut merged: BTreeMap<IpAddr, (String, u64, u64)> = BTreeMap::new();
         for &(ip, planned, connected) in &rows {
-            let label = grouping.label(ip);
-            let key = label
-                .split('/')
-                .next()
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(ip);
-            let e = merged.entry(key).or_insert_with(|| (label, 0, 0));
+            let e = merged
+                .entry(grouping.network(ip))
+                .or_insert_with(|| (grouping.label(ip), 0, 0));
             e.1 += planned;
             e.2 += connected;
         }
