@@ -760,13 +760,17 @@ async fn worker_main<T: BotTransport + 'static>(
         (ever, failed)
     };
     let lost = shared.slots.borrow().iter().filter(|s| s.lost).count() as u64;
+    // Sorted, then counted per run of equal addresses: a /8 pool gives every bot its own.
+    let mut ips: Vec<IpAddr> = (shared.slots.borrow().iter())
+        .filter(|s| s.ever_connected)
+        .filter_map(|s| s.source_ip)
+        .collect();
+    ips.sort_unstable();
     let mut connected_by_source: Vec<(IpAddr, u64)> = Vec::new();
-    for s in shared.slots.borrow().iter().filter(|s| s.ever_connected) {
-        if let Some(ip) = s.source_ip {
-            match connected_by_source.binary_search_by_key(&ip, |e| e.0) {
-                Ok(i) => connected_by_source[i].1 += 1,
-                Err(i) => connected_by_source.insert(i, (ip, 1)),
-            }
+    for ip in ips {
+        match connected_by_source.last_mut() {
+            Some((last, n)) if *last == ip => *n += 1,
+            _ => connected_by_source.push((ip, 1)),
         }
     }
     let rec = shared.rec.borrow_mut().take_interval();
