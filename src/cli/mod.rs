@@ -23,7 +23,7 @@ use clap::{ArgAction, CommandFactory, Parser, Subcommand};
 use crate::engine::{self, EngineError, StopSignal};
 use crate::protocol::ProtocolName;
 use crate::report;
-use crate::scenario::{self, parse_duration, Overrides, Plan, Shard};
+use crate::scenario::{self, parse_duration, Overrides, Plan, Shard, SourcePool};
 
 pub const EXIT_PASS: u8 = 0;
 pub const EXIT_FAIL: u8 = 1;
@@ -189,6 +189,10 @@ struct OverrideArgs {
     /// Job sets it in each pod).
     #[arg(long, value_name = "N", env = "TICKSWARM_SHARDS")]
     shards: Option<u32>,
+    /// Local addresses the bots bind to, instead of the scenario's engine.source_addresses:
+    /// comma-separated addresses and CIDR ranges of the target's family (10.0.0.5,127.1.0.0/16).
+    #[arg(long, value_name = "LIST", env = "TICKSWARM_SOURCE_ADDRESSES")]
+    source_addresses: Option<String>,
 }
 
 impl OverrideArgs {
@@ -201,6 +205,11 @@ impl OverrideArgs {
             seed: self.seed,
             workers: self.workers,
             shard: self.resolve_shard(std::env::var("JOB_COMPLETION_INDEX").ok())?,
+            source_addresses: self
+                .source_addresses
+                .as_deref()
+                .map(|s| SourcePool::parse_list(s).map_err(|e| format!("--source-addresses: {e}")))
+                .transpose()?,
         })
     }
 
@@ -529,7 +538,7 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
         }
     }) {
         Ok(o) => o,
-        Err(e @ EngineError::FdLimit(_)) => {
+        Err(e @ (EngineError::FdLimit(_) | EngineError::SourceAddress(_))) => {
             drop(hlog);
             discard(&dir);
             say!("error: {e}");

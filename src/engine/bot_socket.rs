@@ -12,7 +12,7 @@
 //! would only return `EAGAIN`.
 
 use std::io;
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 
 use tokio::io::unix::{AsyncFd, AsyncFdReadyGuard};
@@ -75,14 +75,21 @@ impl BotRx {
 const BOT_SOCKET_BUFFER: usize = 1024 * 1024;
 
 impl BotSocket {
-    /// Bind an ephemeral port of `peer`'s family and connect to it, so the kernel filters
-    /// strangers and reports a closed port (ICMP) as ECONNREFUSED.
-    pub fn connect_to(peer: SocketAddr) -> io::Result<Self> {
-        let local: SocketAddr = match peer {
-            SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
-            SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
+    /// Bind an ephemeral port on `source` (the bot's source address; `None`: the wildcard
+    /// address of `peer`'s family) and connect to `peer`, so the kernel filters strangers and
+    /// reports a closed port (ICMP) as ECONNREFUSED. A source address this machine does not
+    /// have fails with [`io::ErrorKind::AddrNotAvailable`] and a message saying how to add it
+    /// ([`source_unavailable`]).
+    pub fn connect_to(peer: SocketAddr, source: Option<IpAddr>) -> io::Result<Self> {
+        let local: SocketAddr = match (source, peer) {
+            (Some(ip), _) => (ip, 0).into(),
+            (None, SocketAddr::V4(_)) => (Ipv4Addr::UNSPECIFIED, 0).into(),
+            (None, SocketAddr::V6(_)) => (Ipv6Addr::UNSPECIFIED, 0).into(),
         };
-        let sock = UdpSocket::bind(local)?;
+        let sock = UdpSocket::bind(local).map_err(|e| match source {
+            Some(ip) if e.kind() == io::ErrorKind::AddrNotAvailable => source_unavailable(ip),
+            _ => e,
+        })?;
         // The default receive buffer (about 200 KB) holds three 60 KB snapshots: a worker
         // descheduled for a moment would drop what the server sent, and the run would report
         // the tool's own stall as the server's loss. The kernel charges only what is queued.
@@ -95,6 +102,12 @@ impl BotSocket {
         Ok(Self { fd })
     }
 
+    /// The address and port the socket is bound to.
+    #[cfg(test)]
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.fd.get_ref().local_addr()
+    }
+
     /// Send now; never waits. `WouldBlock` means the socket buffer is full.
     pub fn send(&self, bytes: &[u8]) -> io::Result<()> {
         self.fd.get_ref().send(bytes).map(|_| ())
@@ -105,6 +118,34 @@ impl BotSocket {
     pub async fn readable(&self) -> io::Result<Readable<'_>> {
         Ok(Readable(self.fd.readable().await?))
     }
+}
+
+/// The error of a bind to a source address that is on no interface (EADDRNOTAVAIL): it names
+/// the address and the command that adds it.
+pub fn source_unavailable(ip: IpAddr) -> io::Error {
+    let add = match ip {
+        IpAddr::V4(_) => format!("ip addr add {ip}/32 dev eth0"),
+        IpAddr::V6(_) => format!("ip -6 addr add {ip}/128 dev eth0"),
+    };
+    io::Error::new(
+        io::ErrorKind::AddrNotAvailable,
+        format!(
+            "cannot bind source address {ip}: it is not on any interface of this machine \
+             (add it, e.g. `{add}` with your interface's name, or change \
+             engine.source_addresses)"
+        ),
+    )
+}
+
+/// Whether this machine can send from `ip`: a bind to it, without sending anything.
+pub fn check_source(ip: IpAddr) -> io::Result<()> {
+    UdpSocket::bind((ip, 0)).map(drop).map_err(|e| {
+        if e.kind() == io::ErrorKind::AddrNotAvailable {
+            source_unavailable(ip)
+        } else {
+            io::Error::new(e.kind(), format!("cannot bind source address {ip}: {e}"))
+        }
+    })
 }
 
 /// A readiness guard for one wake-up.
@@ -199,7 +240,7 @@ mod tests {
             .unwrap();
         rt.block_on(async {
             let server = UdpSocket::bind("127.0.0.1:0").unwrap();
-            let sock = BotSocket::connect_to(server.local_addr().unwrap()).unwrap();
+            let sock = BotSocket::connect_to(server.local_addr().unwrap(), None).unwrap();
             sock.send(b"hi").unwrap();
             let mut b = [0u8; 16];
             let (_, from) = server.recv_from(&mut b).unwrap();

@@ -34,6 +34,9 @@ pub enum EngineError {
     EmbeddedServer(std::io::Error),
     #[error("cannot start worker thread: {0}")]
     Thread(std::io::Error),
+    /// The first bot's source address cannot be bound: the run would be a swarm of failures.
+    #[error("{0}")]
+    SourceAddress(std::io::Error),
 }
 
 /// Stops a run early (Ctrl-C). Cloneable across threads.
@@ -71,6 +74,13 @@ pub fn run(
     mut progress: impl FnMut(&IntervalPoint, u64, &Recorder),
 ) -> Result<RunOutcome, EngineError> {
     limits::ensure_fd_limit(plan.planned)?;
+    // The first bot's source address is tried before anything starts (a bind, nothing
+    // sent): a pool this machine lacks fails the run at once, saying how to add it. Later
+    // bots whose address is missing fail one by one (`socket.address_not_available`).
+    let first_bot = plan.spawns.iter().min_by_key(|e| (e.start, e.index));
+    if let Some(ip) = first_bot.and_then(|e| plan.source_of(e.index)) {
+        bot_socket::check_source(ip).map_err(EngineError::SourceAddress)?;
+    }
 
     let servers = match plan.targets {
         Targets::Embedded => start_embedded(plan)?,
@@ -106,7 +116,7 @@ pub fn run(
         let peer = addrs[i % addrs.len().max(1)];
         let mut params = plan.bot_params(ev.index);
         params.targets = all.clone();
-        shards[n % workers].push((*ev, params, peer));
+        shards[n % workers].push((*ev, params, peer, plan.source_of(ev.index)));
     }
     let (tx, rx) = mpsc::channel();
     let mut threads = Vec::new();
@@ -149,6 +159,10 @@ pub fn run(
     collector.finish(elapsed);
     let interrupted = stop.is_stopped();
     let server_stats = merge_server_stats(servers.into_iter().map(ServerHandle::shutdown));
+    let sources = plan
+        .source_pool
+        .as_ref()
+        .map(|pool| source_counts(plan, pool, &collector.connected_by_source));
     Ok(RunOutcome {
         total: collector.total,
         intervals: collector.points,
@@ -164,7 +178,33 @@ pub fn run(
         tail: collector.tail,
         server: server_stats,
         target,
+        sources,
     })
+}
+
+/// Bots per source address (or network, for a large pool): planned from the plan, connected
+/// as the workers saw them.
+fn source_counts(
+    plan: &Plan,
+    pool: &crate::scenario::SourcePool,
+    connected: &std::collections::BTreeMap<std::net::IpAddr, u64>,
+) -> crate::metrics::SourceCounts {
+    use crate::scenario::source_pool::count_by_group;
+    let planned = plan.spawns.iter().map(|e| pool.for_bot(e.index));
+    let grouping = pool.grouping(planned.clone());
+    let rows = count_by_group(grouping, planned, connected.iter().map(|(a, n)| (*a, *n)));
+    crate::metrics::SourceCounts {
+        grouped_by: grouping.name(),
+        pool_size: u64::try_from(pool.len()).unwrap_or(u64::MAX),
+        rows: rows
+            .into_iter()
+            .map(|(source, planned, connected)| crate::metrics::SourceRow {
+                source,
+                planned,
+                connected,
+            })
+            .collect(),
+    }
 }
 
 /// Start the reference server for an `embedded` target: one instance, or for protocols with
@@ -230,6 +270,8 @@ struct Collector {
     silent_at_end: u64,
     ever_connected: u64,
     failed: u64,
+    /// Bots ever in play per source address, over workers.
+    connected_by_source: std::collections::BTreeMap<std::net::IpAddr, u64>,
 }
 
 impl Collector {
@@ -247,6 +289,7 @@ impl Collector {
             silent_at_end: 0,
             ever_connected: 0,
             failed: 0,
+            connected_by_source: Default::default(),
         }
     }
 
@@ -289,7 +332,11 @@ impl Collector {
                 lost,
                 silent_at_end,
                 census,
+                connected_by_source,
             } => {
+                for (ip, n) in connected_by_source {
+                    *self.connected_by_source.entry(ip).or_default() += n;
+                }
                 merge_census(&mut self.tail_phases, &census);
                 self.lost += lost;
                 self.silent_at_end += silent_at_end;

@@ -151,7 +151,7 @@ pub fn error_name(e: &io::Error) -> &'static str {
     match e.kind() {
         io::ErrorKind::WouldBlock => "would_block",
         io::ErrorKind::ConnectionRefused => "connection_refused",
-        io::ErrorKind::AddrNotAvailable => "addr_not_available",
+        io::ErrorKind::AddrNotAvailable => "address_not_available",
         io::ErrorKind::PermissionDenied => "permission_denied",
         io::ErrorKind::NetworkUnreachable => "network_unreachable",
         io::ErrorKind::HostUnreachable => "host_unreachable",

@@ -14,7 +14,7 @@
 use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
@@ -35,8 +35,8 @@ use crate::transport::MAX_ENET_DATAGRAM;
 
 /// What a worker runs.
 pub struct WorkerSpec {
-    /// Sorted by start time.
-    pub bots: Vec<(SpawnEvent, BotParams, SocketAddr)>,
+    /// Sorted by start time: each bot's schedule, parameters, server and source address.
+    pub bots: Vec<(SpawnEvent, BotParams, SocketAddr, Option<IpAddr>)>,
     pub protocol: ProtocolSection,
     pub run_start: Instant,
     pub run_end: Instant,
@@ -67,6 +67,8 @@ pub enum WorkerMsg {
         silent_at_end: u64,
         /// Bots per phase when the run ended (before the engine stopped them).
         census: Census,
+        /// Bots that were ever in play, per source address (with `engine.source_addresses`).
+        connected_by_source: Vec<(IpAddr, u64)>,
     },
 }
 
@@ -85,6 +87,8 @@ struct Slot {
     bot: Box<dyn Bot>,
     /// The server the bot plays on (a relink without an address returns to it).
     peer: SocketAddr,
+    /// The address its sockets bind to (`engine.source_addresses`), relinks included.
+    source_ip: Option<IpAddr>,
     /// The transport source carrying this bot.
     source: Source,
     /// Generation of the timer entry that is current for this bot.
@@ -252,9 +256,12 @@ impl<T: BotTransport + 'static> Shared<T> {
 
     /// Move bot `idx` to a new link to `to` (a reconnection, or a zone handoff).
     fn relink(self: &Rc<Self>, idx: usize, to: SocketAddr, now: Instant) {
+        let source_ip = self.slots.borrow().get(idx).and_then(|s| s.source_ip);
         let opened = {
             let mut rec = self.rec.borrow_mut();
-            self.transport.borrow_mut().relink(idx, to, now, &mut rec)
+            self.transport
+                .borrow_mut()
+                .relink(idx, to, source_ip, now, &mut rec)
         };
         self.retire_sources();
         match opened {
@@ -552,6 +559,7 @@ pub fn run_worker(spec: WorkerSpec, tx: Sender<WorkerMsg>, stop: watch::Receiver
                 lost: 0,
                 silent_at_end: 0,
                 census: Census::default(),
+                connected_by_source: Vec::new(),
             });
             return;
         }
@@ -622,6 +630,9 @@ async fn worker_main<T: BotTransport + 'static>(
 
     // Spawn bots on schedule; stop them on ramp-down; end at run_end or on the stop signal.
     let mut stops: Vec<(Instant, usize)> = Vec::new();
+    // Bots that got no socket (a source address not on this machine, no descriptors left):
+    // counted here, since the recorder's counters are handed over every second.
+    let mut socket_failures = 0u64;
     // Transport handshakes (ENet's connect) still pending: the bot fails at its protocol's
     // handshake_timeout, not at the transport's own (ENet gives up after up to 30 s).
     let mut connect_deadlines: Vec<(Instant, usize)> = Vec::new();
@@ -632,7 +643,9 @@ async fn worker_main<T: BotTransport + 'static>(
         if *stop.borrow_and_update() {
             break;
         }
-        let next_spawn = pending.peek().map(|(ev, _, _)| spec.run_start + ev.start);
+        let next_spawn = pending
+            .peek()
+            .map(|(ev, _, _, _)| spec.run_start + ev.start);
         let next_stop = stops
             .iter()
             .chain(connect_deadlines.iter())
@@ -653,14 +666,14 @@ async fn worker_main<T: BotTransport + 'static>(
         }
         while pending
             .peek()
-            .is_some_and(|(ev, _, _)| spec.run_start + ev.start <= now)
+            .is_some_and(|(ev, _, _, _)| spec.run_start + ev.start <= now)
         {
-            let Some((ev, params, peer)) = pending.next() else {
+            let Some((ev, params, peer, source_ip)) = pending.next() else {
                 break;
             };
             let handshake_timeout = params.handshake_timeout;
             let bot = protocol.make_bot(params);
-            match spawn_bot(&shared, bot, peer, now) {
+            match spawn_bot(&shared, bot, peer, source_ip, now) {
                 Ok(idx) => {
                     let pending_transport =
                         shared.slots.borrow().get(idx).is_some_and(|s| {
@@ -674,6 +687,7 @@ async fn worker_main<T: BotTransport + 'static>(
                     }
                 }
                 Err(e) => {
+                    socket_failures += 1;
                     let mut rec = shared.rec.borrow_mut();
                     rec.connect_failures.add2("socket", error_name(&e), 1);
                 }
@@ -746,7 +760,19 @@ async fn worker_main<T: BotTransport + 'static>(
         (ever, failed)
     };
     let lost = shared.slots.borrow().iter().filter(|s| s.lost).count() as u64;
-    let socket_failures = shared.rec.borrow().connect_failures.get_prefix("socket");
+    // Sorted, then counted per run of equal addresses: a /8 pool gives every bot its own.
+    let mut ips: Vec<IpAddr> = (shared.slots.borrow().iter())
+        .filter(|s| s.ever_connected)
+        .filter_map(|s| s.source_ip)
+        .collect();
+    ips.sort_unstable();
+    let mut connected_by_source: Vec<(IpAddr, u64)> = Vec::new();
+    for ip in ips {
+        match connected_by_source.last_mut() {
+            Some((last, n)) if *last == ip => *n += 1,
+            _ => connected_by_source.push((ip, 1)),
+        }
+    }
     let rec = shared.rec.borrow_mut().take_interval();
     let _ = tx.send(WorkerMsg::Done {
         rec,
@@ -756,6 +782,7 @@ async fn worker_main<T: BotTransport + 'static>(
         lost,
         silent_at_end,
         census,
+        connected_by_source,
     });
 }
 
@@ -765,6 +792,7 @@ fn spawn_bot<T: BotTransport + 'static>(
     shared: &Rc<Shared<T>>,
     bot: Box<dyn Bot>,
     peer: SocketAddr,
+    source_ip: Option<IpAddr>,
     now: Instant,
 ) -> std::io::Result<usize> {
     let idx = shared.slots.borrow().len();
@@ -773,11 +801,12 @@ fn spawn_bot<T: BotTransport + 'static>(
         shared
             .transport
             .borrow_mut()
-            .open(idx, peer, now, &mut rec)?
+            .open(idx, peer, source_ip, now, &mut rec)?
     };
     shared.slots.borrow_mut().push(Slot {
         bot,
         peer,
+        source_ip,
         source: opened.source,
         timer_gen: 0,
         scheduled: None,

@@ -9,6 +9,7 @@ pub mod describe;
 mod named;
 pub mod phases;
 pub mod run;
+pub mod sources;
 pub mod summary;
 pub mod threshold;
 
@@ -17,7 +18,7 @@ use hdrhistogram::Histogram;
 pub use describe::{MetricDesc, MetricInfo};
 pub use named::NamedCounters;
 pub use phases::{Phase, PhaseCounts, TargetPoint, Waiting};
-pub use run::{IntervalPoint, RunOutcome, ServerStats};
+pub use run::{IntervalPoint, RunOutcome, ServerStats, SourceCounts, SourceRow};
 pub use summary::{HistSummary, LossSummary};
 pub use threshold::{Metric, Threshold};
 

@@ -122,4 +122,29 @@ pub struct RunOutcome {
     /// The embedded server's counters, when the target was embedded.
     pub server: Option<ServerStats>,
     pub target: String,
+    /// Bots per source address, when the scenario has `engine.source_addresses`.
+    pub sources: Option<SourceCounts>,
+}
+
+/// Bots per source address (`engine.source_addresses`): planned and ever connected. A pool
+/// of more than 1,024 addresses is counted per network (`grouped_by`), so the table stays
+/// small whatever the pool.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SourceCounts {
+    /// `address`, or the prefix length each row's network has (`/24`, `/64`, `/16`, `/48`).
+    pub grouped_by: String,
+    /// Addresses in the pool (capped at 2^64 - 1 for IPv6 ranges wider than that).
+    pub pool_size: u64,
+    /// In address order; only addresses (networks) that had a bot planned or connected.
+    pub rows: Vec<SourceRow>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SourceRow {
+    /// The address, or the network (`127.0.1.0/24`).
+    pub source: String,
+    /// Bots of this run planned on it.
+    pub planned: u64,
+    /// Of those, bots that completed their handshake at least once.
+    pub connected: u64,
 }

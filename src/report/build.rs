@@ -177,6 +177,7 @@ pub fn summarize(info: &RunInfo, run: &RunOutcome) -> Summary {
             decode: counters(&t.decode_errors),
             connect: counters(&t.connect_failures),
         },
+        source_addresses: run.sources.clone(),
         protocol_metrics,
         protocol_metric_info,
         thresholds: Vec::new(),
@@ -369,6 +370,7 @@ mod tests {
             tail: crate::metrics::Recorder::new(),
             server: None,
             target: "t".into(),
+            sources: None,
         }
     }
 

@@ -149,6 +149,7 @@ mod tests {
             inputs_sent: 0,
             snapshots_applied: 0,
             errors: Default::default(),
+            source_addresses: None,
             protocol_metrics: Default::default(),
             protocol_metric_info: Default::default(),
             thresholds: vec![ThresholdResult {

@@ -455,6 +455,10 @@ fn add_summary(m: &mut Summary, s: &Summary) -> Result<(), String> {
         ));
     }
     m.rtt_source = agreed(m.rtt_source.take(), &s.rtt_source);
+    m.source_addresses = crate::metrics::sources::merge_counts(
+        m.source_addresses.take(),
+        s.source_addresses.as_ref(),
+    );
     m.bots.planned = sum(m.bots.planned, s.bots.planned, "bots.planned")?;
     m.bots.connected = sum(m.bots.connected, s.bots.connected, "bots.connected")?;
     m.bots.failed = sum(m.bots.failed, s.bots.failed, "bots.failed")?;

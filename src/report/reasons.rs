@@ -36,6 +36,9 @@ pub fn verdict_reasons(s: &Summary) -> Vec<String> {
             s.bots.planned, s.target
         ));
     }
+    if let Some(why) = missing_sources(s) {
+        out.push(why);
+    }
     for (key, value) in &s.protocol_metrics {
         let Some(other) = key.strip_prefix("dialect_hint.") else {
             continue;
@@ -73,6 +76,29 @@ pub fn verdict_reasons(s: &Summary) -> Vec<String> {
         out.push("The run was interrupted: its figures cover only the part that ran.".into());
     }
     out
+}
+
+/// Bots whose source address (`engine.source_addresses`) is on no interface of the load
+/// machine: which addresses, and how to add them.
+fn missing_sources(s: &Summary) -> Option<String> {
+    let n = *s.errors.connect.get("socket.address_not_available")?;
+    let rows = s.source_addresses.as_ref()?;
+    let none: Vec<&str> = rows
+        .rows
+        .iter()
+        .filter(|r| r.planned > 0 && r.connected == 0)
+        .map(|r| r.source.as_str())
+        .collect();
+    let shown = match none.as_slice() {
+        [] => String::new(),
+        [a, b, c, _, ..] => format!(" (among them {a}, {b}, {c} and {} more)", none.len() - 3),
+        few => format!(" ({})", few.join(", ")),
+    };
+    Some(format!(
+        "{n} bots could not bind their source address{shown}: it is not on any interface of \
+         this machine. Add it (`ip addr add ADDRESS/32 dev IFACE`, `ip -6 addr add \
+         ADDRESS/128 dev IFACE`) or change engine.source_addresses."
+    ))
 }
 
 /// Counters by reason: `recv.connection_refused 12, send.x 1`.

@@ -257,6 +257,10 @@ pub struct Summary {
     pub inputs_sent: u64,
     pub snapshots_applied: u64,
     pub errors: Errors,
+    /// Bots per source address (`engine.source_addresses`), planned and connected; per
+    /// network for pools of more than 1,024 addresses (`grouped_by`). Absent without a pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_addresses: Option<crate::metrics::SourceCounts>,
     /// Per-protocol extras: counters, and histograms as `{count,min,mean,p50,...}`.
     pub protocol_metrics: serde_json::Map<String, serde_json::Value>,
     /// How to read and show `protocol_metrics` entries (label, unit, card/chart/table), as

@@ -263,4 +263,8 @@ pub struct EngineSection {
     /// peer throttles: false makes each bot tell the server, through ENet's throttle
     /// configuration, never to drop unreliable packets for it when its RTT rises.
     pub enet_throttle: Option<bool>,
+    /// Local addresses the bots' sockets bind to: addresses and CIDR ranges of the target's
+    /// family, bot `i` on the pool's `i % len`-th address (see [`super::SourcePool`]). Default:
+    /// the wildcard address (the kernel picks one per route).
+    pub source_addresses: Option<super::SourcePool>,
 }

@@ -5,6 +5,7 @@
 
 mod file;
 pub mod plan;
+pub mod source_pool;
 
 use std::path::{Path, PathBuf};
 
@@ -18,6 +19,7 @@ pub use file::{
     Target,
 };
 pub use plan::{Overrides, Plan, Shard, SpawnEvent};
+pub use source_pool::SourcePool;
 
 #[derive(Debug, Error)]
 pub enum ScenarioError {

@@ -21,6 +21,8 @@ pub struct Overrides {
     pub workers: Option<usize>,
     /// Run only this slice of the population (one of several load machines).
     pub shard: Option<Shard>,
+    /// `--source-addresses`: replaces `engine.source_addresses`.
+    pub source_addresses: Option<super::SourcePool>,
 }
 
 /// `--shard I/N`: this machine runs the bots whose index `i` has `i % N == I`. Every bot keeps
@@ -108,6 +110,8 @@ pub struct Plan {
     pub enet_throttle: bool,
     /// The slice of the population this process runs, if sharded.
     pub shard: Option<Shard>,
+    /// `engine.source_addresses`: bot `i` binds to `pool.for_bot(i)`; `None`, the wildcard.
+    pub source_pool: Option<super::SourcePool>,
     /// `compare.max_regress` as written (checked by the CLI against the compare parser).
     pub compare_limits: std::collections::BTreeMap<String, String>,
     /// `unmeasurable_thresholds:`: fail (default) or skip a threshold the run cannot measure.
@@ -393,6 +397,14 @@ impl Plan {
             },
         };
 
+        let source_pool = ov
+            .source_addresses
+            .clone()
+            .or(file.engine.source_addresses.clone());
+        if let Some(pool) = &source_pool {
+            check_source_pool(pool, &targets, &protocol).map_err(|m| invalid(path, m))?;
+        }
+
         let cores = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1);
@@ -430,9 +442,15 @@ impl Plan {
             bots_per_socket: file.engine.bots_per_socket.unwrap_or(1).max(1),
             enet_throttle: file.engine.enet_throttle.unwrap_or(true),
             shard: ov.shard,
+            source_pool,
             compare_limits: file.compare.max_regress.clone(),
             unmeasurable: file.unmeasurable_thresholds,
         })
+    }
+
+    /// Bot `index`'s source address, if the scenario has a pool.
+    pub fn source_of(&self, index: u32) -> Option<std::net::IpAddr> {
+        self.source_pool.as_ref().map(|p| p.for_bot(index))
     }
 
     /// The parameters of bot `index`: its own seed and its place on the input grid.
@@ -501,6 +519,30 @@ impl Plan {
             format_duration(b.handshake_retry),
             format_duration(b.handshake_timeout)
         ));
+        if let Some(pool) = &self.source_pool {
+            let (most, fewest) = pool.share(self.planned);
+            s.push_str(&format!(
+                "sources    {} address{} (first {}, last {}{}) from {}; {}\n",
+                pool.len(),
+                if pool.len() == 1 { "" } else { "es" },
+                pool.first(),
+                pool.last(),
+                if pool.interleaved() {
+                    format!(
+                        ", consecutive bots on consecutive {}",
+                        if pool.is_ipv6() { "/64s" } else { "/24s" }
+                    )
+                } else {
+                    String::new()
+                },
+                pool.text(),
+                if most == fewest {
+                    format!("{most} bots each")
+                } else {
+                    format!("{fewest} to {most} bots each")
+                }
+            ));
+        }
         s.push_str(&format!("seed       {}\n", self.seed));
         if self.thresholds.is_empty() {
             s.push_str("thresholds none (verdict is always pass)\n");
@@ -515,6 +557,44 @@ impl Plan {
         }
         s
     }
+}
+
+/// A source pool must be of the targets' family, and the transport must be able to bind it.
+fn check_source_pool(
+    pool: &super::SourcePool,
+    targets: &Targets,
+    protocol: &ProtocolSection,
+) -> Result<(), String> {
+    if protocol.transport() == crate::protocol::registry::TransportNeeds::Gns {
+        return Err(format!(
+            "engine.source_addresses cannot be used with {} (transport gns): \
+             GameNetworkingSockets opens its client sockets itself and has no setting for the \
+             local address they bind, so the bots would not come from the pool",
+            protocol.name()
+        ));
+    }
+    let family = |v6: bool| if v6 { "IPv6" } else { "IPv4" };
+    let embedded = [SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0))];
+    let addrs: &[SocketAddr] = match targets {
+        Targets::Addrs(a) => a,
+        // The embedded server listens on 127.0.0.1.
+        Targets::Embedded => &embedded,
+    };
+    if let Some(t) = addrs.iter().find(|t| t.is_ipv6() != pool.is_ipv6()) {
+        let shown = if matches!(targets, Targets::Embedded) {
+            "embedded (127.0.0.1)".to_string()
+        } else {
+            t.to_string()
+        };
+        return Err(format!(
+            "engine.source_addresses is {} ({}) but target {shown} is {}: a socket sends to \
+             its own family only",
+            family(pool.is_ipv6()),
+            pool.text(),
+            family(t.is_ipv6())
+        ));
+    }
+    Ok(())
 }
 
 /// Start (and stop) times per bot from piecewise-linear stages.
@@ -658,6 +738,57 @@ mod tests {
         };
         let e = Plan::build(file, p, &ov).unwrap_err().to_string();
         assert!(e.contains("shard 150/200 has no bots"), "{e}");
+    }
+
+    /// A pool must be of the target's family, and GNS, which binds its own sockets, cannot
+    /// take one; bots keep their index's address in every shard.
+    #[test]
+    fn source_pools_are_checked_against_targets_and_transport() {
+        let pool = |s: &str| crate::scenario::SourcePool::parse_list(s).unwrap();
+        let section = |y: &str| -> ProtocolSection { serde_saphyr::from_str(y).unwrap() };
+        let cafe = section("cafe: {}\n");
+        let v6: Targets = Targets::Addrs(vec!["[::1]:7777".parse().unwrap()]);
+        assert!(check_source_pool(&pool("127.0.1.0/24"), &Targets::Embedded, &cafe).is_ok());
+        assert!(check_source_pool(&pool("fd00::/120"), &v6, &cafe).is_ok());
+        let e = check_source_pool(&pool("10.0.0.5"), &v6, &cafe).unwrap_err();
+        assert!(
+            e.contains("is IPv4 (10.0.0.5) but target [::1]:7777 is IPv6"),
+            "{e}"
+        );
+        let gns = section("darkages:\n  transport: gns\n");
+        let e = check_source_pool(&pool("127.0.1.1"), &Targets::Embedded, &gns).unwrap_err();
+        assert!(
+            e.contains("transport gns") && e.contains("local address"),
+            "{e}"
+        );
+
+        let p = Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/scenarios/quickstart.yaml"
+        ));
+        let file = crate::scenario::load(p).unwrap();
+        let ov = Overrides {
+            source_addresses: Some(pool("127.0.1.0/30")),
+            ..Overrides::default()
+        };
+        let whole = Plan::build(file.clone(), p, &ov).unwrap();
+        let shard = Plan::build(
+            file,
+            p,
+            &Overrides {
+                shard: Some(Shard { index: 1, count: 3 }),
+                ..ov
+            },
+        )
+        .unwrap();
+        for ev in &shard.spawns {
+            assert_eq!(shard.source_of(ev.index), whole.source_of(ev.index));
+        }
+        let hosts: Vec<_> = (0..3).filter_map(|i| whole.source_of(i)).collect();
+        assert_eq!(
+            hosts,
+            ["127.0.1.1", "127.0.1.2", "127.0.1.1"].map(|a| a.parse::<std::net::IpAddr>().unwrap())
+        );
     }
 
     #[test]

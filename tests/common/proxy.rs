@@ -36,6 +36,9 @@ pub struct ProxyCounts {
     pub down_forwarded: AtomicU64,
     pub down_dropped: AtomicU64,
     pub down_corrupted: AtomicU64,
+    /// Every bot socket (source address and port) the proxy has heard from, in order of
+    /// first datagram: what the server would see.
+    pub bot_sockets: std::sync::Mutex<Vec<SocketAddr>>,
 }
 
 pub struct Proxy {
@@ -92,6 +95,9 @@ async fn run(front: Arc<UdpSocket>, server: SocketAddr, imp: Impairment, counts:
                     let s = Arc::new(UdpSocket::bind("127.0.0.1:0").await.expect("bind"));
                     s.connect(server).await.expect("connect");
                     map.insert(bot, s.clone());
+                    if let Ok(mut seen) = counts.bot_sockets.lock() {
+                        seen.push(bot);
+                    }
                     // Server to bot, with the per-bot drop rule.
                     let (s2, f2, c2) = (s.clone(), front.clone(), counts.clone());
                     tokio::spawn(async move {

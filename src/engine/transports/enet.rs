@@ -1,7 +1,10 @@
 //! ENet: sessions with channels, reliability, fragmentation and ENet's own RTT.
 //!
-//! Bots: an ENet host per `bots_per_socket` bots to the same server, each host on one
-//! socket (a [`Source`]); each bot is a peer of its host. Servers: one host; each ENet session
+//! Bots: an ENet host per `bots_per_socket` bots to the same server from the same source
+//! address, each host on one socket (a [`Source`]); each bot is a peer of its host. Bots of
+//! a shared socket share its source address, so with `engine.source_addresses` a host takes
+//! only bots of its address: each address gets its round-robin share of the bots, in
+//! sockets of up to `bots_per_socket`. Servers: one host; each ENet session
 //! is a connection, whatever address it comes from (bots sharing a socket, players behind one
 //! NAT), and a reused peer slot gets a new connection id.
 //!
@@ -11,7 +14,7 @@
 //! ([`EnetBots::new`]'s `rtt_is_main`), the same samples are the run's `rtt_us`.
 
 use std::collections::{HashMap, VecDeque};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -29,6 +32,8 @@ use crate::transport::{
 struct Group {
     sock: Rc<BotSocket>,
     peer_addr: SocketAddr,
+    /// The source address the socket is bound to (`None`: the wildcard).
+    source: Option<IpAddr>,
     host: EnetHost,
     /// Bot slot by ENet peer index.
     peers: Vec<Option<Slot>>,
@@ -172,6 +177,7 @@ impl BotTransport for EnetBots {
         &mut self,
         slot: Slot,
         peer_addr: SocketAddr,
+        source: Option<IpAddr>,
         now: Instant,
         rec: &mut Recorder,
     ) -> std::io::Result<Opened> {
@@ -179,16 +185,17 @@ impl BotTransport for EnetBots {
         let open = self
             .groups
             .iter()
-            .position(|g| g.peer_addr == peer_addr && g.members < per_socket);
+            .position(|g| g.peer_addr == peer_addr && g.source == source && g.members < per_socket);
         let (gi, watch) = match open {
             Some(gi) => (gi, None),
             None => {
-                let sock = Rc::new(BotSocket::connect_to(peer_addr)?);
+                let sock = Rc::new(BotSocket::connect_to(peer_addr, source)?);
                 let host = EnetHost::new(now, &self.cfg)
                     .map_err(|e| std::io::Error::other(e.to_string()))?;
                 self.groups.push(Group {
                     sock: sock.clone(),
                     peer_addr,
+                    source,
                     host,
                     peers: vec![None; per_socket],
                     members: 0,
@@ -224,6 +231,7 @@ impl BotTransport for EnetBots {
         &mut self,
         slot: Slot,
         peer_addr: SocketAddr,
+        source: Option<IpAddr>,
         now: Instant,
         rec: &mut Recorder,
     ) -> std::io::Result<Opened> {
@@ -248,7 +256,7 @@ impl BotTransport for EnetBots {
             }
             self.flush_group(gi, now, rec);
         }
-        self.open(slot, peer_addr, now, rec)
+        self.open(slot, peer_addr, source, now, rec)
     }
 
     fn poll_retired(&mut self) -> Option<Source> {
@@ -514,5 +522,45 @@ impl ServerTransport for EnetServerSide {
         stats
             .events
             .add("enet_datagrams_dropped_out", h.dropped_out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::transports::{enet_config, EnetRole};
+    use crate::protocol::registry::EnetNeeds;
+
+    /// Bots sharing a host share its socket, so a host takes only bots of one source
+    /// address; a relinked bot goes back to a host of its own address.
+    #[test]
+    fn hosts_are_shared_only_by_bots_of_one_source_address() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _guard = rt.enter();
+        let now = Instant::now();
+        let mut rec = Recorder::new();
+        let needs = EnetNeeds {
+            channels: 2,
+            compression: Default::default(),
+        };
+        let cfg = enet_config(EnetRole::Bots { per_socket: 4 }, &needs, true);
+        let mut t = EnetBots::new(cfg, 2, false);
+        // The discard port: nothing answers, and nothing needs to.
+        let peer: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let (x, y): (IpAddr, IpAddr) = ("127.0.4.1".parse().unwrap(), "127.0.4.2".parse().unwrap());
+        let bound = |t: &EnetBots, gi: Source| t.groups[gi].sock.local_addr().unwrap().ip();
+        let a = t.open(0, peer, Some(x), now, &mut rec).unwrap();
+        let b = t.open(1, peer, Some(y), now, &mut rec).unwrap();
+        let c = t.open(2, peer, Some(x), now, &mut rec).unwrap();
+        assert_ne!(a.source, b.source);
+        assert_eq!(a.source, c.source);
+        assert!(c.watch.is_none(), "bot 2 joins bot 0's host");
+        assert_eq!((bound(&t, a.source), bound(&t, b.source)), (x, y));
+        let moved = t.relink(1, peer, Some(y), now, &mut rec).unwrap();
+        assert_eq!(bound(&t, moved.source), y);
+        assert_eq!(t.groups.len(), 2);
     }
 }

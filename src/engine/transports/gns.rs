@@ -328,6 +328,8 @@ impl BotTransport for GnsBots {
         &mut self,
         slot: Slot,
         peer: SocketAddr,
+        // Scenario validation refuses a source pool with GNS: it binds its own sockets.
+        _source: Option<std::net::IpAddr>,
         now: Instant,
         _rec: &mut Recorder,
     ) -> std::io::Result<Opened> {
@@ -338,6 +340,7 @@ impl BotTransport for GnsBots {
         &mut self,
         slot: Slot,
         peer: SocketAddr,
+        _source: Option<std::net::IpAddr>,
         now: Instant,
         rec: &mut Recorder,
     ) -> std::io::Result<Opened> {

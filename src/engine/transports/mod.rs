@@ -30,7 +30,7 @@ pub mod enet;
 pub mod gns;
 pub mod udp;
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::ops::Range;
 use std::rc::Rc;
 use std::time::Instant;
@@ -150,22 +150,25 @@ pub trait BotTransport {
     /// Metrics the transport records into the worker's recorder.
     const METRICS: &'static [MetricDesc];
 
-    /// Carry bot `slot` to `peer`.
+    /// Carry bot `slot` to `peer`, from `source` (its source address; `None`: any).
     fn open(
         &mut self,
         slot: Slot,
         peer: SocketAddr,
+        source: Option<IpAddr>,
         now: Instant,
         rec: &mut Recorder,
     ) -> std::io::Result<Opened>;
 
     /// Replace bot `slot`'s link: drop the current one at once (no goodbye, as a lost
     /// connection) and carry the bot to `peer` on a new one. Its old source, if no other bot
-    /// uses it, comes back from [`BotTransport::poll_retired`].
+    /// uses it, comes back from [`BotTransport::poll_retired`]. The bot keeps its source
+    /// address (`source`, as given to [`BotTransport::open`]).
     fn relink(
         &mut self,
         slot: Slot,
         peer: SocketAddr,
+        source: Option<IpAddr>,
         now: Instant,
         rec: &mut Recorder,
     ) -> std::io::Result<Opened>;
@@ -405,6 +408,7 @@ impl BotTransport for NotBuilt {
         &mut self,
         _: Slot,
         _: SocketAddr,
+        _: Option<IpAddr>,
         _: Instant,
         _: &mut Recorder,
     ) -> std::io::Result<Opened> {
@@ -418,10 +422,11 @@ impl BotTransport for NotBuilt {
         &mut self,
         slot: Slot,
         peer: SocketAddr,
+        source: Option<IpAddr>,
         now: Instant,
         rec: &mut Recorder,
     ) -> std::io::Result<Opened> {
-        self.open(slot, peer, now, rec)
+        self.open(slot, peer, source, now, rec)
     }
 
     fn poll_retired(&mut self) -> Option<Source> {

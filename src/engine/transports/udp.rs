@@ -4,7 +4,7 @@
 //! share one), which is its own [`Source`]. Servers: each source address is a connection.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -40,10 +40,11 @@ impl BotTransport for UdpBots {
         &mut self,
         slot: Slot,
         peer: SocketAddr,
+        source: Option<IpAddr>,
         _now: Instant,
         _rec: &mut Recorder,
     ) -> std::io::Result<Opened> {
-        let sock = Rc::new(BotSocket::connect_to(peer)?);
+        let sock = Rc::new(BotSocket::connect_to(peer, source)?);
         let src = self.sources.len();
         self.sources.push(Some((slot, sock.clone())));
         if self.by_slot.len() <= slot {
@@ -61,6 +62,7 @@ impl BotTransport for UdpBots {
         &mut self,
         slot: Slot,
         peer: SocketAddr,
+        source: Option<IpAddr>,
         now: Instant,
         rec: &mut Recorder,
     ) -> std::io::Result<Opened> {
@@ -70,7 +72,7 @@ impl BotTransport for UdpBots {
             }
             self.retired.push(old);
         }
-        self.open(slot, peer, now, rec)
+        self.open(slot, peer, source, now, rec)
     }
 
     fn poll_retired(&mut self) -> Option<Source> {
@@ -258,9 +260,9 @@ mod tests {
             "127.0.0.1:10".parse().unwrap(),
         );
         let mut t = UdpBots::default();
-        let first = t.open(7, a, now, &mut rec).unwrap();
+        let first = t.open(7, a, None, now, &mut rec).unwrap();
         assert!(first.up && matches!(first.watch, Some(Watch::Socket(_))));
-        let second = t.relink(7, b, now, &mut rec).unwrap();
+        let second = t.relink(7, b, None, now, &mut rec).unwrap();
         assert_ne!(first.source, second.source);
         assert_eq!(t.poll_retired(), Some(first.source));
         assert_eq!(t.poll_retired(), None);
@@ -285,6 +287,33 @@ mod tests {
             out.get(0).map(|(slot, _, d)| (slot, d.to_vec())),
             Some((7, b"new".to_vec()))
         );
+    }
+
+    /// A relinked bot (a reconnection, a handoff) keeps its source address on its new socket.
+    #[test]
+    fn a_relinked_bot_keeps_its_source_address() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _guard = rt.enter();
+        let now = Instant::now();
+        let mut rec = Recorder::new();
+        let source: IpAddr = "127.0.3.1".parse().unwrap();
+        let (a, b): (SocketAddr, SocketAddr) = (
+            "127.0.0.1:9".parse().unwrap(),
+            "127.0.0.1:10".parse().unwrap(),
+        );
+        let bound = |o: &Opened| match &o.watch {
+            Some(Watch::Socket(s)) => s.local_addr().unwrap().ip(),
+            None => panic!("a UDP bot has its own socket"),
+        };
+        let mut t = UdpBots::default();
+        let first = t.open(3, a, Some(source), now, &mut rec).unwrap();
+        assert_eq!(bound(&first), source);
+        let second = t.relink(3, b, Some(source), now, &mut rec).unwrap();
+        assert_ne!(first.source, second.source);
+        assert_eq!(bound(&second), source);
     }
 
     #[test]

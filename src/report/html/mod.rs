@@ -49,6 +49,8 @@ struct Page<'a> {
     bandwidth_dists: Vec<Figure>,
     target_figures: Vec<Figure>,
     targets: Vec<TargetRow>,
+    /// Bots per source address (or network), with a line saying how they are counted.
+    sources: Option<(String, &'a [crate::metrics::SourceRow])>,
     latency: Vec<HistRow>,
     /// Error rows and their total, or none at all.
     errors: Option<(Vec<ErrorRow>, String)>,
@@ -79,6 +81,16 @@ impl<'a> Page<'a> {
             bandwidth_dists: timeline::bandwidth_distributions(s, log),
             target_figures,
             targets,
+            sources: s.source_addresses.as_ref().map(|c| {
+                let how = match c.grouped_by.as_str() {
+                    "address" => format!("A pool of {} addresses, bot i on address i mod {}.", c.pool_size, c.pool_size),
+                    net => format!(
+                        "A pool of {} addresses, bot i on address i mod {}; counted per {net} network (too many addresses for one row each).",
+                        c.pool_size, c.pool_size
+                    ),
+                };
+                (how, c.rows.as_slice())
+            }),
             latency: view::latency(s),
             errors: view::errors(s),
             protocol: protocol::tables(s),
@@ -160,6 +172,7 @@ mod tests {
             inputs_sent: 0,
             snapshots_applied: 0,
             errors: Errors::default(),
+            source_addresses: None,
             protocol_metrics: Map::new(),
             protocol_metric_info: BTreeMap::new(),
             thresholds: Vec::new(),
