@@ -32,7 +32,13 @@
 //! `tests/amplification.rs` measures each protocol's factor (bytes sent to an address that
 //! never answers ÷ bytes received from it, over 5 s of simulated time).
 
-use std::time::Duration;
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 
 /// How long a session may stay unproven. Real clients send their first input within one
 /// input interval of the reply (a few ms to 100 ms); two seconds leave room for a lost first
@@ -46,3 +52,44 @@ pub const EVICTABLE_AFTER: Duration = Duration::from_millis(500);
 /// Handshake replies an unproven session gets (its first and up to three answers to retries,
 /// which a client sends when a reply was lost).
 pub const MAX_UNPROVEN_REPLIES: u32 = 4;
+
+/// A generator for the values a server puts in its handshake reply as the address proof
+/// (cafe's player id, DarkAges' heartbeat challenge): ChaCha8 seeded once from the OS.
+///
+/// The seed comes from the standard library's `RandomState`, whose keys the OS's random
+/// source sets per process, hashed with a process-wide counter and the time, so two servers
+/// in one process draw different streams and nothing outside the process can predict them.
+/// `seed` pins the stream instead (simulations that must replay exactly).
+pub fn proof_rng(seed: Option<u64>) -> ChaCha8Rng {
+    if let Some(seed) = seed {
+        return ChaCha8Rng::seed_from_u64(seed);
+    }
+    static DRAWS: AtomicU64 = AtomicU64::new(0);
+    let mut bytes = [0u8; 32];
+    let n = DRAWS.fetch_add(1, Ordering::Relaxed);
+    let t = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    for (i, chunk) in bytes.chunks_mut(8).enumerate() {
+        let mut h = RandomState::new().build_hasher();
+        (n, i, t).hash(&mut h);
+        chunk.copy_from_slice(&h.finish().to_le_bytes());
+    }
+    ChaCha8Rng::from_seed(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::Rng;
+
+    #[test]
+    fn os_seeded_streams_differ_and_pinned_ones_repeat() {
+        let a: u64 = proof_rng(None).random();
+        let b: u64 = proof_rng(None).random();
+        assert_ne!(a, b);
+        let c: u64 = proof_rng(Some(7)).random();
+        let d: u64 = proof_rng(Some(7)).random();
+        assert_eq!(c, d);
+    }
+}
