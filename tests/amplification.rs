@@ -56,7 +56,11 @@ type Script = Vec<(Duration, Vec<u8>)>;
 /// Bytes in and out for `sources` victims that each send the handshake every `repeat`
 /// (once when `None`) and never answer.
 fn measure(proto: ProtocolName, sources: u16, repeat: Option<Duration>) -> (u64, u64) {
-    let hs = handshake(proto, Instant::now(), SocketAddr::from(([127, 0, 0, 1], 7777)));
+    let hs = handshake(
+        proto,
+        Instant::now(),
+        SocketAddr::from(([127, 0, 0, 1], 7777)),
+    );
     let script: Script = match repeat {
         None => vec![(Duration::ZERO, hs)],
         Some(r) => (0..)
@@ -143,7 +147,10 @@ fn rehearse_udp(proto: ProtocolName) -> Script {
         }
         at += Duration::from_millis(1);
     }
-    assert!(script.len() > 1, "{proto}: the bot answered its handshake reply");
+    assert!(
+        script.len() > 1,
+        "{proto}: the bot answered its handshake reply"
+    );
     script
 }
 
@@ -152,7 +159,11 @@ fn rehearse_udp(proto: ProtocolName) -> Script {
 /// each echoing `sent_time` and carrying the game's first message (hello or login), as a
 /// real client's first datagram after the handshake does.
 fn enet_guesses(proto: ProtocolName, source: u16, sent_time: u16) -> Script {
-    let hs = handshake(proto, Instant::now(), SocketAddr::from(([127, 0, 0, 1], 7777)));
+    let hs = handshake(
+        proto,
+        Instant::now(),
+        SocketAddr::from(([127, 0, 0, 1], 7777)),
+    );
     let hello = first_message(proto);
     let mut s = vec![(Duration::ZERO, hs)];
     for peer in source..source + 4 {
@@ -175,7 +186,12 @@ fn factor(proto: ProtocolName, sources: u16, repeat: Option<Duration>) -> f64 {
     f
 }
 
-fn attack_factor(proto: ProtocolName, what: &str, sources: u16, script: impl Fn(u16) -> Script) -> f64 {
+fn attack_factor(
+    proto: ProtocolName,
+    what: &str,
+    sources: u16,
+    script: impl Fn(u16) -> Script,
+) -> f64 {
     let (i, o) = run_attack(proto, sources, script);
     let f = o as f64 / i as f64;
     eprintln!("{proto}: {what}, {sources} sources: {o} bytes out / {i} in = {f:.3}");
@@ -220,7 +236,9 @@ fn repeated_and_many_forged_handshakes_stay_below_one() {
 fn blind_spoofed_handshake_and_first_input_gain_nothing() {
     for proto in [ProtocolName::Cafe, ProtocolName::DarkAges] {
         let script = rehearse_udp(proto);
-        let f = attack_factor(proto, "blind handshake + first inputs", 8, |_| script.clone());
+        let f = attack_factor(proto, "blind handshake + first inputs", 8, |_| {
+            script.clone()
+        });
         assert!(f <= 1.0, "{proto}: blind-spoofing factor {f:.3}");
     }
 }
@@ -246,7 +264,9 @@ fn enet_blind_verify_acknowledgements_do_not_complete_a_handshake() {
             });
             worst = worst.max(f);
         }
-        assert!(worst <= 1.0, "{proto}: predicted sent time, factor {worst:.3}");
+        assert!(
+            worst <= 1.0,
+            "{proto}: predicted sent time, factor {worst:.3}"
+        );
     }
 }
-

@@ -1364,11 +1364,16 @@ fn input_on_change_sends_only_changes() {
 }
 
 /// The same scenario twice gives the same datagrams, byte for byte, at the same times, and
-/// the same metrics: the bots' randomness comes from their seeds only.
+/// the same metrics: the bots' randomness comes from their seeds only, and the server's
+/// (its player ids, drawn at random for admission) from `id_seed`.
 #[test]
 fn simulation_is_deterministic() {
     let run = || {
-        let mut sim = sim(4, CafeServerConfig::default(), ms(3));
+        let cfg = CafeServerConfig {
+            id_seed: Some(1),
+            ..CafeServerConfig::default()
+        };
+        let mut sim = sim(4, cfg, ms(3));
         sim.down.drop = Some(every_kth(9));
         sim.start_all();
         sim.run_until(ms(1500));

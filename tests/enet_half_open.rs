@@ -11,9 +11,9 @@ use serde_json::Value;
 
 mod common;
 use common::enet_forge::{first_message, forged_verify_ack};
-use tickswarm::protocol::ProtocolName;
 use tickswarm::engine::spawn_reference_server;
 use tickswarm::protocol::city::CityOptions;
+use tickswarm::protocol::ProtocolName;
 use tickswarm::scenario::{ProtocolSection, ServerSection};
 use tickswarm::transport::{EnetClient, EnetConfig, EnetEvent, EnetHost};
 
@@ -120,9 +120,12 @@ fn spoofed_sessions_do_not_lock_real_bots_out_of_zergcity() {
         .collect();
     std::thread::sleep(Duration::from_millis(50));
     let elapsed = started.elapsed().as_millis() as u16;
-    let times = [0u16]
-        .into_iter()
-        .chain((0..40).map(|d| 1_000u16.wrapping_add(elapsed).wrapping_sub(20).wrapping_add(d)));
+    let times = [0u16].into_iter().chain((0..40).map(|d| {
+        1_000u16
+            .wrapping_add(elapsed)
+            .wrapping_sub(20)
+            .wrapping_add(d)
+    }));
     for st in times {
         for s in &attackers {
             for peer in 0..4 {
@@ -215,7 +218,10 @@ fn verify_connect_acknowledgement_must_echo_its_sent_time() {
         let (sent, slot) = sent_and_slot(&verify);
         let wrong = off.map_or(0, |o| sent.wrapping_add(o));
         ack_all_sessions(&mut host, client, slot, wrong);
-        assert!(!connected(&mut host), "echo {wrong} (sent {sent}) completed it");
+        assert!(
+            !connected(&mut host),
+            "echo {wrong} (sent {sent}) completed it"
+        );
         assert_eq!(host.stats().forged_proofs, 4);
         // The half-open connect is gone: even the right echo now finds no session.
         ack_all_sessions(&mut host, client, slot, sent);

@@ -50,7 +50,23 @@
 //! take every peer slot (`crate::protocol::admission` has the rules every server follows):
 //! - An address is *proven* once this host connected to it, or ENet's handshake with it
 //!   completed (the peer acknowledged our VERIFY_CONNECT and reached Connected; only then does
-//!   the game server hear of it). Until then the host sends it at most the bytes it received
+//!   the game server hear of it).
+//! - The acknowledgement is checked exactly, because ENet checks neither the sent time it
+//!   echoes nor which transmission it names (a blind attacker echoing 0 completed a
+//!   handshake with 16 guesses of peer id and session bits, and 4 such sessions carrying a
+//!   blind ClientHello filled a ZergCity server). The host reads every VERIFY_CONNECT it
+//!   sends to an unproven address (`enet/handshake.rs`): the address, our peer id, its
+//!   sequence number, connect id and the sent time of each datagram that carried it. A
+//!   datagram from an unproven address with an acknowledgement on the handshake channel
+//!   (0xFF) must name that sequence number to that peer id and echo one of those sent times;
+//!   otherwise ENet never sees it and the half-open connect it aimed at ends
+//!   (`HostStats::forged_proofs`): one guess per CONNECT. A Connected event is believed only
+//!   for a slot whose VERIFY_CONNECT was so acknowledged, for the connect id it carried. The
+//!   host's clock starts at a random phase (`CLOCK_START_MS` + 0..65535 ms), so the sent
+//!   time (16 bits) cannot be predicted from the server's age; a forger that has talked to
+//!   the server can read the clock off its traffic, so this is a proof of reception against
+//!   blind spoofing, not authentication.
+//! - Until proven, the host sends an address at most the bytes it received
 //!   from it, plus 16 once (range-coder output sizes differ slightly): one CONNECT (52 bytes)
 //!   pays for one VERIFY_CONNECT (48), and ENet's retransmissions of it to a forged source are
 //!   withheld (`HostStats::gated_out`). A real client that lost the VERIFY_CONNECT resends
@@ -62,9 +78,6 @@
 //!   above a round trip on which a real handshake finishes) give their slots up
 //!   (`HostStats::half_open_expired`, `half_open_evicted`). A CONNECT is recognised without
 //!   decoding it: its header carries the peer id 0xFFF (the sender has none yet).
-//! - These fields of ENet's handshake (peer id, session bits, the echoed 16-bit sent time) are
-//!   predictable to a determined attacker: this is a proof of reception against blind
-//!   reflection, not authentication.
 //!
 //! # Address reuse
 //! ENet routes a datagram to a session by the receiver's peer id (0 at every one-peer client)

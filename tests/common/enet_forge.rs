@@ -10,7 +10,9 @@ use tickswarm::protocol::{BotParams, ProtocolName};
 /// The first message a bot of `proto` sends once connected (its hello or login), with the
 /// channel it goes on.
 pub fn first_message(proto: ProtocolName) -> (u8, Vec<u8>) {
-    let mut bot = proto.default_section().make_bot(BotParams::with_index(0, 7));
+    let mut bot = proto
+        .default_section()
+        .make_bot(BotParams::with_index(0, 7));
     let mut rec = Recorder::new();
     bot.start(Instant::now(), &mut rec);
     let mut buf = vec![0u8; 64 * 1024];
