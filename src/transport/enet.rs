@@ -865,6 +865,8 @@ pub struct EnetHost {
     now: Instant,
     /// CONNECTs queued since the last service: from where, remote peer id and connect id.
     connects: Vec<(SocketAddr, Handshake)>,
+    /// Scratch: each slot's address while it is in use (kept so a service allocates nothing).
+    slot_addrs: Vec<Option<SocketAddr>>,
 }
 
 impl fmt::Debug for EnetHost {
@@ -950,6 +952,7 @@ impl EnetHost {
             pending_connects: 0,
             now,
             connects: Vec::new(),
+            slot_addrs: Vec::with_capacity(config.peer_limit),
         })
     }
 
@@ -1282,18 +1285,22 @@ impl EnetHost {
             }
         }
         condemned.clear();
-        let host = &mut self.host;
-        let live: Vec<bool> = host
-            .peers()
-            .map(|p| p.state() != enet::PeerState::Disconnected)
-            .collect();
-        let addrs: Vec<Option<SocketAddr>> = host.peers().map(|p| p.address()).collect();
-        let sock = host.socket_mut();
-        sock.condemned = condemned;
-        sock.verifies.retain(|&(addr, slot), _| {
-            let i = usize::from(slot);
-            live.get(i).copied().unwrap_or(false) && addrs.get(i).copied().flatten() == Some(addr)
-        });
+        self.host.socket_mut().condemned = condemned;
+        if self.host.socket().verifies.is_empty() {
+            return;
+        }
+        let mut addrs = std::mem::take(&mut self.slot_addrs);
+        addrs.clear();
+        addrs.extend(self.host.peers().map(|p| {
+            (p.state() != enet::PeerState::Disconnected)
+                .then(|| p.address())
+                .flatten()
+        }));
+        self.host
+            .socket_mut()
+            .verifies
+            .retain(|&(addr, slot), _| addrs.get(usize::from(slot)) == Some(&Some(addr)));
+        self.slot_addrs = addrs;
     }
 
     /// Drop the sessions whose remote peer connected anew (see "Address reuse"), before ENet
