@@ -123,14 +123,8 @@ fn snapshots_delivered(sim: &Sim, i: usize) -> u64 {
 /// The bot's entity table equals the server's players of its room, record for record.
 fn assert_table_matches_room(sim: &Sim, i: usize, what: &str) {
     let bot = &sim.bots[i];
-    let room_size = sim.server.config().room_size as u16;
-    let room = (bot.player_id() - 1) / room_size;
-    let members: Vec<_> = sim
-        .server
-        .players()
-        .filter(|(_, r)| (r.entity_id - 1) / room_size == room)
-        .map(|(_, r)| *r)
-        .collect();
+    let room = sim.server.room_of(bot.player_id()).expect("the bot's room");
+    let members: Vec<_> = sim.server.room_players(room).copied().collect();
     assert!(!members.is_empty());
     assert_eq!(
         bot.entity_count(),
@@ -1370,11 +1364,16 @@ fn input_on_change_sends_only_changes() {
 }
 
 /// The same scenario twice gives the same datagrams, byte for byte, at the same times, and
-/// the same metrics: the bots' randomness comes from their seeds only.
+/// the same metrics: the bots' randomness comes from their seeds only, and the server's
+/// (its player ids, drawn at random for admission) from `id_seed`.
 #[test]
 fn simulation_is_deterministic() {
     let run = || {
-        let mut sim = sim(4, CafeServerConfig::default(), ms(3));
+        let cfg = CafeServerConfig {
+            id_seed: Some(1),
+            ..CafeServerConfig::default()
+        };
+        let mut sim = sim(4, cfg, ms(3));
         sim.down.drop = Some(every_kth(9));
         sim.start_all();
         sim.run_until(ms(1500));

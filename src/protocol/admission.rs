@@ -7,21 +7,39 @@
 //! follows the same rules, keyed by [`ConnId`](super::ConnId) (one per source address for
 //! raw UDP):
 //!
-//! 1. **Nothing larger than the request, and no stream, until the address is proven.** A new
+//! 1. **No more bytes than it sent, and no stream, until the address is proven.** A new
 //!    session is *unproven*. The server answers its handshake with the handshake reply only
 //!    (cafe Welcome 12 bytes for a 24-byte Hello, R-Type ACCEPT 4 for an 8-byte CONNECT,
-//!    DarkAges CONNECT_ACK 89 for a 104-byte CONNECT) and holds back snapshots, entity
-//!    creates, heartbeats and events.
-//! 2. **What proves an address.** None of the raw-UDP specs has room for a challenge or cookie
-//!    (cafe's Welcome, R-Type's ACCEPT and DarkAges' CONNECT_ACK carry nothing the client must
-//!    echo, and their wire format is fixed), so the proof is *the client's first datagram after
-//!    the server's reply*: an INPUT, PING, HEARTBEAT or DarkAges' CONNECTED. A client that did
-//!    not get the reply does not send those, so a spoofed handshake alone gets no stream. This
-//!    is weaker than a cookie: an attacker who forges the handshake *and* a first input gets a
-//!    stream until the silence timeout (`client_timeout`, 5 s by default). ENet protocols
-//!    (City, ZergCity) are proven by ENet's own handshake (see
-//!    [`crate::transport::enet`]): the server's peer is connected, and the game server hears
-//!    of it, only when the VERIFY_CONNECT it sent is acknowledged.
+//!    DarkAges CONNECT_ACK 90 + challenge HEARTBEAT 5 for a 105-byte CONNECT) and holds back
+//!    snapshots, entity creates, heartbeats and events. Whatever it does send an unproven
+//!    session is within a byte budget: bytes sent to it never exceed bytes received from it
+//!    ([`SessionTable::spend`](super::session::SessionTable::spend)), so even a lucky guess
+//!    at the proof (rule 2) gains nothing before it succeeds.
+//! 2. **What proves an address: a value only a receiver of the reply knows.** The server
+//!    draws it at random ([`proof_rng`]: ChaCha8 seeded from the OS once per server), puts it
+//!    in a field of its reply that the client already echoes, and takes a datagram as proof
+//!    only when it carries that value. A forger who cannot read the reply must guess it:
+//!    - cafe: Welcome's `player_id`, which every Input carries (16 bits: ids are drawn from
+//!      1..=65535 among the ids not in use). Too narrow to be unguessable alone, so a wrong id
+//!      from an unproven session ends it: one guess per forged Hello (and its Welcome), each
+//!      costing the forger more bytes than it is sent.
+//!    - DarkAges: a HEARTBEAT sent right after CONNECT_ACK whose timestamp is the challenge
+//!      (32 bits); §4.3 has the other side answer a HEARTBEAT with its timestamp. More than
+//!      four wrong HEARTBEATs end the unproven session.
+//!    - R-Type: **no such field exists.** ACCEPT is a bare header, PONG's timestamp is not
+//!      echoed, and the only client field naming anything the server chose (INPUT's `entity`)
+//!      names the ship, whose id is the client's own `clientId`. So R-Type's proof stays the
+//!      client's first datagram after ACCEPT (INPUT or PING), and an attacker who forges
+//!      the handshake *and* a blind first INPUT gets a stream until `client_timeout` (5 s by
+//!      default). Closing that needs a protocol change (a nonce in ACCEPT echoed in INPUT).
+//!    - ENet protocols (City, ZergCity) are proven by ENet's own handshake (see "Admission"
+//!      in [`crate::transport::enet`]): the acknowledgement of the server's VERIFY_CONNECT
+//!      must echo, exactly, the 16-bit sent time of a datagram that carried it, from the
+//!      address it went to, for the session's connect id; the host's clock starts at a
+//!      random phase so that sent time is not predictable from the server's age; a wrong
+//!      echo ends the half-open connect (one guess per CONNECT). 16 bits, plus the peer id
+//!      and 2 session bits, against a forger that never talked to the server; one that did
+//!      can read the clock off its own traffic, so the byte budget is what bounds it.
 //! 3. **Handshake replies are rate-limited per source**: at most [`MAX_UNPROVEN_REPLIES`] to
 //!    one unproven session, so repeated handshakes from one source cost the server at most
 //!    that many replies, each smaller than its request.
@@ -30,9 +48,18 @@
 //!    (older than [`EVICTABLE_AFTER`]) to a new client, so forged handshakes cannot keep real players out.
 //!
 //! `tests/amplification.rs` measures each protocol's factor (bytes sent to an address that
-//! never answers ÷ bytes received from it, over 5 s of simulated time).
+//! never answers ÷ bytes received from it, over 5 s of simulated time), for forged
+//! handshakes and for blind spoofing: a forged handshake followed, without reading the
+//! reply, by what a real client sent after it against the attacker's own server (cafe
+//! 197× and DarkAges 275× when any first datagram proved the address; 0.12 and 0.48 now).
 
-use std::time::Duration;
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 
 /// How long a session may stay unproven. Real clients send their first input within one
 /// input interval of the reply (a few ms to 100 ms); two seconds leave room for a lost first
@@ -46,3 +73,43 @@ pub const EVICTABLE_AFTER: Duration = Duration::from_millis(500);
 /// Handshake replies an unproven session gets (its first and up to three answers to retries,
 /// which a client sends when a reply was lost).
 pub const MAX_UNPROVEN_REPLIES: u32 = 4;
+
+/// A generator for the values a server puts in its handshake reply as the address proof
+/// (cafe's player id, DarkAges' heartbeat challenge): ChaCha8 seeded once from the OS.
+///
+/// The seed comes from the standard library's `RandomState`, whose keys the OS's random
+/// source sets per process, hashed with a process-wide counter and the time, so two servers
+/// in one process draw different streams and nothing outside the process can predict them.
+/// `seed` pins the stream instead (simulations that must replay exactly).
+pub fn proof_rng(seed: Option<u64>) -> ChaCha8Rng {
+    if let Some(seed) = seed {
+        return ChaCha8Rng::seed_from_u64(seed);
+    }
+    static DRAWS: AtomicU64 = AtomicU64::new(0);
+    let mut bytes = [0u8; 32];
+    let n = DRAWS.fetch_add(1, Ordering::Relaxed);
+    let t = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    for (i, chunk) in bytes.chunks_mut(8).enumerate() {
+        let h = RandomState::new().hash_one((n, i, t));
+        chunk.copy_from_slice(&h.to_le_bytes());
+    }
+    ChaCha8Rng::from_seed(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::Rng;
+
+    #[test]
+    fn os_seeded_streams_differ_and_pinned_ones_repeat() {
+        let a: u64 = proof_rng(None).random();
+        let b: u64 = proof_rng(None).random();
+        assert_ne!(a, b);
+        let c: u64 = proof_rng(Some(7)).random();
+        let d: u64 = proof_rng(Some(7)).random();
+        assert_eq!(c, d);
+    }
+}

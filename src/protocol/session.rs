@@ -31,6 +31,10 @@ pub struct Session<T> {
     pub admitted: Instant,
     /// Handshake replies sent while unproven.
     pub unproven_replies: u32,
+    /// Bytes received from, and sent to, the session while unproven (admission rule 2's
+    /// byte budget: sent never exceeds received).
+    pub unproven_in: u64,
+    pub unproven_out: u64,
 }
 
 /// Sessions by slot, with a [`ConnId`] index and a queue of closed connections.
@@ -93,6 +97,8 @@ impl<T> SessionTable<T> {
             proven: false,
             admitted: now,
             unproven_replies: 0,
+            unproven_in: 0,
+            unproven_out: 0,
         });
         self.by_conn.insert(conn, slot);
         slot
@@ -181,6 +187,34 @@ impl<T> SessionTable<T> {
             return false;
         }
         s.unproven_replies += 1;
+        true
+    }
+
+    /// `len` bytes arrived from the session in `slot`: while it is unproven they are what it
+    /// may be sent (see [`SessionTable::spend`]).
+    pub fn credit(&mut self, slot: usize, len: usize) {
+        if let Some(s) = self.get_mut(slot) {
+            if !s.proven {
+                s.unproven_in = s.unproven_in.saturating_add(len as u64);
+            }
+        }
+    }
+
+    /// May `len` bytes go to the session in `slot`? Always when proven; while unproven only
+    /// when the bytes sent to it stay within the bytes received from it (counted here), so
+    /// an address that never proves itself gets back at most what was sent in its name.
+    pub fn spend(&mut self, slot: usize, len: usize) -> bool {
+        let Some(s) = self.get_mut(slot) else {
+            return false;
+        };
+        if s.proven {
+            return true;
+        }
+        let out = s.unproven_out.saturating_add(len as u64);
+        if out > s.unproven_in {
+            return false;
+        }
+        s.unproven_out = out;
         true
     }
 
@@ -395,6 +429,23 @@ mod tests {
         let replies = (0..10).filter(|_| tab.may_reply(0)).count();
         assert_eq!(replies as u32, admission::MAX_UNPROVEN_REPLIES);
         assert!((0..10).all(|_| tab.may_reply(1)), "proven: no cap");
+    }
+
+    #[test]
+    fn unproven_sessions_get_no_more_bytes_than_they_sent() {
+        let t = Instant::now();
+        let mut tab = SessionTable::new();
+        tab.insert(ConnId(1), t, ());
+        assert!(!tab.spend(0, 1), "nothing received yet");
+        tab.credit(0, 24);
+        assert!(tab.spend(0, 12));
+        assert!(tab.spend(0, 12));
+        assert!(!tab.spend(0, 1), "24 in, 24 out");
+        tab.credit(0, 16);
+        assert!(!tab.spend(0, 17));
+        assert!(tab.spend(0, 16));
+        tab.prove(0);
+        assert!(tab.spend(0, 10_000), "proven: no budget");
     }
 
     #[test]

@@ -50,7 +50,23 @@
 //! take every peer slot (`crate::protocol::admission` has the rules every server follows):
 //! - An address is *proven* once this host connected to it, or ENet's handshake with it
 //!   completed (the peer acknowledged our VERIFY_CONNECT and reached Connected; only then does
-//!   the game server hear of it). Until then the host sends it at most the bytes it received
+//!   the game server hear of it).
+//! - The acknowledgement is checked exactly, because ENet checks neither the sent time it
+//!   echoes nor which transmission it names (a blind attacker echoing 0 completed a
+//!   handshake with 16 guesses of peer id and session bits, and 4 such sessions carrying a
+//!   blind ClientHello filled a ZergCity server). The host reads every VERIFY_CONNECT it
+//!   sends to an unproven address (`enet/handshake.rs`): the address, our peer id, its
+//!   sequence number, connect id and the sent time of each datagram that carried it. A
+//!   datagram from an unproven address with an acknowledgement on the handshake channel
+//!   (0xFF) must name that sequence number to that peer id and echo one of those sent times;
+//!   otherwise ENet never sees it and the half-open connect it aimed at ends
+//!   (`HostStats::forged_proofs`): one guess per CONNECT. A Connected event is believed only
+//!   for a slot whose VERIFY_CONNECT was so acknowledged, for the connect id it carried. The
+//!   host's clock starts at a random phase (`CLOCK_START_MS` + 0..65535 ms), so the sent
+//!   time (16 bits) cannot be predicted from the server's age; a forger that has talked to
+//!   the server can read the clock off its traffic, so this is a proof of reception against
+//!   blind spoofing, not authentication.
+//! - Until proven, the host sends an address at most the bytes it received
 //!   from it, plus 16 once (range-coder output sizes differ slightly): one CONNECT (52 bytes)
 //!   pays for one VERIFY_CONNECT (48), and ENet's retransmissions of it to a forged source are
 //!   withheld (`HostStats::gated_out`). A real client that lost the VERIFY_CONNECT resends
@@ -62,9 +78,6 @@
 //!   above a round trip on which a real handshake finishes) give their slots up
 //!   (`HostStats::half_open_expired`, `half_open_evicted`). A CONNECT is recognised without
 //!   decoding it: its header carries the peer id 0xFFF (the sender has none yet).
-//! - These fields of ENet's handshake (peer id, session bits, the echoed 16-bit sent time) are
-//!   predictable to a determined attacker: this is a proof of reception against blind
-//!   reflection, not authentication.
 //!
 //! # Address reuse
 //! ENet routes a datagram to a session by the receiver's peer id (0 at every one-peer client)
@@ -113,7 +126,7 @@ mod handshake;
 mod wire;
 use ack_rtt::AckRtt;
 pub use ack_rtt::AckRttStats;
-use handshake::Handshake;
+use handshake::{Handshake, VerifySent};
 use wire::{COMMAND_CONNECT, COMMAND_VERIFY_CONNECT};
 
 /// The largest datagram ENet ever sends or accepts (`PROTOCOL_MAXIMUM_MTU`). Hosts send at most
@@ -400,6 +413,10 @@ pub struct HostStats {
     /// Sessions dropped because their remote peer (same address, same peer id) connected
     /// anew: see "Address reuse" in the module docs.
     pub superseded: u64,
+    /// Datagrams from an unproven address dropped because an acknowledgement in them on
+    /// the handshake channel named no VERIFY_CONNECT we sent it, or echoed a sent time no
+    /// datagram carrying it had (a blind guess); each ends that half-open connect.
+    pub forged_proofs: u64,
     /// What the acknowledgement timing saw ([`EnetConfig::ack_rtt`]).
     pub ack_rtt: AckRttStats,
 }
@@ -506,6 +523,62 @@ pub struct QueueSocket {
     watch_verify: bool,
     /// The VERIFY_CONNECTs seen since the last service: to whom, and what they say.
     verified: Vec<(SocketAddr, Handshake)>,
+    /// VERIFY_CONNECTs sent to unproven addresses, by address and our peer id: what the
+    /// acknowledgement completing the handshake must name and echo (see "Admission").
+    verifies: HashMap<(SocketAddr, u16), PendingVerify>,
+    /// Half-open connects (address, our peer id) that sent a forged proof, to end at the
+    /// next service.
+    condemned: Vec<(SocketAddr, u16)>,
+    /// Scratch for the handshake acknowledgements of one datagram.
+    acks_seen: Vec<(u16, u16)>,
+}
+
+/// Sent times remembered per VERIFY_CONNECT: its first transmission and retransmissions
+/// (ENet gives up on a handshake after a few).
+const VERIFY_SENT_TIMES: usize = 8;
+
+/// A VERIFY_CONNECT this host sent to an unproven address.
+#[derive(Debug, Clone, Copy)]
+struct PendingVerify {
+    seq: u16,
+    connect_id: u32,
+    /// The sent times of the datagrams that carried it (ring of the latest).
+    sent_times: [u16; VERIFY_SENT_TIMES],
+    count: usize,
+    /// An acknowledgement echoed one of them: the address received it.
+    acked: bool,
+}
+
+impl PendingVerify {
+    fn new(v: &VerifySent) -> Self {
+        Self {
+            seq: v.seq,
+            connect_id: v.handshake.connect_id,
+            sent_times: [0; VERIFY_SENT_TIMES],
+            count: 0,
+            acked: false,
+        }
+    }
+
+    fn sent_at(&mut self, t: u16) {
+        self.sent_times[self.count % VERIFY_SENT_TIMES] = t;
+        self.count += 1;
+    }
+
+    fn carried(&self, t: u16) -> bool {
+        self.sent_times[..self.count.min(VERIFY_SENT_TIMES)].contains(&t)
+    }
+}
+
+/// What a datagram from an unproven address says about its handshake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Proof {
+    /// No acknowledgement on the handshake channel: nothing to check.
+    None,
+    /// It acknowledges our VERIFY_CONNECT with the right sequence number and sent time.
+    Valid,
+    /// It acknowledges something we did not send it, or echoes a sent time we did not use.
+    Forged,
 }
 
 impl QueueSocket {
@@ -519,7 +592,35 @@ impl QueueSocket {
             acks,
             watch_verify: false,
             verified: Vec::new(),
+            verifies: HashMap::new(),
+            condemned: Vec::new(),
+            acks_seen: Vec::new(),
         }
+    }
+
+    /// Check the handshake acknowledgements of `data` from the unproven address `from`
+    /// against the VERIFY_CONNECTs sent to it (see "Admission").
+    fn check_proof(&mut self, from: SocketAddr, data: &[u8]) -> Proof {
+        let mut acks = std::mem::take(&mut self.acks_seen);
+        let to_peer = self.reader.handshake_acks(data, &mut acks);
+        let mut proof = Proof::None;
+        if let Some(to_peer) = to_peer {
+            for &(seq, echo) in &acks {
+                match self.verifies.get_mut(&(from, to_peer)) {
+                    Some(v) if v.seq == seq && v.carried(echo) => {
+                        v.acked = true;
+                        proof = Proof::Valid;
+                    }
+                    _ => {
+                        proof = Proof::Forged;
+                        self.condemned.push((from, to_peer));
+                        break;
+                    }
+                }
+            }
+        }
+        self.acks_seen = acks;
+        proof
     }
 }
 
@@ -574,6 +675,10 @@ impl AddressGate {
         }
     }
 
+    fn is_proven(&self, addr: SocketAddr) -> bool {
+        self.proven.contains_key(&addr)
+    }
+
     fn prove(&mut self, addr: SocketAddr) {
         self.credit.remove(&addr);
         let e = self.proven.entry(addr).or_insert((0, None));
@@ -613,6 +718,24 @@ impl enet::Socket for QueueSocket {
             self.stats.gated_bytes_out += buffer.len() as u64;
             return Ok(buffer.len());
         }
+        if !self.gate.is_proven(address) {
+            // A VERIFY_CONNECT (or its retransmission) that really leaves: its sent time is
+            // what the proof must echo.
+            if let Some(v) = self.reader.verify_sent(buffer) {
+                let key = (address, v.handshake.from_peer);
+                let p = self
+                    .verifies
+                    .entry(key)
+                    .or_insert_with(|| PendingVerify::new(&v));
+                if p.seq != v.seq || p.connect_id != v.handshake.connect_id {
+                    // The slot answers a new CONNECT from that address.
+                    *p = PendingVerify::new(&v);
+                }
+                if let Some(t) = v.sent_time {
+                    p.sent_at(t);
+                }
+            }
+        }
         if self.outbound.push(address, buffer) {
             self.stats.datagrams_out += 1;
             self.stats.bytes_out += buffer.len() as u64;
@@ -644,20 +767,27 @@ impl enet::Socket for QueueSocket {
 #[derive(Debug)]
 struct Clock {
     epoch: Instant,
+    /// The reading at `epoch`: [`CLOCK_START_MS`] plus a random phase, so the 16-bit sent
+    /// times in ENet's headers (which the handshake's proof echoes) are not predictable
+    /// from the host's age (see "Admission").
+    start: u64,
     ms: Arc<AtomicU64>,
 }
 
 impl Clock {
-    fn new(now: Instant) -> Self {
+    /// A clock reading `CLOCK_START_MS + phase` at `now`.
+    fn new(now: Instant, phase: u16) -> Self {
+        let start = CLOCK_START_MS + u64::from(phase);
         Self {
             epoch: now,
-            ms: Arc::new(AtomicU64::new(CLOCK_START_MS)),
+            start,
+            ms: Arc::new(AtomicU64::new(start)),
         }
     }
 
     /// Never goes backwards, whatever order the caller's instants come in.
     fn set(&self, now: Instant) {
-        let ms = now.saturating_duration_since(self.epoch).as_millis() as u64 + CLOCK_START_MS;
+        let ms = now.saturating_duration_since(self.epoch).as_millis() as u64 + self.start;
         self.ms.fetch_max(ms, Ordering::Relaxed);
     }
 
@@ -735,6 +865,8 @@ pub struct EnetHost {
     now: Instant,
     /// CONNECTs queued since the last service: from where, remote peer id and connect id.
     connects: Vec<(SocketAddr, Handshake)>,
+    /// Scratch: each slot's address while it is in use (kept so a service allocates nothing).
+    slot_addrs: Vec<Option<SocketAddr>>,
 }
 
 impl fmt::Debug for EnetHost {
@@ -762,7 +894,12 @@ impl EnetHost {
         if config.queue_limit == 0 {
             return Err(EnetError::BadParameter("queue_limit"));
         }
-        let clock = Clock::new(now);
+        // The clock's phase is drawn apart from the connect-id seed (a CONNECT shows those).
+        let phase = match config.seed {
+            Some(seed) => (seed.wrapping_mul(0x9E37_79B9) >> 16) as u16,
+            None => fresh_seed() as u16,
+        };
+        let clock = Clock::new(now, phase);
         let settings = enet::HostSettings {
             peer_limit: config.peer_limit,
             channel_limit: config.channel_limit,
@@ -815,6 +952,7 @@ impl EnetHost {
             pending_connects: 0,
             now,
             connects: Vec::new(),
+            slot_addrs: Vec::with_capacity(config.peer_limit),
         })
     }
 
@@ -978,6 +1116,15 @@ impl EnetHost {
     /// [`service`](Self::service).
     pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
         let sock = self.host.socket_mut();
+        if !sock.gate.is_proven(from) && sock.check_proof(from, data) == Proof::Forged {
+            // A blind guess at the proof: ENet never sees it, and the half-open connect it
+            // tried to complete ends (one guess per CONNECT).
+            sock.stats.forged_proofs += 1;
+            sock.stats.bytes_in += data.len() as u64;
+            sock.stats.datagrams_in += 1;
+            sock.gate.received(from, data.len());
+            return;
+        }
         if data.len() > MAX_ENET_DATAGRAM || !sock.inbound.push(from, data) {
             sock.stats.dropped_in += 1;
             return;
@@ -1074,6 +1221,7 @@ impl EnetHost {
         self.now = now;
         let connects = std::mem::take(&mut self.pending_connects);
         self.supersede();
+        self.end_condemned();
         self.bound_half_open(now, connects);
         self.host.socket_mut().gate.prune(now);
         let before = self.events.len();
@@ -1096,6 +1244,63 @@ impl EnetHost {
         self.unflushed = false;
         self.refresh_busy();
         self.events.len() - before
+    }
+
+    /// An incoming handshake with `addr` completed in slot `i`: did the address acknowledge
+    /// our VERIFY_CONNECT, echoing the sent time of a datagram that carried it, for this
+    /// session's connect id? An address already proven needs no new proof (its datagrams
+    /// are not checked).
+    fn proof_holds(&mut self, addr: SocketAddr, i: usize) -> bool {
+        let remote = self.meta[i].remote;
+        let sock = self.host.socket_mut();
+        if sock.gate.is_proven(addr) {
+            return true;
+        }
+        let Some(v) = u16::try_from(i)
+            .ok()
+            .and_then(|slot| sock.verifies.remove(&(addr, slot)))
+        else {
+            return false;
+        };
+        v.acked && remote.is_none_or(|(a, _, id)| a == addr && id == v.connect_id)
+    }
+
+    /// End the half-open connects that sent a forged proof, silently (as an expired one),
+    /// and forget the VERIFY_CONNECTs of slots no longer half-open with their address.
+    fn end_condemned(&mut self) {
+        let mut condemned = std::mem::take(&mut self.host.socket_mut().condemned);
+        for &(addr, slot) in &condemned {
+            let i = usize::from(slot);
+            let Some(p) = self.host.get_peer(enet::PeerID(i)) else {
+                continue;
+            };
+            let half_open = matches!(
+                p.state(),
+                enet::PeerState::AcknowledgingConnect | enet::PeerState::ConnectionPending
+            );
+            if p.address() == Some(addr) && half_open && !self.meta[i].announced {
+                self.host.peer_mut(enet::PeerID(i)).reset();
+                self.meta[i] = PeerMeta::default();
+                self.forget_rtt(i);
+            }
+        }
+        condemned.clear();
+        self.host.socket_mut().condemned = condemned;
+        if self.host.socket().verifies.is_empty() {
+            return;
+        }
+        let mut addrs = std::mem::take(&mut self.slot_addrs);
+        addrs.clear();
+        addrs.extend(self.host.peers().map(|p| {
+            (p.state() != enet::PeerState::Disconnected)
+                .then(|| p.address())
+                .flatten()
+        }));
+        self.host
+            .socket_mut()
+            .verifies
+            .retain(|&(addr, slot), _| addrs.get(usize::from(slot)) == Some(&Some(addr)));
+        self.slot_addrs = addrs;
     }
 
     /// Drop the sessions whose remote peer connected anew (see "Address reuse"), before ENet
@@ -1173,6 +1378,16 @@ impl EnetHost {
                 let Some(addr) = p.address() else {
                     return;
                 };
+                if !self.meta[peer.0].announced && !self.proof_holds(addr, peer.0) {
+                    // ENet completed a handshake whose proof this host did not see checked:
+                    // no session (see "Admission").
+                    self.host.peer_mut(peer).reset();
+                    self.meta[peer.0] = PeerMeta::default();
+                    self.forget_rtt(peer.0);
+                    self.host.socket_mut().stats.forged_proofs += 1;
+                    return;
+                }
+                let p = self.host.peer_mut(peer);
                 if !self.meta[peer.0].announced {
                     // Accepted by this host: apply the same ping and timeout settings.
                     p.set_ping_interval(ping);

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod city_peer;
+pub mod enet_forge;
 pub mod proxy;
 pub mod serve;
 pub mod sim;

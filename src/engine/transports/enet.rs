@@ -509,6 +509,7 @@ impl ServerTransport for EnetServerSide {
             ("enet_half_open_evicted", h.half_open_evicted),
             ("enet_gated_datagrams_out", h.gated_out),
             ("enet_sessions_superseded", h.superseded),
+            ("enet_forged_proofs", h.forged_proofs),
         ] {
             if n > 0 {
                 stats.events.add(name, n);

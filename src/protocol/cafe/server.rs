@@ -12,10 +12,13 @@
 //! - A Hello from a known address is answered with the same Welcome again (retries are
 //!   idempotent).
 //! - Admission ([`crate::protocol::admission`]): a new session gets Welcome (12 bytes for a
-//!   24-byte Hello) and nothing else until its first Input or Ping proves its address; cafe
-//!   has no field a client must echo, so no cookie is possible. Unproven sessions are not in
-//!   the snapshots, get at most four Welcomes, expire after two seconds, and give their slot
-//!   to a new client when the server is full.
+//!   24-byte Hello) and nothing else until an Input carrying the Welcome's `player_id` proves
+//!   its address. Player ids are drawn at random (1..=65535, unique among live clients, from
+//!   a generator seeded by the OS), so a forger who cannot read the Welcome must guess 16
+//!   bits; an Input with a wrong id ends the unproven session, so each forged Hello buys one
+//!   guess. Until proven, the session is sent no more bytes than it sent (Welcome, Pong),
+//!   is not in the snapshots, gets at most four Welcomes, expires after two seconds, and
+//!   gives its slot to a new client when the server is full.
 //! - The server pings each client every `heartbeat_interval` with its own millisecond clock;
 //!   the bot echoes those, and the server counts the echo (`heartbeat_echo_received`)
 //!   instead of answering it like a client's ping.
@@ -23,7 +26,11 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
 use super::codec::{self, Dialect, EntityRecord, GameStats, Message, SnapshotEncoder};
+use crate::protocol::admission;
 use crate::protocol::session::{is_expired, SessionTable, TickClock};
 use crate::protocol::{ConnId, Keys, Server, ServerStats, Transmit, MAX_DATAGRAM};
 
@@ -42,6 +49,9 @@ pub struct CafeServerConfig {
     pub room_size: usize,
     pub heartbeat_interval: Option<Duration>,
     pub dialect: Dialect,
+    /// Pins the player-id generator (see [`crate::protocol::admission::proof_rng`]); `None`,
+    /// the default, seeds it from the OS.
+    pub id_seed: Option<u64>,
 }
 
 impl Default for CafeServerConfig {
@@ -54,6 +64,7 @@ impl Default for CafeServerConfig {
             room_size: 32,
             heartbeat_interval: Some(Duration::from_secs(2)),
             dialect: Dialect::Spec,
+            id_seed: None,
         }
     }
 }
@@ -128,11 +139,14 @@ pub struct CafeServer {
     stats: ServerStats,
     /// `seq` of a new client's first datagram (0; see [`CafeServer::set_first_client_seq`]).
     first_seq: u32,
+    /// Draws player ids: the address proof (see the module docs).
+    ids: ChaCha8Rng,
 }
 
 impl CafeServer {
     pub fn new(cfg: CafeServerConfig, now: Instant) -> Self {
         let rate = cfg.tick_rate.max(1);
+        let cfg_seed = cfg.id_seed;
         Self {
             clock: TickClock::new(now, Duration::from_secs(1) / u32::from(rate)),
             cfg,
@@ -145,6 +159,7 @@ impl CafeServer {
             rooms: Vec::new(),
             stats: ServerStats::default(),
             first_seq: 0,
+            ids: admission::proof_rng(cfg_seed),
         }
     }
 
@@ -157,10 +172,38 @@ impl CafeServer {
         self.tick
     }
 
-    /// The clients' player entities as the server holds them now, in slot order (player id
-    /// = slot + 1; a room is `room_size` consecutive slots).
+    /// The clients' player entities as the server holds them now, in slot order (a room is
+    /// `room_size` consecutive slots; player ids are drawn at random, see the module docs).
     pub fn players(&self) -> impl Iterator<Item = (ConnId, &EntityRecord)> + '_ {
         self.sessions.iter().map(|(_, s)| (s.conn, &s.state.record))
+    }
+
+    /// The room of the player whose id is `player_id`.
+    pub fn room_of(&self, player_id: u16) -> Option<usize> {
+        let size = self.cfg.room_size.max(1);
+        self.sessions
+            .iter()
+            .find(|(_, s)| s.state.player_id == player_id)
+            .map(|(slot, _)| slot / size)
+    }
+
+    /// The player entities of room `room`, in slot order.
+    pub fn room_players(&self, room: usize) -> impl Iterator<Item = &EntityRecord> + '_ {
+        let size = self.cfg.room_size.max(1);
+        self.sessions
+            .range(room * size..(room + 1) * size)
+            .map(|(_, s)| &s.state.record)
+    }
+
+    /// A player id no live client has: 1..=65535 at random (0 is "server-owned" in
+    /// `owner_id`). Unpredictable so that only a receiver of the Welcome can echo it.
+    fn draw_player_id(&mut self) -> u16 {
+        loop {
+            let id: u16 = self.ids.random_range(1..=u16::MAX);
+            if !self.sessions.iter().any(|(_, s)| s.state.player_id == id) {
+                return id;
+            }
+        }
     }
 
     /// Test hook: the `seq` that clients admitted from now on start at (their Welcome carries
@@ -179,8 +222,9 @@ impl CafeServer {
         now.saturating_duration_since(self.epoch).as_millis() as u32
     }
 
-    fn admit(&mut self, now: Instant, from: ConnId) {
+    fn admit(&mut self, now: Instant, from: ConnId, hello_len: usize) {
         if let Some(slot) = self.sessions.slot_of(from) {
+            self.sessions.credit(slot, hello_len);
             // Any packet refreshes last_seen (cafe.md), a retried Hello too.
             self.sessions.touch(slot, now);
             self.stats.events.add("hello_repeated", 1);
@@ -209,8 +253,7 @@ impl CafeServer {
             return;
         }
         let slot = self.sessions.next_slot();
-        // Player ids start at 1 (0 is "server-owned" in owner_id).
-        let player_id = (slot + 1) as u16;
+        let player_id = self.draw_player_id();
         let spawn_x = (slot % 40) as f32 * (WORLD_W / 40.0) + 20.0;
         let spawn_y = ((slot / 40) % 20) as f32 * (WORLD_H / 20.0) + 20.0;
         let client = Client {
@@ -236,6 +279,7 @@ impl CafeServer {
             heartbeat_token: None,
         };
         let slot = self.sessions.insert(from, now, client);
+        self.sessions.credit(slot, hello_len);
         self.sessions.may_reply(slot);
         self.stats.accepted += 1;
         self.stats.clients = self.sessions.len();
@@ -366,7 +410,7 @@ impl Server for CafeServer {
             }
         };
         if let Message::Hello { .. } = msg {
-            self.admit(now, from);
+            self.admit(now, from, data.len());
             return;
         }
         let Some(slot) = self.sessions.slot_of(from) else {
@@ -379,8 +423,26 @@ impl Server for CafeServer {
             return;
         };
         session.last_seen = now;
-        // The first datagram after Welcome proves the address (admission rule 2).
-        session.proven = true;
+        if !session.proven {
+            // Only an Input carrying the player id of our Welcome proves the address
+            // (admission rule 2); a wrong one ends the session, so each forged Hello buys
+            // one guess.
+            match msg {
+                Message::Input { player_id, .. } if player_id == session.state.player_id => {
+                    session.proven = true;
+                }
+                Message::Input { .. } => {
+                    self.stats.dropped.add2("input", "wrong_player_id", 1);
+                    self.stats.events.add("unproven_wrong_proof", 1);
+                    self.remove(slot);
+                    return;
+                }
+                _ => self.sessions.credit(slot, data.len()),
+            }
+        }
+        let Some(session) = self.sessions.get_mut(slot) else {
+            return;
+        };
         let client = &mut session.state;
         match msg {
             Message::Input {
@@ -480,7 +542,13 @@ impl Server for CafeServer {
                     };
                     let len = codec::encode(buf, c.seq, &msg).ok()?;
                     c.seq = c.seq.wrapping_add(1);
-                    (s.conn, len)
+                    let conn = s.conn;
+                    // Until proven, no more bytes than the address sent (admission rule 2).
+                    if !self.sessions.spend(slot, len) {
+                        self.stats.events.add("unproven_budget_withheld", 1);
+                        continue;
+                    }
+                    (conn, len)
                 }
             };
             self.stats.datagrams_out += 1;

@@ -29,14 +29,20 @@
 //! - **Events** (§2.6) queued for a client during a tick go out after it: one as EVENT, two
 //!   or more as COALESCED_EVENTS (§5.3). DAMAGE and DEATH go to victim and attacker; a loot
 //!   pickup is a DESPAWN to the picker; a SYSTEM greeting follows CONNECT_ACK.
-//! - **Admission** ([`crate::protocol::admission`]): CONNECT_ACK (89 bytes) answers a
-//!   104-byte CONNECT; CONNECT_ACK carries nothing the client must echo, so the proof of the
-//!   address is §4.1's CONNECTED (or any later datagram). Until then no snapshot (only
-//!   playing clients get them) and no event go out; an unproven session gets at most four
+//! - **Admission** ([`crate::protocol::admission`]): a CONNECT (105 bytes with its type) is
+//!   answered with CONNECT_ACK (90) and a HEARTBEAT (5) whose timestamp is a challenge drawn
+//!   at random (32 bits, from a generator seeded by the OS). §4.3 has the other side answer a
+//!   HEARTBEAT with its timestamp, so a client that received it echoes the challenge, and that
+//!   echo, and nothing else, proves the address: CONNECT_ACK carries nothing the client must
+//!   echo, and CONNECTED carries nothing at all. A forger who cannot read the reply must guess
+//!   32 bits; more than four wrong HEARTBEATs end the unproven session. Until proven, the
+//!   session is sent no more bytes than it sent (CONNECT_ACK + challenge + ZONE_ENTER = 104
+//!   for 105), no snapshot and no event, is not in anyone's view, gets at most four
 //!   CONNECT_ACKs, expires after two seconds and gives its slot to a new client when the zone
-//!   is full.
-//! - **Heartbeats**: every client HEARTBEAT is answered with its timestamp; the server never
-//!   starts one (its snapshots keep NAT mappings alive), so echoes cannot loop. A client
+//!   is full. The echo of the challenge is not answered (it would loop).
+//! - **Heartbeats**: every client HEARTBEAT is answered with its timestamp; the server starts
+//!   one only as the admission challenge (its snapshots keep NAT mappings alive), and does not
+//!   answer the client's echo of it, so echoes cannot loop. A client
 //!   silent for `client_timeout` is dropped.
 //! - **Handoff**: see [`crate::protocol::darkages`] and [`super::token`]. A player past a
 //!   border with a neighbour gets ZONE_HANDOFF (resent every 250 ms, as plain UDP may lose
@@ -59,6 +65,7 @@ use super::codec::{
 };
 use super::token::{HandoffToken, TOKEN_LEN};
 use super::{invalid_reason, step, velocity};
+use crate::protocol::admission;
 use crate::protocol::session::{SessionTable, TickClock};
 use crate::protocol::{ConnId, Server, ServerStats, Transmit};
 
@@ -113,6 +120,9 @@ pub struct DarkAgesServerConfig {
     pub input_burst: f32,
     pub upstream_bytes_per_s: u32,
     pub connect_interval: Duration,
+    /// Pins the generator of address-proof challenges (see
+    /// [`crate::protocol::admission::proof_rng`]); `None`, the default, seeds it from the OS.
+    pub challenge_seed: Option<u64>,
 }
 
 impl Default for DarkAgesServerConfig {
@@ -138,6 +148,7 @@ impl Default for DarkAgesServerConfig {
             max_view: (codec::MTU - codec::len::FULL_HEADER) / codec::len::RECORD_FULL,
             invalid_kick_per_s: 10,
             input_rate: 60.0,
+            challenge_seed: None,
             input_burst: 10.0,
             upstream_bytes_per_s: 2048,
             connect_interval: Duration::from_secs(60),
@@ -270,6 +281,10 @@ struct PendingHandoff {
 
 #[derive(Debug)]
 struct Client {
+    /// The HEARTBEAT timestamp whose echo proves the address (admission).
+    challenge: u32,
+    /// HEARTBEATs with another timestamp received while unproven.
+    wrong_proofs: u32,
     entity: u32,
     playing: bool,
     pos: [f32; 3],
@@ -370,11 +385,15 @@ enum Msg {
     Handoff(usize),
     Pong(u32),
     Heartbeat(u32),
+    /// The address-proof challenge of the session in the slot (a HEARTBEAT).
+    Challenge(usize),
     Disconnect { reason: u8, message: &'static str },
 }
 
 pub struct DarkAgesServer {
     cfg: DarkAgesServerConfig,
+    /// Draws each session's address-proof challenge (see "Admission" in the module docs).
+    challenges: ChaCha8Rng,
     epoch: Instant,
     wall_epoch_ms: u64,
     now: Instant,
@@ -412,6 +431,7 @@ impl DarkAgesServer {
         let interval = Duration::from_secs(1) / cfg.tick_hz.max(1);
         let mut s = Self {
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
+            challenges: admission::proof_rng(cfg.challenge_seed),
             next_id: ((cfg.zone & 0xFF) + 1) << 24,
             clock: TickClock::new(now, interval),
             cfg,
@@ -525,6 +545,8 @@ impl DarkAgesServer {
         Client {
             entity,
             playing: false,
+            challenge: 0,
+            wrong_proofs: 0,
             pos,
             yaw: 0.0,
             flags: 0,
@@ -548,11 +570,16 @@ impl DarkAgesServer {
         }
     }
 
-    fn on_connect(&mut self, now: Instant, from: ConnId, c: &codec::Connect) {
+    fn on_connect(&mut self, now: Instant, from: ConnId, c: &codec::Connect, len: usize) {
         if let Some(slot) = self.sessions.slot_of(from) {
             self.stats.events.add("connect_repeated", 1);
+            self.sessions.credit(slot, len);
+            let proven = self.sessions.is_proven(from);
             if self.sessions.may_reply(slot) {
                 self.send(from, Msg::Ack(slot));
+                if !proven {
+                    self.send(from, Msg::Challenge(slot));
+                }
             } else {
                 self.stats.events.add("handshake_rate_limited", 1);
             }
@@ -626,12 +653,15 @@ impl DarkAgesServer {
         };
         let mut client = self.new_client(now, entity, pos, health);
         client.handed_in = handed_in;
+        client.challenge = self.challenges.random();
         let slot = self.sessions.insert(from, now, client);
+        self.sessions.credit(slot, len);
         self.sessions.may_reply(slot);
         self.recent_connects.insert(from, now);
         self.stats.accepted += 1;
         self.stats.clients = self.sessions.len();
         self.send(from, Msg::Ack(slot));
+        self.send(from, Msg::Challenge(slot));
         if handed_in {
             self.send(from, Msg::ZoneEnter(slot));
         }
@@ -943,7 +973,7 @@ impl DarkAgesServer {
         self.snapshots = self.snapshots.wrapping_add(1);
         self.world.clear();
         for (_, s) in self.sessions.iter() {
-            if s.state.playing {
+            if s.proven && s.state.playing {
                 self.world.push((s.state.state(), s.state.pos));
             }
         }
@@ -978,7 +1008,7 @@ impl DarkAgesServer {
         targets.extend(
             self.sessions
                 .iter()
-                .filter(|(_, s)| s.state.playing)
+                .filter(|(_, s)| s.proven && s.state.playing)
                 .map(|(i, s)| (s.conn, i)),
         );
         for &(conn, slot) in &targets {
@@ -1090,7 +1120,7 @@ impl DarkAgesServer {
         };
         if let Packet::Connect(c) = &packet {
             let c = *c;
-            self.on_connect(now, from, &c);
+            self.on_connect(now, from, &c, data.len());
             return;
         }
         let Some(slot) = self.sessions.slot_of(from) else {
@@ -1102,8 +1132,31 @@ impl DarkAgesServer {
             return;
         };
         s.last_seen = now;
-        // Any datagram after CONNECT_ACK (CONNECTED first, per §4.1) proves the address.
-        s.proven = true;
+        if !s.proven {
+            // Only the echo of the challenge HEARTBEAT proves the address (admission); the
+            // rest is handled, and pays for what the unproven session may be sent.
+            s.unproven_in = s.unproven_in.saturating_add(data.len() as u64);
+            if let Packet::Heartbeat { timestamp } = packet {
+                if timestamp == s.state.challenge {
+                    s.proven = true;
+                    self.stats.events.add("address_proven", 1);
+                    return;
+                }
+                s.state.wrong_proofs += 1;
+                if s.state.wrong_proofs > admission::MAX_UNPROVEN_REPLIES {
+                    // A real client echoes what it got; a stream of other values is a guesser.
+                    self.stats.events.add("unproven_wrong_proof", 1);
+                    self.sessions.remove(slot);
+                    self.stats.clients = self.sessions.len();
+                    return;
+                }
+            }
+        } else if matches!(packet, Packet::Heartbeat { timestamp } if timestamp == s.state.challenge)
+        {
+            // A duplicate of the proof: answering it would start a heartbeat ping-pong.
+            self.stats.events.add("challenge_echo_repeated", 1);
+            return;
+        }
         if s.state.bytes.add(now, data.len() as u32) > limit {
             self.stats.events.add("upstream_bandwidth_exceeded", 1);
             return;
@@ -1228,6 +1281,13 @@ impl DarkAgesServer {
             }
             Msg::Pong(t) => codec::encode(buf, &Packet::Pong { timestamp: t }).ok(),
             Msg::Heartbeat(t) => codec::encode(buf, &Packet::Heartbeat { timestamp: t }).ok(),
+            Msg::Challenge(slot) => {
+                if !live(self, slot) {
+                    return None;
+                }
+                let timestamp = self.sessions.get(slot)?.state.challenge;
+                codec::encode(buf, &Packet::Heartbeat { timestamp }).ok()
+            }
             Msg::Disconnect { reason, message } => {
                 codec::encode(buf, &Packet::Disconnect { reason, message }).ok()
             }
@@ -1340,6 +1400,13 @@ impl Server for DarkAgesServer {
             let Some(len) = self.encode_msg(to, msg, buf) else {
                 continue;
             };
+            // Until proven, no more bytes than the address sent (admission rule 2).
+            if let Some(slot) = self.sessions.slot_of(to) {
+                if !self.sessions.spend(slot, len) {
+                    self.stats.events.add("unproven_budget_withheld", 1);
+                    continue;
+                }
+            }
             self.stats.datagrams_out += 1;
             self.stats.bytes_out += len as u64;
             return Some((to, super::transmit(buf, len)));

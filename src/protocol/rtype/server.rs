@@ -44,8 +44,11 @@
 //! - **REJECT** answers a CONNECT from a new address when `max_clients` are connected.
 //!   Datagrams other than CONNECT from unknown addresses are dropped (`<type>.unknown_client`);
 //!   packets that only a server sends are dropped as `<type>.wrong_direction`.
-//! - **Admission** ([`crate::protocol::admission`]): ACCEPT carries nothing a client must
-//!   echo, so no cookie is possible. A new session gets ACCEPT (4 bytes for an 8-byte
+//! - **Admission** ([`crate::protocol::admission`]): ACCEPT is a bare header, PONG's
+//!   timestamp is not echoed and INPUT's `entity` is the client's own `clientId`, so no
+//!   client datagram carries a value the server chose and no cookie is possible: a forger
+//!   who sends CONNECT and a blind INPUT gets a stream (the one raw-UDP protocol where this
+//!   holds; see the admission module). A new session gets ACCEPT (4 bytes for an 8-byte
 //!   CONNECT) and nothing else until its first datagram after it (INPUT, PING) proves the
 //!   address; then it gets the room's ENTITY_CREATEs and its ship spawns. Unproven sessions
 //!   get at most four ACCEPTs, expire after two seconds, and give their slot to a new client

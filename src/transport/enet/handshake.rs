@@ -10,13 +10,37 @@
 //! when checksums are on, then commands, range-coded when `COMPRESSED` is flagged. Each command
 //! starts with a 4-byte header (command number in the low 4 bits); CONNECT and VERIFY_CONNECT
 //! then carry the sender's peer id (2 bytes) and, 40 bytes into the command, the connect id.
+//!
+//! The same reading checks the proof that completes an incoming handshake (see "Admission" in
+//! the parent module): the ACKNOWLEDGE of our VERIFY_CONNECT (channel 0xFF) names the
+//! VERIFY_CONNECT's reliable sequence number and echoes the 16-bit sent time of the datagram
+//! that carried it. ENet itself checks neither the echo nor which transmission it names, so
+//! the host does, against what [`Reader::verify_sent`] read off its own datagrams.
 
-use super::wire::{Reader, COMMAND_CONNECT, COMMAND_VERIFY_CONNECT};
+use super::wire::{Reader, COMMAND_ACKNOWLEDGE, COMMAND_CONNECT, COMMAND_VERIFY_CONNECT};
 
 /// Where the connect id sits in CONNECT and VERIFY_CONNECT.
 const CONNECT_ID_AT: usize = 40;
 /// Where the sender's peer id (`outgoingPeerID`) sits in CONNECT and VERIFY_CONNECT.
 pub(super) const OUTGOING_PEER_ID_AT: usize = 4;
+
+/// ENet's channel of connection-management commands (`0xFF`): CONNECT, VERIFY_CONNECT, their
+/// acknowledgements.
+pub(super) const HANDSHAKE_CHANNEL: u8 = 0xFF;
+/// Where an ACKNOWLEDGE carries the reliable sequence number it acknowledges, and the sent
+/// time it echoes.
+const ACK_SEQ_AT: usize = 4;
+const ACK_SENT_TIME_AT: usize = 6;
+
+/// A VERIFY_CONNECT as it left this host: what its acknowledgement must name and echo.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct VerifySent {
+    pub handshake: Handshake,
+    /// Its reliable sequence number on [`HANDSHAKE_CHANNEL`].
+    pub seq: u16,
+    /// The sent time in the header of the datagram that carried it.
+    pub sent_time: Option<u16>,
+}
 
 /// A CONNECT or VERIFY_CONNECT found in a datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +67,45 @@ impl Reader {
             from_peer: c.u16_at(OUTGOING_PEER_ID_AT)? & super::wire::PEER_ID_MASK,
             connect_id: c.u32_at(CONNECT_ID_AT)?,
         })
+    }
+
+    /// The VERIFY_CONNECT in `datagram` (one this host is sending), with its sequence
+    /// number and the datagram's sent time.
+    pub(super) fn verify_sent(&mut self, datagram: &[u8]) -> Option<VerifySent> {
+        let mut d = self.open(datagram)?;
+        let (to_peer, sent_time) = (d.peer_id, d.sent_time);
+        let c = d.commands.find(|c| c.number == COMMAND_VERIFY_CONNECT)?;
+        Some(VerifySent {
+            handshake: Handshake {
+                to_peer,
+                from_peer: c.u16_at(OUTGOING_PEER_ID_AT)? & super::wire::PEER_ID_MASK,
+                connect_id: c.u32_at(CONNECT_ID_AT)?,
+            },
+            seq: c.reliable_seq,
+            sent_time,
+        })
+    }
+
+    /// The acknowledgements on [`HANDSHAKE_CHANNEL`] in `datagram`, as (acknowledged
+    /// sequence number, echoed sent time), into `out` (cleared first); returns the header's
+    /// peer id (whom at this host the datagram is for), or `None` when it does not parse.
+    pub(super) fn handshake_acks(
+        &mut self,
+        datagram: &[u8],
+        out: &mut Vec<(u16, u16)>,
+    ) -> Option<u16> {
+        out.clear();
+        let d = self.open(datagram)?;
+        let to_peer = d.peer_id;
+        for c in d.commands {
+            if c.number != COMMAND_ACKNOWLEDGE || c.channel != HANDSHAKE_CHANNEL {
+                continue;
+            }
+            if let (Some(seq), Some(echo)) = (c.u16_at(ACK_SEQ_AT), c.u16_at(ACK_SENT_TIME_AT)) {
+                out.push((seq, echo));
+            }
+        }
+        Some(to_peer)
     }
 }
 
@@ -119,6 +182,37 @@ mod tests {
                 connect_id: 0xDEAD_BEEF
             })
         );
+    }
+
+    #[test]
+    fn reads_a_verify_as_sent_and_the_acknowledgement_of_it() {
+        // To peer 0 with session bits 01, sent time 0x1234; VERIFY_CONNECT (acknowledge
+        // flag, channel 0xFF, sequence 1) from our peer 3, connect id 5.
+        let mut v = vec![0x90, 0x00, 0x12, 0x34, 0x83, 0xFF, 0, 1, 0, 3, 0xFF, 0xFF];
+        v.extend_from_slice(&[0; 32]); // mtu .. throttle deceleration: 8 u32
+        v.extend_from_slice(&[0, 0, 0, 5]);
+        let mut r = Reader::new(false, false);
+        assert_eq!(
+            r.verify_sent(&v),
+            Some(VerifySent {
+                handshake: Handshake {
+                    to_peer: 0,
+                    from_peer: 3,
+                    connect_id: 5
+                },
+                seq: 1,
+                sent_time: Some(0x1234)
+            })
+        );
+        // The answer: to our peer 3, an ACKNOWLEDGE on channel 1 (not ours) and one on the
+        // handshake channel of sequence 1 echoing 0x1234.
+        let ack = [
+            0x00, 0x03, 0x01, 0x01, 0, 1, 0, 7, 0, 9, 0x01, 0xFF, 0, 1, 0, 1, 0x12, 0x34,
+        ];
+        let mut out = Vec::new();
+        assert_eq!(r.handshake_acks(&ack, &mut out), Some(3));
+        assert_eq!(out, vec![(1, 0x1234)]);
+        assert_eq!(r.verify_sent(&ack), None);
     }
 
     #[test]
