@@ -226,6 +226,85 @@ fn three_shards_against_one_server_merge_into_one_run() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("given twice"));
     assert!(!tmp.path().join("twice").exists());
+
+    // Every shard says which it is and what was run; the merged result, which it merged.
+    let hashes: Vec<Value> = dirs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let s = json(&d.join("summary.json"));
+            assert_eq!(s["shard"]["index"], i as u64);
+            assert_eq!(s["shard"]["count"], SHARDS);
+            s["scenario_hash"].clone()
+        })
+        .collect();
+    assert!(hashes[0].is_string() && hashes.iter().all(|h| *h == hashes[0]));
+    assert_eq!(m["merged_shards"]["missing"], serde_json::json!([]));
+    assert_eq!(m["merged_shards"]["merged"], serde_json::json!([0, 1, 2]));
+
+    let merge = |dirs: &[&Path], out: &str, extra: &[&str]| {
+        let mut c = bin();
+        c.args(["merge", "--quiet"]).args(extra);
+        for d in dirs {
+            c.arg(d);
+        }
+        c.arg("--out").arg(tmp.path().join(out));
+        c.output().unwrap()
+    };
+    // A lost pod: shard 0 alone is refused, naming what is missing...
+    let o = merge(&[&dirs[0]], "partial", &[]);
+    let e = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("shards 1, 2 of 3 missing"), "{e}");
+    // ...or merged with --allow-missing, and the verdict fails saying so.
+    let o = merge(&[&dirs[0]], "partial", &["--allow-missing"]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let p = json(&tmp.path().join("partial/summary.json"));
+    assert_eq!(p["merged_shards"]["missing"], serde_json::json!([1, 2]));
+    assert_eq!(p["verdict"], "fail");
+    let t = p["thresholds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["condition"] == "all 3 shards merged")
+        .expect("the missing shards are a failed check");
+    assert_eq!(
+        (t["ok"].clone(), t["observed"].clone()),
+        (false.into(), 2.0.into())
+    );
+
+    // Runs that are not shards of one run are refused, each with its reason.
+    let edited = |name: &str, edit: &dyn Fn(&mut Value)| {
+        let d = tmp.path().join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        for f in ["summary.json", "histograms.hlog"] {
+            std::fs::copy(dirs[2].join(f), d.join(f)).unwrap();
+        }
+        let mut s = json(&d.join("summary.json"));
+        edit(&mut s);
+        std::fs::write(d.join("summary.json"), s.to_string()).unwrap();
+        d
+    };
+    let other = edited("other", &|s| s["scenario_hash"] = "0123456789abcdef".into());
+    let reseeded = edited("reseeded", &|s| s["seed"] = 12345.into());
+    let whole = edited("whole", &|s| {
+        s.as_object_mut().unwrap().remove("shard");
+    });
+    for (d, why) in [
+        (&other, "is a run of another scenario"),
+        (&reseeded, "has seed 12345"),
+        (&whole, "is a shard, and"),
+    ] {
+        let o = merge(&[&dirs[0], &dirs[1], d], "foreign", &[]);
+        let e = String::from_utf8_lossy(&o.stderr).to_string();
+        assert_eq!(o.status.code(), Some(2), "{e}");
+        assert!(e.contains(why), "{why}: {e}");
+    }
 }
 
 #[test]

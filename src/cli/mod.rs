@@ -96,6 +96,10 @@ struct MergeArgs {
     /// Where to write the merged summary.json, report.html, junit.xml and histograms.hlog.
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
+    /// Merge the shards that are there when some of a sharded run's are missing (a lost pod):
+    /// the merged verdict then fails, naming them. Without it a missing shard is an error.
+    #[arg(long)]
+    allow_missing: bool,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -568,7 +572,7 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
         exposition.finish(&outcome.tail, outcome.elapsed.as_secs_f64());
         m.publish(exposition.render());
     }
-    let summary = report::summarize(&run_info(&plan), &outcome);
+    let summary = report::summarize(&run_info(&plan, &a.ov), &outcome);
     let written = report::write_all(&dir, &summary, plan.junit)
         .with_context(|| format!("writing the report to {}", dir.display()))?;
     if !console.quiet {
@@ -618,7 +622,7 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
 }
 
 /// The scenario and protocol facts the report prints beside the measurements.
-fn run_info(plan: &Plan) -> report::RunInfo {
+fn run_info(plan: &Plan, ov: &OverrideArgs) -> report::RunInfo {
     let info = plan.protocol.info();
     report::RunInfo {
         scenario: plan.name.clone(),
@@ -632,6 +636,11 @@ fn run_info(plan: &Plan) -> report::RunInfo {
         )
         .map(Into::into),
         seed: plan.seed,
+        shard: plan.shard.map(|s| report::summary::ShardId {
+            index: s.index,
+            count: s.count,
+        }),
+        scenario_hash: scenario_hash(plan, ov),
         loss_method: report::summary::LossMethod {
             downstream: info.downstream_loss.into(),
             upstream: info.upstream_loss.into(),
@@ -665,6 +674,23 @@ fn unmeasurable_thresholds(plan: &Plan) -> Vec<(&scenario::Threshold, String)> {
                 .map(|(_, why)| (t, why.clone()))
         })
         .collect()
+}
+
+/// What was run, as a hash shards of one run share: the scenario file's bytes and the
+/// overrides that shape the population (not the target, the output folder or the shard).
+/// `None` when the file cannot be read again.
+fn scenario_hash(plan: &Plan, ov: &OverrideArgs) -> Option<String> {
+    let text = scenario::read_bounded(&plan.file).ok()?;
+    let shape = format!(
+        "bots={:?};duration_ms={};seed={}",
+        ov.bots,
+        plan.duration.as_millis(),
+        plan.seed
+    );
+    Some(report::summary::fnv1a64(&[
+        text.as_bytes(),
+        shape.as_bytes(),
+    ]))
 }
 
 /// The figures this plan's protocol configuration cannot take, with why: those its thresholds
@@ -717,7 +743,7 @@ fn cmd_merge(a: &MergeArgs, console: Console) -> anyhow::Result<u8> {
         say!("error: {e}");
         return Ok(EXIT_USAGE);
     }
-    let merged = match report::merge::merge_runs(&a.runs) {
+    let merged = match report::merge::merge_runs(&a.runs, a.allow_missing) {
         Ok(m) => m,
         Err(e) => {
             say!("error: {e}");
@@ -752,7 +778,22 @@ fn cmd_merge(a: &MergeArgs, console: Console) -> anyhow::Result<u8> {
         .with_context(|| format!("writing the merged report to {}", a.out.display()))?;
     if !console.quiet {
         progress::print_result(s);
-        say!("merged   {} runs", a.runs.len());
+        match &s.merged_shards {
+            Some(sh) if sh.missing.is_empty() => {
+                say!("merged   all {} shards of one run", sh.count)
+            }
+            Some(sh) => say!(
+                "merged   {} of {} shards; missing {} (the verdict fails)",
+                sh.merged.len(),
+                sh.count,
+                sh.missing
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            None => say!("merged   {} whole runs of one scenario", a.runs.len()),
+        }
         say!("summary  {}", written.summary_json.display());
         say!("report   {}", written.report_html.display());
     }

@@ -30,6 +30,10 @@ pub struct RunInfo {
     /// Where `rtt_us` comes from (`summary.json`'s `rtt_source`).
     pub rtt_source: Option<String>,
     pub seed: u64,
+    /// This run's shard (`--shard I/N`), if it is one.
+    pub shard: Option<ShardId>,
+    /// See [`Summary::scenario_hash`].
+    pub scenario_hash: Option<String>,
     /// How each loss direction is measured (or why it cannot be).
     pub loss_method: LossMethod,
     /// The protocol's and the transport's own metrics.
@@ -130,6 +134,9 @@ pub fn summarize(info: &RunInfo, run: &RunOutcome) -> Summary {
         duration_s: (run.elapsed.as_secs_f64() * 1000.0).round() / 1000.0,
         interrupted: run.interrupted,
         seed: info.seed,
+        shard: info.shard,
+        scenario_hash: info.scenario_hash.clone(),
+        merged_shards: None,
         bots: BotCounts {
             planned: run.planned,
             connected: run.ever_connected,
@@ -342,6 +349,8 @@ mod tests {
             dialect: "spec".into(),
             rtt_source: Some("protocol_ping".into()),
             seed: 1,
+            shard: None,
+            scenario_hash: None,
             loss_method: LossMethod {
                 downstream: "ticks".into(),
                 upstream: "acks".into(),

@@ -18,10 +18,11 @@ use hdrhistogram::Histogram;
 use serde_json::Value;
 use thiserror::Error;
 
-use super::build::evaluate;
+use super::build::evaluate_with;
 use super::hlog_read::{self, Decoder, HlogError, Project, Sparse, MAX_TAGS};
-use super::summary::{IntervalPoint, Summary};
+use super::summary::{IntervalPoint, MergedShards, Summary, ThresholdResult};
 use crate::metrics::phases::{PhaseCounts, TargetPoint, Waiting};
+use crate::metrics::threshold::Unmeasurable;
 use crate::metrics::Threshold;
 use crate::metrics::{HistSummary, LossSummary};
 
@@ -314,7 +315,10 @@ impl Iterator for Seconds<'_> {
 }
 
 /// Merge the runs in `dirs` (each with summary.json and histograms.hlog).
-pub fn merge_runs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
+/// Merge the runs in `dirs`. Shards must be shards of one run (same count, seed and scenario
+/// hash; each index once) and all be there, unless `allow_missing`: then what is there is
+/// merged and the verdict fails, naming the missing shards.
+pub fn merge_runs(dirs: &[PathBuf], allow_missing: bool) -> Result<Merged, MergeError> {
     // The same folder twice would count its bots and samples twice.
     let mut seen = std::collections::BTreeSet::new();
     for d in dirs {
@@ -335,7 +339,10 @@ pub fn merge_runs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
     let Some(first) = runs.first() else {
         return Err(MergeError::Empty);
     };
+    let shards = check_shards(&runs, dirs, allow_missing)?;
     let mut m = first.clone();
+    m.shard = None;
+    m.merged_shards = shards.clone();
     for (s, dir) in runs.iter().zip(dirs).skip(1) {
         add_summary(&mut m, s).map_err(|e| {
             input_err(
@@ -431,11 +438,32 @@ pub fn merge_runs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
     } = merged;
     m.intervals = points.into_values().collect();
 
-    // Verdict again, from the merged figures.
+    // Verdict again, from the merged figures. A threshold the runs could not measure stays
+    // so (and skipped where they skipped it).
     let mut results = Vec::new();
     for t in &first.thresholds {
-        let th = Threshold::parse(&t.condition).map_err(|e| input_err(&dirs[0], e))?;
-        results.push(evaluate(&th, &m));
+        let mut th = Threshold::parse(&t.condition).map_err(|e| input_err(&dirs[0], e))?;
+        th.default = t.default;
+        let policy = if t.skipped {
+            Unmeasurable::Skip
+        } else {
+            Unmeasurable::Fail
+        };
+        results.push(evaluate_with(&th, &m, t.unmeasurable.clone(), policy));
+    }
+    // Missing shards (`--allow-missing`): the load the run asked for was not all measured.
+    if let Some(sh) = shards.as_ref().filter(|sh| !sh.missing.is_empty()) {
+        let missing: Vec<String> = sh.missing.iter().map(u32::to_string).collect();
+        results.push(ThresholdResult {
+            metric: "merged_shards.missing".into(),
+            condition: format!("all {} shards merged", sh.count),
+            observed: Some(sh.missing.len() as f64),
+            ok: false,
+            default: true,
+            unmeasurable: None,
+            skipped: false,
+        });
+        m.scenario = format!("{} (shards {} missing)", m.scenario, missing.join(", "));
     }
     m.thresholds = results;
     m.verdict = if m.thresholds.iter().all(|t| t.ok) {
@@ -444,6 +472,96 @@ pub fn merge_runs(dirs: &[PathBuf]) -> Result<Merged, MergeError> {
         "fail".into()
     };
     Ok(Merged { summary: m, logs })
+}
+
+/// Shards of one run, all there (or `allow_missing`), or whole runs of one scenario: anything
+/// else is refused, naming the run folder and why.
+fn check_shards(
+    runs: &[Summary],
+    dirs: &[PathBuf],
+    allow_missing: bool,
+) -> Result<Option<MergedShards>, MergeError> {
+    let first = &runs[0];
+    let at = |i: usize| dirs[i].join("summary.json");
+    for (i, s) in runs.iter().enumerate().skip(1) {
+        if let (Some(a), Some(b)) = (&first.scenario_hash, &s.scenario_hash) {
+            if a != b {
+                return Err(input_err(
+                    &at(i),
+                    format!(
+                        "is a run of another scenario than {} (scenario hash {b}, not {a}: another \
+                         file, or other --bots/--duration/--seed): not parts of one run",
+                        dirs[0].display()
+                    ),
+                ));
+            }
+        }
+        if s.shard.is_some() != first.shard.is_some() {
+            let (shard, whole) = if s.shard.is_some() { (i, 0) } else { (0, i) };
+            return Err(input_err(
+                &at(shard),
+                format!(
+                    "is a shard, and {} is a whole run: merge the shards of one run, or whole runs",
+                    dirs[whole].display()
+                ),
+            ));
+        }
+    }
+    let Some(f) = first.shard else {
+        return Ok(None);
+    };
+    let mut merged: Vec<u32> = Vec::new();
+    for (i, s) in runs.iter().enumerate() {
+        let Some(sh) = s.shard else { continue };
+        if sh.count != f.count {
+            return Err(input_err(
+                &at(i),
+                format!(
+                    "is shard {}/{}, of a run in {} shards, not {}: not shards of one run",
+                    sh.index, sh.count, sh.count, f.count
+                ),
+            ));
+        }
+        if s.seed != first.seed {
+            return Err(input_err(
+                &at(i),
+                format!(
+                    "has seed {}, not {}: not shards of one run",
+                    s.seed, first.seed
+                ),
+            ));
+        }
+        if merged.contains(&sh.index) {
+            return Err(input_err(
+                &at(i),
+                format!(
+                    "is shard {}/{} again: each shard is merged once",
+                    sh.index, sh.count
+                ),
+            ));
+        }
+        merged.push(sh.index);
+    }
+    merged.sort_unstable();
+    let missing: Vec<u32> = (0..f.count).filter(|i| !merged.contains(i)).collect();
+    if !missing.is_empty() && !allow_missing {
+        let list: Vec<String> = missing.iter().map(u32::to_string).collect();
+        return Err(MergeError::Input {
+            path: dirs[0].clone(),
+            message: format!(
+                "shard{} {} of {} missing: merge every shard of the run, or add --allow-missing to \
+                 merge these and fail the verdict",
+                if missing.len() == 1 { "" } else { "s" },
+                list.join(", "),
+                f.count
+            ),
+        });
+    }
+    Ok(Some(MergedShards {
+        count: f.count,
+        merged,
+        missing,
+    }))
 }
 
 /// Add run `s`'s counters into the merged summary `m` (every addition checked).

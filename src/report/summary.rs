@@ -239,6 +239,17 @@ pub struct Summary {
     /// True when the run was cut short (Ctrl-C).
     pub interrupted: bool,
     pub seed: u64,
+    /// Which slice of a sharded run this is (`--shard I/N`); absent for a whole run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardId>,
+    /// Identifies what was run: the scenario file's bytes and the overrides that shape the
+    /// population (bots, duration, seed), hashed (FNV-1a 64, hex). Shards of one run share it;
+    /// `tickswarm merge` refuses runs whose hashes differ. Not a security measure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scenario_hash: Option<String>,
+    /// On a merged result of shards: which of how many were merged and which were missing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged_shards: Option<MergedShards>,
     pub bots: BotCounts,
     pub rtt_us: HistSummary,
     /// What `rtt_us` measures: `protocol_ping` (the bots' own Ping answered by the server,
@@ -278,4 +289,36 @@ pub struct Summary {
 pub struct LossMethod {
     pub downstream: String,
     pub upstream: String,
+}
+
+/// One shard of a run: index `I` of `N` (`--shard I/N`).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ShardId {
+    pub index: u32,
+    pub count: u32,
+}
+
+/// The shards a merged result holds.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct MergedShards {
+    pub count: u32,
+    pub merged: Vec<u32>,
+    /// Shards not merged (`merge --allow-missing`): the verdict fails while any is missing.
+    pub missing: Vec<u32>,
+}
+
+/// FNV-1a, 64 bits: a stable identity of what was run (the same on every machine and
+/// version), for telling shards of one run from others. Not a security measure.
+pub fn fnv1a64(parts: &[&[u8]]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for p in parts {
+        for &b in *p {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        // A separator, so ("ab","c") and ("a","bc") differ.
+        h ^= 0xff;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
 }

@@ -51,7 +51,7 @@ pub fn load(path: &Path) -> Result<ScenarioFile, ScenarioError> {
 
 /// The file's text, refusing one longer than [`MAX_SCENARIO_BYTES`] (read through a limit,
 /// not by its reported size: devices and pipes report none).
-fn read_bounded(path: &Path) -> std::io::Result<String> {
+pub fn read_bounded(path: &Path) -> std::io::Result<String> {
     use std::io::Read as _;
     let file = std::fs::File::open(path)?;
     let mut bytes = Vec::new();
