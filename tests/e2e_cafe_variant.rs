@@ -310,13 +310,18 @@ fn run_quickstart(dir: &Path, port: u16, loss_source: Option<LossSource>) -> (Ou
     )
 }
 
-/// Every second's downstream loss rate of the run.
+/// Every second's downstream loss rate of the run (seconds with nothing expected, `null`,
+/// are left out: no data is not a rate).
 fn per_second_loss(s: &Value) -> Vec<f64> {
     s["intervals"]
         .as_array()
         .expect("intervals")
         .iter()
-        .map(|p| p["loss_down_rate"].as_f64().expect("loss_down_rate"))
+        .filter_map(|p| {
+            let r = &p["loss_down_rate"];
+            assert!(r.is_null() || r.is_f64(), "loss_down_rate {r}");
+            r.as_f64()
+        })
         .collect()
 }
 

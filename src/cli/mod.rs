@@ -677,15 +677,16 @@ fn unmeasurable_thresholds(plan: &Plan) -> Vec<(&scenario::Threshold, String)> {
 }
 
 /// What was run, as a hash shards of one run share: the scenario file's bytes and the
-/// overrides that shape the population (not the target, the output folder or the shard).
+/// overrides that shape the population (not the target, the output folder, the shard or the
+/// seed, which summary.json records apart: whole runs of one scenario on several machines may
+/// use their own seeds; shards of one run must share it, and merge checks that).
 /// `None` when the file cannot be read again.
 fn scenario_hash(plan: &Plan, ov: &OverrideArgs) -> Option<String> {
     let text = scenario::read_bounded(&plan.file).ok()?;
     let shape = format!(
-        "bots={:?};duration_ms={};seed={}",
+        "bots={:?};duration_ms={}",
         ov.bots,
-        plan.duration.as_millis(),
-        plan.seed
+        plan.duration.as_millis()
     );
     Some(report::summary::fnv1a64(&[
         text.as_bytes(),

@@ -41,7 +41,10 @@ fn progress_parts(p: &IntervalPoint, connected: u64, planned: u64) -> Vec<String
     vec![
         bots,
         format!("rtt p50 {} p99 {}", ms(p.rtt_p50_us), ms(p.rtt_p99_us)),
-        format!("loss {}", fmt_pct(p.loss_down_rate)),
+        format!(
+            "loss {}",
+            p.loss_down_rate.map_or_else(|| "–".to_string(), fmt_pct)
+        ),
         format!(
             "pkt/s up {} down {}",
             fmt_count(p.packets_up as f64),
@@ -259,8 +262,18 @@ mod tests {
             packets_up: 7166,
             packets_down: 12_400,
             lateness_p99_us: Some(40),
+            loss_down_rate: Some(0.0),
             ..IntervalPoint::default()
         }
+    }
+
+    #[test]
+    fn a_second_with_nothing_expected_shows_no_loss_figure() {
+        let p = IntervalPoint {
+            loss_down_rate: None,
+            ..point()
+        };
+        assert!(progress_parts(&p, 20, 20).contains(&"loss –".to_string()));
     }
 
     #[test]

@@ -392,7 +392,7 @@ fn point(index: u64, r: &Recorder, connected: u64) -> IntervalPoint {
     let mut p = IntervalPoint {
         t: (index + 1) as f64,
         bots_connected: connected,
-        loss_down_rate: r.loss_down.rate(),
+        loss_down_rate: (r.loss_down.expected > 0).then(|| r.loss_down.rate()),
         packets_up: r.packets_up,
         packets_down: r.packets_down,
         bytes_up: r.bytes_up,

@@ -57,7 +57,9 @@ pub struct IntervalPoint {
     /// RTT percentiles of the second; `null` when no pong arrived in it (empty is not zero).
     pub rtt_p50_us: Option<u64>,
     pub rtt_p99_us: Option<u64>,
-    pub loss_down_rate: f64,
+    /// Downstream loss of the second; `null` when no datagram was expected in it (no data,
+    /// never 0 %).
+    pub loss_down_rate: Option<f64>,
     pub packets_up: u64,
     pub packets_down: u64,
     pub bytes_up: u64,

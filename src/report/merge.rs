@@ -403,7 +403,7 @@ pub fn merge_runs(dirs: &[PathBuf], allow_missing: bool) -> Result<Merged, Merge
         };
         wanted.entry(start).or_default().push(*k);
         if let Some((sum, n)) = loss_weight.get(k) {
-            p.loss_down_rate = if *n == 0 { 0.0 } else { sum / *n as f64 };
+            p.loss_down_rate = (*n > 0).then(|| sum / *n as f64);
         }
     }
     let merged = Merged { summary: m, logs };
@@ -490,7 +490,7 @@ fn check_shards(
                     &at(i),
                     format!(
                         "is a run of another scenario than {} (scenario hash {b}, not {a}: another \
-                         file, or other --bots/--duration/--seed): not parts of one run",
+                         file, or other --bots/--duration): not parts of one run",
                         dirs[0].display()
                     ),
                 ));
@@ -708,9 +708,12 @@ fn add_intervals(
         e.phases.merge(&p.phases);
         crate::metrics::phases::merge_waiting(&mut e.waiting, &p.waiting);
         crate::metrics::phases::merge_targets(&mut e.targets, &p.targets);
-        let w = loss_weight.entry(k).or_default();
-        w.0 += p.loss_down_rate * p.packets_down as f64;
-        w.1 = sum(w.1, p.packets_down, &at("packets_down"))?;
+        // Seconds with no data in a run weigh nothing (no data is not 0 %).
+        if let Some(rate) = p.loss_down_rate {
+            let w = loss_weight.entry(k).or_default();
+            w.0 += rate * p.packets_down as f64;
+            w.1 = sum(w.1, p.packets_down, &at("packets_down"))?;
+        }
     }
     Ok(())
 }

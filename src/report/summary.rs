@@ -243,7 +243,7 @@ pub struct Summary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<ShardId>,
     /// Identifies what was run: the scenario file's bytes and the overrides that shape the
-    /// population (bots, duration, seed), hashed (FNV-1a 64, hex). Shards of one run share it;
+    /// population (bots, duration), hashed (FNV-1a 64, hex); the seed is `seed`. Shards of one run share it;
     /// `tickswarm merge` refuses runs whose hashes differ. Not a security measure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scenario_hash: Option<String>,

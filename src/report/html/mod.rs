@@ -220,11 +220,11 @@ mod tests {
                 bots_connected: bots,
                 rtt_p50_us: Some(rtt_p50),
                 rtt_p99_us: Some(rtt_p99),
-                loss_down_rate: if spike {
+                loss_down_rate: Some(if spike {
                     0.021
                 } else {
                     0.0004 * (i % 3) as f64
-                },
+                }),
                 packets_up: bots * 60,
                 packets_down: bots * 30,
                 bytes_up: bots * 60 * 42,
@@ -600,12 +600,12 @@ mod tests {
         s.intervals = vec![
             IntervalPoint {
                 t: 0.0,
-                loss_down_rate: f64::NAN,
+                loss_down_rate: Some(f64::NAN),
                 ..Default::default()
             },
             IntervalPoint {
                 t: 0.0,
-                loss_down_rate: f64::INFINITY,
+                loss_down_rate: Some(f64::INFINITY),
                 ..Default::default()
             },
         ];
@@ -708,7 +708,7 @@ mod tests {
                 } else {
                     900 + (i * 104_729 % 400)
                 }),
-                loss_down_rate: (i % 13) as f64 * 0.0001,
+                loss_down_rate: Some((i % 13) as f64 * 0.0001),
                 bytes_up: (i * 2).min(5000) * 2_500,
                 bytes_down: (i * 2).min(5000) * 12_000,
                 lateness_p99_us: Some(50 + i % 40),

@@ -325,7 +325,10 @@ pub(super) fn figures(s: &Summary, log: Option<&HistLog>) -> Vec<Figure> {
             &[Series {
                 name: "loss (down)",
                 color: RED,
-                points: series(&|p| p.loss_down_rate),
+                points: iv
+                    .iter()
+                    .filter_map(|p| p.loss_down_rate.map(|r| (p.t, r)))
+                    .collect(),
             }],
             Unit::Rate,
             &Opts {
