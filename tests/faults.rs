@@ -825,92 +825,74 @@ const FLOOD_RSS_BOUND_KIB: u64 = 200 * 1024;
 /// the report). A stalled worker overruns it by far: it never ends.
 const END_SLACK: Duration = Duration::from_secs(8);
 
-#[test]
-fn darkages_baseline_floods_are_refused_and_memory_stays_bounded() {
-    let srv = HostileServer::start(
-        ProtocolName::DarkAges,
-        Fault::DaFlood { low_ids: false },
-        None,
-    );
-    let o = run("darkages", srv.addr, 5, "5s", "");
+/// A flood of new entities from a hostile server: the run ends on time (a stalled worker never
+/// ends), within [`FLOOD_RSS_BOUND_KIB`], with the flood refused by reason.
+fn flood(proto: ProtocolName, name: &str, fault: Fault, bots: u32, secs: u64) -> Outcome {
+    let srv = HostileServer::start(proto, fault, None);
+    let o = run(name, srv.addr, bots, &format!("{secs}s"), "");
     assert!(o.hwm_kib < FLOOD_RSS_BOUND_KIB, "VmHWM {} KiB", o.hwm_kib);
     assert!(
-        o.elapsed < Duration::from_secs(5) + END_SLACK,
+        o.elapsed < Duration::from_secs(secs) + END_SLACK,
         "{:?}",
         o.elapsed
     );
-    // 7 deltas of 9,356 fit the 65,536 entities of one state; every later one is refused.
     assert!(
         decode_reason(&o.s, "too_many_entities") > 5,
         "the flood is refused by reason: {}",
         o.s["errors"]
+    );
+    o
+}
+
+#[test]
+fn darkages_baseline_floods_are_refused_and_memory_stays_bounded() {
+    // 7 deltas of 9,356 fit the 65,536 entities of one state; every later one is refused.
+    let o = flood(
+        ProtocolName::DarkAges,
+        "darkages",
+        Fault::DaFlood { low_ids: false },
+        5,
+        5,
     );
     assert_eq!(o.code, Some(1), "decode errors fail the run: {}", o.stderr);
 }
 
 #[test]
 fn darkages_deltas_below_every_held_id_do_not_stall_the_run() {
-    let srv = HostileServer::start(
+    let o = flood(
         ProtocolName::DarkAges,
+        "darkages",
         Fault::DaFlood { low_ids: true },
-        None,
+        5,
+        4,
     );
-    let o = run("darkages", srv.addr, 5, "4s", "");
-    assert!(
-        o.elapsed < Duration::from_secs(4) + END_SLACK,
-        "{:?}",
-        o.elapsed
-    );
-    assert!(o.hwm_kib < FLOOD_RSS_BOUND_KIB, "VmHWM {} KiB", o.hwm_kib);
-    assert!(
-        decode_reason(&o.s, "too_many_entities") > 5,
-        "{}",
-        o.s["errors"]
-    );
-    assert!(o.s["snapshots_applied"].as_u64().unwrap_or(0) >= 5 * 7);
+    let applied = o.s["snapshots_applied"]
+        .as_u64()
+        .expect("snapshots_applied in the summary");
+    assert!(applied >= 5 * 7, "{applied}");
 }
 
 #[test]
 fn zergcity_baseline_floods_are_refused_and_memory_stays_bounded() {
-    let srv = HostileServer::start(
-        ProtocolName::ZergCity,
-        Fault::ZcFlood { low_ids: false },
-        None,
-    );
-    let o = run("zergcity", srv.addr, 2, "5s", "");
-    assert!(o.hwm_kib < FLOOD_RSS_BOUND_KIB, "VmHWM {} KiB", o.hwm_kib);
-    assert!(
-        o.elapsed < Duration::from_secs(5) + END_SLACK,
-        "{:?}",
-        o.elapsed
-    );
     // 9 deltas of 7,000 fit the 65,536 entities of one world; every later one is refused.
-    assert!(
-        decode_reason(&o.s, "too_many_entities") > 5,
-        "the flood is refused by reason: {}",
-        o.s["errors"]
+    let o = flood(
+        ProtocolName::ZergCity,
+        "zergcity",
+        Fault::ZcFlood { low_ids: false },
+        2,
+        5,
     );
     assert_eq!(o.code, Some(1), "decode errors fail the run: {}", o.stderr);
 }
 
 #[test]
 fn zergcity_deltas_below_every_held_id_do_not_stall_the_run() {
-    let srv = HostileServer::start(
+    flood(
         ProtocolName::ZergCity,
+        "zergcity",
         Fault::ZcFlood { low_ids: true },
-        None,
-    );
-    let o = run("zergcity", srv.addr, 2, "4s", "");
-    assert!(
-        o.elapsed < Duration::from_secs(4) + END_SLACK,
-        "{:?}",
-        o.elapsed
-    );
-    assert!(o.hwm_kib < FLOOD_RSS_BOUND_KIB, "VmHWM {} KiB", o.hwm_kib);
-    assert!(
-        decode_reason(&o.s, "too_many_entities") > 5,
-        "{}",
-        o.s["errors"]
+        2,
+        4,
     );
 }
 

@@ -327,8 +327,10 @@ fn hostile_clients_cannot_starve_the_run_or_the_endpoint() {
     assert!(cut_headers < 4 << 20, "4 MB of headers were read whole");
 
     let (threads_during, rss_kb) = threads_and_rss_kb(child.id());
+    // The run's own threads (main, signals, the endpoint, a worker per core, the embedded
+    // server) are a handful: a thread per connection made 1,002 here.
     assert!(
-        threads_during <= threads_before + 2,
+        threads_during <= 16,
         "threads {threads_before} -> {threads_during} with {} idle connections",
         idle.len()
     );
