@@ -24,6 +24,8 @@ RUN mkdir -p src benches \
     && cargo build --release --locked --bin tickswarm
 COPY src ./src
 COPY templates ./templates
+# The protocol pages are the protocol modules' rustdoc (include_str!).
+COPY docs/protocols ./docs/protocols
 COPY benches ./benches
 # touch: the placeholder sources built above are older than the real ones, but be sure.
 RUN touch src/main.rs src/lib.rs \
