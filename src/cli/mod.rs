@@ -592,18 +592,12 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
     if outcome.ever_connected == 0 && !outcome.interrupted {
         // Name what was seen: handshake refusals, else what the sockets reported (an ICMP
         // port unreachable shows as connection_refused), else silence. "()" told nothing.
-        let listed = |m: &std::collections::BTreeMap<String, u64>| {
-            m.iter()
-                .map(|(k, v)| format!("{k}: {v}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
         let reasons = if !summary.errors.connect.is_empty() {
-            listed(&summary.errors.connect)
+            report::format::fmt_counts(&summary.errors.connect)
         } else if !summary.generator.send_errors.is_empty() {
             format!(
                 "no reply; socket errors {}",
-                listed(&summary.generator.send_errors)
+                report::format::fmt_counts(&summary.generator.send_errors)
             )
         } else {
             "no reply from the server".to_string()
@@ -666,11 +660,7 @@ fn unmeasurable_thresholds(plan: &Plan) -> Vec<(&scenario::Threshold, String)> {
         .filter_map(|t| {
             cannot
                 .iter()
-                .find(|(m, _)| {
-                    *m == t.metric
-                        || matches!((*m, t.metric),
-                            (scenario::Metric::Time(a, _), scenario::Metric::Time(b, _)) if a == b)
-                })
+                .find(|(m, _)| m.same_figure(t.metric))
                 .map(|(_, why)| (t, why.clone()))
         })
         .collect()

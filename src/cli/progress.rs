@@ -4,7 +4,7 @@ use std::io::IsTerminal;
 
 use crate::metrics::describe::Display;
 use crate::report::build::describe_outcome;
-use crate::report::format::{fit_line, fmt_count, fmt_pct, fmt_us, group_int};
+use crate::report::format::{fit_line, fmt_count, fmt_counts, fmt_pct, fmt_us, group_int};
 use crate::report::summary::{IntervalPoint, Summary};
 
 /// A group of bots stuck on their way in is reported once it has waited this long...
@@ -213,14 +213,14 @@ pub fn print_result(s: &Summary) {
         // Local socket errors (e.g. `recv.connection_refused`: the server's port is closed).
         say!(
             "sockets  {socket} send/receive errors: {}",
-            listed(&s.generator.send_errors)
+            fmt_counts(&s.generator.send_errors)
         );
     }
     let decode: u64 = s.errors.decode.values().sum();
     if decode > 0 {
         say!(
             "decode   {decode} malformed datagrams dropped: {}",
-            listed(&s.errors.decode)
+            fmt_counts(&s.errors.decode)
         );
     }
     for t in &s.thresholds {
@@ -239,14 +239,6 @@ pub fn print_result(s: &Summary) {
     for r in crate::report::reasons::verdict_reasons(s) {
         say!("why      {r}");
     }
-}
-
-/// Counters by reason as a person reads them: `recv.connection_refused: 12, send.x: 1`.
-fn listed(m: &std::collections::BTreeMap<String, u64>) -> String {
-    m.iter()
-        .map(|(k, v)| format!("{k}: {}", group_int(*v)))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 #[cfg(test)]

@@ -87,6 +87,15 @@ pub enum Metric {
 }
 
 impl Metric {
+    /// Whether `self` and `other` read the same figure, whatever statistic of it (`rtt p99`
+    /// and `rtt p50` both need RTT samples): what "the run cannot measure X" is about.
+    pub fn same_figure(self, other: Metric) -> bool {
+        match (self, other) {
+            (Metric::Time(a, _), Metric::Time(b, _)) => a == b,
+            (a, b) => a == b,
+        }
+    }
+
     /// Where the observed value sits in summary.json: a dotted JSON path into it
     /// (`generator.saturated` is a boolean, observed as 1 or 0).
     pub fn path(self) -> String {

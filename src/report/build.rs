@@ -52,13 +52,9 @@ impl RunInfo {
     fn cannot_measure(&self, metric: Metric) -> Option<&str> {
         self.cannot_measure
             .iter()
-            .find(|(m, _)| *m == metric || same_time_metric(*m, metric))
+            .find(|(m, _)| m.same_figure(metric))
             .map(|(_, why)| why.as_str())
     }
-}
-
-fn same_time_metric(a: Metric, b: Metric) -> bool {
-    matches!((a, b), (Metric::Time(x, _), Metric::Time(y, _)) if x == y)
 }
 
 pub fn summarize(info: &RunInfo, run: &RunOutcome) -> Summary {
@@ -273,12 +269,8 @@ pub fn observe(metric: Metric, s: &Summary) -> Option<f64> {
     }
 }
 
-pub fn evaluate(th: &Threshold, s: &Summary) -> ThresholdResult {
-    evaluate_with(th, s, None, Unmeasurable::Fail)
-}
-
-/// [`evaluate`] for a metric the run may be unable to take (`unmeasurable` says why): such a
-/// threshold has no observed value, and fails or is skipped as `policy` says.
+/// A threshold's result. A metric the run cannot take (`unmeasurable` says why) has no
+/// observed value, and the threshold fails or is skipped as `policy` says.
 pub fn evaluate_with(
     th: &Threshold,
     s: &Summary,

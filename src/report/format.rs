@@ -234,6 +234,15 @@ fn cut(s: &str, width: usize) -> String {
 }
 
 /// An integer with thousands separators: `1,234,567`.
+/// Counters by reason as a person reads them, in name order: `recv.connection_refused: 12,
+/// timeout: 1` (the console, the report's reasons and the unreachable-target error alike).
+pub fn fmt_counts(m: &std::collections::BTreeMap<String, u64>) -> String {
+    m.iter()
+        .map(|(k, v)| format!("{k}: {}", group_int(*v)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 pub fn group_int(n: u64) -> String {
     group_digits(&n.to_string())
 }

@@ -8,7 +8,7 @@
 //! since one cause (a dead server) fails several thresholds at once.
 
 use super::build::describe_outcome;
-use super::format::fmt_pct;
+use super::format::{fmt_counts, fmt_pct};
 use super::summary::Summary;
 
 /// The verdict's reasons, causes first, then one sentence per failed threshold. Empty for a
@@ -20,12 +20,12 @@ pub fn verdict_reasons(s: &Summary) -> Vec<String> {
     let mut out = Vec::new();
     if s.bots.planned > 0 && s.bots.connected == 0 && !s.interrupted {
         let seen = if !s.errors.connect.is_empty() {
-            format!("handshake failures: {}", listed(&s.errors.connect))
+            format!("handshake failures: {}", fmt_counts(&s.errors.connect))
         } else if !s.generator.send_errors.is_empty() {
             // An ICMP port unreachable reads as connection_refused: nothing listens there.
             format!(
                 "no reply; socket errors: {}",
-                listed(&s.generator.send_errors)
+                fmt_counts(&s.generator.send_errors)
             )
         } else {
             "nothing came back".to_string()
@@ -99,14 +99,6 @@ fn missing_sources(s: &Summary) -> Option<String> {
          this machine. Add it (`ip addr add ADDRESS/32 dev IFACE`, `ip -6 addr add \
          ADDRESS/128 dev IFACE`) or change engine.source_addresses."
     ))
-}
-
-/// Counters by reason: `recv.connection_refused 12, send.x 1`.
-fn listed(m: &std::collections::BTreeMap<String, u64>) -> String {
-    m.iter()
-        .map(|(k, v)| format!("{k} {v}"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 #[cfg(test)]
