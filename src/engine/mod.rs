@@ -4,6 +4,7 @@
 mod bot_socket;
 pub mod limits;
 pub mod server_driver;
+pub mod sim_path;
 pub mod timer;
 pub mod transports;
 pub mod udp;
@@ -128,6 +129,10 @@ pub fn run(
             run_start,
             run_end,
             transport: transports::BotTransportOptions {
+                network: plan
+                    .network
+                    .as_ref()
+                    .map(|n| sim_path::PathConditions::new(n, plan.seed ^ id as u64)),
                 bots_per_socket: plan.bots_per_socket,
                 enet_throttle: plan.enet_throttle,
                 transport_rtt: (!plan.protocol.measures_rtt())

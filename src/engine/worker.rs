@@ -213,7 +213,7 @@ impl<T: BotTransport + 'static> Shared<T> {
             while let Some(t) = slot.bot.poll_transmit(&mut buf) {
                 let bytes = &buf[..t.len.min(buf.len())];
                 slot.second_up += bytes.len() as u64;
-                transport.send(idx, &t, bytes, &mut rec);
+                transport.send(idx, &t, bytes, now, &mut rec);
             }
             transport.flush(idx, now, &mut rec);
             // A bot that ended closes its session politely, after its last words.
@@ -566,7 +566,7 @@ pub fn run_worker(spec: WorkerSpec, tx: Sender<WorkerMsg>, stop: watch::Receiver
     };
     let local = tokio::task::LocalSet::new();
     let needs = spec.protocol.transport();
-    let opts = spec.transport;
+    let opts = spec.transport.clone();
     let start = WorkerStart { spec, tx, stop };
     transports::run_bots(
         needs,

@@ -26,9 +26,11 @@
 //! link as a real one.
 
 mod config;
+mod delay_line;
 mod link;
 
 pub use config::{Conditions, ConfigError, Jitter, LossModel, NetworkConditions, Share};
+pub use delay_line::DelayLine;
 pub use link::{DropReason, Fate, Link, LinkStats};
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::threshold::{Threshold, Unmeasurable};
 use crate::duration::Dur;
+use crate::netsim::NetworkConditions;
 use crate::protocol::{ProtocolSection, ServerParams};
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -48,6 +49,19 @@ pub struct ScenarioFile {
     /// Limits for `tickswarm compare` on this scenario's runs.
     #[serde(default)]
     pub compare: CompareSection,
+    /// Simulated network conditions (latency, jitter, loss, duplication, reordering, a
+    /// bandwidth cap, outages) every bot's datagrams go through inside the engine, in both
+    /// directions, with `up:`/`down:` for one direction (see [`crate::netsim`]). Unset: the
+    /// real link only.
+    #[serde(default, deserialize_with = "network")]
+    pub network: Option<NetworkConditions>,
+}
+
+/// `network:`, checked where it is read, so a bad value is reported at its own line.
+fn network<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<NetworkConditions>, D::Error> {
+    let n = NetworkConditions::deserialize(d)?;
+    n.validate().map_err(serde::de::Error::custom)?;
+    Ok(Some(n))
 }
 
 /// `compare: { max_regress: { rtt.p99: 10%, loss.downstream: +0.5pp } }`: how much worse

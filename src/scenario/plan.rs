@@ -116,6 +116,8 @@ pub struct Plan {
     pub compare_limits: std::collections::BTreeMap<String, String>,
     /// `unmeasurable_thresholds:`: fail (default) or skip a threshold the run cannot measure.
     pub unmeasurable: crate::metrics::threshold::Unmeasurable,
+    /// `network:`, when it changes anything: the simulated link of every bot.
+    pub network: Option<crate::netsim::NetworkConditions>,
 }
 
 fn invalid(path: &Path, message: impl Into<String>) -> ScenarioError {
@@ -442,6 +444,10 @@ impl Plan {
             bots_per_socket: file.engine.bots_per_socket.unwrap_or(1).max(1),
             enet_throttle: file.engine.enet_throttle.unwrap_or(true),
             shard: ov.shard,
+            network: file
+                .network
+                .clone()
+                .filter(|n| n != &crate::netsim::NetworkConditions::default()),
             source_pool,
             compare_limits: file.compare.max_regress.clone(),
             unmeasurable: file.unmeasurable_thresholds,

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use super::{BotTransport, DownReason, LinkEvents, Opened, ServerTransport, Slot, Source, Watch};
 use crate::engine::bot_socket::BotSocket;
+use crate::engine::sim_path::{PathConditions, SimPath};
 use crate::engine::udp::error_name;
 use crate::metrics::describe::MetricDesc;
 use crate::metrics::{NamedCounters, Recorder, ServerStats};
@@ -42,6 +43,8 @@ struct Group {
     dirty: bool,
     /// Events taken out of the host during a relink, handed out at the next drain.
     deferred: std::collections::VecDeque<EnetEvent>,
+    /// The simulated network path between the host and its socket (`network:`).
+    path: Option<SimPath>,
 }
 
 /// The ENet hosts of one worker's bots.
@@ -57,6 +60,8 @@ pub struct EnetBots {
     live: usize,
     /// The acknowledgement round trips are also the run's `rtt_us`.
     rtt_is_main: bool,
+    /// The scenario's `network:`, if any: every host's datagrams go through it.
+    network: Option<PathConditions>,
 }
 
 impl EnetBots {
@@ -71,7 +76,14 @@ impl EnetBots {
             buf: vec![0; MAX_ENET_DATAGRAM],
             live: 0,
             rtt_is_main,
+            network: None,
         }
+    }
+
+    /// Put every host's datagrams through the simulated path `network`.
+    pub fn with_network(mut self, network: Option<PathConditions>) -> Self {
+        self.network = network;
+        self
     }
 
     /// Record the round trips group `gi`'s host measured, for the peers that carry a bot.
@@ -131,13 +143,25 @@ impl EnetBots {
         };
         g.dirty = false;
         g.host.flush(now);
+        let sock = &g.sock;
         while let Some((_, len)) = g.host.poll_transmit(&mut self.buf) {
             let datagram = &self.buf[..len.min(self.buf.len())];
-            match g.sock.send(datagram) {
-                Ok(()) => rec.wire_up(datagram.len()),
-                Err(e) => rec.send_errors.add(error_name(&e), 1),
+            match g.path.as_mut() {
+                Some(path) => path.send(now, datagram, |d| send_on(sock, d, rec)),
+                None => send_on(sock, datagram, rec),
             }
         }
+        if let Some(path) = g.path.as_mut() {
+            path.send_due(now, |d| send_on(sock, d, rec));
+            path.record(rec);
+        }
+    }
+}
+
+fn send_on(sock: &BotSocket, datagram: &[u8], rec: &mut Recorder) {
+    match sock.send(datagram) {
+        Ok(()) => rec.wire_up(datagram.len()),
+        Err(e) => rec.send_errors.add(error_name(&e), 1),
     }
 }
 
@@ -201,6 +225,10 @@ impl BotTransport for EnetBots {
                     members: 0,
                     dirty: false,
                     deferred: Default::default(),
+                    path: self
+                        .network
+                        .as_ref()
+                        .map(|c| SimPath::new(c, self.groups.len() as u64, now)),
                 });
                 (self.groups.len() - 1, Some(Watch::Socket(sock)))
             }
@@ -264,7 +292,7 @@ impl BotTransport for EnetBots {
         None
     }
 
-    fn send(&mut self, slot: Slot, t: &Transmit, bytes: &[u8], rec: &mut Recorder) {
+    fn send(&mut self, slot: Slot, t: &Transmit, bytes: &[u8], _now: Instant, rec: &mut Recorder) {
         let Some(Some((gi, peer))) = self.links.get(slot).copied() else {
             return;
         };
@@ -310,8 +338,18 @@ impl BotTransport for EnetBots {
             return;
         };
         let from = g.peer_addr;
-        for d in datagrams {
-            g.host.handle_datagram(now, from, d);
+        match g.path.as_mut() {
+            Some(path) => {
+                let host = &mut g.host;
+                for d in datagrams {
+                    path.receive(now, d, |d| host.handle_datagram(now, from, d));
+                }
+            }
+            None => {
+                for d in datagrams {
+                    g.host.handle_datagram(now, from, d);
+                }
+            }
         }
         g.host.service(now);
         self.record_rtt(src, rec);
@@ -323,13 +361,24 @@ impl BotTransport for EnetBots {
         let Some(g) = self.groups.get_mut(src) else {
             return;
         };
+        // Held datagrams of the simulated path first: the host then sees what arrived.
+        if let Some(path) = g.path.as_mut() {
+            let (host, from) = (&mut g.host, g.peer_addr);
+            path.deliver_due(now, |d| host.handle_datagram(now, from, d));
+        }
         g.host.service(now);
+        self.record_rtt(src, rec);
         self.drain_events(src, out);
         self.flush_group(src, now, rec);
     }
 
     fn poll_timeout(&self, src: Source) -> Option<Instant> {
-        self.groups.get(src).and_then(|g| g.host.poll_timeout())
+        let g = self.groups.get(src)?;
+        let path = g.path.as_ref().and_then(SimPath::next_due);
+        match (g.host.poll_timeout(), path) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn sample(&self, slot: Slot, rec: &mut Recorder) {

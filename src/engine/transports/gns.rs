@@ -356,7 +356,7 @@ impl BotTransport for GnsBots {
         None
     }
 
-    fn send(&mut self, slot: Slot, t: &Transmit, bytes: &[u8], rec: &mut Recorder) {
+    fn send(&mut self, slot: Slot, t: &Transmit, bytes: &[u8], _now: Instant, rec: &mut Recorder) {
         let Some(Some(link)) = self.links.get(slot) else {
             return;
         };

@@ -176,8 +176,8 @@ pub trait BotTransport {
     /// A source no bot uses any more: the worker stops watching it.
     fn poll_retired(&mut self) -> Option<Source>;
 
-    /// Queue one transmit of the bot (`bytes` is its payload) for the wire.
-    fn send(&mut self, slot: Slot, t: &Transmit, bytes: &[u8], rec: &mut Recorder);
+    /// Queue one transmit of the bot (`bytes` is its payload) for the wire, at `now`.
+    fn send(&mut self, slot: Slot, t: &Transmit, bytes: &[u8], now: Instant, rec: &mut Recorder);
 
     /// The bot has queued all it has for now: put it on the wire.
     fn flush(&mut self, slot: Slot, now: Instant, rec: &mut Recorder);
@@ -288,8 +288,10 @@ pub enum EnetRole {
 }
 
 /// Transport settings of a swarm that are not the protocol's.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct BotTransportOptions {
+    /// The scenario's `network:`: the simulated path every bot socket's datagrams take.
+    pub network: Option<crate::engine::sim_path::PathConditions>,
     pub bots_per_socket: usize,
     /// ENet: keep the unreliable-packet throttle of the server's traffic to the bots.
     pub enet_throttle: bool,
@@ -324,7 +326,7 @@ pub fn run_bots<W: WithBotTransport>(
     w: W,
 ) -> W::Output {
     match needs {
-        TransportNeeds::Udp => w.run(udp::UdpBots::default()),
+        TransportNeeds::Udp => w.run(udp::UdpBots::new(opts.network)),
         TransportNeeds::Enet(e) => {
             let mut cfg = enet_config(
                 EnetRole::Bots {
@@ -339,11 +341,10 @@ pub fn run_bots<W: WithBotTransport>(
                 // reliable.
                 cfg.ping_interval = every;
             }
-            w.run(enet::EnetBots::new(
-                cfg,
-                e.channels,
-                opts.transport_rtt.is_some(),
-            ))
+            w.run(
+                enet::EnetBots::new(cfg, e.channels, opts.transport_rtt.is_some())
+                    .with_network(opts.network),
+            )
         }
         #[cfg(feature = "gns")]
         TransportNeeds::Gns => w.run(gns::GnsBots::default()),
@@ -433,7 +434,7 @@ impl BotTransport for NotBuilt {
         None
     }
 
-    fn send(&mut self, _: Slot, _: &Transmit, _: &[u8], _: &mut Recorder) {}
+    fn send(&mut self, _: Slot, _: &Transmit, _: &[u8], _: Instant, _: &mut Recorder) {}
 
     fn flush(&mut self, _: Slot, _: Instant, _: &mut Recorder) {}
 

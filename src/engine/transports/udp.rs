@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use super::{BotTransport, LinkEvents, Opened, ServerTransport, Slot, Source, Watch};
 use crate::engine::bot_socket::BotSocket;
+use crate::engine::sim_path::{PathConditions, SimPath};
 use crate::engine::udp::error_name;
 use crate::metrics::{MetricDesc, Recorder, ServerStats};
 use crate::protocol::{ConnId, Server, Transmit};
@@ -20,15 +21,36 @@ use crate::protocol::{ConnId, Server, Transmit};
 pub struct UdpBots {
     /// By source: the bot it carries and its socket; `None` once retired.
     sources: Vec<Option<(Slot, Rc<BotSocket>)>>,
+    /// By source: its simulated network path, when the scenario sets `network:`.
+    paths: Vec<Option<SimPath>>,
+    /// The scenario's `network:`, if any.
+    network: Option<PathConditions>,
     /// The current source of each bot slot.
     by_slot: Vec<Option<Source>>,
     retired: Vec<Source>,
 }
 
 impl UdpBots {
-    fn socket(&self, slot: Slot) -> Option<&Rc<BotSocket>> {
-        let src = (*self.by_slot.get(slot)?)?;
-        self.sources.get(src)?.as_ref().map(|(_, s)| s)
+    /// Bots whose datagrams go through `network` (`None`: the real link only).
+    pub fn new(network: Option<PathConditions>) -> Self {
+        UdpBots {
+            network,
+            ..UdpBots::default()
+        }
+    }
+
+    fn source(&self, slot: Slot) -> Option<Source> {
+        *self.by_slot.get(slot)?
+    }
+}
+
+fn send_on(sock: &BotSocket, bytes: &[u8], rec: &mut Recorder) {
+    match sock.send(bytes) {
+        Ok(()) => {
+            rec.datagram_up(bytes.len());
+            rec.wire_up(bytes.len());
+        }
+        Err(e) => rec.send_errors.add(error_name(&e), 1),
     }
 }
 
@@ -41,12 +63,17 @@ impl BotTransport for UdpBots {
         slot: Slot,
         peer: SocketAddr,
         source: Option<IpAddr>,
-        _now: Instant,
+        now: Instant,
         _rec: &mut Recorder,
     ) -> std::io::Result<Opened> {
         let sock = Rc::new(BotSocket::connect_to(peer, source)?);
         let src = self.sources.len();
         self.sources.push(Some((slot, sock.clone())));
+        let path = self
+            .network
+            .as_ref()
+            .map(|c| SimPath::new(c, src as u64, now));
+        self.paths.push(path);
         if self.by_slot.len() <= slot {
             self.by_slot.resize(slot + 1, None);
         }
@@ -79,16 +106,19 @@ impl BotTransport for UdpBots {
         self.retired.pop()
     }
 
-    fn send(&mut self, slot: Slot, _t: &Transmit, bytes: &[u8], rec: &mut Recorder) {
-        let Some(sock) = self.socket(slot) else {
+    fn send(&mut self, slot: Slot, _t: &Transmit, bytes: &[u8], now: Instant, rec: &mut Recorder) {
+        let Some(src) = self.source(slot) else {
             return;
         };
-        match sock.send(bytes) {
-            Ok(()) => {
-                rec.datagram_up(bytes.len());
-                rec.wire_up(bytes.len());
+        let Some(Some((_, sock))) = self.sources.get(src) else {
+            return;
+        };
+        match self.paths.get_mut(src).and_then(Option::as_mut) {
+            Some(path) => {
+                path.send(now, bytes, |b| send_on(sock, b, rec));
+                path.record(rec);
             }
-            Err(e) => rec.send_errors.add(error_name(&e), 1),
+            None => send_on(sock, bytes, rec),
         }
     }
 
@@ -99,24 +129,45 @@ impl BotTransport for UdpBots {
     fn on_datagrams<'a>(
         &mut self,
         src: Source,
-        _now: Instant,
+        now: Instant,
         datagrams: impl Iterator<Item = &'a [u8]>,
-        _rec: &mut Recorder,
+        rec: &mut Recorder,
         out: &mut LinkEvents,
     ) {
         // A retired source's late datagrams belong to a server the bot has left.
         let Some(Some((slot, _))) = self.sources.get(src) else {
             return;
         };
-        for d in datagrams {
-            out.data(*slot, d);
+        let slot = *slot;
+        match self.paths.get_mut(src).and_then(Option::as_mut) {
+            Some(path) => {
+                for d in datagrams {
+                    path.receive(now, d, |b| out.data(slot, b));
+                }
+                path.record(rec);
+            }
+            None => {
+                for d in datagrams {
+                    out.data(slot, d);
+                }
+            }
         }
     }
 
-    fn on_timer(&mut self, _: Source, _: Instant, _: &mut Recorder, _: &mut LinkEvents) {}
+    /// Held datagrams of the simulated path that are due: sent, or handed to the bot.
+    fn on_timer(&mut self, src: Source, now: Instant, rec: &mut Recorder, out: &mut LinkEvents) {
+        let Some(Some((slot, sock))) = self.sources.get(src) else {
+            return;
+        };
+        let Some(path) = self.paths.get_mut(src).and_then(Option::as_mut) else {
+            return;
+        };
+        path.send_due(now, |b| send_on(sock, b, rec));
+        path.deliver_due(now, |b| out.data(*slot, b));
+    }
 
-    fn poll_timeout(&self, _src: Source) -> Option<Instant> {
-        None
+    fn poll_timeout(&self, src: Source) -> Option<Instant> {
+        self.paths.get(src)?.as_ref()?.next_due()
     }
 
     fn sample(&self, _slot: Slot, _rec: &mut Recorder) {}

@@ -1,0 +1,167 @@
+//! A bot socket's simulated network path: the scenario's `network:` applied to every datagram
+//! between the transport and the socket, so ENet's retransmissions and RTT estimates react to
+//! the simulated link as to a real one.
+//!
+//! One per socket (a bot's UDP socket, or an ENet host's socket shared by bots with the same
+//! conditions), with its own seed. Datagrams that are delayed are copied into the path's
+//! [`DelayLine`]s (buffers reused) and sent or delivered when the source's timer fires.
+
+use std::time::Instant;
+
+use crate::metrics::Recorder;
+use crate::netsim::{Conditions, DelayLine, DropReason, Fate, Link, NetworkConditions};
+
+/// Payload bytes one path may hold in each direction: 4 MiB, far above what a link in play
+/// holds (a second of a 1 Mbit/s stream is 125 KB); past it a datagram is lost to the queue.
+const MAX_HELD_BYTES: usize = 4 << 20;
+
+/// The two directions of one socket's simulated path.
+pub struct SimPath {
+    up: Link,
+    down: Link,
+    up_line: DelayLine<()>,
+    down_line: DelayLine<()>,
+    /// What happened since the last [`SimPath::record`], by event name.
+    counts: [u64; EVENTS.len()],
+}
+
+/// The path's counters, as events in the recorder.
+const EVENTS: [&str; 10] = [
+    "netsim_up_lost_loss",
+    "netsim_up_lost_outage",
+    "netsim_up_lost_queue",
+    "netsim_down_lost_loss",
+    "netsim_down_lost_outage",
+    "netsim_down_lost_queue",
+    "netsim_up_duplicated",
+    "netsim_down_duplicated",
+    "netsim_up_reordered",
+    "netsim_down_reordered",
+];
+
+/// Each direction's conditions, resolved once per run.
+#[derive(Debug, Clone)]
+pub struct PathConditions {
+    pub up: Conditions,
+    pub down: Conditions,
+    pub seed: u64,
+}
+
+impl PathConditions {
+    pub fn new(n: &NetworkConditions, seed: u64) -> Self {
+        let (up, down) = n.directions();
+        PathConditions { up, down, seed }
+    }
+}
+
+/// Index in [`EVENTS`] of a loss.
+fn lost(up: bool, why: DropReason) -> usize {
+    let base = if up { 0 } else { 3 };
+    base + match why {
+        DropReason::Loss => 0,
+        DropReason::Outage => 1,
+        DropReason::Queue => 2,
+    }
+}
+
+impl SimPath {
+    /// The path of source number `source`, starting at `now`.
+    pub fn new(c: &PathConditions, source: u64, now: Instant) -> Self {
+        let seed = c.seed ^ source.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        SimPath {
+            up: Link::new(&c.up, seed, now),
+            down: Link::new(&c.down, seed ^ 0xD0D0_D0D0, now),
+            up_line: DelayLine::new(MAX_HELD_BYTES),
+            down_line: DelayLine::new(MAX_HELD_BYTES),
+            counts: [0; EVENTS.len()],
+        }
+    }
+
+    /// Add what the path did since the last call to `rec`'s events.
+    pub fn record(&mut self, rec: &mut Recorder) {
+        for (name, n) in EVENTS.iter().zip(self.counts.iter_mut()) {
+            if *n > 0 {
+                rec.events.add(name, std::mem::take(n));
+            }
+        }
+    }
+
+    /// A datagram the transport sends at `now`: `send` is called with it now if the link
+    /// delivers it at once; otherwise it is held (or lost, counted).
+    pub fn send(&mut self, now: Instant, bytes: &[u8], send: impl FnMut(&[u8])) {
+        let counts = &mut self.counts;
+        Self::pass(
+            &mut self.up,
+            &mut self.up_line,
+            true,
+            now,
+            bytes,
+            counts,
+            send,
+        );
+    }
+
+    /// A datagram that arrived at `now`: `deliver` is called with it now if the link delivers
+    /// it at once; otherwise it is held (or lost, counted).
+    pub fn receive(&mut self, now: Instant, bytes: &[u8], deliver: impl FnMut(&[u8])) {
+        let counts = &mut self.counts;
+        Self::pass(
+            &mut self.down,
+            &mut self.down_line,
+            false,
+            now,
+            bytes,
+            counts,
+            deliver,
+        );
+    }
+
+    fn pass(
+        link: &mut Link,
+        line: &mut DelayLine<()>,
+        up: bool,
+        now: Instant,
+        bytes: &[u8],
+        counts: &mut [u64; EVENTS.len()],
+        mut now_fn: impl FnMut(&[u8]),
+    ) {
+        let reordered = link.stats().reordered;
+        match link.submit(now, bytes.len()) {
+            Fate::Dropped(why) => counts[lost(up, why)] += 1,
+            Fate::Deliver { at, copy_at } => {
+                if at <= now {
+                    now_fn(bytes);
+                } else if !line.push(at, (), bytes) {
+                    counts[lost(up, DropReason::Queue)] += 1;
+                }
+                if let Some(c) = copy_at {
+                    counts[if up { 6 } else { 7 }] += 1;
+                    if !line.push(c, (), bytes) {
+                        counts[lost(up, DropReason::Queue)] += 1;
+                    }
+                }
+            }
+        }
+        if link.stats().reordered > reordered {
+            counts[if up { 8 } else { 9 }] += 1;
+        }
+    }
+
+    /// When the next held datagram is due, either way.
+    pub fn next_due(&self) -> Option<Instant> {
+        match (self.up_line.next_due(), self.down_line.next_due()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Send the held datagrams due at `now`.
+    pub fn send_due(&mut self, now: Instant, mut send: impl FnMut(&[u8])) {
+        while self.up_line.pop_due(now, |(), b| send(b)) {}
+    }
+
+    /// Deliver the held datagrams due at `now`.
+    pub fn deliver_due(&mut self, now: Instant, mut deliver: impl FnMut(&[u8])) {
+        while self.down_line.pop_due(now, |(), b| deliver(b)) {}
+    }
+}
