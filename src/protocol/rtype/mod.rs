@@ -315,7 +315,10 @@ impl Protocol for Rtype {
 
     fn make_bot(o: &RtypeOptions, params: BotParams) -> Box<dyn Bot> {
         match o.dialect {
-            RtypeDialect::Spec => Box::new(RtypeBot::new(params, o.clone())),
+            RtypeDialect::Spec => Box::new(implementation::SpecWithHint::new(
+                RtypeBot::new(params, o.clone()),
+                o.float_order,
+            )),
             RtypeDialect::Implementation => {
                 Box::new(implementation::ImplementationBot::new(params))
             }

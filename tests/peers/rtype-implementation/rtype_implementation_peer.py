@@ -274,7 +274,6 @@ class Peer:
     def step_rooms(self, now: float):
         for room in list(self.rooms.values()):
             while room.next_step <= now:
-                step = room.next_step
                 room.next_step += TICK
                 for ships in room.ships.values():
                     for s in ships:
@@ -287,7 +286,8 @@ class Peer:
                     e[1] = e[1] - 100.0 * TICK if e[1] > 0 else 1280.0
                 for addr in room.pings:
                     self.seq += 1
-                    heapq.heappush(self.pongs, (step + self.a.pong_delay_ms / 1000.0, self.seq, addr))
+                    # Held from when the step runs (never before the PING came).
+                    heapq.heappush(self.pongs, (now + self.a.pong_delay_ms / 1000.0, self.seq, addr))
                 room.pings.clear()
 
     def send_pongs(self, now: float):

@@ -8,8 +8,11 @@
 //!
 //! - [`codec`]: every wire rule of the dialect.
 //! - [`bot`]: the simulated client.
+//! - [`hint`]: the spec dialect's bot naming this dialect when it meets its bytes.
 
 pub mod bot;
 pub mod codec;
+pub mod hint;
 
 pub use bot::ImplementationBot;
+pub use hint::SpecWithHint;
