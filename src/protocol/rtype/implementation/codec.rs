@@ -39,7 +39,8 @@ pub const HELLO: u8 = 0x01;
 // TCP, server to client (the room messages are known so they are not counted unknown).
 pub const WELCOME: u8 = 0x10;
 pub const ERROR_MESSAGE: u8 = 0x11;
-const TCP_SERVER_MIN: u8 = 0x10;
+/// ROOMS_LIST 0x12 to GAME_START 0x17.
+const TCP_ROOM_MIN: u8 = 0x12;
 const TCP_SERVER_MAX: u8 = 0x17;
 
 /// The `version u16` a bot says in HELLO (the server echoes whatever it gets).
@@ -255,7 +256,7 @@ pub fn decode_tcp(payload: &[u8]) -> Result<TcpMessage, DecodeError> {
             r.take(len).map_err(bad)?;
             Ok(TcpMessage::Error { request_id, code })
         }
-        TCP_SERVER_MIN..=TCP_SERVER_MAX => Ok(TcpMessage::Other { ty }),
+        TCP_ROOM_MIN..=TCP_SERVER_MAX => Ok(TcpMessage::Other { ty }),
         _ => Err(err("tcp", "unknown_type")),
     }
 }
