@@ -478,7 +478,7 @@ impl Plan {
         s.push_str(&format!(
             "protocol   {} over {}, dialect {}\n",
             info.name,
-            info.transport,
+            self.protocol.transport().describe(),
             self.protocol.dialect_name()
         ));
         s.push_str(&format!("target     {}\n", self.target_text));
