@@ -47,6 +47,10 @@ fn handshake(proto: ProtocolName, t0: Instant, server: SocketAddr) -> Vec<u8> {
         // GameNetworkingSockets answers a connect request with a stateless challenge the
         // client must echo (Valve's own anti-spoofing), and no protocol defaults to it.
         TransportNeeds::Gns => panic!("{proto}: default sections run over UDP or ENet"),
+        // A TCP login has no reference server and a connect a forged source cannot make.
+        TransportNeeds::UdpTcpLogin { .. } => {
+            panic!("{proto}: default sections run over UDP or ENet")
+        }
     }
 }
 

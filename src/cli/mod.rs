@@ -685,7 +685,7 @@ fn scenario_hash(plan: &Plan, ov: &OverrideArgs) -> Option<String> {
 }
 
 /// The figures this plan's protocol configuration cannot take, with why: those its thresholds
-/// name, and upstream loss (its method line in the report says so).
+/// name, and both losses (their method lines in the report say so).
 fn cannot_measure(plan: &Plan) -> Vec<(scenario::Metric, String)> {
     let mut out: Vec<(scenario::Metric, String)> = Vec::new();
     let rtt = scenario::Metric::Time(
@@ -701,7 +701,10 @@ fn cannot_measure(plan: &Plan) -> Vec<(scenario::Metric, String)> {
         ));
     }
     let metrics = plan.thresholds.iter().map(|t| t.metric);
-    for m in metrics.chain([scenario::Metric::UpstreamLoss]) {
+    for m in metrics.chain([
+        scenario::Metric::UpstreamLoss,
+        scenario::Metric::DownstreamLoss,
+    ]) {
         if let Some(why) = plan.protocol.cannot_measure(m) {
             if !out.iter().any(|(o, _)| *o == m) {
                 out.push((m, why.to_string()));

@@ -154,6 +154,9 @@ pub fn print_result(s: &Summary) {
                 group_int(l.expected.saturating_sub(l.received)),
                 group_int(l.expected)
             ),
+            None if s.loss_method.downstream.starts_with("not measurable") => {
+                "not measurable".into()
+            }
             None => "no data".into(),
         },
         match s.loss.upstream {

@@ -380,6 +380,17 @@ impl<T: BotTransport + 'static> Shared<T> {
                         });
                     }
                 }
+                LinkEvent::Stream(_) => {
+                    // As a datagram: bytes the bot's login stream carried.
+                    let live = self.slots.borrow_mut().get_mut(idx).is_some_and(|s| {
+                        s.second_down += bytes.len() as u64;
+                        s.last_rx = Some(now);
+                        !matches!(s.bot.phase(), BotPhase::Failed | BotPhase::Closed)
+                    });
+                    if live {
+                        self.drive(idx, now, |bot, rec| bot.handle_stream(now, bytes, rec));
+                    }
+                }
                 LinkEvent::Down(why) => {
                     let never_started = self
                         .slots

@@ -188,8 +188,16 @@ pub trait Bot: Send {
     fn waiting_for(&self) -> Option<&'static str> {
         None
     }
-    /// The transport's session under the bot ended (ENet disconnect or timeout). Raw UDP
-    /// never calls it. The bot should record why and move to `Closed` or `Failed`.
+    /// Bytes from the transport's stream, for a protocol that logs in over TCP before it
+    /// plays over UDP ([`TransportNeeds::UdpTcpLogin`]); a bot sends on the stream with
+    /// `Transmit { reliable: true }`. The bytes are a piece of a byte stream, not a message:
+    /// the protocol frames them. Other transports never call it.
+    fn handle_stream(&mut self, _now: Instant, _data: &[u8], rec: &mut Recorder) {
+        rec.event("stream_bytes_unexpected");
+    }
+    /// The transport's session under the bot ended (ENet disconnect or timeout; the login
+    /// stream of [`TransportNeeds::UdpTcpLogin`] closed). Raw UDP never calls it.
+    /// The bot should record why and move to `Closed` or `Failed`.
     fn handle_transport_closed(&mut self, _now: Instant, _rec: &mut Recorder) {}
     /// The bot wants its transport session replaced: the current one dropped at once (as a
     /// lost connection would be) and a new one opened, to `to` or to the same server

@@ -32,6 +32,13 @@ pub enum TransportNeeds {
     /// the server gives each connection a `ConnId`. Only in a build with the `gns` cargo
     /// feature ([`TransportNeeds::check_built`]).
     Gns,
+    /// Raw UDP play after a login over TCP (R-Type's implementation dialect). The target is
+    /// the server's TCP address; each bot also gets its own UDP socket to the same host at the
+    /// TCP port + `udp_port_offset`. Stream bytes travel as `Transmit { reliable: true }` and
+    /// arrive through [`Bot::handle_stream`](super::Bot::handle_stream); datagrams as for
+    /// [`TransportNeeds::Udp`]. The bot starts once the TCP connection is up, so a refused or
+    /// unanswered connect is the transport's failure, with its reason.
+    UdpTcpLogin { udp_port_offset: u16 },
 }
 
 /// ENet settings a protocol fixes (both ends must agree on them).
@@ -59,6 +66,7 @@ impl TransportNeeds {
             TransportNeeds::Udp => "udp",
             TransportNeeds::Enet(_) => "enet",
             TransportNeeds::Gns => "gns",
+            TransportNeeds::UdpTcpLogin { .. } => "udp_tcp_login",
         }
     }
 
@@ -75,6 +83,9 @@ impl TransportNeeds {
                 format!("ENet 1.3 ({} channels{compression})", e.channels)
             }
             TransportNeeds::Gns => "GameNetworkingSockets".into(),
+            TransportNeeds::UdpTcpLogin { udp_port_offset } => {
+                format!("raw UDP after a TCP login (UDP port = TCP port + {udp_port_offset})")
+            }
         }
     }
 

@@ -63,6 +63,9 @@ pub fn summarize(info: &RunInfo, run: &RunOutcome) -> Summary {
     if let Some(why) = info.cannot_measure(Metric::UpstreamLoss) {
         loss_method.upstream = format!("not measurable: {why}");
     }
+    if let Some(why) = info.cannot_measure(Metric::DownstreamLoss) {
+        loss_method.downstream = format!("not measurable: {why}");
+    }
     let mut upstream_measurable = !loss_method.upstream.starts_with("not measurable");
     // Upstream loss is read from the server's acknowledgements. A server that acknowledged
     // nothing at all while inputs went out (it does not send acks, or speaks another dialect)

@@ -406,6 +406,24 @@ impl Plan {
         if let Some(pool) = &source_pool {
             check_source_pool(pool, &targets, &protocol).map_err(|m| invalid(path, m))?;
         }
+        if file.network.is_some() {
+            use crate::protocol::TransportNeeds;
+            match protocol.transport() {
+                TransportNeeds::Udp | TransportNeeds::Enet(_) => {}
+                other => {
+                    return Err(invalid(
+                        path,
+                        format!(
+                            "network: is applied between a transport and its socket, which \
+                             tickswarm owns for raw UDP and ENet; the {} transport of this \
+                             protocol does its own I/O. Leave network: out, or simulate the \
+                             link outside (tc netem)",
+                            other.name()
+                        ),
+                    ))
+                }
+            }
+        }
 
         let cores = std::thread::available_parallelism()
             .map(|n| n.get())
@@ -484,7 +502,7 @@ impl Plan {
         s.push_str(&format!(
             "protocol   {} over {}, dialect {}\n",
             info.name,
-            info.transport,
+            self.protocol.transport().describe(),
             self.protocol.dialect_name()
         ));
         s.push_str(&format!("target     {}\n", self.target_text));

@@ -28,6 +28,7 @@
 pub mod enet;
 #[cfg(feature = "gns")]
 pub mod gns;
+pub mod tcp_login;
 pub mod udp;
 
 use std::net::{IpAddr, SocketAddr};
@@ -68,6 +69,8 @@ pub struct Opened {
 pub enum DownReason {
     /// The transport's handshake never completed (no answer, or refused).
     ConnectFailed,
+    /// The server refused the connection (TCP RST: nothing listens on the port).
+    Refused,
     /// The server closed the session.
     ClosedByServer,
     /// Closed from this side.
@@ -78,6 +81,7 @@ impl DownReason {
     pub fn as_str(self) -> &'static str {
         match self {
             DownReason::ConnectFailed => "connect_failed",
+            DownReason::Refused => "refused",
             DownReason::ClosedByServer => "closed_by_server",
             DownReason::Closed => "closed",
         }
@@ -91,6 +95,8 @@ pub enum LinkEvent {
     Up,
     /// A payload for the bot: this range of the events' byte buffer ([`LinkEvents::get`]).
     Data(Range<usize>),
+    /// Bytes of the bot's stream (a TCP login), same buffer: for [`crate::protocol::Bot::handle_stream`].
+    Stream(Range<usize>),
     Down(DownReason),
 }
 
@@ -115,6 +121,13 @@ impl LinkEvents {
             .push((slot, LinkEvent::Data(start..self.bytes.len())));
     }
 
+    pub fn stream(&mut self, slot: Slot, bytes: &[u8]) {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(bytes);
+        self.events
+            .push((slot, LinkEvent::Stream(start..self.bytes.len())));
+    }
+
     pub fn down(&mut self, slot: Slot, why: DownReason) {
         self.events.push((slot, LinkEvent::Down(why)));
     }
@@ -131,7 +144,9 @@ impl LinkEvents {
     pub fn get(&self, i: usize) -> Option<(Slot, &LinkEvent, &[u8])> {
         let (slot, ev) = self.events.get(i)?;
         let bytes = match ev {
-            LinkEvent::Data(r) => self.bytes.get(r.clone()).unwrap_or_default(),
+            LinkEvent::Data(r) | LinkEvent::Stream(r) => {
+                self.bytes.get(r.clone()).unwrap_or_default()
+            }
             _ => &[],
         };
         Some((*slot, ev, bytes))
@@ -327,6 +342,10 @@ pub fn run_bots<W: WithBotTransport>(
 ) -> W::Output {
     match needs {
         TransportNeeds::Udp => w.run(udp::UdpBots::new(opts.network)),
+        // `network:` is refused for this transport at validation (plan.rs).
+        TransportNeeds::UdpTcpLogin { udp_port_offset } => {
+            w.run(tcp_login::TcpLoginBots::new(udp_port_offset))
+        }
         TransportNeeds::Enet(e) => {
             let mut cfg = enet_config(
                 EnetRole::Bots {
@@ -359,6 +378,7 @@ pub fn run_bots<W: WithBotTransport>(
 pub fn transport_metrics(needs: TransportNeeds) -> &'static [MetricDesc] {
     match needs {
         TransportNeeds::Udp => <udp::UdpBots as BotTransport>::METRICS,
+        TransportNeeds::UdpTcpLogin { .. } => <tcp_login::TcpLoginBots as BotTransport>::METRICS,
         TransportNeeds::Enet(_) => <enet::EnetBots as BotTransport>::METRICS,
         #[cfg(feature = "gns")]
         TransportNeeds::Gns => <gns::GnsBots as BotTransport>::METRICS,
@@ -378,6 +398,13 @@ pub fn server_transport(
 ) -> std::io::Result<Box<dyn ServerTransport + Send>> {
     Ok(match needs {
         TransportNeeds::Udp => Box::new(udp::UdpServerSide::default()),
+        // No reference server speaks a TCP login: such a dialect loads real servers only.
+        TransportNeeds::UdpTcpLogin { .. } => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "no reference server speaks a TCP login: point the target at the real server",
+            ))
+        }
         TransportNeeds::Enet(e) => {
             let cfg = enet_config(EnetRole::Server { max_peers }, &e, enet_throttle);
             Box::new(enet::EnetServerSide::new(cfg, now).map_err(std::io::Error::other)?)

@@ -5,9 +5,11 @@
 //! - [`codec`]: every wire rule, and the spec gaps of the format.
 //! - [`bot`]: the simulated client.
 //! - [`server`]: the reference server, and the spec gaps of its behaviour.
+//! - [`implementation`]: `dialect: implementation`, the real server's TCP login and UDP format.
 
 pub mod bot;
 pub mod codec;
+pub mod implementation;
 pub mod server;
 
 use crate::metrics::threshold::Metric;
@@ -36,9 +38,10 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     default_port: DEFAULT_PORT,
     rtt: "PING has no payload: one PING in flight, matched to the next PONG (µs clock kept by the bot); \
           a PONG after the timeout is counted late (pong_late), not sampled",
-    downstream_loss: "snapshot tick differences (wrap-safe) in units of the server's tick step (learned from the first \
+    downstream_loss: "spec dialect: snapshot tick differences (wrap-safe) in units of the server's tick step (learned from the first \
                       snapshots, or snapshot_tick_step): gaps, reordering, duplicates; no other packet \
-                      carries a sequence",
+                      carries a sequence. Implementation dialect: not measurable, no datagram \
+                      carries a tick or sequence",
     upstream_loss: "not measurable: no packet carries a client sequence and the server acknowledges no input",
     dialects: &[
         (
@@ -48,6 +51,13 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
         (
             "little",
             "float_order: little — floats copied natively (x86), as §2's \"no endian conversion\" reads",
+        ),
+        (
+            "implementation",
+            "dialect: implementation — the server the spec documents (MIAOU-TYPE/rtype v1.49.0): \
+             a length-framed TCP login (HELLO, WELCOME) before UDP play on the TCP port + 1, \
+             its own type codes, bare-header CONNECT/PING/DISCONNECT, a 5-byte INPUT of key \
+             flags, snapshots of 20-byte records with no tick (loss not measurable)",
         ),
     ],
     metrics: &[
@@ -90,6 +100,25 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
             "entities in a bot's table per snapshot",
             "entities",
         ),
+        MetricDesc::micros(
+            "login_us",
+            "Login",
+            "implementation dialect: TCP up to WELCOME",
+        ),
+        MetricDesc::count(
+            "dialect_hint.implementation",
+            "Datagrams fit the implementation dialect",
+            "datagrams the spec dialect could not use that read cleanly as the real server's: \
+             set dialect: implementation",
+        )
+        .display(Display::Card),
+        MetricDesc::count(
+            "dialect_hint.spec",
+            "Datagrams fit the spec dialect",
+            "datagrams the implementation dialect could not use that read cleanly as the \
+             spec's: set dialect: spec",
+        )
+        .display(Display::Card),
         MetricDesc::histogram(
             "snapshot_tick_step",
             "Snapshot tick step",
@@ -113,10 +142,26 @@ pub enum ClientIdMode {
     Zero,
 }
 
+/// Which server the bots speak to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RtypeDialect {
+    /// docs/protocols/rtype.md as written (the reference server's).
+    #[default]
+    Spec,
+    /// The real server the spec documents: a TCP login, then UDP (module [`implementation`]).
+    Implementation,
+}
+
 /// The protocol section of an R-Type scenario.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RtypeOptions {
+    /// `spec` (default) or `implementation`.
+    pub dialect: RtypeDialect,
+    /// Implementation dialect: the target is the server's TCP port (its `--port`, 8080 by
+    /// default); play goes to the TCP port + this (the server binds UDP on port + 1).
+    pub udp_port_offset: u16,
     /// Byte order of float fields (docs/protocols/rtype.md, "Dialects"): `big` (default) or
     /// `little`.
     pub float_order: FloatOrder,
@@ -147,6 +192,8 @@ pub struct RtypeOptions {
 impl Default for RtypeOptions {
     fn default() -> Self {
         Self {
+            dialect: RtypeDialect::Spec,
+            udp_port_offset: 1,
             float_order: FloatOrder::Big,
             snapshot_tick_step: None,
             rejoin_on_gameover: false,
@@ -169,6 +216,22 @@ impl RtypeOptions {
 
     /// Check values a scenario may get wrong; the message names the key.
     pub fn validate(&self) -> Result<(), String> {
+        if self.dialect == RtypeDialect::Implementation {
+            if self.float_order != FloatOrder::Big {
+                return Err(
+                    "float_order: the implementation dialect's floats are big-endian \
+                            (its server byte-swaps them); leave float_order unset"
+                        .into(),
+                );
+            }
+            if self.udp_port_offset == 0 {
+                return Err(
+                    "udp_port_offset must be at least 1: the server's UDP port is its \
+                            TCP port + 1"
+                        .into(),
+                );
+            }
+        }
         if self.snapshot_tick_step == Some(0) {
             return Err("snapshot_tick_step must be at least 1 (or left unset to learn it)".into());
         }
@@ -227,8 +290,13 @@ impl Protocol for Rtype {
     const INFO: ProtocolInfo = INFO;
     const DIALECT_KEY: &'static str = "float_order";
 
-    fn transport(_: &RtypeOptions) -> TransportNeeds {
-        TransportNeeds::Udp
+    fn transport(o: &RtypeOptions) -> TransportNeeds {
+        match o.dialect {
+            RtypeDialect::Spec => TransportNeeds::Udp,
+            RtypeDialect::Implementation => TransportNeeds::UdpTcpLogin {
+                udp_port_offset: o.udp_port_offset,
+            },
+        }
     }
 
     fn validate(o: &RtypeOptions, s: &ServerParams) -> Result<(), String> {
@@ -239,20 +307,38 @@ impl Protocol for Rtype {
     }
 
     fn dialect_name(o: &RtypeOptions) -> String {
-        format!("float_order={}", o.dialect_name())
+        match o.dialect {
+            RtypeDialect::Spec => format!("float_order={}", o.dialect_name()),
+            RtypeDialect::Implementation => "implementation".into(),
+        }
     }
 
     fn make_bot(o: &RtypeOptions, params: BotParams) -> Box<dyn Bot> {
-        Box::new(RtypeBot::new(params, o.clone()))
+        match o.dialect {
+            RtypeDialect::Spec => Box::new(implementation::SpecWithHint::new(
+                RtypeBot::new(params, o.clone()),
+                o.float_order,
+            )),
+            RtypeDialect::Implementation => {
+                Box::new(implementation::ImplementationBot::new(params))
+            }
+        }
     }
 
     fn make_server(o: &RtypeOptions, s: &ServerParams, now: Instant) -> Box<dyn Server> {
         Box::new(RtypeServer::new(Self::server_config(o, s), now))
     }
 
-    fn cannot_measure(_: &RtypeOptions, metric: Metric) -> Option<&'static str> {
-        (metric == Metric::UpstreamLoss).then_some(
-            "no packet carries a client sequence and the server acknowledges no input",
-        )
+    fn cannot_measure(o: &RtypeOptions, metric: Metric) -> Option<&'static str> {
+        match (o.dialect, metric) {
+            (_, Metric::UpstreamLoss) => {
+                Some("no packet carries a client sequence and the server acknowledges no input")
+            }
+            (RtypeDialect::Implementation, Metric::DownstreamLoss) => Some(
+                "the real server's snapshots carry no tick or sequence number, and no other \
+                 datagram does: a lost one leaves no trace",
+            ),
+            _ => None,
+        }
     }
 }

@@ -1,0 +1,267 @@
+//! End to end against `tests/peers/rtype-implementation/rtype_implementation_peer.py`, a
+//! stand-in for the R-Type server the spec documents, written from the wire facts in
+//! docs/protocols/rtype.md ("The implementation dialect"): a TCP login, then play over UDP on
+//! the port after it, snapshots with no tick, PING answered from a 60 Hz game loop.
+//!
+//! The real binary and the shipped `scenarios/rtype-implementation.yaml`, changed only by
+//! command-line flags (`--target`, `--duration`, `--bots`); real sockets on loopback; bounded
+//! runs (20 bots, a few seconds). Needs `python3`.
+//!
+//! Ground truth is the peer's own count, printed when its stdin closes. Loss cannot be
+//! measured against this server (no datagram carries a sequence): the run must say so, and
+//! the snapshots the bots applied must be the ones the peer sent after its injected drops.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
+
+use serde_json::Value;
+
+const BOTS: u64 = 20;
+/// The peer holds each PONG this long after its game step.
+const PONG_DELAY_MS: u64 = 30;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The peer, stopped (stdin closed) and reaped on drop.
+struct Peer {
+    child: Option<Child>,
+    stdout: BufReader<ChildStdout>,
+    tcp_port: u16,
+    udp_port: u16,
+}
+
+impl Peer {
+    fn start(extra: &[&str]) -> Self {
+        let script = root().join("tests/peers/rtype-implementation/rtype_implementation_peer.py");
+        let mut child = Command::new("python3")
+            .arg(&script)
+            .args(["--port", "0", "--max-seconds", "60"])
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("python3 runs the rtype implementation peer");
+        let mut stdout = BufReader::new(child.stdout.take().expect("stdout piped"));
+        let mut line = String::new();
+        stdout
+            .read_line(&mut line)
+            .expect("the peer prints its ports");
+        let v: Value = serde_json::from_str(&line).expect("ports line is JSON");
+        Self {
+            child: Some(child),
+            stdout,
+            tcp_port: v["tcp_port"].as_u64().expect("tcp_port") as u16,
+            udp_port: v["udp_port"].as_u64().expect("udp_port") as u16,
+        }
+    }
+
+    /// Stop the peer; its totals.
+    fn stop(mut self) -> Value {
+        let mut child = self.child.take().expect("running");
+        drop(child.stdin.take());
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("totals line");
+        let _ = child.wait();
+        serde_json::from_str(&line).expect("totals are JSON")
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Run a shipped scenario with flags; its exit and summary.json.
+fn run(scenario: &str, flags: &[&str]) -> (Output, Value) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out = tmp.path().join("out");
+    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
+        .arg("run")
+        .arg(root().join(scenario))
+        .args(flags)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("tickswarm runs");
+    let text = std::fs::read_to_string(out.join("summary.json")).expect("summary.json written");
+    (
+        o,
+        serde_json::from_str(&text).expect("summary.json is JSON"),
+    )
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or(0)
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// 20 bots log in over TCP and play over UDP against the peer, which skips every 10th
+/// snapshot and every 9th PONG of each client and holds PONGs 30 ms: all in play, inputs
+/// sent and received, snapshots applied exactly as the peer delivered them, no decode error,
+/// RTT never under the injected delay, every PONG the peer withheld counted a ping timeout,
+/// loss named not measurable, and the scenario's thresholds pass.
+#[test]
+fn twenty_bots_log_in_over_tcp_and_play_over_udp() {
+    let peer = Peer::start(&[
+        "--drop-every",
+        "10",
+        "--drop-pong-every",
+        "9",
+        "--pong-delay-ms",
+        &PONG_DELAY_MS.to_string(),
+    ]);
+    let target = format!("127.0.0.1:{}", peer.tcp_port);
+    let (o, s) = run(
+        "scenarios/rtype-implementation.yaml",
+        &["--target", &target, "--duration", "6s"],
+    );
+    let t = peer.stop();
+    let err = stderr(&o);
+    eprintln!(
+        "{}\n{err}\npeer totals: {t}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert_eq!(o.status.code(), Some(0), "the shipped thresholds pass");
+    assert_eq!(s["dialect"], "implementation");
+    assert_eq!(u(&s["bots"]["connected"]), BOTS);
+    assert_eq!(u(&s["bots"]["failed"]), 0);
+
+    // The login: one HELLO and one WELCOME per bot, each bot its own UDP session and room
+    // (the real server gives every first CONNECT a room of its own), one CONNECT each.
+    assert_eq!(u(&t["tcp_accepted"]), BOTS);
+    assert_eq!(u(&t["welcomes_sent"]), BOTS);
+    assert_eq!(u(&t["rooms_created"]), BOTS);
+    assert_eq!(u(&t["connects"]), BOTS, "no CONNECT resent on loopback");
+    assert_eq!(u(&t["disconnects"]), BOTS, "every bot said goodbye");
+    let pm = &s["protocol_metrics"];
+    for timed in ["login_us", "transport_handshake_us", "connect_total_us"] {
+        assert_eq!(u(&pm[timed]["count"]), BOTS, "{timed}: {}", pm[timed]);
+    }
+    assert_eq!(u(&s["handshake_us"]["count"]), BOTS);
+
+    // Nothing dropped as malformed on either side, no wrong-dialect hint.
+    let decode = s["errors"]["decode"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    assert!(decode.is_empty(), "decode errors: {decode:?}");
+    assert_eq!(u(&t["malformed"]), 0);
+    assert_eq!(u(&t["unknown_type"]), 0);
+    assert_eq!(u(&pm["dialect_hint.spec"]), 0);
+
+    // Inputs: every one sent reached the peer (4 MB of socket buffer on loopback).
+    let inputs = u(&s["inputs_sent"]);
+    assert!(inputs >= BOTS * 60 * 3, "inputs sent {inputs}");
+    assert_eq!(u(&t["inputs"]), inputs, "peer received every INPUT");
+
+    // Snapshots: the bots applied what the peer sent (a snapshot or two per bot may be in
+    // flight when it stops), after 1 in 10 was withheld.
+    let applied = u(&s["snapshots_applied"]);
+    let sent = u(&t["snapshots_sent"]);
+    let dropped = u(&t["snapshots_dropped"]);
+    assert!(dropped >= BOTS * 5, "dropped {dropped}");
+    assert_eq!(u(&t["snapshots_generated"]), sent + dropped);
+    assert!(applied <= sent, "applied {applied} of {sent} sent");
+    assert!(
+        applied + BOTS * 2 >= sent,
+        "applied {applied} of {sent} sent"
+    );
+
+    // Loss: not measurable, and said so; never a figure.
+    assert!(s["loss"]["downstream"].is_null(), "{}", s["loss"]);
+    let method = s["loss_method"]["downstream"].as_str().unwrap_or_default();
+    assert!(method.starts_with("not measurable"), "{method}");
+
+    // RTT: never under the injected hold; one sample per PONG delivered (bar those in flight
+    // at the end), one ping timeout per PONG withheld (bar those not yet timed out).
+    let rtt = &s["rtt_us"];
+    assert!(u(&rtt["min"]) >= PONG_DELAY_MS * 1000, "rtt {rtt}");
+    let pongs = u(&t["pongs_sent"]);
+    assert!(
+        u(&rtt["count"]) <= pongs && u(&rtt["count"]) + BOTS >= pongs,
+        "rtt {rtt}, pongs {pongs}"
+    );
+    let withheld = u(&t["pongs_dropped"]);
+    let timeouts = u(&pm["ping_timeout"]);
+    assert!(withheld > 0);
+    assert!(
+        timeouts <= withheld && timeouts + BOTS >= withheld,
+        "timeouts {timeouts} of {withheld}"
+    );
+    assert_eq!(u(&pm["pong_late"]), 0);
+}
+
+/// Nothing listens on the TCP port: every bot fails at once, counted with that reason, and
+/// the run fails.
+#[test]
+fn a_closed_login_port_is_counted_refused() {
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    };
+    let target = format!("127.0.0.1:{port}");
+    let (o, s) = run(
+        "scenarios/rtype-implementation.yaml",
+        &["--target", &target, "--duration", "3s"],
+    );
+    assert_ne!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(u(&s["bots"]["connected"]), 0);
+    assert_eq!(u(&s["bots"]["failed"]), BOTS, "{}", s["bots"]);
+    let connect = &s["errors"]["connect"];
+    assert_eq!(u(&connect["tcp_login.refused"]), BOTS, "{connect}");
+}
+
+/// An ERROR_MESSAGE answers HELLO: a bad reply, counted per bot.
+#[test]
+fn an_error_reply_to_the_login_is_counted_a_bad_reply() {
+    let peer = Peer::start(&["--login-error"]);
+    let target = format!("127.0.0.1:{}", peer.tcp_port);
+    let (o, s) = run(
+        "scenarios/rtype-implementation.yaml",
+        &["--target", &target, "--duration", "3s", "--bots", "5"],
+    );
+    let t = peer.stop();
+    assert_ne!(o.status.code(), Some(0));
+    assert_eq!(u(&t["errors_sent"]), 5);
+    assert_eq!(
+        u(&s["errors"]["connect"]["login_bad_reply"]),
+        5,
+        "{}",
+        s["errors"]
+    );
+    assert_eq!(u(&t["connects"]), 0, "no bot went on to UDP");
+}
+
+/// The spec dialect pointed at the real server's UDP port: its datagrams are named.
+#[test]
+fn the_spec_dialect_names_the_real_servers_bytes() {
+    let peer = Peer::start(&[]);
+    let target = format!("127.0.0.1:{}", peer.udp_port);
+    let (_, s) = run(
+        "scenarios/rtype.yaml",
+        &["--target", &target, "--duration", "2s", "--bots", "3"],
+    );
+    let t = peer.stop();
+    // The spec bot's 8-byte CONNECT passes the real server's checks: it answers ACCEPT
+    // (0x10), which the spec dialect does not know.
+    assert!(u(&t["connects"]) >= 3);
+    assert_eq!(u(&t["accepts_sent"]), u(&t["connects"]));
+    assert_eq!(u(&s["bots"]["connected"]), 0);
+    assert!(
+        u(&s["protocol_metrics"]["dialect_hint.implementation"]) >= 3,
+        "{}",
+        s["protocol_metrics"]
+    );
+}
