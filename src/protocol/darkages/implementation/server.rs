@@ -39,7 +39,8 @@ const KICK_REASON: &str = "Rate limit exceeded";
 enum Pending {
     Reply(ConnId),
     Pong(ConnId, u32),
-    Snapshot(ConnId),
+    /// The snapshot of this tick (encoded when polled, from the state then).
+    Snapshot(ConnId, u32),
     Kick(ConnId),
 }
 
@@ -139,7 +140,7 @@ impl ImplementationServer {
         }
         if self.tick % TICKS_PER_SNAPSHOT == 0 {
             for id in self.clients.keys() {
-                self.out.push_back(Pending::Snapshot(*id));
+                self.out.push_back(Pending::Snapshot(*id, self.tick as u32));
             }
         }
         self.stats.clients = self.clients.len();
@@ -162,7 +163,7 @@ impl ImplementationServer {
         }
     }
 
-    fn encode_snapshot(&mut self, buf: &mut [u8], to: ConnId) -> Option<usize> {
+    fn encode_snapshot(&mut self, buf: &mut [u8], to: ConnId, tick: u32) -> Option<usize> {
         let me = self.clients.get(&to)?;
         self.scratch.clear();
         for (id, c) in &self.clients {
@@ -178,7 +179,7 @@ impl ImplementationServer {
         }
         self.scratch.truncate(n);
         let mut w = Writer::<Le>::new(buf);
-        codec::encode_snapshot_header(&mut w, self.tick as u32, me.last_input_seq, n as u32 + 1)
+        codec::encode_snapshot_header(&mut w, tick, me.last_input_seq, n as u32 + 1)
             .ok()?;
         codec::encode_entity(&mut w, &Self::entity_of(me)).ok()?;
         for &(_, entity) in &self.scratch {
@@ -267,7 +268,7 @@ impl Server for ImplementationServer {
                     .and_then(|c| codec::encode_connect_reply(buf, c.entity, 1).ok())
                     .map(|n| (to, n)),
                 Pending::Pong(to, t) => codec::encode_pong(buf, t).ok().map(|n| (to, n)),
-                Pending::Snapshot(to) => self.encode_snapshot(buf, to).map(|n| (to, n)),
+                Pending::Snapshot(to, tick) => self.encode_snapshot(buf, to, tick).map(|n| (to, n)),
                 Pending::Kick(to) => {
                     self.close.push_back(to);
                     codec::encode_disconnect(buf, KICK_REASON).ok().map(|n| (to, n))
