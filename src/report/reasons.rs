@@ -36,6 +36,9 @@ pub fn verdict_reasons(s: &Summary) -> Vec<String> {
             s.bots.planned, s.target
         ));
     }
+    if let Some(why) = some_never_answered(s) {
+        out.push(why);
+    }
     if let Some(why) = missing_sources(s) {
         out.push(why);
     }
@@ -76,6 +79,28 @@ pub fn verdict_reasons(s: &Summary) -> Vec<String> {
         out.push("The run was interrupted: its figures cover only the part that ran.".into());
     }
     out
+}
+
+/// Some bots played and others never completed the handshake: say how many and why. A
+/// handshake nobody answered (`unanswered`) while others were answered is what a server that
+/// refuses without a word past a per-address or per-subnet cap looks like.
+fn some_never_answered(s: &Summary) -> Option<String> {
+    if s.bots.connected == 0 || s.errors.connect.is_empty() {
+        return None;
+    }
+    let n: u64 = s.errors.connect.values().sum();
+    let cause = if s.errors.connect.contains_key("unanswered") {
+        " The server answered some bots and never the others: it may cap connections per \
+         address or per subnet and refuse without a word past the cap. Spread the bots over \
+         more addresses and subnets (engine.source_addresses)."
+    } else {
+        ""
+    };
+    Some(format!(
+        "{n} bots never completed the handshake while {} did ({}).{cause}",
+        s.bots.connected,
+        fmt_counts(&s.errors.connect)
+    ))
 }
 
 /// Bots whose source address (`engine.source_addresses`) is on no interface of the load

@@ -63,6 +63,8 @@ MAX_BYTES_PER_WINDOW = 10240
 MAX_INPUTS_PER_WINDOW = 65
 SILENCE = 30.0
 KICK_REASON = b"Rate limit exceeded"
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+TIMESPEC = struct.Struct("@qq")
 
 ENTITY = struct.Struct("<I3f3fBBBf64sI")
 SNAP_HEADER = struct.Struct("<BIII")
@@ -115,6 +117,10 @@ def main():
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+    # Kernel arrival stamps: the rate windows are judged by when a datagram arrived, not by
+    # when this (slower than the real) server got round to reading it, so a stall here never
+    # makes a steady 60 Hz client look like a burst.
+    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     sock.bind((args.host, args.port))
     sock.setblocking(False)
     print(json.dumps({"port": sock.getsockname()[1]}), flush=True)
@@ -129,6 +135,8 @@ def main():
     next_entity = 1
     pongs = collections.deque()  # (due, addr, payload)
     start = time.monotonic()
+    # Kernel stamps are wall-clock time; this maps them onto the monotonic clock.
+    clock_offset = time.time() - time.monotonic()
     next_tick = start + TICK
     tick = args.start_tick
     heard = args.heard_ms / 1000.0
@@ -231,7 +239,8 @@ def main():
             t["pings"] += 1
             pong = b"\x05" + data[1:5]
             if delay > 0:
-                pongs.append((now + delay, addr, pong))
+                # Its own clock reading: a long drain must not shorten the delay.
+                pongs.append((time.monotonic() + delay, addr, pong))
             else:
                 sendto(pong, addr)
                 t["pongs_sent"] += 1
@@ -291,11 +300,18 @@ def main():
             now = time.monotonic()
             while True:
                 try:
-                    data, addr = sock.recvfrom(2048)
+                    data, anc, _flags, addr = sock.recvmsg(2048, 64)
                 except BlockingIOError:
                     break
+                arrived = None
+                for level, kind, blob in anc:
+                    if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+                        sec, ns = TIMESPEC.unpack_from(blob)
+                        arrived = sec + ns / 1e9 - clock_offset
+                if arrived is None:
+                    arrived = time.monotonic()
                 if data:
-                    on_datagram(data, addr, now)
+                    on_datagram(data, addr, arrived)
         now = time.monotonic()
         while pongs and pongs[0][0] <= now:
             _, addr, pong = pongs.popleft()

@@ -67,7 +67,7 @@ pub struct ImplementationServer {
     out: VecDeque<Pending>,
     close: VecDeque<ConnId>,
     stats: ServerStats,
-    scratch: Vec<(f32, u32)>,
+    scratch: Vec<(f32, ConnId)>,
 }
 
 impl ImplementationServer {
@@ -169,7 +169,7 @@ impl ImplementationServer {
         for (id, c) in &self.clients {
             if *id != to {
                 let d = (c.pos[0] - me.pos[0]).powi(2) + (c.pos[2] - me.pos[2]).powi(2);
-                self.scratch.push((d, c.entity));
+                self.scratch.push((d, *id));
             }
         }
         let n = self.scratch.len().min(MAX_OTHERS);
@@ -182,8 +182,8 @@ impl ImplementationServer {
         codec::encode_snapshot_header(&mut w, tick, me.last_input_seq, n as u32 + 1)
             .ok()?;
         codec::encode_entity(&mut w, &Self::entity_of(me)).ok()?;
-        for &(_, entity) in &self.scratch {
-            if let Some(c) = self.clients.values().find(|c| c.entity == entity) {
+        for &(_, id) in &self.scratch {
+            if let Some(c) = self.clients.get(&id) {
                 codec::encode_entity(&mut w, &Self::entity_of(c)).ok()?;
             }
         }
