@@ -274,3 +274,30 @@ fn the_shipped_scenario_passes_against_the_peer_and_embedded() {
         s["protocol_metrics"]["embedded_server"]
     );
 }
+
+/// More than 60 inputs a second would get every bot kicked by the public server: a scenario
+/// asking for it in this dialect is refused before anything is sent, saying why.
+#[test]
+fn an_input_rate_above_60_is_refused_for_this_dialect() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let sc = tmp.path().join("fast.yaml");
+    std::fs::write(
+        &sc,
+        "name: fast\nprotocol:\n  darkages:\n    dialect: implementation\ntarget: embedded\n\
+         population:\n  stages:\n    - ramp_to: 1\n      over: 100ms\nbehaviour:\n  input_rate: 61\n\
+         duration: 2s\n",
+    )
+    .expect("write scenario");
+    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
+        .arg("validate")
+        .arg(&sc)
+        .output()
+        .expect("tickswarm runs");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("behaviour.input_rate 61 is above 60")
+            && err.contains("kicks a client that sends more than 65 inputs in one second"),
+        "{err}"
+    );
+}

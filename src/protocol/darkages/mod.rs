@@ -653,6 +653,26 @@ mod tests {
     }
 
     #[test]
+    fn implementation_dialect_refuses_input_rates_the_server_kicks_for_and_gns() {
+        let o: DarkAgesOptions = serde_saphyr::from_str("dialect: implementation").unwrap();
+        assert_eq!(DarkAges::check_input_rate(&o, 60.0), Ok(()));
+        let e = DarkAges::check_input_rate(&o, 61.0).unwrap_err();
+        assert!(e.starts_with("behaviour.input_rate 61 is above 60"), "{e}");
+        assert!(e.contains("more than 65 inputs in one second"), "{e}");
+        let spec = DarkAgesOptions::default();
+        assert_eq!(DarkAges::check_input_rate(&spec, 120.0), Ok(()));
+        let gns = DarkAgesOptions {
+            transport: DarkAgesTransport::Gns,
+            ..o.clone()
+        };
+        let e = DarkAges::validate(&gns, &ServerParams::default()).unwrap_err();
+        assert!(e.contains("plain UDP only"), "{e}");
+        let why = DarkAges::cannot_measure(&o, Metric::UpstreamLoss).unwrap();
+        assert!(why.contains("last_input_seq"), "{why}");
+        assert_eq!(DarkAges::dialect_name(&o), "implementation");
+    }
+
+    #[test]
     fn neighbours_are_the_ports_beside() {
         let o = DarkAgesOptions::default();
         let mut s = ServerParams {

@@ -646,3 +646,120 @@ impl Bot for ImplementationBot {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::wire::{Le, Writer};
+    use std::time::Duration;
+
+    fn bot() -> ImplementationBot {
+        let opts = DarkAgesOptions {
+            dialect: crate::protocol::darkages::Dialect::Implementation,
+            ..DarkAgesOptions::default()
+        };
+        ImplementationBot::new(BotParams::with_index(0, 7), opts)
+    }
+
+    fn sent(b: &mut ImplementationBot) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 1500];
+        while let Some(t) = b.poll_transmit(&mut buf) {
+            out.push(buf[..t.len].to_vec());
+        }
+        out
+    }
+
+    fn snapshot(tick: u32, last_input: u32, ids: &[u32]) -> Vec<u8> {
+        let mut buf = vec![0u8; 13 + ids.len() * 103];
+        let mut w = Writer::<Le>::new(&mut buf);
+        codec::encode_snapshot_header(&mut w, tick, last_input, ids.len() as u32).unwrap();
+        for &id in ids {
+            let e = codec::Entity {
+                id,
+                pos: [0.0; 3],
+                vel: [0.0; 3],
+                health: 100,
+                anim: 0,
+                kind: 0,
+                interaction_range: 0.0,
+                prompt: [0; 64],
+                dialogue: 0,
+            };
+            codec::encode_entity(&mut w, &e).unwrap();
+        }
+        buf
+    }
+
+    /// CONNECT goes out until the server says anything: the inventory that comes before the
+    /// reply stops the resends, so the bot never takes a second place in the server's tables.
+    #[test]
+    fn connect_is_resent_only_until_the_server_speaks_then_play_starts_at_the_reply() {
+        let t0 = Instant::now();
+        let mut rec = Recorder::new();
+        let mut b = bot();
+        b.start(t0, &mut rec);
+        assert_eq!(sent(&mut b), vec![vec![6, 1, 0, 0, 0, 1, 0, 0, 0]]);
+        let t1 = t0 + Duration::from_millis(500);
+        b.handle_timeout(t1, &mut rec);
+        assert_eq!(sent(&mut b).len(), 1, "resent while unanswered");
+        b.handle_datagram(t1, &[19; 201], &mut rec);
+        let t2 = t0 + Duration::from_millis(1000);
+        b.handle_timeout(t2, &mut rec);
+        assert!(sent(&mut b).is_empty(), "not resent once the server spoke");
+        assert_eq!(b.phase(), BotPhase::Connecting);
+        b.handle_datagram(t2, &[7, 1, 42, 0, 0, 0, 1, 0, 0, 0], &mut rec);
+        assert_eq!(b.phase(), BotPhase::Connected);
+        assert_eq!(rec.connects_ok, 1);
+        assert_eq!(rec.events.get("game_message.inventory_sync"), 1);
+    }
+
+    /// A refused CONNECT gets no reply: the bot is `unanswered` after the timeout.
+    #[test]
+    fn a_silent_server_leaves_the_bot_unanswered() {
+        let t0 = Instant::now();
+        let mut rec = Recorder::new();
+        let mut b = bot();
+        b.start(t0, &mut rec);
+        b.handle_timeout(t0 + Duration::from_secs(6), &mut rec);
+        assert_eq!(b.phase(), BotPhase::Failed);
+        assert_eq!(rec.connect_failures.get("unanswered"), 1);
+    }
+
+    /// Tick gaps in steps of 3 are loss; `last_input_seq` times the input it names; an entity
+    /// missing from the next snapshot is gone; `[6][19]` is the input-rate kick.
+    #[test]
+    fn snapshots_count_loss_acks_and_departures_and_the_kick_is_named() {
+        let t0 = Instant::now();
+        let mut rec = Recorder::new();
+        let mut b = bot();
+        b.start(t0, &mut rec);
+        b.handle_datagram(t0, &[7, 1, 42, 0, 0, 0, 1, 0, 0, 0], &mut rec);
+        let mut now = t0;
+        for _ in 0..30 {
+            now += Duration::from_micros(16_667);
+            b.handle_timeout(now, &mut rec);
+        }
+        let inputs: Vec<Vec<u8>> = sent(&mut b).into_iter().filter(|p| p[0] == 1).collect();
+        assert!(inputs.len() >= 25 && inputs.iter().all(|p| p.len() == 19));
+        // Ticks 300..=336 step 3, with 309 and 330 missing; input 5 acknowledged at 303.
+        for tick in (300..=336).step_by(3).filter(|t| *t != 309 && *t != 330) {
+            let ids: &[u32] = if tick < 320 { &[42, 7, 8] } else { &[42, 7] };
+            let ack = if tick >= 303 { 5 } else { 0 };
+            b.handle_datagram(now, &snapshot(tick, ack, ids), &mut rec);
+        }
+        b.stop(now, &mut rec);
+        assert_eq!((rec.loss_down.expected, rec.loss_down.received), (13, 11));
+        assert_eq!(rec.snapshots_applied, 11);
+        assert_eq!(rec.events.get("entities_gone"), 1);
+        let ack = rec.extra.iter().find(|(n, _)| *n == "input_ack_us").unwrap();
+        assert_eq!(ack.1.len(), 1, "input 5, once");
+
+        let mut b = bot();
+        b.start(t0, &mut rec);
+        b.handle_datagram(t0, &[7, 1, 42, 0, 0, 0, 1, 0, 0, 0], &mut rec);
+        b.handle_datagram(t0, &[6, 19], &mut rec);
+        assert_eq!(b.phase(), BotPhase::Closed);
+        assert_eq!(rec.events.get("disconnected.rate_limit_exceeded"), 1);
+    }
+}
