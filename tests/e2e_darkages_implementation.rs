@@ -37,7 +37,9 @@ impl Peer {
             .expect("python3 runs the peer");
         let mut stdout = BufReader::new(child.stdout.take().expect("stdout piped"));
         let mut line = String::new();
-        stdout.read_line(&mut line).expect("the peer prints its port");
+        stdout
+            .read_line(&mut line)
+            .expect("the peer prints its port");
         let v: Value = serde_json::from_str(&line).expect("port line is JSON");
         let port = v["port"].as_u64().expect("port") as u16;
         Self {
@@ -86,7 +88,10 @@ fn run(out: &Path, flags: &[&str]) -> (Output, Value) {
         .output()
         .expect("tickswarm runs");
     let text = std::fs::read_to_string(out.join("summary.json")).expect("summary.json written");
-    (o, serde_json::from_str(&text).expect("summary.json is JSON"))
+    (
+        o,
+        serde_json::from_str(&text).expect("summary.json is JSON"),
+    )
 }
 
 fn u(v: &Value) -> u64 {
@@ -144,7 +149,9 @@ fn swarm_of_200_from_16_subnets_against_the_peer() {
     assert_eq!(u(&s["bots"]["connected"]), 200, "{}", s["bots"]);
     assert_eq!(u(&totals["admitted"]), 200);
     assert_eq!(totals["refused"], serde_json::json!({}), "no refusal");
-    let subnets = totals["admitted_per_subnet"].as_object().expect("per subnet");
+    let subnets = totals["admitted_per_subnet"]
+        .as_object()
+        .expect("per subnet");
     assert!(subnets.len() >= 10, "{subnets:?}");
     assert!(subnets.values().all(|n| u(n) <= 20), "{subnets:?}");
     assert_eq!(s["source_addresses"]["grouped_by"], "/24");
@@ -154,7 +161,10 @@ fn swarm_of_200_from_16_subnets_against_the_peer() {
     let read = u(&totals["inputs"]);
     assert!(sent >= 200 * 60 * 2, "inputs sent {sent}");
     assert_eq!(u(&totals["kicked_input_rate"]), 0);
-    assert!(read <= sent && read * 1000 >= sent * 995, "peer read {read} of {sent}");
+    assert!(
+        read <= sent && read * 1000 >= sent * 995,
+        "peer read {read} of {sent}"
+    );
 
     // Snapshots applied, nothing undecodable, damage events and the inventory read.
     let applied = u(&s["snapshots_applied"]);
@@ -180,7 +190,10 @@ fn swarm_of_200_from_16_subnets_against_the_peer() {
         totals["interior_expected"],
         s["rtt_us"]["min"]
     );
-    assert!((measured - truth).abs() <= 0.005, "measured {measured}, peer {truth}");
+    assert!(
+        (measured - truth).abs() <= 0.005,
+        "measured {measured}, peer {truth}"
+    );
     assert!(truth > 0.09, "drops were injected: {truth}");
 
     // RTT: never under the injected 30 ms.
@@ -192,7 +205,10 @@ fn swarm_of_200_from_16_subnets_against_the_peer() {
     // The 30 ms PONG delay may push `rtt p99 < 50ms` over too.
     assert_eq!(o.status.code(), Some(1), "{err}");
     let failed = failed_thresholds(&s);
-    assert!(failed.contains(&"downstream_loss < 1%".to_string()), "{failed:?}");
+    assert!(
+        failed.contains(&"downstream_loss < 1%".to_string()),
+        "{failed:?}"
+    );
     assert!(
         failed
             .iter()
@@ -224,7 +240,12 @@ fn more_than_20_from_one_subnet_are_refused_and_the_places_never_freed() {
     let err = stderr(&o);
     eprintln!("{err}");
     assert_eq!(u(&s["bots"]["connected"]), 20, "{}", s["bots"]);
-    assert_eq!(u(&s["errors"]["connect"]["unanswered"]), 5, "{}", s["errors"]);
+    assert_eq!(
+        u(&s["errors"]["connect"]["unanswered"]),
+        5,
+        "{}",
+        s["errors"]
+    );
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
         err.contains("5 bots never completed the handshake while 20 did (unanswered: 5)"),

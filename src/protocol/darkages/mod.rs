@@ -186,7 +186,11 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
         ),
         MetricDesc::count("event_damage", "Damage events", "EVENT type 0x01 received"),
         MetricDesc::count("event_death", "Death events", "EVENT type 0x02 received"),
-        MetricDesc::count("event_despawn", "Despawn events", "EVENT type 0x04 received"),
+        MetricDesc::count(
+            "event_despawn",
+            "Despawn events",
+            "EVENT type 0x04 received",
+        ),
         MetricDesc::count("event_system", "System events", "EVENT type 0x08 received"),
         MetricDesc::micros(
             "input_ack_us",
@@ -564,10 +568,9 @@ impl Protocol for DarkAges {
 
     fn make_bot(o: &DarkAgesOptions, params: BotParams) -> Box<dyn Bot> {
         match o.dialect {
-            Dialect::Implementation => Box::new(implementation::ImplementationBot::new(
-                params,
-                o.clone(),
-            )),
+            Dialect::Implementation => {
+                Box::new(implementation::ImplementationBot::new(params, o.clone()))
+            }
             Dialect::Spec | Dialect::StructAsPrinted => {
                 Box::new(DarkAgesBot::new(params, o.clone()))
             }
@@ -634,7 +637,10 @@ mod tests {
             assert_eq!(checked, Ok(()));
         } else {
             let e = checked.unwrap_err();
-            assert!(e.starts_with("transport: gns needs GameNetworkingSockets"), "{e}");
+            assert!(
+                e.starts_with("transport: gns needs GameNetworkingSockets"),
+                "{e}"
+            );
             assert!(e.contains("--features gns"), "{e}");
         }
     }
@@ -642,7 +648,13 @@ mod tests {
     #[test]
     fn handshake_events_and_zone_packets_are_reliable_inputs_snapshots_and_pings_not() {
         use codec::ty;
-        for t in [ty::CONNECT, ty::CONNECT_ACK, ty::CONNECTED, ty::DISCONNECT, ty::EVENT] {
+        for t in [
+            ty::CONNECT,
+            ty::CONNECT_ACK,
+            ty::CONNECTED,
+            ty::DISCONNECT,
+            ty::EVENT,
+        ] {
             assert!(transmit(&[t, 0], 2).reliable, "{t:#x}");
         }
         for t in [ty::INPUT, ty::SNAPSHOT, ty::HEARTBEAT, ty::PING, ty::PONG] {
@@ -695,8 +707,15 @@ mod tests {
     #[test]
     fn movement_is_on_the_wire_grid_and_validation_follows_6_1() {
         let p = step([0.0; 3], codec::input::FORWARD, 0.0, 100.0);
-        assert_eq!(p, [codec::dequantize_pos(5), 0.0, 0.0], "5/60 m = 5.33 steps -> 5");
-        assert_eq!(step([1.0, 0.0, 99.99], codec::input::LEFT, 0.0, 100.0)[2], 100.0);
+        assert_eq!(
+            p,
+            [codec::dequantize_pos(5), 0.0, 0.0],
+            "5/60 m = 5.33 steps -> 5"
+        );
+        assert_eq!(
+            step([1.0, 0.0, 99.99], codec::input::LEFT, 0.0, 100.0)[2],
+            100.0
+        );
         assert_eq!(invalid_reason(codec::input::FORWARD, 0.5, 0.1), None);
         assert_eq!(invalid_reason(0, 3.2, 0.0), Some("yaw_out_of_range"));
         assert_eq!(

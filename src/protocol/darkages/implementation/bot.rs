@@ -115,8 +115,8 @@ impl ImplementationBot {
     pub fn new(params: BotParams, opts: DarkAgesOptions) -> Self {
         let rng = ChaCha8Rng::seed_from_u64(params.seed);
         // Each bot walks its own heading, spread round the compass by index.
-        let heading = ((params.index % 16) as f32 / 16.0) * 2.0 * std::f32::consts::PI
-            - std::f32::consts::PI;
+        let heading =
+            ((params.index % 16) as f32 / 16.0) * 2.0 * std::f32::consts::PI - std::f32::consts::PI;
         Self {
             grid: InputGrid::new(params.input_period()),
             ping_timer: Periodic::new(params.ping_interval),
@@ -295,7 +295,11 @@ impl ImplementationBot {
 
     /// `last_input_seq`: the newest input the server applied.
     fn on_ack(&mut self, now: Instant, seq: u32, rec: &mut Recorder) {
-        if seq == 0 || self.acked.is_some_and(|a| (seq.wrapping_sub(a) as i32) <= 0) {
+        if seq == 0
+            || self
+                .acked
+                .is_some_and(|a| (seq.wrapping_sub(a) as i32) <= 0)
+        {
             return;
         }
         if (seq.wrapping_sub(self.seq) as i32) > 0 {
@@ -331,7 +335,14 @@ impl ImplementationBot {
         }
     }
 
-    fn on_handoff(&mut self, now: Instant, host: &[u8], port: u16, token: &[u8], rec: &mut Recorder) {
+    fn on_handoff(
+        &mut self,
+        now: Instant,
+        host: &[u8],
+        port: u16,
+        token: &[u8],
+        rec: &mut Recorder,
+    ) {
         rec.event("handoff_received");
         if token.is_empty() {
             rec.event("handoff_token_empty");
@@ -506,9 +517,10 @@ impl Bot for ImplementationBot {
             } => self.on_reply(now, success, entity_id, rec),
             ServerPacket::Pong(t) => self.on_pong(now, t, rec),
             ServerPacket::Event(e) => self.on_event(now, e, rec),
-            ServerPacket::Game(t) => rec
-                .events
-                .add2("game_message", codec::game_message_name(t), 1),
+            ServerPacket::Game(t) => {
+                rec.events
+                    .add2("game_message", codec::game_message_name(t), 1)
+            }
             ServerPacket::Disconnect { reason_len } => {
                 rec.events.add2(
                     "disconnected",
@@ -752,7 +764,11 @@ mod tests {
         assert_eq!((rec.loss_down.expected, rec.loss_down.received), (13, 11));
         assert_eq!(rec.snapshots_applied, 11);
         assert_eq!(rec.events.get("entities_gone"), 1);
-        let ack = rec.extra.iter().find(|(n, _)| *n == "input_ack_us").unwrap();
+        let ack = rec
+            .extra
+            .iter()
+            .find(|(n, _)| *n == "input_ack_us")
+            .unwrap();
         assert_eq!(ack.1.len(), 1, "input 5, once");
 
         let mut b = bot();

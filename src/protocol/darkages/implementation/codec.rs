@@ -251,7 +251,9 @@ pub fn decode_server(data: &[u8]) -> Result<ServerPacket<'_>, DecodeError> {
             if data.len() != len::DISCONNECT {
                 return Err(err("disconnect", "bad_size"));
             }
-            Ok(ServerPacket::Disconnect { reason_len: data[1] })
+            Ok(ServerPacket::Disconnect {
+                reason_len: data[1],
+            })
         }
         ty::GAME_FIRST..=ty::GAME_LAST => Ok(ServerPacket::Game(t)),
         _ => Err(err("packet", "unknown_type")),
@@ -364,7 +366,10 @@ pub fn encode_ping(buf: &mut [u8], token: u32) -> Result<usize, WireError> {
 /// A client packet, as the reference server reads it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ClientPacket {
-    Connect { version: u32, player_id: u32 },
+    Connect {
+        version: u32,
+        player_id: u32,
+    },
     Input(Input),
     Ping(u32),
     /// Another type the server does not act on (5, 8-21), counted.
@@ -431,7 +436,11 @@ pub fn encode_entity(w: &mut Writer<'_, Le>, e: &Entity) -> Result<(), WireError
 }
 
 /// CONNECT reply (success 1).
-pub fn encode_connect_reply(buf: &mut [u8], entity_id: u32, zone_id: u32) -> Result<usize, WireError> {
+pub fn encode_connect_reply(
+    buf: &mut [u8],
+    entity_id: u32,
+    zone_id: u32,
+) -> Result<usize, WireError> {
     let mut w = Writer::<Le>::new(buf);
     w.u8(ty::CONNECT_REPLY)?;
     w.u8(1)?;
@@ -591,8 +600,14 @@ mod tests {
             ServerPacket::Game(19)
         ));
         assert_eq!(game_message_name(19), "inventory_sync");
-        assert_eq!(decode_server(&[0x21; 33]).unwrap_err().reason, "unknown_type");
-        assert!(!fits(&[0x11; 90]), "the spec's CONNECT_ACK is game message 17 here");
+        assert_eq!(
+            decode_server(&[0x21; 33]).unwrap_err().reason,
+            "unknown_type"
+        );
+        assert!(
+            !fits(&[0x11; 90]),
+            "the spec's CONNECT_ACK is game message 17 here"
+        );
         assert!(fits(&[7, 1, 1, 0, 0, 0, 1, 0, 0, 0]));
         assert!(!fits(&[7, 1, 1, 0, 0, 0, 1, 0, 0]));
     }

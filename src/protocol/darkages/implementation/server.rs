@@ -179,8 +179,7 @@ impl ImplementationServer {
         }
         self.scratch.truncate(n);
         let mut w = Writer::<Le>::new(buf);
-        codec::encode_snapshot_header(&mut w, tick, me.last_input_seq, n as u32 + 1)
-            .ok()?;
+        codec::encode_snapshot_header(&mut w, tick, me.last_input_seq, n as u32 + 1).ok()?;
         codec::encode_entity(&mut w, &Self::entity_of(me)).ok()?;
         for &(_, id) in &self.scratch {
             if let Some(c) = self.clients.get(&id) {
@@ -240,7 +239,11 @@ impl Server for ImplementationServer {
                     self.stats.dropped.add2("ping", "no_session", 1);
                 }
             }
-            ClientPacket::Other(t) => self.stats.events.add2("ignored", codec::game_message_name(t), 1),
+            ClientPacket::Other(t) => {
+                self.stats
+                    .events
+                    .add2("ignored", codec::game_message_name(t), 1)
+            }
         }
     }
 
@@ -271,7 +274,9 @@ impl Server for ImplementationServer {
                 Pending::Snapshot(to, tick) => self.encode_snapshot(buf, to, tick).map(|n| (to, n)),
                 Pending::Kick(to) => {
                     self.close.push_back(to);
-                    codec::encode_disconnect(buf, KICK_REASON).ok().map(|n| (to, n))
+                    codec::encode_disconnect(buf, KICK_REASON)
+                        .ok()
+                        .map(|n| (to, n))
                 }
             };
             if let Some((to, n)) = sent {
