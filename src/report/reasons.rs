@@ -198,6 +198,36 @@ mod tests {
     }
 
     #[test]
+    fn bots_some_server_never_answered_while_others_played_are_named_with_the_likely_cap() {
+        let mut s = Summary {
+            verdict: "fail".into(),
+            bots: BotCounts {
+                planned: 25,
+                connected: 20,
+                ..BotCounts::default()
+            },
+            ..Summary::default()
+        };
+        s.errors.connect.insert("unanswered".into(), 5);
+        let r = verdict_reasons(&s);
+        assert!(
+            r[0].starts_with(
+                "5 bots never completed the handshake while 20 did (unanswered: 5). The server \
+                 answered some bots and never the others"
+            ),
+            "{r:?}"
+        );
+        assert!(r[0].contains("engine.source_addresses"), "{r:?}");
+        s.errors.connect.clear();
+        s.errors.connect.insert("refused".into(), 5);
+        let r = verdict_reasons(&s);
+        assert_eq!(
+            r[0],
+            "5 bots never completed the handshake while 20 did (refused: 5)."
+        );
+    }
+
+    #[test]
     fn a_passing_run_has_no_reasons() {
         let s = Summary {
             verdict: "pass".into(),

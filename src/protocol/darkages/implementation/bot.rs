@@ -778,4 +778,44 @@ mod tests {
         assert_eq!(b.phase(), BotPhase::Closed);
         assert_eq!(rec.events.get("disconnected.rate_limit_exceeded"), 1);
     }
+
+    fn handoff(host: &[u8], port: u16) -> Vec<u8> {
+        let mut h = vec![3u8, 1, 2, 0, 0, 0, host.len() as u8];
+        h.extend_from_slice(host);
+        h.extend_from_slice(&port.to_le_bytes());
+        h.push(64);
+        h.extend_from_slice(&[b'f'; 64]);
+        h
+    }
+
+    /// A handoff to an allowed address relinks there and reconnects; the reply ends it. One
+    /// to an address nothing allows is not followed.
+    #[test]
+    fn handoffs_follow_allowed_addresses_only() {
+        let t0 = Instant::now();
+        let mut rec = Recorder::new();
+        let opts = DarkAgesOptions {
+            dialect: crate::protocol::darkages::Dialect::Implementation,
+            handoff_allow: vec!["127.0.0.1".into()],
+            ..DarkAgesOptions::default()
+        };
+        let mut b = ImplementationBot::new(BotParams::with_index(0, 7), opts);
+        b.start(t0, &mut rec);
+        b.handle_datagram(t0, &[7, 1, 42, 0, 0, 0, 1, 0, 0, 0], &mut rec);
+        sent(&mut b);
+        b.handle_datagram(t0, &handoff(b"10.9.9.9", 7001), &mut rec);
+        assert_eq!(rec.events.get("handoff_refused.not_allowed"), 1);
+        assert!(b.poll_relink().is_none());
+        b.handle_datagram(t0, &handoff(b"127.0.0.1", 7001), &mut rec);
+        let to = b.poll_relink().and_then(|r| r.to);
+        assert_eq!(to, Some("127.0.0.1:7001".parse().unwrap()));
+        let t1 = t0 + Duration::from_millis(20);
+        b.handle_relinked(t1, &mut rec);
+        assert_eq!(sent(&mut b)[0][0], codec::ty::CONNECT);
+        b.handle_datagram(t1, &[7, 1, 43, 0, 0, 0, 2, 0, 0, 0], &mut rec);
+        assert_eq!(rec.events.get("handoffs"), 1);
+        assert_eq!(b.phase(), BotPhase::Connected);
+        let h = rec.extra.iter().find(|(n, _)| *n == "handoff_us").unwrap();
+        assert_eq!(h.1.len(), 1);
+    }
 }
