@@ -12,8 +12,16 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard};
 
 use serde_json::Value;
+
+/// One run at a time: the Python peer and a 200-bot swarm share two cores.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// The peer, stopped (stdin closed) and reaped on drop.
 struct Peer {
@@ -118,6 +126,7 @@ fn failed_thresholds(s: &Value) -> Vec<String> {
 /// PONG held 30 ms, no round trip is shorter.
 #[test]
 fn swarm_of_200_from_16_subnets_against_the_peer() {
+    let _one = serial();
     let peer = Peer::start(&[
         "--drop-every",
         "10",
@@ -223,6 +232,7 @@ fn swarm_of_200_from_16_subnets_against_the_peer() {
 /// that never got an answer is counted `unanswered`.
 #[test]
 fn more_than_20_from_one_subnet_are_refused_and_the_places_never_freed() {
+    let _one = serial();
     let peer = Peer::start(&[]);
     let target = peer.target();
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -267,6 +277,7 @@ fn more_than_20_from_one_subnet_are_refused_and_the_places_never_freed() {
 /// own embedded server (50 bots: a debug build on two busy cores holds the RTT gate there).
 #[test]
 fn the_shipped_scenario_passes_against_the_peer_and_embedded() {
+    let _one = serial();
     let peer = Peer::start(&[]);
     let target = peer.target();
     let tmp = tempfile::tempdir().expect("tempdir");

@@ -327,6 +327,20 @@ def main():
                     del conns[addr]
                     t["silence_dropped"] += 1
 
+    # What arrived before the end is counted: read the socket dry first.
+    drained_until = time.monotonic() + 2.0
+    while time.monotonic() < drained_until:
+        r, _, _ = select.select([sock], [], [], 0.05)
+        if not r:
+            break
+        while True:
+            try:
+                data, addr = sock.recvfrom(2048)
+            except BlockingIOError:
+                break
+            if data and data[0] == 1 and addr in conns:
+                t["inputs"] += 1
+
     interior_expected = 0
     interior_lost = 0
     for c in conns.values():
