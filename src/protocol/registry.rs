@@ -246,6 +246,13 @@ pub trait Protocol: 'static {
     fn measures_rtt(_opts: &Self::Options) -> bool {
         true
     }
+
+    /// Check the scenario's `behaviour.input_rate` against what this configuration's server
+    /// takes (DarkAges' public server kicks above 65 inputs a second); the message names the
+    /// key and why.
+    fn check_input_rate(_opts: &Self::Options, _hz: f64) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// Builds [`ProtocolSection`], [`ProtocolName`] and their dispatch from the list of protocol
@@ -380,6 +387,17 @@ macro_rules! protocols {
                     $(ProtocolSection::$ty(o) => {
                         <$module::$ty as $crate::protocol::registry::Protocol>::players_per_instance(
                             o, server,
+                        )
+                    })*
+                }
+            }
+
+            /// See [`Protocol::check_input_rate`](crate::protocol::registry::Protocol::check_input_rate).
+            pub fn check_input_rate(&self, hz: f64) -> Result<(), String> {
+                match self {
+                    $(ProtocolSection::$ty(o) => {
+                        <$module::$ty as $crate::protocol::registry::Protocol>::check_input_rate(
+                            o, hz,
                         )
                     })*
                 }

@@ -36,6 +36,9 @@ pub fn verdict_reasons(s: &Summary) -> Vec<String> {
             s.bots.planned, s.target
         ));
     }
+    if let Some(why) = some_never_answered(s) {
+        out.push(why);
+    }
     if let Some(why) = missing_sources(s) {
         out.push(why);
     }
@@ -76,6 +79,28 @@ pub fn verdict_reasons(s: &Summary) -> Vec<String> {
         out.push("The run was interrupted: its figures cover only the part that ran.".into());
     }
     out
+}
+
+/// Some bots played and others never completed the handshake: say how many and why. A
+/// handshake nobody answered (`unanswered`) while others were answered is what a server that
+/// refuses without a word past a per-address or per-subnet cap looks like.
+fn some_never_answered(s: &Summary) -> Option<String> {
+    if s.bots.connected == 0 || s.errors.connect.is_empty() {
+        return None;
+    }
+    let n: u64 = s.errors.connect.values().sum();
+    let cause = if s.errors.connect.contains_key("unanswered") {
+        " The server answered some bots and never the others: it may cap connections per \
+         address or per subnet and refuse without a word past the cap. Spread the bots over \
+         more addresses and subnets (engine.source_addresses)."
+    } else {
+        ""
+    };
+    Some(format!(
+        "{n} bots never completed the handshake while {} did ({}).{cause}",
+        s.bots.connected,
+        fmt_counts(&s.errors.connect)
+    ))
 }
 
 /// Bots whose source address (`engine.source_addresses`) is on no interface of the load
@@ -170,6 +195,36 @@ mod tests {
         );
         assert!(r[0].contains("Set `dialect: implementation`"), "{r:?}");
         assert_eq!(r[1], "`downstream_loss < 1%` failed: observed 96.9%.");
+    }
+
+    #[test]
+    fn bots_some_server_never_answered_while_others_played_are_named_with_the_likely_cap() {
+        let mut s = Summary {
+            verdict: "fail".into(),
+            bots: BotCounts {
+                planned: 25,
+                connected: 20,
+                ..BotCounts::default()
+            },
+            ..Summary::default()
+        };
+        s.errors.connect.insert("unanswered".into(), 5);
+        let r = verdict_reasons(&s);
+        assert!(
+            r[0].starts_with(
+                "5 bots never completed the handshake while 20 did (unanswered: 5). The server \
+                 answered some bots and never the others"
+            ),
+            "{r:?}"
+        );
+        assert!(r[0].contains("engine.source_addresses"), "{r:?}");
+        s.errors.connect.clear();
+        s.errors.connect.insert("refused".into(), 5);
+        let r = verdict_reasons(&s);
+        assert_eq!(
+            r[0],
+            "5 bots never completed the handshake while 20 did (refused: 5)."
+        );
     }
 
     #[test]

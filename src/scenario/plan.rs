@@ -358,6 +358,9 @@ impl Plan {
                 "behaviour.input_rate must be between 0 and 1000 Hz",
             ));
         }
+        protocol
+            .check_input_rate(b.input_rate)
+            .map_err(|m| invalid(path, m))?;
         let pattern = match &b.pattern {
             PatternSpec::Idle => InputPattern::Idle,
             PatternSpec::RandomWalk { change_every } => InputPattern::RandomWalk {

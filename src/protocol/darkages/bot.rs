@@ -984,7 +984,7 @@ impl DarkAgesBot {
         let yaw = self.heading.unwrap_or(0.0);
         let ack = match self.opts.dialect {
             Dialect::Spec => Some(self.ack),
-            Dialect::StructAsPrinted => None,
+            Dialect::StructAsPrinted | Dialect::Implementation => None,
         };
         let timestamp = self.ms(now);
         let mut inp = codec::Input {
@@ -1100,6 +1100,9 @@ impl Bot for DarkAgesBot {
             Ok(p) => p,
             Err(e) if e.is_unknown_type() => {
                 rec.event("unknown_packet_type");
+                if super::implementation::codec::fits(data) {
+                    rec.event("dialect_hint.implementation");
+                }
                 return;
             }
             Err(e) => {

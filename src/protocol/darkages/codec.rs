@@ -204,6 +204,9 @@ pub enum Dialect {
     /// INPUT exactly as §2.4 prints it (22 bytes): no ack, so the server sends full
     /// snapshots only.
     StructAsPrinted,
+    /// The public server's own plain-UDP protocol: another wire altogether
+    /// ([`super::implementation`]).
+    Implementation,
 }
 
 impl Dialect {
@@ -211,6 +214,7 @@ impl Dialect {
         match self {
             Dialect::Spec => "spec",
             Dialect::StructAsPrinted => "struct_as_printed",
+            Dialect::Implementation => "implementation",
         }
     }
 }

@@ -8,6 +8,8 @@
 //! - [`server`]: the reference zone server: players, projectiles, loot, area-of-interest
 //!   tiers, per-client deltas, the validation and rate limits of §6, handoff to neighbours.
 //! - [`token`]: the handoff token the zones mint and verify.
+//! - [`implementation`]: the public server's own plain-UDP protocol (`dialect:
+//!   implementation`): its codec, bot and a small reference server.
 //!
 //! **Transport** (the page's "Transport"): each packet is marked reliable or not as §2 says
 //! ([`transmit`]); GNS honours that, UDP ignores it.
@@ -23,6 +25,7 @@
 pub mod allow;
 pub mod bot;
 pub mod codec;
+pub mod implementation;
 pub mod server;
 pub mod token;
 
@@ -68,7 +71,9 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
                       configured snapshot_tick_step is kept unless the gaps contradict it; \
                       every client gets a snapshot, full or delta, every snapshot tick",
     upstream_loss: "not measurable: nothing acknowledges inputs (the reference server counts \
-                    gaps in INPUT sequence as input_sequence_gaps)",
+                    gaps in INPUT sequence as input_sequence_gaps); implementation dialect: \
+                    last_input_seq acknowledges only the newest input applied (input_ack_us), \
+                    never the ones before it",
     dialects: &[
         (
             "spec",
@@ -78,6 +83,15 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
         (
             "struct_as_printed",
             "INPUT exactly as §2.4 prints it (22 bytes): no ack, the server sends full snapshots",
+        ),
+        (
+            "implementation",
+            "the public server 11hideout11/DarkAges over plain UDP, byte for byte: type codes \
+             1-7, 9-byte CONNECT and 10-byte reply (refusals unanswered), 19-byte INPUT (at \
+             most 60 a second), always-full 20 Hz snapshots of 103-byte float entities with \
+             last_input_seq, 19-byte combat events and the zone handoff event, PING/PONG, \
+             2-byte DISCONNECT; admits 5 per ip:port and 20 per /24 for ever, so use \
+             engine.source_addresses",
         ),
     ],
     metrics: &[
@@ -172,8 +186,42 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
         ),
         MetricDesc::count("event_damage", "Damage events", "EVENT type 0x01 received"),
         MetricDesc::count("event_death", "Death events", "EVENT type 0x02 received"),
-        MetricDesc::count("event_despawn", "Despawn events", "EVENT type 0x04 received"),
+        MetricDesc::count(
+            "event_despawn",
+            "Despawn events",
+            "EVENT type 0x04 received",
+        ),
         MetricDesc::count("event_system", "System events", "EVENT type 0x08 received"),
+        MetricDesc::micros(
+            "input_ack_us",
+            "Input to ack",
+            "implementation dialect: INPUT sent to the first snapshot whose last_input_seq is it",
+        ),
+        MetricDesc::count(
+            "entities_gone",
+            "Entities gone",
+            "implementation dialect: entities missing from the snapshot after one that listed \
+             them",
+        ),
+        MetricDesc::count(
+            "dialect_hint.implementation",
+            "Wrong dialect?",
+            "datagrams the spec dialect could not read that read cleanly as dialect: \
+             implementation",
+        )
+        .display(Display::Card),
+        MetricDesc::count(
+            "dialect_hint.spec",
+            "Wrong dialect?",
+            "datagrams the implementation dialect could not read that read cleanly as the spec \
+             dialect",
+        )
+        .display(Display::Card),
+        MetricDesc::count(
+            "play_without_reply",
+            "Play without reply",
+            "implementation dialect: snapshots came before (or instead of) the CONNECT reply",
+        ),
         MetricDesc::count(
             "invalid_input_sent",
             "Invalid inputs sent",
@@ -489,6 +537,13 @@ impl Protocol for DarkAges {
 
     fn validate(o: &DarkAgesOptions, s: &ServerParams) -> Result<(), String> {
         o.validate()?;
+        if o.dialect == Dialect::Implementation && o.transport != DarkAgesTransport::Udp {
+            return Err(
+                "dialect: implementation runs over plain UDP only (the public server's UDP \
+                 build); set transport: udp"
+                    .into(),
+            );
+        }
         let rate = s.snapshot_rate.unwrap_or(20);
         if rate == 0 || u32::from(s.tick_rate) % rate != 0 {
             return Err(format!(
@@ -512,17 +567,56 @@ impl Protocol for DarkAges {
     }
 
     fn make_bot(o: &DarkAgesOptions, params: BotParams) -> Box<dyn Bot> {
-        Box::new(DarkAgesBot::new(params, o.clone()))
+        match o.dialect {
+            Dialect::Implementation => {
+                Box::new(implementation::ImplementationBot::new(params, o.clone()))
+            }
+            Dialect::Spec | Dialect::StructAsPrinted => {
+                Box::new(DarkAgesBot::new(params, o.clone()))
+            }
+        }
     }
 
     fn make_server(o: &DarkAgesOptions, s: &ServerParams, now: Instant) -> Box<dyn Server> {
-        Box::new(DarkAgesServer::new(Self::server_config(o, s), now))
+        match o.dialect {
+            Dialect::Implementation => Box::new(implementation::ImplementationServer::new(
+                s.max_clients,
+                now,
+            )),
+            Dialect::Spec | Dialect::StructAsPrinted => {
+                Box::new(DarkAgesServer::new(Self::server_config(o, s), now))
+            }
+        }
     }
 
-    fn cannot_measure(_: &DarkAgesOptions, metric: Metric) -> Option<&'static str> {
-        (metric == Metric::UpstreamLoss).then_some(
-            "nothing acknowledges inputs; only the server itself counts gaps in their sequence",
-        )
+    fn cannot_measure(o: &DarkAgesOptions, metric: Metric) -> Option<&'static str> {
+        if metric != Metric::UpstreamLoss {
+            return None;
+        }
+        Some(match o.dialect {
+            Dialect::Implementation => {
+                "the server's last_input_seq acknowledges only the newest input it applied, \
+                 never those before it, so no input is known lost (input_ack_us times the \
+                 acknowledged ones)"
+            }
+            Dialect::Spec | Dialect::StructAsPrinted => {
+                "nothing acknowledges inputs; only the server itself counts gaps in their \
+                 sequence"
+            }
+        })
+    }
+
+    /// The public server kicks a client that sends more than 65 inputs in one second.
+    fn check_input_rate(o: &DarkAgesOptions, hz: f64) -> Result<(), String> {
+        if o.dialect == Dialect::Implementation && hz > implementation::MAX_INPUT_RATE_HZ {
+            return Err(format!(
+                "behaviour.input_rate {hz} is above 60 inputs a second, which dialect: \
+                 implementation cannot send: the public DarkAges server kicks a client that \
+                 sends more than 65 inputs in one second (\"Rate limit exceeded\"). Set \
+                 behaviour.input_rate to 60 or less"
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -543,7 +637,10 @@ mod tests {
             assert_eq!(checked, Ok(()));
         } else {
             let e = checked.unwrap_err();
-            assert!(e.starts_with("transport: gns needs GameNetworkingSockets"), "{e}");
+            assert!(
+                e.starts_with("transport: gns needs GameNetworkingSockets"),
+                "{e}"
+            );
             assert!(e.contains("--features gns"), "{e}");
         }
     }
@@ -551,7 +648,13 @@ mod tests {
     #[test]
     fn handshake_events_and_zone_packets_are_reliable_inputs_snapshots_and_pings_not() {
         use codec::ty;
-        for t in [ty::CONNECT, ty::CONNECT_ACK, ty::CONNECTED, ty::DISCONNECT, ty::EVENT] {
+        for t in [
+            ty::CONNECT,
+            ty::CONNECT_ACK,
+            ty::CONNECTED,
+            ty::DISCONNECT,
+            ty::EVENT,
+        ] {
             assert!(transmit(&[t, 0], 2).reliable, "{t:#x}");
         }
         for t in [ty::INPUT, ty::SNAPSHOT, ty::HEARTBEAT, ty::PING, ty::PONG] {
@@ -559,6 +662,26 @@ mod tests {
         }
         assert_eq!(transmit(&[ty::ZONE_HANDOFF], 75).len, 75);
         assert!(!transmit(&[], 0).reliable);
+    }
+
+    #[test]
+    fn implementation_dialect_refuses_input_rates_the_server_kicks_for_and_gns() {
+        let o: DarkAgesOptions = serde_saphyr::from_str("dialect: implementation").unwrap();
+        assert_eq!(DarkAges::check_input_rate(&o, 60.0), Ok(()));
+        let e = DarkAges::check_input_rate(&o, 61.0).unwrap_err();
+        assert!(e.starts_with("behaviour.input_rate 61 is above 60"), "{e}");
+        assert!(e.contains("more than 65 inputs in one second"), "{e}");
+        let spec = DarkAgesOptions::default();
+        assert_eq!(DarkAges::check_input_rate(&spec, 120.0), Ok(()));
+        let gns = DarkAgesOptions {
+            transport: DarkAgesTransport::Gns,
+            ..o.clone()
+        };
+        let e = DarkAges::validate(&gns, &ServerParams::default()).unwrap_err();
+        assert!(e.contains("plain UDP only"), "{e}");
+        let why = DarkAges::cannot_measure(&o, Metric::UpstreamLoss).unwrap();
+        assert!(why.contains("last_input_seq"), "{why}");
+        assert_eq!(DarkAges::dialect_name(&o), "implementation");
     }
 
     #[test]
@@ -584,8 +707,15 @@ mod tests {
     #[test]
     fn movement_is_on_the_wire_grid_and_validation_follows_6_1() {
         let p = step([0.0; 3], codec::input::FORWARD, 0.0, 100.0);
-        assert_eq!(p, [codec::dequantize_pos(5), 0.0, 0.0], "5/60 m = 5.33 steps -> 5");
-        assert_eq!(step([1.0, 0.0, 99.99], codec::input::LEFT, 0.0, 100.0)[2], 100.0);
+        assert_eq!(
+            p,
+            [codec::dequantize_pos(5), 0.0, 0.0],
+            "5/60 m = 5.33 steps -> 5"
+        );
+        assert_eq!(
+            step([1.0, 0.0, 99.99], codec::input::LEFT, 0.0, 100.0)[2],
+            100.0
+        );
         assert_eq!(invalid_reason(codec::input::FORWARD, 0.5, 0.1), None);
         assert_eq!(invalid_reason(0, 3.2, 0.0), Some("yaw_out_of_range"));
         assert_eq!(

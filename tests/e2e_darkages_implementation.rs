@@ -1,0 +1,335 @@
+//! End to end: `dialect: implementation` against `tests/peers/darkages-implementation/`, a
+//! stand-in for the public DarkAges server written from its wire facts alone (Python): its
+//! admission tables (5 per ip:port, 20 per /24, 1,000 in all, never released), its kick above
+//! 65 inputs a second, always-full 20 Hz snapshots, PING/PONG. The peer drops every 10th
+//! snapshot of each client and delays each PONG by 30 ms when asked, and prints its own
+//! counts for the figures to be compared with.
+//!
+//! The shipped `scenarios/darkages-implementation.yaml` is run as it is, with CLI flags for
+//! the target, the population, the duration and the source addresses. Bounded: at most 200
+//! bots for 5 s per run. Needs `python3`.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard};
+
+use serde_json::Value;
+
+/// One run at a time: the Python peer and a 200-bot swarm share two cores.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The peer, stopped (stdin closed) and reaped on drop.
+struct Peer {
+    child: Option<Child>,
+    stdout: BufReader<ChildStdout>,
+    port: u16,
+}
+
+impl Peer {
+    fn start(extra: &[&str]) -> Self {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/peers/darkages-implementation/server.py");
+        let mut child = Command::new("python3")
+            .arg(&script)
+            .args(["--port", "0", "--max-seconds", "60"])
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("python3 runs the peer");
+        let mut stdout = BufReader::new(child.stdout.take().expect("stdout piped"));
+        let mut line = String::new();
+        stdout
+            .read_line(&mut line)
+            .expect("the peer prints its port");
+        let v: Value = serde_json::from_str(&line).expect("port line is JSON");
+        let port = v["port"].as_u64().expect("port") as u16;
+        Self {
+            child: Some(child),
+            stdout,
+            port,
+        }
+    }
+
+    fn target(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Stop the peer; its totals.
+    fn stop(mut self) -> Value {
+        let mut child = self.child.take().expect("running");
+        drop(child.stdin.take());
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("totals line");
+        let _ = child.wait();
+        serde_json::from_str(&line).expect("totals are JSON")
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn scenario() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/darkages-implementation.yaml")
+}
+
+/// `tickswarm run` of the shipped scenario with `flags`; its output and summary.json.
+fn run(out: &Path, flags: &[&str]) -> (Output, Value) {
+    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
+        .arg("run")
+        .arg(scenario())
+        .arg("--out")
+        .arg(out)
+        .args(flags)
+        .output()
+        .expect("tickswarm runs");
+    let text = std::fs::read_to_string(out.join("summary.json")).expect("summary.json written");
+    (
+        o,
+        serde_json::from_str(&text).expect("summary.json is JSON"),
+    )
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or(0)
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn failed_thresholds(s: &Value) -> Vec<String> {
+    s["thresholds"]
+        .as_array()
+        .expect("thresholds")
+        .iter()
+        .filter(|t| t["ok"] == false)
+        .map(|t| t["condition"].as_str().unwrap_or("?").to_string())
+        .collect()
+}
+
+/// 200 bots from 16 /24s of 127.10.0.0/20 (12-13 per /24, under the 20 the server admits):
+/// all in play, inputs sent and received, snapshots applied, no decode errors; with every
+/// 10th snapshot dropped, the measured loss is the peer's own count within ±0.5 pp; with
+/// PONG held 30 ms, no round trip is shorter.
+#[test]
+fn swarm_of_200_from_16_subnets_against_the_peer() {
+    let _one = serial();
+    let peer = Peer::start(&[
+        "--drop-every",
+        "10",
+        "--pong-delay-ms",
+        "30",
+        "--damage-every-ms",
+        "1000",
+    ]);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let target = peer.target();
+    let (o, s) = run(
+        tmp.path(),
+        &[
+            "--target",
+            &target,
+            "--bots",
+            "200",
+            "--duration",
+            "5s",
+            "--source-addresses",
+            "127.10.0.0/20",
+        ],
+    );
+    let totals = peer.stop();
+    let err = stderr(&o);
+    eprintln!("{err}\npeer totals: {totals}");
+
+    // In play, every one, from at least 10 /24s and never more than 20 from one.
+    assert_eq!(u(&s["bots"]["connected"]), 200, "{}", s["bots"]);
+    assert_eq!(u(&totals["admitted"]), 200);
+    assert_eq!(totals["refused"], serde_json::json!({}), "no refusal");
+    let subnets = totals["admitted_per_subnet"]
+        .as_object()
+        .expect("per subnet");
+    assert!(subnets.len() >= 10, "{subnets:?}");
+    assert!(subnets.values().all(|n| u(n) <= 20), "{subnets:?}");
+    assert_eq!(s["source_addresses"]["grouped_by"], "/24");
+
+    // Inputs: at most 60 a second, none kicked, what the bots sent is what the peer read.
+    let sent = u(&s["inputs_sent"]);
+    let read = u(&totals["inputs"]);
+    assert!(sent >= 200 * 60 * 2, "inputs sent {sent}");
+    assert_eq!(u(&totals["kicked_input_rate"]), 0);
+    assert!(
+        read <= sent && read * 1000 >= sent * 995,
+        "peer read {read} of {sent}"
+    );
+
+    // Snapshots applied, nothing undecodable, damage events and the inventory read.
+    let applied = u(&s["snapshots_applied"]);
+    assert!(applied >= 200 * 20 * 2, "applied {applied}");
+    assert_eq!(u(&s["errors"]["decode_total"]), 0, "{}", s["errors"]);
+    let pm = &s["protocol_metrics"];
+    assert!(u(&pm["event_damage"]) >= 200, "{pm}");
+    assert_eq!(u(&pm["game_message.inventory_sync"]), 200, "{pm}");
+    assert_eq!(u(&pm["snapshot_tick_step"]["max"]), 3);
+    assert!(u(&pm["input_ack_us"]["count"]) > applied / 2, "{pm}");
+
+    // Downstream loss against the peer's own count of what it left out.
+    let l = &s["loss"]["downstream"];
+    let measured = l["rate"].as_f64().expect("loss rate");
+    let truth = u(&totals["interior_lost"]) as f64 / u(&totals["interior_expected"]) as f64;
+    eprintln!(
+        "figures: loss measured {:.4} ({} of {}), peer {truth:.4} ({} of {}); rtt min {} µs; \
+         inputs {read} of {sent}; applied {applied}",
+        measured,
+        u(&l["expected"]) - u(&l["received"]),
+        u(&l["expected"]),
+        totals["interior_lost"],
+        totals["interior_expected"],
+        s["rtt_us"]["min"]
+    );
+    assert!(
+        (measured - truth).abs() <= 0.005,
+        "measured {measured}, peer {truth}"
+    );
+    assert!(truth > 0.09, "drops were injected: {truth}");
+
+    // RTT: never under the injected 30 ms.
+    assert!(u(&s["rtt_us"]["count"]) >= 200 * 4, "{}", s["rtt_us"]);
+    assert!(u(&s["rtt_us"]["min"]) >= 30_000, "{}", s["rtt_us"]);
+
+    // The injected loss fails the scenario's loss gate, and only that (upstream loss is not
+    // measurable in this dialect and says so).
+    // The 30 ms PONG delay may push `rtt p99 < 50ms` over too.
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    let failed = failed_thresholds(&s);
+    assert!(
+        failed.contains(&"downstream_loss < 1%".to_string()),
+        "{failed:?}"
+    );
+    assert!(
+        failed
+            .iter()
+            .all(|c| c == "downstream_loss < 1%" || c == "rtt p99 < 50ms"),
+        "{failed:?}"
+    );
+    assert!(s["loss"]["upstream"].is_null());
+}
+
+/// 25 bots from one /24: the peer admits 20, refuses the rest without a word, and keeps the
+/// 20 places taken after they leave: a second run from the same /24 gets none. Each bot
+/// that never got an answer is counted `unanswered`.
+#[test]
+fn more_than_20_from_one_subnet_are_refused_and_the_places_never_freed() {
+    let _one = serial();
+    let peer = Peer::start(&[]);
+    let target = peer.target();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let flags = [
+        "--target",
+        &target,
+        "--bots",
+        "25",
+        "--duration",
+        "6s",
+        "--source-addresses",
+        "127.20.1.0/24",
+    ];
+    let (o, s) = run(&tmp.path().join("first"), &flags);
+    let err = stderr(&o);
+    eprintln!("{err}");
+    assert_eq!(u(&s["bots"]["connected"]), 20, "{}", s["bots"]);
+    assert_eq!(
+        u(&s["errors"]["connect"]["unanswered"]),
+        5,
+        "{}",
+        s["errors"]
+    );
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("5 bots never completed the handshake while 20 did (unanswered: 5)"),
+        "the console names the reason: {err}"
+    );
+
+    let (o2, s2) = run(&tmp.path().join("second"), &flags);
+    let totals = peer.stop();
+    eprintln!("{}\npeer totals: {totals}", stderr(&o2));
+    assert_eq!(u(&s2["bots"]["connected"]), 0, "{}", s2["bots"]);
+    assert_eq!(u(&s2["errors"]["connect"]["unanswered"]), 25);
+    assert_eq!(u(&totals["admitted"]), 20);
+    assert_eq!(totals["admitted_per_subnet"]["127.20.1"], 20);
+    assert!(u(&totals["refused"]["per_subnet"]) >= 30, "{totals}");
+    assert_eq!(u(&totals["replies_sent"]), 20);
+}
+
+/// Without drops and delays the shipped scenario passes against the peer, and against its
+/// own embedded server (50 bots: a debug build on two busy cores holds the RTT gate there).
+#[test]
+fn the_shipped_scenario_passes_against_the_peer_and_embedded() {
+    let _one = serial();
+    let peer = Peer::start(&[]);
+    let target = peer.target();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let flags = ["--bots", "50", "--duration", "4s"];
+    let (o, s) = run(
+        &tmp.path().join("peer"),
+        &[&["--target", target.as_str()][..], &flags[..]].concat(),
+    );
+    let totals = peer.stop();
+    let err = stderr(&o);
+    eprintln!("{err}\npeer totals: {totals}");
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_eq!(s["verdict"], "pass");
+    assert_eq!(u(&s["bots"]["connected"]), 50);
+    assert_eq!(u(&totals["admitted"]), 50);
+    assert_eq!(s["dialect"], "implementation");
+
+    let (o, s) = run(&tmp.path().join("embedded"), &flags);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_eq!(u(&s["bots"]["connected"]), 50);
+    assert_eq!(
+        u(&s["protocol_metrics"]["embedded_server"]["accepted"]),
+        50,
+        "{}",
+        s["protocol_metrics"]["embedded_server"]
+    );
+}
+
+/// More than 60 inputs a second would get every bot kicked by the public server: a scenario
+/// asking for it in this dialect is refused before anything is sent, saying why.
+#[test]
+fn an_input_rate_above_60_is_refused_for_this_dialect() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let sc = tmp.path().join("fast.yaml");
+    std::fs::write(
+        &sc,
+        "name: fast\nprotocol:\n  darkages:\n    dialect: implementation\ntarget: embedded\n\
+         population:\n  stages:\n    - ramp_to: 1\n      over: 100ms\nbehaviour:\n  input_rate: 61\n\
+         duration: 2s\n",
+    )
+    .expect("write scenario");
+    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
+        .arg("validate")
+        .arg(&sc)
+        .output()
+        .expect("tickswarm runs");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("behaviour.input_rate 61 is above 60")
+            && err.contains("kicks a client that sends more than 65 inputs in one second"),
+        "{err}"
+    );
+}
