@@ -1,6 +1,6 @@
 //! A reference server must not amplify: an address that sends a handshake and never answers
 //! (a forged source, the victim of a reflection attack) receives no more bytes than were sent
-//! in its name. See `src/protocol/admission.rs` and README "Security".
+//! in its name. See `src/protocol/admission.rs` and `docs/security/reference-servers.md`.
 //!
 //! Each protocol's server runs behind the server transport the engine gives it (raw UDP or
 //! ENet), sans-IO, for 5 s of simulated time in 1 ms steps; the handshake is the first
@@ -231,7 +231,7 @@ fn repeated_and_many_forged_handshakes_stay_below_one() {
 /// (Measured before random proof values: cafe 126×, DarkAges 353×.)
 ///
 /// R-Type is not in the list: its ACCEPT carries nothing, and no client datagram echoes
-/// anything the server chose, so its proof stays "the next datagram" (README "Security").
+/// anything the server chose, so its proof stays "the next datagram" (`docs/security/reference-servers.md`).
 #[test]
 fn blind_spoofed_handshake_and_first_input_gain_nothing() {
     for proto in [ProtocolName::Cafe, ProtocolName::DarkAges] {

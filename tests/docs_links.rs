@@ -226,7 +226,11 @@ fn every_relative_link_and_anchor_resolves() {
     let mut anchors_checked = 0;
     let mut broken = Vec::new();
     for (file, text) in &texts {
-        let rel = file.strip_prefix(&root).unwrap_or(file).display().to_string();
+        let rel = file
+            .strip_prefix(&root)
+            .unwrap_or(file)
+            .display()
+            .to_string();
         for link in links(text) {
             let where_ = format!("{rel}:{}: ({})", link.line, link.target);
             if link.target.is_empty() {
@@ -244,7 +248,9 @@ fn every_relative_link_and_anchor_resolves() {
             let dest = if path.is_empty() {
                 file.clone()
             } else if path.starts_with('/') {
-                broken.push(format!("{where_}: an absolute path; link relative to the page"));
+                broken.push(format!(
+                    "{where_}: an absolute path; link relative to the page"
+                ));
                 continue;
             } else {
                 normalize(&file.parent().unwrap_or(&root).join(path))
@@ -267,7 +273,9 @@ fn every_relative_link_and_anchor_resolves() {
             if let Some(anchor) = anchor {
                 anchors_checked += 1;
                 let Some(target_text) = texts.get(&dest) else {
-                    broken.push(format!("{where_}: an anchor into a file that is not a page"));
+                    broken.push(format!(
+                        "{where_}: an anchor into a file that is not a page"
+                    ));
                     continue;
                 };
                 if !anchors(target_text).contains(anchor) {
@@ -277,7 +285,10 @@ fn every_relative_link_and_anchor_resolves() {
         }
     }
     assert!(checked > 50, "only {checked} relative links checked");
-    assert!(anchors_checked > 10, "only {anchors_checked} anchors checked");
+    assert!(
+        anchors_checked > 10,
+        "only {anchors_checked} anchors checked"
+    );
     assert!(
         broken.is_empty(),
         "{} broken link(s):\n{}",
@@ -303,18 +314,31 @@ fn the_summary_lists_every_page_of_the_book() {
             continue;
         }
         if !listed.contains(&file) {
-            missing.push(file.strip_prefix(&root).unwrap_or(&file).display().to_string());
+            missing.push(
+                file.strip_prefix(&root)
+                    .unwrap_or(&file)
+                    .display()
+                    .to_string(),
+            );
         }
     }
     for page in &listed {
-        assert!(page.is_file(), "SUMMARY.md lists {}, which does not exist", page.display());
+        assert!(
+            page.is_file(),
+            "SUMMARY.md lists {}, which does not exist",
+            page.display()
+        );
     }
     assert!(
         missing.is_empty(),
         "pages not in docs/SUMMARY.md (mdBook would not render them):\n{}",
         missing.join("\n")
     );
-    for part in ["protocols/README.md", "dev/architecture.md", "reference/summary-json.md"] {
+    for part in [
+        "protocols/README.md",
+        "dev/architecture.md",
+        "reference/summary-json.md",
+    ] {
         assert!(listed.contains(&docs.join(part)), "SUMMARY.md lists {part}");
     }
 }
@@ -323,7 +347,10 @@ fn the_summary_lists_every_page_of_the_book() {
 fn the_readme_stays_short_and_keeps_its_two_commands() {
     let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
     let lines = readme.lines().count();
-    assert!(lines <= 200, "README.md is {lines} lines; the book holds the detail");
+    assert!(
+        lines <= 200,
+        "README.md is {lines} lines; the book holds the detail"
+    );
     // `.ci/run` and newcomers rely on these exact commands.
     for command in [
         "cargo run --release -- run scenarios/quickstart.yaml",
@@ -353,5 +380,54 @@ fn the_scanner_reads_links_and_headings_as_github_and_mdbook_do() {
         "notes-1",
     ] {
         assert!(ids.contains(id), "{id} in {ids:?}");
+    }
+}
+
+/// The first ```` ```text ```` block of `text`: of a Markdown page, or of a file's `//!` doc
+/// comment when `doc_comment` is set.
+fn text_block(text: &str, doc_comment: bool) -> Option<String> {
+    let lines: Vec<&str> = text
+        .lines()
+        .filter_map(|l| {
+            if doc_comment {
+                l.strip_prefix("//!")
+                    .map(|l| l.strip_prefix(' ').unwrap_or(l))
+            } else {
+                Some(l)
+            }
+        })
+        .collect();
+    let start = lines.iter().position(|l| l.trim() == "```text")?;
+    let len = lines[start + 1..].iter().position(|l| l.trim() == "```")?;
+    Some(lines[start + 1..start + 1 + len].join("\n"))
+}
+
+/// One picture of the layers: the architecture page draws the one `tests/layers.rs` enforces
+/// (whose `ALLOWED` table is the truth; `src/lib.rs` draws it too).
+#[test]
+fn the_architecture_page_draws_the_layers_the_layers_test_enforces() {
+    let page = std::fs::read_to_string(root().join("docs/dev/architecture.md"))
+        .expect("docs/dev/architecture.md");
+    let layers = std::fs::read_to_string(root().join("tests/layers.rs")).expect("tests/layers.rs");
+    let drawn = text_block(&page, false).expect("a ```text diagram on the architecture page");
+    let enforced = text_block(&layers, true).expect("a ```text diagram in tests/layers.rs");
+    assert_eq!(
+        drawn, enforced,
+        "docs/dev/architecture.md and tests/layers.rs draw different layers"
+    );
+    for module in [
+        "cli",
+        "report",
+        "engine",
+        "scenario",
+        "transport",
+        "protocol",
+        "metrics",
+        "duration",
+    ] {
+        assert!(
+            page.contains(&format!("| `{module}` |")),
+            "the architecture page's table has a row for `{module}`"
+        );
     }
 }
