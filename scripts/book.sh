@@ -34,4 +34,19 @@ if grep -Ei '(^|[^a-z])(warn|warning|error)([^a-z]|$)' "$log" >/dev/null; then
 fi
 rm -f "$log"
 test -f target/book/index.html
+
+# The rendered links resolve too (tests/docs_links.rs checks the Markdown; this checks what
+# mdBook made of it): every relative href of every page names a file in the book.
+broken=0
+while IFS= read -r page; do
+  dir="$(dirname "$page")"
+  while IFS= read -r href; do
+    target="${href%%#*}"
+    case "$href" in
+      ''|'#'*|http:*|https:*|mailto:*|javascript:*|data:*) continue ;;
+    esac
+    [ -e "$dir/$target" ] || { echo "book: $page links $href, which is not in the book" >&2; broken=1; }
+  done < <(grep -o 'href="[^"]*"' "$page" | sed 's/^href="//; s/"$//' | sort -u)
+done < <(find target/book -name '*.html')
+[ "$broken" -eq 0 ] || exit 1
 echo "book: built target/book/index.html ($(find target/book -name '*.html' | wc -l) pages)"
