@@ -18,7 +18,9 @@ if [ "$(mdbook --version 2>/dev/null || true)" != "mdbook v$MDBOOK_VERSION" ]; t
   # Its own build folder, removed afterwards: the project's target/ stays the project's.
   build_dir="$(mktemp -d)"
   trap 'rm -rf "$build_dir"' EXIT
-  CARGO_TARGET_DIR="$build_dir" cargo install mdbook --locked --version "$MDBOOK_VERSION"
+  # Only what `mdbook build` needs: no `serve`/`watch` (a web server and a file watcher).
+  CARGO_TARGET_DIR="$build_dir" cargo install mdbook --locked --version "$MDBOOK_VERSION" \
+    --no-default-features --features search
 fi
 
 log="$(mktemp)"
