@@ -9,6 +9,7 @@ pub mod cli;
 pub mod duration;
 pub mod engine;
 pub mod metrics;
+pub mod netsim;
 pub mod protocol;
 pub mod report;
 pub mod scenario;

@@ -228,13 +228,15 @@ fn repeated_and_many_forged_handshakes_stay_below_one() {
 /// against its own server (its first inputs and its echo of the proof value it was given
 /// there). The proof value of the attacked server is drawn at random, so the replayed one
 /// is a wrong guess and the sources stay unproven: they get no more than they sent.
-/// (Measured before random proof values: cafe 126×, DarkAges 353×.)
-///
-/// R-Type is not in the list: its ACCEPT carries nothing, and no client datagram echoes
-/// anything the server chose, so its proof stays "the next datagram" (`docs/security/reference-servers.md`).
+/// (Measured before random proof values: cafe 126×, DarkAges 353×, R-Type 1,402×; R-Type's
+/// proof is the echo of its previewed ship id in INPUT's `entity`.)
 #[test]
 fn blind_spoofed_handshake_and_first_input_gain_nothing() {
-    for proto in [ProtocolName::Cafe, ProtocolName::DarkAges] {
+    for proto in [
+        ProtocolName::Cafe,
+        ProtocolName::DarkAges,
+        ProtocolName::Rtype,
+    ] {
         let script = rehearse_udp(proto);
         let f = attack_factor(proto, "blind handshake + first inputs", 8, |_| {
             script.clone()

@@ -358,10 +358,11 @@ fn injected_loss_and_delay_are_reported_exactly() {
             b.rec.inputs_sent
         );
         assert!(b.rec.send_lateness_us.max() <= 1);
+        assert!(b.bot.entity_id().is_some(), "bot {i} learned its ship");
         assert_eq!(
             b.bot.entity_id(),
-            Some(b.bot.client_id()),
-            "bot {i} learned its ship"
+            sim.server().ship_of(b.addr),
+            "bot {i} learned the ship the server gave it"
         );
     }
 }
@@ -443,7 +444,8 @@ fn rejected_bot_retries_with_backoff_until_a_place_frees_up() {
     assert_eq!(b.rec.connects_ok, 1);
     assert_eq!(b.rec.connect_failures.total(), 0);
     assert_eq!(sim.server().stats().disconnected, 1);
-    assert_eq!(sim.server().ship_of(b.addr), Some(b.bot.client_id()));
+    assert!(b.bot.entity_id().is_some());
+    assert_eq!(sim.server().ship_of(b.addr), b.bot.entity_id());
 }
 
 #[test]
@@ -511,11 +513,12 @@ fn gameover_is_counted_and_rejoin_brings_a_new_ship() {
     );
     assert!(sim.bot(0).rec.snapshots_applied > 0);
 
-    // The rejoiner: alive again with its clientId as entity, rejoin time recorded.
+    // The rejoiner: alive again with the server's new ship as its entity, rejoin time
+    // recorded.
     let b = &sim.bot(1);
     if !b.bot.is_dead() {
-        assert_eq!(b.bot.entity_id(), Some(b.bot.client_id()));
-        assert_eq!(sim.server().ship_of(b.addr), Some(b.bot.client_id()));
+        assert!(b.bot.entity_id().is_some());
+        assert_eq!(sim.server().ship_of(b.addr), b.bot.entity_id());
     }
     assert!(!b.extra("rejoin_us").is_empty());
     let gameovers: u64 = sim.views().map(|b| u64::from(b.bot.gameovers())).sum();
@@ -615,13 +618,19 @@ fn joining_late_sees_the_room_and_leaving_destroys_the_ship() {
     sim.run_for(Duration::from_secs(3));
     sim.add_bot(params(1, walk()), RtypeOptions::default());
     // Before its first snapshot the newcomer's table is already complete from the creates,
-    // which follow its first datagram after ACCEPT (the proof of its address): CONNECT at
-    // 0, ACCEPT back at 20 ms, first input at the server at 30 ms, creates at the bot at 40.
-    sim.run_for(45 * MS);
+    // which follow the proof of its address (an INPUT echoing the id of its previewed ship):
+    // CONNECT at 0, ACCEPT back at 20 ms, its first inputs pay for the preview, the next
+    // input proves, and the creates are sent before any snapshot.
+    let first_ship = sim.bot(0).bot.entity_id().expect("bot 0 knows its ship");
+    let mut waited = Duration::ZERO;
+    while sim.bot(1).bot.entity(first_ship).is_none() {
+        assert!(waited < 200 * MS, "the newcomer got the room's creates");
+        sim.run_for(MS);
+        waited += MS;
+    }
     assert_eq!(sim.bot(1).rec.snapshots_applied, 0);
-    assert!(sim.bot(1).bot.entity(sim.bot(0).bot.client_id()).is_some());
     sim.run_for(Duration::from_secs(1));
-    let leaving = sim.bot(0).bot.client_id();
+    let leaving = first_ship;
     sim.stop_bot(0);
     sim.run_for(100 * MS);
     assert_eq!(sim.server().stats().disconnected, 1);
@@ -714,6 +723,7 @@ fn the_server_is_deterministic() {
         let mut sim = Sim::new(
             RtypeServerConfig {
                 seed: 42,
+                id_seed: Some(7),
                 ..deadly()
             },
             10 * MS,
@@ -1039,4 +1049,103 @@ fn a_flood_of_invented_entities_is_capped_and_counted() {
     }
     assert_eq!(bot.entity_count(), MAX_TRACKED_ENTITIES);
     assert_eq!(rec.events.get("entity_refused_table_full"), extra as u64);
+}
+
+/// The address proof: a new session is shown the ship it will get (an ENTITY_CREATE whose id
+/// the server drew at random), once its datagrams have paid for it, and only an INPUT echoing
+/// that id puts it in the game. A blind INPUT naming the clientId does not.
+#[test]
+fn only_the_echo_of_the_previewed_ship_id_proves_the_address() {
+    let t0 = Instant::now();
+    let mut server = RtypeServer::new(RtypeServerConfig::default(), t0);
+    let mut buf = [0u8; MAX_DATAGRAM];
+    let mut out = |server: &mut RtypeServer| {
+        let mut got = Vec::new();
+        while let Some((to, t)) = server.poll_transmit(&mut buf) {
+            got.push((to, buf[..t.len].to_vec()));
+        }
+        got
+    };
+    let me = ConnId(9);
+    // CONNECT clientId 5: only the 4-byte ACCEPT (the CONNECT paid 8).
+    server.handle_datagram(t0, me, &[0x01, 0x01, 0x00, 0x08, 0, 0, 0, 5]);
+    assert_eq!(out(&mut server), vec![(me, vec![0x0A, 0x01, 0x00, 0x04])]);
+    // A blind INPUT naming the clientId (17 bytes): 21 bytes of budget, not enough for the
+    // 18-byte preview plus room for a PONG, so nothing.
+    #[rustfmt::skip]
+    let blind = [
+        0x02, 0x01, 0x00, 0x11, 0x00, 0x00, 0x00, 0x05,
+        0x3F, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    ];
+    server.handle_datagram(t0 + MS, me, &blind);
+    assert!(out(&mut server).is_empty());
+    // A second one pays for the preview: ENTITY_CREATE, size 18, id >= 0x8000_0000, sprite 1.
+    server.handle_datagram(t0 + 2 * MS, me, &blind);
+    let got = out(&mut server);
+    assert_eq!(got.len(), 1);
+    let create = &got[0].1;
+    assert_eq!(&create[..4], &[0x14, 0x01, 0x00, 0x12]);
+    let id = u32::from_be_bytes([create[4], create[5], create[6], create[7]]);
+    assert!(
+        id >= 0x8000_0000,
+        "ship id {id:#x} is drawn from the upper half"
+    );
+    assert_eq!(&create[16..18], &[0x00, 0x01], "sprite 1: a ship");
+    assert_eq!(server.ship_of(me), None, "not in the game yet");
+    assert_eq!(server.room_entities(0).count(), 0, "others do not see it");
+    // Blind inputs buy nothing more than the next preview.
+    for k in 3..30 {
+        server.handle_datagram(t0 + k * MS, me, &blind);
+    }
+    assert_eq!(server.ship_of(me), None);
+    // The echo of the previewed id proves the address: the ship joins the room.
+    let mut echo = blind;
+    echo[4..8].copy_from_slice(&id.to_be_bytes());
+    server.handle_datagram(t0 + 100 * MS, me, &echo);
+    assert_eq!(server.ship_of(me), Some(id));
+    assert_eq!(
+        server.room_entities(0).map(|e| e.id).collect::<Vec<_>>(),
+        vec![id]
+    );
+}
+
+/// A bot against a server that chooses ship ids: the first ENTITY_CREATE after ACCEPT is its
+/// ship, and its INPUTs then name it.
+#[test]
+fn the_bot_takes_the_first_create_after_accept_as_its_ship() {
+    let t0 = Instant::now();
+    let mut rec = Recorder::new();
+    let mut bot = RtypeBot::new(params(4, walk()), RtypeOptions::default());
+    let mut buf = [0u8; MAX_DATAGRAM];
+    bot.start(t0, &mut rec);
+    while bot.poll_transmit(&mut buf).is_some() {}
+    bot.handle_datagram(t0 + MS, &[0x0A, 0x01, 0x00, 0x04], &mut rec);
+    #[rustfmt::skip]
+    bot.handle_datagram(t0 + 2 * MS, &[
+        0x14, 0x01, 0x00, 0x12, 0x9A, 0xBC, 0xDE, 0xF0, // ENTITY_CREATE id 0x9ABCDEF0
+        0x42, 0xC8, 0x00, 0x00, 0x43, 0x48, 0x00, 0x00, 0x00, 0x01,
+    ], &mut rec);
+    assert_eq!(bot.entity_id(), Some(0x9ABC_DEF0));
+    // A second create (another player's ship) does not take its place.
+    #[rustfmt::skip]
+    bot.handle_datagram(t0 + 3 * MS, &[
+        0x14, 0x01, 0x00, 0x12, 0x9A, 0xBC, 0xDE, 0xF1,
+        0x42, 0xC8, 0x00, 0x00, 0x43, 0x48, 0x00, 0x00, 0x00, 0x01,
+    ], &mut rec);
+    assert_eq!(bot.entity_id(), Some(0x9ABC_DEF0));
+    let due = bot.poll_timeout().unwrap();
+    bot.handle_timeout(due, &mut rec);
+    let mut saw_input = false;
+    while let Some(t) = bot.poll_transmit(&mut buf) {
+        if buf[0] == 0x02 {
+            assert_eq!(
+                &buf[4..8],
+                &[0x9A, 0xBC, 0xDE, 0xF0],
+                "INPUT names the ship"
+            );
+            saw_input = true;
+        }
+        let _ = t;
+    }
+    assert!(saw_input);
 }

@@ -218,6 +218,16 @@ impl<T> SessionTable<T> {
         true
     }
 
+    /// Bytes the unproven session in `slot` may still be sent (`u64::MAX` once proven; 0 for
+    /// an empty slot): what [`SessionTable::spend`] would allow.
+    pub fn budget(&self, slot: usize) -> u64 {
+        match self.get(slot) {
+            Some(s) if s.proven => u64::MAX,
+            Some(s) => s.unproven_in.saturating_sub(s.unproven_out),
+            None => 0,
+        }
+    }
+
     /// Sessions not proven yet.
     pub fn unproven(&self) -> usize {
         self.iter().filter(|(_, s)| !s.proven).count()

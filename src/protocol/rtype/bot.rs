@@ -51,9 +51,12 @@
 //!   snapshot no longer carried: a lost ENTITY_DESTROY), and the ones named above.
 //!
 //! # Entity
-//! The bot sends its `clientId` in CONNECT and as INPUT's `entity` until it learns its ship:
-//! the first ENTITY_CREATE (or snapshot entity) whose id equals its non-zero clientId
-//! (see docs/protocols/rtype.md). After GAMEOVER the bot has no ship: it sends no inputs (the
+//! The bot sends its `clientId` in CONNECT and as INPUT's `entity` until it learns its ship,
+//! by either of two rules (docs/protocols/rtype.md, "Who is who"): the first ENTITY_CREATE
+//! after an ACCEPT is its ship (servers that choose the id, such as the reference server,
+//! which takes the echo of that id in INPUT as the proof of the client's address), unless
+//! an ENTITY_CREATE (or snapshot entity) whose id equals its non-zero clientId says
+//! otherwise (servers that honour the clientId). After GAMEOVER the bot has no ship: it sends no inputs (the
 //! grid keeps running, unsent slots are not counted) until a rejoin gives it a new one.
 
 use std::collections::{HashMap, VecDeque};
@@ -118,6 +121,11 @@ pub struct RtypeBot {
     out: VecDeque<Out>,
     client_id: u32,
     entity: Option<u32>,
+    /// The entity was taken from the order of arrival (the first ship ENTITY_CREATE after an
+    /// ACCEPT), not from a clientId match: a later match corrects it.
+    entity_by_order: bool,
+    /// An ACCEPT arrived and no ENTITY_CREATE since: the next one, if it is a ship, is ours.
+    first_create_pending: bool,
 
     // Handshake.
     attempt_started: Option<Instant>,
@@ -175,6 +183,8 @@ impl RtypeBot {
             out: VecDeque::with_capacity(16),
             client_id,
             entity: None,
+            entity_by_order: false,
+            first_create_pending: false,
             attempt_started: None,
             handshake: Handshake::new(),
             retry_at: None,
@@ -261,6 +271,7 @@ impl RtypeBot {
             // Also during a backoff: an earlier CONNECT of the attempt got in after all.
             BotPhase::Connecting => {
                 self.phase = BotPhase::Connected;
+                self.first_create_pending = true;
                 self.connected_at = Some(now);
                 self.silence.arm(now);
                 self.handshake.end();
@@ -276,6 +287,7 @@ impl RtypeBot {
             BotPhase::Connected if self.rejoining => {
                 self.rejoining = false;
                 self.dead = false;
+                self.first_create_pending = true;
                 self.handshake.end();
                 rec.event("rejoined");
                 if let Some(t) = self.gameover_at {
@@ -328,6 +340,7 @@ impl RtypeBot {
         self.gameovers += 1;
         self.dead = true;
         self.entity = None;
+        self.entity_by_order = false;
         self.gameover_at = Some(now);
         if self.opts.rejoin_on_gameover {
             self.rejoining = true;
@@ -336,9 +349,28 @@ impl RtypeBot {
         }
     }
 
+    /// Our ship is the entity whose id equals our non-zero clientId (servers that honour the
+    /// clientId), which wins over the order rule of [`Self::maybe_learn_by_order`].
     fn maybe_learn_entity(&mut self, id: u32) {
-        if self.entity.is_none() && !self.dead && self.client_id != 0 && id == self.client_id {
+        if self.dead || self.client_id == 0 || id != self.client_id {
+            return;
+        }
+        if self.entity.is_none() || self.entity_by_order {
             self.entity = Some(id);
+            self.entity_by_order = false;
+        }
+    }
+
+    /// Servers that choose the ship id themselves (the reference server, which uses it as the
+    /// address proof) send the client's own ship as the first ENTITY_CREATE after ACCEPT
+    /// (docs/protocols/rtype.md, "Who is who").
+    fn maybe_learn_by_order(&mut self, id: u32) {
+        if !std::mem::take(&mut self.first_create_pending) {
+            return;
+        }
+        if self.entity.is_none() && !self.dead {
+            self.entity = Some(id);
+            self.entity_by_order = true;
         }
     }
 
@@ -360,6 +392,7 @@ impl RtypeBot {
         if self.entities.insert(id, row).is_some() {
             rec.event("entity_create_existing");
         }
+        self.maybe_learn_by_order(id);
         self.maybe_learn_entity(id);
     }
 

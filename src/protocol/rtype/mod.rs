@@ -107,9 +107,9 @@ pub enum ClientIdMode {
     /// as the ENTITY_CREATE (or snapshot entity) whose id equals its clientId.
     #[default]
     Index,
-    /// 0, "auto-assignment" (§4.1). The bot then never learns its entity and keeps sending 0
-    /// in INPUT; servers that find the player by source address (the reference server does)
-    /// do not care.
+    /// 0, "auto-assignment" (§4.1). The bot learns its entity only from the order rule (the
+    /// first ENTITY_CREATE after ACCEPT, as the reference server sends it) and sends 0 in
+    /// INPUT until then.
     Zero,
 }
 

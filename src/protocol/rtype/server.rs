@@ -10,11 +10,12 @@
 //!
 //! Spec gaps and the reading taken here (README's protocol notes repeat them):
 //! - **Who is who.** ACCEPT carries no entity id, INPUT names one. The server finds the player
-//!   by source address (docs/protocols/rtype.md) and ignores INPUT's `entity` apart from
-//!   counting mismatches (`input_entity_mismatch`). A ship's entity id is the CONNECT's `clientId`
-//!   when that is non-zero, below [`SERVER_ID_BASE`] and not the id of another live ship, so a bot
-//!   can recognise its own ship; otherwise, and for enemies and projectiles, ids come from a
-//!   counter starting at [`SERVER_ID_BASE`].
+//!   by source address (docs/protocols/rtype.md) and draws each ship's entity id at random
+//!   from [`SHIP_ID_BASE`] up (CONNECT's `clientId` is not used: a client-chosen id would be
+//!   known to a forger, and the ship id is the address proof, below). The client's own ship is
+//!   the first ENTITY_CREATE it gets after ACCEPT; enemies and projectiles get ids from a
+//!   counter in `SERVER_ID_BASE..SHIP_ID_BASE`. Once proven, an INPUT naming another entity is
+//!   counted (`input_entity_mismatch`) and applied to the sender's ship.
 //! - **CONNECT from a known address** is answered with ACCEPT again (handshake retries are
 //!   idempotent); if that player's ship was destroyed, it is also how the player rejoins: a new
 //!   ship spawns. After GAMEOVER the client stays in the session as a spectator (snapshots,
@@ -44,15 +45,16 @@
 //! - **REJECT** answers a CONNECT from a new address when `max_clients` are connected.
 //!   Datagrams other than CONNECT from unknown addresses are dropped (`<type>.unknown_client`);
 //!   packets that only a server sends are dropped as `<type>.wrong_direction`.
-//! - **Admission** ([`crate::protocol::admission`]): ACCEPT is a bare header, PONG's
-//!   timestamp is not echoed and INPUT's `entity` is the client's own `clientId`, so no
-//!   client datagram carries a value the server chose and no cookie is possible: a forger
-//!   who sends CONNECT and a blind INPUT gets a stream (the one raw-UDP protocol where this
-//!   holds; see the admission module). A new session gets ACCEPT (4 bytes for an 8-byte
-//!   CONNECT) and nothing else until its first datagram after it (INPUT, PING) proves the
-//!   address; then it gets the room's ENTITY_CREATEs and its ship spawns. Unproven sessions
-//!   get at most four ACCEPTs, expire after two seconds, and give their slot to a new client
-//!   when the server is full.
+//! - **Admission** ([`crate::protocol::admission`]). A new session gets ACCEPT (4 bytes for an
+//!   8-byte CONNECT) and, once its next datagrams have paid for it (the byte budget: an
+//!   unproven session is sent no more bytes than it sent), a preview: the ENTITY_CREATE of the
+//!   ship it will get (18 bytes, sent when the budget also leaves room for an 8-byte PONG),
+//!   at most four times, 50 ms apart. Only an INPUT whose `entity`
+//!   echoes that id proves the address; then the client gets the room's ENTITY_CREATEs and its
+//!   ship joins the room. A PING before the proof is answered within the budget; any other
+//!   datagram only pays for the preview. A forger who sends CONNECT and blind INPUTs never
+//!   learns the id, so it never gets a stream. Unproven sessions get at most four ACCEPTs,
+//!   expire after two seconds, and give their slot to a new client when the server is full.
 //! - **Idle timeout.** A client silent for `client_timeout` is removed like a DISCONNECT: its
 //!   ship is destroyed (ENTITY_DESTROY to the rest of its room); no packet is sent to it.
 //! - **Sprites**: 1 ship, 2 enemy, 3 projectile. Velocities in snapshots are pixels per
@@ -65,6 +67,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::codec::{self, FloatOrder, Packet, SnapshotEncoder, SnapshotEntity};
+use crate::protocol::admission;
 use crate::protocol::session::{SessionTable, TickClock};
 use crate::protocol::{ConnId, Server, ServerStats, Transmit};
 
@@ -87,8 +90,13 @@ pub const SPRITE_PROJECTILE: u16 = 3;
 pub const MAX_SNAPSHOT_BYTES: usize = 1400;
 /// Entities in a snapshot of [`MAX_SNAPSHOT_BYTES`]: 63.
 pub const MAX_SNAPSHOT_ENTITIES: usize = codec::max_snapshot_entities(MAX_SNAPSHOT_BYTES);
-/// Ids below this may be chosen by clients (as `clientId`); the server counts from here.
+/// Enemies and projectiles get ids counted from here up to [`SHIP_ID_BASE`] (wrapping).
 pub const SERVER_ID_BASE: u32 = 0x0100_0000;
+/// Ships get ids drawn at random from here to `u32::MAX` (2^31 values): the id is the proof
+/// of the client's address, so it must not be guessable.
+pub const SHIP_ID_BASE: u32 = 0x8000_0000;
+/// Gap between two previews of a ship to a client that has not proven its address yet.
+const PREVIEW_RESEND: Duration = Duration::from_millis(50);
 
 #[derive(Debug, Clone)]
 pub struct RtypeServerConfig {
@@ -113,6 +121,9 @@ pub struct RtypeServerConfig {
     pub contact_damage: u16,
     /// Damage a projectile deals to the enemy it hits.
     pub shot_damage: u16,
+    /// Pins the generator of ship ids, which are the address proof (see
+    /// [`crate::protocol::admission::proof_rng`]); `None`, the default, seeds it from the OS.
+    pub id_seed: Option<u64>,
 }
 
 impl Default for RtypeServerConfig {
@@ -131,6 +142,7 @@ impl Default for RtypeServerConfig {
             enemy_hp: 20,
             contact_damage: 25,
             shot_damage: 10,
+            id_seed: None,
         }
     }
 }
@@ -248,9 +260,14 @@ struct Room {
 
 #[derive(Debug, Clone)]
 struct Client {
-    client_id: u32,
-    /// Entity id of the live ship; `None` after GAMEOVER.
+    /// The id this client's next ship gets, drawn at CONNECT (and again at a rejoin); until
+    /// the address is proven, INPUT's `entity` must echo it.
+    ship_id: u32,
+    /// Entity id of the live ship; `None` before the proof and after GAMEOVER.
     ship: Option<u32>,
+    /// When the unproven client was last sent its ship's ENTITY_CREATE, and how often.
+    preview_at: Option<Instant>,
+    previews: u32,
     dx: f32,
     dy: f32,
     shooting: bool,
@@ -288,6 +305,8 @@ pub struct RtypeServer {
     /// Ids of live ships (all rooms), so a clientId is never given twice.
     ship_ids: HashSet<u32>,
     next_id: u32,
+    /// Draws ship ids (the address proof).
+    ids: ChaCha8Rng,
     tick: u32,
     /// Ticks run since start (never wraps in practice), for timers.
     ticks_run: u64,
@@ -301,6 +320,7 @@ impl RtypeServer {
     /// A server starting at `now`. The config should have passed
     /// [`RtypeServerConfig::validate`]; out-of-range values are clamped, never a panic.
     pub fn new(cfg: RtypeServerConfig, now: Instant) -> Self {
+        let id_seed = cfg.id_seed;
         Self {
             clock: TickClock::new(now, cfg.tick_interval()),
             cfg,
@@ -311,6 +331,7 @@ impl RtypeServer {
             rooms: Vec::new(),
             ship_ids: HashSet::new(),
             next_id: SERVER_ID_BASE,
+            ids: admission::proof_rng(id_seed),
             tick: 0,
             ticks_run: 0,
             out: VecDeque::with_capacity(1024),
@@ -368,14 +389,57 @@ impl RtypeServer {
         self.now.saturating_duration_since(self.epoch).as_millis() as u32
     }
 
-    fn alloc_ship_id(&mut self, wanted: u32) -> u32 {
-        let id = if (1..SERVER_ID_BASE).contains(&wanted) && !self.ship_ids.contains(&wanted) {
-            wanted
-        } else {
-            alloc_id(&mut self.next_id, &self.ship_ids)
+    /// A ship id nobody holds, drawn at random from [`SHIP_ID_BASE`] up, and reserved.
+    fn draw_ship_id(&mut self) -> u32 {
+        loop {
+            let id = self.ids.random_range(SHIP_ID_BASE..=u32::MAX);
+            if self.ship_ids.insert(id) {
+                return id;
+            }
+        }
+    }
+
+    /// Send `msg` of `len` bytes to the client in `slot` if its byte budget allows (always
+    /// once its address is proven); counts what the budget held back.
+    fn send_budgeted(&mut self, slot: usize, msg: Msg, len: usize) -> bool {
+        let Some(conn) = self.sessions.get(slot).map(|s| s.conn) else {
+            return false;
         };
-        self.ship_ids.insert(id);
-        id
+        if !self.sessions.spend(slot, len) {
+            self.stats.events.add("unproven_budget_held", 1);
+            return false;
+        }
+        self.send(conn, msg);
+        true
+    }
+
+    /// Show a client that has not proven its address the ship it will get: its id is what
+    /// the client's INPUT must echo. Within the byte budget, at most
+    /// [`admission::MAX_UNPROVEN_REPLIES`] times, [`PREVIEW_RESEND`] apart.
+    fn preview_ship(&mut self, now: Instant, slot: usize) {
+        let Some(c) = self.sessions.get(slot).filter(|s| !s.proven).map(|s| &s.state) else {
+            return;
+        };
+        if c.previews >= admission::MAX_UNPROVEN_REPLIES
+            || c.preview_at.is_some_and(|t| now.saturating_duration_since(t) < PREVIEW_RESEND)
+        {
+            return;
+        }
+        // Leave room in the budget for a PONG: a client's first PING may come before its
+        // proof, and an unanswered PING costs it its RTT samples until the ping times out.
+        let reserve = (codec::ENTITY_CREATE_LEN + codec::PONG_LEN) as u64;
+        if self.sessions.budget(slot) < reserve {
+            self.stats.events.add("unproven_budget_held", 1);
+            return;
+        }
+        let view = self.ship_entity(slot, c.ship_id).view();
+        if self.send_budgeted(slot, Msg::Create(view), codec::ENTITY_CREATE_LEN) {
+            if let Some(c) = self.sessions.state_mut(slot) {
+                c.preview_at = Some(now);
+                c.previews += 1;
+            }
+            self.stats.events.add("ship_previewed", 1);
+        }
     }
 
     fn send(&mut self, to: ConnId, msg: Msg) {
@@ -392,21 +456,25 @@ impl RtypeServer {
         }
     }
 
-    fn on_connect(&mut self, now: Instant, from: ConnId, client_id: u32) {
+    /// A CONNECT of `len` bytes. Its `clientId` does not name the ship: the server draws
+    /// ship ids itself (they prove the client's address), see the module docs.
+    fn on_connect(&mut self, now: Instant, from: ConnId, len: usize) {
         if let Some(slot) = self.sessions.slot_of(from) {
             let alive = self
                 .sessions
                 .get(slot)
                 .is_some_and(|s| s.state.ship.is_some());
             if !self.sessions.is_proven(from) {
-                // A retry before the address is proven: one more ACCEPT at most (the ship
-                // comes with the proof).
+                // A retry before the address is proven: one more ACCEPT at most, and the
+                // ship's preview again if it is due (the ship joins the game with the proof).
                 self.stats.events.add("connect_repeated", 1);
+                self.sessions.credit(slot, len);
                 if self.sessions.may_reply(slot) {
-                    self.send(from, Msg::Accept);
+                    self.send_budgeted(slot, Msg::Accept, codec::ACCEPT_LEN);
                 } else {
                     self.stats.events.add("handshake_rate_limited", 1);
                 }
+                self.preview_ship(now, slot);
                 return;
             }
             self.send(from, Msg::Accept);
@@ -414,7 +482,16 @@ impl RtypeServer {
                 self.stats.events.add("connect_repeated", 1);
             } else {
                 self.stats.events.add("rejoin", 1);
-                self.spawn_ship(slot);
+                // A new ship, a new id (the old one stayed reserved since GAMEOVER).
+                let old = self.sessions.get(slot).map(|s| s.state.ship_id);
+                let id = self.draw_ship_id();
+                if let Some(old) = old {
+                    self.ship_ids.remove(&old);
+                }
+                if let Some(c) = self.sessions.state_mut(slot) {
+                    c.ship_id = id;
+                }
+                self.spawn_ship(slot, true);
             }
             return;
         }
@@ -447,12 +524,15 @@ impl RtypeServer {
                 snapshot: Vec::new(),
             });
         }
+        let ship_id = self.draw_ship_id();
         self.sessions.insert(
             from,
             now,
             Client {
-                client_id,
+                ship_id,
                 ship: None,
+                preview_at: None,
+                previews: 0,
                 dx: 0.0,
                 dy: 0.0,
                 shooting: false,
@@ -461,8 +541,12 @@ impl RtypeServer {
         );
         self.stats.accepted += 1;
         self.stats.clients = self.sessions.len();
+        self.sessions.credit(slot, len);
         self.sessions.may_reply(slot);
-        self.send(from, Msg::Accept);
+        self.send_budgeted(slot, Msg::Accept, codec::ACCEPT_LEN);
+        // CONNECT (8 bytes) pays for ACCEPT (4); the preview (18) goes out once the client's
+        // next datagrams (its first inputs) have paid for it.
+        self.preview_ship(now, slot);
         let r = &mut self.rooms[room];
         if r.members == 0 {
             r.next_spawn_tick = self.ticks_run + 1;
@@ -470,8 +554,9 @@ impl RtypeServer {
         r.members += 1;
     }
 
-    /// The client in `slot` sent its first datagram after ACCEPT: its address is proven
-    /// (admission rule 2), so it joins the game: the room's ENTITY_CREATEs, then its ship.
+    /// The client in `slot` echoed its ship's id: its address is proven (admission rule 2),
+    /// so it joins the game: the room's ENTITY_CREATEs, then its ship for the others (it
+    /// has seen its own in the preview).
     fn on_proven(&mut self, slot: usize) {
         let Some(conn) = self.sessions.get(slot).map(|s| s.conn) else {
             return;
@@ -484,19 +569,14 @@ impl RtypeServer {
             let view = self.rooms[room].entities[i].view();
             self.send(conn, Msg::Create(view));
         }
-        self.spawn_ship(slot);
+        self.spawn_ship(slot, false);
     }
 
-    /// A new ship for the client in `slot`, announced to its room.
-    fn spawn_ship(&mut self, slot: usize) {
-        let Some(client_id) = self.sessions.get(slot).map(|s| s.state.client_id) else {
-            return;
-        };
-        let id = self.alloc_ship_id(client_id);
+    /// The ship of the client in `slot` with entity id `id`, where it spawns.
+    fn ship_entity(&self, slot: usize, id: u32) -> Entity {
         let size = self.room_size();
-        let room = self.room_index(slot);
         let lane = (slot % size) as f32 + 1.0;
-        let ship = Entity {
+        Entity {
             id,
             kind: Kind::Player,
             x: 100.0,
@@ -506,13 +586,29 @@ impl RtypeServer {
             hp: i32::from(self.cfg.player_hp),
             owner: Some(slot),
             dead: false,
+        }
+    }
+
+    /// A new ship for the client in `slot`, with the id reserved for it, announced to its
+    /// room (to the client itself too when `to_self`; a first join's client has its preview).
+    fn spawn_ship(&mut self, slot: usize, to_self: bool) {
+        let Some(id) = self.sessions.get(slot).map(|s| s.state.ship_id) else {
+            return;
         };
+        let room = self.room_index(slot);
+        let ship = self.ship_entity(slot, id);
         if let Some(c) = self.sessions.get_mut(slot).map(|s| &mut s.state) {
             c.ship = Some(id);
             c.next_fire_tick = self.ticks_run;
         }
         self.rooms[room].entities.push(ship);
-        self.broadcast(room, Msg::Create(ship.view()));
+        let size = self.room_size();
+        let own = self.sessions.get(slot).map(|s| s.conn);
+        for (_, s) in self.sessions.range(room * size..(room + 1) * size) {
+            if s.proven && (to_self || Some(s.conn) != own) {
+                self.out.push_back((s.conn, Msg::Create(ship.view())));
+            }
+        }
     }
 
     /// Remove a client (DISCONNECT or idle timeout): its ship leaves the room.
@@ -526,9 +622,10 @@ impl RtypeServer {
             return;
         };
         r.members = r.members.saturating_sub(1);
+        // The reserved id is the live ship's, if there is one.
+        self.ship_ids.remove(&c.ship_id);
         if let Some(id) = c.ship {
             r.entities.retain(|e| e.id != id);
-            self.ship_ids.remove(&id);
             self.broadcast(room, Msg::Destroy(id));
         }
         let r = &mut self.rooms[room];
@@ -724,9 +821,8 @@ impl RtypeServer {
                     let Some(s) = self.sessions.get_mut(slot) else {
                         continue;
                     };
-                    if let Some(id) = s.state.ship.take() {
-                        self.ship_ids.remove(&id);
-                    }
+                    // The id stays reserved until a rejoin draws a new one or the client goes.
+                    s.state.ship.take();
                     let addr = s.conn;
                     self.stats.events.add("gameover", 1);
                     self.send(addr, Msg::GameOver);
@@ -760,11 +856,12 @@ impl RtypeServer {
     }
 }
 
-/// Next server-assigned id that no live ship uses.
+/// Next id for an enemy or a projectile: counted in `SERVER_ID_BASE..SHIP_ID_BASE` (ships
+/// draw theirs above), skipping reserved ones.
 fn alloc_id(next: &mut u32, ship_ids: &HashSet<u32>) -> u32 {
     loop {
         let id = *next;
-        *next = if *next == u32::MAX {
+        *next = if *next >= SHIP_ID_BASE - 1 {
             SERVER_ID_BASE
         } else {
             *next + 1
@@ -804,8 +901,8 @@ impl Server for RtypeServer {
             self.stats.dropped.add2(ty.name(), "wrong_direction", 1);
             return;
         }
-        if let Packet::Connect { client_id } = packet {
-            self.on_connect(now, from, client_id);
+        if let Packet::Connect { .. } = packet {
+            self.on_connect(now, from, data.len());
             return;
         }
         let Some(slot) = self.sessions.slot_of(from) else {
@@ -816,8 +913,32 @@ impl Server for RtypeServer {
             return;
         };
         session.last_seen = now;
-        if self.sessions.prove(slot) {
-            self.on_proven(slot);
+        if !session.proven {
+            // Only an INPUT echoing the previewed ship id proves the address: a forger who
+            // never read the preview cannot know it (2^31 values).
+            let proof = session.state.ship_id;
+            match packet {
+                Packet::Input { entity, .. } if entity == proof => {
+                    self.sessions.prove(slot);
+                    self.on_proven(slot);
+                }
+                Packet::Disconnect => {
+                    self.stats.disconnected += 1;
+                    self.remove(slot);
+                    return;
+                }
+                _ => {
+                    // An input sent before the preview arrived, a ping, or a blind guess:
+                    // it pays for the preview (again), nothing more.
+                    self.stats.events.add("unproven_datagram", 1);
+                    self.sessions.credit(slot, data.len());
+                    if matches!(packet, Packet::Ping) {
+                        self.send_budgeted(slot, Msg::Pong, codec::PONG_LEN);
+                    }
+                    self.preview_ship(now, slot);
+                    return;
+                }
+            }
         }
         let Some(client) = self.sessions.state_mut(slot) else {
             return;
