@@ -415,19 +415,67 @@ fn the_architecture_page_draws_the_layers_the_layers_test_enforces() {
         drawn, enforced,
         "docs/dev/architecture.md and tests/layers.rs draw different layers"
     );
-    for module in [
-        "cli",
-        "report",
-        "engine",
-        "scenario",
-        "transport",
-        "protocol",
-        "metrics",
-        "duration",
-    ] {
+    let lib = std::fs::read_to_string(root().join("src/lib.rs")).expect("src/lib.rs");
+    let lib_drawn = text_block(&lib, true).expect("a ```text diagram in src/lib.rs");
+    assert_eq!(
+        drawn, lib_drawn,
+        "docs/dev/architecture.md and src/lib.rs draw different layers"
+    );
+    // The table's "may use" column is the ALLOWED table, module by module, in its order.
+    let allowed = allowed_table(&layers);
+    assert!(allowed.len() >= 8, "parsed ALLOWED: {allowed:?}");
+    for (module, uses) in &allowed {
+        let row = page
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{module}` |")))
+            .unwrap_or_else(|| panic!("the architecture page has no row for `{module}`"));
+        let may_use = row.trim_end_matches('|').rsplit('|').next().unwrap_or("");
+        let listed: Vec<String> = may_use
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_string)
+            .collect();
+        assert_eq!(
+            &listed, uses,
+            "the architecture page's row for `{module}` lists what ALLOWED allows"
+        );
         assert!(
-            page.contains(&format!("| `{module}` |")),
-            "the architecture page's table has a row for `{module}`"
+            drawn.contains(module.as_str()),
+            "the diagram names `{module}`"
         );
     }
+}
+
+/// `tests/layers.rs`'s `ALLOWED` table, read from its source: each module and the modules it
+/// may use, in the order written.
+fn allowed_table(layers: &str) -> Vec<(String, Vec<String>)> {
+    let start = layers
+        .find("const ALLOWED")
+        .expect("const ALLOWED in tests/layers.rs");
+    let body = &layers[start..];
+    let body = &body[..body.find("];").expect("the end of ALLOWED")];
+    let compact: String = body.chars().filter(|c| !c.is_whitespace()).collect();
+    let mut out = Vec::new();
+    let mut rest = compact.as_str();
+    while let Some(i) = rest.find("(\"") {
+        let after = &rest[i + 2..];
+        let Some(name_end) = after.find('"') else {
+            break;
+        };
+        let name = after[..name_end].to_string();
+        let Some(list_start) = after.find("&[") else {
+            break;
+        };
+        let list = &after[list_start + 2..];
+        let list_end = list.find(']').unwrap_or(list.len());
+        let uses = list[..list_end]
+            .split(',')
+            .map(|s| s.trim_matches('"').to_string())
+            .filter(|s| !s.is_empty())
+            .collect();
+        out.push((name, uses));
+        rest = &list[list_end..];
+    }
+    out
 }
