@@ -6,8 +6,8 @@
 #     -e TICKSWARM_TARGET=staging.example.net:7777 -e TICKSWARM_OUT=/reports/run \
 #     tickswarm run /scenarios/quickstart.yaml
 #
-# Every run option can come from a TICKSWARM_* variable (see README "Environment").
-# scripts/check_container.sh builds this file and checks the image (README "Containers and CI").
+# Every run option can come from a TICKSWARM_* variable (see docs/reference/environment.md).
+# scripts/check_container.sh builds this file and checks the image (docs/guide/containers.md).
 
 FROM rust:1-slim-bookworm AS build
 WORKDIR /src

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Builds the repository's Dockerfile and uses the image the way README "Containers and CI"
+# Builds the repository's Dockerfile and uses the image the way docs/guide/containers.md
 # tells a user to:
 #   1. the image is small (the size is printed and bounded) and runs as uid 10001, not root;
-#   2. `tickswarm serve` in one container and the README's `run` command in another (a volume
+#   2. `tickswarm serve` in one container and that page's `run` command in another (a volume
 #      for /reports, the target from TICKSWARM_TARGET, an arbitrary --user as a CI runner has)
 #      give exit 0, a passing summary.json, junit.xml and report.html on the host, owned by
 #      that user;
@@ -132,7 +132,7 @@ uid=$($ENGINE run --rm --entrypoint id "$IMAGE" -u)
 version=$($ENGINE run --rm "$IMAGE" --version)
 echo "check_container: runs as uid $uid; $version"
 
-# --- 2. a reference server in one container, the README's run in another ---------------------
+# --- 2. a reference server in one container, the book's run in another ---------------------
 PORT=$(free_udp_port)
 SERVER=tickswarm-check-serve-$$
 CONTAINERS+=("$SERVER")
@@ -145,7 +145,7 @@ done
 $ENGINE logs "$SERVER" 2>&1 | grep -q "127.0.0.1:$PORT" ||
     { $ENGINE logs "$SERVER"; fail "the reference server in the container did not start"; }
 
-# A CI runner's uid is not 10001 (GitHub's is 1001): the README's command passes --user so the
+# A CI runner's uid is not 10001 (GitHub's is 1001): the book's command passes --user so the
 # mounted folder stays the runner's. 4242 stands for such a uid.
 RUN_UID=4242
 mkdir -p "$WORK/reports"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# histograms.hlog read by the standard Java HdrHistogram tools, with the steps README gives:
+# histograms.hlog read by the standard Java HdrHistogram tools, with the steps docs/reference/hlog.md gives:
 # a short quickstart run, then HistogramLogProcessor with -tag rtt_us and
 # -outputValueUnitRatio 1000 (our values are microseconds); its total count, mean and max
 # must match summary.json. Needs a JRE and the HdrHistogram jar (Debian:

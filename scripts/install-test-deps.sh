@@ -11,9 +11,9 @@
 #     none of them; .ci/run builds and tests the gns feature.
 #   chromium: opens report.html headless at desktop and phone widths (tests/report_browser.rs)
 #   podman, runc, debootstrap: build and run the Dockerfile's image without a Docker daemon
-#     (scripts/check_container.sh, .ci/run step 11; it uses Docker instead when one answers)
+#     (scripts/check_container.sh, .ci/run step 12; it uses Docker instead when one answers)
 #   python3-venv: the schema and Kubernetes validators scripts/check_ci_examples.sh installs
-#     from PyPI into a venv (.ci/run step 12)
+#     from PyPI into a venv (.ci/run step 13)
 set -euo pipefail
 pkgs=(libenet-dev liblz4-dev build-essential pkg-config python3 prometheus chromium
       cmake libprotobuf-dev protobuf-compiler libssl-dev libclang-dev

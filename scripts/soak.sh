@@ -11,8 +11,8 @@
 #   BIN=path/to/tickswarm to skip the release build.
 #   PORT_RANGE="40000 40499" (root only) runs the soak in a network namespace of its own
 #   (loopback only) whose ephemeral ports are that range, so a storm's bots often get the
-#   ports of the previous storm's bots: the address-reuse case of README's "A reused client
-#   port" every storm or two instead of every few dozen.
+#   ports of the previous storm's bots: the address-reuse case ("A reused client port" in
+#   docs/security/reference-servers.md) every storm or two instead of every few dozen.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

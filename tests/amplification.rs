@@ -1,6 +1,6 @@
 //! A reference server must not amplify: an address that sends a handshake and never answers
 //! (a forged source, the victim of a reflection attack) receives no more bytes than were sent
-//! in its name. See `src/protocol/admission.rs` and README "Security".
+//! in its name. See `src/protocol/admission.rs` and `docs/security/reference-servers.md`.
 //!
 //! Each protocol's server runs behind the server transport the engine gives it (raw UDP or
 //! ENet), sans-IO, for 5 s of simulated time in 1 ms steps; the handshake is the first

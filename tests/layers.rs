@@ -1,13 +1,28 @@
-//! The crate's layers point down only (README "Architecture"):
+//! The crate's layers point down only (the picture in `src/lib.rs`, which must match this one,
+//! and in `docs/dev/architecture.md`):
 //!
 //! ```text
-//! cli ─┬─> report ──────────────────────────────┐
-//!      └─> engine ─> scenario ─┬─> protocol ─> metrics ─> duration
-//!            └────> transport ─┘
+//!               cli
+//!         ┌──────┴──────┐
+//!         ▼             ▼
+//!       engine        report
+//!     ┌───┴────┐        │
+//!     ▼        ▼        │
+//! scenario  transport   │
+//!   │   └──┬───┘        │
+//!   │      ▼            │
+//!   │   protocol        │
+//!   │      ▼            │
+//!   │   metrics ◄───────┘
+//!   ▼      │
+//! netsim   │
+//!   └──┬───┘
+//!      ▼
+//!   duration
 //! ```
 //!
-//! A module may name (`crate::<module>`) only the modules below it. This test reads the
-//! sources, so an import that points up (or sideways, such as report -> engine) fails here
+//! A module may name (`crate::<module>`) only the modules it reaches along the arrows. This
+//! test reads the sources, so an import that points up (or sideways, such as report -> engine) fails here
 //! before it becomes a cycle.
 
 use std::collections::BTreeMap;

@@ -1,6 +1,7 @@
-//! The repository is self-contained: nothing in it points at documents that live outside a
-//! user's clone. Every protocol fact the code cites is on the project's own page,
-//! `docs/protocols/<name>.md`, and each protocol's `INFO.spec` names that page.
+//! The repository is self-contained: nothing in it (code, scripts, README.md and the docs/
+//! book) points at documents that live outside a user's clone. Every protocol fact the code
+//! cites is on the project's own page, `docs/protocols/<name>.md`, and each protocol's
+//! `INFO.spec` names that page.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -98,6 +99,13 @@ fn no_file_points_outside_the_repository() {
         }
     }
     assert!(text_files > 100, "only {text_files} text files read");
+    // The book and the README are read too: they are where a reference outside would hurt most.
+    for doc in ["README.md", "docs/SUMMARY.md", "docs/dev/architecture.md"] {
+        assert!(
+            files.iter().any(|f| f.ends_with(doc)),
+            "{doc} is not among the files read"
+        );
+    }
     assert!(
         hits.is_empty(),
         "{} reference(s) to documents outside the repository; cite docs/protocols/<name>.md \

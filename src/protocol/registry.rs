@@ -95,8 +95,8 @@ impl TransportNeeds {
         match self {
             TransportNeeds::Gns if !cfg!(feature = "gns") => Err(
                 "transport: gns needs GameNetworkingSockets, which this tickswarm was built \
-                 without: rebuild with `cargo build --release --features gns` (see README, \
-                 \"GameNetworkingSockets\"), or use transport: udp"
+                 without: rebuild with `cargo build --release --features gns` (see \
+                 docs/guide/gns.md), or use transport: udp"
                     .into(),
             ),
             _ => Ok(()),

@@ -4,7 +4,7 @@
 //! The summary keeps percentiles; the log keeps the histograms themselves, so runs from
 //! several load machines merge exactly (histogram addition), and standard HdrHistogram tools
 //! (HistogramLogAnalyzer, the Java `HistogramLogProcessor`) read it. Values are microseconds
-//! (README "Reading histograms.hlog" gives the commands).
+//! (`docs/reference/hlog.md` gives the commands).
 //!
 //! The header is the one the Java `HistogramLogWriter` writes: comments, the
 //! `#[Histogram log format version 1.3]` line, `#[StartTime: ...]`, `#[BaseTime: ...]` and

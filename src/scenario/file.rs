@@ -1,4 +1,4 @@
-//! The scenario file as written (serde types). README documents every key; `scenarios/`
+//! The scenario file as written (serde types). `docs/guide/scenarios.md` documents every key; `scenarios/`
 //! has commented examples.
 
 use serde::{Deserialize, Serialize};
