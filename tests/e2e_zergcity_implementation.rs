@@ -205,13 +205,27 @@ fn the_shipped_scenario_passes_against_five_peers() {
     // Inputs are reliable: all arrive, bar those still queued when the bots left (one
     // second's worth at most: 20 bots at 5 a second).
     assert!(sent > 20 * 5 * 10, "{sent} inputs sent");
-    assert!(received <= sent && received + 100 >= sent, "sent {sent}, peers got {received}");
+    assert!(
+        received <= sent && received + 100 >= sent,
+        "sent {sent}, peers got {received}"
+    );
     let applied = s["snapshots_applied"].as_u64().unwrap_or(0);
-    assert!(applied > 0 && applied <= 4 * sum(&peers, "updates"), "{applied}");
+    assert!(
+        applied > 0 && applied <= 4 * sum(&peers, "updates"),
+        "{applied}"
+    );
     let pm = &s["protocol_metrics"];
-    assert!(pm["server_heartbeats"].as_u64().unwrap_or(0) >= 20 * 10, "{pm}");
+    assert!(
+        pm["server_heartbeats"].as_u64().unwrap_or(0) >= 20 * 10,
+        "{pm}"
+    );
     assert_eq!(s["loss"]["upstream"]["rate"], 0.0, "{}", s["loss"]);
-    assert_eq!(s["loss"]["downstream"], Value::Null, "not measurable: {}", s["loss"]);
+    assert_eq!(
+        s["loss"]["downstream"],
+        Value::Null,
+        "not measurable: {}",
+        s["loss"]
+    );
 }
 
 /// Faults injected at the peers: every 10th Heartbeat lost on the way (for the first 11 s,
@@ -253,7 +267,11 @@ fn loss_and_rtt_match_the_injected_faults_and_the_fifth_bot_is_refused() {
         "{}",
         s["errors"]
     );
-    assert_eq!(peers[0].stat("connects"), 4, "the fifth connect never got in");
+    assert_eq!(
+        peers[0].stat("connects"),
+        4,
+        "the fifth connect never got in"
+    );
     for p in &peers {
         assert_eq!(p.stat("joins"), 4, "{:?}", p.log.last());
         assert_eq!(p.stat("silence_drops"), 0, "heartbeats kept every bot in");
@@ -270,15 +288,24 @@ fn loss_and_rtt_match_the_injected_faults_and_the_fifth_bot_is_refused() {
     let measured = up["rate"].as_f64().expect("upstream loss measured");
     eprintln!("upstream loss: bots {measured:.4}, peers {dropped}/{heartbeats} = {truth:.4}");
     assert!(dropped > 50, "{dropped} heartbeats dropped");
-    assert!((measured - truth).abs() <= 0.005, "bots {measured}, peers {truth}");
+    assert!(
+        (measured - truth).abs() <= 0.005,
+        "bots {measured}, peers {truth}"
+    );
     let pm = &s["protocol_metrics"];
     let lost = pm["heartbeat_lost"].as_u64().unwrap_or(0);
-    assert!(lost >= dropped && lost <= dropped + 5, "bots {lost}, peers {dropped}");
+    assert!(
+        lost >= dropped && lost <= dropped + 5,
+        "bots {lost}, peers {dropped}"
+    );
 
     // RTT from the echoes: never under the hold.
     let rtt_min = s["rtt_us"]["min"].as_u64().expect("rtt measured");
     assert_eq!(s["rtt_source"], "protocol_ping");
-    assert!(rtt_min >= 30_000, "rtt min {rtt_min} µs under the 30 ms hold");
+    assert!(
+        rtt_min >= 30_000,
+        "rtt min {rtt_min} µs under the 30 ms hold"
+    );
 
     // StateUpdates: the LZ4 ones decoded too.
     let compressed = sum(&peers, "compressed");
@@ -290,7 +317,10 @@ fn loss_and_rtt_match_the_injected_faults_and_the_fifth_bot_is_refused() {
     );
     let sent = s["inputs_sent"].as_u64().unwrap_or(0);
     let received = sum(&peers, "inputs");
-    assert!(received <= sent && received + 100 >= sent, "sent {sent}, peers got {received}");
+    assert!(
+        received <= sent && received + 100 >= sent,
+        "sent {sent}, peers got {received}"
+    );
 }
 
 /// The spec dialect against the real server's bytes: every message is a decode error, and

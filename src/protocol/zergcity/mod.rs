@@ -8,6 +8,11 @@
 //! - [`bot`]: the simulated player: handshake, baselines and deltas, actions, RTT and clock
 //!   offset, chat, reconnection with the session token.
 //! - [`server`]: the reference server: four-player games at 20 Hz.
+//! - [`implementation`]: `dialect: implementation`, the real game server's own wire format
+//!   (codec, bot, reference server); what its bots can and cannot measure is in
+//!   [`implementation::bot`].
+//!
+//! The rest of this text is about the spec dialect.
 //!
 //! Each message goes out on the channel [`codec::MsgType::channel`] names (the page's
 //! "Transport").
@@ -414,15 +419,19 @@ impl ZergCityOptions {
         }
         if self.dialect == Dialect::Implementation {
             if self.chat_rate > 0.0 {
-                return Err("chat_rate: the implementation dialect's bots do not chat (the real \
+                return Err(
+                    "chat_rate: the implementation dialect's bots do not chat (the real \
                             server's chat is not part of its load); set chat_rate: 0"
-                    .into());
+                        .into(),
+                );
             }
             let w = &self.actions;
             if w.as_array().iter().sum::<f64>() - w.purchase_tile <= 0.0 {
-                return Err("actions: the implementation dialect has no purchase_tile input; \
+                return Err(
+                    "actions: the implementation dialect has no purchase_tile input; \
                             give another action a weight"
-                    .into());
+                        .into(),
+                );
             }
         }
         Ok(())
@@ -439,7 +448,10 @@ pub struct ZergCity;
 impl ZergCity {
     pub fn server_config(_o: &ZergCityOptions, s: &ServerParams) -> ZergCityServerConfig {
         ZergCityServerConfig {
-            max_players: s.players_per_instance.unwrap_or(MAX_PLAYERS).clamp(1, MAX_PLAYERS),
+            max_players: s
+                .players_per_instance
+                .unwrap_or(MAX_PLAYERS)
+                .clamp(1, MAX_PLAYERS),
             client_timeout: s.client_timeout.0.max(Duration::from_secs(1)),
             ..ZergCityServerConfig::default()
         }
@@ -500,7 +512,11 @@ impl Protocol for ZergCity {
     }
 
     fn players_per_instance(_: &ZergCityOptions, s: &ServerParams) -> Option<usize> {
-        Some(s.players_per_instance.unwrap_or(MAX_PLAYERS).clamp(1, MAX_PLAYERS))
+        Some(
+            s.players_per_instance
+                .unwrap_or(MAX_PLAYERS)
+                .clamp(1, MAX_PLAYERS),
+        )
     }
 
     fn cannot_measure(o: &ZergCityOptions, metric: Metric) -> Option<&'static str> {

@@ -117,10 +117,9 @@ pub struct ImplementationBot {
 impl ImplementationBot {
     pub fn new(params: BotParams, opts: ZergCityOptions) -> Self {
         let name = format!("{}-{}", opts.name_prefix, params.index);
-        let interval = params.ping_interval.clamp(
-            Duration::from_millis(250),
-            MAX_HEARTBEAT_INTERVAL,
-        );
+        let interval = params
+            .ping_interval
+            .clamp(Duration::from_millis(250), MAX_HEARTBEAT_INTERVAL);
         let w = &opts.actions;
         let weights = [
             (input::PLACE_BUILDING, w.place_building),
@@ -242,8 +241,7 @@ impl ImplementationBot {
                 self.tick_at = Some((tick, now));
                 if client_ts == 0 {
                     rec.event("server_heartbeats");
-                } else if let Some(i) = self.in_flight.iter().position(|&(ts, _)| ts == client_ts)
-                {
+                } else if let Some(i) = self.in_flight.iter().position(|&(ts, _)| ts == client_ts) {
                     // Older heartbeats still waiting stay: an unreliable one may be overtaken.
                     if let Some((_, sent)) = self.in_flight.remove(i) {
                         rec.record_rtt(now.saturating_duration_since(sent).as_micros() as u64);
@@ -253,9 +251,9 @@ impl ImplementationBot {
                     rec.event("heartbeat_echo_unmatched");
                 }
             }
-            Message::PlayerList { has, .. } => {
+            Message::PlayerList(list) => {
                 rec.event("player_list");
-                if self.player != 0 && !has[usize::from(self.player)] {
+                if self.player != 0 && !list.players().any(|p| p.id == self.player) {
                     rec.event("player_list_without_self");
                 }
             }

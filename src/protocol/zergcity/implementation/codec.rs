@@ -216,6 +216,29 @@ pub struct PlayerInfo<'a> {
     pub latency_ms: u32,
 }
 
+fn read_player<'a>(r: &mut Reader<'a>) -> Result<PlayerInfo<'a>, DecodeError> {
+    Ok(PlayerInfo {
+        id: r.u8()?,
+        name: r.string(MAX_PAYLOAD)?,
+        status: r.u8()?,
+        latency_ms: r.u32()?,
+    })
+}
+
+/// A PlayerList, checked to hold `count` sound entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlayerList<'a> {
+    pub count: u8,
+    list: &'a [u8],
+}
+
+impl<'a> PlayerList<'a> {
+    pub fn players(&self) -> impl Iterator<Item = PlayerInfo<'a>> + 'a {
+        let mut r = Reader::new(self.list, "player_list");
+        (0..self.count).map_while(move |_| read_player(&mut r).ok())
+    }
+}
+
 /// A StateUpdate's body after the `compressed` flag (decompressed when it was compressed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StateUpdate<'a> {
@@ -300,11 +323,7 @@ pub enum Message<'a> {
         players: u8,
         tick: u64,
     },
-    PlayerList {
-        count: u8,
-        /// Whether `player` is among them.
-        has: [bool; 256],
-    },
+    PlayerList(PlayerList<'a>),
     Chat {
         sender: u8,
     },
@@ -375,9 +394,7 @@ pub fn decode<'a>(
     if usize::from(h.len) > MAX_PAYLOAD {
         return Err(err("envelope", "payload_too_large"));
     }
-    let payload = b
-        .get(HEADER_LEN..end)
-        .ok_or(err("envelope", "truncated"))?;
+    let payload = b.get(HEADER_LEN..end).ok_or(err("envelope", "truncated"))?;
     let m = decode_payload(h.ty, payload, dec)?;
     Ok((m, end))
 }
@@ -443,17 +460,12 @@ fn decode_payload<'a>(
         ty::PLAYER_LIST => {
             let mut r = Reader::new(p, "player_list");
             let count = r.u8()?;
-            let mut has = [false; 256];
+            let list = r.rest();
+            let mut check = Reader::new(list, "player_list");
             for _ in 0..count {
-                let info = PlayerInfo {
-                    id: r.u8()?,
-                    name: r.string(MAX_PAYLOAD)?,
-                    status: r.u8()?,
-                    latency_ms: r.u32()?,
-                };
-                has[usize::from(info.id)] = true;
+                read_player(&mut check)?;
             }
-            Message::PlayerList { count, has }
+            Message::PlayerList(PlayerList { count, list })
         }
         ty::CHAT => {
             let mut r = Reader::new(p, "chat");
@@ -857,10 +869,7 @@ mod tests {
             w.bytes(&[0xFF; 10])
         })
         .unwrap();
-        assert_eq!(
-            decode(&b[..n], &mut dec).unwrap_err().reason,
-            "lz4_corrupt"
-        );
+        assert_eq!(decode(&b[..n], &mut dec).unwrap_err().reason, "lz4_corrupt");
     }
 
     #[test]
@@ -868,6 +877,8 @@ mod tests {
         let mut b = [0u8; 64];
         let n = encode_server_status(&mut b, 1, 4, 0, 0, b"z").unwrap();
         assert!(fits(&b[..n]));
-        assert!(!fits(b"ZCNT\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"));
+        assert!(!fits(
+            b"ZCNT\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+        ));
     }
 }

@@ -178,9 +178,7 @@ impl ImplementationServer {
 
     fn reject(&mut self, conn: ConnId, reason: u8) {
         self.stats.refused += 1;
-        self.stats
-            .events
-            .add(codec::join_reject_name(reason), 1);
+        self.stats.events.add(codec::join_reject_name(reason), 1);
         self.send(conn, |b| codec::encode_join_reject(b, reason, b"refused"));
         self.closing.push_back(conn);
     }
@@ -311,13 +309,21 @@ impl ImplementationServer {
             slot.entities += 1;
             (u32::from(own) << 24 | n, codec::DELTA_CREATE)
         } else {
-            (u32::from(own) << 24 | (u32::from(x as u16) % 64), codec::DELTA_UPDATE)
+            (
+                u32::from(own) << 24 | (u32::from(x as u16) % 64),
+                codec::DELTA_UPDATE,
+            )
         };
         self.changes.push((entity, delta, x, y));
         Ok(())
     }
 
-    fn on_heartbeat(&mut self, now: Instant, ci: usize, p: &[u8]) -> Result<(), codec::DecodeError> {
+    fn on_heartbeat(
+        &mut self,
+        now: Instant,
+        ci: usize,
+        p: &[u8],
+    ) -> Result<(), codec::DecodeError> {
         let mut r = Reader::new(p, "heartbeat");
         let ts = r.u64()?;
         let _seq = r.u32()?;
@@ -366,8 +372,7 @@ impl ImplementationServer {
         let mut beat = Vec::new();
         let mut drop = Vec::new();
         for c in &mut self.clients {
-            if now.saturating_duration_since(c.last_sent_heartbeat) >= self.cfg.heartbeat_interval
-            {
+            if now.saturating_duration_since(c.last_sent_heartbeat) >= self.cfg.heartbeat_interval {
                 c.last_sent_heartbeat = now;
                 beat.push(c.conn);
             }
@@ -385,7 +390,9 @@ impl ImplementationServer {
         }
         let grace = self.cfg.grace;
         self.players.retain(|s| {
-            s.conn.is_some() || s.left_at.is_some_and(|t| now.saturating_duration_since(t) <= grace)
+            s.conn.is_some()
+                || s.left_at
+                    .is_some_and(|t| now.saturating_duration_since(t) <= grace)
         });
     }
 
