@@ -18,8 +18,9 @@
 //! - **Upstream loss**: Heartbeats go on the unreliable channel (unless
 //!   `reliable_heartbeats`), so one can be lost on the way; a Heartbeat without its echo
 //!   within `heartbeat_timeout_ms` is lost (`heartbeat_lost`). The server answers every
-//!   Heartbeat reliably, so each loss is the upstream one. Heartbeats in flight at the end of a
-//!   session are not counted.
+//!   Heartbeat reliably, so each loss is the upstream one. Heartbeats in flight when the bot
+//!   stops or drops its session on purpose are not counted (`heartbeats_abandoned`): their
+//!   echo could never arrive.
 //! - **Downstream loss**: not measurable. Everything the server sends is reliable on channel
 //!   0 (ENet retransmits it), and a StateUpdate goes out only for ticks in which something
 //!   changed, so a gap in its ticks is a quiet tick, not a loss.
@@ -432,6 +433,8 @@ impl ImplementationBot {
         self.reconnect_at = None;
         self.out.clear();
         // Heartbeats in flight on the dropped session can never be answered: not loss.
+        rec.events
+            .add("heartbeats_abandoned", self.in_flight.len() as u64);
         self.in_flight.clear();
     }
 
