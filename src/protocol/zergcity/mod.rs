@@ -558,4 +558,34 @@ mod tests {
         };
         assert!(bad.validate().is_err());
     }
+
+    #[test]
+    fn the_implementation_dialect_says_what_it_cannot_measure() {
+        let o: ZergCityOptions =
+            serde_saphyr::from_str("dialect: implementation\nheartbeat_timeout_ms: 500\n").unwrap();
+        assert_eq!(o.dialect, Dialect::Implementation);
+        assert!(o.validate().is_ok());
+        assert!(ZergCity::cannot_measure(&o, Metric::DownstreamLoss).is_some());
+        assert!(ZergCity::cannot_measure(&o, Metric::UpstreamLoss).is_none());
+        let reliable = ZergCityOptions {
+            reliable_heartbeats: true,
+            ..o.clone()
+        };
+        assert!(ZergCity::cannot_measure(&reliable, Metric::UpstreamLoss).is_some());
+        assert!(
+            ZergCity::cannot_measure(&ZergCityOptions::default(), Metric::DownstreamLoss).is_none()
+        );
+        let chatty = ZergCityOptions {
+            chat_rate: 2.0,
+            ..o.clone()
+        };
+        assert!(chatty.validate().unwrap_err().contains("chat_rate"));
+        assert_eq!(
+            ZergCity::transport(&o),
+            TransportNeeds::Enet(EnetNeeds {
+                channels: 2,
+                compression: EnetCompression::None
+            })
+        );
+    }
 }

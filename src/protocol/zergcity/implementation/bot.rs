@@ -648,3 +648,204 @@ impl std::fmt::Debug for ImplementationBot {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bot() -> (ImplementationBot, Recorder, Instant) {
+        let mut p = BotParams::with_index(3, 7);
+        p.input_rate_hz = 10.0;
+        p.ping_interval = Duration::from_millis(500);
+        let opts = ZergCityOptions {
+            dialect: crate::protocol::zergcity::Dialect::Implementation,
+            heartbeat_timeout_ms: 1000,
+            ..ZergCityOptions::default()
+        };
+        (
+            ImplementationBot::new(p, opts),
+            Recorder::new(),
+            Instant::now(),
+        )
+    }
+
+    /// Everything the bot wants sent: (type, channel, reliable, payload).
+    fn sent(b: &mut ImplementationBot) -> Vec<(u16, u8, bool, Vec<u8>)> {
+        let mut buf = [0u8; 1500];
+        let mut v = Vec::new();
+        while let Some(t) = b.poll_transmit(&mut buf) {
+            let h = codec::Header::parse(&buf[..t.len]).unwrap();
+            assert_eq!(h.version, 1);
+            assert_eq!(usize::from(h.len) + codec::HEADER_LEN, t.len);
+            v.push((h.ty, t.channel, t.reliable, buf[5..t.len].to_vec()));
+        }
+        v
+    }
+
+    fn deliver(
+        b: &mut ImplementationBot,
+        now: Instant,
+        rec: &mut Recorder,
+        enc: impl FnOnce(&mut [u8]) -> Result<usize, codec::EncodeError>,
+    ) {
+        let mut buf = vec![0u8; 70_000];
+        let n = enc(&mut buf).unwrap();
+        b.handle_datagram(now, &buf[..n], rec);
+    }
+
+    #[test]
+    fn join_accept_starts_play_and_inputs_carry_the_player_id() {
+        let (mut b, mut rec, t0) = bot();
+        b.start(t0, &mut rec);
+        let out = sent(&mut b);
+        assert_eq!(out[0].0, codec::ty::JOIN);
+        assert!(out[0].2, "Join is reliable");
+        assert_eq!(&out[0].3[..4], &5u32.to_le_bytes(), "name string: bot-3");
+        deliver(&mut b, t0, &mut rec, |x| {
+            codec::encode_server_status(x, 1, 4, 0, 100, b"z")
+        });
+        deliver(&mut b, t0, &mut rec, |x| {
+            codec::encode_join_accept(x, 2, &[9; 16], 100)
+        });
+        assert_eq!(b.phase(), BotPhase::Connected);
+        assert_eq!(b.player(), 2);
+        assert_eq!(rec.connects_ok, 1);
+        let t1 = t0 + Duration::from_millis(1000);
+        b.handle_timeout(t1, &mut rec);
+        let inputs: Vec<_> = sent(&mut b)
+            .into_iter()
+            .filter(|o| o.0 == codec::ty::INPUT)
+            .collect();
+        assert!(!inputs.is_empty());
+        for (_, ch, rel, p) in &inputs {
+            assert_eq!((*ch, *rel), (CHANNEL_RELIABLE, true));
+            assert_eq!(p.len(), codec::INPUT_LEN);
+            assert_eq!(p[8], 2, "the player id JoinAccept gave");
+            assert!((1..codec::input::COUNT).contains(&p[9]));
+            let tick = u64::from_le_bytes(p[..8].try_into().unwrap());
+            assert!((100..=121).contains(&tick), "estimated server tick {tick}");
+        }
+    }
+
+    #[test]
+    fn a_join_reject_is_a_failure_named_after_its_reason() {
+        let (mut b, mut rec, t0) = bot();
+        b.start(t0, &mut rec);
+        deliver(&mut b, t0, &mut rec, |x| {
+            codec::encode_join_reject(x, 1, b"full")
+        });
+        assert_eq!(b.phase(), BotPhase::Failed);
+        assert_eq!(rec.connect_failures.get("server_full"), 1);
+    }
+
+    #[test]
+    fn heartbeats_are_paired_by_their_echo_and_unanswered_ones_are_lost() {
+        let (mut b, mut rec, t0) = bot();
+        b.start(t0, &mut rec);
+        deliver(&mut b, t0, &mut rec, |x| {
+            codec::encode_join_accept(x, 1, &[9; 16], 0)
+        });
+        b.handle_timeout(t0, &mut rec);
+        let hb: Vec<_> = sent(&mut b)
+            .into_iter()
+            .filter(|o| o.0 == codec::ty::HEARTBEAT)
+            .collect();
+        assert_eq!(hb.len(), 1);
+        let (_, ch, rel, p) = &hb[0];
+        assert_eq!((*ch, *rel), (CHANNEL_UNRELIABLE, false));
+        let ts = u64::from_le_bytes(p[..8].try_into().unwrap());
+        assert_ne!(ts, 0, "0 is the server's own heartbeats' echo");
+        // The server's own heartbeat: counted, never an RTT.
+        deliver(&mut b, t0 + Duration::from_millis(3), &mut rec, |x| {
+            codec::encode_heartbeat_response(x, 0, 1, 2)
+        });
+        assert_eq!(rec.rtt_us.len(), 0);
+        assert_eq!(rec.events.get("server_heartbeats"), 1);
+        // Its echo, 40 ms later.
+        deliver(&mut b, t0 + Duration::from_millis(40), &mut rec, |x| {
+            codec::encode_heartbeat_response(x, ts, 1, 2)
+        });
+        assert_eq!(rec.rtt_us.len(), 1);
+        assert!(rec.rtt_us.min() >= 39_900, "{}", rec.rtt_us.min());
+        assert_eq!((rec.loss_up.expected, rec.loss_up.received), (1, 1));
+        // The next one goes unanswered: lost after heartbeat_timeout_ms.
+        let t1 = t0 + Duration::from_millis(500);
+        b.handle_timeout(t1, &mut rec);
+        assert!(sent(&mut b).iter().any(|o| o.0 == codec::ty::HEARTBEAT));
+        b.handle_timeout(t1 + Duration::from_millis(999), &mut rec);
+        assert_eq!(rec.events.get("heartbeat_lost"), 0);
+        b.handle_timeout(t1 + Duration::from_millis(1000), &mut rec);
+        assert_eq!(rec.events.get("heartbeat_lost"), 1);
+        assert_eq!((rec.loss_up.expected, rec.loss_up.received), (2, 1));
+    }
+
+    #[test]
+    fn a_reconnection_sends_the_token_and_times_the_join_accept() {
+        let (mut b, mut rec, t0) = bot();
+        b.start(t0, &mut rec);
+        deliver(&mut b, t0, &mut rec, |x| {
+            codec::encode_join_accept(x, 3, &[7; 16], 0)
+        });
+        sent(&mut b);
+        b.request_reconnect(t0);
+        b.handle_timeout(t0, &mut rec);
+        assert_eq!(b.poll_relink(), Some(Relink { to: None }));
+        let t1 = t0 + Duration::from_millis(5);
+        b.handle_relinked(t1, &mut rec);
+        let out = sent(&mut b);
+        let rc = out.iter().find(|o| o.0 == codec::ty::RECONNECT).unwrap();
+        assert_eq!(&rc.3[..16], &[7; 16]);
+        deliver(&mut b, t1 + Duration::from_millis(2), &mut rec, |x| {
+            codec::encode_join_accept(x, 3, &[7; 16], 40)
+        });
+        assert_eq!(rec.events.get("reconnect_slot_restored"), 1);
+        assert_eq!(b.phase(), BotPhase::Connected);
+        assert_eq!(
+            rec.connects_ok, 1,
+            "a reconnection is not a second handshake"
+        );
+    }
+
+    #[test]
+    fn state_updates_are_applied_in_tick_order() {
+        let (mut b, mut rec, t0) = bot();
+        b.start(t0, &mut rec);
+        deliver(&mut b, t0, &mut rec, |x| {
+            codec::encode_join_accept(x, 1, &[1; 16], 0)
+        });
+        let body = |tick: u64, kind: u8| {
+            let mut v = Vec::new();
+            v.extend_from_slice(&tick.to_le_bytes());
+            v.extend_from_slice(&1u32.to_le_bytes());
+            v.extend_from_slice(&42u32.to_le_bytes());
+            v.push(kind);
+            v.extend_from_slice(&2000u32.to_le_bytes());
+            v.extend(std::iter::repeat_n(1u8, 2000));
+            v
+        };
+        let b5 = body(5, codec::DELTA_CREATE);
+        deliver(&mut b, t0, &mut rec, |x| codec::encode_state_update(x, &b5));
+        assert_eq!(b.entity_count(), 1);
+        assert_eq!(rec.events.get("state_update_compressed"), 1);
+        deliver(&mut b, t0, &mut rec, |x| codec::encode_state_update(x, &b5));
+        assert_eq!(rec.events.get("state_update_stale"), 1);
+        let b6 = body(6, codec::DELTA_DESTROY);
+        deliver(&mut b, t0, &mut rec, |x| codec::encode_state_update(x, &b6));
+        assert_eq!(b.entity_count(), 0);
+        assert_eq!(rec.snapshots_applied, 2);
+        assert_eq!(rec.decode_errors.total(), 0);
+    }
+
+    #[test]
+    fn spec_bytes_are_a_decode_error_with_a_dialect_hint() {
+        let (mut b, mut rec, t0) = bot();
+        b.start(t0, &mut rec);
+        b.handle_datagram(
+            t0,
+            b"ZCNT\x01\x02\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00",
+            &mut rec,
+        );
+        assert_eq!(rec.events.get("dialect_hint.spec"), 1);
+        assert_eq!(rec.decode_errors.total(), 1);
+    }
+}
