@@ -26,7 +26,8 @@
  *   - Input (100): exactly 30 bytes (tick u64, player u8, type u8, seq u32, x i16, y i16,
  *     param1 u32, param2 u32, value i32); a player id other than the session's, type 0 or
  *     >= 16 is dropped silently. Each accepted input changes one entity.
- *   - StateUpdate (102), 20 ticks a second, only on ticks with changes, to every player:
+ *   - StateUpdate (102), 20 ticks a second, only on ticks with changes, broadcast to every
+ *     connected ENet peer (joined or not; PlayerList likewise):
  *     compressed u8, then body = tick u64, count u32, per entity: id u32, kind u8 (0 create,
  *     1 update, 2 destroy), size u32, data. A body over 1024 bytes is sent as 1 + u32 size
  *     + LZ4 block when that is smaller; else 0 + body.
@@ -342,8 +343,9 @@ static void run_tick(unsigned big_every)
         wbytes(&w, body.b, body.n);
     }
     finish(&w);
+    /* Broadcast to every connected ENet peer, joined or not, as the server does. */
     for (size_t c = 0; c < max_peers; c++)
-        if (clients[c].used && clients[c].player)
+        if (clients[c].used)
             enet_peer_send(&host->peers[c], 0,
                            enet_packet_create(w.b, w.n, ENET_PACKET_FLAG_RELIABLE));
 }

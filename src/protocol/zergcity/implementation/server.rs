@@ -11,7 +11,8 @@
 //!   whose last Heartbeat (or Join) is 10 s old is disconnected.
 //! - Input: 30 bytes, the player id must be the session's; each accepted input changes one
 //!   entity of the player's (created, then updated), and every 50 ms tick with changes sends
-//!   every player one StateUpdate (LZ4 above 1024 bytes). Everything goes reliably on channel
+//!   one StateUpdate (LZ4 above 1024 bytes) to every session, joined or not, as the real
+//!   server's ENet broadcast does (PlayerList likewise). Everything goes reliably on channel
 //!   0.
 //!
 //! The four-peer ENet cap is the transport's: an embedded server's host takes
@@ -354,12 +355,8 @@ impl ImplementationServer {
         }
         self.changes.clear();
         let body = std::mem::take(&mut self.body);
-        let to: Vec<ConnId> = self
-            .clients
-            .iter()
-            .filter(|c| c.player != 0)
-            .map(|c| c.conn)
-            .collect();
+        // Broadcast to every session, joined or not, as the real server's ENet broadcast does.
+        let to: Vec<ConnId> = self.clients.iter().map(|c| c.conn).collect();
         for c in to {
             self.send(c, |b| codec::encode_state_update(b, &body));
         }
