@@ -5,8 +5,9 @@
 //! sequence. Strings are `u32 length` + bytes (no terminator); 64-bit values are written as
 //! two `u32`s, low half first (the same bytes as a little-endian `u64`).
 //!
-//! One message travels in one ENet packet; the decoder still reads messages back to back
-//! until the packet ends ([`Messages`]), so a packet carrying several is not an error.
+//! One message travels in one ENet packet; the bot still reads messages back to back until
+//! the packet ends ([`decode`] returns the bytes each took), so a packet carrying several is
+//! not an error.
 //!
 //! Decoding borrows from the packet (strings, entity data) and, for a compressed
 //! StateUpdate, from the caller's decompression buffer: nothing is allocated per message.
