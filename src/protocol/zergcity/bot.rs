@@ -1042,7 +1042,13 @@ impl Bot for ZergCityBot {
                     Some(m) => self.on_message(now, m, data.len(), d.header.compressed(), rec),
                     None => rec.event("unknown_message_type"),
                 },
-                Err(e) => rec.decode_error(e.message, e.reason),
+                Err(e) => {
+                    rec.decode_error(e.message, e.reason);
+                    // The real game server's envelope: name the wrong dialect.
+                    if super::implementation::codec::fits(data) {
+                        rec.event("dialect_hint.implementation");
+                    }
+                }
             }
         });
     }

@@ -8,6 +8,11 @@
 //! - [`bot`]: the simulated player: handshake, baselines and deltas, actions, RTT and clock
 //!   offset, chat, reconnection with the session token.
 //! - [`server`]: the reference server: four-player games at 20 Hz.
+//! - [`implementation`]: `dialect: implementation`, the real game server's own wire format
+//!   (codec, bot, reference server); what its bots can and cannot measure is in
+//!   [`implementation::bot`].
+//!
+//! The rest of this text is about the spec dialect.
 //!
 //! Each message goes out on the channel [`codec::MsgType::channel`] names (the page's
 //! "Transport").
@@ -38,6 +43,7 @@
 
 pub mod bot;
 pub mod codec;
+pub mod implementation;
 pub mod server;
 pub mod world;
 
@@ -47,6 +53,8 @@ use serde::{Deserialize, Serialize};
 
 pub use bot::ZergCityBot;
 pub use server::{ZergCityServer, ZergCityServerConfig};
+
+use crate::metrics::threshold::Metric;
 
 use super::registry::{EnetCompression, EnetNeeds, Protocol, ServerParams, TransportNeeds};
 use super::{Bot, BotParams, ProtocolInfo, Server};
@@ -58,29 +66,47 @@ pub const MAX_PLAYERS: usize = 4;
 /// The reference simulation's rate (ServerHello's `tick_rate`, "normally 20").
 pub const TICK_RATE: u32 = 20;
 
-/// The wire dialect. Only the spec for now; the known variants (docs/protocols/zergcity.md:
-/// the POC-2 benchmark and the
-/// 5-byte-header game server) would be further values here.
+/// The wire dialect: the spec, or the real game server of the project the spec came from
+/// ([`implementation`]). Its POC-2 benchmark server is a third wire format, not offered (the
+/// page says why).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Dialect {
     #[default]
     Spec,
+    /// The real game server (`sims_3000 --server`): 5-byte envelope, Join/JoinAccept,
+    /// Heartbeats both ways, 30-byte Input, StateUpdate.
+    Implementation,
 }
 
 pub const INFO: ProtocolInfo = ProtocolInfo {
     name: "zergcity",
     spec: "docs/protocols/zergcity.md",
-    transport: "ENet 1.3 (channel 0 reliable ordered, 1 reliable for full snapshots, 2 unreliable)",
+    transport: "ENet 1.3; spec: channel 0 reliable ordered, 1 reliable for full snapshots, 2 \
+                unreliable; implementation: channel 0 reliable ordered, 1 unsequenced",
     default_port: DEFAULT_PORT,
-    rtt: "Ping/Pong on the unreliable channel, paired by the echoed microsecond timestamp \
-          (several in flight); plus ENet's own smoothed RTT",
-    downstream_loss: "gaps in the server's per-connection header sequence (every message it \
-                      sends; only unreliable ones can be lost), from the first ServerHello of \
-                      each session",
-    upstream_loss: "InputMessages without an InputAck within input_ack_timeout_ms (the \
-                    reference server acks every input, rejected ones with their result)",
-    dialects: &[("spec", "docs/protocols/zergcity.md (default)")],
+    rtt: "spec: Ping/Pong on the unreliable channel, paired by the echoed microsecond \
+          timestamp (several in flight); implementation: Heartbeat and the HeartbeatResponse \
+          that echoes its timestamp (several in flight; the server's own heartbeats, echoing \
+          0, are not paired); both: ENet's own smoothed RTT",
+    downstream_loss: "spec: gaps in the server's per-connection header sequence (every \
+                      message it sends; only unreliable ones can be lost), from the first \
+                      ServerHello of each session; implementation: not measurable (the server \
+                      sends everything reliably and StateUpdates only for ticks with changes)",
+    upstream_loss: "spec: InputMessages without an InputAck within input_ack_timeout_ms (the \
+                    reference server acks every input, rejected ones with their result); \
+                    implementation: Heartbeats (sent unreliably) without their echo within \
+                    heartbeat_timeout_ms",
+    dialects: &[
+        ("spec", "docs/protocols/zergcity.md (default)"),
+        (
+            "implementation",
+            "the real game server of Blubagoo/sims_3000 (`sims_3000 --server`): 5-byte \
+             envelope, Join/JoinAccept (player id 1-4, session token), Heartbeats both ways, \
+             30-byte Input, StateUpdate (LZ4 above 1024 bytes), Reconnect with the token, 4 \
+             ENet peers (a fifth connect gets no reply)",
+        ),
+    ],
     metrics: &[
         MetricDesc::micros(
             "input_ack_latency_us",
@@ -205,6 +231,46 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
             "Inputs rate limited",
             "InputAck result 6",
         ),
+        MetricDesc::micros(
+            "reconnect_us",
+            "Reconnection",
+            "implementation dialect: session dropped to the JoinAccept of the Reconnect",
+        ),
+        MetricDesc::histogram(
+            "state_update_bytes",
+            "StateUpdate (wire)",
+            "implementation dialect: StateUpdate payload on the wire",
+            "bytes",
+        ),
+        MetricDesc::count(
+            "state_update_compressed",
+            "StateUpdates compressed",
+            "implementation dialect: StateUpdates sent LZ4-compressed (bodies over 1024 bytes)",
+        ),
+        MetricDesc::count(
+            "heartbeat_lost",
+            "Heartbeats lost",
+            "implementation dialect: Heartbeats without their echo within heartbeat_timeout_ms",
+        )
+        .display(Display::Card),
+        MetricDesc::count(
+            "server_heartbeats",
+            "Server heartbeats",
+            "implementation dialect: HeartbeatResponses the server sent unasked (about 1 a second)",
+        ),
+        MetricDesc::count(
+            "dialect_hint.implementation",
+            "Wrong dialect?",
+            "messages the spec dialect rejected that read cleanly as dialect: implementation",
+        )
+        .display(Display::Card),
+        MetricDesc::count(
+            "dialect_hint.spec",
+            "Wrong dialect?",
+            "messages the implementation dialect rejected that start with the ZCNT magic (the \
+             spec or the POC-2 benchmark)",
+        )
+        .display(Display::Card),
     ],
 };
 
@@ -285,6 +351,13 @@ pub struct ZergCityOptions {
     pub client_version: u32,
     /// Player names are `<prefix>-<bot index>`.
     pub name_prefix: String,
+    /// Implementation dialect: a Heartbeat without its echo after this long counts as lost
+    /// upstream.
+    pub heartbeat_timeout_ms: u64,
+    /// Implementation dialect: send Heartbeats on the reliable channel, as the real client
+    /// does. Off by default: on the unreliable channel a lost Heartbeat is seen (no echo), so
+    /// upstream loss is measurable; reliable, it is not.
+    pub reliable_heartbeats: bool,
 }
 
 impl Default for ZergCityOptions {
@@ -301,6 +374,8 @@ impl Default for ZergCityOptions {
             protocol_version: codec::PROTOCOL_VERSION,
             client_version: 1,
             name_prefix: "bot".to_string(),
+            heartbeat_timeout_ms: 2000,
+            reliable_heartbeats: false,
         }
     }
 }
@@ -339,6 +414,26 @@ impl ZergCityOptions {
         if self.name_prefix.len() > 20 {
             return Err("name_prefix: at most 20 bytes (names are 32 bytes on the wire)".into());
         }
+        if self.heartbeat_timeout_ms == 0 {
+            return Err("heartbeat_timeout_ms must be > 0".into());
+        }
+        if self.dialect == Dialect::Implementation {
+            if self.chat_rate > 0.0 {
+                return Err(
+                    "chat_rate: the implementation dialect's bots do not chat (the real \
+                            server's chat is not part of its load); set chat_rate: 0"
+                        .into(),
+                );
+            }
+            let w = &self.actions;
+            if w.as_array().iter().sum::<f64>() - w.purchase_tile <= 0.0 {
+                return Err(
+                    "actions: the implementation dialect has no purchase_tile input; \
+                            give another action a weight"
+                        .into(),
+                );
+            }
+        }
         Ok(())
     }
 }
@@ -353,7 +448,10 @@ pub struct ZergCity;
 impl ZergCity {
     pub fn server_config(_o: &ZergCityOptions, s: &ServerParams) -> ZergCityServerConfig {
         ZergCityServerConfig {
-            max_players: s.players_per_instance.unwrap_or(MAX_PLAYERS).clamp(1, MAX_PLAYERS),
+            max_players: s
+                .players_per_instance
+                .unwrap_or(MAX_PLAYERS)
+                .clamp(1, MAX_PLAYERS),
             client_timeout: s.client_timeout.0.max(Duration::from_secs(1)),
             ..ZergCityServerConfig::default()
         }
@@ -364,9 +462,12 @@ impl Protocol for ZergCity {
     type Options = ZergCityOptions;
     const INFO: ProtocolInfo = INFO;
 
-    fn transport(_: &ZergCityOptions) -> TransportNeeds {
+    fn transport(o: &ZergCityOptions) -> TransportNeeds {
         TransportNeeds::Enet(EnetNeeds {
-            channels: codec::CHANNELS,
+            channels: match o.dialect {
+                Dialect::Spec => codec::CHANNELS,
+                Dialect::Implementation => implementation::codec::CHANNELS,
+            },
             compression: EnetCompression::None,
         })
     }
@@ -386,15 +487,53 @@ impl Protocol for ZergCity {
     }
 
     fn make_bot(o: &ZergCityOptions, params: BotParams) -> Box<dyn Bot> {
-        Box::new(ZergCityBot::new(params, o.clone()))
+        match o.dialect {
+            Dialect::Spec => Box::new(ZergCityBot::new(params, o.clone())),
+            Dialect::Implementation => {
+                Box::new(implementation::ImplementationBot::new(params, o.clone()))
+            }
+        }
     }
 
     fn make_server(o: &ZergCityOptions, s: &ServerParams, now: Instant) -> Box<dyn Server> {
-        Box::new(ZergCityServer::new(Self::server_config(o, s), now))
+        match o.dialect {
+            Dialect::Spec => Box::new(ZergCityServer::new(Self::server_config(o, s), now)),
+            Dialect::Implementation => {
+                let cfg = implementation::ImplementationServerConfig {
+                    max_players: s
+                        .players_per_instance
+                        .unwrap_or(MAX_PLAYERS)
+                        .clamp(1, MAX_PLAYERS) as u8,
+                    ..Default::default()
+                };
+                Box::new(implementation::ImplementationServer::new(cfg, now))
+            }
+        }
     }
 
     fn players_per_instance(_: &ZergCityOptions, s: &ServerParams) -> Option<usize> {
-        Some(s.players_per_instance.unwrap_or(MAX_PLAYERS).clamp(1, MAX_PLAYERS))
+        Some(
+            s.players_per_instance
+                .unwrap_or(MAX_PLAYERS)
+                .clamp(1, MAX_PLAYERS),
+        )
+    }
+
+    fn cannot_measure(o: &ZergCityOptions, metric: Metric) -> Option<&'static str> {
+        if o.dialect != Dialect::Implementation {
+            return None;
+        }
+        match metric {
+            Metric::DownstreamLoss => Some(
+                "the implementation dialect's server sends everything reliably and a \
+                 StateUpdate only for ticks with changes, so nothing is known lost downstream",
+            ),
+            Metric::UpstreamLoss if o.reliable_heartbeats => Some(
+                "with reliable_heartbeats every Heartbeat is delivered (ENet retransmits) and \
+                 the server acknowledges no input, so nothing is known lost upstream",
+            ),
+            _ => None,
+        }
     }
 }
 
@@ -418,5 +557,35 @@ mod tests {
             ..Default::default()
         };
         assert!(bad.validate().is_err());
+    }
+
+    #[test]
+    fn the_implementation_dialect_says_what_it_cannot_measure() {
+        let o: ZergCityOptions =
+            serde_saphyr::from_str("dialect: implementation\nheartbeat_timeout_ms: 500\n").unwrap();
+        assert_eq!(o.dialect, Dialect::Implementation);
+        assert!(o.validate().is_ok());
+        assert!(ZergCity::cannot_measure(&o, Metric::DownstreamLoss).is_some());
+        assert!(ZergCity::cannot_measure(&o, Metric::UpstreamLoss).is_none());
+        let reliable = ZergCityOptions {
+            reliable_heartbeats: true,
+            ..o.clone()
+        };
+        assert!(ZergCity::cannot_measure(&reliable, Metric::UpstreamLoss).is_some());
+        assert!(
+            ZergCity::cannot_measure(&ZergCityOptions::default(), Metric::DownstreamLoss).is_none()
+        );
+        let chatty = ZergCityOptions {
+            chat_rate: 2.0,
+            ..o.clone()
+        };
+        assert!(chatty.validate().unwrap_err().contains("chat_rate"));
+        assert_eq!(
+            ZergCity::transport(&o),
+            TransportNeeds::Enet(EnetNeeds {
+                channels: 2,
+                compression: EnetCompression::None
+            })
+        );
     }
 }
