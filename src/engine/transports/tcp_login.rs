@@ -463,7 +463,7 @@ mod tests {
             channel: 0,
             reliable: true,
         };
-        t.send(0, &reliable, b"hello", &mut rec);
+        t.send(0, &reliable, b"hello", Instant::now(), &mut rec);
         t.flush(0, Instant::now(), &mut rec);
         let mut got = [0u8; 5];
         server.read_exact(&mut got).expect("read");
