@@ -64,6 +64,9 @@ fn udp_loss_and_delay_are_what_the_link_applied() {
     assert_eq!(hs["count"], 20);
     assert!(hs["min"].as_u64().unwrap() >= 30_000, "{hs}");
     assert_eq!(s["bots"]["connected"], 20);
+    // The summary says what link the run simulated.
+    assert_eq!(s["network"]["latency"], "15ms", "{}", s["network"]);
+    assert_eq!(s["network"]["down"]["loss"], "10%", "{}", s["network"]);
 }
 
 /// City over ENet: 20 ms each way and 5 % loss both ways, applied below ENet, so ENet's

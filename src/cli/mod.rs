@@ -648,6 +648,10 @@ fn run_info(plan: &Plan, ov: &OverrideArgs) -> report::RunInfo {
         input_rate_hz: plan.bot_template.input_rate_hz,
         cannot_measure: cannot_measure(plan),
         unmeasurable: plan.unmeasurable,
+        network: plan
+            .network
+            .as_ref()
+            .and_then(|n| serde_json::to_value(n).ok()),
     }
 }
 

@@ -45,6 +45,8 @@ pub struct RunInfo {
     pub cannot_measure: Vec<(Metric, String)>,
     /// What a threshold on such a figure does to the verdict.
     pub unmeasurable: Unmeasurable,
+    /// The scenario's `network:` as written, if the run simulated a link.
+    pub network: Option<serde_json::Value>,
 }
 
 impl RunInfo {
@@ -184,6 +186,7 @@ pub fn summarize(info: &RunInfo, run: &RunOutcome) -> Summary {
             connect: counters(&t.connect_failures),
         },
         source_addresses: run.sources.clone(),
+        network: info.network.clone(),
         protocol_metrics,
         protocol_metric_info,
         thresholds: Vec::new(),
@@ -355,6 +358,7 @@ mod tests {
             input_rate_hz: 60.0,
             cannot_measure: Vec::new(),
             unmeasurable: Unmeasurable::Fail,
+            network: None,
         }
     }
 

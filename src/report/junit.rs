@@ -153,6 +153,7 @@ mod tests {
             snapshots_applied: 0,
             errors: Default::default(),
             source_addresses: None,
+            network: None,
             protocol_metrics: Default::default(),
             protocol_metric_info: Default::default(),
             thresholds: vec![ThresholdResult {

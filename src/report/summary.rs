@@ -272,6 +272,11 @@ pub struct Summary {
     /// network for pools of more than 1,024 addresses (`grouped_by`). Absent without a pool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_addresses: Option<crate::metrics::SourceCounts>,
+    /// The scenario's `network:` (the simulated link every bot socket's datagrams took), as
+    /// written; absent when the run simulated none. What the link did is counted in
+    /// `protocol_metrics` (`netsim_*`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<serde_json::Value>,
     /// Per-protocol extras: counters, and histograms as `{count,min,mean,p50,...}`.
     pub protocol_metrics: serde_json::Map<String, serde_json::Value>,
     /// How to read and show `protocol_metrics` entries (label, unit, card/chart/table), as
