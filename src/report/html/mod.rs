@@ -176,6 +176,7 @@ mod tests {
             snapshots_applied: 0,
             errors: Errors::default(),
             source_addresses: None,
+            network: None,
             protocol_metrics: Map::new(),
             protocol_metric_info: BTreeMap::new(),
             thresholds: Vec::new(),
