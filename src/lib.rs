@@ -1,9 +1,23 @@
 //! tickswarm: a headless load-test and bot-swarm tool for real-time multiplayer game servers.
 //!
-//! Layers, top to bottom: [`scenario`] (YAML to a validated plan), [`engine`] (workers that
-//! own sockets and timers and drive the bots), [`transport`], [`protocol`] (sans-IO codecs,
-//! bots and reference servers), [`metrics`] (per-worker histograms, merged losslessly) and
-//! [`report`] (summary.json, report.html, JUnit XML).
+//! The layers; a module names (`crate::<module>`) only the modules below it, which
+//! `tests/layers.rs` enforces (its `ALLOWED` table is this picture):
+//!
+//! ```text
+//! cli ─┬─> report ──────────────────────────────┐
+//!      └─> engine ─> scenario ─┬─> protocol ─> metrics ─> duration
+//!            └────> transport ─┘
+//! ```
+//!
+//! - [`cli`]: the commands (`run`, `serve`, `compare`, ...).
+//! - [`report`]: summary.json, report.html, JUnit XML.
+//! - [`engine`]: workers that own sockets and timers and drive the bots, the embedded reference
+//!   server, and per transport the I/O that carries datagrams on real sockets (`engine::io`).
+//! - [`scenario`]: YAML to a validated plan.
+//! - [`transport`]: sans-IO transports under a protocol (ENet).
+//! - [`protocol`]: sans-IO codecs, bots and reference servers.
+//! - [`metrics`]: per-worker histograms and counters, merged losslessly.
+//! - [`duration`]: durations as scenarios write them.
 
 pub mod cli;
 pub mod duration;

@@ -10,7 +10,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use tickswarm::engine::transports::server_transport;
+use tickswarm::engine::io::server_transport;
 use tickswarm::metrics::Recorder;
 use tickswarm::protocol::registry::{ServerParams, TransportNeeds};
 use tickswarm::protocol::{BotParams, ProtocolName, Server};

@@ -4,8 +4,8 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use tickswarm::engine::transports::enet::EnetServerSide;
-use tickswarm::engine::transports::ServerTransport;
+use tickswarm::engine::io::enet::EnetServerSide;
+use tickswarm::engine::io::ServerTransport;
 use tickswarm::protocol::city::codec::{self, Dialect, Message, MsgType, PlayerInput, Vec2i};
 use tickswarm::protocol::city::{CityOptions, CityServer, CityServerConfig};
 use tickswarm::protocol::{ConnId, Server, MAX_DATAGRAM};

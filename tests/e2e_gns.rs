@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use gns::sys::ESteamNetworkingConnectionState as State;
 use gns::{GnsGlobal, GnsSocket, IsCreated, SendFlags};
 use serde_json::Value;
-use tickswarm::engine::transports::gns::{parse_totals, WireTotals};
+use tickswarm::engine::io::gns::{parse_totals, WireTotals};
 
 /// Datagrams and bytes one way through the relay.
 #[derive(Default)]

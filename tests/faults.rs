@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tickswarm::engine::transports::server_transport;
+use tickswarm::engine::io::server_transport;
 use tickswarm::protocol::registry::ServerParams;
 use tickswarm::protocol::{ConnId, ProtocolName, Server, ServerStats, Transmit};
 

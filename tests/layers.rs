@@ -1,4 +1,4 @@
-//! The crate's layers point down only (README "Architecture"):
+//! The crate's layers point down only (the picture in `src/lib.rs`, which must match this one):
 //!
 //! ```text
 //! cli ─┬─> report ──────────────────────────────┐
@@ -133,4 +133,34 @@ fn every_top_level_module_has_a_layer() {
             );
         }
     }
+}
+
+/// The first ```text block of a doc comment (`//!` lines).
+fn diagram(text: &str) -> String {
+    let lines: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("//!"))
+        .map(|l| l.strip_prefix(' ').unwrap_or(l))
+        .collect();
+    let start = lines
+        .iter()
+        .position(|l| l.trim() == "```text")
+        .expect("a ```text block");
+    let len = lines[start + 1..]
+        .iter()
+        .position(|l| l.trim() == "```")
+        .expect("the block's end");
+    lines[start + 1..start + 1 + len].join("\n")
+}
+
+#[test]
+fn the_crate_docs_draw_the_layers_this_test_enforces() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let lib = std::fs::read_to_string(root.join("src/lib.rs")).expect("read lib.rs");
+    let this = std::fs::read_to_string(root.join("tests/layers.rs")).expect("read layers.rs");
+    assert_eq!(
+        diagram(&lib),
+        diagram(&this),
+        "src/lib.rs and tests/layers.rs draw different layers"
+    );
 }

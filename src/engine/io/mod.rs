@@ -1,5 +1,9 @@
-//! The transport seam: how the engine carries a protocol's datagrams, for bots and for
-//! reference servers, over whichever transport the protocol needs.
+//! The engine's I/O per transport: how the engine carries a protocol's datagrams, for bots
+//! and for reference servers, over whichever transport the protocol needs, on real sockets.
+//!
+//! A *transport* is the wire layer under a protocol; a sans-IO one (ENet) lives in
+//! [`crate::transport`]. This module is the other half: per transport, the adapter that
+//! drives it on the engine's sockets ([`socket`]) and clock.
 //!
 //! The worker (bots) and the server driver are written once, against [`BotTransport`] and
 //! [`ServerTransport`]. Each transport is one file that implements both sides:
@@ -28,6 +32,7 @@
 pub mod enet;
 #[cfg(feature = "gns")]
 pub mod gns;
+pub mod socket;
 pub mod udp;
 
 use std::net::{IpAddr, SocketAddr};
@@ -35,7 +40,7 @@ use std::ops::Range;
 use std::rc::Rc;
 use std::time::Instant;
 
-use super::bot_socket::BotSocket;
+use self::socket::bot::BotSocket;
 use crate::metrics::{MetricDesc, Recorder, ServerStats};
 use crate::protocol::{Server, Transmit, TransportNeeds};
 use crate::transport::EnetConfig;

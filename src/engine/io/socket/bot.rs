@@ -93,7 +93,7 @@ impl BotSocket {
         // The default receive buffer (about 200 KB) holds three 60 KB snapshots: a worker
         // descheduled for a moment would drop what the server sent, and the run would report
         // the tool's own stall as the server's loss. The kernel charges only what is queued.
-        super::udp::set_big_buffers(&sock, BOT_SOCKET_BUFFER);
+        super::set_big_buffers(&sock, BOT_SOCKET_BUFFER);
         sock.connect(peer)?;
         sock.set_nonblocking(true)?;
         // SAFETY: the socket moves into the AsyncFd, which owns it, keeps the descriptor

@@ -19,8 +19,8 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use super::{BotTransport, DownReason, LinkEvents, Opened, ServerTransport, Slot, Source, Watch};
-use crate::engine::bot_socket::BotSocket;
-use crate::engine::udp::error_name;
+use crate::engine::io::socket::bot::BotSocket;
+use crate::engine::io::socket::error_name;
 use crate::metrics::describe::MetricDesc;
 use crate::metrics::{NamedCounters, Recorder, ServerStats};
 use crate::protocol::{ConnId, Server, Transmit};
@@ -529,7 +529,7 @@ impl ServerTransport for EnetServerSide {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::transports::{enet_config, EnetRole};
+    use crate::engine::io::{enet_config, EnetRole};
     use crate::protocol::registry::EnetNeeds;
 
     /// Bots sharing a host share its socket, so a host takes only bots of one source

@@ -1,11 +1,14 @@
-//! UDP sockets for the engine: creation with sane buffers, and batched receive through
-//! quinn-udp (recvmmsg and GRO on Linux) on tokio sockets.
+//! A reference server's UDP socket: one socket for every client, created with large buffers,
+//! with batched receive through quinn-udp (recvmmsg and GRO on Linux) and batched send, on a
+//! tokio socket.
 
 use std::io::{self, IoSliceMut};
 use std::net::SocketAddr;
 
 use quinn_udp::{RecvMeta, UdpSockRef, UdpSocketState, BATCH_SIZE};
 use tokio::io::Interest;
+
+use super::set_big_buffers;
 
 /// Largest coalesced receive (GRO can glue datagrams of one sender into 64 KiB).
 const RX_BUF: usize = 64 * 1024;
@@ -109,55 +112,6 @@ impl RxBatch {
                     .chunks(stride)
                     .map(move |d| (m.addr, d))
             })
-    }
-}
-
-/// Ask for large socket buffers; as root the kernel cap (rmem_max) can be bypassed.
-pub(crate) fn set_big_buffers(sock: &std::net::UdpSocket, bytes: usize) {
-    use std::os::fd::AsRawFd;
-    let fd = sock.as_raw_fd();
-    let v = bytes as libc::c_int;
-    for (force, plain) in [
-        (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
-        (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
-    ] {
-        // SAFETY: fd is a live socket owned by `sock`; the option value is a c_int.
-        let ok = unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                force,
-                (&v as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        } == 0;
-        if !ok {
-            // SAFETY: as above.
-            unsafe {
-                libc::setsockopt(
-                    fd,
-                    libc::SOL_SOCKET,
-                    plain,
-                    (&v as *const libc::c_int).cast(),
-                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                );
-            }
-        }
-    }
-}
-
-/// A short stable name for an I/O error, for counters.
-pub fn error_name(e: &io::Error) -> &'static str {
-    match e.kind() {
-        io::ErrorKind::WouldBlock => "would_block",
-        io::ErrorKind::ConnectionRefused => "connection_refused",
-        io::ErrorKind::AddrNotAvailable => "address_not_available",
-        io::ErrorKind::PermissionDenied => "permission_denied",
-        io::ErrorKind::NetworkUnreachable => "network_unreachable",
-        io::ErrorKind::HostUnreachable => "host_unreachable",
-        _ if e.raw_os_error() == Some(libc::EMFILE) => "too_many_open_files",
-        _ if e.raw_os_error() == Some(libc::ENOBUFS) => "no_buffer_space",
-        _ => "other",
     }
 }
 

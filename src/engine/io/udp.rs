@@ -9,8 +9,8 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use super::{BotTransport, LinkEvents, Opened, ServerTransport, Slot, Source, Watch};
-use crate::engine::bot_socket::BotSocket;
-use crate::engine::udp::error_name;
+use crate::engine::io::socket::bot::BotSocket;
+use crate::engine::io::socket::error_name;
 use crate::metrics::{MetricDesc, Recorder, ServerStats};
 use crate::protocol::{ConnId, Server, Transmit};
 
