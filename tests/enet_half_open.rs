@@ -1,7 +1,7 @@
 //! Half-open ENet connects must not starve real players: 200 CONNECTs that never finish,
 //! sent to a City server whose host has `players + 16` peer slots, used to keep 2 of 5 real
 //! bots out. Half-open peers now expire (2 s) and give their slot to a newer CONNECT once
-//! 200 ms old (`src/transport/enet.rs`, "Admission").
+//! 200 ms old (`src/transport/enet/admission.rs`, "Admission" in the module docs).
 
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::process::Command;

@@ -1,4 +1,4 @@
-//! The OS sockets under the engine's I/O adapters: a bot's connected socket ([`bot`]) and a
+//! The OS sockets under the engine's I/O adapters: a bot's connected socket (`bot`) and a
 //! reference server's socket for every client ([`server`]), with what both need (buffer sizes,
 //! short names for I/O errors in counters).
 
