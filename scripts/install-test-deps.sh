@@ -2,7 +2,7 @@
 # System packages the test suite needs, on Debian. Idempotent; run as root (scripts/test does
 # it for you, with sudo when needed). `--check` only reports what is missing (exit 1 if any).
 #   libenet-dev, build-essential, pkg-config: the C ENet peer used by the ENet interop tests
-#   liblz4-dev: the independent ZergCity peer (scripts/zergcity-peer, scripts/zergcity_peer_smoke.sh)
+#   liblz4-dev: the independent ZergCity peer (tests/peers/zergcity-peer, tests/peers/zergcity-peer/smoke.sh)
 #   python3: the independent cafe server used by scripts/verify_external_cafe.sh
 #   prometheus: tests/prometheus.rs scrapes a run with a real Prometheus server and promtool
 #   cmake, libprotobuf-dev, protobuf-compiler, libssl-dev, libclang-dev (and pkg-config):

@@ -1,4 +1,4 @@
-//! End to end against `scripts/cafe_variant_server.py`, a stand-in for the public server
+//! End to end against `tests/peers/cafe-variant-server/cafe_variant_server.py`, a stand-in for the public server
 //! docs/protocols/cafe.md lists as cafe's implementation dialect: one header sequence
 //! counter shared by all clients, pings echoed back whole, full snapshots every 3 ticks with deltas
 //! between, `last_input`, snapshots of tens of kilobytes, 2 s silence drop.
@@ -35,7 +35,7 @@ impl VariantServer {
     }
 
     fn start_with(extra: &[&str]) -> Self {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/cafe_variant_server.py");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/cafe-variant-server/cafe_variant_server.py");
         let mut child = Command::new("python3")
             .arg(&script)
             .args(["--port", "0", "--max-seconds", "60"])
@@ -44,7 +44,7 @@ impl VariantServer {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .expect("python3 runs scripts/cafe_variant_server.py");
+            .expect("python3 runs tests/peers/cafe-variant-server/cafe_variant_server.py");
         let mut stdout = BufReader::new(child.stdout.take().expect("stdout piped"));
         let mut line = String::new();
         stdout.read_line(&mut line).expect("server prints its port");

@@ -1,6 +1,6 @@
 //! City `dialect: implementation` against a C libenet peer that speaks the public server's
 //! variant exactly as docs/protocols/city.md describes
-//! (scripts/city-variant-peer/city_variant_peer.c): one message per packet read, four-field chat (a
+//! (tests/peers/city-variant-peer/city_variant_peer.c): one message per packet read, four-field chat (a
 //! three-field one crashes it), no Pong, no InputAck, 46-byte DeltaState records at its tick rate,
 //! header sequence 0, a peer table past which a connect gets no reply, and the variant's grid mover
 //! (f32, tile centres, walls that refuse moves) at its 60 Hz.

@@ -1,5 +1,5 @@
 //! Interop with the C ENet library: tickswarm's sans-IO ENet transport against
-//! `scripts/enet-peer/enet_peer.c` linked with Debian's libenet (ENet 1.3.x).
+//! `tests/peers/enet-peer/enet_peer.c` linked with Debian's libenet (ENet 1.3.x).
 //!
 //! The C peer is built here with `cc`; it needs libenet-dev, which
 //! `scripts/install-test-deps.sh` installs. These tests fail (never skip) without it.
@@ -34,7 +34,7 @@ fn c_peer() -> &'static Path {
 /// atomically so concurrent runs never execute a half-written file).
 fn build_c_peer() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let src = root.join("scripts/enet-peer/enet_peer.c");
+    let src = root.join("tests/peers/enet-peer/enet_peer.c");
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
     std::fs::create_dir_all(dir).expect("create the test temp dir");
     let bin = dir.join("enet_peer");

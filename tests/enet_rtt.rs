@@ -1,6 +1,6 @@
 //! RTT from ENet's acknowledgements, against injected ground truth: City `dialect:
 //! implementation` (whose server never answers a Ping) against the C libenet variant peer
-//! (scripts/city-variant-peer), through the loopback impairment proxy adding a fixed delay
+//! (tests/peers/city-variant-peer), through the loopback impairment proxy adding a fixed delay
 //! each way. Every round trip the bots report then is at least the injected one, and most
 //! sit right on it.
 //!

@@ -3,8 +3,8 @@
  * used by tests/enet_interop.rs to prove tickswarm speaks the real ENet wire protocol.
  *
  * Build (scripts/install-test-deps.sh installs what it needs):
- *     cc -O2 -Wall -o enet_peer scripts/enet-peer/enet_peer.c $(pkg-config --cflags --libs libenet)
- * or `make -C scripts/enet-peer`. The tests build it themselves into a temporary directory.
+ *     cc -O2 -Wall -o enet_peer tests/peers/enet-peer/enet_peer.c $(pkg-config --cflags --libs libenet)
+ * or `make -C tests/peers/enet-peer`. The tests build it themselves into a temporary directory.
  *
  * Modes (everything binds and connects on 127.0.0.1):
  *

@@ -28,15 +28,14 @@ Standard library only.
 from __future__ import annotations
 
 import argparse
-import heapq
-import json
 import math
-import selectors
-import signal
-import socket
+import os
 import struct
 import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from impaired_core import ImpairedUdpServer, add_impairment_args, serve_json_totals  # noqa: E402
 
 MAGIC = 0xCAFE
 VERSION = 1
@@ -147,29 +146,15 @@ class Client:
         }
 
 
-class Server:
-    def __init__(self, args):
-        self.args = args
-        self.tick_rate = args.tick_rate
-        self.interval = 1.0 / args.tick_rate
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        for opt in (socket.SO_RCVBUF, socket.SO_SNDBUF):
-            try:
-                self.sock.setsockopt(socket.SOL_SOCKET, opt, 4 * 1024 * 1024)
-            except OSError:
-                pass
-        self.sock.bind(("127.0.0.1", args.port))
-        self.sock.setblocking(False)
-        # select(2) takes a microsecond timeout; epoll/poll round up to whole milliseconds,
-        # which would add up to 1 ms to every tick and every delayed pong. One fd only.
-        self.sel = selectors.SelectSelector()
-        self.sel.register(self.sock, selectors.EVENT_READ)
+class Server(ImpairedUdpServer):
+    RECV_SIZE = 2048
 
+    def __init__(self, args):
+        super().__init__(args.port, args.tick_rate, args.pong_delay_ms, args.drop_every)
+        self.args = args
         self.clients: dict[tuple, Client] = {}
         self.finished: list[Client] = []
         self.next_player_id = 1
-        self.pending_pongs: list = []  # heap of (due, n, addr, timestamp)
-        self.pong_n = 0
 
         self.tick = 0
         self.score = 0
@@ -181,25 +166,8 @@ class Server:
         self.prev_records: dict[int, bytes] = {}
 
         self.clients_seen = 0
-        self.malformed = 0
-        self.malformed_by_reason: dict[str, int] = {}
-        self.ignored_by_reason: dict[str, int] = {}
-        self.received = 0
-        self.ticks_run = 0
-        self.ticks_resynced = 0
-        self.max_tick_lag_ms = 0.0
-        self.ticks_late_1ms = 0
-        self.ticks_late_5ms = 0
-        self.stop_reason = None
 
     # ---- bookkeeping -------------------------------------------------------------------
-
-    def bad(self, reason: str):
-        self.malformed += 1
-        self.malformed_by_reason[reason] = self.malformed_by_reason.get(reason, 0) + 1
-
-    def ignore(self, reason: str):
-        self.ignored_by_reason[reason] = self.ignored_by_reason.get(reason, 0) + 1
 
     def send(self, c: Client, mtype: int, body: bytes) -> bool:
         """Consume a seq for c and send. Returns True if the datagram left the socket."""
@@ -228,19 +196,6 @@ class Server:
         raise RuntimeError("no free player id")
 
     # ---- receive path ------------------------------------------------------------------
-
-    def drain(self):
-        for _ in range(4096):  # bounded so ticks are never starved
-            try:
-                data, addr = self.sock.recvfrom(2048)
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError:
-                # e.g. ICMP-reported errors on some platforms; nothing to read this time
-                self.ignore("recv_error")
-                return
-            self.received += 1
-            self.handle(data, addr, time.monotonic())
 
     def handle(self, data: bytes, addr, now: float):
         if len(data) < HEADER.size:
@@ -288,22 +243,13 @@ class Server:
             c.mask = mask
         elif mtype == T_PING:
             (ts,) = PING_BODY.unpack_from(data, HEADER.size)
-            due = now + self.args.pong_delay_ms / 1000.0
-            self.pong_n += 1
-            heapq.heappush(self.pending_pongs, (due, self.pong_n, addr, ts))
+            self.schedule_pong(now, addr, ts)
         elif mtype == T_DISCONNECT:
             self.forget(addr, "disconnect")
 
-    def flush_pongs(self, now: float):
-        heap = self.pending_pongs
-        while heap and heap[0][0] <= now:
-            _, _, addr, ts = heapq.heappop(heap)
-            c = self.clients.get(addr)
-            if c is None:
-                self.ignore("pong_client_gone")
-                continue
-            if self.send(c, T_PING, PING_BODY.pack(ts)):
-                c.pongs_sent += 1
+    def send_pong(self, c: Client, ts: int):
+        if self.send(c, T_PING, PING_BODY.pack(ts)):
+            c.pongs_sent += 1
 
     # ---- simulation and snapshots ------------------------------------------------------
 
@@ -330,7 +276,7 @@ class Server:
             self.total_kills += 1  # a scripted "kill" every two seconds
             self.score += 100
 
-    def do_tick(self):
+    def do_tick(self, _now: float):
         self.tick = (self.tick + 1) & 0xFFFFFFFF
         self.ticks_run += 1
         self.simulate()
@@ -354,7 +300,6 @@ class Server:
                            self.total_kills & 0xFFFF)
         global_full = self.args.full_every > 0 and self.tick % self.args.full_every == 0
         changed_set = set(changed)
-        K = self.args.drop_every
 
         for c in self.clients.values():
             full = global_full or c.needs_full
@@ -373,7 +318,7 @@ class Server:
             body = (SNAP_HEAD.pack(self.tick, 1 if full else 0, 0)
                     + b"".join(body_recs) + stats)
             c.snapshots_generated += 1
-            if K > 0 and c.snapshots_generated % K == 0:
+            if self.drops(c.snapshots_generated):
                 # Injected loss: the datagram is "sent" (seq consumed) but never leaves.
                 c.take_seq()
                 c.snapshots_dropped += 1
@@ -386,40 +331,7 @@ class Server:
         for addr in [a for a, c in self.clients.items() if now - c.last_seen > limit]:
             self.forget(addr, "timeout")
 
-    # ---- main loop ---------------------------------------------------------------------
-
-    def run(self):
-        start = time.monotonic()
-        deadline = start + self.args.max_seconds if self.args.max_seconds > 0 else math.inf
-        next_tick = start + self.interval
-        while self.stop_reason is None:
-            now = time.monotonic()
-            if now >= deadline:
-                self.stop_reason = "max_seconds"
-                break
-            wake = min(next_tick, deadline)
-            if self.pending_pongs:
-                wake = min(wake, self.pending_pongs[0][0])
-            timeout = max(0.0, wake - now)
-            if self.sel.select(timeout):
-                self.drain()
-            now = time.monotonic()
-            self.flush_pongs(now)
-            if now >= next_tick:
-                lag = now - next_tick
-                self.max_tick_lag_ms = max(self.max_tick_lag_ms, lag * 1000.0)
-                self.ticks_late_1ms += lag > 0.001
-                self.ticks_late_5ms += lag > 0.005
-                if lag > 0.25:
-                    # Hopelessly behind (e.g. the process was stopped): resync rather than
-                    # bursting dozens of ticks at once.
-                    self.ticks_resynced += 1
-                    next_tick = now
-                self.do_tick()
-                next_tick += self.interval
-                if self.ticks_run % self.tick_rate == 0:
-                    self.expire(now)
-        return start
+    # ---- ground truth ------------------------------------------------------------------
 
     def totals(self, started: float) -> dict:
         everyone = self.finished + list(self.clients.values())
@@ -430,7 +342,7 @@ class Server:
             "snapshots_dropped": s("snapshots_dropped"),
             "datagrams_sent": s("datagrams_sent"),
             "pongs_sent": s("pongs_sent"),
-            "malformed": self.malformed,
+            "malformed": sum(self.malformed_by_reason.values()),
             # Diagnostics beyond the required totals.
             "welcomes_sent": s("welcomes_sent"),
             "send_errors": s("send_errors"),
@@ -457,14 +369,10 @@ class Server:
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--port", type=int, default=0, help="UDP port on 127.0.0.1 (0 = ephemeral)")
+    add_impairment_args(p, dropped="sequence number")
     p.add_argument("--tick-rate", type=int, default=60, help="snapshots per second (Welcome)")
     p.add_argument("--full-every", type=int, default=30,
                    help="a full snapshot every N ticks, deltas between (0 = first only)")
-    p.add_argument("--drop-every", type=int, default=0,
-                   help="drop every K-th snapshot per client after consuming its seq (0 = off)")
-    p.add_argument("--pong-delay-ms", type=float, default=0.0,
-                   help="delay before echoing a Ping (scheduled, never blocks)")
     p.add_argument("--client-timeout", type=float, default=5.0,
                    help="forget a client silent for this many seconds")
     p.add_argument("--max-seconds", type=float, default=120.0,
@@ -484,22 +392,7 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     args = parse_args(argv)
     srv = Server(args)
-
-    def on_signal(signum, _frame):
-        srv.stop_reason = signal.Signals(signum).name
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-
-    host, port = srv.sock.getsockname()
-    print(f"listening on {host}:{port}", flush=True)
-    started = time.monotonic()
-    try:
-        srv.run()
-    finally:
-        print(json.dumps(srv.totals(started), separators=(",", ":")), flush=True)
-        srv.sock.close()
-    return 0
+    return serve_json_totals(srv, args.max_seconds, "max_seconds", srv.totals)
 
 
 if __name__ == "__main__":

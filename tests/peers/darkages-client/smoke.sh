@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Smoke test of the independent DarkAges servers (scripts/darkages_impaired_server.py) with
-# the independent client (scripts/darkages_client_smoke.py); no tickswarm code involved.
+# Smoke test of the independent DarkAges servers (tests/peers/darkages-impaired-server/darkages_impaired_server.py) with
+# the independent client (tests/peers/darkages-client/darkages_client_smoke.py); no tickswarm code involved.
 #
 # Runs zone server B (--accept-tokens) and zone server A (--handoff-after 4 --handoff-to B,
 # --drop-every K, --pong-delay-ms D), both on 127.0.0.1 with --debug-state-hash, then the
@@ -11,7 +11,7 @@
 #   pongs >= 10; B: handoffs_arrived=1, refusals version_mismatch=1 and auth_failed=1
 #   (token reuse), handoff_tokens ok=1 reused=1; no malformed datagrams on either.
 #
-# Usage: scripts/darkages_peer_smoke.sh [--drop-every K] [--pong-delay-ms D] [--keep DIR]
+# Usage: tests/peers/darkages-client/smoke.sh [--drop-every K] [--pong-delay-ms D] [--keep DIR]
 # Exit 0 = PASS, 1 = FAIL, 2 = could not run. Every process is bounded by timeout(1).
 set -euo pipefail
 
@@ -28,9 +28,9 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-cd "$(dirname "$0")/.."
-SERVER=scripts/darkages_impaired_server.py
-CLIENT=scripts/darkages_client_smoke.py
+cd "$(dirname "$0")/../../.."
+SERVER=tests/peers/darkages-impaired-server/darkages_impaired_server.py
+CLIENT=tests/peers/darkages-client/darkages_client_smoke.py
 OUT="${KEEP:-$(mktemp -d /tmp/darkages-smoke.XXXXXX)}"
 mkdir -p "$OUT"
 SECRET="smoke-secret-$$"

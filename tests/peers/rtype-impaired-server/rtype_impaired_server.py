@@ -51,15 +51,14 @@ Standard library only.
 from __future__ import annotations
 
 import argparse
-import heapq
-import json
 import math
-import selectors
-import signal
-import socket
+import os
 import struct
 import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from impaired_core import ImpairedUdpServer, add_impairment_args, serve_json_totals  # noqa: E402
 
 VERSION = 1
 
@@ -174,33 +173,18 @@ class Client:
         }
 
 
-class Server:
+class Server(ImpairedUdpServer):
     def __init__(self, args):
+        super().__init__(args.port, args.sim_rate, args.pong_delay_ms, args.drop_every)
         self.args = args
         self.codec = Codec(args.float_order)
         self.sim_rate = args.sim_rate
-        self.interval = 1.0 / args.sim_rate
         self.step = args.sim_rate // args.snapshot_rate
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        for opt in (socket.SO_RCVBUF, socket.SO_SNDBUF):
-            try:
-                self.sock.setsockopt(socket.SOL_SOCKET, opt, 4 * 1024 * 1024)
-            except OSError:
-                pass
-        self.sock.bind(("127.0.0.1", args.port))
-        self.sock.setblocking(False)
-        # select(2) takes a microsecond timeout; epoll/poll round up to whole milliseconds,
-        # which would add up to 1 ms to every tick and every delayed pong. One fd only.
-        self.sel = selectors.SelectSelector()
-        self.sel.register(self.sock, selectors.EVENT_READ)
-        self.clock0 = time.monotonic()
 
         self.clients: dict[tuple, Client] = {}
         self.finished: list[Client] = []
         self.ids_in_use: set[int] = set()
         self.next_alloc = ALLOC_ID_BASE
-        self.pending_pongs: list = []  # heap of (due, n, addr, timestamp_ms)
-        self.pong_n = 0
 
         self.tick = args.start_tick & 0xFFFFFFFF
         self.enemies = []
@@ -213,32 +197,14 @@ class Server:
         self.accepted = 0
         self.reconnects = 0
         self.rejects_sent = 0
-        self.malformed_by_reason: dict[str, int] = {}
         self.unknown_type_by_code: dict[str, int] = {}
-        self.ignored_by_reason: dict[str, int] = {}
-        self.received = 0
-        self.ticks_run = 0
         self.snapshot_ticks = 0
         self.first_snapshot_tick = None
         self.last_snapshot_tick = None
-        self.ticks_resynced = 0
-        self.max_tick_lag_ms = 0.0
-        self.ticks_late_1ms = 0
-        self.ticks_late_5ms = 0
         self.max_snapshot_bytes = 0
         self.other_send_errors = 0
-        self.stop_reason = None
 
     # ---- bookkeeping -------------------------------------------------------------------
-
-    def bad(self, reason: str):
-        self.malformed_by_reason[reason] = self.malformed_by_reason.get(reason, 0) + 1
-
-    def ignore(self, reason: str):
-        self.ignored_by_reason[reason] = self.ignored_by_reason.get(reason, 0) + 1
-
-    def now_ms(self, now: float) -> int:
-        return int((now - self.clock0) * 1000.0) & 0xFFFFFFFF
 
     def sendto(self, data: bytes, addr, c: Client | None = None) -> bool:
         try:
@@ -286,18 +252,6 @@ class Server:
                 o.destroys_sent += 1
 
     # ---- receive path ------------------------------------------------------------------
-
-    def drain(self):
-        for _ in range(4096):  # bounded so ticks are never starved
-            try:
-                data, addr = self.sock.recvfrom(65536)
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError:
-                self.ignore("recv_error")
-                return
-            self.received += 1
-            self.handle(data, addr, time.monotonic())
 
     def handle(self, data: bytes, addr, now: float):
         n = len(data)
@@ -360,22 +314,13 @@ class Server:
             c.shooting = 1 if shooting else 0
         elif ptype == PING:
             c.pings += 1
-            due = now + self.args.pong_delay_ms / 1000.0
-            self.pong_n += 1
-            heapq.heappush(self.pending_pongs, (due, self.pong_n, addr, self.now_ms(now)))
+            self.schedule_pong(now, addr, self.ms32(now))
         elif ptype == DISCONNECT:
             self.forget(addr, "disconnect")
 
-    def flush_pongs(self, now: float):
-        heap = self.pending_pongs
-        while heap and heap[0][0] <= now:
-            _, _, addr, ts = heapq.heappop(heap)
-            c = self.clients.get(addr)
-            if c is None:
-                self.ignore("pong_client_gone")
-                continue
-            if self.sendto(self.codec.packet(PONG, U32.pack(ts)), addr, c):
-                c.pongs_sent += 1
+    def send_pong(self, c: Client, ts: int):
+        if self.sendto(self.codec.packet(PONG, U32.pack(ts)), c.addr, c):
+            c.pongs_sent += 1
 
     # ---- simulation and snapshots ------------------------------------------------------
 
@@ -403,7 +348,7 @@ class Server:
                 e.vx, e.vy = (nx - e.x) / dt, (ny - e.y) / dt
             e.x, e.y = nx, ny
 
-    def do_tick(self):
+    def do_tick(self, _now: float):
         self.tick = (self.tick + 1) & 0xFFFFFFFF
         self.ticks_run += 1
         self.simulate()
@@ -422,13 +367,12 @@ class Server:
         pkt = self.codec.packet(SNAPSHOT, body)
         assert len(pkt) == SNAP_FIXED + SNAP_ENTITY_SIZE * len(ents)
         self.max_snapshot_bytes = max(self.max_snapshot_bytes, len(pkt))
-        K = self.args.drop_every
         for c in self.clients.values():
             c.snapshots_generated += 1
             if c.first_snapshot_tick is None:
                 c.first_snapshot_tick = self.tick
             c.last_snapshot_tick = self.tick
-            if K > 0 and c.snapshots_generated % K == 0:
+            if self.drops(c.snapshots_generated):
                 c.snapshots_dropped += 1  # injected loss: the tick is gone for this client
             elif self.sendto(pkt, c.addr, c):
                 c.snapshots_sent += 1
@@ -438,43 +382,7 @@ class Server:
         for addr in [a for a, c in self.clients.items() if now - c.last_seen > limit]:
             self.forget(addr, "timeout")
 
-    # ---- main loop ---------------------------------------------------------------------
-
-    def run(self):
-        start = time.monotonic()
-        deadline = start + self.args.max_seconds if self.args.max_seconds > 0 else math.inf
-        next_tick = start + self.interval
-        while self.stop_reason is None:
-            now = time.monotonic()
-            if now >= deadline:
-                self.stop_reason = "max_seconds"
-                break
-            wake = min(next_tick, deadline)
-            if self.pending_pongs:
-                wake = min(wake, self.pending_pongs[0][0])
-            timeout = max(0.0, wake - now)
-            try:
-                ready = self.sel.select(timeout)
-            except InterruptedError:
-                ready = []
-            if ready:
-                self.drain()
-            now = time.monotonic()
-            self.flush_pongs(now)
-            if now >= next_tick:
-                lag = now - next_tick
-                self.max_tick_lag_ms = max(self.max_tick_lag_ms, lag * 1000.0)
-                self.ticks_late_1ms += lag > 0.001
-                self.ticks_late_5ms += lag > 0.005
-                if lag > 0.25:
-                    # Hopelessly behind (e.g. the process was stopped): resync rather than
-                    # bursting dozens of ticks at once. Tick numbers still advance by one.
-                    self.ticks_resynced += 1
-                    next_tick = now
-                self.do_tick()
-                next_tick += self.interval
-                if self.ticks_run % self.sim_rate == 0:
-                    self.expire(now)
+    # ---- ground truth --------------------------------------------------------------------
 
     def totals(self, started: float) -> dict:
         everyone = self.finished + list(self.clients.values())
@@ -531,7 +439,7 @@ class Server:
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--port", type=int, default=0, help="UDP port on 127.0.0.1 (0 = ephemeral)")
+    add_impairment_args(p, dropped="tick")
     p.add_argument("--sim-rate", type=int, default=60, help="simulation ticks per second")
     p.add_argument("--snapshot-rate", type=int, default=20,
                    help="SNAPSHOTs per second, 20..30 per the spec; must divide --sim-rate")
@@ -539,11 +447,6 @@ def parse_args(argv=None):
                    help="byte order of floats (integers are always big-endian)")
     p.add_argument("--max-clients", type=int, default=32,
                    help="players at once; a CONNECT beyond this gets REJECT")
-    p.add_argument("--drop-every", type=int, default=0,
-                   help="do not send every K-th snapshot per client; its tick is consumed "
-                        "(0 = off)")
-    p.add_argument("--pong-delay-ms", type=float, default=0.0,
-                   help="delay before answering a PING (scheduled, never blocks)")
     p.add_argument("--client-timeout", type=float, default=5.0,
                    help="forget a client silent for this many seconds")
     p.add_argument("--max-seconds", type=float, default=120.0,
@@ -574,22 +477,7 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     args = parse_args(argv)
     srv = Server(args)
-
-    def on_signal(signum, _frame):
-        srv.stop_reason = signal.Signals(signum).name
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-
-    host, port = srv.sock.getsockname()
-    print(f"listening on {host}:{port}", flush=True)
-    started = time.monotonic()
-    try:
-        srv.run()
-    finally:
-        print(json.dumps(srv.totals(started), separators=(",", ":")), flush=True)
-        srv.sock.close()
-    return 0
+    return serve_json_totals(srv, args.max_seconds, "max_seconds", srv.totals)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Smoke test for scripts/rtype_impaired_server.py: a small independent R-Type client.
+"""Smoke test for tests/peers/rtype-impaired-server/rtype_impaired_server.py: a small independent R-Type client.
 
 Starts the server (loopback only, bounded in time) with a small --max-clients, connects
 N clients (one more than fit), sends INPUT at 60 Hz and a PING every 50 ms, then checks:
@@ -21,13 +21,11 @@ Exit status 0 when every check passes. Standard library only.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import selectors
 import socket
 import struct
-import subprocess
 import sys
 import time
 
@@ -38,6 +36,8 @@ ENTITY_CREATE, ENTITY_DESTROY, DAMAGE_EVENT, SNAPSHOT = 20, 21, 22, 23
 FIXED = {ACCEPT: 4, REJECT: 4, PONG: 8, GAMEOVER: 4, ENTITY_CREATE: 18, ENTITY_DESTROY: 8,
          DAMAGE_EVENT: 10}
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from smoke_client import Checks, start_server, stop_server  # noqa: E402
 
 
 def pkt(ptype, body=b"", version=1, size=None):
@@ -137,23 +137,16 @@ def main():
     fo = ">" if a.float_order == "big" else "<"
     step = 60 // a.snapshot_rate
 
-    cmd = [sys.executable, os.path.join(HERE, "rtype_impaired_server.py"),
+    cmd = [sys.executable, os.path.join(HERE, "..", "rtype-impaired-server", "rtype_impaired_server.py"),
            "--drop-every", str(a.drop_every), "--pong-delay-ms", str(a.pong_delay_ms),
            "--snapshot-rate", str(a.snapshot_rate), "--float-order", a.float_order,
            "--max-clients", str(a.clients), "--client-timeout", str(a.client_timeout),
            "--start-tick", a.start_tick, "--max-seconds", str(a.seconds + 20)]
-    srv = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    failures = []
-
-    def check(ok, what):
-        print(("  ok   " if ok else "  FAIL ") + what)
-        if not ok:
-            failures.append(what)
+    srv, addr, first = start_server(cmd)
+    check = Checks()
+    failures = check.failures
 
     try:
-        first = srv.stdout.readline().strip()
-        host, port = first.rsplit(" ", 1)[1].split(":")
-        addr = (host, int(port))
         print(f"server: {first}")
 
         # client ids: 7, 0 (allocated), 7 again (taken: allocated), 9, ...; last one rejected
@@ -228,12 +221,10 @@ def main():
         t_end = time.monotonic() + 0.2
         while time.monotonic() < t_end:
             pump(0.05)
-        srv.terminate()
-        out, _ = srv.communicate(timeout=10)
+        tot = stop_server(srv)
     finally:
         if srv.poll() is None:
             srv.kill()
-    tot = json.loads(out.strip().splitlines()[-1])
     per = {c["entity"]: c for c in tot["per_client"]}
     K = a.drop_every
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Smoke client for scripts/darkages_impaired_server.py (DarkAges over plain UDP).
+"""Smoke client for tests/peers/darkages-impaired-server/darkages_impaired_server.py (DarkAges over plain UDP).
 
 Written from the protocol's description (docs/protocols/darkages.md) only. Wire
 format and the readings taken where the spec is silent: see the server's docstring.

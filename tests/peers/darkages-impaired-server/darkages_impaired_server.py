@@ -138,17 +138,17 @@ from __future__ import annotations
 
 import argparse
 import base64
-import heapq
 import hashlib
 import hmac
 import math
-import selectors
-import signal
-import socket
+import os
 import struct
 import sys
 import time
 import zlib
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from impaired_core import ImpairedUdpServer, add_impairment_args, serve  # noqa: E402
 
 PROTOCOL_VERSION = 0x00010000
 
@@ -354,31 +354,19 @@ class Client:
         self.disconnect_reason = None
 
 
-class Server:
+class Server(ImpairedUdpServer):
+    CATCH_HANDLER_ERRORS = True
+    RECV_SIZE = 65535
+
     def __init__(self, args):
+        super().__init__(args.port, args.tick_rate, args.pong_delay_ms, args.drop_every)
         self.args = args
         self.secret = args.secret.encode()
-        self.interval = 1.0 / args.tick_rate
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        for opt in (socket.SO_RCVBUF, socket.SO_SNDBUF):
-            try:
-                self.sock.setsockopt(socket.SOL_SOCKET, opt, 4 * 1024 * 1024)
-            except OSError:
-                pass
-        self.sock.bind(("127.0.0.1", args.port))
-        self.port = self.sock.getsockname()[1]
-        self.sock.setblocking(False)
-        self.sel = selectors.SelectSelector()
-        self.sel.register(self.sock, selectors.EVENT_READ)
-        self.start = time.monotonic()
 
         self.clients: dict[tuple, Client] = {}
         self.finished: list[Client] = []
         self.next_entity_id = args.first_entity_id
-        self.pending_pongs: list = []
-        self.pong_n = 0
         self.tick = args.start_tick & 0xFFFFFFFF
-        self.ticks_run = 0
         self.max_visible = max(1, (args.mtu - SNAP_HEAD.size - 2) // FULL_ENTITY_SIZE)
 
         self.npcs = [Ent(NPC_ID_BASE + i, 0, 2) for i in range(args.npcs)]
@@ -389,30 +377,14 @@ class Server:
         self.handoff_serial = 0
         self.used_tokens: set[str] = set()
 
-        self.malformed: dict[str, int] = {}
-        self.ignored: dict[str, int] = {}
         self.refusals: dict[str, int] = {}
         self.tokens: dict[str, int] = {}
         self.disconnects_by_reason: dict[str, int] = {}
         self.handoffs_late = 0
         self.handoffs_rejected = 0
-        self.received = 0
         self.clients_seen = 0
-        self.ticks_resynced = 0
-        self.max_tick_lag_ms = 0.0
-        self.ticks_late_5ms = 0
-        self.stop_reason = None
 
     # ---- helpers -----------------------------------------------------------------------
-
-    def now_ms32(self, now: float) -> int:
-        return int((now - self.start) * 1000) & 0xFFFFFFFF
-
-    def bad(self, reason: str):
-        self.malformed[reason] = self.malformed.get(reason, 0) + 1
-
-    def ignore(self, reason: str):
-        self.ignored[reason] = self.ignored.get(reason, 0) + 1
 
     def sendto(self, data: bytes, addr, c: Client | None = None) -> bool:
         try:
@@ -439,28 +411,13 @@ class Server:
         if event_id is None:
             event_id = c.next_event_id
             c.next_event_id = (c.next_event_id + 1) & 0xFFFFFFFF
-        pkt = EVENT_HEAD.pack(T_EVENT, event_id, self.now_ms32(now), etype, len(payload)) \
+        pkt = EVENT_HEAD.pack(T_EVENT, event_id, self.ms32(now), etype, len(payload)) \
             + payload
         if self.sendto(pkt, c.addr, c):
             c.c["events_sent"] += 1
         return pkt
 
     # ---- receive path ------------------------------------------------------------------
-
-    def drain(self):
-        for _ in range(4096):
-            try:
-                data, addr = self.sock.recvfrom(65535)
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError:
-                self.ignore("recv_error")
-                return
-            self.received += 1
-            try:
-                self.handle(data, addr, time.monotonic())
-            except Exception as e:  # never crash on a datagram
-                self.bad(f"internal_error:{type(e).__name__}")
 
     def handle(self, data: bytes, addr, now: float):
         if not data:
@@ -514,9 +471,7 @@ class Server:
         if t == T_PING:
             (ts,) = U32.unpack_from(data, 1)
             c.c["pings"] += 1
-            self.pong_n += 1
-            heapq.heappush(self.pending_pongs,
-                           (now + self.args.pong_delay_ms / 1000.0, self.pong_n, addr, ts))
+            self.schedule_pong(now, addr, ts)
             return
         if t == T_HEARTBEAT:
             (ts,) = U32.unpack_from(data, 1)
@@ -672,16 +627,9 @@ class Server:
             return
         c.c["ack_not_sent"] += 1
 
-    def flush_pongs(self, now: float):
-        heap = self.pending_pongs
-        while heap and heap[0][0] <= now:
-            _, _, addr, ts = heapq.heappop(heap)
-            c = self.clients.get(addr)
-            if c is None:
-                self.ignore("pong_client_gone")
-                continue
-            if self.sendto(TYPED_U32.pack(T_PONG, ts), addr, c):
-                c.c["pongs"] += 1
+    def send_pong(self, c: Client, ts: int):
+        if self.sendto(TYPED_U32.pack(T_PONG, ts), c.addr, c):
+            c.c["pongs"] += 1
 
     # ---- simulation --------------------------------------------------------------------
 
@@ -798,7 +746,6 @@ class Server:
         self.simulate(now)
         ents = self.world_entities()
         qcache = {e.eid: (e.etype, e.quantized()) for e in ents}
-        K = self.args.drop_every
         for c in list(self.clients.values()):
             if c.playing_since is None:
                 continue
@@ -810,7 +757,7 @@ class Server:
             c.sent_ticks.discard(old)
             c.c["snapshots_generated"] += 1
             c.c["full_snapshots" if full else "delta_snapshots"] += 1
-            if K > 0 and c.c["snapshots_generated"] % K == 0:
+            if self.drops(c.c["snapshots_generated"]):
                 c.c["snapshots_dropped"] += 1
                 continue
             if self.sendto(pkt, c.addr, c):
@@ -887,36 +834,7 @@ class Server:
 
     # ---- main loop ---------------------------------------------------------------------
 
-    def run(self):
-        deadline = self.start + self.args.duration if self.args.duration > 0 else math.inf
-        next_tick = self.start + self.interval
-        while self.stop_reason is None:
-            now = time.monotonic()
-            if now >= deadline:
-                self.stop_reason = "duration"
-                break
-            wake = min(next_tick, deadline)
-            if self.pending_pongs:
-                wake = min(wake, self.pending_pongs[0][0])
-            try:
-                ready = self.sel.select(max(0.0, wake - now))
-            except InterruptedError:
-                ready = []
-            if ready:
-                self.drain()
-            now = time.monotonic()
-            self.flush_pongs(now)
-            if now >= next_tick:
-                lag = now - next_tick
-                self.max_tick_lag_ms = max(self.max_tick_lag_ms, lag * 1000.0)
-                self.ticks_late_5ms += lag > 0.005
-                if lag > 0.25:
-                    self.ticks_resynced += 1
-                    next_tick = now
-                self.do_tick(now)
-                next_tick += self.interval
-                if self.ticks_run % self.args.tick_rate == 0:
-                    self.expire(now)
+    def on_stop(self):
         for c in list(self.clients.values()):
             self.send_disconnect(c, DR_SERVER_SHUTDOWN, "server shutdown")
 
@@ -945,7 +863,7 @@ class Server:
             f"TRUTH total zone={self.args.zone_id} port={self.port} clients={self.clients_seen} "
             + " ".join(f"{k}={tot.get(k, 0)}" for k in head) + " "
             + f"handoffs_late={self.handoffs_late} handoffs_rejected={self.handoffs_rejected} "
-            + f"malformed={sum(self.malformed.values())} "
+            + f"malformed={sum(self.malformed_by_reason.values())} "
             + f"refusals={sum(self.refusals.values())} "
             + " ".join(f"{k}={v}" for k, v in tot.items() if k not in head) + " "
             + f"datagrams_received={self.received} ticks={self.ticks_run} "
@@ -957,8 +875,8 @@ class Server:
             for k, v in c.invalid_by_reason.items():
                 inv[k] = inv.get(k, 0) + v
         lines.append(f"TRUTH invalid_inputs zone={self.args.zone_id} {kv(inv)}")
-        lines.append(f"TRUTH malformed zone={self.args.zone_id} {kv(self.malformed)}")
-        lines.append(f"TRUTH ignored zone={self.args.zone_id} {kv(self.ignored)}")
+        lines.append(f"TRUTH malformed zone={self.args.zone_id} {kv(self.malformed_by_reason)}")
+        lines.append(f"TRUTH ignored zone={self.args.zone_id} {kv(self.ignored_by_reason)}")
         lines.append(f"TRUTH refusals zone={self.args.zone_id} {kv(self.refusals)}")
         lines.append(f"TRUTH handoff_tokens zone={self.args.zone_id} {kv(self.tokens)}")
         lines.append(f"TRUTH disconnects zone={self.args.zone_id} "
@@ -968,16 +886,13 @@ class Server:
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--port", type=int, default=0, help="UDP port on 127.0.0.1 (0 = ephemeral)")
+    add_impairment_args(p, dropped="tick")
     p.add_argument("--zone-id", type=int, default=1, help="zone_id in CONNECT_ACK")
     p.add_argument("--tick-rate", type=int, default=20, help="ticks (snapshots) per second")
     p.add_argument("--start-tick", type=lambda s: int(s, 0), default=1,
                    help="tick before the first snapshot tick (u32, wraps)")
     p.add_argument("--duration", type=float, default=120.0,
                    help="stop and print TRUTH after this many seconds (0 = until signal)")
-    p.add_argument("--drop-every", type=int, default=0,
-                   help="do not send every K-th snapshot per client, tick consumed (0 = off)")
-    p.add_argument("--pong-delay-ms", type=float, default=0.0, help="delay before each PONG")
     p.add_argument("--npcs", type=int, default=6, help="moving NPC entities")
     p.add_argument("--mtu", type=int, default=1200, help="snapshot datagram size cap")
     p.add_argument("--max-clients", type=int, default=4096,
@@ -1018,20 +933,7 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     args = parse_args(argv)
     srv = Server(args)
-
-    def on_signal(signum, _frame):
-        srv.stop_reason = signal.Signals(signum).name
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    print(f"listening on 127.0.0.1:{srv.port}", flush=True)
-    try:
-        srv.run()
-    finally:
-        for line in srv.truth_lines():
-            print(line, flush=True)
-        srv.sock.close()
-    return 0
+    return serve(srv, args.duration, "duration", srv.truth_lines)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Smoke test for scripts/cafe_impaired_server.py: a small independent cafe client.
+"""Smoke test for tests/peers/cafe-impaired-server/cafe_impaired_server.py: a small independent cafe client.
 
 Starts the server (loopback only, bounded in time), connects N clients, sends inputs at the
 tick rate and pings, then checks:
@@ -20,12 +20,10 @@ Exit status 0 when every check passes. Standard library only.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import selectors
 import socket
 import struct
-import subprocess
 import sys
 import time
 
@@ -37,6 +35,8 @@ HELLO, WELCOME, INPUT, SNAPSHOT, PING, DISCONNECT = range(6)
 RIGHT, DOWN = 8, 2
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from smoke_client import Checks, start_server, stop_server  # noqa: E402
 
 
 class Bot:
@@ -127,23 +127,16 @@ def main():
                     help="make the last client go silent halfway to test the timeout")
     a = ap.parse_args()
 
-    cmd = [sys.executable, os.path.join(HERE, "cafe_impaired_server.py"),
+    cmd = [sys.executable, os.path.join(HERE, "..", "cafe-impaired-server", "cafe_impaired_server.py"),
            "--drop-every", str(a.drop_every), "--pong-delay-ms", str(a.pong_delay_ms),
            "--tick-rate", str(a.tick_rate), "--full-every", str(a.full_every),
            "--client-timeout", str(a.client_timeout),
            "--max-seconds", str(a.seconds + 20)]
-    srv = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    failures = []
-
-    def check(ok, what):
-        print(("  ok   " if ok else "  FAIL ") + what)
-        if not ok:
-            failures.append(what)
+    srv, addr, first = start_server(cmd)
+    check = Checks()
+    failures = check.failures
 
     try:
-        first = srv.stdout.readline().strip()
-        host, port = first.rsplit(" ", 1)[1].split(":")
-        addr = (host, int(port))
         print(f"server: {first}")
 
         sel = selectors.SelectSelector()  # microsecond timeouts (epoll rounds to ms)
@@ -219,12 +212,10 @@ def main():
                     except BlockingIOError:
                         break
                     b.on_datagram(data, time.monotonic())
-        srv.terminate()
-        out, _ = srv.communicate(timeout=10)
+        totals = stop_server(srv)
     finally:
         if srv.poll() is None:
             srv.kill()
-    totals = json.loads(out.strip().splitlines()[-1])
     per_client = {c["player_id"]: c for c in totals["per_client"]}
 
     K = a.drop_every

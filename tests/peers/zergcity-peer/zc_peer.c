@@ -5,7 +5,7 @@
  * (what it generated, what it deliberately dropped) is printed at exit, and a client that
  * exercises a server end to end.
  *
- * Build: make -C scripts/zergcity-peer   (needs libenet-dev, liblz4-dev; C99)
+ * Build: make -C tests/peers/zergcity-peer   (needs libenet-dev, liblz4-dev; C99)
  *
  * Modes (loopback; output lines are "WORD key=value ...", stdout flushed per line):
  *

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Smoke test of the independent ZergCity peer (scripts/zergcity-peer/zc_peer.c): builds it, runs
+# Smoke test of the independent ZergCity peer (tests/peers/zergcity-peer/zc_peer.c): builds it, runs
 # its server and its client against each other on 127.0.0.1 and checks the RESULT and TRUTH
 # lines. Every process runs under `timeout`; servers listen on ephemeral ports. Exit 0 = pass.
-#   scripts/zergcity_peer_smoke.sh          all scenarios (about 12 s, run in parallel) + fuzz
-#   scripts/zergcity_peer_smoke.sh --quick  only the basic 3 s server/client run
+#   tests/peers/zergcity-peer/smoke.sh          all scenarios (about 12 s, run in parallel) + fuzz
+#   tests/peers/zergcity-peer/smoke.sh --quick  only the basic 3 s server/client run
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-src="$here/zergcity-peer"
+src="$here"
 work="$(mktemp -d /tmp/zc_smoke.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 quick=0
