@@ -7,6 +7,9 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+mod common;
+use common::scenario::replace_once;
+
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tickswarm"))
 }
@@ -160,7 +163,7 @@ fn value_errors_name_file_line_and_column() {
         ),
         (
             "lots.yaml",
-            base.replace("ramp_to: 10", "ramp_to: lots"),
+            replace_once(base, "ramp_to: 10", "ramp_to: lots"),
             &["lots.yaml:6:16", "expected a whole number (0 or more)"],
         ),
         (
@@ -170,7 +173,7 @@ fn value_errors_name_file_line_and_column() {
         ),
         (
             "proto.yaml",
-            base.replace("cafe: {}", "cafee: {}"),
+            replace_once(base, "cafe: {}", "cafee: {}"),
             &["proto.yaml:3:3", "did you mean `cafe`?"],
         ),
         (

@@ -18,6 +18,9 @@ use std::process::{Child, ChildStdout, Command, Output, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
+
+mod common;
+use common::summary::declared_counter;
 use tickswarm::protocol::cafe::{CafeOptions, Dialect, LossSource};
 use tickswarm::protocol::ProtocolSection;
 use tickswarm::scenario::{self, Dur, Stage};
@@ -35,7 +38,8 @@ impl VariantServer {
     }
 
     fn start_with(extra: &[&str]) -> Self {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/cafe-variant-server/cafe_variant_server.py");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/peers/cafe-variant-server/cafe_variant_server.py");
         let mut child = Command::new("python3")
             .arg(&script)
             .args(["--port", "0", "--max-seconds", "60"])
@@ -99,8 +103,10 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// A count that must be there: a renamed or missing field fails instead of reading 0.
 fn u(v: &Value) -> u64 {
-    v.as_u64().unwrap_or(0)
+    v.as_u64()
+        .unwrap_or_else(|| panic!("expected a count, found {v}"))
 }
 
 fn scenario(port: u16, dialect: &str, bots: u32, hold: &str) -> String {
@@ -352,7 +358,7 @@ fn ramp_against_a_shared_counter_shows_no_phantom_loss() {
         let l = &s["loss"]["downstream"];
         assert!(l["rate"].as_f64().unwrap_or(1.0) < 0.005, "{source:?}: {l}");
         assert!(u(&l["expected"]) >= u(&s["snapshots_applied"]), "{l}");
-        let shared = u(&s["protocol_metrics"]["shared_sequence_detected"]);
+        let shared = declared_counter(&s, "shared_sequence_detected");
         match source {
             None => assert_eq!(shared, 20, "every bot saw the sharing"),
             Some(_) => assert_eq!(shared, 0, "ticks from the start"),

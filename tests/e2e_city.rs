@@ -8,6 +8,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::proxy::{Impairment, Proxy};
+use common::scenario::Scenario;
 use serde_json::Value;
 use tickswarm::engine::spawn_reference_server;
 use tickswarm::protocol::city::CityOptions;
@@ -49,12 +50,12 @@ fn hist(s: &Value, name: &str) -> Value {
 #[test]
 fn city_swarm_over_enet() {
     let _one_at_a_time = serial();
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/city.yaml"))
-        .unwrap()
-        .replace("ramp_to: 300", "ramp_to: 150")
-        .replace("over: 3s", "over: 1s")
-        .replace("hold: 9s", "hold: 4s")
-        .replace("duration: 12s", "duration: 5s");
+    let text = Scenario::file("city.yaml")
+        .set("population.stages.0.ramp_to", 150)
+        .set("population.stages.0.over", "1s")
+        .set("population.stages.1.hold", "4s")
+        .set("duration", "5s")
+        .text();
     let s = run(&text, &[]);
     assert_eq!(s["protocol"], "city");
     assert_eq!(s["bots"]["connected"], 150, "{}", s["errors"]);
@@ -235,11 +236,11 @@ fn wire_bytes_equal_what_a_counting_proxy_saw() {
         },
         Duration::from_secs(30),
     );
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/city.yaml"))
-        .unwrap()
-        .replace("ramp_to: 300", "ramp_to: 10")
-        .replace("over: 3s", "over: 1s")
-        .replace("duration: 12s", "duration: 3s");
+    let text = Scenario::file("city.yaml")
+        .set("population.stages.0.ramp_to", 10)
+        .set("population.stages.0.over", "1s")
+        .set("duration", "3s")
+        .text();
     let s = run(&text, &["--target", &proxy.addr.to_string()]);
     let bw = &s["bandwidth"];
     let n = |k: &str| bw[k].as_u64().unwrap();

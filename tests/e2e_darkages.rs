@@ -5,22 +5,22 @@ use std::process::Command;
 
 use serde_json::Value;
 
+mod common;
+use common::scenario::Scenario;
+use common::summary::{declared_counter, server_event};
+
 #[test]
 fn darkages_swarm_hands_over_between_two_embedded_zones() {
     let tmp = tempfile::tempdir().unwrap();
     let scenario = tmp.path().join("darkages.yaml");
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/scenarios/darkages.yaml"
-    ))
-    .unwrap()
-    .replace("duration: 10s", "duration: 6s")
-    .replace("hold: 8s", "hold: 4s")
-    .replace("turn_every_ms: 4000", "turn_every_ms: 2500")
-    // This checks behaviour, not speed: a debug build of the swarm and two zones on a
-    // shared 2-core machine queues for hundreds of milliseconds.
-    .replace("rtt p99 < 50ms", "rtt p99 < 5s");
-    std::fs::write(&scenario, text).unwrap();
+    Scenario::file("darkages.yaml")
+        .set("duration", "6s")
+        .set("population.stages.1.hold", "4s")
+        .set("protocol.darkages.turn_every_ms", 2500)
+        // This checks behaviour, not speed: a debug build of the swarm and two zones on a
+        // shared 2-core machine queues for hundreds of milliseconds.
+        .replace_item("thresholds", "rtt p99 < 50ms", "rtt p99 < 5s")
+        .write(&scenario);
     let out = tmp.path().join("out");
     let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
         .arg("run")
@@ -52,12 +52,12 @@ fn darkages_swarm_hands_over_between_two_embedded_zones() {
     let down = &s["loss"]["downstream"];
     assert!(down["expected"].as_u64().unwrap() > 120 * 20 * 3, "{down}");
     let pm = &s["protocol_metrics"];
-    let handoffs = pm["handoffs"].as_u64().unwrap_or(0);
+    let handoffs = declared_counter(&s, "handoffs");
     assert!(handoffs >= 30, "handoffs {handoffs}: {pm}");
     assert_eq!(pm["handoff_us"]["count"].as_u64(), Some(handoffs));
     for reason in ["timeout", "refused", "expired_token", "bad_address"] {
         assert_eq!(
-            pm[format!("handoff_failed.{reason}")].as_u64().unwrap_or(0),
+            declared_counter(&s, &format!("handoff_failed.{reason}")),
             0,
             "{reason}: {pm}"
         );
@@ -65,7 +65,7 @@ fn darkages_swarm_hands_over_between_two_embedded_zones() {
     let server = &pm["embedded_server"]["events"];
     // Every handoff a bot completed arrived at a zone; a few more may have arrived whose
     // completion the bot had not seen yet when the run stopped (one per bot at most).
-    let arrived = server["handoff_in"].as_u64().unwrap_or(0);
+    let arrived = server_event(&s, "handoff_in");
     assert!(
         arrived >= handoffs && arrived - handoffs <= 12,
         "zones saw {arrived} handoffs arrive, bots completed {handoffs}: {server}"
@@ -76,8 +76,8 @@ fn darkages_swarm_hands_over_between_two_embedded_zones() {
         "snapshot_delta_bytes",
         "prediction_error",
     ] {
-        assert!(pm[h]["count"].as_u64().unwrap_or(0) > 0, "{h}: {pm}");
+        assert!(pm[h]["count"].as_u64().unwrap() > 0, "{h}: {pm}");
     }
-    assert!(pm["invalid_input_sent"].as_u64().unwrap_or(0) > 0, "{pm}");
+    assert!(declared_counter(&s, "invalid_input_sent") > 0, "{pm}");
     assert_eq!(s["errors"]["decode"].as_object().map_or(0, |m| m.len()), 0);
 }

@@ -4,22 +4,23 @@ use std::process::Command;
 
 use serde_json::Value;
 
+mod common;
+use common::scenario::Scenario;
+
 /// Every bot is accepted; RTT, snapshot and entity metrics land in summary.json; nothing is
 /// lost on loopback; the report is written.
 #[test]
 fn rtype_swarm_against_embedded_server() {
     let tmp = tempfile::tempdir().unwrap();
     let scenario = tmp.path().join("rtype.yaml");
-    let text =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/rtype.yaml"))
-            .unwrap()
-            .replace("duration: 10s", "duration: 4s")
-            .replace("hold: 8s", "hold: 3s")
-            .replace("over: 2s", "over: 1s")
-            // The verdict under test is the default checks (nothing lost, every bot in);
-            // loopback RTT on a shared 2-core CI machine is not (a loaded run saw p99 86 ms).
-            .replace("rtt p99 < 50ms", "rtt p99 < 5s");
-    std::fs::write(&scenario, text).unwrap();
+    Scenario::file("rtype.yaml")
+        .set("duration", "4s")
+        .set("population.stages.1.hold", "3s")
+        .set("population.stages.0.over", "1s")
+        // The verdict under test is the default checks (nothing lost, every bot in);
+        // loopback RTT on a shared 2-core CI machine is not (a loaded run saw p99 86 ms).
+        .replace_item("thresholds", "rtt p99 < 50ms", "rtt p99 < 5s")
+        .write(&scenario);
     let out = tmp.path().join("out");
     let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
         .arg("run")

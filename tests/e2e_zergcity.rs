@@ -5,6 +5,9 @@ use std::process::Command;
 
 use serde_json::Value;
 
+mod common;
+use common::scenario::Scenario;
+
 fn run(scenario_text: &str) -> Value {
     let tmp = tempfile::tempdir().unwrap();
     let scenario = tmp.path().join("zergcity.yaml");
@@ -32,16 +35,13 @@ fn metric<'a>(s: &'a Value, name: &str) -> &'a Value {
 /// token; summary.json carries the ZergCity metrics.
 #[test]
 fn zergcity_swarm_over_an_embedded_fleet_with_reconnection() {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/scenarios/zergcity.yaml"
-    ))
-    .unwrap()
-    .replace("ramp_to: 240", "ramp_to: 200")
-    .replace("over: 3s", "over: 1s")
-    .replace("hold: 9s", "hold: 4s")
-    .replace("reconnect_after_ms: 2000", "reconnect_after_ms: 1000")
-    .replace("duration: 12s", "duration: 5s");
+    let text = Scenario::file("zergcity.yaml")
+        .set("population.stages.0.ramp_to", 200)
+        .set("population.stages.0.over", "1s")
+        .set("population.stages.1.hold", "4s")
+        .set("protocol.zergcity.reconnect_after_ms", 1000)
+        .set("duration", "5s")
+        .text();
     let s = run(&text);
     assert_eq!(s["protocol"], "zergcity");
     assert_eq!(s["bots"]["connected"], 200, "{}", s["errors"]);
@@ -93,17 +93,14 @@ fn zergcity_swarm_over_an_embedded_fleet_with_reconnection() {
 /// A fleet of one game: the fifth player is refused as "server full", a counted outcome.
 #[test]
 fn the_fifth_player_of_a_game_is_refused() {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/scenarios/zergcity.yaml"
-    ))
-    .unwrap()
-    .replace("ramp_to: 240", "ramp_to: 5")
-    .replace("over: 3s", "over: 1s")
-    .replace("hold: 9s", "hold: 1s")
-    .replace("reconnect_share: 0.25", "reconnect_share: 0")
-    .replace("# instances: 60", "instances: 1")
-    .replace("duration: 12s", "duration: 2s");
+    let text = Scenario::file("zergcity.yaml")
+        .set("population.stages.0.ramp_to", 5)
+        .set("population.stages.0.over", "1s")
+        .set("population.stages.1.hold", "1s")
+        .set("protocol.zergcity.reconnect_share", 0)
+        .add("server.instances", 1)
+        .set("duration", "2s")
+        .text();
     let s = run(&text);
     assert_eq!(s["bots"]["connected"], 4, "{}", s["errors"]);
     assert_eq!(s["errors"]["connect"]["server_full"], 1, "{}", s["errors"]);

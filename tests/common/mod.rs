@@ -5,5 +5,7 @@
 pub mod city_peer;
 pub mod enet_forge;
 pub mod proxy;
+pub mod scenario;
 pub mod serve;
 pub mod sim;
+pub mod summary;
