@@ -8,6 +8,7 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 mod common;
+use common::kernel::{assert_loopback_loss, UdpDrops};
 use common::scenario::replace_once;
 
 fn bin() -> Command {
@@ -68,7 +69,9 @@ fn swarm_against_embedded_server() {
     let tmp = tempfile::tempdir().unwrap();
     let sc = write_scenario(tmp.path(), "s.yaml", SWARM);
     let out = tmp.path().join("out");
+    let drops = UdpDrops::now();
     let o = run_to(&sc, &out);
+    let dropped = drops.since();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let s = summary(&out);
     assert_eq!(s["protocol"], "cafe");
@@ -91,10 +94,8 @@ fn swarm_against_embedded_server() {
     }
     let down = &s["loss"]["downstream"];
     assert!(down["expected"].as_u64().unwrap() > 200 * 60 * 2);
-    assert_eq!(
-        down["expected"], down["received"],
-        "loopback must lose nothing"
-    );
+    // Loopback loses nothing the kernel did not drop for a starved receiver.
+    assert_loopback_loss(down, dropped, 1, "downstream");
     assert!(
         s["loss"]["upstream"].is_null(),
         "cafe cannot measure upstream loss"
@@ -476,12 +477,19 @@ fn per_bot_bandwidth_matches_the_input_grid() {
     // 3 seconds × 5 bots: the first second, in which the bots connected (the last about
     // 0.5 s in), is not a whole second in play and gives no sample (nor does the Hello): the
     // seconds ending at 2, 3 and 4 s. Counted, as before, those part-seconds gave samples far
-    // below the grid's 59 slots (count 20, min 228 bytes in one run).
-    assert_eq!(up["count"], 15, "{up}");
-    assert!(n(&up["min"]) >= 59 * 16, "{up}");
+    // below the grid's 59 slots (count 20, min 228 bytes in one run). A bot whose Welcome
+    // came late on a loaded machine has a whole second fewer.
+    let samples = n(&up["count"]);
+    assert!((10..=15).contains(&samples), "{up}");
+    // A second holds 60 grid slots, one of which a late send can carry into the next; a
+    // worker a whole period behind skips slots and counts them (any of them could fall in
+    // one bot-second), so the floor gives back what was skipped.
+    let skipped = n(&s["generator"]["inputs_skipped"]);
+    let floor = 59u64.saturating_sub(skipped) * 16;
+    assert!(n(&up["min"]) >= floor, "{up}, {skipped} slots skipped");
     assert!(n(&up["max"]) <= 61 * 16 + 12 + 12, "{up}");
     let p50 = n(&up["p50"]);
-    assert!((59 * 16..=61 * 16 + 12).contains(&p50), "{up}");
+    assert!((floor..=61 * 16 + 12).contains(&p50), "{up}");
     let size = &bw["packet_size_up_bytes"];
     assert_eq!(size["p50"], 16, "{size}");
     // The smallest is the goodbye (Disconnect: the header alone), the largest the Hello.

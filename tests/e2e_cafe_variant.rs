@@ -15,18 +15,25 @@
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, ChildStdout, Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use serde_json::Value;
 
 mod common;
+use common::kernel::{
+    assert_loopback_loss, assert_loss_at_most, assert_pass_but_kernel_loss, UdpDrops,
+};
 use common::summary::declared_counter;
 use tickswarm::protocol::cafe::{CafeOptions, Dialect, LossSource};
 use tickswarm::protocol::ProtocolSection;
 use tickswarm::scenario::{self, Dur, Stage};
 
-/// The variant server, stopped (stdin closed) and reaped on drop.
+/// The variant server, stopped (stdin closed) and reaped on drop. One at a time: each test
+/// runs a Python server and a 20-bot debug swarm, and several at once on two cores measure
+/// the machine (starved receivers overflow their buffers), not the code.
 struct VariantServer {
+    _one_at_a_time: MutexGuard<'static, ()>,
     child: Option<Child>,
     stdout: BufReader<ChildStdout>,
     port: u16,
@@ -38,6 +45,8 @@ impl VariantServer {
     }
 
     fn start_with(extra: &[&str]) -> Self {
+        static LOCK: Mutex<()> = Mutex::new(());
+        let guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
         let script = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/peers/cafe-variant-server/cafe_variant_server.py");
         let mut child = Command::new("python3")
@@ -55,6 +64,7 @@ impl VariantServer {
         let v: Value = serde_json::from_str(&line).expect("port line is JSON");
         let port = v["port"].as_u64().expect("port") as u16;
         Self {
+            _one_at_a_time: guard,
             child: Some(child),
             stdout,
             port,
@@ -81,10 +91,13 @@ impl Drop for VariantServer {
     }
 }
 
-fn run(dir: &Path, scenario: &str) -> (Output, Value) {
+/// The run's output, its summary, and the datagrams the kernel dropped meanwhile for full
+/// receive buffers (see `common::kernel`).
+fn run(dir: &Path, scenario: &str) -> (Output, Value, u64) {
     let sc = dir.join("s.yaml");
     std::fs::write(&sc, scenario).expect("write scenario");
     let out = dir.join("out");
+    let drops = UdpDrops::now();
     let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
         .arg("run")
         .arg(&sc)
@@ -92,10 +105,12 @@ fn run(dir: &Path, scenario: &str) -> (Output, Value) {
         .arg(&out)
         .output()
         .expect("tickswarm runs");
+    let dropped = drops.since();
     let text = std::fs::read_to_string(out.join("summary.json")).expect("summary.json written");
     (
         o,
         serde_json::from_str(&text).expect("summary.json is JSON"),
+        dropped,
     )
 }
 
@@ -141,14 +156,17 @@ thresholds:
 fn implementation_dialect_against_the_variant() {
     let server = VariantServer::start();
     let tmp = tempfile::tempdir().expect("tempdir");
-    let (o, s) = run(
+    let (o, s, dropped) = run(
         tmp.path(),
         &scenario(server.port, "implementation", 20, "5500ms"),
     );
     let totals = server.stop();
     let err = stderr(&o);
-    eprintln!("{err}\nserver totals: {totals}");
-    assert_eq!(o.status.code(), Some(0), "{err}");
+    eprintln!("{err}\nserver totals: {totals}\nkernel drops: {dropped}");
+    // A pass; or, if the kernel dropped datagrams for starved bots, a loss threshold failed.
+    assert_pass_but_kernel_loss(&s, dropped);
+    let code = if s["verdict"] == "pass" { 0 } else { 1 };
+    assert_eq!(o.status.code(), Some(code), "{err}");
     assert_eq!(s["bots"]["connected"], 20);
     assert_eq!(u(&s["bots"]["lost"]), 0);
 
@@ -159,10 +177,7 @@ fn implementation_dialect_against_the_variant() {
         .unwrap_or_default();
     assert!(decode.is_empty(), "decode errors: {decode:?}");
 
-    // Snapshots applied the whole run: about 60 per bot-second over ~5.5 s, and every one the
-    // server sent while the bot still spoke (bar those in flight at its end; the server goes
-    // on sending for seconds after a client falls silent, which no bot can apply). A bot
-    // applies a snapshot or two sent after the server heard its last Input.
+    // Snapshots applied the whole run: about 60 per bot-second over ~5.5 s.
     let applied = u(&s["snapshots_applied"]);
     let sent = u(&totals["snapshots_sent_while_heard"]);
     assert!(applied >= 20 * 60 * 4, "applied {applied}");
@@ -171,11 +186,32 @@ fn implementation_dialect_against_the_variant() {
         applied <= sent + 20 * 2,
         "applied {applied} of {sent} sent while heard"
     );
-    assert!(
-        applied * 100 >= sent * 98,
-        "applied {applied} of {sent} sent while heard"
-    );
+    // Every datagram the bots read is accounted for, whatever the scheduling: one Welcome
+    // per bot, the snapshots applied, a pong per RTT sample (matched before any sequence
+    // bookkeeping), and nothing set aside on loopback (no duplicate, reordered, stray or
+    // unmatched datagram). What the server sent while a bot spoke and the bot never read was
+    // lost (bounded by the kernel's drops below) or still queued when the bot stopped.
     let pm = &s["protocol_metrics"];
+    for set_aside in [
+        "duplicate_welcome",
+        "snapshot_outside_session",
+        "snapshot_duplicate_or_old",
+        "snapshot_out_of_order",
+        "pong_unmatched",
+        "datagram_outside_session",
+        "unknown_message_type",
+    ] {
+        assert_eq!(pm.get(set_aside), None, "{set_aside}: {pm}");
+    }
+    let read = u(&s["bandwidth"]["down_packets"]);
+    let rtt = u(&s["rtt_us"]["count"]);
+    let late = pm.get("pong_late").map_or(0, u);
+    assert_eq!(
+        read,
+        20 + applied + rtt + late,
+        "datagrams read {read}: 20 Welcomes, {applied} snapshots, {rtt} + {late} pongs"
+    );
+    assert_eq!(u(&s["loss"]["downstream"]["received"]), applied);
     // Full snapshots (a third) are over 8 KB; the boss waves near 60 KB.
     let bytes = &pm["snapshot_bytes"];
     assert!(u(&bytes["p90"]) > 8192, "snapshot_bytes {bytes}");
@@ -188,21 +224,22 @@ fn implementation_dialect_against_the_variant() {
         s["snapshot_interarrival_us"]
     );
 
-    // RTT: an echo for (nearly) every ping, matched before any sequence bookkeeping.
+    // RTT: every echo the bots read gave a sample (above); the server echoed each ping it
+    // read, and no more.
     let pings = u(&pm["pings_sent"]);
-    let rtt = u(&s["rtt_us"]["count"]);
+    let echoed = u(&totals["pings_echoed"]);
     assert!(pings >= 20 * 15, "pings {pings}");
     assert!(
-        rtt * 100 >= pings * 95,
-        "rtt samples {rtt} of {pings} pings"
+        rtt + late <= echoed && echoed <= pings,
+        "{rtt} + {late} of {echoed} echoes of {pings} pings"
     );
-    assert!(rtt <= pings);
+    assert!(rtt > 0, "no RTT sample");
 
     // Loss from snapshot ticks: about 0 on loopback, not the 95 % a shared header counter
     // would show.
     let l = &s["loss"]["downstream"];
     assert!(u(&l["expected"]) >= applied, "{l}");
-    assert!(l["rate"].as_f64().unwrap_or(1.0) < 0.01, "{l}");
+    assert_loopback_loss(l, dropped, 1, "downstream");
 
     eprintln!(
         "figures: applied {applied} of {sent} sent ({} over 8 KB sent, max {} B); rtt {rtt} of \
@@ -234,7 +271,7 @@ fn implementation_dialect_against_the_variant() {
 fn spec_dialect_against_the_variant_is_named() {
     let server = VariantServer::start();
     let tmp = tempfile::tempdir().expect("tempdir");
-    let (o, s) = run(tmp.path(), &scenario(server.port, "spec", 5, "2s"));
+    let (o, s, _) = run(tmp.path(), &scenario(server.port, "spec", 5, "2s"));
     let totals = server.stop();
     let err = stderr(&o);
     eprintln!("{err}\nserver totals: {totals}");
@@ -264,7 +301,7 @@ fn spec_dialect_against_the_variant_is_named() {
 /// `port` with `--target` and `--bots`. The RTT threshold is left out: it measures the
 /// Python server's latency on busy CI cores, not what this test is about; the loss
 /// threshold and the default checks stay.
-fn run_quickstart(dir: &Path, port: u16, loss_source: Option<LossSource>) -> (Output, Value) {
+fn run_quickstart(dir: &Path, port: u16, loss_source: Option<LossSource>) -> (Output, Value, u64) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/quickstart.yaml");
     let mut sc = scenario::load(&path).expect("quickstart.yaml parses");
     let ProtocolSection::Cafe(shipped) = &sc.protocol else {
@@ -301,6 +338,7 @@ fn run_quickstart(dir: &Path, port: u16, loss_source: Option<LossSource>) -> (Ou
     )
     .expect("write scenario");
     let out = dir.join("out");
+    let drops = UdpDrops::now();
     let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
         .arg("run")
         .arg(&file)
@@ -309,10 +347,12 @@ fn run_quickstart(dir: &Path, port: u16, loss_source: Option<LossSource>) -> (Ou
         .arg(&out)
         .output()
         .expect("tickswarm runs");
+    let dropped = drops.since();
     let text = std::fs::read_to_string(out.join("summary.json")).expect("summary.json written");
     (
         o,
         serde_json::from_str(&text).expect("summary.json is JSON"),
+        dropped,
     )
 }
 
@@ -340,23 +380,28 @@ fn ramp_against_a_shared_counter_shows_no_phantom_loss() {
     for source in [None, Some(LossSource::Auto)] {
         let server = VariantServer::start();
         let tmp = tempfile::tempdir().expect("tempdir");
-        let (o, s) = run_quickstart(tmp.path(), server.port, source);
+        let (o, s, dropped) = run_quickstart(tmp.path(), server.port, source);
         let totals = server.stop();
         let err = stderr(&o);
         let seconds = per_second_loss(&s);
         eprintln!(
-            "{source:?}: loss {} per second {seconds:?}; server {totals}",
+            "{source:?}: loss {} per second {seconds:?}; server {totals}; kernel drops {dropped}",
             s["loss"]["downstream"]
         );
-        assert_eq!(o.status.code(), Some(0), "{source:?}: {err}");
-        assert_eq!(s["verdict"], "pass", "{source:?}");
+        assert_pass_but_kernel_loss(&s, dropped);
+        let code = if s["verdict"] == "pass" { 0 } else { 1 };
+        assert_eq!(o.status.code(), Some(code), "{source:?}: {err}");
         assert_eq!(s["bots"]["connected"], 20, "{source:?}");
         assert!(seconds.len() >= 6, "{source:?}: {seconds:?}");
-        for (i, r) in seconds.iter().enumerate() {
-            assert!(*r < 0.005, "{source:?}: second {i}: {r} of {seconds:?}");
+        // With no datagram dropped by the kernel, no second shows loss; otherwise the real
+        // loss of starved bots lands in some seconds, and the whole run's count bounds it.
+        if dropped == 0 {
+            for (i, r) in seconds.iter().enumerate() {
+                assert!(*r < 0.005, "{source:?}: second {i}: {r} of {seconds:?}");
+            }
         }
         let l = &s["loss"]["downstream"];
-        assert!(l["rate"].as_f64().unwrap_or(1.0) < 0.005, "{source:?}: {l}");
+        assert_loss_at_most(l, 0.005, dropped, 1, &format!("{source:?}"));
         assert!(u(&l["expected"]) >= u(&s["snapshots_applied"]), "{l}");
         let shared = declared_counter(&s, "shared_sequence_detected");
         match source {
@@ -374,7 +419,7 @@ fn ramp_with_dropped_snapshots_measures_the_servers_own_loss() {
     for source in [None, Some(LossSource::Auto)] {
         let server = VariantServer::start_with(&["--drop-every", "10"]);
         let tmp = tempfile::tempdir().expect("tempdir");
-        let (o, s) = run_quickstart(tmp.path(), server.port, source);
+        let (o, s, kernel) = run_quickstart(tmp.path(), server.port, source);
         let totals = server.stop();
         let dropped = u(&totals["snapshots_dropped"]);
         let sent = u(&totals["snapshots_sent"]);
@@ -400,9 +445,11 @@ fn ramp_with_dropped_snapshots_measures_the_servers_own_loss() {
                 .sum::<u64>(),
             dropped
         );
+        // The server's own drops, plus what the kernel dropped for starved bots meanwhile.
+        let expected = u(&l["expected"]) as f64;
         assert!(
-            (measured - truth).abs() <= 0.005,
-            "{source:?}: measured {measured}, server {truth}"
+            measured - truth >= -0.005 && measured - truth <= 0.005 + kernel as f64 / expected,
+            "{source:?}: measured {measured}, server {truth}, kernel drops {kernel}"
         );
     }
 }

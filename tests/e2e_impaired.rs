@@ -7,6 +7,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::process::Command;
 use std::time::Duration;
 
+use common::kernel::{assert_loopback_loss, UdpDrops};
 use common::proxy::{Impairment, Proxy};
 use serde_json::Value;
 use tickswarm::engine::spawn_reference_server;
@@ -66,22 +67,31 @@ fn cafe_loss_and_delay_through_a_proxy() {
         drop_every_up: 0,
         corrupt_every_down: 0,
     };
+    let drops = UdpDrops::now();
     let (s, proxy) = run_through_proxy(
         "  cafe: {}",
         ProtocolSection::Cafe(Default::default()),
         imp,
         "",
     );
+    // Datagrams the kernel dropped for full receive buffers meanwhile (starved bots or
+    // proxy): lost too, beyond the proxy's own count.
+    let kernel = drops.since();
     let dropped = proxy.counts.down_dropped.load(Ordering::Relaxed);
     let down = &s["loss"]["downstream"];
-    let missing = down["expected"].as_u64().unwrap() - down["received"].as_u64().unwrap();
+    let expected = down["expected"].as_u64().unwrap();
+    let missing = expected - down["received"].as_u64().unwrap();
     assert!(dropped > 100, "proxy dropped {dropped}");
     assert!(
-        missing <= dropped && dropped - missing <= 20,
-        "bots saw {missing} missing, proxy dropped {dropped}"
+        missing <= dropped + kernel && dropped <= missing + 20,
+        "bots saw {missing} missing, proxy dropped {dropped}, kernel {kernel}"
     );
     let rate = down["rate"].as_f64().unwrap();
-    assert!((rate - 0.1).abs() < 0.005, "loss rate {rate}");
+    let slack = kernel as f64 / expected as f64;
+    assert!(
+        rate > 0.095 && rate < 0.105 + slack,
+        "loss rate {rate}, kernel drops {kernel}"
+    );
     let rtt = &s["rtt_us"];
     assert!(rtt["min"].as_u64().unwrap() >= 30_000, "{rtt}");
     assert!(rtt["p50"].as_u64().unwrap() < 45_000, "{rtt}");
@@ -97,7 +107,7 @@ fn cafe_loss_and_delay_through_a_proxy() {
     let forwarded = proxy.counts.down_forwarded.load(Ordering::Relaxed);
     let down = s["bandwidth"]["down_packets"].as_u64().unwrap();
     assert!(
-        down <= forwarded && forwarded - down <= 20 * 4,
+        down <= forwarded && forwarded - down <= 20 * 4 + kernel,
         "down {down}, forwarded {forwarded}"
     );
     assert_eq!(s["bots"]["connected"], 20);
@@ -113,17 +123,18 @@ fn rtype_delay_through_a_proxy() {
         drop_every_up: 0,
         corrupt_every_down: 0,
     };
+    let drops = UdpDrops::now();
     let (s, _proxy) = run_through_proxy(
         "  rtype: {}",
         ProtocolSection::Rtype(Default::default()),
         imp,
         "",
     );
+    let kernel = drops.since();
     let rtt = &s["rtt_us"];
     assert!(rtt["min"].as_u64().unwrap() >= 30_000, "{rtt}");
     assert!(rtt["p50"].as_u64().unwrap() < 45_000, "{rtt}");
-    let down = &s["loss"]["downstream"];
-    assert_eq!(down["expected"], down["received"], "{down}");
+    assert_loopback_loss(&s["loss"]["downstream"], kernel, 1, "downstream");
     assert_eq!(s["bots"]["connected"], 20);
 }
 
