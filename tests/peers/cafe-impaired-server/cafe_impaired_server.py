@@ -32,7 +32,6 @@ import math
 import os
 import struct
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from impaired_core import ImpairedUdpServer, add_impairment_args, serve_json_totals  # noqa: E402
@@ -350,13 +349,7 @@ class Server(ImpairedUdpServer):
             "malformed_by_reason": self.malformed_by_reason,
             "ignored_by_reason": self.ignored_by_reason,
             "ticks": self.ticks_run,
-            "ticks_resynced": self.ticks_resynced,
-            "max_tick_lag_ms": round(self.max_tick_lag_ms, 3),
-            "ticks_late_1ms": self.ticks_late_1ms,
-            "ticks_late_5ms": self.ticks_late_5ms,
-            "uptime_s": round(time.monotonic() - started, 3),
-            "cpu_s": round(time.process_time(), 3),
-            "stop_reason": self.stop_reason,
+            **self.loop_totals(started),
             "config": {
                 "tick_rate": self.tick_rate, "full_every": self.args.full_every,
                 "drop_every": self.args.drop_every, "pong_delay_ms": self.args.pong_delay_ms,

@@ -130,6 +130,18 @@ class ImpairedUdpServer:
     def on_stop(self):
         pass
 
+    def loop_totals(self, started: float) -> dict:
+        """How the tick loop kept up, and why it stopped: part of the ground truth."""
+        return {
+            "ticks_resynced": self.ticks_resynced,
+            "max_tick_lag_ms": round(self.max_tick_lag_ms, 3),
+            "ticks_late_1ms": self.ticks_late_1ms,
+            "ticks_late_5ms": self.ticks_late_5ms,
+            "uptime_s": round(time.monotonic() - started, 3),
+            "cpu_s": round(time.process_time(), 3),
+            "stop_reason": self.stop_reason,
+        }
+
     def run(self, seconds: float, deadline_reason: str):
         """Tick at `tick_rate` until a signal sets `stop_reason` or `seconds` pass (0: no
         bound); expire silent clients once a second of ticks."""

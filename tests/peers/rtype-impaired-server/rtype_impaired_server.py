@@ -55,7 +55,6 @@ import math
 import os
 import struct
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from impaired_core import ImpairedUdpServer, add_impairment_args, serve_json_totals  # noqa: E402
@@ -419,13 +418,7 @@ class Server(ImpairedUdpServer):
             "first_snapshot_tick": self.first_snapshot_tick,
             "last_snapshot_tick": self.last_snapshot_tick,
             "max_snapshot_bytes": self.max_snapshot_bytes,
-            "ticks_resynced": self.ticks_resynced,
-            "max_tick_lag_ms": round(self.max_tick_lag_ms, 3),
-            "ticks_late_1ms": self.ticks_late_1ms,
-            "ticks_late_5ms": self.ticks_late_5ms,
-            "uptime_s": round(time.monotonic() - started, 3),
-            "cpu_s": round(time.process_time(), 3),
-            "stop_reason": self.stop_reason,
+            **self.loop_totals(started),
             "config": {
                 "sim_rate": self.sim_rate, "snapshot_rate": self.args.snapshot_rate,
                 "drop_every": self.args.drop_every, "pong_delay_ms": self.args.pong_delay_ms,
