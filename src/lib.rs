@@ -1,7 +1,7 @@
 //! tickswarm: a headless load-test and bot-swarm tool for real-time multiplayer game servers.
 //!
 //! The layers; a module names (`crate::<module>`) only the modules below it, which
-//! `tests/layers.rs` enforces (its `ALLOWED` table is this picture):
+//! `tests/it/layers.rs` enforces (its `ALLOWED` table is this picture):
 //!
 //! ```text
 //! cli ─┬─> report ──────────────────────────────┐

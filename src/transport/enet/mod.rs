@@ -1,7 +1,7 @@
 //! ENet 1.3.x transport, sans-IO, over the engine's own sockets.
 //!
 //! [rusty_enet] is a faithful port of the C ENet library (wire-compatible with C ENet 1.3.x;
-//! `tests/enet_interop.rs` proves it against Debian's `libenet`). Its [`rusty_enet::Socket`]
+//! `tests/it/enet_interop.rs` proves it against Debian's `libenet`). Its [`rusty_enet::Socket`]
 //! trait lets the caller supply the socket, and that is all this module needs to make ENet
 //! sans-IO: [`QueueSocket`] is a socket made of two datagram queues. The engine pushes the
 //! datagrams it received on its real UDP socket into one ([`EnetHost::handle_datagram`]); ENet

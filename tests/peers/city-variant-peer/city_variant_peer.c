@@ -1,7 +1,7 @@
 /*
  * city_variant_peer: a small C ENet (libenet 1.3) server speaking City exactly as the public
  * server mints-fishtank/city does (docs/protocols/city.md, "Dialects"), so the
- * `dialect: implementation` bots can be checked against its quirks in tests/e2e_city_variant.rs.
+ * `dialect: implementation` bots can be checked against its quirks in tests/it/e2e_city_variant.rs.
  *
  *     city_variant_peer PORT [--max-peers N] [--seconds S] [--tick-rate HZ]
  *

@@ -1,6 +1,6 @@
 /*
  * enet_peer: a tiny ENet peer linking the C ENet library (Debian's libenet-dev, ENet 1.3.x),
- * used by tests/enet_interop.rs to prove tickswarm speaks the real ENet wire protocol.
+ * used by tests/it/enet_interop.rs to prove tickswarm speaks the real ENet wire protocol.
  *
  * Build (scripts/install-test-deps.sh installs what it needs):
  *     cc -O2 -Wall -o enet_peer tests/peers/enet-peer/enet_peer.c $(pkg-config --cflags --libs libenet)

@@ -1,8 +1,6 @@
 //! A server that dies mid-run fails the run by default, even when the scenario lists no
 //! thresholds: the default checks see the bots that lost their session or went silent.
 
-mod common;
-
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -15,7 +13,7 @@ fn bin() -> Command {
 
 /// `tickswarm serve <protocol>` on a free port; returns the process and its address.
 fn serve(protocol: &str) -> (Child, String) {
-    common::serve::serve(protocol, &[])
+    crate::common::serve::serve(protocol, &[])
 }
 
 /// Run `bots` bots for `secs` against `addr`, killing `server` (SIGKILL) after `kill_after`.

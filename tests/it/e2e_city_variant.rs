@@ -8,8 +8,6 @@
 //! The peer is built here with `cc`; it needs libenet-dev (`scripts/install-test-deps.sh`).
 //! These tests fail (never skip) without it.
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -25,7 +23,7 @@ fn peer_bin() -> &'static Path {
 }
 
 fn build_peer() -> PathBuf {
-    common::city_peer::build("city_variant_peer")
+    crate::common::city_peer::build("city_variant_peer")
 }
 
 /// The running peer; its stdout lines arrive on `lines`.

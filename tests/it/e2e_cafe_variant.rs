@@ -20,11 +20,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-mod common;
-use common::kernel::{
+use crate::common::kernel::{
     assert_loopback_loss, assert_loss_at_most, assert_pass_but_kernel_loss, UdpDrops,
 };
-use common::summary::declared_counter;
+use crate::common::summary::declared_counter;
 use tickswarm::protocol::cafe::{CafeOptions, Dialect, LossSource};
 use tickswarm::protocol::ProtocolSection;
 use tickswarm::scenario::{self, Dur, Stage};
@@ -97,7 +96,7 @@ impl Drop for VariantServer {
 }
 
 /// The run's output, its summary, and the datagrams the kernel dropped meanwhile for full
-/// receive buffers (see `common::kernel`).
+/// receive buffers (see `crate::common::kernel`).
 fn run(dir: &Path, scenario: &str) -> (Output, Value, u64) {
     let sc = dir.join("s.yaml");
     std::fs::write(&sc, scenario).expect("write scenario");

@@ -1,14 +1,12 @@
 //! End to end through an impairment proxy on loopback: known one-way delay and exact loss
 //! injected between real bots and the real reference server; the summary must report them.
 
-mod common;
-
 use std::net::{Ipv4Addr, SocketAddr};
 use std::process::Command;
 use std::time::Duration;
 
-use common::kernel::{assert_loopback_loss, UdpDrops};
-use common::proxy::{Impairment, Proxy};
+use crate::common::kernel::{assert_loopback_loss, UdpDrops};
+use crate::common::proxy::{Impairment, Proxy};
 use serde_json::Value;
 use tickswarm::engine::spawn_reference_server;
 use tickswarm::scenario::{ProtocolSection, ServerSection};

@@ -5,9 +5,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
-mod common;
-use common::kernel::{assert_loopback_loss, assert_pass_but_kernel_loss, UdpDrops};
-use common::scenario::Scenario;
+use crate::common::kernel::{assert_loopback_loss, assert_pass_but_kernel_loss, UdpDrops};
+use crate::common::scenario::Scenario;
 
 /// ENet packs what one service queued into one datagram (a snapshot with acknowledgements and
 /// a ping, say): a datagram the kernel dropped can carry a few messages of a counted stream.

@@ -7,9 +7,8 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-mod common;
-use common::kernel::{assert_loopback_loss, UdpDrops};
-use common::scenario::replace_once;
+use crate::common::kernel::{assert_loopback_loss, UdpDrops};
+use crate::common::scenario::replace_once;
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tickswarm"))

@@ -1,16 +1,14 @@
 //! End to end on loopback over real ENet: City bots against the embedded City reference
 //! servers, directly and through an impairment proxy.
 
-mod common;
-
 use std::net::{Ipv4Addr, SocketAddr};
 use std::process::Command;
 use std::time::Duration;
 
-use common::kernel::{assert_loopback_loss, UdpDrops};
-use common::proxy::{Impairment, Proxy};
-use common::scenario::Scenario;
-use common::summary::server_event;
+use crate::common::kernel::{assert_loopback_loss, UdpDrops};
+use crate::common::proxy::{Impairment, Proxy};
+use crate::common::scenario::Scenario;
+use crate::common::summary::server_event;
 use serde_json::Value;
 use tickswarm::engine::spawn_reference_server;
 use tickswarm::protocol::city::CityOptions;

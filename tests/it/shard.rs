@@ -3,8 +3,6 @@
 //! counts are the shards' sums and the merged percentiles are those of one histogram holding
 //! every sample of every shard (read back from the shards' own histograms.hlog).
 
-mod common;
-
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
@@ -32,7 +30,7 @@ impl Drop for Server {
 }
 
 fn serve() -> (Server, String) {
-    let (child, addr) = common::serve::serve("cafe", &["--duration", "60s"]);
+    let (child, addr) = crate::common::serve::serve("cafe", &["--duration", "60s"]);
     (Server(child), addr)
 }
 

@@ -4,9 +4,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
-mod common;
-use common::kernel::{assert_loopback_loss, UdpDrops};
-use common::scenario::Scenario;
+use crate::common::kernel::{assert_loopback_loss, UdpDrops};
+use crate::common::scenario::Scenario;
 
 /// Every bot is accepted; RTT, snapshot and entity metrics land in summary.json; nothing is
 /// lost on loopback; the report is written.

@@ -3,14 +3,12 @@
 //! fail an `rtt.p99` limit (and say by how much); runs under the same conditions must pass a
 //! generous one; a merged base compares with the percentiles of its merged histograms.
 
-mod common;
-
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::proxy::{Impairment, Proxy};
+use crate::common::proxy::{Impairment, Proxy};
 use serde_json::Value;
 use tickswarm::engine::spawn_reference_server;
 use tickswarm::scenario::{ProtocolSection, ServerSection};

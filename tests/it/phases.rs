@@ -9,8 +9,6 @@
 //! The broken server is written here on the crate's sans-IO ENet host: real ENet on a
 //! loopback socket, real City messages from the codec, and nothing else.
 
-mod common;
-
 use std::net::{SocketAddr, UdpSocket};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -240,7 +238,7 @@ fn bots_on_a_working_server_are_counted_in_game() {
 
 /// The reference City server as its own process (`tickswarm serve city`), and its address.
 fn serve_city() -> (std::process::Child, String) {
-    common::serve::serve("city", &[])
+    crate::common::serve::serve("city", &[])
 }
 
 /// Two targets, one working and one stuck after the hello: the bots are spread over them

@@ -7,15 +7,13 @@
 //! The peer is built here with `cc`; it needs libenet-dev (`scripts/install-test-deps.sh`).
 //! This test fails (never skips) without it.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::proxy::{Impairment, Proxy};
+use crate::common::proxy::{Impairment, Proxy};
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
@@ -26,7 +24,7 @@ const ONE_WAY_DELAY: Duration = Duration::from_millis(10);
 const BOTS: u64 = 20;
 
 fn build_peer() -> PathBuf {
-    common::city_peer::build("city_variant_peer_rtt")
+    crate::common::city_peer::build("city_variant_peer_rtt")
 }
 
 /// The running peer, killed when dropped.

@@ -4,11 +4,9 @@
 //!
 //! The whole 127.0.0.0/8 is on Linux's loopback without set-up, so bots come from
 //! 127.0.1.x and 127.0.2.x toward servers on 127.0.0.1. What the server sees is read at a
-//! relay in front of it (`common::proxy`, no impairment), which records every bot socket it
+//! relay in front of it (`crate::common::proxy`, no impairment), which records every bot socket it
 //! hears from. 192.0.2.1 (TEST-NET-1, on no interface) is only ever bound, never sent to.
 //! Every run is bounded: at most 30 bots for two seconds.
-
-mod common;
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -18,7 +16,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use common::proxy::{Impairment, Proxy};
+use crate::common::proxy::{Impairment, Proxy};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tickswarm"))
@@ -97,7 +95,7 @@ fn ip(s: &str) -> IpAddr {
 /// summary.json counts the same per address.
 #[test]
 fn raw_udp_bots_come_from_their_planned_addresses_round_robin() {
-    let (mut server, addr) = common::serve::serve("cafe", &[]);
+    let (mut server, addr) = crate::common::serve::serve("cafe", &[]);
     let proxy = Proxy::start(
         addr.parse().expect("server address"),
         Impairment::default(),
@@ -149,7 +147,7 @@ fn raw_udp_bots_come_from_their_planned_addresses_round_robin() {
 /// one shared socket, so the server sees exactly three sockets, one per address.
 #[test]
 fn enet_bots_sharing_a_socket_share_its_source_address() {
-    let (mut server, addr) = common::serve::serve("city", &["--dialect", "spec"]);
+    let (mut server, addr) = crate::common::serve::serve("city", &["--dialect", "spec"]);
     let proxy = Proxy::start(
         addr.parse().expect("server address"),
         Impairment::default(),

@@ -157,10 +157,10 @@ fn diagram(text: &str) -> String {
 fn the_crate_docs_draw_the_layers_this_test_enforces() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let lib = std::fs::read_to_string(root.join("src/lib.rs")).expect("read lib.rs");
-    let this = std::fs::read_to_string(root.join("tests/layers.rs")).expect("read layers.rs");
+    let this = std::fs::read_to_string(root.join("tests/it/layers.rs")).expect("read layers.rs");
     assert_eq!(
         diagram(&lib),
         diagram(&this),
-        "src/lib.rs and tests/layers.rs draw different layers"
+        "src/lib.rs and tests/it/layers.rs draw different layers"
     );
 }

@@ -5,7 +5,7 @@
 //!
 //! A hostile server is the protocol's real reference server (sans-IO) behind the engine's
 //! server transport, on a UDP socket of this test, with a [`Fault`] wrapped around it that
-//! mutates, drops or adds to what it sends (tests/dead_server.rs kills real `serve`
+//! mutates, drops or adds to what it sends (tests/it/dead_server.rs kills real `serve`
 //! processes too).
 
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};

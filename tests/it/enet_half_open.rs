@@ -9,8 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-mod common;
-use common::enet_forge::{first_message, forged_verify_ack};
+use crate::common::enet_forge::{first_message, forged_verify_ack};
 use tickswarm::engine::spawn_reference_server;
 use tickswarm::protocol::city::CityOptions;
 use tickswarm::protocol::ProtocolName;

@@ -5,9 +5,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
-mod common;
-use common::scenario::Scenario;
-use common::summary::{declared_counter, server_event};
+use crate::common::scenario::Scenario;
+use crate::common::summary::{declared_counter, server_event};
 
 #[test]
 fn darkages_swarm_hands_over_between_two_embedded_zones() {

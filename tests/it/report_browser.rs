@@ -20,8 +20,6 @@
 //!
 //! It fails (never skips) when Chromium is missing or cannot be driven.
 
-mod common;
-
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -38,7 +36,7 @@ fn shots_dir() -> PathBuf {
 
 /// `tickswarm serve cafe` on a free port, and its address.
 fn serve_cafe() -> (std::process::Child, String) {
-    common::serve::serve("cafe", &[])
+    crate::common::serve::serve("cafe", &[])
 }
 
 /// A short real run: cafe against two servers (so the per-target section is drawn), with

@@ -16,8 +16,7 @@ use tickswarm::protocol::registry::{ServerParams, TransportNeeds};
 use tickswarm::protocol::{BotParams, ProtocolName, Server};
 use tickswarm::transport::EnetClient;
 
-mod common;
-use common::enet_forge::{first_message, forged_verify_ack};
+use crate::common::enet_forge::{first_message, forged_verify_ack};
 
 const RUN: Duration = Duration::from_secs(5);
 
