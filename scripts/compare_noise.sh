@@ -6,7 +6,7 @@
 # 1. N identical runs of scenarios/quickstart.yaml against one `tickswarm serve cafe`, compared
 #    pairwise (N·(N-1)/2 pairs) with the limit docs/ci ships (rtt.p99=10%): every failure is a
 #    false positive.
-# 2. N runs against the independent cafe server (scripts/cafe_impaired_server.py) with no pong
+# 2. N runs against the independent cafe server (tests/peers/cafe-impaired-server/cafe_impaired_server.py) with no pong
 #    delay, and N with every pong delayed by X ms (2 by default: RTT rises by exactly X):
 #    compared base i against delayed i, every pass is a missed regression.
 # Prints both counts and each comparison's verdict line. Loopback only; every run is bounded.
@@ -62,7 +62,7 @@ caught=0
 for i in $(seq 1 "$RUNS"); do
     for delay in 0 "$DELAY_MS"; do
         start_peer "$WORK/imp.out" "$WORK/imp.err" $((SECS + 60)) \
-            python3 scripts/cafe_impaired_server.py --port 0 --pong-delay-ms "$delay" --max-seconds $((SECS + 30))
+            python3 tests/peers/cafe-impaired-server/cafe_impaired_server.py --port 0 --pong-delay-ms "$delay" --max-seconds $((SECS + 30))
         PORT=$(peer_port "$WORK/imp.out" "$PEER_PID")
         run_swarm "$PORT" "$WORK/delay$delay-$i"
         stop_peer "$PEER_PID"; PEER_PID=

@@ -2,14 +2,14 @@
 # System packages the test suite needs, on Debian. Idempotent; run as root (scripts/test does
 # it for you, with sudo when needed). `--check` only reports what is missing (exit 1 if any).
 #   libenet-dev, build-essential, pkg-config: the C ENet peer used by the ENet interop tests
-#   liblz4-dev: the independent ZergCity peer (scripts/zergcity-peer, scripts/zergcity_peer_smoke.sh)
+#   liblz4-dev: the independent ZergCity peer (tests/peers/zergcity-peer, tests/peers/zergcity-peer/smoke.sh)
 #   python3: the independent cafe server used by scripts/verify_external_cafe.sh
-#   prometheus: tests/prometheus.rs scrapes a run with a real Prometheus server and promtool
+#   prometheus: tests/it/prometheus.rs scrapes a run with a real Prometheus server and promtool
 #   cmake, libprotobuf-dev, protobuf-compiler, libssl-dev, libclang-dev (and pkg-config):
 #     what `--features gns` needs to build Valve's GameNetworkingSockets from source (the
 #     game-networking-sockets crate; no registry ships GNS itself). The default build needs
 #     none of them; .ci/run builds and tests the gns feature.
-#   chromium: opens report.html headless at desktop and phone widths (tests/report_browser.rs)
+#   chromium: opens report.html headless at desktop and phone widths (tests/it/report_browser.rs)
 #   podman, runc, debootstrap: build and run the Dockerfile's image without a Docker daemon
 #     (scripts/check_container.sh, .ci/run step 12; it uses Docker instead when one answers)
 #   python3-venv: the schema and Kubernetes validators scripts/check_ci_examples.sh installs

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Check tickswarm's cafe measurements against an independent server with known, injected
-# impairments (scripts/cafe_impaired_server.py, written from docs/protocols/cafe.md only).
+# impairments (tests/peers/cafe-impaired-server/cafe_impaired_server.py, written from docs/protocols/cafe.md only).
 #
 # The server drops every K-th snapshot per client after consuming its header seq, and
 # echoes every Ping D ms late. tickswarm must then report:
@@ -37,7 +37,7 @@ while [ $# -gt 0 ]; do
 done
 
 cd "$(dirname "$0")/.."
-SERVER=scripts/cafe_impaired_server.py
+SERVER=tests/peers/cafe-impaired-server/cafe_impaired_server.py
 OUT="${OUT:-reports/verify-external-cafe-$(date +%Y%m%d-%H%M%S)}"
 mkdir -p "$OUT"
 

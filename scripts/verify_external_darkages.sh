@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Check tickswarm's DarkAges measurements against two instances of an independent zone server
-# with known, injected impairments (scripts/darkages_impaired_server.py, written from
+# with known, injected impairments (tests/peers/darkages-impaired-server/darkages_impaired_server.py, written from
 # docs/protocols/darkages.md only).
 #
 # Zone B (--accept-tokens) starts first; zone A hands every client off to B --handoff-after S
@@ -47,7 +47,7 @@ while [ $# -gt 0 ]; do
 done
 
 cd "$(dirname "$0")/.."
-SERVER=scripts/darkages_impaired_server.py
+SERVER=tests/peers/darkages-impaired-server/darkages_impaired_server.py
 OUT="${OUT:-reports/verify-external-darkages-$(date +%Y%m%d-%H%M%S)}"
 mkdir -p "$OUT"
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Check tickswarm's R-Type measurements against an independent server with known, injected
-# impairments (scripts/rtype_impaired_server.py, written from docs/protocols/rtype.md
+# impairments (tests/peers/rtype-impaired-server/rtype_impaired_server.py, written from docs/protocols/rtype.md
 # only, not from tickswarm's code).
 #
 # The server does not send every K-th snapshot per client (its tick is consumed, so the
@@ -48,7 +48,7 @@ while [ $# -gt 0 ]; do
 done
 
 cd "$(dirname "$0")/.."
-SERVER=scripts/rtype_impaired_server.py
+SERVER=tests/peers/rtype-impaired-server/rtype_impaired_server.py
 BIN=./target/release/tickswarm
 OUT="${OUT:-reports/verify-external-rtype-$(date +%Y%m%d-%H%M%S)}"
 mkdir -p "$OUT"

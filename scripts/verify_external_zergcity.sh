@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Check tickswarm's ZergCity bot against an INDEPENDENT peer (scripts/zergcity-peer/zc_peer.c,
+# Check tickswarm's ZergCity bot against an INDEPENDENT peer (tests/peers/zergcity-peer/zc_peer.c,
 # written from the protocol's description (docs/protocols/zergcity.md) alone, with its own layouts D1-D18 where the spec
 # is silent), and the peer's client against tickswarm's reference server.
 #
@@ -60,7 +60,7 @@ while [ $# -gt 0 ]; do
 done
 
 cd "$(dirname "$0")/.."
-PEER=scripts/zergcity-peer/zc_peer
+PEER=tests/peers/zergcity-peer/zc_peer
 BIN=target/release/tickswarm
 OUT="${OUT:-reports/verify-external-zergcity-$(date +%Y%m%d-%H%M%S)}"
 mkdir -p "$OUT"
@@ -68,8 +68,8 @@ mkdir -p "$OUT"
 . scripts/lib/verify_common.sh
 dur_s=$(duration_seconds "$DURATION")
 
-echo "== building the peer (make -C scripts/zergcity-peer)"
-timeout 300 make -s -C scripts/zergcity-peer >/dev/null || { echo "peer build failed" >&2; exit 2; }
+echo "== building the peer (make -C tests/peers/zergcity-peer)"
+timeout 300 make -s -C tests/peers/zergcity-peer >/dev/null || { echo "peer build failed" >&2; exit 2; }
 build_release "$BUILD" "$BIN"
 
 # ---------------------------------------------------------------- check 1: bots -> peer server

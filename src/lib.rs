@@ -1,7 +1,7 @@
 //! tickswarm: a headless load-test and bot-swarm tool for real-time multiplayer game servers.
 //!
 //! The layers; a module names (`crate::<module>`) only the modules it reaches along the
-//! arrows, which `tests/layers.rs` enforces (its `ALLOWED` table is this picture, and
+//! arrows, which `tests/it/layers.rs` enforces (its `ALLOWED` table is this picture, and
 //! `docs/dev/architecture.md` draws it too):
 //!
 //! ```text
@@ -27,7 +27,7 @@
 //! - [`cli`]: the commands (`run`, `serve`, `compare`, ...).
 //! - [`report`]: summary.json, report.html, JUnit XML.
 //! - [`engine`]: workers that own sockets and timers and drive the bots, the embedded reference
-//!   server, and per transport the I/O that carries datagrams on real sockets.
+//!   server, and per transport the I/O that carries datagrams on real sockets (`engine::io`).
 //! - [`scenario`]: YAML to a validated plan.
 //! - [`transport`]: sans-IO transports under a protocol (ENet).
 //! - [`protocol`]: sans-IO codecs, bots and reference servers.

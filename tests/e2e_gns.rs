@@ -16,7 +16,11 @@ use std::time::{Duration, Instant};
 use gns::sys::ESteamNetworkingConnectionState as State;
 use gns::{GnsGlobal, GnsSocket, IsCreated, SendFlags};
 use serde_json::Value;
-use tickswarm::engine::transports::gns::{parse_totals, WireTotals};
+use tickswarm::engine::io::gns::{parse_totals, WireTotals};
+
+mod common;
+use common::scenario::Scenario;
+use common::summary::{declared_counter, server_event};
 
 /// Datagrams and bytes one way through the relay.
 #[derive(Default)]
@@ -199,19 +203,20 @@ fn gns_wire_totals_are_the_datagrams_a_relay_counts() {
 fn darkages_swarm_over_gns_hands_over_between_two_embedded_zones() {
     let tmp = tempfile::tempdir().unwrap();
     let scenario = tmp.path().join("darkages-gns.yaml");
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/scenarios/darkages-gns.yaml"
-    ))
-    .unwrap()
-    .replace("duration: 10s", "duration: 6s")
-    .replace("hold: 8s", "hold: 4s")
-    .replace("turn_every_ms: 4000", "turn_every_ms: 2500")
-    // This checks behaviour, not speed: a debug build of the swarm and two zones on a
-    // shared 2-core machine queues for hundreds of milliseconds.
-    .replace("rtt p99 < 50ms", "rtt p99 < 5s");
-    assert!(text.contains("transport: gns"), "{text}");
-    std::fs::write(&scenario, text).unwrap();
+    let sc = Scenario::file("darkages-gns.yaml")
+        .set("duration", "6s")
+        .set("population.stages.1.hold", "4s")
+        .set("protocol.darkages.turn_every_ms", 2500)
+        // This checks behaviour, not speed: a debug build of the swarm and two zones on a
+        // shared 2-core machine queues for hundreds of milliseconds.
+        .replace_item("thresholds", "rtt p99 < 50ms", "rtt p99 < 5s");
+    assert_eq!(
+        sc.get("protocol.darkages.transport"),
+        "gns",
+        "{}",
+        sc.text()
+    );
+    sc.write(&scenario);
     let out = tmp.path().join("out");
     let bots = 60u64;
     let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
@@ -244,27 +249,31 @@ fn darkages_swarm_over_gns_hands_over_between_two_embedded_zones() {
     let pm = &s["protocol_metrics"];
     // GNS's own view: every bot's handshake timed, its ping sampled each second.
     assert!(
-        pm["transport_handshake_us"]["count"].as_u64().unwrap_or(0) >= bots,
+        pm["transport_handshake_us"]["count"].as_u64().unwrap() >= bots,
         "{pm}"
     );
     assert!(
-        pm["gns_ping_us"]["count"].as_u64().unwrap_or(0) >= bots * 3,
+        pm["gns_ping_us"]["count"].as_u64().unwrap() >= bots * 3,
         "{pm}"
     );
-    assert_eq!(pm["gns_problem_detected_locally"].as_u64().unwrap_or(0), 0);
+    assert_eq!(
+        declared_counter(&s, "gns_problem_detected_locally"),
+        0,
+        "{pm}"
+    );
 
-    let handoffs = pm["handoffs"].as_u64().unwrap_or(0);
+    let handoffs = declared_counter(&s, "handoffs");
     assert!(handoffs >= bots / 4, "handoffs {handoffs}: {pm}");
     assert_eq!(pm["handoff_us"]["count"].as_u64(), Some(handoffs));
     for reason in ["timeout", "refused", "expired_token", "bad_address"] {
         assert_eq!(
-            pm[format!("handoff_failed.{reason}")].as_u64().unwrap_or(0),
+            declared_counter(&s, &format!("handoff_failed.{reason}")),
             0,
             "{reason}: {pm}"
         );
     }
     let server = &pm["embedded_server"]["events"];
-    let arrived = server["handoff_in"].as_u64().unwrap_or(0);
+    let arrived = server_event(&s, "handoff_in");
     assert!(
         arrived >= handoffs && arrived - handoffs <= bots / 10,
         "zones saw {arrived} handoffs arrive, bots completed {handoffs}: {server}"
@@ -272,36 +281,32 @@ fn darkages_swarm_over_gns_hands_over_between_two_embedded_zones() {
     // The zone that was left saw each handoff's DISCONNECT before GNS reported the old
     // connection closed (messages are read before connection events), so no session ended
     // as a dropped transport, and every completed handoff was counted leaving.
-    let left = server["handoff_out"].as_u64().unwrap_or(0);
+    let left = server_event(&s, "handoff_out");
     assert!(
         left >= handoffs,
         "zones saw {left} leave, bots completed {handoffs}: {server}"
     );
-    assert_eq!(
-        server["transport_closed"].as_u64().unwrap_or(0),
-        0,
-        "{server}"
-    );
+    assert_eq!(server_event(&s, "transport_closed"), 0, "{server}");
     // Every connection the zones accepted was a GNS connection that reached a player.
-    assert_eq!(
-        server["gns_accept_failed"].as_u64().unwrap_or(0),
-        0,
-        "{server}"
-    );
+    assert_eq!(server_event(&s, "gns_accept_failed"), 0, "{server}");
     for h in [
         "delta_savings_pct",
         "snapshot_full_bytes",
         "snapshot_delta_bytes",
         "prediction_error",
     ] {
-        assert!(pm[h]["count"].as_u64().unwrap_or(0) > 0, "{h}: {pm}");
+        assert!(pm[h]["count"].as_u64().unwrap() > 0, "{h}: {pm}");
     }
     assert_eq!(s["errors"]["decode"].as_object().map_or(0, |m| m.len()), 0);
 
     // Bandwidth on the wire is GNS's count: more than the payload (its header, encryption
     // and acks), in packets that carry at least one message most of the time.
     let bw = &s["bandwidth"];
-    let n = |k: &str| bw[k].as_u64().unwrap_or(0);
+    let n = |k: &str| {
+        bw[k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no bandwidth.{k}: {bw}"))
+    };
     assert!(n("wire_up_bytes") > n("up_bytes"), "{bw}");
     assert!(n("wire_down_bytes") > n("down_bytes"), "{bw}");
     assert!(n("wire_up_packets") > n("up_packets") / 2, "{bw}");

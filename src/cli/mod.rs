@@ -624,11 +624,8 @@ fn run_info(plan: &Plan, ov: &OverrideArgs) -> report::RunInfo {
         protocol: info.name.into(),
         transport: plan.protocol.transport().describe(),
         dialect: plan.protocol.dialect_name(),
-        rtt_source: engine::transports::rtt_source(
-            plan.protocol.transport(),
-            plan.protocol.measures_rtt(),
-        )
-        .map(Into::into),
+        rtt_source: engine::io::rtt_source(plan.protocol.transport(), plan.protocol.measures_rtt())
+            .map(Into::into),
         seed: plan.seed,
         shard: plan.shard.map(|s| report::summary::ShardId {
             index: s.index,
@@ -639,7 +636,7 @@ fn run_info(plan: &Plan, ov: &OverrideArgs) -> report::RunInfo {
             downstream: info.downstream_loss.into(),
             upstream: info.upstream_loss.into(),
         },
-        metrics: engine::transports::transport_metrics(plan.protocol.transport())
+        metrics: engine::io::transport_metrics(plan.protocol.transport())
             .iter()
             .chain(info.metrics)
             .copied()
@@ -696,9 +693,7 @@ fn cannot_measure(plan: &Plan) -> Vec<(scenario::Metric, String)> {
         scenario::threshold::TimeMetric::Rtt,
         scenario::threshold::Stat::P50,
     );
-    if engine::transports::rtt_source(plan.protocol.transport(), plan.protocol.measures_rtt())
-        .is_none()
-    {
+    if engine::io::rtt_source(plan.protocol.transport(), plan.protocol.measures_rtt()).is_none() {
         out.push((
             rtt,
             "the protocol's dialect has no RTT probe and its transport takes no RTT samples".into(),

@@ -1,13 +1,13 @@
 //! The engine: shards bots over a few worker threads, starts the embedded reference server
 //! when the target is `embedded`, collects per-second metrics and returns the merged result.
+//!
+//! `worker` runs the bots of one thread, [`server_driver`] runs an embedded reference server,
+//! and [`io`] carries both over each transport on real sockets.
 
-mod bot_socket;
+pub mod io;
 pub mod limits;
 pub mod server_driver;
-pub mod sim_path;
 pub mod timer;
-pub mod transports;
-pub mod udp;
 mod worker;
 
 use std::net::{Ipv4Addr, SocketAddr};
@@ -80,7 +80,7 @@ pub fn run(
     // bots whose address is missing fail one by one (`socket.address_not_available`).
     let first_bot = plan.spawns.iter().min_by_key(|e| (e.start, e.index));
     if let Some(ip) = first_bot.and_then(|e| plan.source_of(e.index)) {
-        bot_socket::check_source(ip).map_err(EngineError::SourceAddress)?;
+        io::socket::bot::check_source(ip).map_err(EngineError::SourceAddress)?;
     }
 
     let servers = match plan.targets {
@@ -128,11 +128,11 @@ pub fn run(
             protocol: plan.protocol.clone(),
             run_start,
             run_end,
-            transport: transports::BotTransportOptions {
+            transport: io::BotTransportOptions {
                 network: plan
                     .network
                     .as_ref()
-                    .map(|n| sim_path::PathConditions::new(n, plan.seed ^ id as u64)),
+                    .map(|n| io::sim_path::PathConditions::new(n, plan.seed ^ id as u64)),
                 bots_per_socket: plan.bots_per_socket,
                 enet_throttle: plan.enet_throttle,
                 transport_rtt: (!plan.protocol.measures_rtt())

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use super::transports::{server_transport, ServerTransport};
-use super::udp::{RxBatch, Socket, TxBatch};
+use super::io::socket::server::{RxBatch, Socket, TxBatch};
+use super::io::{server_transport, ServerTransport};
 use crate::protocol::{ProtocolSection, Server, ServerParams, ServerStats};
 
 /// A server running in a background thread.

@@ -21,12 +21,12 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{watch, Notify};
 
-use super::bot_socket::{BotRx, BotSocket, RECV_BATCH};
-use super::timer::{self, PreciseTimer};
-use super::transports::{
+use super::io::socket::bot::{BotRx, BotSocket, RECV_BATCH};
+use super::io::socket::error_name;
+use super::io::{
     self, BotTransport, BotTransportOptions, LinkEvent, LinkEvents, Source, Watch, WithBotTransport,
 };
-use super::udp::error_name;
+use super::timer::{self, PreciseTimer};
 use crate::metrics::phases::MAX_TARGETS;
 use crate::metrics::{Phase, PhaseCounts, Recorder, TargetPoint, Waiting};
 use crate::protocol::{Bot, BotParams, BotPhase, MAX_DATAGRAM, MAX_MESSAGE};
@@ -579,7 +579,7 @@ pub fn run_worker(spec: WorkerSpec, tx: Sender<WorkerMsg>, stop: watch::Receiver
     let needs = spec.protocol.transport();
     let opts = spec.transport.clone();
     let start = WorkerStart { spec, tx, stop };
-    transports::run_bots(
+    io::run_bots(
         needs,
         opts,
         RunOn {

@@ -47,7 +47,7 @@
 //!    often it is repeated, and a full server gives the slot of the oldest unproven session
 //!    (older than [`EVICTABLE_AFTER`]) to a new client, so forged handshakes cannot keep real players out.
 //!
-//! `tests/amplification.rs` measures each protocol's factor (bytes sent to an address that
+//! `tests/it/amplification.rs` measures each protocol's factor (bytes sent to an address that
 //! never answers ÷ bytes received from it, over 5 s of simulated time), for forged
 //! handshakes and for blind spoofing: a forged handshake followed, without reading the
 //! reply, by what a real client sent after it against the attacker's own server (cafe

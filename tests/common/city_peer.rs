@@ -1,4 +1,4 @@
-//! The City variant test peer (`scripts/city-variant-peer/city_variant_peer.c`, C on Debian's
+//! The City variant test peer (`tests/peers/city-variant-peer/city_variant_peer.c`, C on Debian's
 //! libenet), built once per test binary with the flags its Makefile uses: no FMA contraction
 //! (its mover must round as the real server's plain `float` code does) and libm.
 
@@ -11,7 +11,7 @@ pub const INSTALL_HINT: &str = "run scripts/install-test-deps.sh (installs liben
 /// built, naming what to install.
 pub fn build(name: &str) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let src = root.join("scripts/city-variant-peer/city_variant_peer.c");
+    let src = root.join("tests/peers/city-variant-peer/city_variant_peer.c");
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
     std::fs::create_dir_all(dir).expect("create the test temp dir");
     let bin = dir.join(name);

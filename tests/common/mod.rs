@@ -4,6 +4,9 @@
 
 pub mod city_peer;
 pub mod enet_forge;
+pub mod kernel;
 pub mod proxy;
+pub mod scenario;
 pub mod serve;
 pub mod sim;
+pub mod summary;

@@ -1,0 +1,60 @@
+//! Reading counters out of summary.json so that a renamed or removed counter fails the test
+//! instead of reading as 0 (a declared counter that never fired is absent or 0; an undeclared
+//! one is a typo or a rename).
+
+use serde_json::Value;
+
+/// A protocol (or transport) counter of `s["protocol_metrics"]`: the run must declare it in
+/// `s["protocol_metric_info"]`; a declared counter that never fired reads 0.
+pub fn declared_counter(s: &Value, key: &str) -> u64 {
+    assert!(
+        s["protocol_metric_info"].get(key).is_some(),
+        "`{key}` is not a counter this run declares: {}",
+        s["protocol_metric_info"]
+    );
+    match s["protocol_metrics"].get(key) {
+        None | Some(Value::Null) => 0,
+        Some(v) => v
+            .as_u64()
+            .unwrap_or_else(|| panic!("`{key}` is not a count: {v}")),
+    }
+}
+
+/// A counter of the embedded server's events (`protocol_metrics.embedded_server.events`).
+/// Servers declare no list of their events, so the key must be one the crate's sources emit
+/// (a string literal in `src/`); a server that never counted it reads 0.
+pub fn server_event(s: &Value, key: &str) -> u64 {
+    assert!(
+        source_mentions(&format!("\"{key}\"")),
+        "no source file in src/ emits the server event `{key}`"
+    );
+    let events = &s["protocol_metrics"]["embedded_server"]["events"];
+    assert!(events.is_object(), "no embedded server events: {s}");
+    match events.get(key) {
+        None => 0,
+        Some(v) => v
+            .as_u64()
+            .unwrap_or_else(|| panic!("`{key}` is not a count: {v}")),
+    }
+}
+
+fn source_mentions(needle: &str) -> bool {
+    fn walk(dir: &std::path::Path, needle: &str) -> bool {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return false;
+        };
+        entries.flatten().any(|e| {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, needle)
+            } else {
+                p.extension().is_some_and(|x| x == "rs")
+                    && std::fs::read_to_string(&p).is_ok_and(|t| t.contains(needle))
+            }
+        })
+    }
+    walk(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        needle,
+    )
+}

@@ -1,0 +1,228 @@
+//! City `dialect: implementation` against a C libenet peer that speaks the public server's
+//! variant exactly as docs/protocols/city.md describes
+//! (tests/peers/city-variant-peer/city_variant_peer.c): one message per packet read, four-field chat (a
+//! three-field one crashes it), no Pong, no InputAck, 46-byte DeltaState records at its tick rate,
+//! header sequence 0, a peer table past which a connect gets no reply, and the variant's grid mover
+//! (f32, tile centres, walls that refuse moves) at its 60 Hz.
+//!
+//! The peer is built here with `cc`; it needs libenet-dev (`scripts/install-test-deps.sh`).
+//! These tests fail (never skip) without it.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use serde_json::Value;
+
+fn peer_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(build_peer)
+}
+
+fn build_peer() -> PathBuf {
+    crate::common::city_peer::build("city_variant_peer")
+}
+
+/// The running peer; its stdout lines arrive on `lines`.
+struct Peer {
+    child: Child,
+    lines: Receiver<String>,
+    log: Vec<String>,
+    port: u16,
+}
+
+impl Peer {
+    fn start(args: &[&str]) -> Peer {
+        let mut child = Command::new(peer_bin())
+            .arg("0")
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the city variant peer");
+        let stdout = child.stdout.take().expect("peer stdout");
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let first = lines
+            .recv_timeout(Duration::from_secs(10))
+            .expect("peer prints LISTENING");
+        let port = first
+            .strip_prefix("LISTENING ")
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or_else(|| panic!("unexpected first line {first:?}"));
+        Peer {
+            child,
+            lines,
+            log: vec![first],
+            port,
+        }
+    }
+
+    fn drain(&mut self) {
+        while let Ok(l) = self.lines.try_recv() {
+            self.log.push(l);
+        }
+    }
+
+    /// The newest STATS line's `key`.
+    fn stat(&self, key: &str) -> u64 {
+        self.log
+            .iter()
+            .rev()
+            .find(|l| l.starts_with("STATS "))
+            .and_then(|l| {
+                l.split_whitespace()
+                    .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
+                    .and_then(|v| v.parse().ok())
+            })
+            .unwrap_or(0)
+    }
+
+    fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn run(scenario_text: &str, target: u16) -> Value {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let scenario = tmp.path().join("city.yaml");
+    std::fs::write(&scenario, scenario_text).expect("write scenario");
+    let out = tmp.path().join("out");
+    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
+        .arg("run")
+        .arg(&scenario)
+        .arg("--target")
+        .arg(format!("127.0.0.1:{target}"))
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("run tickswarm");
+    let code = o.status.code();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(code == Some(0) || code == Some(1), "exit {code:?}: {err}");
+    let text = std::fs::read_to_string(out.join("summary.json")).expect("summary.json");
+    serde_json::from_str(&text).expect("summary is JSON")
+}
+
+fn scenario(bots: u32, hold: &str, input_rate: u32) -> String {
+    format!(
+        "name: city-variant\nprotocol:\n  city:\n    dialect: implementation\n    chat_rate: 30\n\
+         population:\n  stages:\n    - ramp_to: {bots}\n      over: 500ms\n    - hold: {hold}\n\
+         behaviour:\n  input_rate: {input_rate}\n  pattern:\n    random_walk:\n      \
+         change_every: 500ms\n  ping_interval: 250ms\n  handshake_timeout: 2s\n\
+         engine:\n  enet_throttle: false\n"
+    )
+}
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// 20 bots, chat on, random walks at 60 inputs a second against the peer's 60 Hz ticks, 20 s
+/// in play: all in play, inputs sent, DeltaStates applied, no decode errors, chat relayed
+/// (four fields), the peer still up (nothing the bots sent crashed it), and the prediction
+/// follows the variant's mover: at most one correction per bot-minute, refused moves counted
+/// on their own. The bots ask the peer not to throttle their unreliable traffic (ENet's
+/// throttle drops DeltaStates on a busy loopback), so the link loses nothing.
+#[test]
+fn implementation_dialect_plays_against_the_variant_peer() {
+    let _one = one_at_a_time();
+    let mut peer = Peer::start(&["--seconds", "40", "--tick-rate", "60"]);
+    let s = run(&scenario(20, "20s", 60), peer.port);
+    std::thread::sleep(Duration::from_millis(1200));
+    peer.drain();
+    let alive = peer.alive();
+    eprintln!("summary: {s:#}");
+    eprintln!("peer: alive={alive} {:?}", peer.log.last());
+    assert!(alive, "the peer crashed: {:?}", peer.log);
+    assert!(
+        !peer.log.iter().any(|l| l.starts_with("crashed")),
+        "{:?}",
+        peer.log
+    );
+    assert_eq!(s["bots"]["connected"], 20, "{}", s["errors"]);
+    assert_eq!(peer.stat("hellos"), 20, "{:?}", peer.log);
+    assert!(peer.stat("inputs") > 20 * 20 * 3, "{:?}", peer.log);
+    assert!(peer.stat("chats") >= 20, "{:?}", peer.log);
+    assert_eq!(
+        peer.stat("pings"),
+        0,
+        "no Ping to a server that never answers"
+    );
+    let pm = &s["protocol_metrics"];
+    assert_eq!(pm["dialect_hint.implementation"], Value::Null, "{pm}");
+    assert!(s["inputs_sent"].as_u64().unwrap_or(0) > 20 * 20 * 3, "{s}");
+    assert!(
+        s["snapshots_applied"].as_u64().unwrap_or(0) > 20 * 20 * 3,
+        "{s}"
+    );
+    assert_eq!(s["decode_errors"], Value::Null, "{}", s["decode_errors"]);
+    // Prediction with the variant's mover, reconciled without acks against the record's own
+    // fields: every DeltaState is compared, and one the prediction missed because an input
+    // landed a tick earlier or later, or because a wall refused a move, is explained by the
+    // record (timing slips, `move_refused`), not corrected. Time in play is the DeltaStates
+    // applied: one per 1/60 s tick per bot.
+    let pe = &pm["prediction_error"];
+    let corrections = pm["corrections"].as_u64().unwrap_or(0);
+    let applied = s["snapshots_applied"].as_u64().unwrap_or(0);
+    let bot_minutes = applied as f64 / 60.0 / 60.0;
+    let per_bot_minute = corrections as f64 / bot_minutes;
+    let refused = pm["move_refused"].as_u64().unwrap_or(0);
+    let slips = pm["prediction_timing_slips"].as_u64().unwrap_or(0);
+    eprintln!(
+        "prediction_error: {pe}; corrections {corrections} in {applied} DeltaStates \
+         ({bot_minutes:.2} bot-minutes, {per_bot_minute:.2} per bot-minute); timing slips \
+         {slips}; move_refused {refused}, peer refused {}",
+        peer.stat("refused")
+    );
+    assert!(
+        bot_minutes > 20.0 * 19.0 / 60.0,
+        "{applied} DeltaStates applied"
+    );
+    assert!(pe["count"].as_u64().unwrap_or(0) + 20 >= applied, "{pe}");
+    assert!(pe["p50"].as_u64().unwrap_or(u64::MAX) <= 1, "{pe}");
+    assert!(pe["p99"].as_u64().unwrap_or(u64::MAX) <= 1, "{pe}");
+    assert!(
+        per_bot_minute <= 1.0,
+        "{corrections} corrections in {bot_minutes:.2} bot-minutes"
+    );
+    // The peer's walls refuse moves; the bots count each refusal the peer counted, apart from
+    // those in a DeltaState still on the wire when they stopped.
+    let peer_refused = peer.stat("refused");
+    assert!(refused > 0, "the walks meet the peer's walls");
+    assert!(
+        refused <= peer_refused + 20 && peer_refused <= refused + 20,
+        "bots {refused}, peer {peer_refused}"
+    );
+}
+
+/// A peer table of 5 and 8 bots: the 3 left over get no reply at all and are counted failed
+/// ("transport connect timed out") within the scenario's handshake_timeout.
+#[test]
+fn bots_beyond_the_peer_table_are_failures() {
+    let _one = one_at_a_time();
+    let mut peer = Peer::start(&["--seconds", "40", "--tick-rate", "20", "--max-peers", "5"]);
+    let s = run(&scenario(8, "3500ms", 20), peer.port);
+    peer.drain();
+    eprintln!("summary: {s:#}");
+    assert!(peer.alive());
+    assert_eq!(s["bots"]["connected"], 5, "{}", s["errors"]);
+    assert_eq!(s["bots"]["failed"], 3, "{}", s["bots"]);
+}

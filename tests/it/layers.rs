@@ -1,0 +1,190 @@
+//! The crate's layers point down only (the picture in `src/lib.rs`, which must match this one,
+//! and in `docs/dev/architecture.md`):
+//!
+//! ```text
+//!               cli
+//!         ┌──────┴──────┐
+//!         ▼             ▼
+//!       engine        report
+//!     ┌───┴────┐        │
+//!     ▼        ▼        │
+//! scenario  transport   │
+//!   │   └──┬───┘        │
+//!   │      ▼            │
+//!   │   protocol        │
+//!   │      ▼            │
+//!   │   metrics ◄───────┘
+//!   ▼      │
+//! netsim   │
+//!   └──┬───┘
+//!      ▼
+//!   duration
+//! ```
+//!
+//! A module may name (`crate::<module>`) only the modules it reaches along the arrows. This
+//! test reads the sources, so an import that points up (or sideways, such as report -> engine) fails here
+//! before it becomes a cycle.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Each top-level module and the modules it may use.
+const ALLOWED: &[(&str, &[&str])] = &[
+    (
+        "cli",
+        &[
+            "report",
+            "engine",
+            "scenario",
+            "transport",
+            "protocol",
+            "metrics",
+            "netsim",
+            "duration",
+        ],
+    ),
+    (
+        "engine",
+        &[
+            "scenario",
+            "transport",
+            "protocol",
+            "metrics",
+            "netsim",
+            "duration",
+        ],
+    ),
+    ("scenario", &["protocol", "metrics", "netsim", "duration"]),
+    ("transport", &["protocol", "metrics", "duration"]),
+    ("protocol", &["metrics", "duration"]),
+    ("report", &["metrics", "duration"]),
+    ("metrics", &["duration"]),
+    ("netsim", &["duration"]),
+    ("duration", &[]),
+];
+
+fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// `crate::<name>` references in `text`, outside line comments.
+fn crate_refs(text: &str) -> Vec<String> {
+    let mut refs = Vec::new();
+    for line in text.lines() {
+        let code = line.split("//").next().unwrap_or_default();
+        let mut rest = code;
+        while let Some(i) = rest.find("crate::") {
+            let after = &rest[i + "crate::".len()..];
+            if let Some(group) = after.strip_prefix('{') {
+                // `use crate::{a, b::c}`: every first segment in the group.
+                let inner = group.split('}').next().unwrap_or_default();
+                for item in inner.split(',') {
+                    let name = item.trim().split("::").next().unwrap_or_default();
+                    if !name.is_empty() {
+                        refs.push(name.to_string());
+                    }
+                }
+            }
+            let name: String = after
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() {
+                refs.push(name);
+            }
+            rest = after;
+        }
+    }
+    refs
+}
+
+#[test]
+fn modules_import_only_layers_below_them() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let allowed: BTreeMap<&str, &[&str]> = ALLOWED.iter().copied().collect();
+    let mut violations = Vec::new();
+    let mut checked = 0;
+    for (module, ok) in &allowed {
+        let mut files = Vec::new();
+        let dir = src.join(module);
+        if dir.is_dir() {
+            rust_files(&dir, &mut files);
+        }
+        let single = src.join(format!("{module}.rs"));
+        if single.is_file() {
+            files.push(single);
+        }
+        assert!(!files.is_empty(), "no sources for module `{module}`");
+        for f in files {
+            let text = std::fs::read_to_string(&f).expect("read a source file");
+            checked += 1;
+            for r in crate_refs(&text) {
+                let is_module = allowed.contains_key(r.as_str());
+                if is_module && r != *module && !ok.contains(&r.as_str()) {
+                    violations.push(format!("{} uses crate::{r}", f.display()));
+                }
+            }
+        }
+    }
+    assert!(checked > 20, "read only {checked} files");
+    assert!(
+        violations.is_empty(),
+        "imports that point up a layer:\n{}",
+        violations.join("\n")
+    );
+}
+
+#[test]
+fn every_top_level_module_has_a_layer() {
+    let lib = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs"))
+        .expect("read lib.rs");
+    for line in lib.lines() {
+        if let Some(name) = line.trim().strip_prefix("pub mod ") {
+            let name = name.trim_end_matches(';');
+            assert!(
+                ALLOWED.iter().any(|(m, _)| *m == name),
+                "src/lib.rs declares `{name}`, which has no place in the layer table"
+            );
+        }
+    }
+}
+
+/// The first ```text block of a doc comment (`//!` lines).
+fn diagram(text: &str) -> String {
+    let lines: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("//!"))
+        .map(|l| l.strip_prefix(' ').unwrap_or(l))
+        .collect();
+    let start = lines
+        .iter()
+        .position(|l| l.trim() == "```text")
+        .expect("a ```text block");
+    let len = lines[start + 1..]
+        .iter()
+        .position(|l| l.trim() == "```")
+        .expect("the block's end");
+    lines[start + 1..start + 1 + len].join("\n")
+}
+
+#[test]
+fn the_crate_docs_draw_the_layers_this_test_enforces() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let lib = std::fs::read_to_string(root.join("src/lib.rs")).expect("read lib.rs");
+    let this = std::fs::read_to_string(root.join("tests/it/layers.rs")).expect("read layers.rs");
+    assert_eq!(
+        diagram(&lib),
+        diagram(&this),
+        "src/lib.rs and tests/it/layers.rs draw different layers"
+    );
+}

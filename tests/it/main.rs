@@ -1,0 +1,53 @@
+//! The integration tests, one binary (ripgrep's layout): each file of this folder is a
+//! module, and the crate and the binary are linked once rather than once per file.
+//!
+//! Run one file's tests with its module name: `cargo test --test it e2e_city::`.
+//! Kept apart, each its own binary: the simulation and fuzz tests (`tests/*_sim.rs`,
+//! `tests/fuzz_*.rs`) and `tests/e2e_gns.rs` (built only with `--features gns`).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod amplification;
+mod cafe_codec;
+mod cafe_variant;
+mod city_admission;
+mod city_codec;
+mod cli_env;
+mod cli_generate;
+mod cli_output;
+mod compare;
+mod darkages_codec;
+mod dead_server;
+mod docs_links;
+mod e2e_cafe;
+mod e2e_cafe_variant;
+mod e2e_city;
+mod e2e_city_variant;
+mod e2e_darkages;
+mod e2e_darkages_implementation;
+mod e2e_impaired;
+mod e2e_rtype;
+mod e2e_rtype_implementation;
+mod e2e_zergcity;
+mod e2e_zergcity_implementation;
+mod enet_address_reuse;
+mod enet_half_open;
+mod enet_interop;
+mod enet_rtt;
+mod faults;
+mod layers;
+mod limits;
+mod merge_hostile;
+mod netsim;
+mod phases;
+mod progress_tty;
+mod prometheus;
+mod report_browser;
+mod rtype_codec;
+mod schema;
+mod self_contained;
+mod shard;
+mod source_addresses;
+mod stop;
+mod zergcity_codec;

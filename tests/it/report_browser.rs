@@ -1,0 +1,427 @@
+//! report.html as people see it: opened in headless Chromium (Debian's `chromium`, installed
+//! by `scripts/install-test-deps.sh`) at a desktop width (1280 px) and a phone width (420 px).
+//!
+//! For each width the test
+//! - loads the report as written (its Content-Security-Policy intact) and fails on any console
+//!   message: a CSP violation (something fetched), a malformed SVG attribute, a script error;
+//! - reads the DOM after layout and checks every chart figure holds an `<svg>` with drawn
+//!   content (a line, an area), not an empty frame;
+//! - loads a copy with a small probe script (the only change: the CSP meta removed so the
+//!   probe may run) inside an `<iframe>` exactly `width` CSS px wide; the probe posts the
+//!   page's scroll width, its viewport width and each chart's rendered size to the parent,
+//!   which writes them into its DOM: no horizontal overflow at 420 px, every chart laid out
+//!   with a non-zero size inside the viewport;
+//! - saves a screenshot of the report in that iframe into `target/tmp/report_browser/`.
+//!
+//! Why the iframe: headless Chromium will not make its window narrower than 500 px (a
+//! `--window-size=420,...` page reports a 500 px viewport and a screenshot of it is a 500 px
+//! layout cut at 420), so the phone width is given to a frame instead. The phone screenshot
+//! is therefore 500 px wide with the 420 px report at its left.
+//!
+//! It fails (never skips) when Chromium is missing or cannot be driven.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const INSTALL_HINT: &str = "run scripts/install-test-deps.sh (installs chromium)";
+
+/// Where the screenshots stay after the test, for a person to open.
+fn shots_dir() -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report_browser");
+    std::fs::create_dir_all(&d).expect("create the screenshot folder");
+    d
+}
+
+/// `tickswarm serve cafe` on a free port, and its address.
+fn serve_cafe() -> (std::process::Child, String) {
+    crate::common::serve::serve("cafe", &[])
+}
+
+/// A short real run: cafe against two servers (so the per-target section is drawn), with
+/// thresholds to draw.
+fn generate_report(dir: &Path) -> PathBuf {
+    let (mut a, addr_a) = serve_cafe();
+    let (mut b, addr_b) = serve_cafe();
+    let scenario = dir.join("s.yaml");
+    std::fs::write(
+        &scenario,
+        "name: browser check\nprotocol:\n  cafe: {}\ntarget: embedded\npopulation:\n  stages:\n    \
+         - ramp_to: 20\n      over: 1s\n    - hold: 2s\nbehaviour:\n  input_rate: 30\n  \
+         ping_interval: 200ms\nduration: 3s\nthresholds:\n  - rtt p99 < 50ms\n  - \
+         downstream_loss < 1%\n",
+    )
+    .unwrap();
+    let targets = format!("{addr_a},{addr_b}");
+    let out = dir.join("out");
+    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
+        .arg("run")
+        .arg(&scenario)
+        .args(["--target", &targets])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("run tickswarm");
+    for server in [&mut a, &mut b] {
+        let _ = server.kill();
+        let _ = server.wait();
+    }
+    assert!(
+        matches!(o.status.code(), Some(0) | Some(1)),
+        "run failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let html = out.join("report.html");
+    assert!(html.exists(), "no report.html");
+    html
+}
+
+/// Run headless Chromium with `args` (after the fixed flags) on `url`; its stdout and stderr.
+/// Bounded: killed after 90 s.
+fn chromium(profile: &Path, width: u32, height: u32, args: &[&str], url: &str) -> (String, String) {
+    let mut child = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+            "--enable-logging=stderr",
+            "--v=0",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("--window-size={width},{height}"))
+        .args(args)
+        .arg(url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start `chromium` ({e}): {INSTALL_HINT}"));
+    let mut out = child.stdout.take().expect("stdout");
+    let mut err = child.stderr.take().expect("stderr");
+    let t_out = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait for chromium") {
+            break st;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("chromium did not finish within 90 s on {url}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let (o, e) = (t_out.join().unwrap(), t_err.join().unwrap());
+    assert!(
+        status.success(),
+        "chromium failed ({status}) on {url}:\n{e}"
+    );
+    (o, e)
+}
+
+/// Console messages Chromium logged (`--enable-logging=stderr` prints them as `CONSOLE`).
+fn console_messages(stderr: &str) -> Vec<&str> {
+    stderr.lines().filter(|l| l.contains(":CONSOLE")).collect()
+}
+
+/// Each `<figure ... data-chart="ID">` of the DOM and its markup up to `</figure>`.
+fn figures(dom: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut rest = dom;
+    while let Some(at) = rest.find("<figure") {
+        let tail = &rest[at..];
+        let end = tail.find("</figure>").expect("figure is closed");
+        let fig = &tail[..end];
+        let id = fig
+            .split("data-chart=\"")
+            .nth(1)
+            .and_then(|s| s.split('"').next())
+            .unwrap_or("")
+            .to_string();
+        out.push((id, fig.to_string()));
+        rest = &tail[end..];
+    }
+    out
+}
+
+/// A chart drew something: a polyline or polygon with at least two points.
+fn drew_something(fig: &str) -> bool {
+    fig.contains("<svg")
+        && fig
+            .split("points=\"")
+            .skip(1)
+            .filter_map(|s| s.split('"').next())
+            .any(|pts| pts.split(' ').filter(|p| p.contains(',')).count() >= 2)
+}
+
+/// The probe: page and viewport widths, and each chart's rendered size, written into the DOM.
+const PROBE: &str = r#"<script>
+window.addEventListener('load', function () {
+  var de = document.documentElement;
+  var lines = ['viewport ' + de.clientWidth, 'scroll ' + de.scrollWidth,
+               'height ' + de.scrollHeight];
+  document.querySelectorAll('figure[data-chart]').forEach(function (f) {
+    var svg = f.querySelector('svg');
+    var r = svg ? svg.getBoundingClientRect() : {width: 0, height: 0, right: 0};
+    lines.push('chart ' + f.dataset.chart + ' ' + Math.round(r.width) + ' ' +
+               Math.round(r.height) + ' ' + Math.round(r.right));
+  });
+  parent.postMessage(lines.join('\n'), '*');
+});
+</script>"#;
+
+/// A page holding `src` in a frame `width` × `height` CSS px; what the framed page posts
+/// is written into this page's DOM (`<pre id="probe">`).
+fn frame_page(src: &str, width: u32, height: u32) -> String {
+    format!(
+        "<!DOCTYPE html><html><head><meta charset=\"utf-8\"></head>\
+         <body style=\"margin:0;background:#fff\">\
+         <iframe src=\"{src}\" style=\"display:block;border:0;width:{width}px;height:{height}px\">\
+         </iframe><script>window.addEventListener('message', function (e) {{\
+         var pre = document.createElement('pre'); pre.id = 'probe'; pre.textContent = e.data;\
+         document.body.appendChild(pre); }});</script></body></html>"
+    )
+}
+
+struct Probe {
+    viewport: u32,
+    scroll: u32,
+    height: u32,
+    /// id, width, height, right edge
+    charts: Vec<(String, u32, u32, u32)>,
+}
+
+fn read_probe(dom: &str) -> Probe {
+    let at = dom
+        .find("<pre id=\"probe\">")
+        .unwrap_or_else(|| panic!("the probe did not run; DOM tail:\n{}", tail(dom)));
+    let body = &dom[at + 16..];
+    let body = &body[..body.find("</pre>").expect("probe closed")];
+    let mut p = Probe {
+        viewport: 0,
+        scroll: 0,
+        height: 0,
+        charts: Vec::new(),
+    };
+    for line in body.lines() {
+        let w: Vec<&str> = line.split(' ').collect();
+        let n = |i: usize| -> u32 { w.get(i).and_then(|x| x.parse().ok()).unwrap_or(0) };
+        match w.first() {
+            Some(&"viewport") => p.viewport = n(1),
+            Some(&"scroll") => p.scroll = n(1),
+            Some(&"height") => p.height = n(1),
+            Some(&"chart") => p.charts.push((w[1].to_string(), n(2), n(3), n(4))),
+            _ => {}
+        }
+    }
+    p
+}
+
+fn tail(s: &str) -> &str {
+    let n = s.len().saturating_sub(2000);
+    let mut i = n;
+    while !s.is_char_boundary(i) {
+        i += 1;
+    }
+    &s[i..]
+}
+
+#[test]
+fn report_renders_at_desktop_and_phone_widths() {
+    let tmp = tempfile::tempdir().unwrap();
+    let html = generate_report(tmp.path());
+    let page = std::fs::read_to_string(&html).unwrap();
+    // The probe copy: CSP meta out (else the probe may not run), the probe in.
+    let csp_at = page
+        .find("<meta http-equiv=\"Content-Security-Policy\"")
+        .expect("CSP meta");
+    let csp_end = csp_at + page[csp_at..].find('>').unwrap() + 1;
+    let probed = format!("{}{}", &page[..csp_at], &page[csp_end..])
+        .replace("</body>", &format!("{PROBE}</body>"));
+    let probed_path = tmp.path().join("probed.html");
+    std::fs::write(&probed_path, probed).unwrap();
+    let url = format!("file://{}", html.display());
+
+    let expected_charts = figures(&page).len();
+    assert!(
+        expected_charts >= 8,
+        "{expected_charts} charts in the report"
+    );
+    for id in [
+        "phases",
+        "over-time-rtt_us",
+        "dist-rtt_us",
+        "dist-bot-bytes-per-s",
+        "targets",
+    ] {
+        assert!(
+            page.contains(&format!("data-chart=\"{id}\"")),
+            "no {id} chart in the report"
+        );
+    }
+    let shots = shots_dir();
+    for width in [1280u32, 420] {
+        let profile = tmp.path().join(format!("profile-{width}"));
+        let window = width.max(500);
+        // As written: no console message, every chart drawn.
+        let (dom, err) = chromium(
+            &profile,
+            window,
+            1000,
+            &["--virtual-time-budget=2000", "--dump-dom"],
+            &url,
+        );
+        let msgs = console_messages(&err);
+        assert!(
+            msgs.is_empty(),
+            "console at {width} px:\n{}",
+            msgs.join("\n")
+        );
+        let figs = figures(&dom);
+        assert_eq!(
+            figs.len(),
+            expected_charts,
+            "charts in the DOM at {width} px"
+        );
+        for (id, fig) in &figs {
+            assert!(!id.is_empty(), "a chart without an id: {fig}");
+            assert!(drew_something(fig), "chart {id} drew nothing at {width} px");
+        }
+        // Laid out `width` px wide: sizes and overflow from the probe.
+        let frame = tmp.path().join(format!("frame-{width}.html"));
+        std::fs::write(&frame, frame_page("probed.html", width, 1000)).unwrap();
+        let (dom, err) = chromium(
+            &profile,
+            window,
+            1000,
+            &["--virtual-time-budget=3000", "--dump-dom"],
+            &format!("file://{}", frame.display()),
+        );
+        let msgs = console_messages(&err);
+        assert!(
+            msgs.is_empty(),
+            "console (probe) at {width} px:\n{}",
+            msgs.join("\n")
+        );
+        let p = read_probe(&dom);
+        assert_eq!(p.viewport, width, "viewport width");
+        assert!(
+            p.scroll <= p.viewport,
+            "horizontal overflow at {width} px: the page is {} px wide",
+            p.scroll
+        );
+        assert_eq!(p.charts.len(), expected_charts);
+        for (id, w, h, right) in &p.charts {
+            assert!(
+                *w > 100 && *h > 50,
+                "chart {id} is {w}×{h} px at {width} px"
+            );
+            assert!(
+                *right <= width,
+                "chart {id} ends at {right} px, past {width} px"
+            );
+        }
+        // For a person: the page as rendered.
+        let shot = shots.join(format!("report-{width}.png"));
+        let _ = std::fs::remove_file(&shot);
+        let height = p.height.clamp(1000, 16_000);
+        let frame = tmp.path().join(format!("shot-{width}.html"));
+        std::fs::write(&frame, frame_page("out/report.html", width, height)).unwrap();
+        let arg = format!("--screenshot={}", shot.display());
+        chromium(
+            &profile,
+            window,
+            height,
+            &["--virtual-time-budget=2000", &arg],
+            &format!("file://{}", frame.display()),
+        );
+        let size = std::fs::metadata(&shot).map(|m| m.len()).unwrap_or(0);
+        assert!(
+            size > 10_000,
+            "screenshot {} is {size} bytes",
+            shot.display()
+        );
+        eprintln!("screenshot: {}", shot.display());
+    }
+}
+
+/// A run against a port where nothing answers (exit 3): the report opens with why it failed,
+/// "The server never answered", above the thresholds, in the first screenful at both widths;
+/// the failing cards are red.
+#[test]
+fn a_failed_run_opens_with_why() {
+    let tmp = tempfile::tempdir().unwrap();
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let scenario = tmp.path().join("s.yaml");
+    std::fs::write(
+        &scenario,
+        "name: nobody home\nprotocol:\n  cafe: {}\npopulation:\n  stages:\n    - ramp_to: 5\n      \
+         over: 0s\nbehaviour:\n  handshake_timeout: 500ms\n  handshake_retry: 100ms\nduration: 1500ms\n",
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
+        .arg("run")
+        .arg(&scenario)
+        .args(["--target", &format!("127.0.0.1:{port}")])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("run tickswarm");
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let url = format!("file://{}", out.join("report.html").display());
+    let shots = shots_dir();
+    for width in [1280u32, 420] {
+        let profile = tmp.path().join(format!("profile-{width}"));
+        let (dom, _) = chromium(&profile, width.max(500), 1000, &["--dump-dom"], &url);
+        let banner = dom
+            .find("role=\"alert\"")
+            .expect("a failure banner in the DOM");
+        let thresholds = dom
+            .find("<h2>Thresholds</h2>")
+            .expect("the thresholds section");
+        assert!(
+            banner < thresholds,
+            "the banner comes before the thresholds"
+        );
+        let first = &dom[banner..thresholds];
+        assert!(
+            first.contains("The server never answered: none of the 5 bots completed the handshake"),
+            "{first}"
+        );
+        assert!(dom.contains("class=\"v bad\""), "failing cards are red");
+        let shot = shots.join(format!("failed-{width}.png"));
+        let _ = chromium(
+            &profile,
+            width.max(500),
+            900,
+            &[&format!("--screenshot={}", shot.display())],
+            &url,
+        );
+        assert!(shot.exists(), "screenshot {}", shot.display());
+    }
+}
