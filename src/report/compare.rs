@@ -18,6 +18,7 @@ use super::format::{fmt_bytes, fmt_pct, fmt_plain, fmt_us};
 use super::merge::{hlog_totals, read_summary, MergeError};
 use super::noise;
 use super::summary::Summary;
+use crate::metrics::threshold::{Stat, STAT_FORMS};
 
 #[derive(Debug, Error)]
 pub enum CompareError {
@@ -160,26 +161,14 @@ const HISTOGRAMS: &[(&[&str], &str, Kind)] = &[
     ),
 ];
 
+/// One grammar for statistics: a scenario's thresholds and compare's limits take the same
+/// forms ([`Stat::parse`]).
 fn parse_stat(s: &str) -> Option<HStat> {
-    Some(match s {
-        "min" => HStat::Min,
-        "mean" | "avg" => HStat::Mean,
-        "max" => HStat::Max,
-        "median" => HStat::Q(0.5),
-        // The summary's name for p99.9.
-        "p999" => HStat::Q(0.999),
-        _ => {
-            let digits = s.strip_prefix('p')?;
-            if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit() || c == '.') {
-                return None;
-            }
-            let q: f64 = digits.parse().ok()?;
-            if !(q > 0.0 && q <= 100.0) {
-                return None;
-            }
-            // 99.9 / 100 is 0.9990000000000001 in binary; the summary's p999 is 0.999.
-            HStat::Q((q / 100.0 * 1e9).round() / 1e9)
-        }
+    Some(match Stat::parse(s)? {
+        Stat::Min => HStat::Min,
+        Stat::Mean => HStat::Mean,
+        Stat::Max => HStat::Max,
+        Stat::Quantile(m) => HStat::Q(f64::from(m) / 1e6),
     })
 }
 
@@ -231,7 +220,7 @@ impl MetricRef {
         };
         let stat = parse_stat(&stat).ok_or_else(|| {
             format!(
-                "`{stat}` in `{name}` is not a statistic; use min, mean, max, p50, p99, p99.9, ..."
+                "`{stat}` in `{name}` is not a statistic; use {STAT_FORMS}"
             )
         })?;
         let (tag, kind) = HISTOGRAMS

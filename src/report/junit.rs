@@ -155,6 +155,7 @@ mod tests {
             source_addresses: None,
             protocol_metrics: Default::default(),
             protocol_metric_info: Default::default(),
+            expected: None,
             thresholds: vec![ThresholdResult {
                 metric: hostile.into(),
                 condition: hostile.into(),

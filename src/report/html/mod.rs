@@ -178,6 +178,7 @@ mod tests {
             source_addresses: None,
             protocol_metrics: Map::new(),
             protocol_metric_info: BTreeMap::new(),
+            expected: None,
             thresholds: Vec::new(),
             verdict: String::new(),
             intervals: Vec::new(),
