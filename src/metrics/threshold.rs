@@ -440,7 +440,10 @@ mod tests {
     #[test]
     fn takes_any_percentile_compare_takes() {
         let t = Threshold::parse("rtt p95 < 5ms").unwrap();
-        assert_eq!(t.metric, Metric::Time(TimeMetric::Rtt, Stat::Quantile(950_000)));
+        assert_eq!(
+            t.metric,
+            Metric::Time(TimeMetric::Rtt, Stat::Quantile(950_000))
+        );
         assert_eq!(t.limit, 5_000.0);
         assert_eq!(t.metric.path(), "rtt_us.p95");
         let t = Threshold::parse("rtt p99.9 < 5ms").unwrap();
@@ -452,10 +455,30 @@ mod tests {
             "p999 is the summary's name for p99.9"
         );
         let cases = [
-            ("send_lateness p99.5 <= 2ms", TimeMetric::SendLateness, 995_000, "generator.send_lateness_us.p99_5"),
-            ("snapshot_interarrival p75 < 40ms", TimeMetric::SnapshotInterarrival, 750_000, "snapshot_interarrival_us.p75"),
-            ("handshake median < 1s", TimeMetric::Handshake, 500_000, "handshake_us.p50"),
-            ("rtt p99.99 < 9ms", TimeMetric::Rtt, 999_900, "rtt_us.p99_99"),
+            (
+                "send_lateness p99.5 <= 2ms",
+                TimeMetric::SendLateness,
+                995_000,
+                "generator.send_lateness_us.p99_5",
+            ),
+            (
+                "snapshot_interarrival p75 < 40ms",
+                TimeMetric::SnapshotInterarrival,
+                750_000,
+                "snapshot_interarrival_us.p75",
+            ),
+            (
+                "handshake median < 1s",
+                TimeMetric::Handshake,
+                500_000,
+                "handshake_us.p50",
+            ),
+            (
+                "rtt p99.99 < 9ms",
+                TimeMetric::Rtt,
+                999_900,
+                "rtt_us.p99_99",
+            ),
             ("rtt p0.5 > 1us", TimeMetric::Rtt, 5_000, "rtt_us.p0_5"),
             ("rtt p100 < 1s", TimeMetric::Rtt, 1_000_000, "rtt_us.p100"),
         ];
@@ -465,14 +488,26 @@ mod tests {
             assert_eq!(t.metric.path(), path, "{text}");
         }
         // Names read back as written.
-        for name in ["p50", "p95", "p99.9", "p99.99", "p0.5", "p100", "min", "mean", "max"] {
+        for name in [
+            "p50", "p95", "p99.9", "p99.99", "p0.5", "p100", "min", "mean", "max",
+        ] {
             assert_eq!(Stat::parse(name).map(Stat::name).as_deref(), Some(name));
         }
     }
 
     #[test]
     fn a_statistic_that_is_none_names_the_allowed_forms() {
-        for bad in ["p101", "p0", "p", "p99.", "p99.99999", "q95", "p-5", "p9.9.9", "fast"] {
+        for bad in [
+            "p101",
+            "p0",
+            "p",
+            "p99.",
+            "p99.99999",
+            "q95",
+            "p-5",
+            "p9.9.9",
+            "fast",
+        ] {
             let e = Threshold::parse(&format!("rtt {bad} < 5ms")).unwrap_err();
             assert!(
                 e.contains(&format!("unknown statistic `{bad}`")) && e.contains(STAT_FORMS),

@@ -187,7 +187,10 @@ pub fn summarize(info: &RunInfo, run: &RunOutcome) -> Summary {
         source_addresses: run.sources.clone(),
         protocol_metrics,
         protocol_metric_info,
-        expected: Some(Expected::from_rates(info.input_rate_hz, info.snapshot_rate_hz)),
+        expected: Some(Expected::from_rates(
+            info.input_rate_hz,
+            info.snapshot_rate_hz,
+        )),
         thresholds: Vec::new(),
         verdict: String::new(),
         intervals: run.intervals.clone(),
@@ -478,10 +481,15 @@ mod tests {
             rec.rtt_us.record(us).unwrap();
         }
         let mut i = info();
-        i.thresholds = ["rtt p95 < 951us", "rtt p95 < 950us", "rtt p99.5 <= 995us", "rtt p99 <= 990us"]
-            .iter()
-            .map(|t| Threshold::parse(t).unwrap())
-            .collect();
+        i.thresholds = [
+            "rtt p95 < 951us",
+            "rtt p95 < 950us",
+            "rtt p99.5 <= 995us",
+            "rtt p99 <= 990us",
+        ]
+        .iter()
+        .map(|t| Threshold::parse(t).unwrap())
+        .collect();
         let s = summarize(&i, &outcome(rec));
         let got: Vec<(&str, &str, Option<f64>, bool)> = s
             .thresholds
@@ -502,6 +510,9 @@ mod tests {
         let mut i = info();
         i.thresholds = vec![Threshold::parse("send_lateness p95 < 1s").unwrap()];
         let s = summarize(&i, &outcome(crate::metrics::Recorder::new()));
-        assert_eq!((s.thresholds[0].observed, s.thresholds[0].ok), (None, false));
+        assert_eq!(
+            (s.thresholds[0].observed, s.thresholds[0].ok),
+            (None, false)
+        );
     }
 }

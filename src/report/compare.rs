@@ -218,11 +218,8 @@ impl MetricRef {
                  loss.downstream, loss.upstream, connect_success, bots_lost, decode_errors"
             ));
         };
-        let stat = parse_stat(&stat).ok_or_else(|| {
-            format!(
-                "`{stat}` in `{name}` is not a statistic; use {STAT_FORMS}"
-            )
-        })?;
+        let stat = parse_stat(&stat)
+            .ok_or_else(|| format!("`{stat}` in `{name}` is not a statistic; use {STAT_FORMS}"))?;
         let (tag, kind) = HISTOGRAMS
             .iter()
             .find(|(names, _, _)| names.contains(&hist))
@@ -525,6 +522,8 @@ pub fn compare(base: &RunData, new: &RunData, limits: &[Limit]) -> Comparison {
         }
     }
     let mut rows = Vec::new();
+    let mut metrics = Vec::new();
+    let mut tests = Vec::new();
     for m in &order {
         let (b, n) = (base.value(m), new.value(m));
         let limit = limit_by.get(&m.name).copied();
@@ -561,69 +560,26 @@ pub fn compare(base: &RunData, new: &RunData, limits: &[Limit]) -> Comparison {
                 }
             };
         }
-        // Past the limit on the plain values: is it beyond run-to-run noise?
-        let mut noise_note = None;
-        if let (Some(l), Some(bv), Some(nv), Some(text)) = (limit, b, n, reason.clone()) {
+        // The noise test of a limited histogram metric, judged below with the others (Holm).
+        let mut judged = None;
+        if let (Some(l), Some(bv), Some(_)) = (limit, b, n) {
             if let Source::Hist { tag, stat } = &m.source {
                 let allowed = match l.allowance {
                     Allowance::Relative(f) => bv.abs() * f,
                     Allowance::Absolute(a) => a,
                 };
-                let verdict = match (base.seconds.get(tag), new.seconds.get(tag)) {
-                    (Some(bs), Some(ns)) => Some(noise::change_interval(
+                if let (Some(bs), Some(ns)) = (base.seconds.get(tag), new.seconds.get(tag)) {
+                    judged = Some(noise::test_change(
                         bs,
                         ns,
                         stat.statistic(),
                         !m.higher_is_better,
-                    )),
-                    _ => None,
-                };
-                let sign = |d: f64| if m.higher_is_better { -d } else { d };
-                match verdict {
-                    Some(noise::Verdict::Interval { low, high }) => {
-                        let (lo, hi) = (sign(low), sign(high));
-                        let interval = format!(
-                            "{:.0}% interval of the change {} … {}",
-                            noise::CONFIDENCE * 100.0,
-                            fmt_delta(m.kind, lo.min(hi)),
-                            fmt_delta(m.kind, lo.max(hi))
-                        );
-                        if lo > allowed {
-                            reason = Some(format!("{text}; significant ({interval})"));
-                        } else {
-                            reason = None;
-                            noise_note = Some(format!(
-                                "{} changed {} ({} -> {}), past the {} limit but within \
-                                 run-to-run noise ({interval}, which reaches below the limit)",
-                                m.name,
-                                fmt_delta(m.kind, worsening(m, bv, nv)),
-                                fmt_value(m.kind, Some(bv)),
-                                fmt_value(m.kind, Some(nv)),
-                                l.text
-                            ));
-                        }
-                    }
-                    Some(noise::Verdict::Inconclusive { seconds, samples }) => {
-                        reason = None;
-                        noise_note = Some(format!(
-                            "{} changed {} ({} -> {}), past the {} limit, but one run has \
-                             {samples} samples over {seconds} seconds: too few to tell a \
-                             change from noise (at least {} samples over {} seconds); inconclusive",
-                            m.name,
-                            fmt_delta(m.kind, worsening(m, bv, nv)),
-                            fmt_value(m.kind, Some(bv)),
-                            fmt_value(m.kind, Some(nv)),
-                            l.text,
-                            noise::MIN_SAMPLES,
-                            noise::MIN_SECONDS
-                        ));
-                    }
-                    // Not resampled (too many distinct values, or not loaded): the plain
-                    // values decide, as before.
-                    None => {}
+                        allowed,
+                    ));
                 }
             }
         }
+        tests.push(judged);
         rows.push(Row {
             metric: m.name.clone(),
             kind: m.kind,
@@ -633,14 +589,113 @@ pub fn compare(base: &RunData, new: &RunData, limits: &[Limit]) -> Comparison {
             allowance: limit.map(|l| l.allowance),
             regressed: reason.is_some(),
             reason,
-            noise: noise_note,
+            noise: None,
         });
+        metrics.push(m.clone());
     }
+    judge_noise(&mut rows, &metrics, tests);
     Comparison {
         base_dir: base.dir.display().to_string(),
         new_dir: new.dir.display().to_string(),
         regressed: rows.iter().any(|r| r.regressed),
         rows,
+    }
+}
+
+/// A p-value to two significant digits, or `< 0.0005` at the resolution of the shuffles.
+fn p_text(p: f64) -> String {
+    if p <= 1.0 / (noise::REPLICATES + 1) as f64 {
+        format!("< {:.4}", 1.0 / noise::REPLICATES as f64)
+    } else if p >= 0.1 {
+        format!("{p:.2}")
+    } else {
+        format!("{p:.4}")
+    }
+}
+
+/// A confidence in percent as the console says it: `95%`, `97.5%`, `98.33%`.
+fn pct_text(confidence: f64) -> String {
+    let t = format!("{:.2}", confidence * 100.0);
+    format!("{}%", t.trim_end_matches('0').trim_end_matches('.'))
+}
+
+/// Past their limits on the plain values: which changes are beyond run-to-run noise? Every
+/// limited histogram row the noise test could resample is one of a family of `m` tests, and
+/// Holm's step-down procedure keeps the chance that any of them fails identical runs at
+/// `1 - CONFIDENCE`: the rows are ranked by p-value, the i-th smallest (from 0) is tested at
+/// `(1 - CONFIDENCE) / (m - i)`, and testing stops at the first that is not significant.
+/// A row past its limit and not significant gets its noise note instead of a reason.
+fn judge_noise(rows: &mut [Row], metrics: &[MetricRef], tests: Vec<Option<noise::Verdict>>) {
+    let alpha = 1.0 - noise::CONFIDENCE;
+    let mut ranked: Vec<(usize, f64)> = tests
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| match t {
+            Some(noise::Verdict::Tested(t)) => Some((i, t.p)),
+            _ => None,
+        })
+        .collect();
+    ranked.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let family = ranked.len();
+    let mut level = vec![alpha; rows.len()];
+    let mut significant = vec![false; rows.len()];
+    let mut still = true;
+    for (rank, &(i, p)) in ranked.iter().enumerate() {
+        level[i] = alpha / (family - rank) as f64;
+        still = still && p <= level[i];
+        significant[i] = still;
+    }
+    let holm = if family > 1 {
+        format!(", Holm over {family} limited percentiles")
+    } else {
+        String::new()
+    };
+    for (i, t) in tests.into_iter().enumerate() {
+        let (row, m) = (&mut rows[i], &metrics[i]);
+        let (Some(text), Some(verdict), Some(bv), Some(nv)) =
+            (row.reason.clone(), t, row.base, row.new)
+        else {
+            continue;
+        };
+        let limit = row.limit.clone().unwrap_or_default();
+        let plain = format!(
+            "{} changed {} ({} -> {}), past the {limit} limit",
+            m.name,
+            fmt_delta(m.kind, worsening(m, bv, nv)),
+            fmt_value(m.kind, Some(bv)),
+            fmt_value(m.kind, Some(nv)),
+        );
+        match verdict {
+            noise::Verdict::Tested(t) => {
+                let drift = if t.drift_sd > 0.0 {
+                    format!(", run drift ±{:.0}%", t.drift_sd.exp_m1() * 100.0)
+                } else {
+                    String::new()
+                };
+                let test = format!(
+                    "p = {} against the limit, at {} confidence{holm}{drift}",
+                    p_text(t.p),
+                    pct_text(1.0 - level[i]),
+                );
+                if significant[i] {
+                    row.reason = Some(format!("{text}; significant ({test})"));
+                } else {
+                    row.reason = None;
+                    row.noise = Some(format!("{plain} but within run-to-run noise ({test})"));
+                }
+            }
+            noise::Verdict::Inconclusive { seconds, samples } => {
+                row.reason = None;
+                row.noise = Some(format!(
+                    "{plain}, but one run has {samples} samples over {seconds} seconds: too \
+                     few to tell a change from noise (at least {} samples over {} seconds); \
+                     inconclusive",
+                    noise::MIN_SAMPLES,
+                    noise::MIN_SECONDS
+                ));
+            }
+        }
+        row.regressed = row.reason.is_some();
     }
 }
 
@@ -1032,7 +1087,7 @@ mod tests {
         assert!(row.regressed, "{row:?}");
         let reason = row.reason.as_deref().unwrap();
         assert!(
-            reason.contains("; significant (95% interval of the change +"),
+            reason.contains("; significant (p = < 0.0005 against the limit, at 95% confidence"),
             "{reason}"
         );
         // Two seconds of 20 samples are too few to tell anything: inconclusive, not a
