@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 . scripts/lib/verify_common.sh
 
 BUILD=1 RUNS=10 BOTS=50 DURATION=8s DELAY_MS=2 KEEP= REUSE=
-LIMITS="rtt.p99=10%,loss.downstream=+0.5pp"
+LIMITS="rtt.p50=+1ms,loss.downstream=+0.5pp"
 while [ $# -gt 0 ]; do
     case "$1" in
         --limits) LIMITS=$2; shift ;;

@@ -4,7 +4,48 @@
 //! `rtt.p99=+2ms` (absolute, in the metric's unit), `loss.downstream=+0.5pp` (percentage
 //! points, for rates). Percentiles are read from both runs' `histograms.hlog` (every interval
 //! added up), so they are exact for merged runs too and any quantile can be asked for
-//! (`rtt.p95`, `rtt.p99.9`). Rates and counters come from `summary.json`.
+//! (`rtt.p95`, `rtt.p99.9`; the grammar is a scenario threshold's, [`Stat::parse`]). Rates and
+//! counters come from `summary.json`.
+//!
+//! # Noise
+//! A histogram metric past its limit on the plain values is a regression only when the
+//! change is beyond run-to-run noise: a permutation test over the runs' seconds against the
+//! allowance, with the drift each run shows between its own blocks of seconds folded in, on a
+//! ratio scale (the method, and what it cannot tell, in [`noise`]). Every limited histogram
+//! row that could be tested belongs to one family, and Holm's step-down procedure keeps the
+//! chance that identical runs fail *any* of them at 5 %: ranked by p-value, the i-th
+//! smallest (from 0) of `m` is tested at `5 % / (m - i)`, stopping at the first that is not
+//! significant. Rates and counts are compared as they are.
+//!
+//! # Measured
+//! `scripts/compare_noise.sh` (release build, 50 bots, 8 s runs of scenarios/quickstart.yaml,
+//! on the 2 cores of the development machine shared with other builds): 10 identical runs
+//! against `tickswarm serve cafe` compared pairwise (45 pairs: every failure is a false
+//! alarm), and 10 runs against an independent cafe server without and with every pong
+//! delayed 2 ms (every pass is a miss). Two sets of runs, each judged by both methods
+//! (`--keep`, then `--reuse`): set 1 at a load average of 8 to 10, set 2 at 12.
+//!
+//! | method | limits | set 1 false alarms | set 1 caught | set 2 false alarms | set 2 caught |
+//! | --- | --- | --- | --- | --- | --- |
+//! | bootstrap of each run's seconds (before) | `rtt.p99=10%`, `loss.downstream=+0.5pp` | 8 / 45 | 7 / 10 | 10 / 45 | 3 / 10 |
+//! | this test | `rtt.p99=10%`, `loss.downstream=+0.5pp` | 3 / 45 | 3 / 10 | 2 / 45 | 2 / 10 |
+//! | bootstrap (before) | `rtt.p50=+1ms`, `loss.downstream=+0.5pp` | 0 / 45 | 10 / 10 | 0 / 45 | 8 / 10 |
+//! | this test | `rtt.p50=+1ms`, `loss.downstream=+0.5pp` (shipped) | 0 / 45 | 10 / 10 | 0 / 45 | 9 / 10 |
+//! | this test | shipped and `rtt.p99=+5ms` | 0 / 45 | 9 / 10 | 0 / 45 | 8 / 10 |
+//!
+//! The one miss with the shipped limits in set 2 is a base run that was itself disturbed:
+//! its median 757 µs (its neighbours' 76 to 181 µs), its p99 117 ms, so the 2 ms delay showed
+//! as +1.59 ms and the run's own drift (±97 %) covered the 0.59 ms past the limit.
+//!
+//! Why the p50: on a busy 2-core machine a loopback RTT's p99 comes from its few highest
+//! samples (373 per run here), and a run that fell in a quiet moment has a tenth of its
+//! neighbours' p99 in all of its seconds: no test of one run against one run can tell that
+//! from a server change, so a relative limit on a loopback p99 keeps failing identical runs,
+//! and a 2 ms delay drowns in milliseconds of scheduling noise. The median moves by tens of
+//! microseconds between such runs and by the delay when the server is slower, so docs/ci's
+//! limits gate on `rtt.p50=+1ms` and loss. A tail limit with an absolute allowance
+//! (`rtt.p99=+5ms`) can be added where runs are long enough for the tail to settle; it makes
+//! the family two tests, each held to 2.5 %.
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -1075,4 +1075,63 @@ mod tests {
         // A layer that never had a bot is neither drawn nor in the legend.
         assert!(!svg.contains("failed"));
     }
+
+    /// The active bots ride on their own axis at the right (0 .. a nice top over their
+    /// peak), under the chart's series; an expected value is a dashed line at its value, or
+    /// named above the axis when it is far over the data.
+    #[test]
+    fn overlay_on_its_own_axis_and_expected_lines() {
+        let svg = line_chart_with(
+            "snapshots",
+            &[Series {
+                name: "p50",
+                color: BLUE,
+                points: vec![(1.0, 16_000.0), (2.0, 17_000.0)],
+            }],
+            Unit::Micros,
+            &Opts {
+                expected: vec![
+                    Expected {
+                        id: "snapshot-interval",
+                        label: "expected spacing (1 s / 60 Hz)".into(),
+                        value: 1e6 / 60.0,
+                    },
+                    Expected {
+                        id: "input-interval",
+                        label: "input interval".into(),
+                        value: 1e6,
+                    },
+                ],
+                overlay: Some(Overlay {
+                    name: "bots in game (right axis)".into(),
+                    points: vec![(1.0, 50.0), (2.0, 100.0)],
+                }),
+                ..Default::default()
+            },
+        );
+        // Bots 0..100: 50 is half way up, 100 at the top, whatever the left axis says.
+        let at = svg.find("data-overlay=\"active-bots\"").expect("overlay");
+        let p = at + svg[at..].find("points=\"").expect("points") + 8;
+        let bots: Vec<(f64, f64)> = svg[p..p + svg[p..].find('"').expect("closed")]
+            .split(' ')
+            .map(|xy| {
+                let (x, y) = xy.split_once(',').expect("x,y");
+                (x.parse().expect("x"), y.parse().expect("y"))
+            })
+            .collect();
+        assert!((bots[0].1 - (MT + PH / 2.0)).abs() < 0.06, "{bots:?}");
+        assert_eq!(bots[1].1, MT);
+        assert!(svg.contains("bots in game (right axis)"), "in the legend");
+        assert!(svg.contains(&format!("class=\"yt2\" x=\"{:.1}\"", ML + PW + 6.0)));
+        // The data's axis: 0 .. 20 ms; the expected spacing's line at 16.67 ms.
+        let at = svg
+            .find("data-expected=\"snapshot-interval\"")
+            .expect("snapshot line");
+        let y = MT + PH - (1e6 / 60.0) / 20_000.0 * PH;
+        assert!(svg[at..].contains(&format!("y1=\"{y:.1}\"")), "{svg}");
+        assert!(svg.contains("expected spacing (1 s / 60 Hz) 16.67 ms"));
+        // One second is far above 17 ms of data: named at the top, not squashing the data.
+        assert!(svg.contains("data-expected=\"input-interval\" data-above=\"true\""));
+        assert!(polyline(&svg, "p50")[1].1 < MT + 0.2 * PH);
+    }
 }
