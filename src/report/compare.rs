@@ -643,14 +643,15 @@ pub fn compare(base: &RunData, new: &RunData, limits: &[Limit]) -> Comparison {
     }
 }
 
-/// A p-value to two significant digits, or `< 0.0005` at the resolution of the shuffles.
+/// A p-value as the console says it: `p = 0.31`, `p = 0.0215`, or `p < 0.0005` at the
+/// resolution of the shuffles.
 fn p_text(p: f64) -> String {
     if p <= 1.0 / (noise::REPLICATES + 1) as f64 {
-        format!("< {:.4}", 1.0 / noise::REPLICATES as f64)
+        format!("p < {:.4}", 1.0 / noise::REPLICATES as f64)
     } else if p >= 0.1 {
-        format!("{p:.2}")
+        format!("p = {p:.2}")
     } else {
-        format!("{p:.4}")
+        format!("p = {p:.4}")
     }
 }
 
@@ -714,7 +715,7 @@ fn judge_noise(rows: &mut [Row], metrics: &[MetricRef], tests: Vec<Option<noise:
                     String::new()
                 };
                 let test = format!(
-                    "p = {} against the limit, at {} confidence{holm}{drift}",
+                    "{} against the limit, at {} confidence{holm}{drift}",
                     p_text(t.p),
                     pct_text(1.0 - level[i]),
                 );
@@ -1128,7 +1129,7 @@ mod tests {
         assert!(row.regressed, "{row:?}");
         let reason = row.reason.as_deref().unwrap();
         assert!(
-            reason.contains("; significant (p = < 0.0005 against the limit, at 95% confidence"),
+            reason.contains("; significant (p < 0.0005 against the limit, at 95% confidence"),
             "{reason}"
         );
         // Two seconds of 20 samples are too few to tell anything: inconclusive, not a
@@ -1215,5 +1216,48 @@ mod tests {
         assert_eq!(fmt_delta(Kind::Time, -150.0), "-150 µs");
         assert_eq!(fmt_value(Kind::Rate, Some(0.001)), "0.10%");
         assert_eq!(fmt_value(Kind::Count, Some(12_345.0)), "12,345");
+    }
+
+    /// Holm's step-down over the limited percentiles: the smallest p-value is held to 2.5 %
+    /// of two, the next to 5 %; the first that fails stops the rest.
+    #[test]
+    fn holm_steps_down_over_the_limited_percentiles() {
+        let judge = |ps: [f64; 2]| -> Vec<bool> {
+            let metrics: Vec<MetricRef> = ["rtt.p50", "rtt.p99"]
+                .iter()
+                .map(|n| MetricRef::parse(n).unwrap())
+                .collect();
+            let mut rows: Vec<Row> = metrics
+                .iter()
+                .map(|m| Row {
+                    metric: m.name.clone(),
+                    kind: m.kind,
+                    base: Some(100.0),
+                    new: Some(300.0),
+                    limit: Some("10%".into()),
+                    allowance: Some(Allowance::Relative(0.1)),
+                    regressed: true,
+                    reason: Some(format!("{} rose", m.name)),
+                    noise: None,
+                })
+                .collect();
+            let tests = ps
+                .iter()
+                .map(|&p| {
+                    Some(noise::Verdict::Tested(noise::Tested {
+                        p,
+                        change: 200.0,
+                        drift_sd: 0.0,
+                    }))
+                })
+                .collect();
+            judge_noise(&mut rows, &metrics, tests);
+            rows.iter().map(|r| r.regressed).collect()
+        };
+        // 0.001 <= 0.025, then 0.03 <= 0.05: both (Bonferroni would keep only the first).
+        assert_eq!(judge([0.03, 0.001]), [true, true]);
+        // 0.03 > 0.025: neither, though 0.04 alone would pass a single test at 5 %.
+        assert_eq!(judge([0.03, 0.04]), [false, false]);
+        assert_eq!(judge([0.001, 0.2]), [true, false]);
     }
 }
