@@ -2,10 +2,14 @@
 # How often does `tickswarm compare` cry wolf, and does it catch a real change?
 #
 #   bash scripts/compare_noise.sh [--no-build] [--runs N] [--bots B] [--duration D] [--delay-ms X]
+#                                 [--limits L] [--keep DIR | --reuse DIR]
+#
+# --limits: the --max-regress limits, comma-separated (default: those docs/ci/github-actions.yml
+# ships). --keep DIR keeps the run folders in DIR; --reuse DIR compares the folders a --keep
+# left there again without running anything (to judge another method or limit on the same runs).
 #
 # 1. N identical runs of scenarios/quickstart.yaml against one `tickswarm serve cafe`, compared
-#    pairwise (N·(N-1)/2 pairs) with the limit docs/ci ships (rtt.p99=10%): every failure is a
-#    false positive.
+#    pairwise (N·(N-1)/2 pairs) with the shipped limits: every failure is a false positive.
 # 2. N runs against the independent cafe server (tests/peers/cafe-impaired-server/cafe_impaired_server.py) with no pong
 #    delay, and N with every pong delayed by X ms (2 by default: RTT rises by exactly X):
 #    compared base i against delayed i, every pass is a missed regression.
@@ -14,9 +18,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/verify_common.sh
 
-BUILD=1 RUNS=10 BOTS=50 DURATION=8s DELAY_MS=2
+BUILD=1 RUNS=10 BOTS=50 DURATION=8s DELAY_MS=2 KEEP= REUSE=
+LIMITS="rtt.p50=+1ms,loss.downstream=+0.5pp"
 while [ $# -gt 0 ]; do
     case "$1" in
+        --limits) LIMITS=$2; shift ;;
+        --keep) KEEP=$2; shift ;;
+        --reuse) REUSE=$2; BUILD=0; shift ;;
         --no-build) BUILD=0 ;;
         --runs) RUNS=$2; shift ;;
         --bots) BOTS=$2; shift ;;
@@ -26,27 +34,39 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
-BIN=target/release/tickswarm
+# TICKSWARM_BIN: another build to run (a debug build for --reuse, say).
+BIN=${TICKSWARM_BIN:-${CARGO_TARGET_DIR:-target}/release/tickswarm}
 build_release "$BUILD" "$BIN"
 SECS=$(duration_seconds "$DURATION")
-WORK=$(mktemp -d)
 PEER_PID=
-trap 'stop_peer "$PEER_PID"; rm -rf "$WORK"' EXIT
+if [ -n "$REUSE" ]; then
+    WORK=$REUSE
+    trap 'true' EXIT
+elif [ -n "$KEEP" ]; then
+    WORK=$KEEP
+    mkdir -p "$WORK"
+    trap 'stop_peer "$PEER_PID"' EXIT
+else
+    WORK=$(mktemp -d)
+    trap 'stop_peer "$PEER_PID"; rm -rf "$WORK"' EXIT
+fi
 
 run_swarm() { # PORT OUT
     timeout $((SECS + 60)) "$BIN" run scenarios/quickstart.yaml --target "127.0.0.1:$1" \
         --bots "$BOTS" --duration "$DURATION" --out "$2" -q >/dev/null 2>&1 || true
 }
 compare() { # BASE NEW -> prints the verdict line, returns compare's exit code
-    "$BIN" compare "$1" "$2" --max-regress rtt.p99=10% 2>&1 | grep -E "REGRESSED|within noise|inconclusive|rtt.p99" | head -1
+    "$BIN" compare "$1" "$2" --max-regress "$LIMITS" 2>&1 | grep -E "REGRESSED|within|inconclusive|rtt.p99" | head -1
     return "${PIPESTATUS[0]}"
 }
 
-echo "== $RUNS identical runs against tickswarm serve cafe ($BOTS bots, $DURATION each)"
-start_peer "$WORK/serve.out" "$WORK/serve.err" $(( (SECS + 10) * RUNS * 2 + 60 )) "$BIN" serve cafe --port 0
-PORT=$(peer_port "$WORK/serve.out" "$PEER_PID")
-for i in $(seq 1 "$RUNS"); do run_swarm "$PORT" "$WORK/same-$i"; done
-stop_peer "$PEER_PID"; PEER_PID=
+echo "== $RUNS identical runs against tickswarm serve cafe ($BOTS bots, $DURATION each), limits $LIMITS"
+if [ -z "$REUSE" ]; then
+    start_peer "$WORK/serve.out" "$WORK/serve.err" $(( (SECS + 10) * RUNS * 2 + 60 )) "$BIN" serve cafe --port 0
+    PORT=$(peer_port "$WORK/serve.out" "$PEER_PID")
+    for i in $(seq 1 "$RUNS"); do run_swarm "$PORT" "$WORK/same-$i"; done
+    stop_peer "$PEER_PID"; PEER_PID=
+fi
 false_pos=0 pairs=0
 for i in $(seq 1 "$RUNS"); do
     for j in $(seq $((i + 1)) "$RUNS"); do
@@ -61,6 +81,7 @@ echo "== $RUNS runs without and $RUNS with every pong delayed ${DELAY_MS} ms (in
 caught=0
 for i in $(seq 1 "$RUNS"); do
     for delay in 0 "$DELAY_MS"; do
+        [ -z "$REUSE" ] || continue
         start_peer "$WORK/imp.out" "$WORK/imp.err" $((SECS + 60)) \
             python3 tests/peers/cafe-impaired-server/cafe_impaired_server.py --port 0 --pong-delay-ms "$delay" --max-seconds $((SECS + 30))
         PORT=$(peer_port "$WORK/imp.out" "$PEER_PID")

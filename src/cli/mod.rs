@@ -643,6 +643,7 @@ fn run_info(plan: &Plan, ov: &OverrideArgs) -> report::RunInfo {
             .collect(),
         thresholds: plan.thresholds.clone(),
         input_rate_hz: plan.bot_template.input_rate_hz,
+        snapshot_rate_hz: plan.server.snapshot_rate.map(f64::from),
         cannot_measure: cannot_measure(plan),
         unmeasurable: plan.unmeasurable,
         network: plan

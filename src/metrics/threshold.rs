@@ -2,7 +2,11 @@
 //!
 //! Grammar: `METRIC [STAT] OP VALUE[UNIT]`.
 //! - Time metrics (`rtt`, `handshake`, `send_lateness`, `snapshot_interarrival`) take a STAT
-//!   (`min`, `mean`, `p50`, `p90`, `p99`, `p999`, `max`) and a time value (`us`, `ms`, `s`).
+//!   and a time value (`us`, `ms`, `s`). A STAT is `min`, `mean`, `max`, `median` or any
+//!   percentile `tickswarm compare` takes (`p50`, `p95`, `p99`, `p99.9`, `p99.99`; `p999` is
+//!   p99.9): `rtt p95 < 5ms`. The percentiles summary.json lists (p50, p90, p99, p999) are
+//!   read from it; any other is read from the run's histogram (exact, as the summary's are),
+//!   and the threshold's result names it (`rtt_us.p95`) with its observed value.
 //! - Rate metrics (`downstream_loss`, `upstream_loss`, `connect_success`) take a percentage
 //!   (`1%`) or a fraction (`0.01`).
 //! - Count metrics (`decode_errors`, `bots_failed`, `bots_never_connected`, `inputs_skipped`, ...)
@@ -27,6 +31,18 @@ pub enum TimeMetric {
 }
 
 impl TimeMetric {
+    pub const ALL: [TimeMetric; 4] = [
+        TimeMetric::Rtt,
+        TimeMetric::Handshake,
+        TimeMetric::SendLateness,
+        TimeMetric::SnapshotInterarrival,
+    ];
+
+    /// The tag of its histogram in histograms.hlog.
+    pub fn hlog_tag(self) -> &'static str {
+        self.key().rsplit('.').next().unwrap_or_default()
+    }
+
     /// The summary.json key of its histogram.
     pub fn key(self) -> &'static str {
         match self {
@@ -38,27 +54,102 @@ impl TimeMetric {
     }
 }
 
+/// The statistic of a histogram a threshold reads: `min`, `mean`, `max`, or any percentile,
+/// as `tickswarm compare` takes them (`p50`, `p95`, `p99.9`, `p999`, `median`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stat {
     Min,
     Mean,
-    P50,
-    P90,
-    P99,
-    P999,
     Max,
+    /// A percentile in millionths of the whole (`p99.9` is 999_000): exact for every
+    /// percentile written with up to four decimals, and `Eq`, so one threshold's metric is a
+    /// key like any other.
+    Quantile(u32),
 }
 
+/// What a threshold's statistic may be, said by the parser when it is something else.
+pub const STAT_FORMS: &str = "min, mean (avg), max, median, or a percentile pN with N above 0 \
+     and at most 100, up to four decimals (p50, p90, p95, p99, p99.9, p99.99; p999 is p99.9)";
+
 impl Stat {
-    pub fn name(self) -> &'static str {
+    pub const P50: Stat = Stat::Quantile(500_000);
+    pub const P90: Stat = Stat::Quantile(900_000);
+    pub const P99: Stat = Stat::Quantile(990_000);
+    pub const P999: Stat = Stat::Quantile(999_000);
+
+    /// Parse a statistic as thresholds and `compare` write it; `None` for anything else
+    /// ([`STAT_FORMS`] says what is allowed).
+    ///
+    /// ```
+    /// use tickswarm::scenario::threshold::Stat;
+    /// assert_eq!(Stat::parse("p95"), Some(Stat::Quantile(950_000)));
+    /// assert_eq!(Stat::parse("p99.9"), Stat::parse("p999"));
+    /// assert_eq!(Stat::parse("p101"), None);
+    /// ```
+    pub fn parse(s: &str) -> Option<Stat> {
+        Some(match s {
+            "min" => Stat::Min,
+            "mean" | "avg" => Stat::Mean,
+            "max" => Stat::Max,
+            "median" => Stat::P50,
+            // The summary's name for p99.9 (and p9999 for p99.99): nines run together.
+            "p999" => Stat::P999,
+            "p9999" => Stat::Quantile(999_900),
+            _ => {
+                let digits = s.strip_prefix('p')?;
+                let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+                let all_digits = |t: &str| t.chars().all(|c| c.is_ascii_digit());
+                if int.is_empty()
+                    || int.len() > 3
+                    || !all_digits(int)
+                    || !all_digits(frac)
+                    || frac.len() > 4
+                    || (digits.contains('.') && frac.is_empty())
+                {
+                    return None;
+                }
+                let int: u32 = int.parse().ok()?;
+                let frac: u32 = format!("{frac:0<4}").parse().ok()?;
+                // The percent in ten-thousandths is the quantile in millionths (p99.95 is
+                // 999_500 of either).
+                let millionths = int * 10_000 + frac;
+                if millionths == 0 || millionths > 1_000_000 {
+                    return None;
+                }
+                Stat::Quantile(millionths)
+            }
+        })
+    }
+
+    /// The quantile in 0..=1 this statistic is, for percentiles.
+    pub fn quantile(self) -> Option<f64> {
         match self {
-            Stat::Min => "min",
-            Stat::Mean => "mean",
-            Stat::P50 => "p50",
-            Stat::P90 => "p90",
-            Stat::P99 => "p99",
-            Stat::P999 => "p999",
-            Stat::Max => "max",
+            Stat::Quantile(m) => Some(f64::from(m) / 1e6),
+            _ => None,
+        }
+    }
+
+    /// As people write it: `min`, `mean`, `max`, `p50`, `p95`, `p99.9`.
+    pub fn name(self) -> String {
+        match self {
+            Stat::Min => "min".into(),
+            Stat::Mean => "mean".into(),
+            Stat::Max => "max".into(),
+            Stat::Quantile(m) => {
+                let pct = format!("{}.{:04}", m / 10_000, m % 10_000);
+                format!("p{}", pct.trim_end_matches('0').trim_end_matches('.'))
+            }
+        }
+    }
+
+    /// Its key in summary.json: the summary's own for the statistics it holds (`p50`, `p90`,
+    /// `p99`, `p999`, ...); for another percentile `p` and its digits with `_` for the point
+    /// (`p95`, `p99_5`), which the summary does not list (it is read from the run's
+    /// histogram; the threshold's `observed` holds it).
+    pub fn key(self) -> String {
+        match self {
+            Stat::P999 => "p999".into(),
+            s => s.name().replace('.', "_"),
         }
     }
 }
@@ -100,7 +191,7 @@ impl Metric {
     /// (`generator.saturated` is a boolean, observed as 1 or 0).
     pub fn path(self) -> String {
         match self {
-            Metric::Time(m, s) => format!("{}.{}", m.key(), s.name()),
+            Metric::Time(m, s) => format!("{}.{}", m.key(), s.key()),
             Metric::DownstreamLoss => "loss.downstream.rate".into(),
             Metric::UpstreamLoss => "loss.upstream.rate".into(),
             Metric::ConnectSuccess => "bots.connect_rate".into(),
@@ -232,20 +323,9 @@ impl Threshold {
         };
         let metric = match lhs.as_slice() {
             [name, stat] if time(name).is_some() => {
-                let stat = match *stat {
-                    "min" => Stat::Min,
-                    "mean" | "avg" => Stat::Mean,
-                    "p50" | "median" => Stat::P50,
-                    "p90" => Stat::P90,
-                    "p99" => Stat::P99,
-                    "p999" | "p99.9" => Stat::P999,
-                    "max" => Stat::Max,
-                    other => {
-                        return Err(format!(
-                            "unknown statistic `{other}`; use min, mean, p50, p90, p99, p999 or max"
-                        ))
-                    }
-                };
+                let stat = Stat::parse(stat).ok_or_else(|| {
+                    format!("unknown statistic `{stat}`; use {STAT_FORMS}")
+                })?;
                 Metric::Time(time(name).unwrap_or(TimeMetric::Rtt), stat)
             }
             [name] if time(name).is_some() => {
@@ -354,5 +434,85 @@ mod tests {
             .unwrap_err()
             .contains("comparison"));
         assert!(Threshold::parse("downstream_loss < 150%").is_err());
+    }
+
+    /// Any percentile compare takes, on every histogram metric; the result's path names it.
+    #[test]
+    fn takes_any_percentile_compare_takes() {
+        let t = Threshold::parse("rtt p95 < 5ms").unwrap();
+        assert_eq!(
+            t.metric,
+            Metric::Time(TimeMetric::Rtt, Stat::Quantile(950_000))
+        );
+        assert_eq!(t.limit, 5_000.0);
+        assert_eq!(t.metric.path(), "rtt_us.p95");
+        let t = Threshold::parse("rtt p99.9 < 5ms").unwrap();
+        assert_eq!(t.metric, Metric::Time(TimeMetric::Rtt, Stat::P999));
+        assert_eq!(t.metric.path(), "rtt_us.p999");
+        assert_eq!(
+            Threshold::parse("rtt p999 < 5ms").unwrap().metric,
+            t.metric,
+            "p999 is the summary's name for p99.9"
+        );
+        let cases = [
+            (
+                "send_lateness p99.5 <= 2ms",
+                TimeMetric::SendLateness,
+                995_000,
+                "generator.send_lateness_us.p99_5",
+            ),
+            (
+                "snapshot_interarrival p75 < 40ms",
+                TimeMetric::SnapshotInterarrival,
+                750_000,
+                "snapshot_interarrival_us.p75",
+            ),
+            (
+                "handshake median < 1s",
+                TimeMetric::Handshake,
+                500_000,
+                "handshake_us.p50",
+            ),
+            (
+                "rtt p99.99 < 9ms",
+                TimeMetric::Rtt,
+                999_900,
+                "rtt_us.p99_99",
+            ),
+            ("rtt p0.5 > 1us", TimeMetric::Rtt, 5_000, "rtt_us.p0_5"),
+            ("rtt p100 < 1s", TimeMetric::Rtt, 1_000_000, "rtt_us.p100"),
+        ];
+        for (text, m, q, path) in cases {
+            let t = Threshold::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(t.metric, Metric::Time(m, Stat::Quantile(q)), "{text}");
+            assert_eq!(t.metric.path(), path, "{text}");
+        }
+        // Names read back as written.
+        for name in [
+            "p50", "p95", "p99.9", "p99.99", "p0.5", "p100", "min", "mean", "max",
+        ] {
+            assert_eq!(Stat::parse(name).map(Stat::name).as_deref(), Some(name));
+        }
+    }
+
+    #[test]
+    fn a_statistic_that_is_none_names_the_allowed_forms() {
+        for bad in [
+            "p101",
+            "p0",
+            "p",
+            "p99.",
+            "p99.99999",
+            "q95",
+            "p-5",
+            "p9.9.9",
+            "fast",
+        ] {
+            let e = Threshold::parse(&format!("rtt {bad} < 5ms")).unwrap_err();
+            assert!(
+                e.contains(&format!("unknown statistic `{bad}`")) && e.contains(STAT_FORMS),
+                "{bad}: {e}"
+            );
+        }
     }
 }

@@ -39,8 +39,12 @@ pub struct RunInfo {
     /// The protocol's and the transport's own metrics.
     pub metrics: Vec<MetricDesc>,
     pub thresholds: Vec<Threshold>,
-    /// Inputs per second each bot was asked to send (the grid's rate), for the saturation rule.
+    /// Inputs per second each bot was asked to send (the grid's rate), for the saturation rule
+    /// and the report's input-interval line.
     pub input_rate_hz: f64,
+    /// Snapshots per second the scenario states the server sends (`server.snapshot_rate`),
+    /// for the report's expected snapshot spacing; `None` when it states none.
+    pub snapshot_rate_hz: Option<f64>,
     /// Figures this protocol configuration cannot take, with why (from the protocol).
     pub cannot_measure: Vec<(Metric, String)>,
     /// What a threshold on such a figure does to the verdict.
@@ -189,6 +193,10 @@ pub fn summarize(info: &RunInfo, run: &RunOutcome) -> Summary {
         network: info.network.clone(),
         protocol_metrics,
         protocol_metric_info,
+        expected: Some(Expected::from_rates(
+            info.input_rate_hz,
+            info.snapshot_rate_hz,
+        )),
         thresholds: Vec::new(),
         verdict: String::new(),
         intervals: run.intervals.clone(),
@@ -196,6 +204,17 @@ pub fn summarize(info: &RunInfo, run: &RunOutcome) -> Summary {
     summary
         .generator
         .judge_saturation(summary.inputs_sent, info.input_rate_hz);
+    let exact = |m: TimeMetric, q: f64| {
+        quantile_of(
+            match m {
+                TimeMetric::Rtt => &t.rtt_us,
+                TimeMetric::Handshake => &t.handshake_us,
+                TimeMetric::SendLateness => &t.send_lateness_us,
+                TimeMetric::SnapshotInterarrival => &t.snapshot_interarrival_us,
+            },
+            q,
+        )
+    };
     summary.thresholds = info
         .thresholds
         .iter()
@@ -213,7 +232,7 @@ pub fn summarize(info: &RunInfo, run: &RunOutcome) -> Summary {
                             .to_string()
                     })
                 });
-            evaluate_with(th, &summary, why, info.unmeasurable)
+            evaluate_with(th, &summary, &exact, why, info.unmeasurable)
         })
         .collect();
     summary.verdict = if summary.thresholds.iter().all(|t| t.ok) {
@@ -230,25 +249,43 @@ fn per_bot_minute(count: u64, bots: u64, elapsed: std::time::Duration) -> Option
     (bot_minutes > 0.0).then(|| (count as f64 / bot_minutes * 100.0).round() / 100.0)
 }
 
-fn stat(h: &HistSummary, s: Stat) -> Option<f64> {
-    use Stat::*;
+/// A percentile of a time metric that summary.json does not list (`rtt p95`), read from the
+/// run's own histogram by whoever holds it: `(metric, quantile in 0..=1)` to its value, `None`
+/// without samples.
+pub type Exact<'a> = &'a dyn Fn(TimeMetric, f64) -> Option<f64>;
+
+/// `q` of `h` as summary.json reads its percentiles (HdrHistogram's value at the quantile).
+pub fn quantile_of(h: &hdrhistogram::Histogram<u64>, q: f64) -> Option<f64> {
+    (!h.is_empty()).then(|| h.value_at_quantile(q) as f64)
+}
+
+fn stat(h: &HistSummary, s: Stat, exact: &dyn Fn(f64) -> Option<f64>) -> Option<f64> {
     if h.count == 0 {
         return None;
     }
     Some(match s {
-        Min => h.min as f64,
-        Mean => h.mean,
-        P50 => h.p50 as f64,
-        P90 => h.p90 as f64,
-        P99 => h.p99 as f64,
-        P999 => h.p999 as f64,
-        Max => h.max as f64,
+        Stat::Min => h.min as f64,
+        Stat::Mean => h.mean,
+        Stat::Max => h.max as f64,
+        // The percentiles the summary lists are read from it, so a threshold's observed value
+        // is the figure summary.json shows next to it.
+        Stat::P50 => h.p50 as f64,
+        Stat::P90 => h.p90 as f64,
+        Stat::P99 => h.p99 as f64,
+        Stat::P999 => h.p999 as f64,
+        Stat::Quantile(m) => {
+            if m >= 1_000_000 {
+                h.max as f64
+            } else {
+                exact(f64::from(m) / 1e6)?
+            }
+        }
     })
 }
 
 /// Observed value of a threshold's metric; `None` when nothing was measured (which fails:
-/// a gate must not pass on no data).
-pub fn observe(metric: Metric, s: &Summary) -> Option<f64> {
+/// a gate must not pass on no data). `exact` reads the percentiles summary.json does not list.
+pub fn observe(metric: Metric, s: &Summary, exact: Exact<'_>) -> Option<f64> {
     match metric {
         Metric::Time(m, st) => {
             let h = match m {
@@ -257,7 +294,7 @@ pub fn observe(metric: Metric, s: &Summary) -> Option<f64> {
                 TimeMetric::SendLateness => &s.generator.send_lateness_us,
                 TimeMetric::SnapshotInterarrival => &s.snapshot_interarrival_us,
             };
-            stat(h, st)
+            stat(h, st, &|q| exact(m, q))
         }
         Metric::DownstreamLoss => s.loss.downstream.filter(|l| l.expected > 0).map(|l| l.rate),
         Metric::UpstreamLoss => s.loss.upstream.filter(|l| l.expected > 0).map(|l| l.rate),
@@ -280,13 +317,14 @@ pub fn observe(metric: Metric, s: &Summary) -> Option<f64> {
 pub fn evaluate_with(
     th: &Threshold,
     s: &Summary,
+    exact: Exact<'_>,
     unmeasurable: Option<String>,
     policy: Unmeasurable,
 ) -> ThresholdResult {
     let observed = if unmeasurable.is_some() {
         None
     } else {
-        observe(th.metric, s)
+        observe(th.metric, s, exact)
     };
     let skipped = unmeasurable.is_some() && policy == Unmeasurable::Skip;
     ThresholdResult {
@@ -356,6 +394,7 @@ mod tests {
             metrics: Vec::new(),
             thresholds: Vec::new(),
             input_rate_hz: 60.0,
+            snapshot_rate_hz: None,
             cannot_measure: Vec::new(),
             unmeasurable: Unmeasurable::Fail,
             network: None,
@@ -438,5 +477,49 @@ mod tests {
             "1.25%"
         );
         assert_eq!(format_observed("bots.failed", None), "no data");
+    }
+
+    /// A percentile the summary does not list is read from the run's own histogram: RTT
+    /// samples 1..=1000 µs have p95 = 950 µs and p99.5 = 995 µs exactly.
+    #[test]
+    fn any_percentile_threshold_is_judged_on_the_histogram() {
+        let mut rec = crate::metrics::Recorder::new();
+        for us in 1..=1000 {
+            rec.rtt_us.record(us).unwrap();
+        }
+        let mut i = info();
+        i.thresholds = [
+            "rtt p95 < 951us",
+            "rtt p95 < 950us",
+            "rtt p99.5 <= 995us",
+            "rtt p99 <= 990us",
+        ]
+        .iter()
+        .map(|t| Threshold::parse(t).unwrap())
+        .collect();
+        let s = summarize(&i, &outcome(rec));
+        let got: Vec<(&str, &str, Option<f64>, bool)> = s
+            .thresholds
+            .iter()
+            .map(|t| (t.condition.as_str(), t.metric.as_str(), t.observed, t.ok))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("rtt p95 < 951us", "rtt_us.p95", Some(950.0), true),
+                ("rtt p95 < 950us", "rtt_us.p95", Some(950.0), false),
+                ("rtt p99.5 <= 995us", "rtt_us.p99_5", Some(995.0), true),
+                ("rtt p99 <= 990us", "rtt_us.p99", Some(990.0), true),
+            ]
+        );
+        assert_eq!(s.verdict, "fail");
+        // No samples: no data, whatever the percentile.
+        let mut i = info();
+        i.thresholds = vec![Threshold::parse("send_lateness p95 < 1s").unwrap()];
+        let s = summarize(&i, &outcome(crate::metrics::Recorder::new()));
+        assert_eq!(
+            (s.thresholds[0].observed, s.thresholds[0].ok),
+            (None, false)
+        );
     }
 }

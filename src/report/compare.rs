@@ -4,7 +4,52 @@
 //! `rtt.p99=+2ms` (absolute, in the metric's unit), `loss.downstream=+0.5pp` (percentage
 //! points, for rates). Percentiles are read from both runs' `histograms.hlog` (every interval
 //! added up), so they are exact for merged runs too and any quantile can be asked for
-//! (`rtt.p95`, `rtt.p99.9`). Rates and counters come from `summary.json`.
+//! (`rtt.p95`, `rtt.p99.9`; the grammar is a scenario threshold's, [`Stat::parse`]). Rates and
+//! counters come from `summary.json`.
+//!
+//! # Noise
+//! A histogram metric past its limit on the plain values is a regression only when the
+//! change is beyond run-to-run noise: a permutation test over the runs' seconds against the
+//! allowance, with the drift each run shows between its own blocks of seconds folded in, on a
+//! ratio scale (the method, and what it cannot tell, in [`noise`]). Every limited histogram
+//! row that could be tested belongs to one family, and Holm's step-down procedure keeps the
+//! chance that identical runs fail *any* of them at 5 %: ranked by p-value, the i-th
+//! smallest (from 0) of `m` is tested at `5 % / (m - i)`, stopping at the first that is not
+//! significant. Rates and counts are compared as they are.
+//!
+//! # Measured
+//! `scripts/compare_noise.sh` (release build, 50 bots, 8 s runs of scenarios/quickstart.yaml,
+//! on the 2 cores of the development machine shared with other builds): 10 identical runs
+//! against `tickswarm serve cafe` compared pairwise (45 pairs: every failure is a false
+//! alarm), and 10 runs against an independent cafe server without and with every pong
+//! delayed 2 ms (every pass is a miss). Two sets of runs, each judged by both methods
+//! (`--keep`, then `--reuse`): set 1 at a load average of 8 to 10, set 2 at 12.
+//!
+//! | method | limits | set 1 false alarms | set 1 caught | set 2 false alarms | set 2 caught |
+//! | --- | --- | --- | --- | --- | --- |
+//! | bootstrap of each run's seconds (before) | `rtt.p99=10%`, `loss.downstream=+0.5pp` | 8 / 45 | 7 / 10 | 10 / 45 | 3 / 10 |
+//! | this test | `rtt.p99=10%`, `loss.downstream=+0.5pp` | 3 / 45 | 3 / 10 | 2 / 45 | 2 / 10 |
+//! | bootstrap (before) | `rtt.p50=+1ms`, `loss.downstream=+0.5pp` | 0 / 45 | 10 / 10 | 0 / 45 | 8 / 10 |
+//! | this test | `rtt.p50=+1ms`, `loss.downstream=+0.5pp` (shipped) | 0 / 45 | 10 / 10 | 0 / 45 | 9 / 10 |
+//! | this test | shipped and `rtt.p99=+5ms` | 0 / 45 | 9 / 10 | 0 / 45 | 8 / 10 |
+//!
+//! Set 3, fresh runs through the script end to end with this build and the shipped limits, at
+//! a load average of 5 to 7: 0 / 45 false alarms, 10 / 10 caught (the same runs judged the
+//! way compare did before, bootstrap and `rtt.p99=10%`: 4 / 45 and 8 / 10).
+//!
+//! The one miss with the shipped limits in set 2 is a base run that was itself disturbed:
+//! its median 757 µs (its neighbours' 76 to 181 µs), its p99 117 ms, so the 2 ms delay showed
+//! as +1.59 ms and the run's own drift (±97 %) covered the 0.59 ms past the limit.
+//!
+//! Why the p50: on a busy 2-core machine a loopback RTT's p99 comes from its few highest
+//! samples (373 per run here), and a run that fell in a quiet moment has a tenth of its
+//! neighbours' p99 in all of its seconds: no test of one run against one run can tell that
+//! from a server change, so a relative limit on a loopback p99 keeps failing identical runs,
+//! and a 2 ms delay drowns in milliseconds of scheduling noise. The median moves by tens of
+//! microseconds between such runs and by the delay when the server is slower, so docs/ci's
+//! limits gate on `rtt.p50=+1ms` and loss. A tail limit with an absolute allowance
+//! (`rtt.p99=+5ms`) can be added where runs are long enough for the tail to settle; it makes
+//! the family two tests, each held to 2.5 %.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -18,6 +63,7 @@ use super::format::{fmt_bytes, fmt_pct, fmt_plain, fmt_us};
 use super::merge::{hlog_totals, read_summary, MergeError};
 use super::noise;
 use super::summary::Summary;
+use crate::metrics::threshold::{Stat, STAT_FORMS};
 
 #[derive(Debug, Error)]
 pub enum CompareError {
@@ -160,26 +206,14 @@ const HISTOGRAMS: &[(&[&str], &str, Kind)] = &[
     ),
 ];
 
+/// One grammar for statistics: a scenario's thresholds and compare's limits take the same
+/// forms ([`Stat::parse`]).
 fn parse_stat(s: &str) -> Option<HStat> {
-    Some(match s {
-        "min" => HStat::Min,
-        "mean" | "avg" => HStat::Mean,
-        "max" => HStat::Max,
-        "median" => HStat::Q(0.5),
-        // The summary's name for p99.9.
-        "p999" => HStat::Q(0.999),
-        _ => {
-            let digits = s.strip_prefix('p')?;
-            if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit() || c == '.') {
-                return None;
-            }
-            let q: f64 = digits.parse().ok()?;
-            if !(q > 0.0 && q <= 100.0) {
-                return None;
-            }
-            // 99.9 / 100 is 0.9990000000000001 in binary; the summary's p999 is 0.999.
-            HStat::Q((q / 100.0 * 1e9).round() / 1e9)
-        }
+    Some(match Stat::parse(s)? {
+        Stat::Min => HStat::Min,
+        Stat::Mean => HStat::Mean,
+        Stat::Max => HStat::Max,
+        Stat::Quantile(m) => HStat::Q(f64::from(m) / 1e6),
     })
 }
 
@@ -229,11 +263,8 @@ impl MetricRef {
                  loss.downstream, loss.upstream, connect_success, bots_lost, decode_errors"
             ));
         };
-        let stat = parse_stat(&stat).ok_or_else(|| {
-            format!(
-                "`{stat}` in `{name}` is not a statistic; use min, mean, max, p50, p99, p99.9, ..."
-            )
-        })?;
+        let stat = parse_stat(&stat)
+            .ok_or_else(|| format!("`{stat}` in `{name}` is not a statistic; use {STAT_FORMS}"))?;
         let (tag, kind) = HISTOGRAMS
             .iter()
             .find(|(names, _, _)| names.contains(&hist))
@@ -536,6 +567,8 @@ pub fn compare(base: &RunData, new: &RunData, limits: &[Limit]) -> Comparison {
         }
     }
     let mut rows = Vec::new();
+    let mut metrics = Vec::new();
+    let mut tests = Vec::new();
     for m in &order {
         let (b, n) = (base.value(m), new.value(m));
         let limit = limit_by.get(&m.name).copied();
@@ -572,69 +605,26 @@ pub fn compare(base: &RunData, new: &RunData, limits: &[Limit]) -> Comparison {
                 }
             };
         }
-        // Past the limit on the plain values: is it beyond run-to-run noise?
-        let mut noise_note = None;
-        if let (Some(l), Some(bv), Some(nv), Some(text)) = (limit, b, n, reason.clone()) {
+        // The noise test of a limited histogram metric, judged below with the others (Holm).
+        let mut judged = None;
+        if let (Some(l), Some(bv), Some(_)) = (limit, b, n) {
             if let Source::Hist { tag, stat } = &m.source {
                 let allowed = match l.allowance {
                     Allowance::Relative(f) => bv.abs() * f,
                     Allowance::Absolute(a) => a,
                 };
-                let verdict = match (base.seconds.get(tag), new.seconds.get(tag)) {
-                    (Some(bs), Some(ns)) => Some(noise::change_interval(
+                if let (Some(bs), Some(ns)) = (base.seconds.get(tag), new.seconds.get(tag)) {
+                    judged = Some(noise::test_change(
                         bs,
                         ns,
                         stat.statistic(),
                         !m.higher_is_better,
-                    )),
-                    _ => None,
-                };
-                let sign = |d: f64| if m.higher_is_better { -d } else { d };
-                match verdict {
-                    Some(noise::Verdict::Interval { low, high }) => {
-                        let (lo, hi) = (sign(low), sign(high));
-                        let interval = format!(
-                            "{:.0}% interval of the change {} … {}",
-                            noise::CONFIDENCE * 100.0,
-                            fmt_delta(m.kind, lo.min(hi)),
-                            fmt_delta(m.kind, lo.max(hi))
-                        );
-                        if lo > allowed {
-                            reason = Some(format!("{text}; significant ({interval})"));
-                        } else {
-                            reason = None;
-                            noise_note = Some(format!(
-                                "{} changed {} ({} -> {}), past the {} limit but within \
-                                 run-to-run noise ({interval}, which reaches below the limit)",
-                                m.name,
-                                fmt_delta(m.kind, worsening(m, bv, nv)),
-                                fmt_value(m.kind, Some(bv)),
-                                fmt_value(m.kind, Some(nv)),
-                                l.text
-                            ));
-                        }
-                    }
-                    Some(noise::Verdict::Inconclusive { seconds, samples }) => {
-                        reason = None;
-                        noise_note = Some(format!(
-                            "{} changed {} ({} -> {}), past the {} limit, but one run has \
-                             {samples} samples over {seconds} seconds: too few to tell a \
-                             change from noise (at least {} samples over {} seconds); inconclusive",
-                            m.name,
-                            fmt_delta(m.kind, worsening(m, bv, nv)),
-                            fmt_value(m.kind, Some(bv)),
-                            fmt_value(m.kind, Some(nv)),
-                            l.text,
-                            noise::MIN_SAMPLES,
-                            noise::MIN_SECONDS
-                        ));
-                    }
-                    // Not resampled (too many distinct values, or not loaded): the plain
-                    // values decide, as before.
-                    None => {}
+                        allowed,
+                    ));
                 }
             }
         }
+        tests.push(judged);
         rows.push(Row {
             metric: m.name.clone(),
             kind: m.kind,
@@ -644,14 +634,114 @@ pub fn compare(base: &RunData, new: &RunData, limits: &[Limit]) -> Comparison {
             allowance: limit.map(|l| l.allowance),
             regressed: reason.is_some(),
             reason,
-            noise: noise_note,
+            noise: None,
         });
+        metrics.push(m.clone());
     }
+    judge_noise(&mut rows, &metrics, tests);
     Comparison {
         base_dir: base.dir.display().to_string(),
         new_dir: new.dir.display().to_string(),
         regressed: rows.iter().any(|r| r.regressed),
         rows,
+    }
+}
+
+/// A p-value as the console says it: `p = 0.31`, `p = 0.0215`, or `p < 0.0005` at the
+/// resolution of the shuffles.
+fn p_text(p: f64) -> String {
+    if p <= 1.0 / (noise::REPLICATES + 1) as f64 {
+        format!("p < {:.4}", 1.0 / noise::REPLICATES as f64)
+    } else if p >= 0.1 {
+        format!("p = {p:.2}")
+    } else {
+        format!("p = {p:.4}")
+    }
+}
+
+/// A confidence in percent as the console says it: `95%`, `97.5%`, `98.33%`.
+fn pct_text(confidence: f64) -> String {
+    let t = format!("{:.2}", confidence * 100.0);
+    format!("{}%", t.trim_end_matches('0').trim_end_matches('.'))
+}
+
+/// Past their limits on the plain values: which changes are beyond run-to-run noise? Every
+/// limited histogram row the noise test could resample is one of a family of `m` tests, and
+/// Holm's step-down procedure keeps the chance that any of them fails identical runs at
+/// `1 - CONFIDENCE`: the rows are ranked by p-value, the i-th smallest (from 0) is tested at
+/// `(1 - CONFIDENCE) / (m - i)`, and testing stops at the first that is not significant.
+/// A row past its limit and not significant gets its noise note instead of a reason.
+fn judge_noise(rows: &mut [Row], metrics: &[MetricRef], tests: Vec<Option<noise::Verdict>>) {
+    let alpha = 1.0 - noise::CONFIDENCE;
+    let mut ranked: Vec<(usize, f64)> = tests
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| match t {
+            Some(noise::Verdict::Tested(t)) => Some((i, t.p)),
+            _ => None,
+        })
+        .collect();
+    ranked.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let family = ranked.len();
+    let mut level = vec![alpha; rows.len()];
+    let mut significant = vec![false; rows.len()];
+    let mut still = true;
+    for (rank, &(i, p)) in ranked.iter().enumerate() {
+        level[i] = alpha / (family - rank) as f64;
+        still = still && p <= level[i];
+        significant[i] = still;
+    }
+    let holm = if family > 1 {
+        format!(", Holm over {family} limited percentiles")
+    } else {
+        String::new()
+    };
+    for (i, t) in tests.into_iter().enumerate() {
+        let (row, m) = (&mut rows[i], &metrics[i]);
+        let (Some(text), Some(verdict), Some(bv), Some(nv)) =
+            (row.reason.clone(), t, row.base, row.new)
+        else {
+            continue;
+        };
+        let limit = row.limit.clone().unwrap_or_default();
+        let plain = format!(
+            "{} changed {} ({} -> {}), past the {limit} limit",
+            m.name,
+            fmt_delta(m.kind, worsening(m, bv, nv)),
+            fmt_value(m.kind, Some(bv)),
+            fmt_value(m.kind, Some(nv)),
+        );
+        match verdict {
+            noise::Verdict::Tested(t) => {
+                let drift = if t.drift_sd > 0.0 {
+                    format!(", run drift ±{:.0}%", t.drift_sd.exp_m1() * 100.0)
+                } else {
+                    String::new()
+                };
+                let test = format!(
+                    "{} against the limit, at {} confidence{holm}{drift}",
+                    p_text(t.p),
+                    pct_text(1.0 - level[i]),
+                );
+                if significant[i] {
+                    row.reason = Some(format!("{text}; significant ({test})"));
+                } else {
+                    row.reason = None;
+                    row.noise = Some(format!("{plain} but within run-to-run noise ({test})"));
+                }
+            }
+            noise::Verdict::Inconclusive { seconds, samples } => {
+                row.reason = None;
+                row.noise = Some(format!(
+                    "{plain}, but one run has {samples} samples over {seconds} seconds: too \
+                     few to tell a change from noise (at least {} samples over {} seconds); \
+                     inconclusive",
+                    noise::MIN_SAMPLES,
+                    noise::MIN_SECONDS
+                ));
+            }
+        }
+        row.regressed = row.reason.is_some();
     }
 }
 
@@ -1043,7 +1133,7 @@ mod tests {
         assert!(row.regressed, "{row:?}");
         let reason = row.reason.as_deref().unwrap();
         assert!(
-            reason.contains("; significant (95% interval of the change +"),
+            reason.contains("; significant (p < 0.0005 against the limit, at 95% confidence"),
             "{reason}"
         );
         // Two seconds of 20 samples are too few to tell anything: inconclusive, not a
@@ -1130,5 +1220,48 @@ mod tests {
         assert_eq!(fmt_delta(Kind::Time, -150.0), "-150 µs");
         assert_eq!(fmt_value(Kind::Rate, Some(0.001)), "0.10%");
         assert_eq!(fmt_value(Kind::Count, Some(12_345.0)), "12,345");
+    }
+
+    /// Holm's step-down over the limited percentiles: the smallest p-value is held to 2.5 %
+    /// of two, the next to 5 %; the first that fails stops the rest.
+    #[test]
+    fn holm_steps_down_over_the_limited_percentiles() {
+        let judge = |ps: [f64; 2]| -> Vec<bool> {
+            let metrics: Vec<MetricRef> = ["rtt.p50", "rtt.p99"]
+                .iter()
+                .map(|n| MetricRef::parse(n).unwrap())
+                .collect();
+            let mut rows: Vec<Row> = metrics
+                .iter()
+                .map(|m| Row {
+                    metric: m.name.clone(),
+                    kind: m.kind,
+                    base: Some(100.0),
+                    new: Some(300.0),
+                    limit: Some("10%".into()),
+                    allowance: Some(Allowance::Relative(0.1)),
+                    regressed: true,
+                    reason: Some(format!("{} rose", m.name)),
+                    noise: None,
+                })
+                .collect();
+            let tests = ps
+                .iter()
+                .map(|&p| {
+                    Some(noise::Verdict::Tested(noise::Tested {
+                        p,
+                        change: 200.0,
+                        drift_sd: 0.0,
+                    }))
+                })
+                .collect();
+            judge_noise(&mut rows, &metrics, tests);
+            rows.iter().map(|r| r.regressed).collect()
+        };
+        // 0.001 <= 0.025, then 0.03 <= 0.05: both (Bonferroni would keep only the first).
+        assert_eq!(judge([0.03, 0.001]), [true, true]);
+        // 0.03 > 0.025: neither, though 0.04 alone would pass a single test at 5 %.
+        assert_eq!(judge([0.03, 0.04]), [false, false]);
+        assert_eq!(judge([0.001, 0.2]), [true, false]);
     }
 }

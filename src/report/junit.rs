@@ -59,6 +59,15 @@ pub fn render(s: &Summary) -> String {
                 xml_escape(&describe_outcome(t)),
                 xml_escape(&t.metric)
             );
+        } else {
+            // A pass says what it passed with, too: the figure (which percentile, which value)
+            // a CI page shows next to the test's name.
+            w!(
+                x,
+                "      <system-out>{} ({})</system-out>\n",
+                xml_escape(&describe_outcome(t)),
+                xml_escape(&t.metric)
+            );
         }
         x.push_str("    </testcase>\n");
     }
@@ -156,6 +165,7 @@ mod tests {
             network: None,
             protocol_metrics: Default::default(),
             protocol_metric_info: Default::default(),
+            expected: None,
             thresholds: vec![ThresholdResult {
                 metric: hostile.into(),
                 condition: hostile.into(),

@@ -18,11 +18,11 @@ use hdrhistogram::Histogram;
 use serde_json::Value;
 use thiserror::Error;
 
-use super::build::evaluate_with;
+use super::build::{evaluate_with, quantile_of};
 use super::hlog_read::{self, Decoder, HlogError, Project, Sparse, MAX_TAGS};
 use super::summary::{IntervalPoint, MergedShards, Summary, ThresholdResult};
 use crate::metrics::phases::{PhaseCounts, TargetPoint, Waiting};
-use crate::metrics::threshold::Unmeasurable;
+use crate::metrics::threshold::{TimeMetric, Unmeasurable};
 use crate::metrics::Threshold;
 use crate::metrics::{HistSummary, LossSummary};
 
@@ -377,7 +377,11 @@ pub fn merge_runs(dirs: &[PathBuf], allow_missing: bool) -> Result<Merged, Merge
                 .insert(tag.clone(), serde_json::json!(HistSummary::of(h)));
         }
     }
-    drop(total);
+    // The time histograms stay for the thresholds on percentiles the summary does not list.
+    let time_hists: BTreeMap<String, Histogram<u64>> = total
+        .into_iter()
+        .filter(|(tag, _)| TimeMetric::ALL.iter().any(|m| m.hlog_tag() == tag))
+        .collect();
 
     // Intervals: counters add up; percentiles come from the merged second's histograms; the
     // per-second loss rate is weighted by the packets each run received that second.
@@ -449,7 +453,18 @@ pub fn merge_runs(dirs: &[PathBuf], allow_missing: bool) -> Result<Merged, Merge
         } else {
             Unmeasurable::Fail
         };
-        results.push(evaluate_with(&th, &m, t.unmeasurable.clone(), policy));
+        let exact = |tm: TimeMetric, q: f64| {
+            time_hists
+                .get(tm.hlog_tag())
+                .and_then(|h| quantile_of(h, q))
+        };
+        results.push(evaluate_with(
+            &th,
+            &m,
+            &exact,
+            t.unmeasurable.clone(),
+            policy,
+        ));
     }
     // Missing shards (`--allow-missing`): the load the run asked for was not all measured.
     if let Some(sh) = shards.as_ref().filter(|sh| !sh.missing.is_empty()) {

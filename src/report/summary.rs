@@ -161,6 +161,31 @@ impl Generator {
     }
 }
 
+/// Intervals the scenario implies (microseconds); `null` where it implies none.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct Expected {
+    /// 1 s / the bots' input rate: the spacing of one bot's inputs on its send grid (the bots'
+    /// own schedule, so always known when they send inputs).
+    #[serde(default)]
+    pub input_interval_us: Option<f64>,
+    /// 1 s / the snapshot rate the scenario's `server.snapshot_rate` states: the spacing a
+    /// bot's snapshots should arrive at. `null` when the scenario states none (tickswarm
+    /// does not guess a server's rate).
+    #[serde(default)]
+    pub snapshot_interval_us: Option<f64>,
+}
+
+impl Expected {
+    /// From the rates in Hz (0 or none: no figure).
+    pub fn from_rates(input_hz: f64, snapshot_hz: Option<f64>) -> Self {
+        let interval = |hz: f64| (hz.is_finite() && hz > 0.0).then(|| 1e6 / hz);
+        Self {
+            input_interval_us: interval(input_hz),
+            snapshot_interval_us: snapshot_hz.and_then(interval),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ThresholdResult {
     /// Where the observed value sits in this summary, as a dotted JSON path (`rtt_us.p99`,
@@ -283,6 +308,11 @@ pub struct Summary {
     /// the protocol declares them. Keys absent here are shown as plain table rows.
     #[serde(default)]
     pub protocol_metric_info: std::collections::BTreeMap<String, crate::metrics::MetricInfo>,
+    /// What the run should show when all is well, for the report's expected-value lines:
+    /// the bots' input interval and the snapshot interval the scenario states. Absent in
+    /// files written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected: Option<Expected>,
     pub thresholds: Vec<ThresholdResult>,
     /// `pass` or `fail`.
     pub verdict: String,

@@ -50,4 +50,5 @@ mod self_contained;
 mod shard;
 mod source_addresses;
 mod stop;
+mod threshold_percentiles;
 mod zergcity_codec;

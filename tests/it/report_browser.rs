@@ -49,8 +49,8 @@ fn generate_report(dir: &Path) -> PathBuf {
         &scenario,
         "name: browser check\nprotocol:\n  cafe: {}\ntarget: embedded\npopulation:\n  stages:\n    \
          - ramp_to: 20\n      over: 1s\n    - hold: 2s\nbehaviour:\n  input_rate: 30\n  \
-         ping_interval: 200ms\nduration: 3s\nthresholds:\n  - rtt p99 < 50ms\n  - \
-         downstream_loss < 1%\n",
+         ping_interval: 200ms\nduration: 3s\nserver:\n  snapshot_rate: 60\nthresholds:\n  \
+         - rtt p99 < 50ms\n  - downstream_loss < 1%\n",
     )
     .unwrap();
     let targets = format!("{addr_a},{addr_b}");
@@ -159,6 +159,71 @@ fn figures(dom: &str) -> Vec<(String, String)> {
     out
 }
 
+/// The `points` of the element carrying `marker` in `fig`, as a count of x,y pairs.
+fn points_after(fig: &str, marker: &str) -> usize {
+    fig.split(marker)
+        .nth(1)
+        .and_then(|s| s.split("points=\"").nth(1))
+        .and_then(|s| s.split('"').next())
+        .map_or(0, |pts| pts.split(' ').filter(|p| p.contains(',')).count())
+}
+
+/// `data-value` of the expected-value line `id` in `fig`, if it is drawn as a line.
+fn expected_value(fig: &str, id: &str) -> Option<f64> {
+    fig.split(&format!(
+        "<line class=\"expected\" data-expected=\"{id}\" data-value=\""
+    ))
+    .nth(1)?
+    .split('"')
+    .next()?
+    .parse()
+    .ok()
+}
+
+/// Every time-series chart carries the bots in game as a second series on its own axis, and
+/// the expected-value lines the scenario implies are drawn: snapshots 1/60 s apart (its
+/// `server.snapshot_rate: 60`, which `tickswarm serve cafe`'s 60 Hz ticks honour), inputs
+/// 1/30 s apart (on the lateness chart: drawn, or named above a low axis), no loss.
+fn overlays_and_expected_lines(figs: &[(String, String)], width: u32) {
+    let fig = |id: &str| {
+        figs.iter()
+            .find(|(i, _)| i == id)
+            .map(|(_, f)| f.as_str())
+            .unwrap_or_else(|| panic!("no {id} chart at {width} px"))
+    };
+    for id in [
+        "over-time-rtt_us",
+        "loss",
+        "bandwidth",
+        "lateness",
+        "over-time-snapshot_interarrival_us",
+    ] {
+        let f = fig(id);
+        assert!(
+            points_after(f, "data-overlay=\"active-bots\"") >= 2,
+            "{id} has no active-bots overlay at {width} px: {f}"
+        );
+        assert!(f.contains("class=\"yt2\""), "{id}: the overlay's own axis");
+        assert!(
+            f.contains("bots in game (right axis)"),
+            "{id}: the overlay's legend"
+        );
+    }
+    let snap = expected_value(
+        fig("over-time-snapshot_interarrival_us"),
+        "snapshot-interval",
+    );
+    assert!(
+        snap.is_some_and(|v| (v - 1e6 / 60.0).abs() < 0.01),
+        "snapshot spacing line at {snap:?} µs"
+    );
+    assert_eq!(expected_value(fig("loss"), "loss"), Some(0.0));
+    assert!(
+        fig("lateness").contains("data-expected=\"input-interval\""),
+        "input interval on the lateness chart"
+    );
+}
+
 /// A chart drew something: a polyline or polygon with at least two points.
 fn drew_something(fig: &str) -> bool {
     fig.contains("<svg")
@@ -257,6 +322,21 @@ fn report_renders_at_desktop_and_phone_widths() {
     std::fs::write(&probed_path, probed).unwrap();
     let url = format!("file://{}", html.display());
 
+    // What the expected-value lines are drawn from.
+    let summary: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(html.with_file_name("summary.json")).expect("summary.json"),
+    )
+    .expect("summary.json parses");
+    let close = |key: &str, want: f64| {
+        summary["expected"][key]
+            .as_f64()
+            .is_some_and(|v| (v - want).abs() < 0.01)
+    };
+    assert!(
+        close("snapshot_interval_us", 1e6 / 60.0) && close("input_interval_us", 1e6 / 30.0),
+        "{}",
+        summary["expected"]
+    );
     let expected_charts = figures(&page).len();
     assert!(
         expected_charts >= 8,
@@ -302,6 +382,7 @@ fn report_renders_at_desktop_and_phone_widths() {
             assert!(!id.is_empty(), "a chart without an id: {fig}");
             assert!(drew_something(fig), "chart {id} drew nothing at {width} px");
         }
+        overlays_and_expected_lines(&figs, width);
         // Laid out `width` px wide: sizes and overflow from the probe.
         let frame = tmp.path().join(format!("frame-{width}.html"));
         std::fs::write(&frame, frame_page("probed.html", width, 1000)).unwrap();

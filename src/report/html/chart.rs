@@ -39,12 +39,15 @@ pub(super) const RED: &str = "#dc2626";
 pub(super) const PURPLE: &str = "#7c3aed";
 pub(super) const TEAL: &str = "#0d9488";
 pub(super) const AMBER: &str = "#b45309";
+/// The active-bots overlay (its stroke is set in the style sheet; this is its legend swatch).
+const OVERLAY: &str = "#9ca3af";
 
 /// Chart geometry in SVG user units (the SVG scales to its container's width).
 const CW: f64 = 600.0;
 const CH: f64 = 250.0;
 pub(super) const ML: f64 = 78.0;
-const MR: f64 = 16.0;
+/// Room on the right for the active-bots axis's labels.
+const MR: f64 = 44.0;
 pub(super) const MT: f64 = 30.0;
 const MB: f64 = 42.0;
 pub(super) const PW: f64 = CW - ML - MR;
@@ -158,6 +161,26 @@ pub(super) struct Mark {
     pub value: f64,
 }
 
+/// A value the run should show when all is well, drawn across a chart as a dashed line of its
+/// own colour: the snapshot spacing the scenario's snapshot rate implies, the input interval,
+/// no loss.
+pub(super) struct Expected {
+    /// Stable name for the line (`data-expected`): `snapshot-interval`, `input-interval`,
+    /// `loss`.
+    pub id: &'static str,
+    /// What it is, e.g. `expected 16.67 ms (1 s / 60 Hz)`.
+    pub label: String,
+    pub value: f64,
+}
+
+/// A second series on its own axis at the right: the bots in play, so a change in a figure
+/// can be read against the load that made it.
+pub(super) struct Overlay {
+    pub name: String,
+    /// `(seconds since start, bots)`.
+    pub points: Vec<(f64, f64)>,
+}
+
 /// What a chart adds to its series.
 #[derive(Default)]
 pub(super) struct Opts {
@@ -166,6 +189,10 @@ pub(super) struct Opts {
     pub clip_at: Option<f64>,
     /// Threshold lines.
     pub marks: Vec<Mark>,
+    /// Expected-value lines.
+    pub expected: Vec<Expected>,
+    /// Active bots, on the right-hand axis.
+    pub overlay: Option<Overlay>,
 }
 
 /// The y axis top for data up to `y_max` under `opts`: the clip when the data pass it, and
@@ -180,6 +207,7 @@ fn fit_top(y_max: f64, opts: &Opts) -> f64 {
         .marks
         .iter()
         .map(|m| m.value)
+        .chain(opts.expected.iter().map(|e| e.value))
         .filter(|&v| v.is_finite() && v <= 3.0 * data_top.max(f64::MIN_POSITIVE))
         .fold(0.0, f64::max);
     data_top.max(marks)
@@ -233,6 +261,87 @@ fn draw_marks(svg: &mut String, unit: Unit, top: f64, marks: &[Mark], py: &dyn F
             esc(&text)
         );
     }
+}
+
+/// Expected-value lines: dashed, in their own colour, labelled at the left end (threshold
+/// labels sit at the right); one above the axis is named at the top edge, at the left.
+fn draw_expected(
+    svg: &mut String,
+    unit: Unit,
+    top: f64,
+    expected: &[Expected],
+    py: &dyn Fn(f64) -> f64,
+) {
+    for e in expected {
+        if !e.value.is_finite() {
+            continue;
+        }
+        let text = format!("{} {}", e.label, fmt_unit(unit, e.value));
+        if e.value > top {
+            w!(
+                svg,
+                "<text class=\"expected\" data-expected=\"{}\" data-above=\"true\" x=\"{:.1}\" y=\"{:.1}\">▲ {} (above the axis)</text>\n",
+                e.id,
+                ML + 2.0,
+                MT - 4.0,
+                esc(&text)
+            );
+            continue;
+        }
+        let y = py(e.value);
+        // A line at 0 sits on the axis: its label goes above it all the same.
+        w!(
+            svg,
+            "<line class=\"expected\" data-expected=\"{}\" data-value=\"{}\" x1=\"{ML}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\"/>\
+             <text class=\"expected\" x=\"{:.1}\" y=\"{:.1}\">{}</text>\n",
+            e.id,
+            e.value,
+            ML + PW,
+            ML + 4.0,
+            y - 4.0,
+            esc(&text)
+        );
+    }
+}
+
+/// The active-bots series on its own axis at the right (0 .. a nice top), drawn under the
+/// chart's own series, with its tick labels right of the plot.
+fn draw_overlay(svg: &mut String, o: &Overlay, xa: &TimeAxis) {
+    let pts: Vec<(f64, f64)> = o
+        .points
+        .iter()
+        .copied()
+        .filter(|(t, v)| t.is_finite() && v.is_finite())
+        .collect();
+    let max = pts.iter().map(|p| p.1).fold(0.0, f64::max);
+    let (top, step) = axis_range(max, Unit::Count.min_span(), 5, true);
+    let py = |v: f64| MT + PH - (v / top).clamp(0.0, 1.0) * PH;
+    let n = (top / step).round() as usize;
+    for i in 0..=n {
+        let v = i as f64 * step;
+        w!(
+            svg,
+            "<text class=\"yt2\" x=\"{:.1}\" y=\"{:.1}\" dy=\"0.32em\">{}</text>\n",
+            ML + PW + 6.0,
+            py(v),
+            esc(&group_f(v, 0))
+        );
+    }
+    if pts.is_empty() {
+        return;
+    }
+    let pts = decimate(&pts, xa.x0, xa.span, PW as usize);
+    let coords: Vec<String> = pts
+        .iter()
+        .map(|&(t, v)| format!("{:.1},{:.1}", xa.px(t), py(v)))
+        .collect();
+    w!(
+        svg,
+        "<polyline class=\"overlay\" data-overlay=\"active-bots\" data-top=\"{top}\" \
+         fill=\"none\" points=\"{}\"><title>{}</title></polyline>\n",
+        coords.join(" "),
+        esc(&o.name)
+    );
 }
 
 /// The legend, above the plot.
@@ -371,8 +480,17 @@ pub(super) fn line_chart_with(label: &str, series: &[Series], unit: Unit, opts: 
     let all = || finite.iter().flatten();
     let has_data = all().next().is_some();
 
-    let x0 = all().map(|p| p.0).fold(0.0, f64::min);
-    let x_max = all().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
+    let overlay_t = || {
+        opts.overlay
+            .iter()
+            .flat_map(|o| o.points.iter().map(|p| p.0))
+            .filter(|t| t.is_finite())
+    };
+    let x0 = all().map(|p| p.0).chain(overlay_t()).fold(0.0, f64::min);
+    let x_max = all()
+        .map(|p| p.0)
+        .chain(overlay_t())
+        .fold(f64::NEG_INFINITY, f64::max);
     let xa = TimeAxis::of(x0, x_max);
 
     // y: 0 .. a nice top above the largest value (or the clip, or a near threshold).
@@ -385,7 +503,11 @@ pub(super) fn line_chart_with(label: &str, series: &[Series], unit: Unit, opts: 
     open_svg(&mut svg, "ts", label);
     y_axis(&mut svg, unit, top, ystep, &py);
     xa.draw(&mut svg);
-    let names: Vec<(&str, &str)> = series.iter().map(|s| (s.name, s.color)).collect();
+    let mut names: Vec<(&str, &str)> = series.iter().map(|s| (s.name, s.color)).collect();
+    if let Some(o) = &opts.overlay {
+        names.push((o.name.as_str(), OVERLAY));
+        draw_overlay(&mut svg, o, &xa);
+    }
     legend(&mut svg, &names);
 
     // Series.
@@ -431,6 +553,7 @@ pub(super) fn line_chart_with(label: &str, series: &[Series], unit: Unit, opts: 
             }
         }
     }
+    draw_expected(&mut svg, unit, top, &opts.expected, &py);
     draw_marks(&mut svg, unit, top, &opts.marks, &py);
     if !has_data {
         no_data(&mut svg);
@@ -858,7 +981,7 @@ mod tests {
             Unit::Micros,
             &Opts {
                 clip_at: Some(600.0),
-                marks: vec![],
+                ..Default::default()
             },
         );
         let line = polyline(&svg, "a");
@@ -894,6 +1017,7 @@ mod tests {
                     label: "threshold p99 <".into(),
                     value: 1000.0,
                 }],
+                ..Default::default()
             },
         );
         // Axis top 1 ms: the line is at the top of the plot.
@@ -909,6 +1033,7 @@ mod tests {
                     label: "threshold p99 <".into(),
                     value: 50_000.0,
                 }],
+                ..Default::default()
             },
         );
         assert!(far.contains("data-mark=\"above\""));
@@ -949,5 +1074,64 @@ mod tests {
         assert!((top[3].1 - (MT + PH * 0.75)).abs() < 0.06, "{top:?}");
         // A layer that never had a bot is neither drawn nor in the legend.
         assert!(!svg.contains("failed"));
+    }
+
+    /// The active bots ride on their own axis at the right (0 .. a nice top over their
+    /// peak), under the chart's series; an expected value is a dashed line at its value, or
+    /// named above the axis when it is far over the data.
+    #[test]
+    fn overlay_on_its_own_axis_and_expected_lines() {
+        let svg = line_chart_with(
+            "snapshots",
+            &[Series {
+                name: "p50",
+                color: BLUE,
+                points: vec![(1.0, 16_000.0), (2.0, 17_000.0)],
+            }],
+            Unit::Micros,
+            &Opts {
+                expected: vec![
+                    Expected {
+                        id: "snapshot-interval",
+                        label: "expected spacing (1 s / 60 Hz)".into(),
+                        value: 1e6 / 60.0,
+                    },
+                    Expected {
+                        id: "input-interval",
+                        label: "input interval".into(),
+                        value: 1e6,
+                    },
+                ],
+                overlay: Some(Overlay {
+                    name: "bots in game (right axis)".into(),
+                    points: vec![(1.0, 50.0), (2.0, 100.0)],
+                }),
+                ..Default::default()
+            },
+        );
+        // Bots 0..100: 50 is half way up, 100 at the top, whatever the left axis says.
+        let at = svg.find("data-overlay=\"active-bots\"").expect("overlay");
+        let p = at + svg[at..].find("points=\"").expect("points") + 8;
+        let bots: Vec<(f64, f64)> = svg[p..p + svg[p..].find('"').expect("closed")]
+            .split(' ')
+            .map(|xy| {
+                let (x, y) = xy.split_once(',').expect("x,y");
+                (x.parse().expect("x"), y.parse().expect("y"))
+            })
+            .collect();
+        assert!((bots[0].1 - (MT + PH / 2.0)).abs() < 0.06, "{bots:?}");
+        assert_eq!(bots[1].1, MT);
+        assert!(svg.contains("bots in game (right axis)"), "in the legend");
+        assert!(svg.contains(&format!("class=\"yt2\" x=\"{:.1}\"", ML + PW + 6.0)));
+        // The data's axis: 0 .. 20 ms; the expected spacing's line at 16.67 ms.
+        let at = svg
+            .find("data-expected=\"snapshot-interval\"")
+            .expect("snapshot line");
+        let y = MT + PH - (1e6 / 60.0) / 20_000.0 * PH;
+        assert!(svg[at..].contains(&format!("y1=\"{y:.1}\"")), "{svg}");
+        assert!(svg.contains("expected spacing (1 s / 60 Hz) 16.67 ms"));
+        // One second is far above 17 ms of data: named at the top, not squashing the data.
+        assert!(svg.contains("data-expected=\"input-interval\" data-above=\"true\""));
+        assert!(polyline(&svg, "p50")[1].1 < MT + 0.2 * PH);
     }
 }

@@ -179,6 +179,7 @@ mod tests {
             network: None,
             protocol_metrics: Map::new(),
             protocol_metric_info: BTreeMap::new(),
+            expected: None,
             thresholds: Vec::new(),
             verdict: String::new(),
             intervals: Vec::new(),

@@ -6,8 +6,8 @@
 //! statistics per histogram, which is coarser but never invented.
 
 use super::chart::{
-    line_chart, line_chart_with, percentile_plot, stacked_chart, Mark, Opts, Series, AMBER, BLUE,
-    ORANGE, PURPLE, RED, TEAL,
+    line_chart, line_chart_with, percentile_plot, stacked_chart, Expected, Mark, Opts, Overlay,
+    Series, AMBER, BLUE, ORANGE, PURPLE, RED, TEAL,
 };
 use super::hists::{percentile_points, HistLog, SecondStats};
 use super::view::interval_widths;
@@ -82,6 +82,71 @@ fn thresholds(s: &Summary) -> impl Iterator<Item = Threshold> + '_ {
     s.thresholds
         .iter()
         .filter_map(|t| Threshold::parse(&t.condition).ok())
+}
+
+/// The bots in play at the end of each second, for the right-hand axis of the time-series
+/// charts: in game where the run recorded phases, else connected. `None` without intervals.
+fn active_bots(iv: &[IntervalPoint]) -> Option<Overlay> {
+    if iv.is_empty() {
+        return None;
+    }
+    let phases = iv.iter().any(|p| !p.phases.is_empty());
+    Some(Overlay {
+        name: if phases {
+            "bots in game (right axis)"
+        } else {
+            "bots connected (right axis)"
+        }
+        .into(),
+        points: iv
+            .iter()
+            .map(|p| {
+                let n = if phases {
+                    p.phases.get(Phase::InGame)
+                } else {
+                    p.bots_connected
+                };
+                (p.t, n as f64)
+            })
+            .collect(),
+    })
+}
+
+/// `hz` for a label: whole where it is whole (`60 Hz`), else to two decimals.
+fn hz_text(hz: f64) -> String {
+    if (hz - hz.round()).abs() < 1e-6 {
+        format!("{} Hz", hz.round())
+    } else {
+        format!("{hz:.2} Hz")
+    }
+}
+
+/// The expected-value line on histogram `tag`'s chart, where the scenario implies one:
+/// snapshots a server-stated snapshot interval apart (`server.snapshot_rate`), inputs one
+/// input interval apart (drawn on the send-lateness chart: lateness of a whole interval is a
+/// slot missed).
+fn expected_for(s: &Summary, tag: &str) -> Vec<Expected> {
+    let Some(e) = s.expected else {
+        return Vec::new();
+    };
+    let line = |id: &'static str, what: &str, us: Option<f64>| {
+        us.filter(|v| v.is_finite() && *v > 0.0).map(|v| Expected {
+            id,
+            label: format!("{what} (1 s / {})", hz_text(1e6 / v)),
+            value: v,
+        })
+    };
+    match tag {
+        "snapshot_interarrival_us" => line(
+            "snapshot-interval",
+            "expected spacing",
+            e.snapshot_interval_us,
+        ),
+        "send_lateness_us" => line("input-interval", "input interval", e.input_interval_us),
+        _ => None,
+    }
+    .into_iter()
+    .collect()
 }
 
 /// The clip for a series whose outliers (`max`) are far above its body (`reference`): an
@@ -195,6 +260,8 @@ fn percentiles_over_time(s: &Summary, log: &HistLog, tag: &str) -> Option<Figure
     let opts = Opts {
         clip_at: clip(p99_top, max_top),
         marks: time_marks(s, tag),
+        expected: expected_for(s, tag),
+        overlay: active_bots(&s.intervals),
     };
     let series: Vec<Series> = series
         .into_iter()
@@ -286,6 +353,8 @@ pub(super) fn figures(s: &Summary, log: Option<&HistLog>) -> Vec<Figure> {
             let opts = Opts {
                 clip_at: clip(p50_top * 2.0, p99_top),
                 marks: time_marks(s, "rtt_us"),
+                expected: Vec::new(),
+                overlay: active_bots(iv),
             };
             out.push(Figure::new(
                 "over-time-rtt_us",
@@ -334,6 +403,19 @@ pub(super) fn figures(s: &Summary, log: Option<&HistLog>) -> Vec<Figure> {
             &Opts {
                 clip_at: None,
                 marks: loss_marks,
+                // Loss is measured against what the protocol says was sent: none is expected.
+                expected: s
+                    .loss
+                    .downstream
+                    .is_some()
+                    .then(|| Expected {
+                        id: "loss",
+                        label: "expected".into(),
+                        value: 0.0,
+                    })
+                    .into_iter()
+                    .collect(),
+                overlay: active_bots(iv),
             },
         ),
         loss_caption,
@@ -341,7 +423,7 @@ pub(super) fn figures(s: &Summary, log: Option<&HistLog>) -> Vec<Figure> {
     out.push(Figure::new(
         "bandwidth",
         "Bandwidth",
-        line_chart(
+        line_chart_with(
             "Bandwidth",
             &[
                 Series {
@@ -356,6 +438,10 @@ pub(super) fn figures(s: &Summary, log: Option<&HistLog>) -> Vec<Figure> {
                 },
             ],
             Unit::BytesPerSec,
+            &Opts {
+                overlay: active_bots(iv),
+                ..Default::default()
+            },
         ),
         "Application payload bytes per second, all bots together (the run's last, partial \
          second only when it lasted half a second or more).",
@@ -374,6 +460,8 @@ pub(super) fn figures(s: &Summary, log: Option<&HistLog>) -> Vec<Figure> {
             &Opts {
                 clip_at: None,
                 marks: time_marks(s, "send_lateness_us"),
+                expected: expected_for(s, "send_lateness_us"),
+                overlay: active_bots(iv),
             },
         ),
         "The coordinated-omission guard: how late inputs left relative to their intended \
@@ -469,6 +557,7 @@ fn distribution(
     let opts = Opts {
         clip_at: clip(p999, max),
         marks,
+        ..Default::default()
     };
     let source = if from_log {
         "from histograms.hlog"
