@@ -26,7 +26,7 @@ pub mod codec;
 pub mod server;
 pub mod token;
 
-use crate::metrics::threshold::Metric;
+use crate::protocol::prelude::Metric;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
@@ -36,9 +36,9 @@ pub use bot::DarkAgesBot;
 pub use codec::Dialect;
 pub use server::{DarkAgesServer, DarkAgesServerConfig};
 
-use super::registry::{Protocol, ServerParams, TransportNeeds};
-use super::{Bot, BotParams, ProtocolInfo, Server, Transmit};
-use crate::metrics::describe::{Display, MetricDesc};
+use crate::protocol::prelude::{Bot, BotParams, ProtocolInfo, Server, Transmit};
+use crate::protocol::prelude::{Display, MetricDesc};
+use crate::protocol::prelude::{Protocol, ServerParams, TransportNeeds};
 
 /// The public server this spec came from listens on 7777.
 pub const DEFAULT_PORT: u16 = 7777;
@@ -172,7 +172,11 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
         ),
         MetricDesc::count("event_damage", "Damage events", "EVENT type 0x01 received"),
         MetricDesc::count("event_death", "Death events", "EVENT type 0x02 received"),
-        MetricDesc::count("event_despawn", "Despawn events", "EVENT type 0x04 received"),
+        MetricDesc::count(
+            "event_despawn",
+            "Despawn events",
+            "EVENT type 0x04 received",
+        ),
         MetricDesc::count("event_system", "System events", "EVENT type 0x08 received"),
         MetricDesc::count(
             "invalid_input_sent",
@@ -537,13 +541,16 @@ mod tests {
         let o: DarkAgesOptions = serde_saphyr::from_str("transport: gns").unwrap();
         assert_eq!(DarkAges::transport(&o), TransportNeeds::Gns);
         assert!(serde_saphyr::from_str::<DarkAgesOptions>("transport: tcp").is_err());
-        let section = crate::protocol::ProtocolSection::DarkAges(o);
+        let section = crate::protocol::prelude::ProtocolSection::of(&DarkAges, o);
         let checked = section.validate(&ServerParams::default());
         if cfg!(feature = "gns") {
             assert_eq!(checked, Ok(()));
         } else {
             let e = checked.unwrap_err();
-            assert!(e.starts_with("transport: gns needs GameNetworkingSockets"), "{e}");
+            assert!(
+                e.starts_with("transport: gns needs GameNetworkingSockets"),
+                "{e}"
+            );
             assert!(e.contains("--features gns"), "{e}");
         }
     }
@@ -551,7 +558,13 @@ mod tests {
     #[test]
     fn handshake_events_and_zone_packets_are_reliable_inputs_snapshots_and_pings_not() {
         use codec::ty;
-        for t in [ty::CONNECT, ty::CONNECT_ACK, ty::CONNECTED, ty::DISCONNECT, ty::EVENT] {
+        for t in [
+            ty::CONNECT,
+            ty::CONNECT_ACK,
+            ty::CONNECTED,
+            ty::DISCONNECT,
+            ty::EVENT,
+        ] {
             assert!(transmit(&[t, 0], 2).reliable, "{t:#x}");
         }
         for t in [ty::INPUT, ty::SNAPSHOT, ty::HEARTBEAT, ty::PING, ty::PONG] {
@@ -584,8 +597,15 @@ mod tests {
     #[test]
     fn movement_is_on_the_wire_grid_and_validation_follows_6_1() {
         let p = step([0.0; 3], codec::input::FORWARD, 0.0, 100.0);
-        assert_eq!(p, [codec::dequantize_pos(5), 0.0, 0.0], "5/60 m = 5.33 steps -> 5");
-        assert_eq!(step([1.0, 0.0, 99.99], codec::input::LEFT, 0.0, 100.0)[2], 100.0);
+        assert_eq!(
+            p,
+            [codec::dequantize_pos(5), 0.0, 0.0],
+            "5/60 m = 5.33 steps -> 5"
+        );
+        assert_eq!(
+            step([1.0, 0.0, 99.99], codec::input::LEFT, 0.0, 100.0)[2],
+            100.0
+        );
         assert_eq!(invalid_reason(codec::input::FORWARD, 0.5, 0.1), None);
         assert_eq!(invalid_reason(0, 3.2, 0.0), Some("yaw_out_of_range"));
         assert_eq!(

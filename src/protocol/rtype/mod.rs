@@ -10,7 +10,7 @@ pub mod bot;
 pub mod codec;
 pub mod server;
 
-use crate::metrics::threshold::Metric;
+use crate::protocol::prelude::Metric;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -21,9 +21,9 @@ pub use server::{RtypeServer, RtypeServerConfig};
 
 use std::time::Instant;
 
-use super::registry::{Protocol, ServerParams, TransportNeeds};
-use super::{Bot, BotParams, ProtocolInfo, Server};
-use crate::metrics::describe::{Display, MetricDesc};
+use crate::protocol::prelude::{Bot, BotParams, ProtocolInfo, Server};
+use crate::protocol::prelude::{Display, MetricDesc};
+use crate::protocol::prelude::{Protocol, ServerParams, TransportNeeds};
 
 /// The spec names no port. 4243 sits next to cafe's 4242 so both reference servers can run
 /// on one host; point the swarm elsewhere with `--target`.
@@ -251,8 +251,7 @@ impl Protocol for Rtype {
     }
 
     fn cannot_measure(_: &RtypeOptions, metric: Metric) -> Option<&'static str> {
-        (metric == Metric::UpstreamLoss).then_some(
-            "no packet carries a client sequence and the server acknowledges no input",
-        )
+        (metric == Metric::UpstreamLoss)
+            .then_some("no packet carries a client sequence and the server acknowledges no input")
     }
 }

@@ -44,7 +44,7 @@
 //! - **REJECT** answers a CONNECT from a new address when `max_clients` are connected.
 //!   Datagrams other than CONNECT from unknown addresses are dropped (`<type>.unknown_client`);
 //!   packets that only a server sends are dropped as `<type>.wrong_direction`.
-//! - **Admission** ([`crate::protocol::admission`]): ACCEPT is a bare header, PONG's
+//! - **Admission** ([`crate::protocol::prelude::admission`]): ACCEPT is a bare header, PONG's
 //!   timestamp is not echoed and INPUT's `entity` is the client's own `clientId`, so no
 //!   client datagram carries a value the server chose and no cookie is possible: a forger
 //!   who sends CONNECT and a blind INPUT gets a stream (the one raw-UDP protocol where this
@@ -65,8 +65,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::codec::{self, FloatOrder, Packet, SnapshotEncoder, SnapshotEntity};
-use crate::protocol::session::{SessionTable, TickClock};
-use crate::protocol::{ConnId, Server, ServerStats, Transmit};
+use crate::protocol::prelude::session::{SessionTable, TickClock};
+use crate::protocol::prelude::{ConnId, Server, ServerStats, Transmit};
 
 pub const WORLD_W: f32 = 1920.0;
 pub const WORLD_H: f32 = 1080.0;

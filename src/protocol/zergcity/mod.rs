@@ -48,9 +48,11 @@ use serde::{Deserialize, Serialize};
 pub use bot::ZergCityBot;
 pub use server::{ZergCityServer, ZergCityServerConfig};
 
-use super::registry::{EnetCompression, EnetNeeds, Protocol, ServerParams, TransportNeeds};
-use super::{Bot, BotParams, ProtocolInfo, Server};
-use crate::metrics::describe::{Display, MetricDesc};
+use crate::protocol::prelude::{Bot, BotParams, ProtocolInfo, Server};
+use crate::protocol::prelude::{Display, MetricDesc};
+use crate::protocol::prelude::{
+    EnetCompression, EnetNeeds, Protocol, ServerParams, TransportNeeds,
+};
 
 pub const DEFAULT_PORT: u16 = 7777;
 /// Players one game holds (slots 0-3).
@@ -353,7 +355,10 @@ pub struct ZergCity;
 impl ZergCity {
     pub fn server_config(_o: &ZergCityOptions, s: &ServerParams) -> ZergCityServerConfig {
         ZergCityServerConfig {
-            max_players: s.players_per_instance.unwrap_or(MAX_PLAYERS).clamp(1, MAX_PLAYERS),
+            max_players: s
+                .players_per_instance
+                .unwrap_or(MAX_PLAYERS)
+                .clamp(1, MAX_PLAYERS),
             client_timeout: s.client_timeout.0.max(Duration::from_secs(1)),
             ..ZergCityServerConfig::default()
         }
@@ -394,7 +399,11 @@ impl Protocol for ZergCity {
     }
 
     fn players_per_instance(_: &ZergCityOptions, s: &ServerParams) -> Option<usize> {
-        Some(s.players_per_instance.unwrap_or(MAX_PLAYERS).clamp(1, MAX_PLAYERS))
+        Some(
+            s.players_per_instance
+                .unwrap_or(MAX_PLAYERS)
+                .clamp(1, MAX_PLAYERS),
+        )
     }
 }
 
