@@ -28,10 +28,15 @@ pub mod wire;
 // The built-in protocols: one folder each, and one line in `ProtocolName::ALL` below. They
 // are written against the public API only (`crate::protocol::prelude`, which tests/layers.rs
 // checks), exactly as a protocol in a user's crate is.
+#[allow(missing_docs)] // see above
 pub mod cafe;
+#[allow(missing_docs)] // see above
 pub mod city;
+#[allow(missing_docs)] // see above
 pub mod darkages;
+#[allow(missing_docs)] // see above
 pub mod rtype;
+#[allow(missing_docs)] // see above
 pub mod zergcity;
 
 pub use registry::{AnyProtocol, ProtocolName, ProtocolSection};
@@ -89,8 +94,11 @@ pub const MAX_MESSAGE: usize = 64 * 1024;
 /// ignores both.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Transmit {
+    /// Bytes written at the start of the caller's buffer.
     pub len: usize,
+    /// Delivery channel (ENet); 0 where the transport has none.
     pub channel: u8,
+    /// Deliver reliably (ENet's reliable flag, GNS' reliable send); raw UDP ignores it.
     pub reliable: bool,
 }
 
@@ -131,6 +139,7 @@ pub struct BotParams {
     pub input_on_change: bool,
     /// Where on the input grid this bot sits, so bots spread across the tick.
     pub phase_offset: Duration,
+    /// The input pattern (which keys, when).
     pub pattern: InputPattern,
     /// Interval between RTT probes.
     pub ping_interval: Duration,
@@ -193,6 +202,7 @@ pub trait Bot: Send {
     fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<Transmit>;
     /// When the bot next wants [`Bot::handle_timeout`].
     fn poll_timeout(&self) -> Option<Instant>;
+    /// Where the bot is in its session (the engine counts bots per phase).
     fn phase(&self) -> BotPhase;
     /// Where the bot is, in the words the report counts per second ([`Phase`]). The default
     /// reads [`Bot::phase`]: `Connecting` is the protocol handshake and `Connected` is in
@@ -251,11 +261,15 @@ impl std::fmt::Display for ConnId {
 
 /// A reference server, keyed by connection.
 pub trait Server: Send {
+    /// One datagram (or transport message) from connection `from`.
     fn handle_datagram(&mut self, now: Instant, from: ConnId, data: &[u8]);
+    /// The time from [`Server::poll_timeout`] has come (or passed).
     fn handle_timeout(&mut self, now: Instant);
     /// Next datagram to send and its destination.
     fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<(ConnId, Transmit)>;
+    /// When the server next wants [`Server::handle_timeout`] (its next tick).
     fn poll_timeout(&self) -> Option<Instant>;
+    /// What the server counted so far (sessions, refusals, decode errors, ...).
     fn stats(&self) -> &ServerStats;
     /// A transport session from `from` was established (ENet connect). Raw UDP never calls it.
     fn handle_connect(&mut self, _now: Instant, _from: ConnId) {}
@@ -272,9 +286,13 @@ pub trait Server: Send {
 /// Static description of a protocol, shown by `tickswarm protocols` and in reports.
 #[derive(Debug, Clone, Copy)]
 pub struct ProtocolInfo {
+    /// Name as scenarios write it (`protocol: { <name>: {...} }`): lower case, unique.
     pub name: &'static str,
+    /// Which specification (and version) the protocol implements, in one line.
     pub spec: &'static str,
+    /// The transports it can run over, in words (`tickswarm protocols` shows it).
     pub transport: &'static str,
+    /// The port a server of this protocol listens on unless told otherwise.
     pub default_port: u16,
     /// How RTT is measured.
     pub rtt: &'static str,
@@ -282,6 +300,7 @@ pub struct ProtocolInfo {
     pub downstream_loss: &'static str,
     /// How upstream loss is measured, or why it cannot be.
     pub upstream_loss: &'static str,
+    /// Each dialect's option value and one line on what it is.
     pub dialects: &'static [(&'static str, &'static str)],
     /// The protocol's own metrics (under `protocol_metrics`) and how the report shows them.
     pub metrics: &'static [MetricDesc],

@@ -37,6 +37,7 @@ pub enum TransportNeeds {
 /// ENet settings a protocol fixes (both ends must agree on them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EnetNeeds {
+    /// ENet channels, the same count at both ends.
     pub channels: usize,
     /// ENet's own packet compression (not a protocol's payload compression, such as
     /// ZergCity's LZ4 inside its messages).
@@ -46,6 +47,7 @@ pub struct EnetNeeds {
 /// ENet-level compression of whole datagrams; both ends must use the same.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum EnetCompression {
+    /// No compression (ENet's default).
     #[default]
     None,
     /// `enet_host_compress_with_range_coder`.
@@ -106,7 +108,9 @@ pub struct ServerParams {
     pub snapshot_rate: Option<u32>,
     /// A full snapshot every this many ticks (deltas in between).
     pub full_every: u32,
+    /// Most sessions one server instance keeps at once.
     pub max_clients: usize,
+    /// Forget a session silent this long.
     pub client_timeout: Dur,
     /// Players per room (a client's snapshots carry its room); default per protocol
     /// (cafe 32, rtype 8).
@@ -209,6 +213,7 @@ pub trait Protocol: Send + Sync + 'static {
     /// The dialect as reports name it (`summary.json`'s `dialect`).
     fn dialect_name(opts: &Self::Options) -> String;
 
+    /// A bot of this protocol, not yet started.
     fn make_bot(opts: &Self::Options, params: BotParams) -> Box<dyn Bot>;
 
     /// A reference server. Called after [`Protocol::validate`] passed.

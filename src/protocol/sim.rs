@@ -50,7 +50,9 @@ pub enum Dir {
 /// What a rule sees of one datagram as the link takes it.
 #[derive(Debug, Clone, Copy)]
 pub struct Meta<'a> {
+    /// Which direction the datagram travels.
     pub dir: Dir,
+    /// The bot it is from or to (its index in [`Sim::bots`]).
     pub bot: usize,
     /// Position among all datagrams of this direction, from 0.
     pub index: u64,
@@ -58,10 +60,12 @@ pub struct Meta<'a> {
     pub peer_index: u64,
     /// Simulated time of sending.
     pub at: Duration,
+    /// The datagram's bytes.
     pub bytes: &'a [u8],
     /// The sender's delivery hints (see [`Transmit`]); the link itself treats every datagram
     /// alike, a rule may not.
     pub channel: u8,
+    /// Whether the sender asked for reliable delivery.
     pub reliable: bool,
 }
 
@@ -106,6 +110,7 @@ pub fn rule(f: impl FnMut(&Meta<'_>) -> bool + 'static) -> Rule {
 pub struct Path {
     /// One-way delay of every datagram.
     pub delay: Duration,
+    /// Matching datagrams are lost.
     pub drop: Option<Rule>,
     /// Matching datagrams arrive twice, the copy this long after the original.
     pub duplicate: Option<(Rule, Duration)>,
@@ -116,21 +121,32 @@ pub struct Path {
 /// A datagram the link took.
 #[derive(Debug, Clone)]
 pub struct Record {
+    /// Which direction it travelled.
     pub dir: Dir,
+    /// The bot it was from or to.
     pub bot: usize,
+    /// Position among all datagrams of its direction, from 0.
     pub index: u64,
+    /// Position among its bot's datagrams of its direction, from 0.
     pub peer_index: u64,
+    /// Simulated time of sending (from [`Sim::t0`]).
     pub sent_at: Duration,
+    /// Its bytes.
     pub bytes: Vec<u8>,
+    /// The sender's channel hint.
     pub channel: u8,
+    /// The sender's reliability hint.
     pub reliable: bool,
+    /// Whether the link dropped it.
     pub dropped: bool,
+    /// Whether the link delivered a copy too.
     pub duplicated: bool,
     /// Arrival times, one per copy delivered so far (empty: dropped or still in flight).
     pub delivered: Vec<Duration>,
 }
 
 impl Record {
+    /// When its first copy arrived, if one did.
     pub fn first_arrival(&self) -> Option<Duration> {
         self.delivered.first().copied()
     }
@@ -138,9 +154,12 @@ impl Record {
 
 /// N bots of type `B` and one server of type `S` on a simulated link. See the module docs.
 pub struct Sim<B: Bot, S: Server> {
+    /// The origin of simulated time (the instant the server was made with).
     pub t0: Instant,
     now: Instant,
+    /// The server under test.
     pub server: S,
+    /// The bots, bot `i` being `ConnId(i)` at the server.
     pub bots: Vec<B>,
     /// One recorder per bot.
     pub recs: Vec<Recorder>,
@@ -152,8 +171,11 @@ pub struct Sim<B: Bot, S: Server> {
     /// While set, the server's timeouts are not called (its clock stands still), so what is
     /// in flight can settle against a fixed world.
     pub server_paused: bool,
+    /// The link from the bots to the server.
     pub up: Path,
+    /// The link from the server to the bots.
     pub down: Path,
+    /// Every datagram the link took, in sending order.
     pub log: Vec<Record>,
     /// Log indices in delivery order (one entry per copy).
     pub deliveries: Vec<usize>,
@@ -234,6 +256,7 @@ impl<B: Bot, S: Server> Sim<B, S> {
         self.t0 + d
     }
 
+    /// Start every bot now (each sends its hello), then settle what that sent.
     pub fn start_all(&mut self) {
         for i in 0..self.bots.len() {
             self.start(i);
@@ -277,6 +300,7 @@ impl<B: Bot, S: Server> Sim<B, S> {
         self.now = self.now.max(end);
     }
 
+    /// Run the event loop for `d` of simulated time.
     pub fn run_for(&mut self, d: Duration) {
         let until = self.elapsed() + d;
         self.run_until(until);
