@@ -38,3 +38,8 @@ pub use crate::metrics::{LossCounts, NamedCounters, Recorder, WireCounts};
 pub use super::{
     acks, admission, idmap, input_grid, pattern, ping, seqwindow, session, sim, tail, timers, wire,
 };
+
+/// The seeded generator [`BotParams::seed`] is for ([`PatternState::sample`] takes one), and
+/// the traits to seed it and draw from it, so a protocol crate needs no `rand` of its own.
+pub use rand::{Rng, RngCore, SeedableRng};
+pub use rand_chacha::ChaCha8Rng;
