@@ -45,17 +45,21 @@ pub mod msg {
 }
 const GONE: i16 = i16::MIN;
 
-/// The scenario's `protocol: { skirmish: {...} }` section.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// The scenario's `protocol: { skirmish: { dialect: delta } }` section.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Options {
-    /// Deltas on acknowledged baselines (`true`), or a full snapshot every tick.
-    pub deltas: bool,
+    /// How the server sends snapshots.
+    pub dialect: Dialect,
 }
-impl Default for Options {
-    fn default() -> Self {
-        Self { deltas: true }
-    }
+/// `delta`: deltas on the baseline each player acknowledged; `full`: every player each tick.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[allow(missing_docs)]
+pub enum Dialect {
+    #[default]
+    Delta,
+    Full,
 }
 
 /// The protocol's marker: what `tickswarm::main_with(&[&Skirmish])` registers.
@@ -71,38 +75,20 @@ impl Protocol for Skirmish {
         rtt: "Ping with a token the server echoes in a Pong",
         downstream_loss: "per-player snapshot seq (gaps, reordering, duplicates)",
         upstream_loss: "the server's last input seq and inputs seen, in each snapshot",
-        dialects: &[
-            ("delta", "deltas on acked baselines (default)"),
-            ("full", "full snapshots"),
-        ],
+        dialects: &[("delta", "deltas on acked baselines (default)"), ("full", "full snapshots")],
         metrics: &[
-            MetricDesc::histogram(
-                "baseline_age_ticks",
-                "Baseline age",
-                "ticks from a delta's baseline to its tick",
-                "ticks",
-            ),
-            MetricDesc::count(
-                "full_snapshots",
-                "Full snapshots",
-                "snapshots sent without a baseline",
-            ),
+            MetricDesc::histogram("baseline_age_ticks", "Baseline age", "delta tick - baseline", "ticks"),
+            MetricDesc::count("full_snapshots", "Full snapshots", "snapshots without a baseline"),
         ],
     };
-    const DIALECT_KEY: &'static str = "deltas";
     fn transport(_: &Options) -> TransportNeeds {
         TransportNeeds::Udp
     }
-    fn validate(_: &Options, server: &ServerParams) -> Result<(), String> {
-        match server.max_clients {
-            n if n > MAX_PLAYERS && n != ServerParams::default().max_clients => {
-                Err(format!("server.max_clients: at most {MAX_PLAYERS} players"))
-            }
-            _ => Ok(()),
-        }
+    fn validate(_: &Options, _: &ServerParams) -> Result<(), String> {
+        Ok(()) // players_per_instance caps each server; nothing else to check
     }
     fn dialect_name(o: &Options) -> String {
-        if o.deltas { "delta" } else { "full" }.into()
+        format!("{:?}", o.dialect).to_lowercase()
     }
     fn make_bot(_: &Options, params: BotParams) -> Box<dyn Bot> {
         Box::new(SkirmishBot::new(params))
@@ -121,10 +107,7 @@ struct World {
     tick: u32,
     pos: [Option<(i16, i16)>; MAX_PLAYERS],
 }
-const EMPTY: World = World {
-    tick: 0,
-    pos: [None; MAX_PLAYERS],
-};
+const EMPTY: World = World { tick: 0, pos: [None; MAX_PLAYERS] };
 
 /// The last [`HISTORY`] worlds, by tick: fixed memory whatever the peer sends.
 struct Worlds(Box<[World; HISTORY]>);
@@ -193,12 +176,7 @@ impl SkirmishBot {
     }
     /// Player `id`'s position in the bot's newest world.
     pub fn position(&self, id: u16) -> Option<(i16, i16)> {
-        self.worlds
-            .get(self.acked)?
-            .pos
-            .get(usize::from(id))
-            .copied()
-            .flatten()
+        self.worlds.get(self.acked)?.pos.get(usize::from(id)).copied().flatten()
     }
 
     fn on_snapshot(&mut self, r: &mut Reader<'_, Le>, rec: &mut Recorder) -> WireResult<()> {
@@ -224,10 +202,7 @@ impl SkirmishBot {
             },
         };
         if baseline != 0 {
-            rec.record_extra(
-                "baseline_age_ticks",
-                u64::from(tick.saturating_sub(baseline)),
-            );
+            rec.record_extra("baseline_age_ticks", u64::from(tick.saturating_sub(baseline)));
         }
         w.tick = tick;
         for _ in 0..n {
@@ -241,10 +216,7 @@ impl SkirmishBot {
         r.expect_end()?;
         // Upstream: inputs the server saw, against the highest sequence it saw.
         if last_input >= self.up.0 && seen >= self.up.1 {
-            rec.loss_up.add(
-                u64::from(last_input - self.up.0),
-                u64::from(seen - self.up.1),
-            );
+            rec.loss_up.add(u64::from(last_input - self.up.0), u64::from(seen - self.up.1));
             self.up = (last_input, seen);
         }
         self.worlds.put(w);
@@ -260,6 +232,7 @@ impl SkirmishBot {
                 let _id = r.u16()?;
                 self.handshake.end();
                 self.phase = BotPhase::Connected;
+                self.seqs.on_seq(0); // the server's snapshot seq starts at 1: a lost first counts
                 if let Some(s) = self.started {
                     rec.record_handshake(now.saturating_duration_since(s).as_micros() as u64);
                 }
@@ -267,9 +240,7 @@ impl SkirmishBot {
                 self.ping.start_at(now);
             }
             (msg::SNAPSHOT, BotPhase::Connected) => self.on_snapshot(&mut r, rec)?,
-            (msg::PONG, BotPhase::Connected) if r.u32()? == self.token => {
-                self.ping.on_pong(now, rec)
-            }
+            (msg::PONG, BotPhase::Connected) if r.u32()? == self.token => self.ping.on_pong(now, rec),
             (msg::WELCOME | msg::PONG, _) => rec.event("stale_reply"),
             (msg::SNAPSHOT, _) => rec.event("snapshot_outside_session"),
             _ => rec.decode_error("datagram", "unknown_type"),
@@ -282,11 +253,7 @@ impl Bot for SkirmishBot {
     fn start(&mut self, now: Instant, _: &mut Recorder) {
         self.phase = BotPhase::Connecting;
         self.started = Some(now);
-        self.handshake.begin(
-            now,
-            Some(self.params.handshake_retry),
-            self.params.handshake_timeout,
-        );
+        self.handshake.begin(now, Some(self.params.handshake_retry), self.params.handshake_timeout);
         self.silence.arm(now);
         self.out.push_back(msg::HELLO);
     }
@@ -311,10 +278,7 @@ impl Bot for SkirmishBot {
                 if let Some(due) = self.grid.take_due(now, rec) {
                     rec.record_lateness(now.saturating_duration_since(due).as_micros() as u64);
                     let elapsed = now.saturating_duration_since(self.started.unwrap_or(now));
-                    self.keys = self
-                        .pattern
-                        .sample(&self.params.pattern, elapsed, &mut self.rng)
-                        .0;
+                    self.keys = self.pattern.sample(&self.params.pattern, elapsed, &mut self.rng).0;
                     self.out.push_back(msg::INPUT);
                     rec.inputs_sent += 1;
                 }
@@ -357,14 +321,10 @@ impl Bot for SkirmishBot {
     }
     fn poll_timeout(&self) -> Option<Instant> {
         match self.phase {
-            BotPhase::Connecting => {
-                earliest([self.handshake.next_deadline(), self.silence.deadline()])
+            BotPhase::Connecting => earliest([self.handshake.next_deadline(), self.silence.deadline()]),
+            BotPhase::Connected => {
+                earliest([self.grid.next_due(), self.ping.next(), self.silence.deadline()])
             }
-            BotPhase::Connected => earliest([
-                self.grid.next_due(),
-                self.ping.next(),
-                self.silence.deadline(),
-            ]),
             _ => None,
         }
     }
@@ -423,6 +383,11 @@ impl SkirmishServer {
         }
     }
 
+    /// Player `id`'s position at `tick`, while that world is in the history.
+    pub fn position(&self, tick: u32, id: u16) -> Option<(i16, i16)> {
+        self.worlds.get(tick)?.pos.get(usize::from(id)).copied().flatten()
+    }
+
     fn on_datagram(&mut self, now: Instant, from: ConnId, data: &[u8]) -> WireResult<()> {
         let mut r = Reader::<Le>::new(data);
         let kind = r.u8()?;
@@ -466,9 +431,7 @@ impl SkirmishServer {
                 self.leave(s);
                 self.stats.disconnected += 1;
             }
-            (msg::INPUT | msg::PING | msg::BYE, None) => {
-                self.stats.dropped.add2("datagram", "no_session", 1)
-            }
+            (msg::INPUT | msg::PING | msg::BYE, None) => self.stats.dropped.add2("datagram", "no_session", 1),
             _ => self.stats.dropped.add2("datagram", "unknown_type", 1),
         }
         Ok(())
@@ -495,8 +458,7 @@ impl SkirmishServer {
             let dx = i16::from(k.0 & Keys::RIGHT != 0) - i16::from(k.0 & Keys::LEFT != 0);
             let dy = i16::from(k.0 & Keys::DOWN != 0) - i16::from(k.0 & Keys::UP != 0);
             if let Some((x, y)) = self.now_world.pos[s] {
-                self.now_world.pos[s] =
-                    Some(((x + dx).clamp(-1000, 1000), (y + dy).clamp(-1000, 1000)));
+                self.now_world.pos[s] = Some(((x + dx).clamp(-1000, 1000), (y + dy).clamp(-1000, 1000)));
             }
             self.out.push_back(Out::Snapshot(s));
         }
@@ -526,16 +488,10 @@ impl SkirmishServer {
             }
             Out::Snapshot(_) => {
                 let now = &self.now_world;
-                let base = self.worlds.get(p.acked).filter(|_| self.opts.deltas);
+                let base = self.worlds.get(p.acked).filter(|_| self.opts.dialect == Dialect::Delta);
                 p.seq += 1;
                 w.u8(msg::SNAPSHOT)?;
-                for v in [
-                    p.seq,
-                    now.tick,
-                    base.map_or(0, |b| b.tick),
-                    p.last_input,
-                    p.inputs_seen,
-                ] {
+                for v in [p.seq, now.tick, base.map_or(0, |b| b.tick), p.last_input, p.inputs_seen] {
                     w.u32(v)?;
                 }
                 w.u8(0)?; // the count, at byte 21: set below
