@@ -176,7 +176,7 @@ struct OverrideArgs {
     /// Run time, e.g. 15s, 2m.
     #[arg(long, value_name = "D", value_parser = parse_duration, env = "TICKSWARM_DURATION")]
     duration: Option<Duration>,
-    /// Output folder (default: reports/<scenario>-<UTC timestamp>/).
+    /// Output folder (default: reports/SCENARIO-TIMESTAMP/, the time in UTC).
     #[arg(long, value_name = "DIR", env = "TICKSWARM_OUT")]
     out: Option<PathBuf>,
     /// Seed for every bot decision (same seed, same decisions).

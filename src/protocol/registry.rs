@@ -1,12 +1,13 @@
 //! The protocol registry: the one seam through which the rest of the crate reaches a protocol.
 //!
-//! Each protocol folder (`src/protocol/<name>/`) implements [`Protocol`] for one marker type:
-//! its static description, its options (the scenario's `protocol: { <name>: {...} }` section,
-//! typed, so a mistake is reported at its own line and column), the transport it runs over,
-//! and how to build a bot and a reference server. The list in `protocol/mod.rs`
-//! (`protocols! { ... }`) turns those into [`ProtocolSection`](super::ProtocolSection) and [`ProtocolName`](super::ProtocolName), which
-//! scenario parsing, `serve`, `protocols`, the engine and the report use without naming any
-//! protocol. Adding a protocol is its folder plus one line of that list.
+//! Each protocol implements [`Protocol`] for one marker type: its static description, its
+//! options (the scenario's `protocol: { <name>: {...} }` section, typed, so a mistake is
+//! reported at its own line and column), the transport it runs over, and how to build a bot
+//! and a reference server. [`ProtocolName`] is a handle on one (the built-in ones are listed
+//! in `protocol/mod.rs`, others added at run time with [`register`], which is what
+//! `tickswarm::main_with` does), and [`ProtocolSection`] holds one protocol's typed options;
+//! scenario parsing, `serve`, `protocols`, the engine and the report use them without naming
+//! any protocol.
 
 use std::time::{Duration, Instant};
 
