@@ -305,3 +305,72 @@ pub struct ProtocolInfo {
     /// The protocol's own metrics (under `protocol_metrics`) and how the report shows them.
     pub metrics: &'static [MetricDesc],
 }
+
+/// A boxed bot is a bot: `Sim<Box<dyn Bot>, Box<dyn Server>>` drives any registered
+/// protocol through [`ProtocolSection::make_bot`] and [`ProtocolSection::make_server`].
+impl<B: Bot + ?Sized> Bot for Box<B> {
+    fn start(&mut self, now: Instant, rec: &mut Recorder) {
+        (**self).start(now, rec)
+    }
+    fn handle_datagram(&mut self, now: Instant, data: &[u8], rec: &mut Recorder) {
+        (**self).handle_datagram(now, data, rec)
+    }
+    fn handle_timeout(&mut self, now: Instant, rec: &mut Recorder) {
+        (**self).handle_timeout(now, rec)
+    }
+    fn stop(&mut self, now: Instant, rec: &mut Recorder) {
+        (**self).stop(now, rec)
+    }
+    fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<Transmit> {
+        (**self).poll_transmit(buf)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        (**self).poll_timeout()
+    }
+    fn phase(&self) -> BotPhase {
+        (**self).phase()
+    }
+    fn life_phase(&self) -> Phase {
+        (**self).life_phase()
+    }
+    fn waiting_for(&self) -> Option<&'static str> {
+        (**self).waiting_for()
+    }
+    fn handle_transport_closed(&mut self, now: Instant, rec: &mut Recorder) {
+        (**self).handle_transport_closed(now, rec)
+    }
+    fn poll_relink(&mut self) -> Option<Relink> {
+        (**self).poll_relink()
+    }
+    fn handle_relinked(&mut self, now: Instant, rec: &mut Recorder) {
+        (**self).handle_relinked(now, rec)
+    }
+}
+
+/// A boxed server is a server (see the `Bot` impl for `Box`).
+impl<S: Server + ?Sized> Server for Box<S> {
+    fn handle_datagram(&mut self, now: Instant, from: ConnId, data: &[u8]) {
+        (**self).handle_datagram(now, from, data)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        (**self).handle_timeout(now)
+    }
+    fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<(ConnId, Transmit)> {
+        (**self).poll_transmit(buf)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        (**self).poll_timeout()
+    }
+    fn stats(&self) -> &ServerStats {
+        (**self).stats()
+    }
+    fn handle_connect(&mut self, now: Instant, from: ConnId) {
+        (**self).handle_connect(now, from)
+    }
+    fn handle_disconnect(&mut self, now: Instant, from: ConnId) {
+        (**self).handle_disconnect(now, from)
+    }
+    fn poll_close(&mut self) -> Option<ConnId> {
+        (**self).poll_close()
+    }
+}

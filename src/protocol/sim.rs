@@ -25,8 +25,24 @@
 //! each datagram a bot sends (`datagram_up`) and receives (`datagram_down`) in its recorder;
 //! bots count neither themselves.
 //!
-//! The link is a datagram network (raw UDP). A transport with reliable channels and sessions
-//! (ENet) is not modelled: drive those through real transport hosts instead.
+//! The link is a datagram network (raw UDP) by default. With [`Link::Enet`] it carries what
+//! a protocol over ENet sends: messages up to [`MAX_MESSAGE`] (ENet fragments them), a
+//! `reliable` one never lost (ENet resends it; the drop rule is not asked) and delivered in
+//! order behind the reliable ones before it, an unreliable one on a channel dropped on
+//! arrival when a later one of that channel already arrived (ENet's sequenced delivery),
+//! and [`Sim::transport_connect`] for the session that ENet opens before the first message.
+//! ENet's own handshake, acknowledgements and throttling are not modelled: drive those
+//! through real transport hosts.
+
+/// What the link between the bots and the server is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Link {
+    /// Raw UDP: datagrams up to [`MAX_DATAGRAM`], each impaired on its own.
+    #[default]
+    Datagrams,
+    /// ENet's channels (see the module docs).
+    Enet,
+}
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -35,7 +51,7 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::{Bot, ConnId, Server, Transmit, MAX_DATAGRAM};
+use super::{Bot, ConnId, Server, Transmit, MAX_DATAGRAM, MAX_MESSAGE};
 use crate::metrics::Recorder;
 
 /// A direction of the link.
@@ -173,6 +189,8 @@ pub struct Sim<B: Bot, S: Server> {
     pub server_paused: bool,
     /// The link from the bots to the server.
     pub up: Path,
+    /// Datagrams (default) or ENet's channels; set before the first send.
+    pub link: Link,
     /// The link from the server to the bots.
     pub down: Path,
     /// Every datagram the link took, in sending order.
@@ -186,6 +204,11 @@ pub struct Sim<B: Bot, S: Server> {
     spins: u32,
     sent: [u64; 2],
     sent_peer: HashMap<(Dir, usize), u64>,
+    /// ENet: when the last reliable message of (direction, bot) arrives...
+    reliable_at: HashMap<(Dir, usize), Instant>,
+    /// ...and the highest sending position delivered per (direction, bot, channel), for
+    /// sequenced unreliable delivery.
+    sequenced: HashMap<(Dir, usize, u8), u64>,
 }
 
 /// A bot's connection id at the server: its index.
@@ -213,6 +236,7 @@ impl<B: Bot, S: Server> Sim<B, S> {
             detached: Vec::new(),
             server_paused: false,
             up: Path::default(),
+            link: Link::Datagrams,
             down: Path::default(),
             log: Vec::new(),
             deliveries: Vec::new(),
@@ -222,6 +246,8 @@ impl<B: Bot, S: Server> Sim<B, S> {
             spins: 0,
             sent: [0; 2],
             sent_peer: HashMap::new(),
+            reliable_at: HashMap::new(),
+            sequenced: HashMap::new(),
         };
         for b in bots {
             sim.add_bot(b);
@@ -379,6 +405,17 @@ impl<B: Bot, S: Server> Sim<B, S> {
         if dir == Dir::Down && self.detached[bot] {
             return;
         }
+        if self.link == Link::Enet && !self.log[idx].reliable {
+            // Sequenced: an unreliable message older than one delivered on its channel is
+            // dropped on arrival.
+            let key = (dir, bot, self.log[idx].channel);
+            let pos = self.log[idx].peer_index;
+            let newest = self.sequenced.entry(key).or_insert(pos);
+            if pos < *newest {
+                return;
+            }
+            *newest = pos;
+        }
         let at = self.now - self.t0;
         self.log[idx].delivered.push(at);
         self.deliveries.push(idx);
@@ -407,13 +444,9 @@ impl<B: Bot, S: Server> Sim<B, S> {
     /// # Panics
     /// When the server sends to a connection no bot has.
     pub fn drain_server(&mut self) {
-        let mut buf = [0u8; MAX_DATAGRAM];
+        let mut buf = vec![0u8; self.max_len()];
         while let Some((to, tx)) = self.server.poll_transmit(&mut buf) {
-            assert!(
-                tx.len > 0 && tx.len <= MAX_DATAGRAM,
-                "transmit of {}",
-                tx.len
-            );
+            assert!(tx.len > 0 && tx.len <= buf.len(), "transmit of {}", tx.len);
             let bot = *self
                 .by_addr
                 .get(&to)
@@ -427,16 +460,27 @@ impl<B: Bot, S: Server> Sim<B, S> {
 
     /// Put what bot `i` wants sent on the link.
     pub fn drain_bot(&mut self, i: usize) {
-        let mut buf = [0u8; MAX_DATAGRAM];
+        let mut buf = vec![0u8; self.max_len()];
         while let Some(tx) = self.bots[i].poll_transmit(&mut buf) {
-            assert!(
-                tx.len > 0 && tx.len <= MAX_DATAGRAM,
-                "transmit of {}",
-                tx.len
-            );
+            assert!(tx.len > 0 && tx.len <= buf.len(), "transmit of {}", tx.len);
             self.recs[i].datagram_up(tx.len);
             self.send(Dir::Up, i, &buf[..tx.len], tx);
         }
+    }
+
+    /// The largest message the link carries (the buffers handed to `poll_transmit`).
+    fn max_len(&self) -> usize {
+        match self.link {
+            Link::Datagrams => MAX_DATAGRAM,
+            Link::Enet => MAX_MESSAGE,
+        }
+    }
+
+    /// ENet's session from bot `i` is up: `Server::handle_connect` now (call it before the
+    /// bot starts, as ENet connects before the first message), and send what it queues.
+    pub fn transport_connect(&mut self, i: usize) {
+        self.server.handle_connect(self.now, self.addrs[i]);
+        self.drain_server();
     }
 
     fn send(&mut self, dir: Dir, bot: usize, bytes: &[u8], tx: Transmit) {
@@ -466,7 +510,9 @@ impl<B: Bot, S: Server> Sim<B, S> {
             channel: tx.channel,
             reliable: tx.reliable,
         };
-        let dropped = path.drop.as_mut().is_some_and(|r| r(&meta));
+        // ENet resends a reliable message until it arrives: the link never loses one.
+        let enet_reliable = self.link == Link::Enet && tx.reliable;
+        let dropped = !enet_reliable && path.drop.as_mut().is_some_and(|r| r(&meta));
         let mut dup_gap = None;
         let mut hold = Duration::ZERO;
         if !dropped {
@@ -479,7 +525,13 @@ impl<B: Bot, S: Server> Sim<B, S> {
                 }
             }
         }
-        let arrive = self.now + path.delay + hold;
+        let mut arrive = self.now + path.delay + hold;
+        if enet_reliable {
+            // In order behind the reliable messages sent before it.
+            let last = self.reliable_at.entry((dir, bot)).or_insert(arrive);
+            arrive = arrive.max(*last);
+            *last = arrive;
+        }
         let idx = self.log.len();
         self.log.push(Record {
             dir,
@@ -611,6 +663,8 @@ mod tests {
         n: u8,
         pending: bool,
         got: Vec<u8>,
+        /// Sent reliably (meaningful on [`Link::Enet`]).
+        reliable: bool,
     }
 
     impl Bot for Echoer {
@@ -633,7 +687,10 @@ mod tests {
             }
             buf[0] = self.n;
             self.n += 1;
-            Some(Transmit::datagram(1))
+            Some(Transmit {
+                reliable: self.reliable,
+                ..Transmit::datagram(1)
+            })
         }
         fn poll_timeout(&self) -> Option<Instant> {
             self.next
@@ -684,7 +741,36 @@ mod tests {
             n: 0,
             pending: false,
             got: Vec::new(),
+            reliable: false,
         }
+    }
+
+    #[test]
+    fn enet_link_never_loses_reliable_keeps_it_in_order_and_sequences_unreliable() {
+        let ms = Duration::from_millis;
+        let t0 = Instant::now();
+        let reliable = Echoer {
+            reliable: true,
+            ..echoer()
+        };
+        let mut sim = Sim::new(t0, Mirror::default(), vec![reliable, echoer()]);
+        sim.link = Link::Enet;
+        sim.up.delay = ms(3);
+        // Bot 1's datagrams from its third on are lost; every bot's first is held 15 ms.
+        sim.up.drop = Some(rule(|m| m.bot == 1 && m.peer_index >= 2));
+        sim.up.hold = Some((rule(|m| m.peer_index == 0), ms(15)));
+        sim.start_all();
+        sim.run_until(ms(25));
+        // Bot 0 (reliable): nothing lost, and its second and third wait behind the first.
+        let up0: Vec<_> = sim.up_from(0).map(|r| r.delivered.clone()).collect();
+        assert_eq!(up0, vec![vec![ms(18)], vec![ms(18)], vec![ms(23)]]);
+        // Bot 1 (unreliable): the held first arrives after the second and is discarded;
+        // the third is lost to the drop rule.
+        let up1: Vec<_> = sim
+            .up_from(1)
+            .map(|r| (r.dropped, r.delivered.len()))
+            .collect();
+        assert_eq!(up1, vec![(false, 0), (false, 1), (true, 0)]);
     }
 
     #[test]
