@@ -668,6 +668,59 @@ impl<'de> serde::de::DeserializeSeed<'de> for SectionSeed {
         self.0
              .0
             .deserialize_section(self.0, &mut erased)
-            .map_err(serde::de::Error::custom)
+            .map_err(|e| serde::de::Error::custom(without_location(&e.to_string())))
+    }
+}
+
+/// An error from inside the options comes back through the type-erased deserializer as its
+/// text, with the location appended (once per layer it crossed); the deserializer adds the
+/// location again when it takes the error back, so every appended one is cut (a scenario
+/// error names its line and column once).
+fn without_location(mut msg: &str) -> &str {
+    while let Some(head) = strip_location(msg) {
+        msg = head;
+    }
+    msg
+}
+
+/// `msg` without its trailing " at line N, column M", if it has one.
+fn strip_location(msg: &str) -> Option<&str> {
+    let (head, tail) = msg.rsplit_once(" at line ")?;
+    let is_location = tail.split_once(", column ").is_some_and(|(line, col)| {
+        !line.is_empty()
+            && !col.is_empty()
+            && line.bytes().all(|b| b.is_ascii_digit())
+            && col.bytes().all(|b| b.is_ascii_digit())
+    });
+    is_location.then_some(head)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_options_error_keeps_one_location() {
+        let m = "unknown field `dialectt`, expected one of dialect at line 4, column 5 at line 4, column 5";
+        assert_eq!(
+            without_location(m),
+            "unknown field `dialectt`, expected one of dialect"
+        );
+        assert_eq!(without_location("bad at line x"), "bad at line x");
+        assert_eq!(without_location("no location"), "no location");
+    }
+
+    #[test]
+    fn a_mistake_inside_options_is_reported_once_at_its_line_and_column() {
+        let yaml = "cafe:\n  dialectt: spec\n";
+        let e = serde_saphyr::from_str::<ProtocolSection>(yaml)
+            .unwrap_err()
+            .to_string();
+        let first = e.lines().next().unwrap_or_default();
+        assert!(
+            first.starts_with("error: line 2 column 3: unknown field `dialectt`"),
+            "{e}"
+        );
+        assert!(!first.contains(" at line "), "{e}");
     }
 }
