@@ -183,8 +183,50 @@ impl ServerParams {
     }
 }
 
-/// One protocol, as the registry sees it. Implemented by a marker type in each protocol
-/// folder; every method is static so the registry's enum dispatch costs a `match`.
+/// One protocol, as the registry sees it: implemented by a marker type (a unit struct), in
+/// each built-in protocol's folder or in a user's crate. Every method is static; the
+/// registry reaches them through [`AnyProtocol`] and [`ProtocolSection`], once per bot or
+/// server made, never per packet.
+///
+/// ```
+/// use std::time::Instant;
+/// use tickswarm::api::*;
+///
+/// struct Silent;
+/// impl Protocol for Silent {
+///     type Options = ();
+///     const INFO: ProtocolInfo = ProtocolInfo {
+///         name: "silent",
+///         spec: "a protocol that never speaks",
+///         transport: "raw UDP",
+///         default_port: 4999,
+///         rtt: "not measured",
+///         downstream_loss: "not measured",
+///         upstream_loss: "not measured",
+///         dialects: &[],
+///         metrics: &[],
+///     };
+///     fn transport(_: &()) -> TransportNeeds {
+///         TransportNeeds::Udp
+///     }
+///     fn validate(_: &(), _: &ServerParams) -> Result<(), String> {
+///         Ok(())
+///     }
+///     fn dialect_name(_: &()) -> String {
+///         "only".into()
+///     }
+///     fn make_bot(_: &(), _: BotParams) -> Box<dyn Bot> {
+///         unimplemented!("a real protocol returns its bot")
+///     }
+///     fn make_server(_: &(), _: &ServerParams, _: Instant) -> Box<dyn Server> {
+///         unimplemented!("and its reference server")
+///     }
+/// }
+///
+/// let name = register(&Silent).unwrap();
+/// assert_eq!("silent".parse::<ProtocolName>(), Ok(name));
+/// assert_eq!(name.default_section().dialect_name(), "only");
+/// ```
 pub trait Protocol: Send + Sync + 'static {
     /// The scenario's `protocol: { <name>: ... }` section. `Default` is what `serve` and a
     /// section written as `<name>: {}` get.
