@@ -5,13 +5,11 @@
 //! shapes the harness reads (fuzz/src/lib.rs): single datagrams (mode 0, the decoders), the
 //! server's datagrams to bot 0 (mode 1, the bot), both bots' datagrams (mode 2, the server).
 
-use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use tickswarm::metrics::Recorder;
-use tickswarm::protocol::registry::{ServerParams, TransportNeeds};
-use tickswarm::protocol::{Bot, BotParams, BotPhase, ConnId, ProtocolName};
+use tickswarm::api::sim::{Dir, Link, Sim};
+use tickswarm::api::{Bot, BotParams, BotPhase, ProtocolName, ServerParams, TransportNeeds};
 
 /// The harness's framing: `[len u16 LE][bytes][dt u8]`.
 fn push_frame(out: &mut Vec<u8>, datagram: &[u8], dt: u8) {
@@ -96,53 +94,29 @@ type Log = Vec<(usize, Vec<u8>)>;
 fn exchange(proto: ProtocolName) -> (Log, Log, Vec<BotPhase>) {
     let section = proto.default_section();
     let t0 = Instant::now();
-    let mut server = section.make_server(&ServerParams::default(), t0);
-    let enet = matches!(section.transport(), TransportNeeds::Enet(_));
-    let mut bots: Vec<Box<dyn Bot>> = (0..BOTS)
+    let server = section.make_server(&ServerParams::default(), t0);
+    let bots = (0..BOTS)
         .map(|i| section.make_bot(BotParams::with_index(i as u32, 11 + i as u64)))
         .collect();
-    let mut recs: Vec<Recorder> = (0..BOTS).map(|_| Recorder::new()).collect();
-    let mut buf = vec![0u8; 256 * 1024];
-    let (mut up, mut down) = (Vec::new(), Vec::new());
-    let mut to_server: VecDeque<(usize, Vec<u8>)> = VecDeque::new();
-    for (i, b) in bots.iter_mut().enumerate() {
-        if enet {
-            server.handle_connect(t0, ConnId(i as u64));
+    // The crate's harness, on a perfect link (no delay, no loss), with ENet's channels for
+    // the protocols that run over it.
+    let mut sim = Sim::new(t0, server, bots);
+    if matches!(section.transport(), TransportNeeds::Enet(_)) {
+        sim.link = Link::Enet;
+        for i in 0..BOTS {
+            sim.transport_connect(i);
         }
-        b.start(t0, &mut recs[i]);
     }
-    let mut at = Duration::ZERO;
-    while at < SIM {
-        let now = t0 + at;
-        for (i, b) in bots.iter_mut().enumerate() {
-            if b.poll_timeout().is_some_and(|t| t <= now) {
-                b.handle_timeout(now, &mut recs[i]);
-            }
-            while let Some(t) = b.poll_transmit(&mut buf) {
-                to_server.push_back((i, buf[..t.len].to_vec()));
-            }
-        }
-        while let Some((i, d)) = to_server.pop_front() {
-            server.handle_datagram(now, ConnId(i as u64), &d);
-            if up.len() < 2000 {
-                up.push((i, d));
-            }
-        }
-        if server.poll_timeout().is_some_and(|t| t <= now) {
-            server.handle_timeout(now);
-        }
-        while let Some((c, t)) = server.poll_transmit(&mut buf) {
-            let i = c.0 as usize;
-            let d = buf[..t.len].to_vec();
-            if let Some(b) = bots.get_mut(i) {
-                b.handle_datagram(now, &d, &mut recs[i]);
-            }
-            if down.len() < 4000 {
-                down.push((i, d));
-            }
-        }
-        while server.poll_close().is_some() {}
-        at += Duration::from_millis(1);
-    }
-    (up, down, bots.iter().map(|b| b.phase()).collect())
+    sim.start_all();
+    sim.run_for(SIM);
+    let log = |dir: Dir, cap: usize| -> Log {
+        sim.log
+            .iter()
+            .filter(|r| r.dir == dir)
+            .take(cap)
+            .map(|r| (r.bot, r.bytes.clone()))
+            .collect()
+    };
+    let phases = sim.bots.iter().map(|b| b.phase()).collect();
+    (log(Dir::Up, 2000), log(Dir::Down, 4000), phases)
 }

@@ -21,7 +21,7 @@ use clap::builder::BoolishValueParser;
 use clap::{ArgAction, CommandFactory, Parser, Subcommand};
 
 use crate::engine::{self, EngineError, StopSignal};
-use crate::protocol::ProtocolName;
+use crate::protocol::{AnyProtocol, ProtocolName};
 use crate::report;
 use crate::scenario::{self, parse_duration, Overrides, Plan, Shard, SourcePool};
 
@@ -176,7 +176,7 @@ struct OverrideArgs {
     /// Run time, e.g. 15s, 2m.
     #[arg(long, value_name = "D", value_parser = parse_duration, env = "TICKSWARM_DURATION")]
     duration: Option<Duration>,
-    /// Output folder (default: reports/<scenario>-<UTC timestamp>/).
+    /// Output folder (default: reports/SCENARIO-TIMESTAMP/, the time in UTC).
     #[arg(long, value_name = "DIR", env = "TICKSWARM_OUT")]
     out: Option<PathBuf>,
     /// Seed for every bot decision (same seed, same decisions).
@@ -259,6 +259,21 @@ fn drop_empty_env() {
 }
 
 pub fn main() -> ExitCode {
+    main_with(&[])
+}
+
+/// The whole command line (`run`, `validate`, `serve`, `protocols`, `merge`, `compare`, ...)
+/// with `protocols` known beside the built-in ones: a user's binary crate calls this from its
+/// `main` and its scenarios may say `protocol: { <its name>: {...} }`. A protocol that cannot
+/// be registered (a name taken, or not a valid scenario key) ends the process with exit code
+/// 2 before anything runs.
+pub fn main_with(protocols: &[&'static dyn AnyProtocol]) -> ExitCode {
+    for p in protocols {
+        if let Err(e) = crate::protocol::registry::register(*p) {
+            eprintln!("error: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    }
     drop_empty_env();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
@@ -378,7 +393,7 @@ fn cmd_validate(a: &ValidateArgs) -> anyhow::Result<u8> {
 }
 
 fn cmd_protocols() {
-    for p in ProtocolName::ALL {
+    for p in ProtocolName::known() {
         let i = p.info();
         out!("{} ({})", i.name, i.spec);
         out!(

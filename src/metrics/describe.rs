@@ -33,6 +33,7 @@ pub struct MetricDesc {
     pub unit: &'static str,
     /// Recorded value = shown value × scale (prediction error is recorded in 1/1000 tile: 1000).
     pub scale: u32,
+    /// Where the report shows it.
     pub display: Display,
     /// A counter that also reads as a rate per bot-minute (`<key>_per_bot_minute`).
     pub per_bot_minute: bool,
@@ -83,22 +84,26 @@ impl MetricDesc {
         }
     }
 
+    /// Shown as `d` instead of the constructor's default.
     pub const fn display(mut self, d: Display) -> Self {
         self.display = d;
         self
     }
 
+    /// Shown in `unit`, the recorded value divided by `scale`.
     pub const fn unit(mut self, unit: &'static str, scale: u32) -> Self {
         self.unit = unit;
         self.scale = scale;
         self
     }
 
+    /// Also shown per bot-minute (a counter).
     pub const fn per_bot_minute(mut self) -> Self {
         self.per_bot_minute = true;
         self
     }
 
+    /// As written to `summary.json`.
     pub fn info(&self) -> MetricInfo {
         MetricInfo {
             label: self.label.into(),

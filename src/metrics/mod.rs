@@ -36,16 +36,20 @@ pub fn new_histogram() -> Histogram<u64> {
 /// Expected versus received datagrams in one direction.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LossCounts {
+    /// Datagrams (or messages) that should have arrived.
     pub expected: u64,
+    /// Of those, the ones that did.
     pub received: u64,
 }
 
 impl LossCounts {
+    /// Count `expected` more, of which `received` arrived.
     pub fn add(&mut self, expected: u64, received: u64) {
         self.expected += expected;
         self.received += received;
     }
 
+    /// Add another count (another bot, worker or second).
     pub fn merge(&mut self, o: &LossCounts) {
         self.add(o.expected, o.received);
     }
@@ -63,22 +67,34 @@ impl LossCounts {
 /// All a worker measures. Protocols write into it through the methods below.
 #[derive(Debug, Clone)]
 pub struct Recorder {
+    /// Round-trip times in microseconds (`rtt` thresholds).
     pub rtt_us: Histogram<u64>,
+    /// Handshake times in microseconds, from `start` to the server's accept.
     pub handshake_us: Histogram<u64>,
+    /// Time between consecutive snapshots, in microseconds.
     pub snapshot_interarrival_us: Histogram<u64>,
     /// How late each input left relative to its intended time on the grid (coordinated
     /// omission guard: large values mean the generator, not the server, was slow).
     pub send_lateness_us: Histogram<u64>,
+    /// Application messages sent (counted by the caller, not the bot).
     pub packets_up: u64,
+    /// Application messages received (counted by the caller).
     pub packets_down: u64,
+    /// Application payload bytes sent.
     pub bytes_up: u64,
+    /// Application payload bytes received.
     pub bytes_down: u64,
+    /// Inputs sent: a bot adds one per input.
     pub inputs_sent: u64,
     /// Grid slots skipped because the worker was more than a whole period late.
     pub inputs_skipped: u64,
+    /// Snapshots the bot understood and applied (a default check needs this above 0).
     pub snapshots_applied: u64,
+    /// Downstream loss: what the server sent against what arrived.
     pub loss_down: LossCounts,
+    /// Upstream loss, where the server reports what it received.
     pub loss_up: LossCounts,
+    /// Handshakes that completed (counted by the engine from the bot's phase).
     pub connects_ok: u64,
     /// Failed handshakes by reason (timeout, refused, ...).
     pub connect_failures: NamedCounters,
@@ -97,22 +113,29 @@ pub struct Recorder {
     /// Application payload bytes one bot sent (received) in one second: one sample per bot
     /// per second it was in play from start to end (not the second it connected in).
     pub bot_up_bytes_per_s: Histogram<u64>,
+    /// Application payload bytes one bot received in one second (see above).
     pub bot_down_bytes_per_s: Histogram<u64>,
     /// Application payload sizes, one sample per message (datagram or ENet packet).
     pub packet_size_up: Histogram<u64>,
+    /// Received application payload sizes, one sample per message.
     pub packet_size_down: Histogram<u64>,
 }
 
 /// Datagrams and their bytes as they crossed the sockets.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct WireCounts {
+    /// Datagrams sent through the bots' sockets.
     pub packets_up: u64,
+    /// Datagrams received.
     pub packets_down: u64,
+    /// Bytes sent.
     pub bytes_up: u64,
+    /// Bytes received.
     pub bytes_down: u64,
 }
 
 impl WireCounts {
+    /// Add another count.
     pub fn merge(&mut self, o: &WireCounts) {
         self.packets_up += o.packets_up;
         self.packets_down += o.packets_down;
@@ -128,6 +151,7 @@ impl Default for Recorder {
 }
 
 impl Recorder {
+    /// An empty recorder.
     pub fn new() -> Self {
         Self {
             rtt_us: new_histogram(),
@@ -157,20 +181,24 @@ impl Recorder {
         }
     }
 
+    /// One round trip, in microseconds.
     pub fn record_rtt(&mut self, us: u64) {
         self.rtt_us.saturating_record(us.max(1));
     }
 
+    /// One handshake time, in microseconds.
     pub fn record_handshake(&mut self, us: u64) {
         self.handshake_us.saturating_record(us.max(1));
         self.connects_ok += 1;
     }
 
+    /// How late one input left against its grid slot, in microseconds.
     pub fn record_lateness(&mut self, us: u64) {
         // Zero lateness is the common case; the histogram's floor is 1 µs.
         self.send_lateness_us.saturating_record(us.max(1));
     }
 
+    /// One sample of the protocol's own histogram `name` (listed in `ProtocolInfo::metrics`).
     pub fn record_extra(&mut self, name: &'static str, value: u64) {
         let h = match self.extra.iter().position(|(n, _)| *n == name) {
             Some(i) => &mut self.extra[i].1,
@@ -183,10 +211,12 @@ impl Recorder {
         h.saturating_record(value.max(1));
     }
 
+    /// One datagram the bot could not read: `message` is what it was, `reason` why (`decode_errors` thresholds).
     pub fn decode_error(&mut self, message: &'static str, reason: &'static str) {
         self.decode_errors.add2(message, reason, 1);
     }
 
+    /// One occurrence of the protocol's own counter `name`.
     pub fn event(&mut self, name: &'static str) {
         self.events.add(name, 1);
     }

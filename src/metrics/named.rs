@@ -8,6 +8,7 @@ pub struct NamedCounters {
 }
 
 impl NamedCounters {
+    /// Add `n` to counter `name`.
     pub fn add(&mut self, name: &'static str, n: u64) {
         self.add2(name, "", n);
     }
@@ -30,16 +31,19 @@ impl NamedCounters {
         self.entries.iter().filter(|e| e.0 == a).map(|e| e.2).sum()
     }
 
+    /// The sum of every counter.
     pub fn total(&self) -> u64 {
         self.entries.iter().map(|e| e.2).sum()
     }
 
+    /// Add every counter of `o`.
     pub fn merge(&mut self, o: &NamedCounters) {
         for &(a, b, n) in &o.entries {
             self.add2(a, b, n);
         }
     }
 
+    /// Set every counter to 0, keeping the names.
     pub fn zero(&mut self) {
         for e in &mut self.entries {
             e.2 = 0;

@@ -12,17 +12,26 @@ use super::{HistSummary, NamedCounters, PhaseCounts, Recorder, TargetPoint, Wait
 /// Counters every reference server keeps; the serve command prints them.
 #[derive(Debug, Default, Clone)]
 pub struct ServerStats {
+    /// Sessions open now (a gauge).
     pub clients: usize,
     /// Connections the transport holds open: ENet sessions, or raw UDP source addresses the
     /// server has not closed. A gauge, like `clients`.
     pub connections: usize,
+    /// Handshakes accepted.
     pub accepted: u64,
+    /// Handshakes refused (full, wrong version, ...).
     pub refused: u64,
+    /// Sessions dropped for silence.
     pub timed_out: u64,
+    /// Sessions the client ended.
     pub disconnected: u64,
+    /// Datagrams (or messages) received.
     pub datagrams_in: u64,
+    /// Datagrams (or messages) sent.
     pub datagrams_out: u64,
+    /// Bytes received.
     pub bytes_in: u64,
+    /// Bytes sent.
     pub bytes_out: u64,
     /// Malformed or unexpected datagrams, by `message.reason`.
     pub dropped: NamedCounters,

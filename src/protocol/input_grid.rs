@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::metrics::Recorder;
 
+/// The fixed grid a bot's inputs are due on (see the module docs).
 #[derive(Debug, Clone, Default)]
 pub struct InputGrid {
     period: Option<Duration>,

@@ -13,10 +13,15 @@ use rand_chacha::ChaCha8Rng;
 pub struct Keys(pub u8);
 
 impl Keys {
+    /// Up (a bit of [`Keys`]).
     pub const UP: u8 = 1 << 0;
+    /// Down.
     pub const DOWN: u8 = 1 << 1;
+    /// Left.
     pub const LEFT: u8 = 1 << 2;
+    /// Right.
     pub const RIGHT: u8 = 1 << 3;
+    /// Shoot.
     pub const SHOOT: u8 = 1 << 4;
 
     /// Movement axis in screen coordinates (y grows downwards), each component -1, 0 or 1.
@@ -25,6 +30,7 @@ impl Keys {
         (b(Self::RIGHT) - b(Self::LEFT), b(Self::DOWN) - b(Self::UP))
     }
 
+    /// Whether the shoot key is pressed.
     pub fn shoot(self) -> bool {
         self.0 & Self::SHOOT != 0
     }
@@ -62,17 +68,27 @@ const COMPASS: [u8; 8] = [
     Keys::UP | Keys::LEFT,
 ];
 
+/// Which keys a bot presses when: the scenario's `behavior.input_pattern`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum InputPattern {
     /// Nothing pressed: measures the server's idle cost per client.
     Idle,
     /// A new random direction (or standing still), and shooting one time in five, every
     /// `change_every`.
-    RandomWalk { change_every: Duration },
+    RandomWalk {
+        /// Time between two changes.
+        change_every: Duration,
+    },
     /// Walk the eight compass directions in turn, one full turn per `period`.
-    Circle { period: Duration },
+    Circle {
+        /// Time for one full turn.
+        period: Duration,
+    },
     /// Hold each step's keys for its duration, then loop.
-    Scripted { steps: Vec<(Keys, Duration)> },
+    Scripted {
+        /// Keys and how long each is held, in order.
+        steps: Vec<(Keys, Duration)>,
+    },
 }
 
 /// As a scenario writes it: `random_walk every 500ms`, `scripted (4 steps)`.
@@ -98,6 +114,7 @@ pub struct PatternState {
 }
 
 impl PatternState {
+    /// A pattern state at the start of its pattern.
     pub fn new() -> Self {
         Self {
             current: Keys::default(),

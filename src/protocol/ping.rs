@@ -28,6 +28,7 @@ pub struct OneInFlight {
 }
 
 impl OneInFlight {
+    /// One probe every `interval`, none in flight yet.
     pub fn new(interval: Duration) -> Self {
         Self {
             timer: Periodic::new(interval),
@@ -45,6 +46,7 @@ impl OneInFlight {
         self.timer.start_at(at);
     }
 
+    /// No more probes (the session ended).
     pub fn stop(&mut self) {
         self.timer.stop();
         self.state = State::Idle;

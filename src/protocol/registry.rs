@@ -1,12 +1,13 @@
 //! The protocol registry: the one seam through which the rest of the crate reaches a protocol.
 //!
-//! Each protocol folder (`src/protocol/<name>/`) implements [`Protocol`] for one marker type:
-//! its static description, its options (the scenario's `protocol: { <name>: {...} }` section,
-//! typed, so a mistake is reported at its own line and column), the transport it runs over,
-//! and how to build a bot and a reference server. The list in `protocol/mod.rs`
-//! (`protocols! { ... }`) turns those into [`ProtocolSection`](super::ProtocolSection) and [`ProtocolName`](super::ProtocolName), which
-//! scenario parsing, `serve`, `protocols`, the engine and the report use without naming any
-//! protocol. Adding a protocol is its folder plus one line of that list.
+//! Each protocol implements [`Protocol`] for one marker type: its static description, its
+//! options (the scenario's `protocol: { <name>: {...} }` section, typed, so a mistake is
+//! reported at its own line and column), the transport it runs over, and how to build a bot
+//! and a reference server. [`ProtocolName`] is a handle on one (the built-in ones are listed
+//! in `protocol/mod.rs`, others added at run time with [`register`], which is what
+//! `tickswarm::main_with` does), and [`ProtocolSection`] holds one protocol's typed options;
+//! scenario parsing, `serve`, `protocols`, the engine and the report use them without naming
+//! any protocol.
 
 use std::time::{Duration, Instant};
 
@@ -38,12 +39,16 @@ pub enum TransportNeeds {
     /// arrive through [`Bot::handle_stream`](super::Bot::handle_stream); datagrams as for
     /// [`TransportNeeds::Udp`]. The bot starts once the TCP connection is up, so a refused or
     /// unanswered connect is the transport's failure, with its reason.
-    UdpTcpLogin { udp_port_offset: u16 },
+    UdpTcpLogin {
+        /// The UDP port's distance from the TCP port the target names.
+        udp_port_offset: u16,
+    },
 }
 
 /// ENet settings a protocol fixes (both ends must agree on them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EnetNeeds {
+    /// ENet channels, the same count at both ends.
     pub channels: usize,
     /// ENet's own packet compression (not a protocol's payload compression, such as
     /// ZergCity's LZ4 inside its messages).
@@ -53,6 +58,7 @@ pub struct EnetNeeds {
 /// ENet-level compression of whole datagrams; both ends must use the same.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum EnetCompression {
+    /// No compression (ENet's default).
     #[default]
     None,
     /// `enet_host_compress_with_range_coder`.
@@ -117,7 +123,9 @@ pub struct ServerParams {
     pub snapshot_rate: Option<u32>,
     /// A full snapshot every this many ticks (deltas in between).
     pub full_every: u32,
+    /// Most sessions one server instance keeps at once.
     pub max_clients: usize,
+    /// Forget a session silent this long.
     pub client_timeout: Dur,
     /// Players per room (a client's snapshots carry its room); default per protocol
     /// (cafe 32, rtype 8).
@@ -189,9 +197,51 @@ impl ServerParams {
     }
 }
 
-/// One protocol, as the registry sees it. Implemented by a marker type in each protocol
-/// folder; every method is static so the registry's enum dispatch costs a `match`.
-pub trait Protocol: 'static {
+/// One protocol, as the registry sees it: implemented by a marker type (a unit struct), in
+/// each built-in protocol's folder or in a user's crate. Every method is static; the
+/// registry reaches them through [`AnyProtocol`] and [`ProtocolSection`], once per bot or
+/// server made, never per packet.
+///
+/// ```
+/// use std::time::Instant;
+/// use tickswarm::api::*;
+///
+/// struct Silent;
+/// impl Protocol for Silent {
+///     type Options = ();
+///     const INFO: ProtocolInfo = ProtocolInfo {
+///         name: "silent",
+///         spec: "a protocol that never speaks",
+///         transport: "raw UDP",
+///         default_port: 4999,
+///         rtt: "not measured",
+///         downstream_loss: "not measured",
+///         upstream_loss: "not measured",
+///         dialects: &[],
+///         metrics: &[],
+///     };
+///     fn transport(_: &()) -> TransportNeeds {
+///         TransportNeeds::Udp
+///     }
+///     fn validate(_: &(), _: &ServerParams) -> Result<(), String> {
+///         Ok(())
+///     }
+///     fn dialect_name(_: &()) -> String {
+///         "only".into()
+///     }
+///     fn make_bot(_: &(), _: BotParams) -> Box<dyn Bot> {
+///         unimplemented!("a real protocol returns its bot")
+///     }
+///     fn make_server(_: &(), _: &ServerParams, _: Instant) -> Box<dyn Server> {
+///         unimplemented!("and its reference server")
+///     }
+/// }
+///
+/// let name = register(&Silent).unwrap();
+/// assert_eq!("silent".parse::<ProtocolName>(), Ok(name));
+/// assert_eq!(name.default_section().dialect_name(), "only");
+/// ```
+pub trait Protocol: Send + Sync + 'static {
     /// The scenario's `protocol: { <name>: ... }` section. `Default` is what `serve` and a
     /// section written as `<name>: {}` get.
     type Options: Clone
@@ -220,6 +270,7 @@ pub trait Protocol: 'static {
     /// The dialect as reports name it (`summary.json`'s `dialect`).
     fn dialect_name(opts: &Self::Options) -> String;
 
+    /// A bot of this protocol, not yet started.
     fn make_bot(opts: &Self::Options, params: BotParams) -> Box<dyn Bot>;
 
     /// A reference server. Called after [`Protocol::validate`] passed.
@@ -255,169 +306,493 @@ pub trait Protocol: 'static {
     }
 }
 
-/// Builds [`ProtocolSection`], [`ProtocolName`] and their dispatch from the list of protocol
-/// folders and marker types. Used once, in `protocol/mod.rs`. The marker type's name in
-/// lower case is the protocol's name in scenarios (`Cafe` → `cafe`), and must equal its
-/// folder's name and `INFO.name`.
-macro_rules! protocols {
-    ($($module:ident :: $ty:ident),* $(,)?) => {
-        $(pub mod $module;)*
-
-        /// The scenario's `protocol:` section: `{ <name>: { ...options } }`, externally
-        /// tagged so a mistake inside the options is reported at its own line and column.
-        #[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
-        #[serde(deny_unknown_fields, rename_all = "lowercase")]
-        pub enum ProtocolSection {
-            $($ty(<$module::$ty as $crate::protocol::registry::Protocol>::Options),)*
-        }
-
-        /// The protocols tickswarm speaks.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        pub enum ProtocolName {
-            $($ty,)*
-        }
-
-        impl ProtocolName {
-            pub const ALL: &'static [ProtocolName] = &[$(ProtocolName::$ty,)*];
-
-            pub fn info(self) -> &'static ProtocolInfo {
-                match self {
-                    $(ProtocolName::$ty => {
-                        &<$module::$ty as $crate::protocol::registry::Protocol>::INFO
-                    })*
-                }
-            }
-
-            /// The option key `serve --dialect` sets.
-            pub fn dialect_key(self) -> &'static str {
-                match self {
-                    $(ProtocolName::$ty => {
-                        <$module::$ty as $crate::protocol::registry::Protocol>::DIALECT_KEY
-                    })*
-                }
-            }
-
-            /// The section with every option at its default.
-            pub fn default_section(self) -> ProtocolSection {
-                match self {
-                    $(ProtocolName::$ty => ProtocolSection::$ty(Default::default()),)*
-                }
-            }
-        }
-
-        impl ProtocolSection {
-            pub fn name(&self) -> ProtocolName {
-                match self {
-                    $(ProtocolSection::$ty(_) => ProtocolName::$ty,)*
-                }
-            }
-
-            pub fn info(&self) -> &'static ProtocolInfo {
-                self.name().info()
-            }
-
-            pub fn transport(&self) -> $crate::protocol::registry::TransportNeeds {
-                match self {
-                    $(ProtocolSection::$ty(o) => {
-                        <$module::$ty as $crate::protocol::registry::Protocol>::transport(o)
-                    })*
-                }
-            }
-
-            /// Options and server parameters checked together; the message names the key.
-            pub fn validate(
-                &self,
-                server: &$crate::protocol::registry::ServerParams,
-            ) -> Result<(), String> {
-                server.validate()?;
-                // A transport this build lacks (GNS without the `gns` feature) is refused
-                // here, before anything binds or connects.
-                self.transport().check_built()?;
-                match self {
-                    $(ProtocolSection::$ty(o) => {
-                        <$module::$ty as $crate::protocol::registry::Protocol>::validate(o, server)
-                    })*
-                }
-            }
-
-            pub fn dialect_name(&self) -> String {
-                match self {
-                    $(ProtocolSection::$ty(o) => {
-                        <$module::$ty as $crate::protocol::registry::Protocol>::dialect_name(o)
-                    })*
-                }
-            }
-
-            pub fn make_bot(&self, params: BotParams) -> Box<dyn Bot> {
-                match self {
-                    $(ProtocolSection::$ty(o) => {
-                        <$module::$ty as $crate::protocol::registry::Protocol>::make_bot(o, params)
-                    })*
-                }
-            }
-
-            pub fn make_server(
-                &self,
-                server: &$crate::protocol::registry::ServerParams,
-                now: std::time::Instant,
-            ) -> Box<dyn Server> {
-                match self {
-                    $(ProtocolSection::$ty(o) => {
-                        <$module::$ty as $crate::protocol::registry::Protocol>::make_server(
-                            o, server, now,
-                        )
-                    })*
-                }
-            }
-
-            /// See [`Protocol::measures_rtt`](crate::protocol::registry::Protocol::measures_rtt).
-            pub fn measures_rtt(&self) -> bool {
-                match self {
-                    $(ProtocolSection::$ty(o) => {
-                        <$module::$ty as $crate::protocol::registry::Protocol>::measures_rtt(o)
-                    })*
-                }
-            }
-
-            pub fn players_per_instance(
-                &self,
-                server: &$crate::protocol::registry::ServerParams,
-            ) -> Option<usize> {
-                match self {
-                    $(ProtocolSection::$ty(o) => {
-                        <$module::$ty as $crate::protocol::registry::Protocol>::players_per_instance(
-                            o, server,
-                        )
-                    })*
-                }
-            }
-
-            /// See [`Protocol::check_input_rate`](crate::protocol::registry::Protocol::check_input_rate).
-            pub fn check_input_rate(&self, hz: f64) -> Result<(), String> {
-                match self {
-                    $(ProtocolSection::$ty(o) => {
-                        <$module::$ty as $crate::protocol::registry::Protocol>::check_input_rate(
-                            o, hz,
-                        )
-                    })*
-                }
-            }
-
-            /// Why this configuration cannot take `metric`, or `None` when it can.
-            pub fn cannot_measure(
-                &self,
-                metric: $crate::metrics::threshold::Metric,
-            ) -> Option<&'static str> {
-                match self {
-                    $(ProtocolSection::$ty(o) => {
-                        <$module::$ty as $crate::protocol::registry::Protocol>::cannot_measure(
-                            o, metric,
-                        )
-                    })*
-                }
-            }
-        }
-    };
+/// A [`Protocol`] seen through a trait object, so the list of protocols can grow at run time
+/// (a user's crate registers its own with [`register`] or `tickswarm::main_with`).
+///
+/// Implemented for every [`Protocol`] whose marker is a value (a unit struct); sealed, so
+/// it cannot be implemented any other way. Users never call its methods: they pass `&MyGame`
+/// where a `&'static dyn AnyProtocol` is asked for.
+pub trait AnyProtocol: sealed::Sealed + Send + Sync + 'static {
+    /// The protocol's [`Protocol::INFO`].
+    fn info(&self) -> &'static ProtocolInfo;
+    /// The protocol's [`Protocol::DIALECT_KEY`].
+    fn dialect_key(&self) -> &'static str;
+    /// The marker's type, which tells the same protocol registered twice from two with one
+    /// name.
+    #[doc(hidden)]
+    fn marker(&self) -> std::any::TypeId;
+    /// Every option at its default, with `me` naming this protocol.
+    #[doc(hidden)]
+    fn default_section(&self, me: ProtocolName) -> ProtocolSection;
+    /// The options read from `d`, with `me` naming this protocol.
+    #[doc(hidden)]
+    fn deserialize_section(
+        &self,
+        me: ProtocolName,
+        d: &mut dyn erased_serde::Deserializer<'_>,
+    ) -> Result<ProtocolSection, erased_serde::Error>;
 }
 
-pub(crate) use protocols;
+mod sealed {
+    pub trait Sealed {}
+    impl<P: super::Protocol> Sealed for P {}
+}
+
+impl<P: Protocol> AnyProtocol for P {
+    fn info(&self) -> &'static ProtocolInfo {
+        &P::INFO
+    }
+    fn dialect_key(&self) -> &'static str {
+        P::DIALECT_KEY
+    }
+    fn marker(&self) -> std::any::TypeId {
+        std::any::TypeId::of::<P>()
+    }
+    fn default_section(&self, me: ProtocolName) -> ProtocolSection {
+        ProtocolSection(std::sync::Arc::new(Section::<P> {
+            me,
+            opts: P::Options::default(),
+        }))
+    }
+    fn deserialize_section(
+        &self,
+        me: ProtocolName,
+        d: &mut dyn erased_serde::Deserializer<'_>,
+    ) -> Result<ProtocolSection, erased_serde::Error> {
+        let opts: P::Options = erased_serde::deserialize(d)?;
+        Ok(ProtocolSection(std::sync::Arc::new(Section::<P> {
+            me,
+            opts,
+        })))
+    }
+}
+
+/// A protocol tickswarm knows: one of the built-in ones or one registered at run time.
+///
+/// A copyable handle; two handles are equal when they name the same protocol (its
+/// [`ProtocolInfo::name`], which [`register`] keeps unique).
+#[derive(Clone, Copy)]
+pub struct ProtocolName(&'static dyn AnyProtocol);
+
+impl PartialEq for ProtocolName {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+impl Eq for ProtocolName {}
+impl std::hash::Hash for ProtocolName {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state)
+    }
+}
+impl std::fmt::Debug for ProtocolName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+impl std::fmt::Display for ProtocolName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Protocols registered at run time, after the built-in ones. Read when a scenario or a flag
+/// names a protocol (never per packet), written by [`register`].
+static REGISTERED: std::sync::RwLock<Vec<ProtocolName>> = std::sync::RwLock::new(Vec::new());
+
+/// Why [`register`] refused a protocol.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegisterError {
+    /// Another protocol (built in or registered) already has this name.
+    #[error("a protocol named `{0}` is already known; pick another INFO.name")]
+    Duplicate(&'static str),
+    /// Names are what scenarios write (`protocol: { mygame: {} }`): lower-case ASCII letters,
+    /// digits, `-` and `_`, starting with a letter.
+    #[error(
+        "protocol name `{0}` must be lower-case letters, digits, - or _, starting with a letter"
+    )]
+    BadName(&'static str),
+}
+
+/// Add a protocol beside the built-in ones for the rest of the process: scenarios may name
+/// it, `serve`, `validate` and `protocols` know it. Registering the same marker twice is
+/// harmless; two different protocols with one name are refused.
+///
+/// ```
+/// use tickswarm::protocol::registry::{register, ProtocolName};
+/// // The built-in ones need no registration; registering one again is a no-op.
+/// let cafe = register(&tickswarm::protocol::cafe::Cafe).unwrap();
+/// assert_eq!(cafe, ProtocolName::Cafe);
+/// assert_eq!("cafe".parse::<ProtocolName>(), Ok(cafe));
+/// ```
+pub fn register(p: &'static dyn AnyProtocol) -> Result<ProtocolName, RegisterError> {
+    let name = p.info().name;
+    let ok = name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+    if !ok {
+        return Err(RegisterError::BadName(name));
+    }
+    let handle = ProtocolName(p);
+    if let Some(known) = ProtocolName::find(name) {
+        // The same marker type again (its vtable and data are the same): already there.
+        return if known.0.marker() == p.marker() {
+            Ok(known)
+        } else {
+            Err(RegisterError::Duplicate(name))
+        };
+    }
+    let mut list = REGISTERED.write().unwrap_or_else(|e| e.into_inner());
+    list.push(handle);
+    Ok(handle)
+}
+
+impl ProtocolName {
+    /// The handle of a protocol marker (not registered by this: see [`register`]).
+    pub const fn new(p: &'static dyn AnyProtocol) -> Self {
+        Self(p)
+    }
+
+    /// Its name, as scenarios write it.
+    pub fn as_str(self) -> &'static str {
+        self.info().name
+    }
+
+    /// Its static description.
+    pub fn info(self) -> &'static ProtocolInfo {
+        self.0.info()
+    }
+
+    /// The option key `serve --dialect` sets.
+    pub fn dialect_key(self) -> &'static str {
+        self.0.dialect_key()
+    }
+
+    /// The section with every option at its default.
+    pub fn default_section(self) -> ProtocolSection {
+        self.0.default_section(self)
+    }
+
+    /// Every protocol this process knows: the built-in ones, then the registered ones.
+    pub fn known() -> Vec<ProtocolName> {
+        let extra = REGISTERED.read().unwrap_or_else(|e| e.into_inner());
+        Self::ALL.iter().chain(extra.iter()).copied().collect()
+    }
+
+    /// The known protocol with this name.
+    pub fn find(name: &str) -> Option<ProtocolName> {
+        Self::known().into_iter().find(|p| p.as_str() == name)
+    }
+
+    /// Every known protocol's name, for help texts and errors.
+    pub fn names() -> Vec<&'static str> {
+        Self::known().iter().map(|p| p.as_str()).collect()
+    }
+}
+
+impl std::str::FromStr for ProtocolName {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::find(s).ok_or_else(|| {
+            format!(
+                "unknown protocol `{s}` (one of: {})",
+                Self::names().join(", ")
+            )
+        })
+    }
+}
+
+/// One protocol's options, typed, behind [`ProtocolSection`].
+struct Section<P: Protocol> {
+    me: ProtocolName,
+    opts: P::Options,
+}
+
+/// What [`ProtocolSection`] asks of its options (dispatch to the protocol's static methods).
+trait AnySection: Send + Sync {
+    fn name(&self) -> ProtocolName;
+    fn options(&self) -> &dyn std::any::Any;
+    fn eq_options(&self, other: &dyn std::any::Any) -> bool;
+    fn serialize_options(&self) -> &dyn erased_serde::Serialize;
+    fn debug(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result;
+    fn transport(&self) -> TransportNeeds;
+    fn validate(&self, server: &ServerParams) -> Result<(), String>;
+    fn dialect_name(&self) -> String;
+    fn make_bot(&self, params: BotParams) -> Box<dyn Bot>;
+    fn make_server(&self, server: &ServerParams, now: Instant) -> Box<dyn Server>;
+    fn measures_rtt(&self) -> bool;
+    fn players_per_instance(&self, server: &ServerParams) -> Option<usize>;
+    fn cannot_measure(&self, metric: Metric) -> Option<&'static str>;
+    fn check_input_rate(&self, hz: f64) -> Result<(), String>;
+}
+
+impl<P: Protocol> AnySection for Section<P> {
+    fn name(&self) -> ProtocolName {
+        self.me
+    }
+    fn options(&self) -> &dyn std::any::Any {
+        &self.opts
+    }
+    fn eq_options(&self, other: &dyn std::any::Any) -> bool {
+        other
+            .downcast_ref::<P::Options>()
+            .is_some_and(|o| *o == self.opts)
+    }
+    fn serialize_options(&self) -> &dyn erased_serde::Serialize {
+        &self.opts
+    }
+    fn debug(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {:?}", self.me, self.opts)
+    }
+    fn transport(&self) -> TransportNeeds {
+        P::transport(&self.opts)
+    }
+    fn validate(&self, server: &ServerParams) -> Result<(), String> {
+        P::validate(&self.opts, server)
+    }
+    fn dialect_name(&self) -> String {
+        P::dialect_name(&self.opts)
+    }
+    fn make_bot(&self, params: BotParams) -> Box<dyn Bot> {
+        P::make_bot(&self.opts, params)
+    }
+    fn make_server(&self, server: &ServerParams, now: Instant) -> Box<dyn Server> {
+        P::make_server(&self.opts, server, now)
+    }
+    fn measures_rtt(&self) -> bool {
+        P::measures_rtt(&self.opts)
+    }
+    fn players_per_instance(&self, server: &ServerParams) -> Option<usize> {
+        P::players_per_instance(&self.opts, server)
+    }
+    fn cannot_measure(&self, metric: Metric) -> Option<&'static str> {
+        P::cannot_measure(&self.opts, metric)
+    }
+    fn check_input_rate(&self, hz: f64) -> Result<(), String> {
+        P::check_input_rate(&self.opts, hz)
+    }
+}
+
+/// The scenario's `protocol:` section: `{ <name>: { ...options } }`, one key, the protocol's
+/// name, whose value is that protocol's typed [`Protocol::Options`] (so a mistake inside the
+/// options is reported at its own line and column). Cheap to clone (shared).
+#[derive(Clone)]
+pub struct ProtocolSection(std::sync::Arc<dyn AnySection>);
+
+impl ProtocolSection {
+    /// A section of protocol `p` with these options.
+    ///
+    /// ```
+    /// use tickswarm::protocol::cafe::{Cafe, CafeOptions};
+    /// use tickswarm::protocol::ProtocolSection;
+    /// let s = ProtocolSection::of(&Cafe, CafeOptions::default());
+    /// assert_eq!(s.name().as_str(), "cafe");
+    /// assert_eq!(s.options::<Cafe>(), Some(&CafeOptions::default()));
+    /// ```
+    pub fn of<P: Protocol>(p: &'static P, opts: P::Options) -> Self {
+        Self(std::sync::Arc::new(Section::<P> {
+            me: ProtocolName(p),
+            opts,
+        }))
+    }
+
+    /// Which protocol.
+    pub fn name(&self) -> ProtocolName {
+        self.0.name()
+    }
+
+    /// The options, when the section is protocol `P`'s.
+    pub fn options<P: Protocol>(&self) -> Option<&P::Options> {
+        if self.name().as_str() != P::INFO.name {
+            return None;
+        }
+        self.0.options().downcast_ref::<P::Options>()
+    }
+
+    /// The protocol's static description.
+    pub fn info(&self) -> &'static ProtocolInfo {
+        self.name().info()
+    }
+
+    /// See [`Protocol::transport`].
+    pub fn transport(&self) -> TransportNeeds {
+        self.0.transport()
+    }
+
+    /// Options and server parameters checked together; the message names the key.
+    pub fn validate(&self, server: &ServerParams) -> Result<(), String> {
+        server.validate()?;
+        // A transport this build lacks (GNS without the `gns` feature) is refused here,
+        // before anything binds or connects.
+        self.transport().check_built()?;
+        self.0.validate(server)
+    }
+
+    /// See [`Protocol::dialect_name`].
+    pub fn dialect_name(&self) -> String {
+        self.0.dialect_name()
+    }
+
+    /// See [`Protocol::make_bot`].
+    pub fn make_bot(&self, params: BotParams) -> Box<dyn Bot> {
+        self.0.make_bot(params)
+    }
+
+    /// See [`Protocol::make_server`].
+    pub fn make_server(&self, server: &ServerParams, now: Instant) -> Box<dyn Server> {
+        self.0.make_server(server, now)
+    }
+
+    /// See [`Protocol::measures_rtt`].
+    pub fn measures_rtt(&self) -> bool {
+        self.0.measures_rtt()
+    }
+
+    /// See [`Protocol::players_per_instance`].
+    pub fn players_per_instance(&self, server: &ServerParams) -> Option<usize> {
+        self.0.players_per_instance(server)
+    }
+
+    /// Why this configuration cannot take `metric`, or `None` when it can.
+    pub fn cannot_measure(&self, metric: Metric) -> Option<&'static str> {
+        self.0.cannot_measure(metric)
+    }
+
+    /// See [`Protocol::check_input_rate`].
+    pub fn check_input_rate(&self, hz: f64) -> Result<(), String> {
+        self.0.check_input_rate(hz)
+    }
+}
+
+impl std::fmt::Debug for ProtocolSection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.debug(f)
+    }
+}
+
+impl PartialEq for ProtocolSection {
+    /// Same protocol and equal options.
+    fn eq(&self, other: &Self) -> bool {
+        self.name() == other.name() && self.0.eq_options(other.0.options())
+    }
+}
+
+impl Serialize for ProtocolSection {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(1))?;
+        map.serialize_entry(self.name().as_str(), self.0.serialize_options())?;
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for ProtocolSection {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(SectionVisitor)
+    }
+}
+
+struct SectionVisitor;
+
+impl<'de> serde::de::Visitor<'de> for SectionVisitor {
+    type Value = ProtocolSection;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "one key, the protocol's name (one of {})",
+            ProtocolName::names().join(", ")
+        )
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        use serde::de::Error as _;
+        let Some(key) = map.next_key::<String>()? else {
+            return Err(A::Error::custom(
+                "the protocol section is empty: name one protocol",
+            ));
+        };
+        let Some(proto) = ProtocolName::find(&key) else {
+            // Worded as serde's own, so the scenario's "did you mean" suggestion reads it.
+            return Err(A::Error::custom(format!(
+                "unknown variant `{key}`, expected one of {}",
+                ProtocolName::names().join(", ")
+            )));
+        };
+        let section = map.next_value_seed(SectionSeed(proto))?;
+        if let Some(other) = map.next_key::<String>()? {
+            return Err(A::Error::custom(format!(
+                "one protocol per scenario: `{key}` and `{other}` both given"
+            )));
+        }
+        Ok(section)
+    }
+}
+
+struct SectionSeed(ProtocolName);
+
+impl<'de> serde::de::DeserializeSeed<'de> for SectionSeed {
+    type Value = ProtocolSection;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        let mut erased = <dyn erased_serde::Deserializer>::erase(d);
+        self.0
+             .0
+            .deserialize_section(self.0, &mut erased)
+            .map_err(|e| serde::de::Error::custom(without_location(&e.to_string())))
+    }
+}
+
+/// An error from inside the options comes back through the type-erased deserializer as its
+/// text, with the location appended (once per layer it crossed); the deserializer adds the
+/// location again when it takes the error back, so every appended one is cut (a scenario
+/// error names its line and column once).
+fn without_location(mut msg: &str) -> &str {
+    while let Some(head) = strip_location(msg) {
+        msg = head;
+    }
+    msg
+}
+
+/// `msg` without its trailing " at line N, column M", if it has one.
+fn strip_location(msg: &str) -> Option<&str> {
+    let (head, tail) = msg.rsplit_once(" at line ")?;
+    let is_location = tail.split_once(", column ").is_some_and(|(line, col)| {
+        !line.is_empty()
+            && !col.is_empty()
+            && line.bytes().all(|b| b.is_ascii_digit())
+            && col.bytes().all(|b| b.is_ascii_digit())
+    });
+    is_location.then_some(head)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_options_error_keeps_one_location() {
+        let m = "unknown field `dialectt`, expected one of dialect at line 4, column 5 at line 4, column 5";
+        assert_eq!(
+            without_location(m),
+            "unknown field `dialectt`, expected one of dialect"
+        );
+        assert_eq!(without_location("bad at line x"), "bad at line x");
+        assert_eq!(without_location("no location"), "no location");
+    }
+
+    #[test]
+    fn a_mistake_inside_options_is_reported_once_at_its_line_and_column() {
+        let yaml = "cafe:\n  dialectt: spec\n";
+        let e = serde_saphyr::from_str::<ProtocolSection>(yaml)
+            .unwrap_err()
+            .to_string();
+        let first = e.lines().next().unwrap_or_default();
+        assert!(
+            first.starts_with("error: line 2 column 3: unknown field `dialectt`"),
+            "{e}"
+        );
+        assert!(!first.contains(" at line "), "{e}");
+    }
+}

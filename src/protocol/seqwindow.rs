@@ -16,10 +16,12 @@ pub const MAX_JUMP: u32 = 1 << 16;
 pub enum SeqOutcome {
     /// The first sequence, or one ahead of the highest seen; `gap` sequences were skipped.
     Advanced {
+        /// Sequences skipped between the previous highest and this one.
         gap: u32,
     },
     /// Inside the window and not seen before.
     Reordered,
+    /// Already seen (a duplicate delivery).
     Duplicate,
     /// Below the window: dropped without counting.
     TooOld,
@@ -27,6 +29,8 @@ pub enum SeqOutcome {
     Reset,
 }
 
+/// Which of the recent sequence numbers arrived: gaps (loss), reordering and duplicates
+/// counted exactly, in a fixed window (no allocation per datagram).
 #[derive(Debug, Clone, Default)]
 pub struct SeqWindow {
     started: bool,
@@ -36,10 +40,12 @@ pub struct SeqWindow {
 }
 
 impl SeqWindow {
+    /// An empty window (nothing seen yet).
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// The highest sequence seen, if any.
     pub fn highest(&self) -> Option<u32> {
         self.started.then_some(self.highest)
     }
@@ -112,6 +118,7 @@ pub struct TickSeq {
 }
 
 impl TickSeq {
+    /// Ticks advancing by `step` per snapshot.
     pub fn new(step: u32) -> Self {
         Self {
             step: step.max(1),

@@ -20,8 +20,11 @@ use super::{admission, ConnId};
 /// server's own per-client state.
 #[derive(Debug, Clone)]
 pub struct Session<T> {
+    /// Who the session is with.
     pub conn: ConnId,
+    /// When it was last heard from (expiry).
     pub last_seen: Instant,
+    /// The protocol's own per-session state.
     pub state: T,
     /// The client has shown it receives what the server sends (see [`crate::protocol::admission`]):
     /// until then the server sends it only the handshake reply.
@@ -34,6 +37,7 @@ pub struct Session<T> {
     /// Bytes received from, and sent to, the session while unproven (admission rule 2's
     /// byte budget: sent never exceeds received).
     pub unproven_in: u64,
+    /// Bytes sent to sessions that have not yet proven their address (amplification bound).
     pub unproven_out: u64,
 }
 
@@ -52,6 +56,7 @@ impl<T> Default for SessionTable<T> {
 }
 
 impl<T> SessionTable<T> {
+    /// An empty table.
     pub fn new() -> Self {
         Self {
             slots: Vec::new(),
@@ -65,6 +70,7 @@ impl<T> SessionTable<T> {
         self.by_conn.len()
     }
 
+    /// Whether no session is open.
     pub fn is_empty(&self) -> bool {
         self.by_conn.is_empty()
     }
@@ -79,6 +85,7 @@ impl<T> SessionTable<T> {
         self.by_conn.get(&conn).copied()
     }
 
+    /// Whether `conn` has a session.
     pub fn contains(&self, conn: ConnId) -> bool {
         self.by_conn.contains_key(&conn)
     }
@@ -121,10 +128,12 @@ impl<T> SessionTable<T> {
         slot
     }
 
+    /// The session in `slot`, if one is there.
     pub fn get(&self, slot: usize) -> Option<&Session<T>> {
         self.slots.get(slot)?.as_ref()
     }
 
+    /// The session in `slot`, to change it.
     pub fn get_mut(&mut self, slot: usize) -> Option<&mut Session<T>> {
         self.slots.get_mut(slot)?.as_mut()
     }
@@ -134,6 +143,7 @@ impl<T> SessionTable<T> {
         self.get(slot).map(|s| &s.state)
     }
 
+    /// The protocol state of the session in `slot`.
     pub fn state_mut(&mut self, slot: usize) -> Option<&mut T> {
         self.get_mut(slot).map(|s| &mut s.state)
     }
@@ -348,6 +358,7 @@ impl TickClock {
         self.next
     }
 
+    /// The time between two ticks.
     pub fn interval(&self) -> Duration {
         self.interval
     }

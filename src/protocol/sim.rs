@@ -25,8 +25,24 @@
 //! each datagram a bot sends (`datagram_up`) and receives (`datagram_down`) in its recorder;
 //! bots count neither themselves.
 //!
-//! The link is a datagram network (raw UDP). A transport with reliable channels and sessions
-//! (ENet) is not modelled: drive those through real transport hosts instead.
+//! The link is a datagram network (raw UDP) by default. With [`Link::Enet`] it carries what
+//! a protocol over ENet sends: messages up to [`MAX_MESSAGE`] (ENet fragments them), a
+//! `reliable` one never lost (ENet resends it; the drop rule is not asked) and delivered in
+//! order behind the reliable ones before it, an unreliable one on a channel dropped on
+//! arrival when a later one of that channel already arrived (ENet's sequenced delivery),
+//! and [`Sim::transport_connect`] for the session that ENet opens before the first message.
+//! ENet's own handshake, acknowledgements and throttling are not modelled: drive those
+//! through real transport hosts.
+
+/// What the link between the bots and the server is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Link {
+    /// Raw UDP: datagrams up to [`MAX_DATAGRAM`], each impaired on its own.
+    #[default]
+    Datagrams,
+    /// ENet's channels (see the module docs).
+    Enet,
+}
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -35,7 +51,7 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::{Bot, ConnId, Server, Transmit, MAX_DATAGRAM};
+use super::{Bot, ConnId, Server, Transmit, MAX_DATAGRAM, MAX_MESSAGE};
 use crate::metrics::Recorder;
 
 /// A direction of the link.
@@ -50,7 +66,9 @@ pub enum Dir {
 /// What a rule sees of one datagram as the link takes it.
 #[derive(Debug, Clone, Copy)]
 pub struct Meta<'a> {
+    /// Which direction the datagram travels.
     pub dir: Dir,
+    /// The bot it is from or to (its index in [`Sim::bots`]).
     pub bot: usize,
     /// Position among all datagrams of this direction, from 0.
     pub index: u64,
@@ -58,10 +76,12 @@ pub struct Meta<'a> {
     pub peer_index: u64,
     /// Simulated time of sending.
     pub at: Duration,
+    /// The datagram's bytes.
     pub bytes: &'a [u8],
     /// The sender's delivery hints (see [`Transmit`]); the link itself treats every datagram
     /// alike, a rule may not.
     pub channel: u8,
+    /// Whether the sender asked for reliable delivery.
     pub reliable: bool,
 }
 
@@ -106,6 +126,7 @@ pub fn rule(f: impl FnMut(&Meta<'_>) -> bool + 'static) -> Rule {
 pub struct Path {
     /// One-way delay of every datagram.
     pub delay: Duration,
+    /// Matching datagrams are lost.
     pub drop: Option<Rule>,
     /// Matching datagrams arrive twice, the copy this long after the original.
     pub duplicate: Option<(Rule, Duration)>,
@@ -116,21 +137,32 @@ pub struct Path {
 /// A datagram the link took.
 #[derive(Debug, Clone)]
 pub struct Record {
+    /// Which direction it travelled.
     pub dir: Dir,
+    /// The bot it was from or to.
     pub bot: usize,
+    /// Position among all datagrams of its direction, from 0.
     pub index: u64,
+    /// Position among its bot's datagrams of its direction, from 0.
     pub peer_index: u64,
+    /// Simulated time of sending (from [`Sim::t0`]).
     pub sent_at: Duration,
+    /// Its bytes.
     pub bytes: Vec<u8>,
+    /// The sender's channel hint.
     pub channel: u8,
+    /// The sender's reliability hint.
     pub reliable: bool,
+    /// Whether the link dropped it.
     pub dropped: bool,
+    /// Whether the link delivered a copy too.
     pub duplicated: bool,
     /// Arrival times, one per copy delivered so far (empty: dropped or still in flight).
     pub delivered: Vec<Duration>,
 }
 
 impl Record {
+    /// When its first copy arrived, if one did.
     pub fn first_arrival(&self) -> Option<Duration> {
         self.delivered.first().copied()
     }
@@ -138,9 +170,12 @@ impl Record {
 
 /// N bots of type `B` and one server of type `S` on a simulated link. See the module docs.
 pub struct Sim<B: Bot, S: Server> {
+    /// The origin of simulated time (the instant the server was made with).
     pub t0: Instant,
     now: Instant,
+    /// The server under test.
     pub server: S,
+    /// The bots, bot `i` being `ConnId(i)` at the server.
     pub bots: Vec<B>,
     /// One recorder per bot.
     pub recs: Vec<Recorder>,
@@ -152,8 +187,13 @@ pub struct Sim<B: Bot, S: Server> {
     /// While set, the server's timeouts are not called (its clock stands still), so what is
     /// in flight can settle against a fixed world.
     pub server_paused: bool,
+    /// The link from the bots to the server.
     pub up: Path,
+    /// Datagrams (default) or ENet's channels; set before the first send.
+    pub link: Link,
+    /// The link from the server to the bots.
     pub down: Path,
+    /// Every datagram the link took, in sending order.
     pub log: Vec<Record>,
     /// Log indices in delivery order (one entry per copy).
     pub deliveries: Vec<usize>,
@@ -164,6 +204,11 @@ pub struct Sim<B: Bot, S: Server> {
     spins: u32,
     sent: [u64; 2],
     sent_peer: HashMap<(Dir, usize), u64>,
+    /// ENet: when the last reliable message of (direction, bot) arrives...
+    reliable_at: HashMap<(Dir, usize), Instant>,
+    /// ...and the highest sending position delivered per (direction, bot, channel), for
+    /// sequenced unreliable delivery.
+    sequenced: HashMap<(Dir, usize, u8), u64>,
 }
 
 /// A bot's connection id at the server: its index.
@@ -191,6 +236,7 @@ impl<B: Bot, S: Server> Sim<B, S> {
             detached: Vec::new(),
             server_paused: false,
             up: Path::default(),
+            link: Link::Datagrams,
             down: Path::default(),
             log: Vec::new(),
             deliveries: Vec::new(),
@@ -200,6 +246,8 @@ impl<B: Bot, S: Server> Sim<B, S> {
             spins: 0,
             sent: [0; 2],
             sent_peer: HashMap::new(),
+            reliable_at: HashMap::new(),
+            sequenced: HashMap::new(),
         };
         for b in bots {
             sim.add_bot(b);
@@ -234,6 +282,7 @@ impl<B: Bot, S: Server> Sim<B, S> {
         self.t0 + d
     }
 
+    /// Start every bot now (each sends its hello), then settle what that sent.
     pub fn start_all(&mut self) {
         for i in 0..self.bots.len() {
             self.start(i);
@@ -277,6 +326,7 @@ impl<B: Bot, S: Server> Sim<B, S> {
         self.now = self.now.max(end);
     }
 
+    /// Run the event loop for `d` of simulated time.
     pub fn run_for(&mut self, d: Duration) {
         let until = self.elapsed() + d;
         self.run_until(until);
@@ -355,6 +405,17 @@ impl<B: Bot, S: Server> Sim<B, S> {
         if dir == Dir::Down && self.detached[bot] {
             return;
         }
+        if self.link == Link::Enet && !self.log[idx].reliable {
+            // Sequenced: an unreliable message older than one delivered on its channel is
+            // dropped on arrival.
+            let key = (dir, bot, self.log[idx].channel);
+            let pos = self.log[idx].peer_index;
+            let newest = self.sequenced.entry(key).or_insert(pos);
+            if pos < *newest {
+                return;
+            }
+            *newest = pos;
+        }
         let at = self.now - self.t0;
         self.log[idx].delivered.push(at);
         self.deliveries.push(idx);
@@ -383,13 +444,9 @@ impl<B: Bot, S: Server> Sim<B, S> {
     /// # Panics
     /// When the server sends to a connection no bot has.
     pub fn drain_server(&mut self) {
-        let mut buf = [0u8; MAX_DATAGRAM];
+        let mut buf = vec![0u8; self.max_len()];
         while let Some((to, tx)) = self.server.poll_transmit(&mut buf) {
-            assert!(
-                tx.len > 0 && tx.len <= MAX_DATAGRAM,
-                "transmit of {}",
-                tx.len
-            );
+            assert!(tx.len > 0 && tx.len <= buf.len(), "transmit of {}", tx.len);
             let bot = *self
                 .by_addr
                 .get(&to)
@@ -403,16 +460,27 @@ impl<B: Bot, S: Server> Sim<B, S> {
 
     /// Put what bot `i` wants sent on the link.
     pub fn drain_bot(&mut self, i: usize) {
-        let mut buf = [0u8; MAX_DATAGRAM];
+        let mut buf = vec![0u8; self.max_len()];
         while let Some(tx) = self.bots[i].poll_transmit(&mut buf) {
-            assert!(
-                tx.len > 0 && tx.len <= MAX_DATAGRAM,
-                "transmit of {}",
-                tx.len
-            );
+            assert!(tx.len > 0 && tx.len <= buf.len(), "transmit of {}", tx.len);
             self.recs[i].datagram_up(tx.len);
             self.send(Dir::Up, i, &buf[..tx.len], tx);
         }
+    }
+
+    /// The largest message the link carries (the buffers handed to `poll_transmit`).
+    fn max_len(&self) -> usize {
+        match self.link {
+            Link::Datagrams => MAX_DATAGRAM,
+            Link::Enet => MAX_MESSAGE,
+        }
+    }
+
+    /// ENet's session from bot `i` is up: `Server::handle_connect` now (call it before the
+    /// bot starts, as ENet connects before the first message), and send what it queues.
+    pub fn transport_connect(&mut self, i: usize) {
+        self.server.handle_connect(self.now, self.addrs[i]);
+        self.drain_server();
     }
 
     fn send(&mut self, dir: Dir, bot: usize, bytes: &[u8], tx: Transmit) {
@@ -442,7 +510,9 @@ impl<B: Bot, S: Server> Sim<B, S> {
             channel: tx.channel,
             reliable: tx.reliable,
         };
-        let dropped = path.drop.as_mut().is_some_and(|r| r(&meta));
+        // ENet resends a reliable message until it arrives: the link never loses one.
+        let enet_reliable = self.link == Link::Enet && tx.reliable;
+        let dropped = !enet_reliable && path.drop.as_mut().is_some_and(|r| r(&meta));
         let mut dup_gap = None;
         let mut hold = Duration::ZERO;
         if !dropped {
@@ -455,7 +525,13 @@ impl<B: Bot, S: Server> Sim<B, S> {
                 }
             }
         }
-        let arrive = self.now + path.delay + hold;
+        let mut arrive = self.now + path.delay + hold;
+        if enet_reliable {
+            // In order behind the reliable messages sent before it.
+            let last = self.reliable_at.entry((dir, bot)).or_insert(arrive);
+            arrive = arrive.max(*last);
+            *last = arrive;
+        }
         let idx = self.log.len();
         self.log.push(Record {
             dir,
@@ -587,6 +663,8 @@ mod tests {
         n: u8,
         pending: bool,
         got: Vec<u8>,
+        /// Sent reliably (meaningful on [`Link::Enet`]).
+        reliable: bool,
     }
 
     impl Bot for Echoer {
@@ -609,7 +687,10 @@ mod tests {
             }
             buf[0] = self.n;
             self.n += 1;
-            Some(Transmit::datagram(1))
+            Some(Transmit {
+                reliable: self.reliable,
+                ..Transmit::datagram(1)
+            })
         }
         fn poll_timeout(&self) -> Option<Instant> {
             self.next
@@ -660,7 +741,36 @@ mod tests {
             n: 0,
             pending: false,
             got: Vec::new(),
+            reliable: false,
         }
+    }
+
+    #[test]
+    fn enet_link_never_loses_reliable_keeps_it_in_order_and_sequences_unreliable() {
+        let ms = Duration::from_millis;
+        let t0 = Instant::now();
+        let reliable = Echoer {
+            reliable: true,
+            ..echoer()
+        };
+        let mut sim = Sim::new(t0, Mirror::default(), vec![reliable, echoer()]);
+        sim.link = Link::Enet;
+        sim.up.delay = ms(3);
+        // Bot 1's datagrams from its third on are lost; every bot's first is held 15 ms.
+        sim.up.drop = Some(rule(|m| m.bot == 1 && m.peer_index >= 2));
+        sim.up.hold = Some((rule(|m| m.peer_index == 0), ms(15)));
+        sim.start_all();
+        sim.run_until(ms(25));
+        // Bot 0 (reliable): nothing lost, and its second and third wait behind the first.
+        let up0: Vec<_> = sim.up_from(0).map(|r| r.delivered.clone()).collect();
+        assert_eq!(up0, vec![vec![ms(18)], vec![ms(18)], vec![ms(23)]]);
+        // Bot 1 (unreliable): the held first arrives after the second and is discarded;
+        // the third is lost to the drop rule.
+        let up1: Vec<_> = sim
+            .up_from(1)
+            .map(|r| (r.dropped, r.delivered.len()))
+            .collect();
+        assert_eq!(up1, vec![(false, 0), (false, 1), (true, 0)]);
     }
 
     #[test]

@@ -36,6 +36,7 @@ pub struct SnapshotArrivals {
 }
 
 impl SnapshotArrivals {
+    /// No snapshot seen yet.
     pub fn new() -> Self {
         Self::default()
     }

@@ -35,14 +35,17 @@ impl Periodic {
         self.next = Some(at);
     }
 
+    /// Disarm: [`Periodic::next`] is `None` until started again.
     pub fn stop(&mut self) {
         self.next = None;
     }
 
+    /// When the timer next fires, if armed.
     pub fn next(&self) -> Option<Instant> {
         self.next
     }
 
+    /// Its period.
     pub fn period(&self) -> Duration {
         self.period
     }
@@ -82,6 +85,7 @@ impl Default for Handshake {
 }
 
 impl Handshake {
+    /// Not started.
     pub fn new() -> Self {
         Self {
             retry: Periodic::new(Duration::ZERO),
@@ -106,6 +110,7 @@ impl Handshake {
         self.deadline = None;
     }
 
+    /// Whether the handshake is still being retried.
     pub fn is_active(&self) -> bool {
         self.deadline.is_some()
     }
@@ -136,6 +141,7 @@ pub struct Silence {
 }
 
 impl Silence {
+    /// Silence longer than `timeout` means the peer is gone.
     pub fn new(timeout: Duration) -> Self {
         Self {
             heard: None,
@@ -154,6 +160,7 @@ impl Silence {
         self.heard = Some(now);
     }
 
+    /// When the peer was last heard from.
     pub fn last_heard(&self) -> Option<Instant> {
         self.heard
     }
@@ -163,6 +170,7 @@ impl Silence {
         self.heard.or(self.armed).map(|t| t + self.timeout)
     }
 
+    /// Whether the peer has been silent longer than the timeout at `now`.
     pub fn expired(&self, now: Instant) -> bool {
         self.deadline().is_some_and(|d| now >= d)
     }

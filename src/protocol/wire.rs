@@ -45,8 +45,10 @@ impl ByteOrder for Be {
 /// A byte order chosen at run time (a protocol option such as R-Type's float order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Order {
+    /// Least significant byte first.
     #[default]
     Little,
+    /// Most significant byte first (network order).
     Big,
 }
 
@@ -57,39 +59,65 @@ pub enum WireError {
     /// Fewer bytes left than the field needs.
     #[error("truncated reading {what} at byte {at}: {needed} needed, {available} left")]
     Truncated {
+        /// The kind of field (`"u32"`, `"varint"`, `"bytes"`, ...).
         what: &'static str,
+        /// Byte offset where it starts.
         at: usize,
+        /// Bytes it needs.
         needed: usize,
+        /// Bytes that were left.
         available: usize,
     },
     /// The caller's buffer has no room for the field.
     #[error("no room writing {what} at byte {at}: {needed} needed, {available} left")]
     Overflow {
+        /// The kind of field (`"u32"`, `"varint"`, `"bytes"`, ...).
         what: &'static str,
+        /// Byte offset where it starts.
         at: usize,
+        /// Bytes it needs.
         needed: usize,
+        /// Bytes that were left.
         available: usize,
     },
     /// A LEB128 varint ran past 10 bytes.
     #[error("varint longer than 10 bytes at byte {at}")]
-    VarintOverlong { at: usize },
+    VarintOverlong {
+        /// Byte offset where it starts.
+        at: usize,
+    },
     /// A LEB128 varint's 10th byte carries bits beyond 64.
     #[error("varint overflows u64 at byte {at}")]
-    VarintOverflow { at: usize },
+    VarintOverflow {
+        /// Byte offset where it starts.
+        at: usize,
+    },
     /// A length prefix claims more bytes than remain.
     #[error("length {len} of {what} at byte {at} runs past the {available} bytes left")]
     LengthOverrun {
+        /// The kind of field (`"u32"`, `"varint"`, `"bytes"`, ...).
         what: &'static str,
+        /// Byte offset where it starts.
         at: usize,
+        /// The length the prefix claims.
         len: u64,
+        /// Bytes that were left.
         available: usize,
     },
     /// A string field is not UTF-8.
     #[error("string at byte {at} is not UTF-8")]
-    BadUtf8 { at: usize },
+    BadUtf8 {
+        /// Byte offset where it starts.
+        at: usize,
+    },
     /// Bytes left after the last field of a fixed layout.
     #[error("{remaining} trailing bytes at byte {at}")]
-    TrailingBytes { at: usize, remaining: usize },
+    TrailingBytes {
+        /// Byte offset where it starts.
+        at: usize,
+        /// How many bytes are left over.
+        remaining: usize,
+    },
 }
 
 impl WireError {
@@ -115,6 +143,7 @@ impl From<WireError> for &'static str {
     }
 }
 
+/// A read's or a write's result.
 pub type WireResult<T = ()> = Result<T, WireError>;
 
 /// Largest LEB128 encoding of a u64.
@@ -143,6 +172,7 @@ macro_rules! read_int {
 }
 
 impl<'a, O: ByteOrder> Reader<'a, O> {
+    /// A reader at the start of `buf`.
     pub fn new(buf: &'a [u8]) -> Self {
         Self {
             buf,
@@ -156,10 +186,12 @@ impl<'a, O: ByteOrder> Reader<'a, O> {
         self.at
     }
 
+    /// Bytes not read yet.
     pub fn remaining(&self) -> usize {
         self.buf.len() - self.at
     }
 
+    /// Whether every byte was read.
     pub fn is_empty(&self) -> bool {
         self.remaining() == 0
     }
@@ -221,11 +253,13 @@ impl<'a, O: ByteOrder> Reader<'a, O> {
         Ok(out)
     }
 
+    /// One byte.
     #[inline]
     pub fn u8(&mut self) -> WireResult<u8> {
         Ok(self.array_named::<1>("u8")?[0])
     }
 
+    /// One signed byte.
     #[inline]
     pub fn i8(&mut self) -> WireResult<i8> {
         Ok(self.array_named::<1>("i8")?[0] as i8)
@@ -337,6 +371,7 @@ macro_rules! write_int {
 }
 
 impl<'b, O: ByteOrder> Writer<'b, O> {
+    /// A writer at the start of `buf` (nothing written yet).
     pub fn new(buf: &'b mut [u8]) -> Self {
         Self {
             buf,
@@ -387,11 +422,13 @@ impl<'b, O: ByteOrder> Writer<'b, O> {
         self.put(b, "bytes")
     }
 
+    /// One byte.
     #[inline]
     pub fn u8(&mut self, v: u8) -> WireResult {
         self.put(&[v], "u8")
     }
 
+    /// One signed byte.
     #[inline]
     pub fn i8(&mut self, v: i8) -> WireResult {
         self.put(&[v as u8], "i8")

@@ -126,7 +126,10 @@ fn a_first_input_instead_of_a_request_ends_the_content_stage() {
 #[test]
 fn a_refused_silent_client_does_not_hold_a_peer_slot() {
     let t0 = Instant::now();
-    let opts = tickswarm::protocol::ProtocolSection::City(CityOptions::default());
+    let opts = tickswarm::protocol::ProtocolSection::of(
+        &tickswarm::protocol::city::City,
+        CityOptions::default(),
+    );
     let mut server: Box<dyn Server> =
         opts.make_server(&tickswarm::protocol::registry::ServerParams::default(), t0);
     let mut side = EnetServerSide::new(EnetConfig::with_peers(4), t0).unwrap();

@@ -311,7 +311,11 @@ fn spec_dialect_against_the_variant_is_named() {
 fn run_quickstart(dir: &Path, port: u16, loss_source: Option<LossSource>) -> (Output, Value, u64) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/quickstart.yaml");
     let mut sc = scenario::load(&path).expect("quickstart.yaml parses");
-    let ProtocolSection::Cafe(shipped) = &sc.protocol else {
+    let Some(shipped) = sc
+        .protocol
+        .options::<tickswarm::protocol::cafe::Cafe>()
+        .cloned()
+    else {
         panic!("quickstart is a cafe scenario");
     };
     assert_eq!(
@@ -319,11 +323,14 @@ fn run_quickstart(dir: &Path, port: u16, loss_source: Option<LossSource>) -> (Ou
         LossSource::Sequence,
         "what quickstart ships"
     );
-    sc.protocol = ProtocolSection::Cafe(CafeOptions {
-        dialect: Dialect::Implementation,
-        loss_source: loss_source.unwrap_or(shipped.loss_source),
-        ..shipped.clone()
-    });
+    sc.protocol = ProtocolSection::of(
+        &tickswarm::protocol::cafe::Cafe,
+        CafeOptions {
+            dialect: Dialect::Implementation,
+            loss_source: loss_source.unwrap_or(shipped.loss_source),
+            ..shipped
+        },
+    );
     sc.population.stages = vec![
         Stage::Ramp {
             ramp_to: 20,

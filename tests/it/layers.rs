@@ -2,6 +2,8 @@
 //! and in `docs/dev/architecture.md`):
 //!
 //! ```text
+//!               api
+//!                ▼
 //!               cli
 //!         ┌──────┴──────┐
 //!         ▼             ▼
@@ -30,6 +32,8 @@ use std::path::Path;
 
 /// Each top-level module and the modules it may use.
 const ALLOWED: &[(&str, &[&str])] = &[
+    // The public API: re-exports of the protocol prelude and the CLI's entry point.
+    ("api", &["cli", "protocol"]),
     (
         "cli",
         &[
@@ -187,4 +191,73 @@ fn the_crate_docs_draw_the_layers_this_test_enforces() {
         diagram(&this),
         "src/lib.rs and tests/it/layers.rs draw different layers"
     );
+}
+
+/// The built-in protocols (every folder under `src/protocol/`) are written against the public
+/// protocol API only, as a protocol in a user's crate is: each `crate::` path in them goes
+/// through `crate::protocol::prelude` (what `tickswarm::api` re-exports) or stays inside the
+/// protocol's own folder, and a folder's `mod.rs` names nothing through `super::` (which
+/// would be the rest of `crate::protocol`, around the prelude).
+#[test]
+fn built_in_protocols_use_only_the_public_api() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/protocol");
+    let mut folders: Vec<_> = std::fs::read_dir(&root)
+        .expect("read src/protocol")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    folders.sort();
+    assert!(folders.len() >= 5, "found only {folders:?}");
+    let mut violations = Vec::new();
+    let mut checked = 0;
+    for folder in &folders {
+        let name = folder
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        let own = format!("protocol::{name}");
+        let mut files = Vec::new();
+        rust_files(folder, &mut files);
+        for f in files {
+            let text = std::fs::read_to_string(&f).expect("read a source file");
+            checked += 1;
+            let is_mod = f.file_name().is_some_and(|n| n == "mod.rs");
+            for (n, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or_default();
+                for (i, _) in code.match_indices("crate::") {
+                    let path = &code[i + "crate::".len()..];
+                    if !(path.starts_with("protocol::prelude") || path.starts_with(&own)) {
+                        violations.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
+                    }
+                }
+                // `super::` in a folder's mod.rs is `crate::protocol`; `use super::*;` in its
+                // test module (indented) is the folder itself.
+                if is_mod && code.starts_with("use super::") {
+                    violations.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(checked > 20, "read only {checked} files");
+    assert!(
+        violations.is_empty(),
+        "built-in protocols reaching past the public API (use crate::protocol::prelude):\n{}",
+        violations.join("\n")
+    );
+}
+
+/// What the prelude re-exports is the public API: it names no internal module.
+#[test]
+fn the_prelude_reexports_no_internal_module() {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("src/protocol/prelude.rs"),
+    )
+    .expect("read prelude.rs");
+    for internal in ["engine", "transport", "scenario", "report", "cli"] {
+        assert!(
+            !text.contains(&format!("crate::{internal}")),
+            "prelude.rs re-exports from crate::{internal}"
+        );
+    }
 }

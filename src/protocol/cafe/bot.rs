@@ -18,7 +18,7 @@
 //! instead and counts by tick from then on (`shared_sequence_detected`). So the per-second
 //! figures never show another client's datagrams as loss, however late the sharing becomes
 //! visible. The tick step is the option's, or the gcd of the tick differences of the first
-//! [`LEARN_SNAPSHOTS`](crate::protocol::seqwindow::LEARN_SNAPSHOTS) snapshots.
+//! [`LEARN_SNAPSHOTS`](crate::protocol::prelude::seqwindow::LEARN_SNAPSHOTS) snapshots.
 //!
 //! A Ping is matched to the bot's own pings by its token before any sequence bookkeeping:
 //! the implementation echoes the whole datagram, the bot's own header `seq` included, which
@@ -34,13 +34,13 @@ use super::codec::{self, Dialect, EntityRecord, Message, Snapshot};
 use super::loss::{DownLoss, Settled};
 use super::predict::Prediction;
 use super::{CafeOptions, LossSource};
-use crate::metrics::Recorder;
-use crate::protocol::idmap::{id_map_with_capacity, IdMap};
-use crate::protocol::input_grid::InputGrid;
-use crate::protocol::seqwindow::SeqOutcome;
-use crate::protocol::tail::SnapshotArrivals;
-use crate::protocol::timers::{earliest, Handshake, Periodic, Silence};
-use crate::protocol::{Bot, BotParams, BotPhase, PatternState, Transmit};
+use crate::protocol::prelude::idmap::{id_map_with_capacity, IdMap};
+use crate::protocol::prelude::input_grid::InputGrid;
+use crate::protocol::prelude::seqwindow::SeqOutcome;
+use crate::protocol::prelude::tail::SnapshotArrivals;
+use crate::protocol::prelude::timers::{earliest, Handshake, Periodic, Silence};
+use crate::protocol::prelude::Recorder;
+use crate::protocol::prelude::{Bot, BotParams, BotPhase, PatternState, Transmit};
 
 /// Pings in flight at once; a new ping evicts the oldest (counted as `ping_lost`).
 const PINGS_IN_FLIGHT: usize = 8;
@@ -50,8 +50,14 @@ const INPUT_HISTORY: usize = 256;
 #[derive(Debug, Clone, Copy)]
 enum Out {
     Hello,
-    Input { mask: u16, time_ms: u32, at: Instant },
-    Ping { token: u32 },
+    Input {
+        mask: u16,
+        time_ms: u32,
+        at: Instant,
+    },
+    Ping {
+        token: u32,
+    },
     Disconnect,
 }
 
@@ -288,10 +294,7 @@ impl CafeBot {
             }
             // Seen before while learning, or a duplicate or too old to tell after.
             let old = st.duplicate
-                || matches!(
-                    st.outcome,
-                    Some(SeqOutcome::Duplicate | SeqOutcome::TooOld)
-                );
+                || matches!(st.outcome, Some(SeqOutcome::Duplicate | SeqOutcome::TooOld));
             if old {
                 rec.event("snapshot_duplicate_or_old");
                 return;
@@ -732,9 +735,9 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::metrics::LossCounts;
     use crate::protocol::cafe::codec::{GameStats, SnapshotEncoder};
-    use crate::protocol::MAX_MESSAGE;
+    use crate::protocol::prelude::LossCounts;
+    use crate::protocol::prelude::MAX_MESSAGE;
 
     const TICK: Duration = Duration::from_micros(16_667);
     const STEP: Duration = Duration::from_millis(1);
@@ -903,8 +906,7 @@ mod tests {
         Outcome {
             seconds,
             total: total.loss_down,
-            dropped_in_window: srv.sent.iter().filter(|(s, d)| *d && in_window(*s)).count()
-                as u64,
+            dropped_in_window: srv.sent.iter().filter(|(s, d)| *d && in_window(*s)).count() as u64,
             numbered_in_window: srv.sent.iter().filter(|(s, _)| in_window(*s)).count() as u64,
             shared_detected: total.events.get("shared_sequence_detected"),
             snapshots_applied: total.snapshots_applied,

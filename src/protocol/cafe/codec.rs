@@ -34,7 +34,7 @@
 
 use thiserror::Error;
 
-use crate::protocol::wire::{self, Le, WireError};
+use crate::protocol::prelude::wire::{self, Le, WireError};
 
 pub const MAGIC: u16 = 0xCAFE;
 pub const VERSION: u8 = 1;

@@ -36,8 +36,8 @@
 
 use std::time::{Duration, Instant};
 
-use crate::metrics::{LossCounts, Recorder};
-use crate::protocol::seqwindow::{SeqOutcome, SeqWindow, TickNews, TickStep};
+use crate::protocol::prelude::seqwindow::{SeqOutcome, SeqWindow, TickNews, TickStep};
+use crate::protocol::prelude::{LossCounts, Recorder};
 
 /// How much a chunk of `seq` accounting covers before it is checked against the ticks.
 pub const CHUNK: Duration = Duration::from_millis(500);
@@ -68,7 +68,9 @@ struct Heartbeats {
 impl Heartbeats {
     fn seen(&mut self, now: Instant) {
         if let Some(last) = self.last {
-            let d = now.saturating_duration_since(last).max(MIN_HEARTBEAT_PERIOD);
+            let d = now
+                .saturating_duration_since(last)
+                .max(MIN_HEARTBEAT_PERIOD);
             self.period = Some(self.period.map_or(d, |p| p.min(d)));
         }
         self.last = Some(now);

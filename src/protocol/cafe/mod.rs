@@ -13,7 +13,7 @@ pub mod loss;
 pub mod predict;
 pub mod server;
 
-use crate::metrics::threshold::Metric;
+use crate::protocol::prelude::Metric;
 use serde::{Deserialize, Serialize};
 
 pub use bot::CafeBot;
@@ -22,9 +22,9 @@ pub use server::{CafeServer, CafeServerConfig};
 
 use std::time::Instant;
 
-use super::registry::{Protocol, ServerParams, TransportNeeds};
-use super::{Bot, BotParams, ProtocolInfo, Server};
-use crate::metrics::describe::{Display, MetricDesc};
+use crate::protocol::prelude::{Bot, BotParams, ProtocolInfo, Server};
+use crate::protocol::prelude::{Display, MetricDesc};
+use crate::protocol::prelude::{Protocol, ServerParams, TransportNeeds};
 
 pub const DEFAULT_PORT: u16 = 4242;
 
@@ -204,7 +204,6 @@ impl Protocol for Cafe {
 
     fn cannot_measure(_: &CafeOptions, metric: Metric) -> Option<&'static str> {
         // Neither dialect's server says anything back about the inputs it received.
-        (metric == Metric::UpstreamLoss)
-            .then_some("a cafe server acknowledges no input")
+        (metric == Metric::UpstreamLoss).then_some("a cafe server acknowledges no input")
     }
 }

@@ -16,7 +16,7 @@
 //! movement. A server moving players at another speed shows its difference on every step.
 
 use super::server::step_position;
-use crate::protocol::Keys;
+use crate::protocol::prelude::Keys;
 
 /// Inputs remembered for replay (at 60 Hz, about four seconds).
 const HISTORY: usize = 256;
@@ -86,7 +86,8 @@ impl Prediction {
                 .filter(|s| s.seq == last_input)
                 .map(|s| (s.x, s.y)),
         );
-        let error = predicted.map(|(x, y)| ((x - server.0).powi(2) + (y - server.1).powi(2)).sqrt());
+        let error =
+            predicted.map(|(x, y)| ((x - server.0).powi(2) + (y - server.1).powi(2)).sqrt());
         // Replay what the server has not applied yet, from its position.
         let mut at = server;
         let pending = next_seq.wrapping_sub(last_input.wrapping_add(1));

@@ -11,7 +11,7 @@
 //!   dialect has no Disconnect, so there the Hello goes unanswered.
 //! - A Hello from a known address is answered with the same Welcome again (retries are
 //!   idempotent).
-//! - Admission ([`crate::protocol::admission`]): a new session gets Welcome (12 bytes for a
+//! - Admission ([`crate::protocol::prelude::admission`]): a new session gets Welcome (12 bytes for a
 //!   24-byte Hello) and nothing else until an Input carrying the Welcome's `player_id` proves
 //!   its address. Player ids are drawn at random (1..=65535, unique among live clients, from
 //!   a generator seeded by the OS), so a forger who cannot read the Welcome must guess 16
@@ -30,9 +30,9 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
 use super::codec::{self, Dialect, EntityRecord, GameStats, Message, SnapshotEncoder};
-use crate::protocol::admission;
-use crate::protocol::session::{is_expired, SessionTable, TickClock};
-use crate::protocol::{ConnId, Keys, Server, ServerStats, Transmit, MAX_DATAGRAM};
+use crate::protocol::prelude::admission;
+use crate::protocol::prelude::session::{is_expired, SessionTable, TickClock};
+use crate::protocol::prelude::{ConnId, Keys, Server, ServerStats, Transmit, MAX_DATAGRAM};
 
 /// World bounds and player speed of the reference game.
 pub const WORLD_W: f32 = 1920.0;
@@ -49,7 +49,7 @@ pub struct CafeServerConfig {
     pub room_size: usize,
     pub heartbeat_interval: Option<Duration>,
     pub dialect: Dialect,
-    /// Pins the player-id generator (see [`crate::protocol::admission::proof_rng`]); `None`,
+    /// Pins the player-id generator (see [`crate::protocol::prelude::admission::proof_rng`]); `None`,
     /// the default, seeds it from the OS.
     pub id_seed: Option<u64>,
 }
@@ -379,7 +379,11 @@ impl CafeServer {
                     continue;
                 };
                 // An unproven session is not in the game yet: others do not see it.
-                for (_, s) in self.sessions.range(members.clone()).filter(|(_, s)| s.proven) {
+                for (_, s) in self
+                    .sessions
+                    .range(members.clone())
+                    .filter(|(_, s)| s.proven)
+                {
                     let c = &s.state;
                     if (full || c.moved) && enc.record(&c.record).is_err() {
                         break;

@@ -52,21 +52,21 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::codec::{
-    self, AssetEntry, DeltaState, DisconnectReason, EntityData, EntityUpdate, Fnv64, FullState, Message, MsgType,
-    PlayerInput, Vec2f, Vec2i, BUTTON_INTERACT, MAX_PACKET_SIZE, MAX_UNRELIABLE_PACKET,
-    TICK_INTERVAL,
+    self, AssetEntry, DeltaState, DisconnectReason, EntityData, EntityUpdate, Fnv64, FullState,
+    Message, MsgType, PlayerInput, Vec2f, Vec2i, BUTTON_INTERACT, MAX_PACKET_SIZE,
+    MAX_UNRELIABLE_PACKET, TICK_INTERVAL,
 };
 use super::predict::{Mover, Predictor, Verdict};
 use super::{step, ChatChannel, CityOptions, Dialect};
-use crate::metrics::Recorder;
-use crate::protocol::tail::SnapshotArrivals;
-use crate::protocol::MAX_TRACKED_ENTITIES;
-use crate::protocol::input_grid::InputGrid;
-use crate::protocol::seqwindow::{SeqOutcome, SeqWindow};
-use crate::protocol::acks::PendingAcks;
-use crate::protocol::ping::OneInFlight;
-use crate::protocol::timers::{earliest, Handshake, Periodic, Silence};
-use crate::protocol::{Bot, BotParams, BotPhase, PatternState, Phase, Transmit};
+use crate::protocol::prelude::acks::PendingAcks;
+use crate::protocol::prelude::input_grid::InputGrid;
+use crate::protocol::prelude::ping::OneInFlight;
+use crate::protocol::prelude::seqwindow::{SeqOutcome, SeqWindow};
+use crate::protocol::prelude::tail::SnapshotArrivals;
+use crate::protocol::prelude::timers::{earliest, Handshake, Periodic, Silence};
+use crate::protocol::prelude::Recorder;
+use crate::protocol::prelude::MAX_TRACKED_ENTITIES;
+use crate::protocol::prelude::{Bot, BotParams, BotPhase, PatternState, Phase, Transmit};
 
 /// city.md's input buffer size.
 pub const INPUT_BUFFER: usize = 128;
@@ -771,7 +771,8 @@ impl CityBot {
             }
             return;
         }
-        if !self.remotes.contains_key(&e.net_entity_id) && self.remotes.len() >= MAX_TRACKED_ENTITIES
+        if !self.remotes.contains_key(&e.net_entity_id)
+            && self.remotes.len() >= MAX_TRACKED_ENTITIES
         {
             rec.event("entity_refused_table_full");
             return;
@@ -986,11 +987,12 @@ impl CityBot {
         }
         if predicting
             && !self.inputs.add(InputSnapshot {
-            tick,
-            move_x,
-            move_y,
-            pos_after: pos,
-        }) {
+                tick,
+                move_x,
+                move_y,
+                pos_after: pos,
+            })
+        {
             rec.event("input_buffer_overflow");
         }
         // Interact with the tile ahead (adjacent, so the server's validation accepts it).
@@ -1299,9 +1301,7 @@ impl Bot for CityBot {
     fn waiting_for(&self) -> Option<&'static str> {
         match (self.phase, self.stage) {
             (BotPhase::Connecting, _) => Some("ServerHello"),
-            (BotPhase::Connected, Stage::Content) if !self.manifest_seen => {
-                Some("ContentManifest")
-            }
+            (BotPhase::Connected, Stage::Content) if !self.manifest_seen => Some("ContentManifest"),
             (BotPhase::Connected, Stage::Content) => Some("ContentChunk/ContentComplete"),
             (BotPhase::Connected, Stage::AwaitWorld) => Some(match self.dialect() {
                 Dialect::Spec => "FullState",

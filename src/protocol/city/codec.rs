@@ -98,7 +98,7 @@
 
 use thiserror::Error;
 
-use crate::protocol::wire::{self, Be, WireError};
+use crate::protocol::prelude::wire::{self, Be, WireError};
 
 pub const PROTOCOL_VERSION: u32 = 1;
 pub const HEADER_LEN: usize = 5;

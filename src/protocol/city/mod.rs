@@ -9,13 +9,13 @@
 //! - [`server`]: the reference server.
 //!
 //! Both state machines exchange *ENet packet payloads* (several City messages back to back)
-//! and mark each [`Transmit`](crate::protocol::Transmit) with its channel: 0 reliable ordered,
+//! and mark each [`Transmit`](crate::protocol::prelude::Transmit) with its channel: 0 reliable ordered,
 //! 1 unreliable sequenced. The engine owns the ENet host; the bot's life starts with
 //! `start(now)` once ENet connected and ends with `handle_transport_closed` or a Disconnect.
 //!
 //! ## How the bot measures
 //! - **RTT**: Ping/Pong on the unreliable channel. Both are empty, so the bot keeps one Ping
-//!   in flight ([`OneInFlight`](crate::protocol::ping::OneInFlight)): a Ping due while one is
+//!   in flight ([`OneInFlight`](crate::protocol::prelude::ping::OneInFlight)): a Ping due while one is
 //!   in flight is skipped, one unanswered after the timeout is given up (`ping_timeout`) and
 //!   the next waits one more interval, so a late Pong is counted `pong_late` and never paired
 //!   with a newer Ping. ENet's own smoothed RTT (from its reliable acks) is the second source;
@@ -44,7 +44,7 @@ pub mod codec;
 pub mod predict;
 pub mod server;
 
-use crate::metrics::threshold::Metric;
+use crate::protocol::prelude::Metric;
 use serde::{Deserialize, Serialize};
 
 pub use bot::CityBot;
@@ -53,9 +53,11 @@ pub use server::{CityServer, CityServerConfig};
 
 use std::time::Instant;
 
-use super::registry::{EnetCompression, EnetNeeds, Protocol, ServerParams, TransportNeeds};
-use super::{Bot, BotParams, ProtocolInfo, Server};
-use crate::metrics::describe::{Display, MetricDesc};
+use crate::protocol::prelude::{Bot, BotParams, ProtocolInfo, Server};
+use crate::protocol::prelude::{Display, MetricDesc};
+use crate::protocol::prelude::{
+    EnetCompression, EnetNeeds, Protocol, ServerParams, TransportNeeds,
+};
 
 pub const DEFAULT_PORT: u16 = 7777;
 /// City's ENet channel count (0 reliable, 1 unreliable sequenced).

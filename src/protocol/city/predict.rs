@@ -570,7 +570,15 @@ mod tests {
         let mut server = Mover::standing(v(20, 20));
         let mut pred = Predictor::new(base, centre(v(20, 20)));
         let mut sent: Vec<(f64, Vec2i)> = Vec::new();
-        let dirs = [v(1, 0), v(1, 1), v(0, 0), v(-1, 0), v(0, -1), v(-1, 1), v(0, 1)];
+        let dirs = [
+            v(1, 0),
+            v(1, 1),
+            v(0, 0),
+            v(-1, 0),
+            v(0, -1),
+            v(-1, 1),
+            v(0, 1),
+        ];
         let mut verdicts = Vec::new();
         let mut refusals = 0;
         let mut next_input = 0.0;
@@ -609,7 +617,11 @@ mod tests {
         ] {
             let (verdicts, _) = run(hz, lag, phase, &[]);
             let count = |x: Verdict| verdicts.iter().filter(|&&y| y == x).count();
-            assert_eq!(count(Verdict::Corrected), 0, "{hz} Hz lag {lag}: {verdicts:?}");
+            assert_eq!(
+                count(Verdict::Corrected),
+                0,
+                "{hz} Hz lag {lag}: {verdicts:?}"
+            );
             assert_eq!(count(Verdict::Refused), 0);
             assert!(count(Verdict::Exact) > 1000, "{hz} Hz lag {lag}");
         }
@@ -617,7 +629,10 @@ mod tests {
 
     #[test]
     fn refused_moves_are_their_own_verdict_and_then_learnt() {
-        let walls: Vec<Vec2i> = (0..60).map(|i| v(23, i)).chain((0..60).map(|i| v(i, 23))).collect();
+        let walls: Vec<Vec2i> = (0..60)
+            .map(|i| v(23, i))
+            .chain((0..60).map(|i| v(i, 23)))
+            .collect();
         let (verdicts, refusals) = run(60.0, 0.001, 0.0, &walls);
         let count = |x: Verdict| verdicts.iter().filter(|&&y| y == x).count();
         assert!(refusals > 0, "the walk reaches the walls");

@@ -71,13 +71,13 @@ use rand_chacha::ChaCha8Rng;
 
 use super::codec::{
     self, AssetEntry, BufferTooSmall, Components, DisconnectReason, EntityData, EntityUpdate,
-    Fnv64, GridState, Health, Message, PlayerInput, Vec2f, Vec2i, CHANNEL_RELIABLE, CHANNEL_UNRELIABLE,
-    MAX_PACKET_SIZE, MAX_UNRELIABLE_PACKET, TICK_RATE,
+    Fnv64, GridState, Health, Message, PlayerInput, Vec2f, Vec2i, CHANNEL_RELIABLE,
+    CHANNEL_UNRELIABLE, MAX_PACKET_SIZE, MAX_UNRELIABLE_PACKET, TICK_RATE,
 };
 use super::predict::{self, Mover, Start};
 use super::{step, Dialect, MAX_PLAYERS};
-use crate::protocol::session::SessionTable;
-use crate::protocol::{ConnId, Server, ServerStats, Transmit};
+use crate::protocol::prelude::session::SessionTable;
+use crate::protocol::prelude::{ConnId, Server, ServerStats, Transmit};
 
 /// Tile ids of the reference map.
 pub const TILE_GRASS: u8 = 0;
@@ -235,7 +235,15 @@ impl Entity {
                 input_direction: m.input,
             };
         }
-        let sign = |v: f32| if v > 0.0 { 1 } else if v < 0.0 { -1 } else { 0 };
+        let sign = |v: f32| {
+            if v > 0.0 {
+                1
+            } else if v < 0.0 {
+                -1
+            } else {
+                0
+            }
+        };
         let dir = Vec2i {
             x: sign(self.vel.x),
             y: sign(self.vel.y),
@@ -364,7 +372,9 @@ fn push(
 fn push_msg(s: &mut Session, ob: &mut Outbox, msg: &Message<'_>) -> bool {
     let (_, reliable) = msg.msg_type().channel();
     let dialect = s.dialect;
-    push(s, ob, reliable, |b, seq| codec::encode_in(b, seq, msg, dialect))
+    push(s, ob, reliable, |b, seq| {
+        codec::encode_in(b, seq, msg, dialect)
+    })
 }
 
 pub struct CityServer {
@@ -483,8 +493,7 @@ impl CityServer {
                     m.pos = Vec2f::new(m.pos.x + sx as f32, m.pos.y + sy as f32);
                     e.pos = m.pos;
                 } else {
-                    e.pos =
-                        Vec2f::new((e.pos.x + dx).clamp(0.0, w), (e.pos.y + dy).clamp(0.0, h));
+                    e.pos = Vec2f::new((e.pos.x + dx).clamp(0.0, w), (e.pos.y + dy).clamp(0.0, h));
                 }
                 e.changed_tick = tick;
                 true
@@ -594,7 +603,7 @@ impl CityServer {
             },
         );
         // ENet's handshake proved the address before the server heard of the peer
-        // (crate::protocol::admission).
+        // (crate::protocol::prelude::admission).
         self.sessions.prove(slot);
         self.stats.clients = self.sessions.len();
         slot
@@ -933,9 +942,9 @@ impl CityServer {
         // (Not a Ping: a client may ping while its request is still on the way.)
         let skipped_request = matches!(msg, Message::PlayerInput(_) | Message::ChatMessage { .. })
             && self
-            .sessions
-            .state(slot)
-            .is_some_and(|s| s.stage == Stage::Content && !s.requested);
+                .sessions
+                .state(slot)
+                .is_some_and(|s| s.stage == Stage::Content && !s.requested);
         if skipped_request {
             self.stats.events.add("content_without_request", 1);
             self.finish_content(slot);

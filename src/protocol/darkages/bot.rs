@@ -77,12 +77,12 @@ use super::codec::{
     self, event, fixed_text, input, reason, result, EntityState, EventBody, Packet, Snapshot,
 };
 use super::{step, DarkAgesOptions, Dialect};
-use crate::metrics::Recorder;
-use crate::protocol::input_grid::InputGrid;
-use crate::protocol::seqwindow::{TickNews, TickStep};
-use crate::protocol::tail::SnapshotArrivals;
-use crate::protocol::timers::{earliest, Handshake, Periodic, Silence};
-use crate::protocol::{
+use crate::protocol::prelude::input_grid::InputGrid;
+use crate::protocol::prelude::seqwindow::{TickNews, TickStep};
+use crate::protocol::prelude::tail::SnapshotArrivals;
+use crate::protocol::prelude::timers::{earliest, Handshake, Periodic, Silence};
+use crate::protocol::prelude::Recorder;
+use crate::protocol::prelude::{
     Bot, BotParams, BotPhase, Keys, PatternState, Relink, Transmit, MAX_TRACKED_ENTITIES,
 };
 

@@ -35,7 +35,7 @@
 
 use thiserror::Error;
 
-use crate::protocol::wire::{Le, Reader, WireError, WireResult, Writer};
+use crate::protocol::prelude::wire::{Le, Reader, WireError, WireResult, Writer};
 
 /// `PROTOCOL_VERSION` of §1.3: 1.0.
 pub const PROTOCOL_VERSION: u32 = 0x0001_0000;

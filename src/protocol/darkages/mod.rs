@@ -29,7 +29,7 @@ pub mod implementation;
 pub mod server;
 pub mod token;
 
-use crate::metrics::threshold::Metric;
+use crate::protocol::prelude::Metric;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
@@ -39,9 +39,9 @@ pub use bot::DarkAgesBot;
 pub use codec::Dialect;
 pub use server::{DarkAgesServer, DarkAgesServerConfig};
 
-use super::registry::{Protocol, ServerParams, TransportNeeds};
-use super::{Bot, BotParams, ProtocolInfo, Server, Transmit};
-use crate::metrics::describe::{Display, MetricDesc};
+use crate::protocol::prelude::{Bot, BotParams, ProtocolInfo, Server, Transmit};
+use crate::protocol::prelude::{Display, MetricDesc};
+use crate::protocol::prelude::{Protocol, ServerParams, TransportNeeds};
 
 /// The public server this spec came from listens on 7777.
 pub const DEFAULT_PORT: u16 = 7777;
@@ -631,7 +631,7 @@ mod tests {
         let o: DarkAgesOptions = serde_saphyr::from_str("transport: gns").unwrap();
         assert_eq!(DarkAges::transport(&o), TransportNeeds::Gns);
         assert!(serde_saphyr::from_str::<DarkAgesOptions>("transport: tcp").is_err());
-        let section = crate::protocol::ProtocolSection::DarkAges(o);
+        let section = crate::protocol::prelude::ProtocolSection::of(&DarkAges, o);
         let checked = section.validate(&ServerParams::default());
         if cfg!(feature = "gns") {
             assert_eq!(checked, Ok(()));

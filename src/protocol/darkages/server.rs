@@ -29,7 +29,7 @@
 //! - **Events** (§2.6) queued for a client during a tick go out after it: one as EVENT, two
 //!   or more as COALESCED_EVENTS (§5.3). DAMAGE and DEATH go to victim and attacker; a loot
 //!   pickup is a DESPAWN to the picker; a SYSTEM greeting follows CONNECT_ACK.
-//! - **Admission** ([`crate::protocol::admission`]): a CONNECT (105 bytes with its type) is
+//! - **Admission** ([`crate::protocol::prelude::admission`]): a CONNECT (105 bytes with its type) is
 //!   answered with CONNECT_ACK (90) and a HEARTBEAT (5) whose timestamp is a challenge drawn
 //!   at random (32 bits, from a generator seeded by the OS). §4.3 has the other side answer a
 //!   HEARTBEAT with its timestamp, so a client that received it echoes the challenge, and that
@@ -65,9 +65,9 @@ use super::codec::{
 };
 use super::token::{HandoffToken, TOKEN_LEN};
 use super::{invalid_reason, step, velocity};
-use crate::protocol::admission;
-use crate::protocol::session::{SessionTable, TickClock};
-use crate::protocol::{ConnId, Server, ServerStats, Transmit};
+use crate::protocol::prelude::admission;
+use crate::protocol::prelude::session::{SessionTable, TickClock};
+use crate::protocol::prelude::{ConnId, Server, ServerStats, Transmit};
 
 /// Time between two projectiles of one player holding INPUT_ATTACK.
 pub const FIRE_INTERVAL: Duration = Duration::from_millis(500);
@@ -121,7 +121,7 @@ pub struct DarkAgesServerConfig {
     pub upstream_bytes_per_s: u32,
     pub connect_interval: Duration,
     /// Pins the generator of address-proof challenges (see
-    /// [`crate::protocol::admission::proof_rng`]); `None`, the default, seeds it from the OS.
+    /// [`crate::protocol::prelude::admission::proof_rng`]); `None`, the default, seeds it from the OS.
     pub challenge_seed: Option<u64>,
 }
 
@@ -378,7 +378,10 @@ struct Loot {
 #[derive(Debug, Clone, Copy)]
 enum Msg {
     Ack(usize),
-    Refuse { result: u8, message: &'static str },
+    Refuse {
+        result: u8,
+        message: &'static str,
+    },
     ZoneEnter(usize),
     Snapshot(usize),
     Events(usize),
@@ -387,7 +390,10 @@ enum Msg {
     Heartbeat(u32),
     /// The address-proof challenge of the session in the slot (a HEARTBEAT).
     Challenge(usize),
-    Disconnect { reason: u8, message: &'static str },
+    Disconnect {
+        reason: u8,
+        message: &'static str,
+    },
 }
 
 pub struct DarkAgesServer {
@@ -666,7 +672,9 @@ impl DarkAgesServer {
             self.send(from, Msg::ZoneEnter(slot));
         }
         if let Some(s) = self.sessions.get_mut(slot) {
-            s.state.events.push(ServerEvent::System("welcome to DarkAges"));
+            s.state
+                .events
+                .push(ServerEvent::System("welcome to DarkAges"));
         }
     }
 
@@ -714,9 +722,7 @@ impl DarkAgesServer {
             Err(r) => Some(r),
             Ok(gap) => {
                 if gap > 0 {
-                    self.stats
-                        .events
-                        .add("input_sequence_gaps", u64::from(gap));
+                    self.stats.events.add("input_sequence_gaps", u64::from(gap));
                 }
                 invalid_reason(inp.flags, inp.yaw, inp.pitch)
             }
@@ -867,11 +873,7 @@ impl DarkAgesServer {
         hits.clear();
         let sessions = &self.sessions;
         self.projectiles.retain_mut(|p| {
-            p.pos = grid([
-                p.pos[0] + p.vel[0] * dt,
-                0.0,
-                p.pos[2] + p.vel[2] * dt,
-            ]);
+            p.pos = grid([p.pos[0] + p.vel[0] * dt, 0.0, p.pos[2] + p.vel[2] * dt]);
             if now >= p.expires {
                 return false;
             }
@@ -1082,7 +1084,9 @@ impl DarkAgesServer {
             if len.is_some() {
                 self.stats.events.add("snapshots_delta", 1);
             } else {
-                self.stats.events.add2("snapshots_full", "delta_overflow", 1);
+                self.stats
+                    .events
+                    .add2("snapshots_full", "delta_overflow", 1);
             }
         } else {
             let why = match c.ack {
@@ -1093,12 +1097,14 @@ impl DarkAgesServer {
             self.stats.events.add2("snapshots_full", why, 1);
         }
         if len.is_none() {
-            len = SnapshotWriter::full(&mut c.snap, tick).ok().and_then(|mut w| {
-                for e in &view {
-                    w.record(e, field::ALL).ok()?;
-                }
-                w.finish().ok()
-            });
+            len = SnapshotWriter::full(&mut c.snap, tick)
+                .ok()
+                .and_then(|mut w| {
+                    for e in &view {
+                        w.record(e, field::ALL).ok()?;
+                    }
+                    w.finish().ok()
+                });
         }
         c.snap_len = len.unwrap_or(0);
         c.history[head] = (tick, view);
@@ -1302,7 +1308,7 @@ fn write_delta(
     view: &[EntityState],
     base: &[EntityState],
     removed: &mut Vec<u32>,
-) -> crate::protocol::wire::WireResult {
+) -> crate::protocol::prelude::wire::WireResult {
     let (mut i, mut j) = (0, 0);
     while i < view.len() || j < base.len() {
         match (view.get(i), base.get(j)) {
@@ -1460,9 +1466,17 @@ mod tests {
         assert_eq!(v.check(3), Ok(0), "late but unseen");
         assert_eq!(v.check(3), Err("replayed_sequence"));
         assert_eq!(v.check(5), Err("replayed_sequence"));
-        assert_eq!(v.check(0), Err("replayed_sequence"), "0 is never above the start");
+        assert_eq!(
+            v.check(0),
+            Err("replayed_sequence"),
+            "0 is never above the start"
+        );
         assert_eq!(v.check(5 + 200), Ok(199));
-        assert_eq!(v.check(3), Err("replayed_sequence"), "kept across the shift");
+        assert_eq!(
+            v.check(3),
+            Err("replayed_sequence"),
+            "kept across the shift"
+        );
         assert_eq!(v.check(4), Ok(0));
         assert_eq!(v.check(205 + 2000), Ok(1999));
         assert_eq!(v.check(205), Err("too_old"));

@@ -16,7 +16,7 @@
 //! - `loss_down`: snapshot ticks divided by the tick step (configured, or learned as the
 //!   greatest common divisor of the tick differences of the first [`LEARN_SNAPSHOTS`]
 //!   snapshots, which are then replayed into the count) through a
-//!   [`SeqWindow`](crate::protocol::seqwindow::SeqWindow); the learner is the shared
+//!   [`SeqWindow`](crate::protocol::prelude::seqwindow::SeqWindow); the learner is the shared
 //!   [`TickStep`]. Lost snapshots before the first and after the last one received cannot be
 //!   seen.
 //! - `snapshot_interarrival_us`: time between two arrivals of a snapshot newer than any before.
@@ -67,14 +67,14 @@ use rand_chacha::ChaCha8Rng;
 
 use super::codec::{self, Packet, Snapshot};
 use super::RtypeOptions;
-use crate::metrics::Recorder;
-use crate::protocol::tail::SnapshotArrivals;
-use crate::protocol::ping::OneInFlight;
-use crate::protocol::MAX_TRACKED_ENTITIES;
-use crate::protocol::input_grid::InputGrid;
-use crate::protocol::seqwindow::{self, TickStep, MAX_JUMP};
-use crate::protocol::timers::{earliest, Handshake, Silence};
-use crate::protocol::{Bot, BotParams, BotPhase, PatternState, Transmit};
+use crate::protocol::prelude::input_grid::InputGrid;
+use crate::protocol::prelude::ping::OneInFlight;
+use crate::protocol::prelude::seqwindow::{self, TickStep, MAX_JUMP};
+use crate::protocol::prelude::tail::SnapshotArrivals;
+use crate::protocol::prelude::timers::{earliest, Handshake, Silence};
+use crate::protocol::prelude::Recorder;
+use crate::protocol::prelude::MAX_TRACKED_ENTITIES;
+use crate::protocol::prelude::{Bot, BotParams, BotPhase, PatternState, Transmit};
 
 /// Snapshots from which the tick step and the tick-duration baseline are learned.
 pub const LEARN_SNAPSHOTS: usize = seqwindow::LEARN_SNAPSHOTS;

@@ -56,7 +56,7 @@
 
 use thiserror::Error;
 
-use crate::protocol::wire::{self, Be, Order, WireError};
+use crate::protocol::prelude::wire::{self, Be, Order, WireError};
 
 pub const VERSION: u8 = 1;
 pub const HEADER_LEN: usize = 4;

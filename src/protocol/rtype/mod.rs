@@ -12,7 +12,7 @@ pub mod codec;
 pub mod implementation;
 pub mod server;
 
-use crate::metrics::threshold::Metric;
+use crate::protocol::prelude::Metric;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -23,9 +23,9 @@ pub use server::{RtypeServer, RtypeServerConfig};
 
 use std::time::Instant;
 
-use super::registry::{Protocol, ServerParams, TransportNeeds};
-use super::{Bot, BotParams, ProtocolInfo, Server};
-use crate::metrics::describe::{Display, MetricDesc};
+use crate::protocol::prelude::{Bot, BotParams, ProtocolInfo, Server};
+use crate::protocol::prelude::{Display, MetricDesc};
+use crate::protocol::prelude::{Protocol, ServerParams, TransportNeeds};
 
 /// The spec names no port. 4243 sits next to cafe's 4242 so both reference servers can run
 /// on one host; point the swarm elsewhere with `--target`.

@@ -45,7 +45,7 @@
 //! - **REJECT** answers a CONNECT from a new address when `max_clients` are connected.
 //!   Datagrams other than CONNECT from unknown addresses are dropped (`<type>.unknown_client`);
 //!   packets that only a server sends are dropped as `<type>.wrong_direction`.
-//! - **Admission** ([`crate::protocol::admission`]). A new session gets ACCEPT (4 bytes for an
+//! - **Admission** ([`crate::protocol::prelude::admission`]). A new session gets ACCEPT (4 bytes for an
 //!   8-byte CONNECT) and, once its next datagrams have paid for it (the byte budget: an
 //!   unproven session is sent no more bytes than it sent), a preview: the ENTITY_CREATE of the
 //!   ship it will get (18 bytes, sent when the budget also leaves room for an 8-byte PONG),
@@ -67,9 +67,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::codec::{self, FloatOrder, Packet, SnapshotEncoder, SnapshotEntity};
-use crate::protocol::admission;
-use crate::protocol::session::{SessionTable, TickClock};
-use crate::protocol::{ConnId, Server, ServerStats, Transmit};
+use crate::protocol::prelude::admission;
+use crate::protocol::prelude::session::{SessionTable, TickClock};
+use crate::protocol::prelude::{ConnId, Server, ServerStats, Transmit};
 
 pub const WORLD_W: f32 = 1920.0;
 pub const WORLD_H: f32 = 1080.0;
@@ -417,11 +417,17 @@ impl RtypeServer {
     /// the client's INPUT must echo. Within the byte budget, at most
     /// [`admission::MAX_UNPROVEN_REPLIES`] times, [`PREVIEW_RESEND`] apart.
     fn preview_ship(&mut self, now: Instant, slot: usize) {
-        let Some(c) = self.sessions.get(slot).filter(|s| !s.proven).map(|s| &s.state) else {
+        let Some(c) = self
+            .sessions
+            .get(slot)
+            .filter(|s| !s.proven)
+            .map(|s| &s.state)
+        else {
             return;
         };
         if c.previews >= admission::MAX_UNPROVEN_REPLIES
-            || c.preview_at.is_some_and(|t| now.saturating_duration_since(t) < PREVIEW_RESEND)
+            || c.preview_at
+                .is_some_and(|t| now.saturating_duration_since(t) < PREVIEW_RESEND)
         {
             return;
         }

@@ -48,13 +48,15 @@ use super::codec::{
 };
 use super::world::{self, DeltaApplier, World};
 use super::ZergCityOptions;
-use crate::metrics::Recorder;
-use crate::protocol::acks::PendingAcks;
-use crate::protocol::input_grid::InputGrid;
-use crate::protocol::seqwindow::SeqWindow;
-use crate::protocol::tail::SnapshotArrivals;
-use crate::protocol::timers::{earliest, Handshake, Periodic, Silence};
-use crate::protocol::{Bot, BotParams, BotPhase, Phase, Relink, Transmit, MAX_TRACKED_ENTITIES};
+use crate::protocol::prelude::acks::PendingAcks;
+use crate::protocol::prelude::input_grid::InputGrid;
+use crate::protocol::prelude::seqwindow::SeqWindow;
+use crate::protocol::prelude::tail::SnapshotArrivals;
+use crate::protocol::prelude::timers::{earliest, Handshake, Periodic, Silence};
+use crate::protocol::prelude::Recorder;
+use crate::protocol::prelude::{
+    Bot, BotParams, BotPhase, Phase, Relink, Transmit, MAX_TRACKED_ENTITIES,
+};
 
 /// Applied ticks kept as baselines (at 20 Hz: 800 ms of acknowledgement delay).
 pub const BASELINES: usize = 16;

@@ -73,7 +73,7 @@
 
 use thiserror::Error;
 
-use crate::protocol::wire::{Le, Reader, WireError, Writer};
+use crate::protocol::prelude::wire::{Le, Reader, WireError, Writer};
 
 pub const MAGIC: [u8; 4] = [0x5A, 0x43, 0x4E, 0x54];
 pub const PROTOCOL_VERSION: u8 = 1;

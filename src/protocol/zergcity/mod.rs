@@ -54,11 +54,12 @@ use serde::{Deserialize, Serialize};
 pub use bot::ZergCityBot;
 pub use server::{ZergCityServer, ZergCityServerConfig};
 
-use crate::metrics::threshold::Metric;
-
-use super::registry::{EnetCompression, EnetNeeds, Protocol, ServerParams, TransportNeeds};
-use super::{Bot, BotParams, ProtocolInfo, Server};
-use crate::metrics::describe::{Display, MetricDesc};
+use crate::protocol::prelude::Metric;
+use crate::protocol::prelude::{Bot, BotParams, ProtocolInfo, Server};
+use crate::protocol::prelude::{Display, MetricDesc};
+use crate::protocol::prelude::{
+    EnetCompression, EnetNeeds, Protocol, ServerParams, TransportNeeds,
+};
 
 pub const DEFAULT_PORT: u16 = 7777;
 /// Players one game holds (slots 0-3).

@@ -52,8 +52,8 @@ use super::codec::{
 };
 use super::world::{self, Entity, Metadata, PlayerInfo, World};
 use super::{MAX_PLAYERS, TICK_RATE};
-use crate::protocol::session::{SessionTable, TickClock};
-use crate::protocol::{ConnId, Server, ServerStats, Transmit, MAX_MESSAGE};
+use crate::protocol::prelude::session::{SessionTable, TickClock};
+use crate::protocol::prelude::{ConnId, Server, ServerStats, Transmit, MAX_MESSAGE};
 
 /// Ticks of world history kept for deltas.
 pub const HISTORY: usize = 32;
@@ -343,7 +343,7 @@ impl ZergCityServer {
             },
         );
         // ENet's handshake proved the address before the server heard of the peer
-        // (crate::protocol::admission).
+        // (crate::protocol::prelude::admission).
         self.sessions.prove(slot);
         slot
     }
@@ -415,7 +415,15 @@ impl ZergCityServer {
         self.end_session(s);
     }
 
-    fn on_hello(&mut self, now: Instant, s: usize, conn: ConnId, name: &str, token: [u8; 16], req: u32) {
+    fn on_hello(
+        &mut self,
+        now: Instant,
+        s: usize,
+        conn: ConnId,
+        name: &str,
+        token: [u8; 16],
+        req: u32,
+    ) {
         let stage = self.sessions.state(s).map(|c| c.stage);
         if stage != Some(Stage::Hello) {
             self.stats.events.add("duplicate_hello", 1);
@@ -487,7 +495,10 @@ impl ZergCityServer {
         self.rng.fill_bytes(&mut token);
         let id = self.alloc_entity();
         let mut e = Entity::new(id, world::ARCH_PLAYER);
-        e.set(world::COMP_OWNERSHIP, &ownership_bytes(p as u8 + 1, self.tick));
+        e.set(
+            world::COMP_OWNERSHIP,
+            &ownership_bytes(p as u8 + 1, self.tick),
+        );
         self.world.insert(e);
         self.players[p] = Some(Player {
             name: name.chars().take(32).collect(),
@@ -581,7 +592,10 @@ impl ZergCityServer {
                 }
             }
         }
-        if let Some(pl) = slot.and_then(|s| self.players.get_mut(s)).and_then(Option::as_mut) {
+        if let Some(pl) = slot
+            .and_then(|s| self.players.get_mut(s))
+            .and_then(Option::as_mut)
+        {
             if e.archetype == world::ARCH_PARCEL {
                 pl.parcels = pl.parcels.saturating_sub(1);
             } else {
@@ -619,12 +633,24 @@ impl ZergCityServer {
         Ok(())
     }
 
-    fn spawn_structure(&mut self, p: usize, archetype: u32, x: i32, y: i32, comps: &[(u16, &[u8])]) -> u32 {
+    fn spawn_structure(
+        &mut self,
+        p: usize,
+        archetype: u32,
+        x: i32,
+        y: i32,
+        comps: &[(u16, &[u8])],
+    ) -> u32 {
         let id = self.alloc_entity();
         let mut e = Entity::new(id, archetype);
-        let elev = self.idx(x, y).map_or(0, |i| i32::from(self.terrain[i] == 2) * 3);
+        let elev = self
+            .idx(x, y)
+            .map_or(0, |i| i32::from(self.terrain[i] == 2) * 3);
         e.set(world::COMP_POSITION, &pos_bytes(x, y, elev));
-        e.set(world::COMP_OWNERSHIP, &ownership_bytes(p as u8 + 1, self.tick));
+        e.set(
+            world::COMP_OWNERSHIP,
+            &ownership_bytes(p as u8 + 1, self.tick),
+        );
         for (t, b) in comps {
             e.set(*t, b);
         }
@@ -755,7 +781,11 @@ impl ZergCityServer {
                     }
                     for dy in 0..r.height as i32 {
                         for dx in 0..r.width as i32 {
-                            self.check_build_tile(p, r.x.saturating_add(dx), r.y.saturating_add(dy))?;
+                            self.check_build_tile(
+                                p,
+                                r.x.saturating_add(dx),
+                                r.y.saturating_add(dy),
+                            )?;
                         }
                     }
                 }
@@ -779,7 +809,9 @@ impl ZergCityServer {
                     );
                     for dy in 0..r.height as i32 {
                         for dx in 0..r.width as i32 {
-                            if let Some(i) = self.idx(r.x.saturating_add(dx), r.y.saturating_add(dy)) {
+                            if let Some(i) =
+                                self.idx(r.x.saturating_add(dx), r.y.saturating_add(dy))
+                            {
                                 if self.occupant[i] == 0 {
                                     self.occupant[i] = id;
                                 }
@@ -821,7 +853,9 @@ impl ZergCityServer {
                 }
                 let (arch, cost, extra): (u32, i64, Option<u16>) = match kind {
                     codec::INPUT_PLACE_ROAD => (world::ARCH_ROAD, 10, None),
-                    codec::INPUT_PLACE_CONDUIT => (world::ARCH_CONDUIT, 20, Some(world::COMP_ENERGY)),
+                    codec::INPUT_PLACE_CONDUIT => {
+                        (world::ARCH_CONDUIT, 20, Some(world::COMP_ENERGY))
+                    }
                     _ => (world::ARCH_PIPE, 20, Some(world::COMP_FLUID)),
                 };
                 for (i, (x, y)) in tiles.tiles().enumerate() {
@@ -851,7 +885,9 @@ impl ZergCityServer {
                 Ok(())
             }
             // Encoder-side forms never come off the wire.
-            Action::DesignateZone { .. } | Action::Tiles { .. } => Err(InputResult::InvalidPosition),
+            Action::DesignateZone { .. } | Action::Tiles { .. } => {
+                Err(InputResult::InvalidPosition)
+            }
         }
     }
 
@@ -956,9 +992,10 @@ impl ZergCityServer {
             | Message::DeltaSnapshot(_)
             | Message::InputAck { .. }
             | Message::ChatBroadcast { .. }
-            | Message::ErrorMessage { .. } => {
-                self.invalid(s, DecodeError::new(msg.msg_type().name(), "wrong_direction"))
-            }
+            | Message::ErrorMessage { .. } => self.invalid(
+                s,
+                DecodeError::new(msg.msg_type().name(), "wrong_direction"),
+            ),
         }
     }
 
@@ -987,7 +1024,9 @@ impl ZergCityServer {
             if e.id % 20 != phase {
                 continue;
             }
-            let o = usize::from(e.owner().unwrap_or(0)).saturating_sub(1).min(MAX_PLAYERS - 1);
+            let o = usize::from(e.owner().unwrap_or(0))
+                .saturating_sub(1)
+                .min(MAX_PLAYERS - 1);
             let roll: u32 = self.rng.random_range(0..4);
             match e.archetype {
                 world::ARCH_BUILDING => {
@@ -1099,7 +1138,13 @@ impl ZergCityServer {
                 .filter(|&a| tick - a <= self.cfg.max_delta_age)
                 .filter(|&a| self.history[(a as usize) % HISTORY].tick == a);
             match (base, c.acked) {
-                (Some(a), _) => sends.push((s.conn, Out::Delta { base: a, target: tick })),
+                (Some(a), _) => sends.push((
+                    s.conn,
+                    Out::Delta {
+                        base: a,
+                        target: tick,
+                    },
+                )),
                 (None, acked) => {
                     if acked.is_some() {
                         self.stats.events.add("full_snapshot_fallbacks", 1);

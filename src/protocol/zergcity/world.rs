@@ -59,7 +59,7 @@
 //! layout. A delta is applied to a copy of its baseline and only committed when every update
 //! applied.
 
-use crate::protocol::wire::{Le, Reader, WireError, Writer};
+use crate::protocol::prelude::wire::{Le, Reader, WireError, Writer};
 
 use super::codec::EncodeError;
 

@@ -41,14 +41,14 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::codec::{self, flag, subtype, Event, Input, ServerPacket};
-use crate::metrics::Recorder;
 use crate::protocol::darkages::allow::HandoffPolicy;
 use crate::protocol::darkages::DarkAgesOptions;
-use crate::protocol::input_grid::InputGrid;
-use crate::protocol::seqwindow::{TickNews, TickStep};
-use crate::protocol::tail::SnapshotArrivals;
-use crate::protocol::timers::{earliest, Handshake, Periodic, Silence};
-use crate::protocol::{Bot, BotParams, BotPhase, Keys, PatternState, Relink, Transmit};
+use crate::protocol::prelude::input_grid::InputGrid;
+use crate::protocol::prelude::seqwindow::{TickNews, TickStep};
+use crate::protocol::prelude::tail::SnapshotArrivals;
+use crate::protocol::prelude::timers::{earliest, Handshake, Periodic, Silence};
+use crate::protocol::prelude::Recorder;
+use crate::protocol::prelude::{Bot, BotParams, BotPhase, Keys, PatternState, Relink, Transmit};
 
 /// `version` in CONNECT: the real client's protocol version (the server does not check it).
 const CONNECT_VERSION: u32 = 1;
@@ -662,7 +662,7 @@ impl Bot for ImplementationBot {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::wire::{Le, Writer};
+    use crate::protocol::prelude::wire::{Le, Writer};
     use std::time::Duration;
 
     fn bot() -> ImplementationBot {

@@ -4,8 +4,8 @@
 //! Decoding borrows the datagram and allocates nothing: a snapshot is a view whose entity
 //! records are read one by one ([`Snapshot::entities`]).
 
-use crate::protocol::wire::{Le, Reader, WireError, Writer};
-use crate::protocol::MAX_TRACKED_ENTITIES;
+use crate::protocol::prelude::wire::{Le, Reader, WireError, Writer};
+use crate::protocol::prelude::MAX_TRACKED_ENTITIES;
 
 /// Type bytes. `6` means CONNECT from a client and DISCONNECT from the server.
 pub mod ty {

@@ -21,9 +21,9 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use super::codec::{self, flag, ClientPacket, Entity};
-use crate::metrics::ServerStats;
-use crate::protocol::wire::{Le, Writer};
-use crate::protocol::{ConnId, Server, Transmit};
+use crate::protocol::prelude::wire::{Le, Writer};
+use crate::protocol::prelude::ServerStats;
+use crate::protocol::prelude::{ConnId, Server, Transmit};
 
 /// Other entities in one snapshot at most (own + 13 records = 1,455 bytes).
 pub const MAX_OTHERS: usize = 13;

@@ -4,7 +4,7 @@
 //! `htonl`). See the dialect's section of docs/protocols/rtype.md for where each rule was
 //! read.
 
-use crate::protocol::wire::{Be, Reader, WireError};
+use crate::protocol::prelude::wire::{Be, Reader, WireError};
 
 /// `version` every UDP header carries; the server drops any other.
 pub const VERSION: u8 = 1;

@@ -8,9 +8,9 @@
 use std::time::Instant;
 
 use super::codec;
-use crate::metrics::Recorder;
+use crate::protocol::prelude::Recorder;
+use crate::protocol::prelude::{Bot, BotPhase, Phase, Relink, Transmit};
 use crate::protocol::rtype::{codec as spec_codec, RtypeBot};
-use crate::protocol::{Bot, BotPhase, Phase, Relink, Transmit};
 
 pub struct SpecWithHint {
     bot: RtypeBot,
@@ -71,8 +71,8 @@ impl Bot for SpecWithHint {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::prelude::BotParams;
     use crate::protocol::rtype::RtypeOptions;
-    use crate::protocol::BotParams;
 
     /// The real server's ACCEPT (0x10) is an unknown type to the spec dialect: named.
     #[test]

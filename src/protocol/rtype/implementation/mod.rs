@@ -4,7 +4,7 @@
 //! A TCP login (length-framed HELLO / WELCOME) before play over UDP on the TCP port + 1, a
 //! 4-byte UDP header with its own type codes, bare-header CONNECT / PING / DISCONNECT, a
 //! 5-byte INPUT of key flags, and snapshots of 20-byte records with no tick. The engine
-//! carries the login ([`TransportNeeds::UdpTcpLogin`](crate::protocol::TransportNeeds)).
+//! carries the login ([`TransportNeeds::UdpTcpLogin`](crate::protocol::prelude::TransportNeeds)).
 //!
 //! - [`codec`]: every wire rule of the dialect.
 //! - [`bot`]: the simulated client.

@@ -38,11 +38,11 @@ use rand_chacha::ChaCha8Rng;
 use super::codec::{
     self, input, Decompressor, Input, Message, CHANNEL_RELIABLE, CHANNEL_UNRELIABLE, TOKEN_LEN,
 };
-use crate::metrics::Recorder;
-use crate::protocol::input_grid::InputGrid;
-use crate::protocol::timers::{earliest, Handshake, Periodic, Silence};
+use crate::protocol::prelude::input_grid::InputGrid;
+use crate::protocol::prelude::timers::{earliest, Handshake, Periodic, Silence};
+use crate::protocol::prelude::Recorder;
+use crate::protocol::prelude::{Bot, BotParams, BotPhase, Relink, Transmit, MAX_TRACKED_ENTITIES};
 use crate::protocol::zergcity::ZergCityOptions;
-use crate::protocol::{Bot, BotParams, BotPhase, Relink, Transmit, MAX_TRACKED_ENTITIES};
 
 /// Heartbeats in flight at once; a heartbeat due while this many wait is skipped.
 pub const HEARTBEATS: usize = 8;

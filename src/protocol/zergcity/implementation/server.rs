@@ -22,9 +22,9 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use super::codec::{self, ty, Reader, CHANNEL_RELIABLE, HEADER_LEN, INPUT_LEN, TOKEN_LEN};
-use crate::metrics::ServerStats;
-use crate::protocol::session::TickClock;
-use crate::protocol::{ConnId, Server, Transmit};
+use crate::protocol::prelude::session::TickClock;
+use crate::protocol::prelude::ServerStats;
+use crate::protocol::prelude::{ConnId, Server, Transmit};
 
 #[derive(Debug, Clone)]
 pub struct ImplementationServerConfig {
