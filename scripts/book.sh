@@ -3,7 +3,7 @@
 # at WARN or ERROR fails the build, as does a page SUMMARY.md names that does not exist
 # (docs/book.toml: create-missing = false). Installs mdBook from the crate registry first when
 # it is missing or another version (`cargo install`, a few minutes once).
-# Links and anchors are checked by tests/docs_links.rs (part of `bash scripts/test`).
+# Links and anchors are checked by tests/it/docs_links.rs (part of `bash scripts/test`).
 #
 #   bash scripts/book.sh           # build
 #   bash scripts/book.sh --open    # build, then print where the book is
@@ -37,7 +37,7 @@ fi
 rm -f "$log"
 test -f target/book/index.html
 
-# The rendered links resolve too (tests/docs_links.rs checks the Markdown; this checks what
+# The rendered links resolve too (tests/it/docs_links.rs checks the Markdown; this checks what
 # mdBook made of it): every relative href of every page names a file in the book.
 broken=0
 while IFS= read -r page; do

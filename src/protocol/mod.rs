@@ -26,7 +26,7 @@ pub mod timers;
 pub mod wire;
 
 // The built-in protocols: one folder each, and one line in `ProtocolName::ALL` below. They
-// are written against the public API only (`crate::protocol::prelude`, which tests/layers.rs
+// are written against the public API only (`crate::protocol::prelude`, which tests/it/layers.rs
 // checks), exactly as a protocol in a user's crate is.
 #[allow(missing_docs)] // see above
 pub mod cafe;
