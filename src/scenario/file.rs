@@ -53,15 +53,21 @@ pub struct ScenarioFile {
     /// bandwidth cap, outages) every bot's datagrams go through inside the engine, in both
     /// directions, with `up:`/`down:` for one direction (see [`crate::netsim`]). Unset: the
     /// real link only.
-    #[serde(default, deserialize_with = "network")]
+    #[serde(
+        default,
+        deserialize_with = "network",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub network: Option<NetworkConditions>,
 }
 
 /// `network:`, checked where it is read, so a bad value is reported at its own line.
 fn network<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<NetworkConditions>, D::Error> {
-    let n = NetworkConditions::deserialize(d)?;
-    n.validate().map_err(serde::de::Error::custom)?;
-    Ok(Some(n))
+    let n = Option::<NetworkConditions>::deserialize(d)?;
+    if let Some(n) = &n {
+        n.validate().map_err(serde::de::Error::custom)?;
+    }
+    Ok(n)
 }
 
 /// `compare: { max_regress: { rtt.p99: 10%, loss.downstream: +0.5pp } }`: how much worse

@@ -53,7 +53,7 @@
 //! # Entity
 //! The bot sends its `clientId` in CONNECT and as INPUT's `entity` until it learns its ship,
 //! by either of two rules (docs/protocols/rtype.md, "Who is who"): the first ENTITY_CREATE
-//! after an ACCEPT is its ship (servers that choose the id, such as the reference server,
+//! of a ship (sprite 1) after an ACCEPT is its ship (servers that choose the id, such as the reference server,
 //! which takes the echo of that id in INPUT as the proof of the client's address), unless
 //! an ENTITY_CREATE (or snapshot entity) whose id equals its non-zero clientId says
 //! otherwise (servers that honour the clientId). After GAMEOVER the bot has no ship: it sends no inputs (the
@@ -364,10 +364,13 @@ impl RtypeBot {
     /// Servers that choose the ship id themselves (the reference server, which uses it as the
     /// address proof) send the client's own ship as the first ENTITY_CREATE after ACCEPT
     /// (docs/protocols/rtype.md, "Who is who").
-    fn maybe_learn_by_order(&mut self, id: u32) {
-        if !std::mem::take(&mut self.first_create_pending) {
+    /// Only a ship counts (sprite 1, [`super::server::SPRITE_PLAYER`]): an enemy or a
+    /// projectile created first, or a hostile server's flood of them, cannot take its place.
+    fn maybe_learn_by_order(&mut self, id: u32, sprite: u16) {
+        if !self.first_create_pending || sprite != super::server::SPRITE_PLAYER {
             return;
         }
+        self.first_create_pending = false;
         if self.entity.is_none() && !self.dead {
             self.entity = Some(id);
             self.entity_by_order = true;
@@ -392,7 +395,7 @@ impl RtypeBot {
         if self.entities.insert(id, row).is_some() {
             rec.event("entity_create_existing");
         }
-        self.maybe_learn_by_order(id);
+        self.maybe_learn_by_order(id, sprite);
         self.maybe_learn_entity(id);
     }
 
