@@ -20,9 +20,9 @@
 //! #     fn transport(_: &()) -> TransportNeeds { TransportNeeds::Udp }
 //! #     fn validate(_: &(), _: &ServerParams) -> Result<(), String> { Ok(()) }
 //! #     fn dialect_name(_: &()) -> String { "spec".into() }
-//! #     fn make_bot(_: &(), _: BotParams) -> Box<dyn Bot> { unimplemented!() }
+//! #     fn make_bot(_: &(), _: BotParams) -> Box<dyn Bot> { panic!("elided") }
 //! #     fn make_server(_: &(), _: &ServerParams, _: std::time::Instant) -> Box<dyn Server> {
-//! #         unimplemented!()
+//! #         panic!("elided")
 //! #     }
 //! # }
 //! fn main() -> std::process::ExitCode {

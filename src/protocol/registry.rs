@@ -230,10 +230,10 @@ impl ServerParams {
 ///         "only".into()
 ///     }
 ///     fn make_bot(_: &(), _: BotParams) -> Box<dyn Bot> {
-///         unimplemented!("a real protocol returns its bot")
+///         panic!("this example only registers; a real protocol returns its bot")
 ///     }
 ///     fn make_server(_: &(), _: &ServerParams, _: Instant) -> Box<dyn Server> {
-///         unimplemented!("and its reference server")
+///         panic!("this example only registers; a real protocol returns its server")
 ///     }
 /// }
 ///
