@@ -102,37 +102,33 @@ fn enet_sees_the_simulated_link_below_it() {
     }
 }
 
+/// `tickswarm validate` on `scenario`: it must refuse it (exit 2); its stderr.
+fn refused(dir: &Path, scenario: &str) -> String {
+    let file = dir.join("bad.yaml");
+    std::fs::write(&file, scenario).expect("write scenario");
+    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
+        .arg("validate")
+        .arg(&file)
+        .output()
+        .expect("run tickswarm");
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    err
+}
+
 /// A bad value is reported at its line, and a transport that does its own I/O refuses the key.
 #[test]
 fn bad_network_sections_are_refused_with_their_place() {
     let tmp = tempfile::tempdir().unwrap();
-    let file = tmp.path().join("bad.yaml");
-    std::fs::write(
-        &file,
+    let err = refused(
+        tmp.path(),
         "name: bad\nprotocol:\n  cafe: {}\npopulation:\n  stages:\n    - hold: 1s\nnetwork:\n  outage: { every: 1s, down_for: 2s }\n",
-    )
-    .unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .arg("validate")
-        .arg(&file)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    );
     assert!(err.contains("bad.yaml:8:"), "{err}");
     assert!(err.contains("down_for must be shorter than every"), "{err}");
-
-    std::fs::write(
-        &file,
+    let err = refused(
+        tmp.path(),
         "name: bad\nprotocol:\n  rtype:\n    dialect: implementation\ntarget: 127.0.0.1:8080\npopulation:\n  stages:\n    - ramp_to: 1\n      over: 100ms\n    - hold: 1s\nnetwork:\n  latency: 5ms\n",
-    )
-    .unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .arg("validate")
-        .arg(&file)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    );
     assert!(err.contains("does its own I/O"), "{err}");
 }
