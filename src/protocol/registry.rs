@@ -36,7 +36,7 @@ pub enum TransportNeeds {
     /// Raw UDP play after a login over TCP (R-Type's implementation dialect). The target is
     /// the server's TCP address; each bot also gets its own UDP socket to the same host at the
     /// TCP port + `udp_port_offset`. Stream bytes travel as `Transmit { reliable: true }` and
-    /// arrive through [`Bot::handle_stream`](super::Bot::handle_stream); datagrams as for
+    /// arrive through [`Bot::handle_stream`]; datagrams as for
     /// [`TransportNeeds::Udp`]. The bot starts once the TCP connection is up, so a refused or
     /// unanswered connect is the transport's failure, with its reason.
     UdpTcpLogin {

@@ -4,8 +4,8 @@
 //! own connected UDP socket to the same host at the TCP port + `udp_port_offset` (the play).
 //! The UDP socket is the bot's [`Source`], watched like [`super::udp`]'s. The TCP stream is a
 //! non-blocking socket polled on the source's timer: every millisecond while it is connecting,
-//! has bytes to write or was written to in the last [`BUSY_FOR`] (a login is a few round
-//! trips), every [`IDLE_POLL`] otherwise (only to notice a close). No thread, no task per bot.
+//! has bytes to write or was written to in the last `BUSY_FOR` (a login is a few round
+//! trips), every `IDLE_POLL` otherwise (only to notice a close). No thread, no task per bot.
 //!
 //! The bot starts on [`LinkEvent::Up`](super::LinkEvent::Up) when the TCP connection is up;
 //! a refused connect is [`DownReason::Refused`], a connect that never completes is the
