@@ -192,7 +192,7 @@ impl BotTransport for EnetBots {
         MetricDesc::histogram(
             "enet_packet_loss_ppm",
             "ENet packet loss",
-            "ENet's own estimate, sampled per bot each second",
+            "ENet's own estimate of its reliable packets lost, sampled per bot each second; ENet recomputes it every 10 s, so it reads about 0 for a run's first 10 s",
             "ppm",
         ),
     ];
