@@ -603,8 +603,12 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
         print_json(&summary)?;
     }
     // A run stopped before any handshake could finish says so through its verdict, not as
-    // an unreachable target.
-    if outcome.ever_connected == 0 && !outcome.interrupted {
+    // an unreachable target; so does a server that answered in another dialect (reachable,
+    // and the verdict names the dialect to set).
+    if outcome.ever_connected == 0
+        && !outcome.interrupted
+        && report::reasons::other_dialect(&summary).is_none()
+    {
         // Name what was seen: handshake refusals, else what the sockets reported (an ICMP
         // port unreachable shows as connection_refused), else silence. "()" told nothing.
         let reasons = if !summary.errors.connect.is_empty() {

@@ -18,7 +18,18 @@ pub fn verdict_reasons(s: &Summary) -> Vec<String> {
         return Vec::new();
     }
     let mut out = Vec::new();
-    if s.bots.planned > 0 && s.bots.connected == 0 && !s.interrupted {
+    let other_dialect = other_dialect(s);
+    if let (true, Some((other, n))) = (
+        s.bots.planned > 0 && s.bots.connected == 0 && !s.interrupted,
+        other_dialect,
+    ) {
+        out.push(format!(
+            "The server answered in another dialect: none of the {} bots completed the \
+             handshake with {}, and {n} datagrams it sent fit the `{other}` dialect, not `{}`. \
+             Set `dialect: {other}` in the scenario's protocol section.",
+            s.bots.planned, s.target, s.dialect
+        ));
+    } else if s.bots.planned > 0 && s.bots.connected == 0 && !s.interrupted {
         let seen = if !s.errors.connect.is_empty() {
             format!("handshake failures: {}", fmt_counts(&s.errors.connect))
         } else if !s.generator.send_errors.is_empty() {
@@ -42,17 +53,12 @@ pub fn verdict_reasons(s: &Summary) -> Vec<String> {
     if let Some(why) = missing_sources(s) {
         out.push(why);
     }
-    for (key, value) in &s.protocol_metrics {
-        let Some(other) = key.strip_prefix("dialect_hint.") else {
-            continue;
-        };
-        if value.as_u64().is_some_and(|n| n > 0) && other != s.dialect {
-            out.push(format!(
-                "Wrong dialect: {} datagrams from the server fit the `{other}` dialect, not \
-                 `{}`. Set `dialect: {other}` in the scenario's protocol section.",
-                value, s.dialect
-            ));
-        }
+    if let (Some((other, n)), true) = (other_dialect, s.bots.connected > 0) {
+        out.push(format!(
+            "Wrong dialect: {n} datagrams from the server fit the `{other}` dialect, not \
+             `{}`. Set `dialect: {other}` in the scenario's protocol section.",
+            s.dialect
+        ));
     }
     if s.generator.saturated {
         out.push(format!(
@@ -79,6 +85,17 @@ pub fn verdict_reasons(s: &Summary) -> Vec<String> {
         out.push("The run was interrupted: its figures cover only the part that ran.".into());
     }
     out
+}
+
+/// Datagrams from the server that fit another dialect of the protocol than the run's, and
+/// how many: the server did answer, in words the bots were not told to expect (so a run
+/// with no bot in is not an unreachable target).
+pub fn other_dialect(s: &Summary) -> Option<(&str, u64)> {
+    s.protocol_metrics.iter().find_map(|(key, value)| {
+        let other = key.strip_prefix("dialect_hint.")?;
+        let n = value.as_u64().filter(|&n| n > 0)?;
+        (other != s.dialect).then_some((other, n))
+    })
 }
 
 /// Some bots played and others never completed the handshake: say how many and why. A
@@ -167,6 +184,34 @@ mod tests {
             r[0]
         );
         assert_eq!(r[1], "`snapshots_applied > 0` failed: observed 0.");
+    }
+
+    /// Against a server of the other dialect no bot may get in at all (R-Type's real
+    /// server answers nothing the spec bot can read): the banner says the server did answer,
+    /// in which dialect, instead of "nothing came back".
+    #[test]
+    fn no_bot_in_but_bytes_of_another_dialect_name_the_dialect_not_a_dead_server() {
+        let mut s = Summary {
+            verdict: "fail".into(),
+            dialect: "spec".into(),
+            target: "127.0.0.1:8081".into(),
+            bots: BotCounts {
+                planned: 20,
+                ..BotCounts::default()
+            },
+            ..Summary::default()
+        };
+        s.protocol_metrics
+            .insert("dialect_hint.implementation".into(), 108.into());
+        let r = verdict_reasons(&s);
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert_eq!(
+            r[0],
+            "The server answered in another dialect: none of the 20 bots completed the \
+             handshake with 127.0.0.1:8081, and 108 datagrams it sent fit the `implementation` \
+             dialect, not `spec`. Set `dialect: implementation` in the scenario's protocol \
+             section."
+        );
     }
 
     #[test]

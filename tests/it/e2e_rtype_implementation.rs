@@ -249,11 +249,21 @@ fn an_error_reply_to_the_login_is_counted_a_bad_reply() {
 fn the_spec_dialect_names_the_real_servers_bytes() {
     let peer = Peer::start(&[]);
     let target = format!("127.0.0.1:{}", peer.udp_port);
-    let (_, s) = run(
+    let (o, s) = run(
         "scenarios/rtype.yaml",
         &["--target", &target, "--duration", "2s", "--bots", "3"],
     );
     let t = peer.stop();
+    // The server answered, in the other dialect: a failed verdict naming it, not exit 3.
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("answered in another dialect") || {
+            let out = String::from_utf8_lossy(&o.stdout);
+            out.contains("answered in another dialect")
+        },
+        "the verdict names the dialect: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
     // The spec bot's 8-byte CONNECT passes the real server's checks: it answers ACCEPT
     // (0x10), which the spec dialect does not know.
     assert!(u(&t["connects"]) >= 3);

@@ -364,16 +364,18 @@ fn loss_and_rtt_match_the_injected_faults_and_the_fifth_bot_is_refused() {
 
 /// The spec dialect against the real server's bytes: every message is a decode error, and
 /// the bots say which dialect the bytes fit (`dialect_hint.implementation`). No bot gets in,
-/// so tickswarm exits 3 (target unreachable) and still writes its summary.
+/// but the server answered: tickswarm exits 1 (not 3, target unreachable), with the
+/// dialect to set as the verdict's reason.
 #[test]
 fn the_spec_dialect_names_the_implementation() {
     let _one = one_at_a_time();
     let mut peer = Peer::start(&["--seconds", "20"]);
-    let (s, _) = run(
+    let (s, code) = run(
         "scenarios/zergcity.yaml",
         &[peer.port],
         &["--bots", "2", "--duration", "3s"],
     );
+    assert_eq!(code, Some(1), "a server that answers is reachable");
     peer.settle();
     let pm = &s["protocol_metrics"];
     let hints = pm["dialect_hint.implementation"].as_u64().unwrap_or(0);
