@@ -21,7 +21,6 @@ use std::time::{Duration, Instant};
 use super::{BotTransport, DownReason, LinkEvents, Opened, ServerTransport, Slot, Source, Watch};
 use crate::engine::io::sim_path::{PathConditions, SimPath};
 use crate::engine::io::socket::bot::BotSocket;
-use crate::engine::io::socket::error_name;
 use crate::metrics::describe::MetricDesc;
 use crate::metrics::{NamedCounters, Recorder, ServerStats};
 use crate::protocol::{ConnId, Server, Transmit};
@@ -147,21 +146,20 @@ impl EnetBots {
         while let Some((_, len)) = g.host.poll_transmit(&mut self.buf) {
             let datagram = &self.buf[..len.min(self.buf.len())];
             match g.path.as_mut() {
-                Some(path) => path.send(now, datagram, |d| send_on(sock, d, rec)),
-                None => send_on(sock, datagram, rec),
+                Some(path) => path.send(now, datagram, |d| {
+                    sock.send_counted(d, rec);
+                }),
+                None => {
+                    sock.send_counted(datagram, rec);
+                }
             }
         }
         if let Some(path) = g.path.as_mut() {
-            path.send_due(now, |d| send_on(sock, d, rec));
+            path.send_due(now, |d| {
+                sock.send_counted(d, rec);
+            });
             path.record(rec);
         }
-    }
-}
-
-fn send_on(sock: &BotSocket, datagram: &[u8], rec: &mut Recorder) {
-    match sock.send(datagram) {
-        Ok(()) => rec.wire_up(datagram.len()),
-        Err(e) => rec.send_errors.add(error_name(&e), 1),
     }
 }
 

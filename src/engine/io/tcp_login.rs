@@ -302,12 +302,8 @@ impl BotTransport for TcpLoginBots {
             }
             return;
         }
-        match link.udp.send(bytes) {
-            Ok(()) => {
-                rec.datagram_up(bytes.len());
-                rec.wire_up(bytes.len());
-            }
-            Err(e) => rec.send_errors.add(error_name(&e), 1),
+        if link.udp.send_counted(bytes, rec) {
+            rec.datagram_up(bytes.len());
         }
     }
 

@@ -11,7 +11,6 @@ use std::time::Instant;
 use super::{BotTransport, LinkEvents, Opened, ServerTransport, Slot, Source, Watch};
 use crate::engine::io::sim_path::{PathConditions, SimPath};
 use crate::engine::io::socket::bot::BotSocket;
-use crate::engine::io::socket::error_name;
 use crate::metrics::{MetricDesc, Recorder, ServerStats};
 use crate::protocol::{ConnId, Server, Transmit};
 
@@ -44,13 +43,11 @@ impl UdpBots {
     }
 }
 
+/// One protocol datagram on the socket: raw UDP carries one message per datagram, so a
+/// datagram sent is also a message sent (`datagram_up`).
 fn send_on(sock: &BotSocket, bytes: &[u8], rec: &mut Recorder) {
-    match sock.send(bytes) {
-        Ok(()) => {
-            rec.datagram_up(bytes.len());
-            rec.wire_up(bytes.len());
-        }
-        Err(e) => rec.send_errors.add(error_name(&e), 1),
+    if sock.send_counted(bytes, rec) {
+        rec.datagram_up(bytes.len());
     }
 }
 

@@ -113,6 +113,21 @@ impl BotSocket {
         self.fd.get_ref().send(bytes).map(|_| ())
     }
 
+    /// [`BotSocket::send`], counted: the bytes on the wire (`wire_up`), or the error by its
+    /// kind in `send_errors`. `true` when the datagram went out.
+    pub fn send_counted(&self, bytes: &[u8], rec: &mut crate::metrics::Recorder) -> bool {
+        match self.send(bytes) {
+            Ok(()) => {
+                rec.wire_up(bytes.len());
+                true
+            }
+            Err(e) => {
+                rec.send_errors.add(super::error_name(&e), 1);
+                false
+            }
+        }
+    }
+
     /// Wait until the socket is readable. Receive through the returned guard, without
     /// holding any borrow across the wait.
     pub async fn readable(&self) -> io::Result<Readable<'_>> {
