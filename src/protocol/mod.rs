@@ -18,6 +18,7 @@ pub mod idmap;
 pub mod input_grid;
 pub mod pattern;
 pub mod ping;
+pub mod predict;
 pub mod seqwindow;
 pub mod session;
 pub mod sim;

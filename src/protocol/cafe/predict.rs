@@ -14,101 +14,71 @@
 //! gives 0. A tick that finds no new Input moves the player on the old keys once more, and
 //! two Inputs in one tick leave one unapplied: at a change of keys, each shows as one tick of
 //! movement. A server moving players at another speed shows its difference on every step.
+//!
+//! The history, the replay and the comparison are the shared [`Predictor`]; this module
+//! gives it Cafe's movement rule ([`CafeMotion`]) and rebases on every snapshot
+//! ([`Rebase::Always`]): with the server's position known exactly, it is always the better
+//! base, and the implementation dialect counts no corrections.
 
 use super::server::step_position;
+use crate::protocol::prelude::predict::{Motion, Predictor, Rebase};
 use crate::protocol::prelude::Keys;
 
 /// Inputs remembered for replay (at 60 Hz, about four seconds).
 const HISTORY: usize = 256;
 
+/// Cafe's movement: one server tick at an Input's keys.
 #[derive(Debug, Clone, Copy)]
-struct Step {
-    seq: u32,
-    mask: u16,
-    /// Position predicted once the server applied this Input for a tick.
-    x: f32,
-    y: f32,
+pub struct CafeMotion {
+    /// Units one tick of movement covers on each axis.
+    step: f32,
+}
+
+impl Motion for CafeMotion {
+    type Input = u16;
+    type State = (f32, f32);
+
+    /// One tick of movement at `mask`'s keys: the server's own rule.
+    fn step(&self, at: (f32, f32), mask: &u16) -> (f32, f32) {
+        step_position(at, Keys((mask & 0x1f) as u8), self.step)
+    }
+
+    fn error(&self, p: &(f32, f32), s: &(f32, f32)) -> f32 {
+        ((p.0 - s.0).powi(2) + (p.1 - s.1).powi(2)).sqrt()
+    }
 }
 
 #[derive(Debug, Clone)]
 pub struct Prediction {
-    /// Units one tick of movement covers on each axis.
-    step: f32,
-    /// Where the player is predicted to be after the newest Input sent; unknown until the
-    /// first snapshot shows the player.
-    at: Option<(f32, f32)>,
-    history: Vec<Option<Step>>,
-    /// Newest seq reconciled, so an older snapshot (reordered) is not used.
-    reconciled: Option<u32>,
+    motion: CafeMotion,
+    /// Inputs by header seq; the position unknown until the first snapshot shows the player.
+    predictor: Predictor<CafeMotion>,
 }
 
 impl Prediction {
     /// `speed` in world units per second, at `tick_rate` ticks per second.
     pub fn new(speed: f32, tick_rate: u16) -> Self {
         Self {
-            step: speed / f32::from(tick_rate.max(1)),
-            at: None,
-            history: vec![None; HISTORY],
-            reconciled: None,
+            motion: CafeMotion {
+                step: speed / f32::from(tick_rate.max(1)),
+            },
+            predictor: Predictor::new(HISTORY),
         }
     }
 
     /// Input `seq` with `mask` goes out: predict its effect.
     pub fn on_input(&mut self, seq: u32, mask: u16) {
-        let Some(at) = self.at else {
-            // No position known yet: remember the keys for the replay.
-            self.history[seq as usize % HISTORY] = Some(Step {
-                seq,
-                mask,
-                x: 0.0,
-                y: 0.0,
-            });
-            return;
-        };
-        let (x, y) = advance(self.step, at, mask);
-        self.at = Some((x, y));
-        self.history[seq as usize % HISTORY] = Some(Step { seq, mask, x, y });
+        self.predictor.input(&self.motion, seq, mask);
     }
 
     /// The server's position of the player after it applied Input `last_input`, with the
     /// newest seq sent so far (`next_seq` is the seq the next Input will carry). Returns the
     /// prediction error in world units, when Input `last_input` had a prediction.
     pub fn reconcile(&mut self, last_input: u32, server: (f32, f32), next_seq: u32) -> Option<f32> {
-        if self
-            .reconciled
-            .is_some_and(|r| (last_input.wrapping_sub(r) as i32) <= 0)
-        {
-            return None;
-        }
-        self.reconciled = Some(last_input);
-        let predicted = self.at.and(
-            self.history[last_input as usize % HISTORY]
-                .filter(|s| s.seq == last_input)
-                .map(|s| (s.x, s.y)),
-        );
-        let error =
-            predicted.map(|(x, y)| ((x - server.0).powi(2) + (y - server.1).powi(2)).sqrt());
-        // Replay what the server has not applied yet, from its position.
-        let mut at = server;
-        let pending = next_seq.wrapping_sub(last_input.wrapping_add(1));
-        let mut seq = next_seq.wrapping_sub(pending.min(HISTORY as u32));
-        while seq != next_seq {
-            if let Some(s) = self.history[seq as usize % HISTORY].as_mut() {
-                if s.seq == seq {
-                    at = advance(self.step, at, s.mask);
-                    (s.x, s.y) = at;
-                }
-            }
-            seq = seq.wrapping_add(1);
-        }
-        self.at = Some(at);
-        error
+        self.predictor
+            .reconcile(&self.motion, last_input, server, next_seq, Rebase::Always)
+            .and_then(|r| r.error)
     }
-}
-
-/// One tick of movement at `mask`'s keys: the server's own rule.
-fn advance(step: f32, at: (f32, f32), mask: u16) -> (f32, f32) {
-    step_position(at, Keys((mask & 0x1f) as u8), step)
 }
 
 #[cfg(test)]

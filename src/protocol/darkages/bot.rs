@@ -78,6 +78,7 @@ use super::codec::{
 };
 use super::{step, DarkAgesOptions, Dialect};
 use crate::protocol::prelude::input_grid::InputGrid;
+use crate::protocol::prelude::predict::{Motion, Predictor};
 use crate::protocol::prelude::seqwindow::{TickNews, TickStep};
 use crate::protocol::prelude::tail::SnapshotArrivals;
 use crate::protocol::prelude::timers::{earliest, Handshake, Periodic, Silence};
@@ -383,67 +384,64 @@ pub fn apply_snapshot(base: &[EntityState], s: &Snapshot<'_>, out: &mut Vec<Enti
         .unwrap_or_default()
 }
 
-/// Own-entity prediction: a known position, then the position after each input in flight.
+/// DarkAges' movement: one INPUT's flags and yaw through the server's [`step`], in a zone
+/// `half` metres from centre to edge.
+#[derive(Debug, Clone, Copy)]
+struct DarkAgesMotion {
+    half: f32,
+}
+
+impl Motion for DarkAgesMotion {
+    type Input = (u8, f32);
+    type State = [f32; 3];
+
+    fn step(&self, at: [f32; 3], &(flags, yaw): &(u8, f32)) -> [f32; 3] {
+        step(at, flags, yaw, self.half)
+    }
+
+    fn error(&self, a: &[f32; 3], b: &[f32; 3]) -> f32 {
+        dist(*a, *b)
+    }
+}
+
+/// Own-entity prediction: a known position, then the position after each input in flight,
+/// matched by nearest ([`Predictor::reconcile_nearest`]: snapshots name no input).
 #[derive(Debug, Clone)]
 struct Prediction {
-    base: [f32; 3],
-    hist: VecDeque<(u8, f32, [f32; 3])>,
+    predictor: Predictor<DarkAgesMotion>,
+    /// The number the next predicted input is kept under (invalid inputs are left out, so
+    /// not the wire's sequence).
+    next: u32,
 }
 
 impl Prediction {
     fn new() -> Self {
-        Self {
-            base: [0.0; 3],
-            hist: VecDeque::with_capacity(PREDICTION_HISTORY + 1),
-        }
+        let mut predictor = Predictor::new(PREDICTION_HISTORY);
+        predictor.reset([0.0; 3]);
+        Self { predictor, next: 0 }
     }
 
     fn current(&self) -> [f32; 3] {
-        self.hist.back().map_or(self.base, |e| e.2)
+        self.predictor.present().unwrap_or_default()
     }
 
     fn reset(&mut self, p: [f32; 3]) {
-        self.base = p;
-        self.hist.clear();
+        self.predictor.reset(p);
     }
 
     fn push(&mut self, flags: u8, yaw: f32, half: f32) {
-        let p = step(self.current(), flags, yaw, half);
-        self.hist.push_back((flags, yaw, p));
-        if self.hist.len() > PREDICTION_HISTORY {
-            if let Some((_, _, q)) = self.hist.pop_front() {
-                self.base = q;
-            }
-        }
+        self.predictor
+            .input(&DarkAgesMotion { half }, self.next, (flags, yaw));
+        self.next = self.next.wrapping_add(1);
     }
 
     /// Match the server's position against the predictions; drop what it has caught up
     /// with; snap and replay beyond `threshold`. `(error in metres, corrected)`.
     fn reconcile(&mut self, server: [f32; 3], threshold: f32, half: f32) -> (f32, bool) {
-        let mut best = (dist(self.base, server), None);
-        for (k, e) in self.hist.iter().enumerate() {
-            let d = dist(e.2, server);
-            if d <= best.0 {
-                best = (d, Some(k));
-            }
-        }
-        if let Some(k) = best.1 {
-            for _ in 0..=k {
-                if let Some((_, _, q)) = self.hist.pop_front() {
-                    self.base = q;
-                }
-            }
-        }
-        if best.0 <= threshold {
-            return (best.0, false);
-        }
-        self.base = server;
-        let mut p = server;
-        for e in self.hist.iter_mut() {
-            p = step(p, e.0, e.1, half);
-            e.2 = p;
-        }
-        (best.0, true)
+        let r = self
+            .predictor
+            .reconcile_nearest(&DarkAgesMotion { half }, server, threshold);
+        (r.error.unwrap_or_default(), r.corrected)
     }
 }
 
