@@ -13,7 +13,8 @@
 //! # Prediction and reconciliation (city.md "Client-Side Prediction")
 //! Every input is applied locally at once with the server's movement model
 //! ([`super::step`], the speed from the entity's Movement component, the map bounds from
-//! FullState) and stored in a 128-entry circular buffer with the position it led to. Each
+//! FullState) and stored in a 128-entry circular buffer with the position it led to (the
+//! shared [`shared::Predictor`], with City's step as its [`Motion`]). Each
 //! DeltaState names `last_acked_input` A and carries the server's position P of the bot's
 //! entity: the bot compares P with its prediction after input A, records the distance in
 //! `prediction_error` (milli-tiles, once per new A), and when it exceeds
@@ -68,6 +69,15 @@ use crate::protocol::prelude::timers::{earliest, Handshake, Periodic, Silence};
 use crate::protocol::prelude::Recorder;
 use crate::protocol::prelude::MAX_TRACKED_ENTITIES;
 use crate::protocol::prelude::{Bot, BotParams, BotPhase, PatternState, Phase, Transmit};
+
+mod content;
+mod interp;
+mod own;
+mod world;
+
+pub use content::{AssetOutcome, AssetState, ContentProgress};
+use interp::Remote;
+use own::CityMotion;
 
 /// city.md's input buffer size.
 pub const INPUT_BUFFER: usize = 128;
@@ -128,14 +138,6 @@ struct OwnEntity {
     pos: Vec2f,
     speed: f32,
 }
-mod content;
-mod interp;
-mod own;
-mod world;
-
-pub use content::{AssetOutcome, AssetState, ContentProgress};
-use interp::Remote;
-use own::CityMotion;
 
 pub struct CityBot {
     params: BotParams,

@@ -45,6 +45,13 @@
 //!
 //! Whatever the outcome, the record becomes the new base: the prediction restarts from the
 //! server's exact state, and the inputs in flight are replayed from it.
+//!
+//! This is not the shared predictor (`protocol::predict`) that Cafe, City's spec dialect and
+//! DarkAges use: that one matches a server state with an input by an ack or by nearest
+//! position, and replays inputs one step each. Here no input is named, inputs map to server
+//! ticks by a measured lag (a tick may hold an input for several steps, or skip one), a
+//! record is explained by timing or a refusal before it counts, and walls are learnt: the
+//! semantics differ, so the variant keeps its own.
 
 use std::collections::{HashSet, VecDeque};
 use std::time::Instant;

@@ -87,6 +87,14 @@ use crate::protocol::prelude::{
     Bot, BotParams, BotPhase, Keys, PatternState, Relink, Transmit, MAX_TRACKED_ENTITIES,
 };
 
+mod handoff;
+mod own;
+mod snapshot;
+
+use handoff::*;
+use own::*;
+pub use snapshot::{apply_snapshot, Applier, Baselines, TooManyEntities};
+
 /// Baselines kept (§3.3).
 pub const BASELINES: usize = 30;
 /// Predicted positions kept for matching snapshots against.
@@ -112,14 +120,6 @@ enum Out {
     Heartbeat(u32),
     Disconnect(u8),
 }
-
-mod handoff;
-mod own;
-mod snapshot;
-
-use handoff::*;
-use own::*;
-pub use snapshot::{apply_snapshot, Applier, Baselines, TooManyEntities};
 
 pub struct DarkAgesBot {
     params: BotParams,

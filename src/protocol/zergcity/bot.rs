@@ -58,6 +58,13 @@ use crate::protocol::prelude::{
     Bot, BotParams, BotPhase, Phase, Relink, Transmit, MAX_TRACKED_ENTITIES,
 };
 
+mod actions;
+mod encode;
+mod ping;
+mod snapshots;
+
+use actions::*;
+
 /// Applied ticks kept as baselines (at 20 Hz: 800 ms of acknowledgement delay).
 pub const BASELINES: usize = 16;
 
@@ -85,13 +92,6 @@ pub enum Stage {
     /// The session was dropped on purpose; waiting for the new one.
     Relinking,
 }
-
-mod actions;
-mod encode;
-mod ping;
-mod snapshots;
-
-use actions::*;
 
 #[derive(Debug, Clone, Copy)]
 enum Out {
