@@ -58,10 +58,10 @@
 /// input, and how far apart two states are.
 pub trait Motion {
     /// What one input carries (keys, a direction, flags and a yaw...).
-    type Input: Copy;
+    type Input: Copy + std::fmt::Debug;
     /// The part of a player's state the rule moves (a position, or the whole mover).
     /// `Default` stands for "not known yet" where an input arrives before any state.
-    type State: Copy + Default;
+    type State: Copy + Default + std::fmt::Debug;
     /// The state after the server applied `input` once, from `at`.
     fn step(&self, at: Self::State, input: &Self::Input) -> Self::State;
     /// The distance between a predicted and a server state, in the protocol's unit.
@@ -99,6 +99,9 @@ struct Entry<I, S> {
     after: S,
 }
 
+/// One slot of the history ring: the input numbered `seq % capacity` last recorded there.
+type Slot<M> = Option<Entry<<M as Motion>::Input, <M as Motion>::State>>;
+
 /// `a` is after `b` in wrap-around sequence space.
 fn after(a: u32, b: u32) -> bool {
     (a.wrapping_sub(b) as i32) > 0
@@ -107,7 +110,7 @@ fn after(a: u32, b: u32) -> bool {
 /// A bot's prediction of its own player (see the module docs).
 #[derive(Debug, Clone)]
 pub struct Predictor<M: Motion> {
-    history: Box<[Option<Entry<M::Input, M::State>>]>,
+    history: Box<[Slot<M>]>,
     /// The predicted present: the state once the server applied every input sent. `None`
     /// until a state is known.
     present: Option<M::State>,
