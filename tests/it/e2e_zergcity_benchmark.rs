@@ -221,9 +221,14 @@ fn the_shipped_scenario_passes_against_three_peers() {
     // Every snapshot applied was one the peers sent.
     let applied = s["snapshots_applied"].as_u64().unwrap_or(0);
     let sent = sum(&peers, "sent");
-    assert!(applied > 20 * 20 * 10 && applied <= sent, "{applied} of {sent}");
+    assert!(
+        applied > 20 * 20 * 10 && applied <= sent,
+        "{applied} of {sent}"
+    );
     let pm = &s["protocol_metrics"];
-    assert_eq!(pm["checksum_mismatch"].as_u64().unwrap_or(0), 0, "{pm}");
+    // Nothing lost, so no desync: no mismatch counted, no ResyncRequest at the peers.
+    assert_eq!(pm["checksum_mismatch"], Value::Null, "{pm}");
+    assert_eq!(sum(&peers, "resyncs"), 0);
     assert_eq!(s["loss"]["downstream"]["rate"], 0.0, "{}", s["loss"]);
     assert_eq!(s["loss"]["upstream"], Value::Null, "not measurable");
     assert_eq!(s["rtt_source"], "enet_acks");
@@ -304,8 +309,16 @@ fn the_other_dialects_name_the_benchmark() {
         ("scenarios/zergcity.yaml", "spec"),
         ("scenarios/zergcity-implementation.yaml", "implementation"),
     ] {
-        let (s, code) = run(scenario, &[peer.addr()], &["--bots", "2", "--duration", "3s"]);
-        assert_eq!(code, Some(1), "{dialect}: a server that answers is reachable");
+        let (s, code) = run(
+            scenario,
+            &[peer.addr()],
+            &["--bots", "2", "--duration", "3s"],
+        );
+        assert_eq!(
+            code,
+            Some(1),
+            "{dialect}: a server that answers is reachable"
+        );
         let pm = &s["protocol_metrics"];
         let hints = pm["dialect_hint.benchmark"].as_u64().unwrap_or(0);
         assert!(hints >= 1, "{dialect}: {pm}");

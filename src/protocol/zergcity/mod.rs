@@ -134,7 +134,8 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
         MetricDesc::micros(
             "resync_us",
             "Reconnect resync",
-            "session dropped to the FullSnapshot applied on the new one",
+            "session dropped to the FullSnapshot applied on the new one (benchmark dialect: \
+             desync seen to the FullSnapshot applied)",
         ),
         MetricDesc::micros(
             "clock_offset_us",
@@ -283,11 +284,6 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
              server's (a ResyncRequest follows)",
         )
         .display(Display::Card),
-        MetricDesc::micros(
-            "resync_us",
-            "Resync",
-            "benchmark dialect: desync seen to the FullSnapshot applied",
-        ),
         MetricDesc::count(
             "delta_while_resyncing",
             "Deltas while resyncing",
@@ -694,5 +690,41 @@ mod tests {
                 compression: EnetCompression::None
             })
         );
+    }
+
+    #[test]
+    fn the_benchmark_dialect_takes_8_peers_and_measures_loss_but_not_rtt_or_upstream() {
+        let o: ZergCityOptions = serde_saphyr::from_str("dialect: benchmark\n").unwrap();
+        assert_eq!(o.dialect, Dialect::Benchmark);
+        assert!(o.verify_checksum);
+        assert!(ZergCity::validate(&o, &ServerParams::default()).is_ok());
+        assert_eq!(
+            ZergCity::transport(&o),
+            TransportNeeds::Enet(EnetNeeds {
+                channels: 3,
+                compression: EnetCompression::None
+            })
+        );
+        assert!(!ZergCity::measures_rtt(&o), "RTT comes from ENet's acks");
+        assert!(ZergCity::cannot_measure(&o, Metric::UpstreamLoss).is_some());
+        assert!(ZergCity::cannot_measure(&o, Metric::DownstreamLoss).is_none());
+        assert_eq!(
+            ZergCity::players_per_instance(&o, &ServerParams::default()),
+            Some(8)
+        );
+        let s = ServerParams {
+            players_per_instance: Some(9),
+            ..ServerParams::default()
+        };
+        assert!(ZergCity::validate(&o, &s).unwrap_err().contains("1..=8"));
+        let reconnecting = ZergCityOptions {
+            reconnect_share: 0.5,
+            ..o.clone()
+        };
+        assert!(reconnecting
+            .validate()
+            .unwrap_err()
+            .contains("reconnect_share"));
+        assert_eq!(ZergCity::dialect_name(&o), "benchmark");
     }
 }

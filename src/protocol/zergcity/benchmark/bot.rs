@@ -146,7 +146,14 @@ impl BenchmarkBot {
         self.queue(Out::Ack(f.tick), rec);
     }
 
-    fn on_delta(&mut self, now: Instant, d: Delta<'_>, wire: usize, body: usize, rec: &mut Recorder) {
+    fn on_delta(
+        &mut self,
+        now: Instant,
+        d: Delta<'_>,
+        wire: usize,
+        body: usize,
+        rec: &mut Recorder,
+    ) {
         rec.record_extra("delta_compressed_bytes", wire as u64);
         rec.record_extra("delta_uncompressed_bytes", body as u64);
         if self.applied_tick.is_none() {
@@ -260,17 +267,13 @@ impl Bot for BenchmarkBot {
 
     fn handle_timeout(&mut self, now: Instant, rec: &mut Recorder) {
         match self.phase {
-            BotPhase::Connecting => {
-                if self.handshake.timed_out(now) {
-                    rec.connect_failures.add("timeout", 1);
-                    self.close(BotPhase::Failed);
-                }
+            BotPhase::Connecting if self.handshake.timed_out(now) => {
+                rec.connect_failures.add("timeout", 1);
+                self.close(BotPhase::Failed);
             }
-            BotPhase::Connected => {
-                if self.silence.expired(now) {
-                    rec.event("server_silence_timeout");
-                    self.close(BotPhase::Closed);
-                }
+            BotPhase::Connected if self.silence.expired(now) => {
+                rec.event("server_silence_timeout");
+                self.close(BotPhase::Closed);
             }
             _ => {}
         }
@@ -425,7 +428,11 @@ mod tests {
         assert_eq!(rec.connects_ok, 1);
         assert!(rec.handshake_us.min() >= 29_000);
         b.handle_datagram(t0, &delta(101, &mut w, 3, 77), &mut rec);
-        assert_eq!(b.checksum(), codec::fnv1a(&w), "the delta landed in the data array");
+        assert_eq!(
+            b.checksum(),
+            codec::fnv1a(&w),
+            "the delta landed in the data array"
+        );
         assert_eq!(
             sent(&mut b),
             vec![(3, 100, CHANNEL_ACK, true), (3, 101, CHANNEL_ACK, true)]
@@ -468,7 +475,11 @@ mod tests {
         let d3 = delta(3, &mut w, 1, 8);
         b.handle_datagram(t0, &d3, &mut rec);
         assert_eq!(rec.events.get("checksum_mismatch"), 1);
-        assert_eq!(sent(&mut b), vec![(4, 0, CHANNEL_ACK, true)], "ResyncRequest, no ack");
+        assert_eq!(
+            sent(&mut b),
+            vec![(4, 0, CHANNEL_ACK, true)],
+            "ResyncRequest, no ack"
+        );
         let d4 = delta(4, &mut w, 2, 7);
         b.handle_datagram(t0, &d4, &mut rec);
         assert_eq!(rec.events.get("delta_while_resyncing"), 1);

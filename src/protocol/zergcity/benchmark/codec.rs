@@ -324,7 +324,9 @@ pub enum EncodeError {
 }
 
 fn write_header(buf: &mut [u8], t: u8, flags: u8, len: usize, seq: u32) -> Result<(), EncodeError> {
-    let h = buf.get_mut(..HEADER_LEN).ok_or(EncodeError::BufferTooSmall)?;
+    let h = buf
+        .get_mut(..HEADER_LEN)
+        .ok_or(EncodeError::BufferTooSmall)?;
     let len = u32::try_from(len).map_err(|_| EncodeError::TooLarge)?;
     h[..4].copy_from_slice(&MAGIC);
     h[4] = VERSION;
@@ -350,7 +352,12 @@ pub fn encode_resync(buf: &mut [u8]) -> Result<usize, EncodeError> {
 
 /// A compressed snapshot message (the server's side: reference server and tests):
 /// header, `u32 size`, LZ4 block of `body`.
-pub fn encode_compressed(buf: &mut [u8], t: u8, tick: u32, body: &[u8]) -> Result<usize, EncodeError> {
+pub fn encode_compressed(
+    buf: &mut [u8],
+    t: u8,
+    tick: u32,
+    body: &[u8],
+) -> Result<usize, EncodeError> {
     if body.len() > MAX_BODY {
         return Err(EncodeError::TooLarge);
     }
@@ -381,8 +388,8 @@ mod tests {
         assert_eq!(
             b[..16],
             [
-                0x5A, 0x43, 0x4E, 0x54, 0x01, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04,
-                0x03, 0x02, 0x01
+                0x5A, 0x43, 0x4E, 0x54, 0x01, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04, 0x03,
+                0x02, 0x01
             ]
         );
         assert_eq!(encode_resync(&mut b), Ok(16));
@@ -462,10 +469,22 @@ mod tests {
         let mut d = dec();
         let reason = |p: &[u8], d: &mut Decompressor| decode(p, d).unwrap_err().reason;
         assert_eq!(reason(b"ZCNT\x01\x02", &mut d), "truncated");
-        assert_eq!(reason(b"ZCNX\x01\x02\0\0\0\0\0\0\0\0\0\0", &mut d), "bad_magic");
-        assert_eq!(reason(b"ZCNT\x02\x02\0\0\0\0\0\0\0\0\0\0", &mut d), "bad_version");
-        assert_eq!(reason(b"ZCNT\x01\x03\0\0\0\0\0\0\0\0\0\0", &mut d), "unknown_type");
-        assert_eq!(reason(b"ZCNT\x01\x02\0\0\x05\0\0\0\0\0\0\0", &mut d), "truncated");
+        assert_eq!(
+            reason(b"ZCNX\x01\x02\0\0\0\0\0\0\0\0\0\0", &mut d),
+            "bad_magic"
+        );
+        assert_eq!(
+            reason(b"ZCNT\x02\x02\0\0\0\0\0\0\0\0\0\0", &mut d),
+            "bad_version"
+        );
+        assert_eq!(
+            reason(b"ZCNT\x01\x03\0\0\0\0\0\0\0\0\0\0", &mut d),
+            "unknown_type"
+        );
+        assert_eq!(
+            reason(b"ZCNT\x01\x02\0\0\x05\0\0\0\0\0\0\0", &mut d),
+            "truncated"
+        );
         // A delta whose mask names a seventh field.
         let mut p = b"ZCNT\x01\x02\0\0\x0d\0\0\0\0\0\0\0".to_vec();
         p.extend_from_slice(&[0; 8]);

@@ -26,9 +26,9 @@ thread_local! {
 /// Whether the spec codec reads `data` as a known message.
 fn spec_reads(data: &[u8]) -> bool {
     SPEC_DECOMPRESSOR.with(|cell| {
-        cell.try_borrow_mut().is_ok_and(|mut dec| {
-            matches!(spec_codec::decode(data, &mut dec), Ok(d) if d.message.is_some())
-        })
+        cell.try_borrow_mut().is_ok_and(
+            |mut dec| matches!(spec_codec::decode(data, &mut dec), Ok(d) if d.message.is_some()),
+        )
     })
 }
 

@@ -147,7 +147,13 @@ impl BenchmarkServer {
                 .extend_from_slice(&codec::fnv1a(&self.world).to_le_bytes());
             let count = c.pending.iter().filter(|&&p| p != 0).count().min(0xFFFF);
             self.body.extend_from_slice(&(count as u16).to_le_bytes());
-            for (id, &mask) in c.pending.iter().enumerate().filter(|(_, &p)| p != 0).take(count) {
+            for (id, &mask) in c
+                .pending
+                .iter()
+                .enumerate()
+                .filter(|(_, &p)| p != 0)
+                .take(count)
+            {
                 self.body.extend_from_slice(&(id as u16).to_le_bytes());
                 self.body.push(mask);
                 for f in 0..6 {
