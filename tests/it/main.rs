@@ -30,6 +30,7 @@ mod e2e_impaired;
 mod e2e_rtype;
 mod e2e_rtype_implementation;
 mod e2e_zergcity;
+mod e2e_zergcity_benchmark;
 mod e2e_zergcity_implementation;
 mod enet_address_reuse;
 mod enet_half_open;

@@ -11,6 +11,8 @@
 //! - [`implementation`]: `dialect: implementation`, the real game server's own wire format
 //!   (codec, bot, reference server); what its bots can and cannot measure is in
 //!   [`implementation::bot`].
+//! - [`benchmark`]: `dialect: benchmark`, the POC-2 benchmark server's wire format (codec,
+//!   bot, reference server); what its bots measure is in [`benchmark::bot`].
 //!
 //! The rest of this text is about the spec dialect.
 //!
@@ -41,6 +43,7 @@
 //!   `input_ack_timeout_ms` is lost. Inputs in flight when a bot drops its session on purpose
 //!   are not counted (`inputs_abandoned`).
 
+pub mod benchmark;
 pub mod bot;
 pub mod codec;
 pub mod implementation;
@@ -67,9 +70,8 @@ pub const MAX_PLAYERS: usize = 4;
 /// The reference simulation's rate (ServerHello's `tick_rate`, "normally 20").
 pub const TICK_RATE: u32 = 20;
 
-/// The wire dialect: the spec, or the real game server of the project the spec came from
-/// ([`implementation`]). Its POC-2 benchmark server is a third wire format, not offered (the
-/// page says why).
+/// The wire dialect: the spec, the real game server of the project the spec came from
+/// ([`implementation`]), or that project's POC-2 benchmark server ([`benchmark`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Dialect {
@@ -78,26 +80,34 @@ pub enum Dialect {
     /// The real game server (`sims_3000 --server`): 5-byte envelope, Join/JoinAccept,
     /// Heartbeats both ways, 30-byte Input, StateUpdate.
     Implementation,
+    /// The POC-2 benchmark server: the spec's header with the tick as its sequence, no
+    /// handshake, FullSnapshot then checksummed LZ4 deltas, bare-header acks.
+    Benchmark,
 }
 
 pub const INFO: ProtocolInfo = ProtocolInfo {
     name: "zergcity",
     spec: "docs/protocols/zergcity.md",
     transport: "ENet 1.3; spec: channel 0 reliable ordered, 1 reliable for full snapshots, 2 \
-                unreliable; implementation: channel 0 reliable ordered, 1 unsequenced",
+                unreliable; implementation: channel 0 reliable ordered, 1 unsequenced; benchmark: 0 \
+                acks (reliable), 1 FullSnapshot (reliable), 2 DeltaSnapshot (unsequenced)",
     default_port: DEFAULT_PORT,
     rtt: "spec: Ping/Pong on the unreliable channel, paired by the echoed microsecond \
           timestamp (several in flight); implementation: Heartbeat and the HeartbeatResponse \
           that echoes its timestamp (several in flight; the server's own heartbeats, echoing \
-          0, are not paired); both: ENet's own smoothed RTT",
+          0, are not paired); benchmark: none of its own (nothing answers the bot), ENet's \
+          acknowledgements of the bot's reliable acks; all: ENet's own smoothed RTT",
     downstream_loss: "spec: gaps in the server's per-connection header sequence (every \
                       message it sends; only unreliable ones can be lost), from the first \
                       ServerHello of each session; implementation: not measurable (the server \
-                      sends everything reliably and StateUpdates only for ticks with changes)",
+                      sends everything reliably and StateUpdates only for ticks with changes); benchmark: \
+                      ticks missing between the snapshots that arrived (the header's \
+                      sequence is the server tick, one message a tick per peer)",
     upstream_loss: "spec: InputMessages without an InputAck within input_ack_timeout_ms (the \
                     reference server acks every input, rejected ones with their result); \
                     implementation: Heartbeats (sent unreliably) without their echo within \
-                    heartbeat_timeout_ms",
+                    heartbeat_timeout_ms; benchmark: not measurable (its acks are \
+                    reliable and nothing acknowledges them)",
     dialects: &[
         ("spec", "docs/protocols/zergcity.md (default)"),
         (
@@ -106,6 +116,13 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
              envelope, Join/JoinAccept (player id 1-4, session token), Heartbeats both ways, \
              30-byte Input, StateUpdate (LZ4 above 1024 bytes), Reconnect with the token, 4 \
              ENet peers (a fifth connect gets no reply)",
+        ),
+        (
+            "benchmark",
+            "the POC-2 benchmark server of Blubagoo/sims_3000 (poc/poc2-enet-snapshot-sync): \
+             16-byte ZCNT header carrying the server tick, no handshake (streams to any ENet \
+             peer), FullSnapshot then LZ4 DeltaSnapshots with an FNV-1a world checksum, \
+             bare-header SnapshotAck and ResyncRequest, 8 ENet peers",
         ),
     ],
     metrics: &[
@@ -117,7 +134,8 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
         MetricDesc::micros(
             "resync_us",
             "Reconnect resync",
-            "session dropped to the FullSnapshot applied on the new one",
+            "session dropped to the FullSnapshot applied on the new one (benchmark dialect: \
+             desync seen to the FullSnapshot applied)",
         ),
         MetricDesc::micros(
             "clock_offset_us",
@@ -260,16 +278,42 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
             "implementation dialect: HeartbeatResponses the server sent unasked (about 1 a second)",
         ),
         MetricDesc::count(
+            "checksum_mismatch",
+            "Desyncs",
+            "benchmark dialect: deltas after which the world's checksum differed from the \
+             server's (a ResyncRequest follows)",
+        )
+        .display(Display::Card),
+        MetricDesc::count(
+            "delta_while_resyncing",
+            "Deltas while resyncing",
+            "benchmark dialect: deltas ignored while waiting for the FullSnapshot of a resync",
+        ),
+        MetricDesc::count(
+            "delta_before_full",
+            "Deltas before a snapshot",
+            "benchmark dialect: deltas that arrived before the first FullSnapshot",
+        ),
+        MetricDesc::count(
+            "dialect_hint.benchmark",
+            "Wrong dialect?",
+            "messages another dialect rejected that read as the POC-2 benchmark's compressed \
+             snapshots",
+        )
+        .display(Display::Card),
+        MetricDesc::count(
             "dialect_hint.implementation",
             "Wrong dialect?",
-            "messages the spec dialect rejected that read cleanly as dialect: implementation",
+            "messages the spec or benchmark dialect rejected that read cleanly as dialect: \
+             implementation",
         )
         .display(Display::Card),
         MetricDesc::count(
             "dialect_hint.spec",
             "Wrong dialect?",
-            "messages the implementation dialect rejected that start with the ZCNT magic (the \
-             spec or the POC-2 benchmark)",
+            "messages the implementation dialect rejected that start with the ZCNT magic and \
+             do not fit the benchmark, or that the benchmark dialect rejected and the spec reads",
+
         )
         .display(Display::Card),
     ],
@@ -359,6 +403,10 @@ pub struct ZergCityOptions {
     /// does. Off by default: on the unreliable channel a lost Heartbeat is seen (no echo), so
     /// upstream loss is measurable; reliable, it is not.
     pub reliable_heartbeats: bool,
+    /// Benchmark dialect: check every delta against the server's world checksum (FNV-1a over
+    /// the whole world: 1.2 MB a delta against the real server's 50,000 entities) and ask for
+    /// a resync on a mismatch. Off, every delta is applied and acknowledged unchecked.
+    pub verify_checksum: bool,
 }
 
 impl Default for ZergCityOptions {
@@ -377,6 +425,7 @@ impl Default for ZergCityOptions {
             name_prefix: "bot".to_string(),
             heartbeat_timeout_ms: 2000,
             reliable_heartbeats: false,
+            verify_checksum: true,
         }
     }
 }
@@ -418,6 +467,18 @@ impl ZergCityOptions {
         if self.heartbeat_timeout_ms == 0 {
             return Err("heartbeat_timeout_ms must be > 0".into());
         }
+        if self.dialect == Dialect::Benchmark {
+            if self.chat_rate > 0.0 {
+                return Err("chat_rate: the benchmark has no chat; set chat_rate: 0".into());
+            }
+            if self.reconnect_share > 0.0 {
+                return Err(
+                    "reconnect_share: the benchmark has no session to resume (no token); set \
+                     reconnect_share: 0"
+                        .into(),
+                );
+            }
+        }
         if self.dialect == Dialect::Implementation {
             if self.chat_rate > 0.0 {
                 return Err(
@@ -438,6 +499,9 @@ impl ZergCityOptions {
         Ok(())
     }
 }
+
+/// ENet peers the benchmark server's host takes (a ninth connect gets no reply).
+pub const BENCHMARK_PEERS: usize = 8;
 
 /// The least `max_state_bytes`: three worlds of 65,536 entities (6.8 MB each) and a map's
 /// terrain.
@@ -468,6 +532,7 @@ impl Protocol for ZergCity {
             channels: match o.dialect {
                 Dialect::Spec => codec::CHANNELS,
                 Dialect::Implementation => implementation::codec::CHANNELS,
+                Dialect::Benchmark => benchmark::codec::CHANNELS,
             },
             compression: EnetCompression::None,
         })
@@ -476,6 +541,13 @@ impl Protocol for ZergCity {
     fn validate(o: &ZergCityOptions, s: &ServerParams) -> Result<(), String> {
         o.validate()?;
         match s.players_per_instance {
+            Some(n) if o.dialect == Dialect::Benchmark && (n == 0 || n > BENCHMARK_PEERS) => {
+                Err(format!(
+                    "server.players_per_instance must be within 1..={BENCHMARK_PEERS} (the \
+                     benchmark's ENet host takes 8 peers)"
+                ))
+            }
+            Some(_) if o.dialect == Dialect::Benchmark => Ok(()),
             Some(n) if n == 0 || n > MAX_PLAYERS => Err(format!(
                 "server.players_per_instance must be within 1..={MAX_PLAYERS} (slots 0-3)"
             )),
@@ -489,10 +561,14 @@ impl Protocol for ZergCity {
 
     fn make_bot(o: &ZergCityOptions, params: BotParams) -> Box<dyn Bot> {
         match o.dialect {
-            Dialect::Spec => Box::new(ZergCityBot::new(params, o.clone())),
+            Dialect::Spec => Box::new(benchmark::hint::SpecWithHint::new(ZergCityBot::new(
+                params,
+                o.clone(),
+            ))),
             Dialect::Implementation => {
                 Box::new(implementation::ImplementationBot::new(params, o.clone()))
             }
+            Dialect::Benchmark => Box::new(benchmark::BenchmarkBot::new(params, o.clone())),
         }
     }
 
@@ -509,10 +585,24 @@ impl Protocol for ZergCity {
                 };
                 Box::new(implementation::ImplementationServer::new(cfg, now))
             }
+            Dialect::Benchmark => Box::new(benchmark::BenchmarkServer::new(
+                benchmark::BenchmarkServerConfig {
+                    max_clients: Self::players_per_instance(o, s).unwrap_or(BENCHMARK_PEERS),
+                    ..Default::default()
+                },
+                now,
+            )),
         }
     }
 
-    fn players_per_instance(_: &ZergCityOptions, s: &ServerParams) -> Option<usize> {
+    fn players_per_instance(o: &ZergCityOptions, s: &ServerParams) -> Option<usize> {
+        if o.dialect == Dialect::Benchmark {
+            return Some(
+                s.players_per_instance
+                    .unwrap_or(BENCHMARK_PEERS)
+                    .clamp(1, BENCHMARK_PEERS),
+            );
+        }
         Some(
             s.players_per_instance
                 .unwrap_or(MAX_PLAYERS)
@@ -520,7 +610,19 @@ impl Protocol for ZergCity {
         )
     }
 
+    /// The benchmark answers nothing the bot sends: its round trips are ENet's
+    /// acknowledgements.
+    fn measures_rtt(o: &ZergCityOptions) -> bool {
+        o.dialect != Dialect::Benchmark
+    }
+
     fn cannot_measure(o: &ZergCityOptions, metric: Metric) -> Option<&'static str> {
+        if o.dialect == Dialect::Benchmark {
+            return (metric == Metric::UpstreamLoss).then_some(
+                "the benchmark dialect's only client messages are reliable acks, and nothing \
+                 acknowledges them at this level, so nothing is known lost upstream",
+            );
+        }
         if o.dialect != Dialect::Implementation {
             return None;
         }
@@ -588,5 +690,41 @@ mod tests {
                 compression: EnetCompression::None
             })
         );
+    }
+
+    #[test]
+    fn the_benchmark_dialect_takes_8_peers_and_measures_loss_but_not_rtt_or_upstream() {
+        let o: ZergCityOptions = serde_saphyr::from_str("dialect: benchmark\n").unwrap();
+        assert_eq!(o.dialect, Dialect::Benchmark);
+        assert!(o.verify_checksum);
+        assert!(ZergCity::validate(&o, &ServerParams::default()).is_ok());
+        assert_eq!(
+            ZergCity::transport(&o),
+            TransportNeeds::Enet(EnetNeeds {
+                channels: 3,
+                compression: EnetCompression::None
+            })
+        );
+        assert!(!ZergCity::measures_rtt(&o), "RTT comes from ENet's acks");
+        assert!(ZergCity::cannot_measure(&o, Metric::UpstreamLoss).is_some());
+        assert!(ZergCity::cannot_measure(&o, Metric::DownstreamLoss).is_none());
+        assert_eq!(
+            ZergCity::players_per_instance(&o, &ServerParams::default()),
+            Some(8)
+        );
+        let s = ServerParams {
+            players_per_instance: Some(9),
+            ..ServerParams::default()
+        };
+        assert!(ZergCity::validate(&o, &s).unwrap_err().contains("1..=8"));
+        let reconnecting = ZergCityOptions {
+            reconnect_share: 0.5,
+            ..o.clone()
+        };
+        assert!(reconnecting
+            .validate()
+            .unwrap_err()
+            .contains("reconnect_share"));
+        assert_eq!(ZergCity::dialect_name(&o), "benchmark");
     }
 }

@@ -506,7 +506,9 @@ impl Bot for ImplementationBot {
                     }
                     Err(e) => {
                         rec.decode_error(e.message, e.reason);
-                        if data[at..].starts_with(b"ZCNT") {
+                        if crate::protocol::zergcity::benchmark::codec::fits(&data[at..]) {
+                            rec.event("dialect_hint.benchmark");
+                        } else if data[at..].starts_with(b"ZCNT") {
                             rec.event("dialect_hint.spec");
                         }
                         break;

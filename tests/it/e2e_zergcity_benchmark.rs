@@ -1,0 +1,332 @@
+//! ZergCity `dialect: benchmark` against C libenet peers that speak the POC-2 benchmark server
+//! of Blubagoo/sims_3000 as docs/protocols/zergcity.md describes it
+//! (tests/peers/zergcity-benchmark/zergcity_bench_peer.c, written from the wire facts alone):
+//! no handshake (every ENet peer that connects is streamed to), the 16-byte ZCNT header with
+//! the server tick in `sequence`, a FullSnapshot then one LZ4 delta a tick with the world's
+//! FNV-1a checksum, bare-header acks (type 3) that clear the peer's pending changes,
+//! ResyncRequest (type 4), 8 ENet peers.
+//!
+//! Every run uses the shipped scenarios/zergcity-benchmark.yaml through the CLI's flags. The
+//! peers print their own counts (STATS lines): the messages they generated per bot and the
+//! deltas they dropped on purpose, which the bots' downstream loss is held against. Delay is
+//! injected on the link by the impairment proxy (tests/common/proxy.rs): the bots' round
+//! trips in this dialect are ENet's acknowledgements of their acks.
+//!
+//! The peer is built here with `cc`; it needs libenet-dev and liblz4-dev
+//! (`scripts/install-test-deps.sh`). These tests fail (never skip) without them.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::common::proxy::{Impairment, Proxy};
+
+const INSTALL_HINT: &str = "run scripts/install-test-deps.sh (installs libenet-dev, liblz4-dev)";
+const SCENARIO: &str = "scenarios/zergcity-benchmark.yaml";
+/// Added by the proxy each way.
+const ONE_WAY_DELAY: Duration = Duration::from_millis(10);
+
+fn peer_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(build_peer)
+}
+
+/// Build the peer into the test temp dir, as its Makefile does.
+fn build_peer() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let src = root.join("tests/peers/zergcity-benchmark/zergcity_bench_peer.c");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    std::fs::create_dir_all(dir).expect("create the test temp dir");
+    let bin = dir.join("zergcity_bench_peer");
+    let tmp = dir.join(format!("zergcity_bench_peer.{}.tmp", std::process::id()));
+    let libs = Command::new("pkg-config")
+        .args(["--cflags", "--libs", "libenet", "liblz4"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "-lenet -llz4".to_string());
+    let out = Command::new("cc")
+        .args(["-O2", "-Wall", "-o"])
+        .arg(&tmp)
+        .arg(&src)
+        .args(libs.split_whitespace())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run the C compiler `cc` ({e}): {INSTALL_HINT}"));
+    assert!(
+        out.status.success(),
+        "building {} failed ({INSTALL_HINT}):\n{}",
+        src.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::rename(&tmp, &bin).expect("move the built peer into place");
+    bin
+}
+
+/// A running peer; its stdout lines arrive on `lines`.
+struct Peer {
+    child: Child,
+    lines: Receiver<String>,
+    log: Vec<String>,
+    port: u16,
+}
+
+impl Peer {
+    fn start(args: &[&str]) -> Peer {
+        let mut child = Command::new(peer_bin())
+            .arg("0")
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the zergcity benchmark peer");
+        let stdout = child.stdout.take().expect("peer stdout");
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let first = lines
+            .recv_timeout(Duration::from_secs(10))
+            .expect("peer prints LISTENING");
+        let port = first
+            .strip_prefix("LISTENING ")
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or_else(|| panic!("unexpected first line {first:?}"));
+        Peer {
+            child,
+            lines,
+            log: vec![first],
+            port,
+        }
+    }
+
+    fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    /// Wait for a STATS line (printed every second) that shows no peer connected, so the
+    /// counts are final: nothing more is generated for the bots once they have left.
+    fn settle(&mut self) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(l) => {
+                    let done = l.starts_with("STATS ") && l.contains(" peers=0 ");
+                    self.log.push(l);
+                    if done {
+                        return;
+                    }
+                }
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// The newest STATS line's `key`.
+    fn stat(&self, key: &str) -> u64 {
+        self.log
+            .iter()
+            .rev()
+            .find(|l| l.starts_with("STATS "))
+            .and_then(|l| {
+                l.split_whitespace()
+                    .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
+                    .and_then(|v| v.parse().ok())
+            })
+            .unwrap_or_else(|| panic!("no {key} in {:?}", self.log.last()))
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Run a scenario against `targets` with extra CLI flags; the summary and exit code.
+fn run(scenario: &str, targets: &[SocketAddr], extra: &[&str]) -> (Value, Option<i32>) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out = tmp.path().join("out");
+    let targets: Vec<String> = targets.iter().map(ToString::to_string).collect();
+    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
+        .arg("run")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(scenario))
+        .arg("--target")
+        .arg(targets.join(","))
+        .arg("--out")
+        .arg(&out)
+        .args(extra)
+        .output()
+        .expect("run tickswarm");
+    let code = o.status.code();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    // 0 pass, 1 fail, 3 target unreachable (no bot completed a handshake).
+    assert!(matches!(code, Some(0 | 1 | 3)), "exit {code:?}: {err}");
+    let text = std::fs::read_to_string(out.join("summary.json")).expect("summary.json");
+    (serde_json::from_str(&text).expect("summary is JSON"), code)
+}
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn sum(peers: &[Peer], key: &str) -> u64 {
+    peers.iter().map(|p| p.stat(key)).sum()
+}
+
+/// The shipped scenario as it is (20 bots, 15 s) against three clean peers: PASS. Every
+/// bot was streamed to (7, 7 and 6 ENet peers), applied its FullSnapshot and the deltas,
+/// acknowledged them (the peers counted the acks), matched every checksum, and lost
+/// nothing.
+#[test]
+fn the_shipped_scenario_passes_against_three_peers() {
+    let _one = one_at_a_time();
+    let mut peers: Vec<Peer> = (0..3).map(|_| Peer::start(&["--seconds", "40"])).collect();
+    let targets: Vec<SocketAddr> = peers.iter().map(Peer::addr).collect();
+    let (s, code) = run(SCENARIO, &targets, &[]);
+    peers.iter_mut().for_each(Peer::settle);
+    eprintln!("summary: {s:#}");
+    for p in &peers {
+        eprintln!("peer {}: {:?}", p.port, p.log.last());
+    }
+    assert_eq!(code, Some(0), "verdict {}", s["verdict"]);
+    assert_eq!(s["dialect"], "benchmark");
+    assert_eq!(s["bots"]["connected"], 20, "{}", s["errors"]);
+    assert_eq!(sum(&peers, "connects"), 20);
+    assert_eq!(s["errors"]["decode_total"], 0, "{}", s["errors"]);
+    assert_eq!(sum(&peers, "bad"), 0, "every ack was a sound header");
+    assert_eq!(sum(&peers, "dropped"), 0);
+
+    // Acks are the bots' upstream messages (inputs_sent): reliable, so all reach the peers
+    // bar those queued when the bots left.
+    let acks_sent = s["inputs_sent"].as_u64().unwrap_or(0);
+    let acks_got = sum(&peers, "acks");
+    assert!(acks_sent > 20 * 20 * 10, "{acks_sent} acks sent");
+    assert!(
+        acks_got <= acks_sent && acks_got + 100 >= acks_sent,
+        "bots sent {acks_sent}, peers got {acks_got}"
+    );
+    // Every snapshot applied was one the peers sent.
+    let applied = s["snapshots_applied"].as_u64().unwrap_or(0);
+    let sent = sum(&peers, "sent");
+    assert!(
+        applied > 20 * 20 * 10 && applied <= sent,
+        "{applied} of {sent}"
+    );
+    let pm = &s["protocol_metrics"];
+    // Nothing lost, so no desync: no mismatch counted, no ResyncRequest at the peers.
+    assert_eq!(pm["checksum_mismatch"], Value::Null, "{pm}");
+    assert_eq!(sum(&peers, "resyncs"), 0);
+    assert_eq!(s["loss"]["downstream"]["rate"], 0.0, "{}", s["loss"]);
+    assert_eq!(s["loss"]["upstream"], Value::Null, "not measurable");
+    assert_eq!(s["rtt_source"], "enet_acks");
+}
+
+/// Every 10th delta dropped at the peers (their ground truth), and 10 ms added each way on
+/// the link by a proxy per peer. The bots' downstream loss, from the gaps in the server
+/// ticks, is the peers' own drop share within ±0.5 pp; every round trip (ENet's
+/// acknowledgements of the bots' acks) is at least the injected 20 ms.
+#[test]
+fn loss_and_rtt_match_the_injected_faults() {
+    let _one = one_at_a_time();
+    let args = ["--seconds", "40", "--drop-delta-every", "10"];
+    let mut peers: Vec<Peer> = (0..3).map(|_| Peer::start(&args)).collect();
+    let proxies: Vec<Proxy> = peers
+        .iter()
+        .map(|p| {
+            Proxy::start(
+                p.addr(),
+                Impairment {
+                    one_way_delay: ONE_WAY_DELAY,
+                    ..Impairment::default()
+                },
+                Duration::from_secs(60),
+            )
+        })
+        .collect();
+    let targets: Vec<SocketAddr> = proxies.iter().map(|p| p.addr).collect();
+    let (s, _) = run(SCENARIO, &targets, &[]);
+    peers.iter_mut().for_each(Peer::settle);
+    eprintln!("summary: {s:#}");
+    for p in &peers {
+        eprintln!("peer {}: {:?}", p.port, p.log.last());
+    }
+    assert_eq!(s["bots"]["connected"], 20, "{}", s["errors"]);
+    assert_eq!(s["bots"]["lost"], 0);
+    assert_eq!(s["errors"]["decode_total"], 0, "{}", s["errors"]);
+    assert!(s["inputs_sent"].as_u64().unwrap_or(0) > 20 * 20 * 5);
+    assert!(s["snapshots_applied"].as_u64().unwrap_or(0) > 20 * 20 * 5);
+
+    // Downstream loss against the peers' own counts: one message a tick per bot, the
+    // dropped deltas among them.
+    let dropped = sum(&peers, "dropped");
+    let generated = sum(&peers, "fulls") + sum(&peers, "deltas");
+    let truth = dropped as f64 / generated as f64;
+    let down = &s["loss"]["downstream"];
+    let measured = down["rate"].as_f64().expect("downstream loss measured");
+    eprintln!(
+        "downstream loss: bots {measured:.4} ({down}), peers {dropped}/{generated} = {truth:.4}"
+    );
+    assert!(dropped > 300, "{dropped} deltas dropped");
+    assert!(
+        (measured - truth).abs() <= 0.005,
+        "bots {measured}, peers {truth}"
+    );
+
+    // RTT from ENet's acknowledgements: never under the injected round trip (the histogram
+    // keeps 3 significant figures: a value reads back at most 16 µs low here).
+    assert_eq!(s["rtt_source"], "enet_acks");
+    let rtt_min = s["rtt_us"]["min"].as_u64().expect("rtt measured");
+    let injected = 2 * ONE_WAY_DELAY.as_micros() as u64;
+    eprintln!("rtt_us {}", s["rtt_us"]);
+    assert!(
+        rtt_min + 16 >= injected,
+        "rtt min {rtt_min} µs under the injected {injected} µs"
+    );
+    drop(proxies);
+}
+
+/// The other dialects against the benchmark's bytes: every snapshot is a decode error, and
+/// the bots say which dialect the bytes fit (`dialect_hint.benchmark`). No bot gets in, but
+/// the server answered: tickswarm exits 1 (not 3, target unreachable).
+#[test]
+fn the_other_dialects_name_the_benchmark() {
+    let _one = one_at_a_time();
+    let peer = Peer::start(&["--seconds", "30"]);
+    for (scenario, dialect) in [
+        ("scenarios/zergcity.yaml", "spec"),
+        ("scenarios/zergcity-implementation.yaml", "implementation"),
+    ] {
+        let (s, code) = run(
+            scenario,
+            &[peer.addr()],
+            &["--bots", "2", "--duration", "3s"],
+        );
+        assert_eq!(
+            code,
+            Some(1),
+            "{dialect}: a server that answers is reachable"
+        );
+        let pm = &s["protocol_metrics"];
+        let hints = pm["dialect_hint.benchmark"].as_u64().unwrap_or(0);
+        assert!(hints >= 1, "{dialect}: {pm}");
+        assert_eq!(
+            s["errors"]["decode_total"], hints,
+            "{dialect}: every message refused fits the benchmark: {}",
+            s["errors"]
+        );
+        assert_eq!(s["bots"]["connected"], 0);
+    }
+}
