@@ -10,3 +10,4 @@ pub mod scenario;
 pub mod serve;
 pub mod sim;
 pub mod summary;
+pub mod zergcity;
