@@ -877,7 +877,7 @@ impl<B: Bot, S: Server> Sim<B, S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{BotPhase, ServerStats};
+    use crate::protocol::{BotPhase, Relink, ServerStats};
 
     /// A bot that sends one byte (its counter) every 10 ms and counts what comes back.
     struct Echoer {
@@ -887,6 +887,10 @@ mod tests {
         got: Vec<u8>,
         /// Sent reliably (meaningful on [`Link::Enet`]).
         reliable: bool,
+        /// Ask for a relink once this many were sent.
+        relink_after: Option<u8>,
+        relinked: Vec<Instant>,
+        stopped: bool,
     }
 
     impl Bot for Echoer {
@@ -902,6 +906,7 @@ mod tests {
         }
         fn stop(&mut self, _: Instant, _: &mut Recorder) {
             self.next = None;
+            self.stopped = true;
         }
         fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<Transmit> {
             if !std::mem::take(&mut self.pending) {
@@ -918,7 +923,21 @@ mod tests {
             self.next
         }
         fn phase(&self) -> BotPhase {
-            BotPhase::Connected
+            if self.stopped {
+                BotPhase::Closed
+            } else {
+                BotPhase::Connected
+            }
+        }
+        fn poll_relink(&mut self) -> Option<Relink> {
+            if self.relink_after.is_some_and(|n| self.n >= n) {
+                self.relink_after = None;
+                return Some(Relink { to: None });
+            }
+            None
+        }
+        fn handle_relinked(&mut self, now: Instant, _: &mut Recorder) {
+            self.relinked.push(now);
         }
     }
 
@@ -928,6 +947,8 @@ mod tests {
         out: Vec<(ConnId, u8)>,
         seen: HashMap<ConnId, u32>,
         close: Vec<ConnId>,
+        /// Transport sessions: (when, connected or not, who).
+        sessions: Vec<(Instant, bool, ConnId)>,
         stats: ServerStats,
     }
 
@@ -955,6 +976,12 @@ mod tests {
         fn poll_close(&mut self) -> Option<ConnId> {
             self.close.pop()
         }
+        fn handle_connect(&mut self, now: Instant, from: ConnId) {
+            self.sessions.push((now, true, from));
+        }
+        fn handle_disconnect(&mut self, now: Instant, from: ConnId) {
+            self.sessions.push((now, false, from));
+        }
     }
 
     fn echoer() -> Echoer {
@@ -964,6 +991,170 @@ mod tests {
             pending: false,
             got: Vec::new(),
             reliable: false,
+            relink_after: None,
+            relinked: Vec::new(),
+            stopped: false,
+        }
+    }
+
+    #[test]
+    fn enet_sessions_open_before_a_scheduled_start_and_close_behind_reliable_data() {
+        let ms = Duration::from_millis;
+        let t0 = Instant::now();
+        let reliable = Echoer {
+            reliable: true,
+            ..echoer()
+        };
+        let mut sim = Sim::new(t0, Mirror::default(), vec![reliable]);
+        sim.link = Link::Enet;
+        sim.up.delay = ms(3);
+        // The first datagram is held 30 ms: the ones after it wait behind it.
+        sim.up.hold = Some((rule(|m| m.peer_index == 0), ms(30)));
+        sim.start_at(0, ms(5));
+        sim.run_until(ms(20));
+        sim.stop(0);
+        sim.run_until(ms(60));
+        let up: Vec<_> = sim.up_from(0).map(|r| r.delivered.clone()).collect();
+        assert_eq!(up, vec![vec![ms(38)], vec![ms(38)]], "sent at 5 and 15 ms");
+        // Connected when started; the disconnect waits behind the held reliable data.
+        let sessions = &sim.server.sessions;
+        assert_eq!(
+            sessions,
+            &vec![
+                (sim.at(ms(5)), true, ConnId(0)),
+                (sim.at(ms(38)), false, ConnId(0))
+            ]
+        );
+    }
+
+    #[test]
+    fn a_relink_is_a_new_connection_and_what_was_sent_to_the_old_one_is_lost() {
+        let ms = Duration::from_millis;
+        let t0 = Instant::now();
+        let bot = Echoer {
+            relink_after: Some(2),
+            ..echoer()
+        };
+        let mut sim = Sim::new(t0, Mirror::default(), vec![bot]);
+        sim.link = Link::Enet;
+        sim.up.delay = ms(2);
+        sim.down.delay = ms(9);
+        let sent: std::rc::Rc<std::cell::RefCell<Vec<ConnId>>> = Default::default();
+        let seen = sent.clone();
+        sim.watch = Some(Box::new(move |s, _, _| {
+            if let Seen::Sent(m) = s {
+                seen.borrow_mut().push(m.conn);
+            }
+        }));
+        sim.transport_connect(0);
+        sim.start(0);
+        sim.run_until(ms(40));
+        // The bot asked at 10 ms, after its second datagram: the server sees the old session
+        // end one way later and the new one a round trip later, with the bot relinked.
+        let new = ConnId(RELINK_BASE);
+        assert_eq!(sim.addrs[0], new);
+        assert_eq!(sim.bots[0].relinked, vec![sim.at(ms(21))]);
+        let sessions = &sim.server.sessions;
+        assert_eq!(
+            sessions,
+            &vec![
+                (t0, true, ConnId(0)),
+                (sim.at(ms(12)), false, ConnId(0)),
+                (sim.at(ms(21)), true, new),
+            ]
+        );
+        // The first echo was in flight to the old connection: lost on arrival. The second
+        // was answered to the old connection after the relink: never sent. The third came,
+        // the fourth is in flight.
+        assert_eq!(sim.bots[0].got, vec![2]);
+        let down: Vec<_> = sim
+            .down_to(0)
+            .map(|r| (r.conn, r.delivered.clone()))
+            .collect();
+        let want = vec![(ConnId(0), vec![]), (new, vec![ms(31)]), (new, vec![])];
+        assert_eq!(down, want);
+        assert_eq!(
+            sent.borrow().len(),
+            sim.log.len(),
+            "the watch saw every datagram"
+        );
+    }
+
+    #[test]
+    fn a_cut_path_loses_reliable_data_and_a_lagging_server_catches_up() {
+        let ms = Duration::from_millis;
+        let t0 = Instant::now();
+        let reliable = Echoer {
+            reliable: true,
+            ..echoer()
+        };
+        let mut sim = Sim::new(t0, Ticker::default(), vec![reliable]);
+        sim.link = Link::Enet;
+        sim.down.cut = true;
+        // Every wake of the server's loop is 25 ms after the previous one.
+        sim.server_lag = Some(Box::new(move |_| ms(25)));
+        sim.start_all();
+        sim.run_until(ms(60));
+        assert!(sim.bots[0].got.is_empty(), "nothing came down");
+        assert!(sim.down_to(0).all(|r| r.dropped));
+        // Ticks due every 10 ms, run at 0, 25 and 50 ms.
+        assert_eq!(
+            sim.server.ticks,
+            vec![ms(0), ms(25), ms(25), ms(50), ms(50), ms(50)]
+        );
+    }
+
+    #[test]
+    fn jump_handles_what_is_due_once_at_the_new_instant() {
+        let ms = Duration::from_millis;
+        let t0 = Instant::now();
+        let mut sim = Sim::new(t0, Ticker::default(), vec![echoer()]);
+        sim.detach(0);
+        sim.inject_to_server(0, &[9]);
+        sim.jump(ms(35));
+        assert_eq!(
+            sim.server.ticks,
+            vec![ms(35); 4],
+            "one call, late, catching up"
+        );
+        assert_eq!(sim.elapsed(), ms(35));
+        assert_eq!(sim.log.len(), 1, "its answer went out");
+    }
+
+    /// A server that ticks every 10 ms from the first datagram it gets, runs every tick due
+    /// when called (noting when), and answers every datagram.
+    #[derive(Default)]
+    struct Ticker {
+        t0: Option<Instant>,
+        next: Option<Instant>,
+        ticks: Vec<Duration>,
+        out: Vec<ConnId>,
+        stats: ServerStats,
+    }
+
+    impl Server for Ticker {
+        fn handle_datagram(&mut self, now: Instant, from: ConnId, _: &[u8]) {
+            self.t0.get_or_insert(now);
+            self.next.get_or_insert(now);
+            self.out.push(from);
+        }
+        fn handle_timeout(&mut self, now: Instant) {
+            let t0 = self.t0.unwrap_or(now);
+            while let Some(due) = self.next.filter(|&d| d <= now) {
+                self.ticks.push(now - t0);
+                self.next = Some(due + Duration::from_millis(10));
+            }
+        }
+        fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<(ConnId, Transmit)> {
+            let to = self.out.pop()?;
+            buf[0] = 1;
+            Some((to, Transmit::datagram(1)))
+        }
+        fn poll_timeout(&self) -> Option<Instant> {
+            self.next
+        }
+        fn stats(&self) -> &ServerStats {
+            &self.stats
         }
     }
 
