@@ -7,19 +7,22 @@
 //! than one already delivered on the channel). Every packet on the link is checked: at most
 //! 1400 bytes (1200 unreliable), and each message in it on the channel city.md assigns to its
 //! type. The link logs what it dropped, so the tests compare the bots' measurements with
-//! ground truth. Two pieces keep loops of their own: the run through real ENet hosts (the
-//! harness models ENet at the message level, not its wire protocol), and the variant's
-//! server, which is an in-test `Server` on the harness.
+//! ground truth. Two in-test pieces run on the same harness: the variant's server (an
+//! in-test `Server`), and a bot and the server behind real ENet hosts (adapters whose
+//! datagrams are ENet's own, on the harness's datagram link).
 
 mod common;
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use common::city::{new_sim, new_sim_seeded, Link};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use tickswarm::api::sim::rule;
 use tickswarm::metrics::Recorder;
 use tickswarm::protocol::city::bot::Stage;
 use tickswarm::protocol::city::codec::{self, Dialect, Message};
@@ -27,6 +30,9 @@ use tickswarm::protocol::city::{CityBot, CityOptions, CityServer, CityServerConf
 use tickswarm::protocol::{
     Bot, BotParams, BotPhase, ConnId, InputPattern, Keys, Server, ServerStats, Transmit,
     MAX_DATAGRAM,
+};
+use tickswarm::transport::{
+    EnetClient, EnetConfig, EnetEvent, EnetHost, PeerId, MAX_ENET_DATAGRAM,
 };
 
 fn params(i: u32) -> BotParams {
@@ -862,99 +868,165 @@ fn runs_are_deterministic() {
 
 // ---- through real ENet hosts ------------------------------------------------------------
 
+/// A City bot behind a real ENet client (rusty_enet, the C ENet wire protocol), serviced every
+/// millisecond: on the harness's datagram link, the datagrams are ENet's own.
+struct EnetBot {
+    client: EnetClient,
+    bot: CityBot,
+    last: Instant,
+    out: std::collections::VecDeque<Vec<u8>>,
+}
+
+/// The City server behind a real ENet host, serviced every millisecond.
+struct EnetServer {
+    host: EnetHost,
+    server: CityServer,
+    peers: HashMap<ConnId, PeerId>,
+    last: Instant,
+    out: std::collections::VecDeque<Vec<u8>>,
+}
+
+fn enet_addrs() -> (SocketAddr, SocketAddr) {
+    (
+        "10.0.0.1:7777".parse().unwrap(),
+        "10.0.0.2:5000".parse().unwrap(),
+    )
+}
+
+impl Bot for EnetBot {
+    fn start(&mut self, now: Instant, _: &mut Recorder) {
+        self.last = now;
+    }
+    fn handle_datagram(&mut self, now: Instant, data: &[u8], _: &mut Recorder) {
+        self.client.handle_datagram(now, enet_addrs().0, data);
+    }
+    fn handle_timeout(&mut self, now: Instant, rec: &mut Recorder) {
+        self.last = now;
+        self.client.service(now);
+        while let Some(ev) = self.client.poll_event() {
+            match ev {
+                EnetEvent::Connected { .. } => self.bot.start(now, rec),
+                EnetEvent::Received { packet, .. } => self.bot.handle_datagram(now, &packet, rec),
+                EnetEvent::Disconnected { .. } => self.bot.handle_transport_closed(now, rec),
+            }
+        }
+        if self.bot.poll_timeout().is_some_and(|t| t <= now) {
+            self.bot.handle_timeout(now, rec);
+        }
+        let mut buf = vec![0u8; MAX_DATAGRAM];
+        while let Some(t) = self.bot.poll_transmit(&mut buf) {
+            self.client.send_transmit(&t, &buf).unwrap();
+        }
+        self.client.flush(now);
+        let mut dgram = vec![0u8; MAX_ENET_DATAGRAM];
+        while let Some((_, len)) = self.client.poll_transmit(&mut dgram) {
+            self.out.push_back(dgram[..len].to_vec());
+        }
+    }
+    fn stop(&mut self, _: Instant, _: &mut Recorder) {}
+    fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<Transmit> {
+        let d = self.out.pop_front()?;
+        buf[..d.len()].copy_from_slice(&d);
+        Some(Transmit::datagram(d.len()))
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        Some(self.last + ms(1))
+    }
+    fn phase(&self) -> BotPhase {
+        self.bot.phase()
+    }
+}
+
+impl Server for EnetServer {
+    fn handle_datagram(&mut self, now: Instant, _: ConnId, data: &[u8]) {
+        self.host.handle_datagram(now, enet_addrs().1, data);
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        self.last = now;
+        self.host.service(now);
+        while let Some(ev) = self.host.poll_event() {
+            match ev {
+                EnetEvent::Connected { peer, .. } => {
+                    let conn = ConnId(peer.index() as u64);
+                    self.peers.insert(conn, peer);
+                    self.server.handle_connect(now, conn);
+                }
+                EnetEvent::Received { peer, packet, .. } => {
+                    let conn = ConnId(peer.index() as u64);
+                    self.server.handle_datagram(now, conn, &packet);
+                }
+                EnetEvent::Disconnected { peer, .. } => {
+                    self.server
+                        .handle_disconnect(now, ConnId(peer.index() as u64));
+                }
+            }
+        }
+        if self.server.poll_timeout().is_some_and(|t| t <= now) {
+            self.server.handle_timeout(now);
+        }
+        let mut buf = vec![0u8; MAX_DATAGRAM];
+        while let Some((to, t)) = self.server.poll_transmit(&mut buf) {
+            self.host.send_transmit(self.peers[&to], &t, &buf).unwrap();
+        }
+        self.host.flush(now);
+        let mut dgram = vec![0u8; MAX_ENET_DATAGRAM];
+        while let Some((_, len)) = self.host.poll_transmit(&mut dgram) {
+            self.out.push_back(dgram[..len].to_vec());
+        }
+    }
+    fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<(ConnId, Transmit)> {
+        let d = self.out.pop_front()?;
+        buf[..d.len()].copy_from_slice(&d);
+        Some((ConnId(0), Transmit::datagram(d.len())))
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        Some(self.last + ms(1))
+    }
+    fn stats(&self) -> &ServerStats {
+        self.server.stats()
+    }
+}
+
 /// A bot and the server through two real `EnetHost`s (rusty_enet, the C ENet wire protocol)
-/// over a simulated datagram link with one-way delay and datagram loss, 1 ms steps.
+/// on the harness's datagram link with one-way delay and datagram loss (one generator for
+/// both ways, drawn in sending order), both hosts serviced every millisecond.
 fn enet_run(
     one_way: Duration,
     loss: f64,
     secs: u64,
 ) -> (CityBot, Recorder, CityServer, Option<Duration>) {
     use tickswarm::protocol::city::CHANNELS;
-    use tickswarm::transport::{EnetClient, EnetConfig, EnetEvent, EnetHost, MAX_ENET_DATAGRAM};
 
     let base = Instant::now();
-    let mut now = base;
-    let server_addr: SocketAddr = "10.0.0.1:7777".parse().unwrap();
-    let client_addr: SocketAddr = "10.0.0.2:5000".parse().unwrap();
-    let mut host = EnetHost::new(now, &EnetConfig::with_peers(8)).unwrap();
-    let mut client = EnetClient::connect(now, server_addr, CHANNELS).unwrap();
-    let mut server = CityServer::new(small_content(), now);
+    let (server_addr, _) = enet_addrs();
+    let server = EnetServer {
+        host: EnetHost::new(base, &EnetConfig::with_peers(8)).unwrap(),
+        server: CityServer::new(small_content(), base),
+        peers: HashMap::new(),
+        last: base,
+        out: Default::default(),
+    };
     let mut p = params(0);
     p.ping_interval = ms(200);
     p.pattern = square_walk();
-    let mut bot = CityBot::new(p, CityOptions::default());
-    let mut rec = Recorder::new();
-    let mut rng = ChaCha8Rng::seed_from_u64(5);
-    // (deliver at, to server, datagram)
-    let mut wire: Vec<(Instant, bool, Vec<u8>)> = Vec::new();
-    let mut peers = HashMap::new();
-    let mut buf = vec![0u8; MAX_DATAGRAM];
-    let mut dgram = vec![0u8; MAX_ENET_DATAGRAM];
-    for _ in 0..secs * 1000 {
-        now += ms(1);
-        let (due, later): (Vec<_>, Vec<_>) = wire.drain(..).partition(|w| w.0 <= now);
-        wire = later;
-        for (_, to_server, bytes) in due {
-            if to_server {
-                host.handle_datagram(now, client_addr, &bytes);
-            } else {
-                client.handle_datagram(now, server_addr, &bytes);
-            }
-        }
-        host.service(now);
-        client.service(now);
-        while let Some(ev) = host.poll_event() {
-            match ev {
-                EnetEvent::Connected { peer, .. } => {
-                    let conn = ConnId(peer.index() as u64);
-                    peers.insert(conn, peer);
-                    server.handle_connect(now, conn);
-                }
-                EnetEvent::Received { peer, packet, .. } => {
-                    server.handle_datagram(now, ConnId(peer.index() as u64), &packet);
-                }
-                EnetEvent::Disconnected { peer, .. } => {
-                    server.handle_disconnect(now, ConnId(peer.index() as u64));
-                }
-            }
-        }
-        while let Some(ev) = client.poll_event() {
-            match ev {
-                EnetEvent::Connected { .. } => bot.start(now, &mut rec),
-                EnetEvent::Received { packet, .. } => {
-                    rec.datagram_down(packet.len());
-                    bot.handle_datagram(now, &packet, &mut rec)
-                }
-                EnetEvent::Disconnected { .. } => bot.handle_transport_closed(now, &mut rec),
-            }
-        }
-        if server.poll_timeout().is_some_and(|t| t <= now) {
-            server.handle_timeout(now);
-        }
-        if bot.poll_timeout().is_some_and(|t| t <= now) {
-            bot.handle_timeout(now, &mut rec);
-        }
-        while let Some((to, t)) = server.poll_transmit(&mut buf) {
-            host.send_transmit(peers[&to], &t, &buf).unwrap();
-        }
-        while let Some(t) = bot.poll_transmit(&mut buf) {
-            client.send_transmit(&t, &buf).unwrap();
-        }
-        host.flush(now);
-        client.flush(now);
-        while let Some((_, len)) = host.poll_transmit(&mut dgram) {
-            if !rng.random_bool(loss) {
-                wire.push((now + one_way, false, dgram[..len].to_vec()));
-            }
-        }
-        while let Some((_, len)) = client.poll_transmit(&mut dgram) {
-            if !rng.random_bool(loss) {
-                wire.push((now + one_way, true, dgram[..len].to_vec()));
-            }
-        }
-    }
-    let enet_rtt = client.rtt();
-    (bot, rec, server, enet_rtt)
+    let bot = EnetBot {
+        client: EnetClient::connect(base, server_addr, CHANNELS).unwrap(),
+        bot: CityBot::new(p, CityOptions::default()),
+        last: base,
+        out: Default::default(),
+    };
+    let mut sim = tickswarm::api::sim::Sim::new(base, server, vec![bot]);
+    sim.up.delay = one_way;
+    sim.down.delay = one_way;
+    let rng = Rc::new(RefCell::new(ChaCha8Rng::seed_from_u64(5)));
+    let r = Rc::clone(&rng);
+    sim.up.drop = Some(rule(move |_| r.borrow_mut().random_bool(loss)));
+    sim.down.drop = Some(rule(move |_| rng.borrow_mut().random_bool(loss)));
+    sim.start_all();
+    sim.run_until(Duration::from_secs(secs));
+    let (bot, rec) = (sim.bots.remove(0), sim.recs.remove(0));
+    let enet_rtt = bot.client.rtt();
+    (bot.bot, rec, sim.server.server, enet_rtt)
 }
 
 #[test]
