@@ -1,403 +1,39 @@
-//! City bots and the reference server over a simulated link, in simulated time (an `Instant`
-//! base plus offsets; nothing sleeps, no sockets).
+//! City bots and the reference server on the crate's simulation harness, in simulated time
+//! (nothing sleeps, no sockets; see `common/city.rs`).
 //!
 //! The link works at the ENet-message level, the way ENet presents it to the protocol: the
 //! reliable channel (0) is delivered in order and never lost; the unreliable channel (1) is
 //! subject to injected loss and delay, and delivered sequenced (ENet drops a packet older
 //! than one already delivered on the channel). Every packet on the link is checked: at most
-//! 1400 bytes (1200 unreliable), and each message in it on the channel city.md assigns to its type. The link
-//! keeps what it dropped, so the tests compare the bots' measurements with ground truth.
+//! 1400 bytes (1200 unreliable), and each message in it on the channel city.md assigns to its
+//! type. The link logs what it dropped, so the tests compare the bots' measurements with
+//! ground truth. Two in-test pieces run on the same harness: the variant's server (an
+//! in-test `Server`), and a bot and the server behind real ENet hosts (adapters whose
+//! datagrams are ENet's own, on the harness's datagram link).
 
-use std::collections::{BTreeMap, HashMap};
+mod common;
+
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::net::SocketAddr;
-
+use std::rc::Rc;
 use std::time::{Duration, Instant};
-use tickswarm::protocol::ConnId;
 
+use common::city::{new_sim, new_sim_seeded, Link};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use tickswarm::api::sim::rule;
 use tickswarm::metrics::Recorder;
 use tickswarm::protocol::city::bot::Stage;
-use tickswarm::protocol::city::codec::{self, Dialect, Message, MsgType, MAX_PACKET_SIZE};
+use tickswarm::protocol::city::codec::{self, Dialect, Message};
 use tickswarm::protocol::city::{CityBot, CityOptions, CityServer, CityServerConfig, Vec2f};
-use tickswarm::protocol::{Bot, BotParams, BotPhase, InputPattern, Keys, Server, MAX_DATAGRAM};
-
-#[derive(Debug, Clone, Default)]
-struct Link {
-    delay: Duration,
-    /// Loss on the unreliable channel, bot to server and server to bot.
-    loss_up: f64,
-    loss_down: f64,
-    /// Drop everything server to bot (the server went silent).
-    blackhole_down: bool,
-    /// The server's loop wakes late: each wake 0-2 ms after its tick was due, and every
-    /// `server_stall_every`-th wake 40-90 ms late, so it catches up several ticks at once
-    /// (0 = the server wakes exactly on time).
-    server_stall_every: u32,
-}
-
-#[derive(Debug, Clone)]
-struct Packet {
-    to_server: bool,
-    bot: usize,
-    reliable: bool,
-    /// ENet's disconnect, queued behind the reliable data.
-    close: bool,
-    /// Send order on its (direction, bot, channel), for sequenced delivery.
-    order: u64,
-    bytes: Vec<u8>,
-}
-
-struct SimBot {
-    bot: CityBot,
-    addr: ConnId,
-    rec: Recorder,
-    start_at: Instant,
-    started: bool,
-    close_sent: bool,
-}
-
-struct Sim {
-    base: Instant,
-    now: Instant,
-    server: CityServer,
-    dialect: Dialect,
-    bots: Vec<SimBot>,
-    by_addr: HashMap<ConnId, usize>,
-    link: Link,
-    rng: ChaCha8Rng,
-    wire: BTreeMap<(Instant, u64), Packet>,
-    next_id: u64,
-    /// Per (to_server, bot, reliable): last send order, last delivered unreliable order,
-    /// last reliable delivery time.
-    order_out: HashMap<(bool, usize, bool), u64>,
-    delivered_unrel: HashMap<(bool, usize), u64>,
-    last_reliable_at: HashMap<(bool, usize), Instant>,
-    /// Ground truth: what the link dropped.
-    dropped: Vec<Packet>,
-    /// Every packet delivered to a bot, when capturing: (bot, bytes).
-    captured: Vec<(usize, Vec<u8>)>,
-    capture: bool,
-    buf: Vec<u8>,
-    /// When the server's loop wakes next (with `Link::server_stall_every`).
-    server_frame_at: Instant,
-    server_wakes: u32,
-}
-
-impl Sim {
-    fn new(cfg: CityServerConfig, link: Link) -> Self {
-        let base = Instant::now();
-        Self {
-            base,
-            now: base,
-            dialect: cfg.dialect,
-            server: CityServer::new(cfg, base),
-            bots: Vec::new(),
-            by_addr: HashMap::new(),
-            link,
-            rng: ChaCha8Rng::seed_from_u64(42),
-            wire: BTreeMap::new(),
-            next_id: 0,
-            order_out: HashMap::new(),
-            delivered_unrel: HashMap::new(),
-            last_reliable_at: HashMap::new(),
-            dropped: Vec::new(),
-            captured: Vec::new(),
-            capture: false,
-            buf: vec![0u8; MAX_DATAGRAM],
-            server_frame_at: base,
-            server_wakes: 0,
-        }
-    }
-
-    /// When the server runs next: its tick deadline, or later when its loop is late.
-    fn server_wake(&self) -> Option<Instant> {
-        let t = self.server.poll_timeout()?;
-        Some(if self.link.server_stall_every > 0 {
-            t.max(self.server_frame_at)
-        } else {
-            t
-        })
-    }
-
-    fn server_woke(&mut self) {
-        if self.link.server_stall_every == 0 {
-            return;
-        }
-        self.server_wakes += 1;
-        let mut late = Duration::from_micros(self.rng.random_range(0..2_000));
-        if self.server_wakes % self.link.server_stall_every == 0 {
-            late += ms(self.rng.random_range(40..90));
-        }
-        self.server_frame_at = self.now + ms(1) + late;
-    }
-
-    fn add_bot(&mut self, opts: CityOptions, params: BotParams, start_after: Duration) -> usize {
-        let i = self.bots.len();
-        let addr = ConnId(i as u64);
-        self.by_addr.insert(addr, i);
-        self.bots.push(SimBot {
-            bot: CityBot::new(params, opts),
-            addr,
-            rec: Recorder::new(),
-            start_at: self.now + start_after,
-            started: false,
-            close_sent: false,
-        });
-        i
-    }
-
-    fn bot(&self, i: usize) -> &CityBot {
-        &self.bots[i].bot
-    }
-
-    fn rec(&self, i: usize) -> &Recorder {
-        &self.bots[i].rec
-    }
-
-    fn elapsed(&self) -> Duration {
-        self.now - self.base
-    }
-
-    /// Check what a state machine sent, then put it on the wire (or drop it).
-    fn send(&mut self, to_server: bool, bot: usize, channel: u8, reliable: bool, bytes: &[u8]) {
-        let limit = if reliable {
-            MAX_PACKET_SIZE
-        } else {
-            codec::MAX_UNRELIABLE_PACKET
-        };
-        assert!(bytes.len() <= limit, "packet of {} bytes", bytes.len());
-        assert_eq!(
-            channel,
-            if reliable { 0 } else { 1 },
-            "channel and reliability"
-        );
-        for raw in codec::messages(bytes) {
-            let raw = raw.expect("state machines write well-framed packets");
-            let ty = MsgType::from_u8(raw.type_byte, self.dialect).expect("known type");
-            assert_eq!(
-                ty.channel(),
-                (channel, reliable),
-                "{ty:?} on channel {channel}"
-            );
-            raw.decode(self.dialect)
-                .expect("state machines write valid messages");
-        }
-        let key = (to_server, bot, reliable);
-        let order = {
-            let o = self.order_out.entry(key).or_insert(0);
-            *o += 1;
-            *o
-        };
-        let p = Packet {
-            to_server,
-            bot,
-            reliable,
-            close: false,
-            order,
-            bytes: bytes.to_vec(),
-        };
-        let loss = if to_server {
-            self.link.loss_up
-        } else {
-            self.link.loss_down
-        };
-        if (!to_server && self.link.blackhole_down) || (!reliable && self.rng.random_bool(loss)) {
-            self.dropped.push(p);
-            return;
-        }
-        self.enqueue(p);
-    }
-
-    fn enqueue(&mut self, p: Packet) {
-        let mut at = self.now + self.link.delay;
-        if p.reliable || p.close {
-            let last = self
-                .last_reliable_at
-                .entry((p.to_server, p.bot))
-                .or_insert(at);
-            at = at.max(*last);
-            *last = at;
-        }
-        self.next_id += 1;
-        self.wire.insert((at, self.next_id), p);
-    }
-
-    fn drain_server(&mut self) {
-        let mut buf = std::mem::take(&mut self.buf);
-        while let Some((to, t)) = self.server.poll_transmit(&mut buf) {
-            let Some(&i) = self.by_addr.get(&to) else {
-                panic!("server sent to unknown {to}");
-            };
-            self.send(false, i, t.channel, t.reliable, &buf[..t.len]);
-        }
-        self.buf = buf;
-    }
-
-    fn drain_bot(&mut self, i: usize) {
-        let mut buf = std::mem::take(&mut self.buf);
-        while let Some(t) = self.bots[i].bot.poll_transmit(&mut buf) {
-            self.send(true, i, t.channel, t.reliable, &buf[..t.len]);
-        }
-        self.buf = buf;
-        // The engine closes the ENet session of a bot that failed or closed; ENet delivers the
-        // queued reliable data first.
-        let b = &mut self.bots[i];
-        if matches!(b.bot.phase(), BotPhase::Failed | BotPhase::Closed) && !b.close_sent {
-            b.close_sent = true;
-            let p = Packet {
-                to_server: true,
-                bot: i,
-                reliable: true,
-                close: true,
-                order: 0,
-                bytes: Vec::new(),
-            };
-            self.enqueue(p);
-        }
-    }
-
-    fn deliver(&mut self, p: Packet) {
-        let now = self.now;
-        if !p.reliable {
-            let last = self
-                .delivered_unrel
-                .entry((p.to_server, p.bot))
-                .or_insert(0);
-            if p.order < *last {
-                // ENet's unreliable sequenced channel drops a late packet.
-                self.dropped.push(p);
-                return;
-            }
-            *last = p.order;
-        }
-        if p.to_server {
-            let addr = self.bots[p.bot].addr;
-            if p.close {
-                self.server.handle_disconnect(now, addr);
-            } else {
-                self.server.handle_datagram(now, addr, &p.bytes);
-            }
-            self.drain_server();
-        } else {
-            let b = &mut self.bots[p.bot];
-            if self.capture {
-                self.captured.push((p.bot, p.bytes.clone()));
-            }
-            b.rec.datagram_down(p.bytes.len());
-            b.bot.handle_datagram(now, &p.bytes, &mut b.rec);
-            self.drain_bot(p.bot);
-        }
-    }
-
-    fn run_for(&mut self, d: Duration) {
-        let end = self.now + d;
-        self.run_until(end);
-    }
-
-    fn run_until(&mut self, end: Instant) {
-        let mut guard = 0u64;
-        loop {
-            guard += 1;
-            assert!(
-                guard < 50_000_000,
-                "simulation stuck at {:?}",
-                self.elapsed()
-            );
-            let mut next = self.server_wake().unwrap_or(end);
-            if let Some((&(t, _), _)) = self.wire.first_key_value() {
-                next = next.min(t);
-            }
-            for b in &self.bots {
-                let t = if b.started {
-                    b.bot.poll_timeout()
-                } else {
-                    Some(b.start_at)
-                };
-                if let Some(t) = t {
-                    next = next.min(t);
-                }
-            }
-            if next > end {
-                self.now = end;
-                return;
-            }
-            self.now = self.now.max(next);
-            let now = self.now;
-            for i in 0..self.bots.len() {
-                let b = &mut self.bots[i];
-                if !b.started && b.start_at <= now {
-                    b.started = true;
-                    // ENet connected: the engine tells the server, then starts the bot.
-                    self.server.handle_connect(now, b.addr);
-                    b.bot.start(now, &mut b.rec);
-                    self.drain_bot(i);
-                }
-            }
-            while let Some(e) = self.wire.first_entry() {
-                if e.key().0 > now {
-                    break;
-                }
-                let p = e.remove();
-                self.deliver(p);
-            }
-            if self.server_wake().is_some_and(|t| t <= now) {
-                self.server.handle_timeout(now);
-                self.server_woke();
-                self.drain_server();
-            }
-            for i in 0..self.bots.len() {
-                let b = &mut self.bots[i];
-                if b.started && b.bot.poll_timeout().is_some_and(|t| t <= now) {
-                    b.bot.handle_timeout(now, &mut b.rec);
-                    self.drain_bot(i);
-                }
-            }
-        }
-    }
-
-    /// Ticks of the DeltaStates the link dropped on the way to `bot`.
-    fn dropped_delta_ticks(&self, bot: usize) -> Vec<u32> {
-        let mut ticks = Vec::new();
-        for p in self.dropped.iter().filter(|p| !p.to_server && p.bot == bot) {
-            for (_, m) in codec::decode_all(&p.bytes, self.dialect).unwrap() {
-                if let Message::DeltaState(d) = m {
-                    ticks.push(d.tick);
-                }
-            }
-        }
-        ticks
-    }
-
-    /// Ticks of the PlayerInputs the link dropped from `bot`.
-    fn dropped_input_ticks(&self, bot: usize) -> Vec<u32> {
-        let mut ticks = Vec::new();
-        for p in self.dropped.iter().filter(|p| p.to_server && p.bot == bot) {
-            for (_, m) in codec::decode_all(&p.bytes, self.dialect).unwrap() {
-                if let Message::PlayerInput(i) = m {
-                    ticks.push(i.tick);
-                }
-            }
-        }
-        ticks
-    }
-
-    /// Ticks of the DeltaStates delivered to `bot` (needs `capture`).
-    fn delivered_delta_ticks(&self, bot: usize) -> Vec<u32> {
-        let mut ticks = Vec::new();
-        for (b, bytes) in &self.captured {
-            if *b != bot {
-                continue;
-            }
-            for (_, m) in codec::decode_all(bytes, self.dialect).unwrap() {
-                if let Message::DeltaState(d) = m {
-                    ticks.push(d.tick);
-                }
-            }
-        }
-        ticks
-    }
-}
+use tickswarm::protocol::{
+    Bot, BotParams, BotPhase, ConnId, InputPattern, Keys, Server, ServerStats, Transmit,
+    MAX_DATAGRAM,
+};
+use tickswarm::transport::{
+    EnetClient, EnetConfig, EnetEvent, EnetHost, PeerId, MAX_ENET_DATAGRAM,
+};
 
 fn params(i: u32) -> BotParams {
     BotParams::with_index(i, 1000 + u64::from(i))
@@ -441,7 +77,7 @@ fn content_download_completes_and_checksums_match() {
         content_asset_size: 16 * 1024,
         ..CityServerConfig::default()
     };
-    let mut sim = Sim::new(
+    let mut sim = new_sim(
         cfg,
         Link {
             delay: ms(20),
@@ -563,7 +199,7 @@ fn corrupted_chunk_fails_the_checksum() {
 #[test]
 fn rtt_follows_injected_delay() {
     for one_way in [0u64, 15, 60] {
-        let mut sim = Sim::new(
+        let mut sim = new_sim(
             small_content(),
             Link {
                 delay: ms(one_way),
@@ -602,7 +238,7 @@ fn rtt_follows_injected_delay() {
 
 #[test]
 fn unreliable_loss_is_reported_exactly() {
-    let mut sim = Sim::new(
+    let mut sim = new_sim(
         small_content(),
         Link {
             delay: ms(10),
@@ -611,14 +247,12 @@ fn unreliable_loss_is_reported_exactly() {
             ..Link::default()
         },
     );
-    sim.capture = true;
     for i in 0..3 {
         sim.add_bot(CityOptions::default(), params(i), ms(u64::from(i) * 3));
     }
     sim.run_for(Duration::from_secs(8));
     // A lossless tail longer than the ack timeout, so every lossy input has been judged.
-    sim.link.loss_up = 0.0;
-    sim.link.loss_down = 0.0;
+    sim.set_loss(0.0, 0.0);
     sim.run_for(Duration::from_secs(3));
     let mut total_lost_down = 0;
     for i in 0..3 {
@@ -666,24 +300,24 @@ fn unreliable_loss_is_reported_exactly() {
 // ---- prediction ----------------------------------------------------------------------------
 
 fn prediction_run(link: Link, pattern: InputPattern, nudges: &[(u64, f32)]) -> (Recorder, u64) {
-    let mut sim = Sim::new(small_content(), link);
+    let mut sim = new_sim(small_content(), link);
     let mut p = params(0);
     p.pattern = pattern;
     sim.add_bot(CityOptions::default(), p, Duration::ZERO);
     sim.run_for(Duration::from_secs(1));
     assert_eq!(sim.bot(0).stage(), Stage::Playing);
-    let addr = sim.bots[0].addr;
+    let addr = sim.addrs[0];
     for &(at_ms, dx) in nudges {
-        sim.run_until(sim.base + ms(at_ms));
+        sim.run_until(ms(at_ms));
         assert!(sim.server.nudge_player(addr, dx, 0.0));
     }
-    sim.run_until(sim.base + Duration::from_secs(6));
+    sim.run_until(Duration::from_secs(6));
     // Converged: after the last correction the prediction matches the server again.
     let predicted = sim.bot(0).predicted_position().unwrap();
     let server = sim.server.player_position(addr).unwrap();
     assert!(predicted.distance(server) < 2.0);
     let c = sim.bot(0).corrections();
-    (sim.bots.swap_remove(0).rec, c)
+    (sim.recs.swap_remove(0), c)
 }
 
 fn error_stats(rec: &Recorder) -> (u64, u64, u64) {
@@ -770,7 +404,7 @@ fn downstream_loss_does_not_disturb_prediction() {
 #[test]
 fn remote_entities_interpolate_and_gaps_follow_loss() {
     for (loss, want_gaps) in [(0.0, false), (0.6, true)] {
-        let mut sim = Sim::new(
+        let mut sim = new_sim(
             small_content(),
             Link {
                 delay: ms(20),
@@ -795,7 +429,7 @@ fn remote_entities_interpolate_and_gaps_follow_loss() {
             .bot(0)
             .rendered_position(b1)
             .expect("bot 1 visible to bot 0");
-        let truth = sim.server.player_position(sim.bots[1].addr).unwrap();
+        let truth = sim.server.player_position(sim.addrs[1]).unwrap();
         assert!(drawn.distance(truth) < 1.5, "{drawn:?} vs {truth:?}");
     }
 }
@@ -806,7 +440,7 @@ fn interest_tiers_near_every_tick_mid_every_third_far_never() {
         npc_count: 0,
         ..small_content()
     };
-    let mut sim = Sim::new(
+    let mut sim = new_sim(
         cfg,
         Link {
             delay: ms(5),
@@ -825,17 +459,17 @@ fn interest_tiers_near_every_tick_mid_every_third_far_never() {
     sim.run_for(Duration::from_secs(1));
     let spots = [(50.0, 50.0), (55.0, 50.0), (70.0, 50.0), (100.0, 50.0)];
     for (i, (x, y)) in spots.iter().enumerate() {
-        let addr = sim.bots[i].addr;
+        let addr = sim.addrs[i];
         assert!(sim.server.teleport_player(addr, Vec2f::new(*x, *y)));
     }
     // Let spawns and despawns settle, then watch bot 0.
     sim.run_for(ms(500));
-    sim.capture = true;
+    let mark = sim.deliveries.len();
     sim.run_for(Duration::from_secs(2));
     let ids: Vec<u32> = (0..4).map(|i| sim.bot(i).player_entity()).collect();
     let mut deltas = 0;
-    for (b, bytes) in &sim.captured {
-        if *b != 0 {
+    for (b, bytes) in sim.delivered_since(mark) {
+        if b != 0 {
             continue;
         }
         for (_, m) in codec::decode_all(bytes, Dialect::Spec).unwrap() {
@@ -864,7 +498,7 @@ fn interest_tiers_near_every_tick_mid_every_third_far_never() {
     let a = sim.bot(0);
     assert!(a.knows_entity(ids[1]) && a.knows_entity(ids[2]));
     assert!(!a.knows_entity(ids[3]), "far entity despawned");
-    assert_eq!(sim.server.visible_to(sim.bots[0].addr), Some(3)); // own, near, mid
+    assert_eq!(sim.server.visible_to(sim.addrs[0]), Some(3)); // own, near, mid
 }
 
 // ---- refusals, timeouts -------------------------------------------------------------------
@@ -878,7 +512,7 @@ fn full_server_refuses_the_101st_player() {
         ..CityServerConfig::default()
     };
     assert_eq!(cfg.max_players, 100);
-    let mut sim = Sim::new(
+    let mut sim = new_sim(
         cfg,
         Link {
             delay: ms(5),
@@ -907,16 +541,16 @@ fn full_server_refuses_the_101st_player() {
     // Crowd all 100 into a few tiles: everyone is near everyone, and a DeltaState holds at most
     // what fits an unreliable packet (the link asserts 1200 bytes), nearest first.
     for i in 0..100 {
-        let addr = sim.bots[i].addr;
+        let addr = sim.addrs[i];
         let pos = Vec2f::new(60.0 + (i % 10) as f32 * 0.5, 60.0 + (i / 10) as f32 * 0.5);
         assert!(sim.server.teleport_player(addr, pos));
     }
     sim.run_for(ms(300));
-    sim.capture = true;
+    let mark = sim.deliveries.len();
     sim.run_for(ms(100));
     let most = sim
-        .captured
-        .iter()
+        .delivered_since(mark)
+        .into_iter()
         .flat_map(|(_, bytes)| codec::decode_all(bytes, Dialect::Spec).unwrap())
         .filter_map(|(_, m)| match m {
             Message::DeltaState(d) => Some(d.len()),
@@ -931,7 +565,7 @@ fn full_server_refuses_the_101st_player() {
 
 #[test]
 fn version_mismatch_is_a_connect_failure() {
-    let mut sim = Sim::new(small_content(), Link::default());
+    let mut sim = new_sim(small_content(), Link::default());
     let opts = CityOptions {
         protocol_version: 2,
         ..CityOptions::default()
@@ -947,18 +581,18 @@ fn version_mismatch_is_a_connect_failure() {
 
 #[test]
 fn silent_server_times_out_after_five_seconds() {
-    let mut sim = Sim::new(small_content(), Link::default());
+    let mut sim = new_sim(small_content(), Link::default());
     sim.add_bot(CityOptions::default(), params(0), Duration::ZERO);
     sim.run_for(Duration::from_secs(1));
     assert_eq!(sim.bot(0).stage(), Stage::Playing);
-    sim.link.blackhole_down = true;
-    let silent_from = sim.now;
+    sim.down.cut = true;
+    let silent_from = sim.now();
     sim.run_for(Duration::from_millis(4900));
     assert_eq!(sim.bot(0).phase(), BotPhase::Connected);
     sim.run_for(ms(200));
     assert_eq!(sim.bot(0).phase(), BotPhase::Closed);
     assert_eq!(sim.rec(0).events.get("server_silence_timeout"), 1);
-    assert!(sim.now - silent_from <= Duration::from_millis(5100));
+    assert!(sim.now() - silent_from <= Duration::from_millis(5100));
 }
 
 #[test]
@@ -967,13 +601,13 @@ fn server_drops_silent_clients_after_thirty_seconds() {
         npc_count: 0,
         ..small_content()
     };
-    let mut sim = Sim::new(cfg, Link::default());
+    let mut sim = new_sim(cfg, Link::default());
     sim.add_bot(CityOptions::default(), params(0), Duration::ZERO);
     sim.run_for(Duration::from_secs(1));
     assert_eq!(sim.server.players(), 1);
     // Stop the bot from talking without a Disconnect: its packets vanish.
-    sim.link.loss_up = 1.0;
-    sim.bots[0].bot = CityBot::new(params(0), CityOptions::default());
+    sim.set_loss(1.0, 0.0);
+    sim.bots[0] = CityBot::new(params(0), CityOptions::default());
     sim.run_for(Duration::from_secs(31));
     assert_eq!(sim.server.players(), 0);
     assert_eq!(sim.server.stats().timed_out, 1);
@@ -981,17 +615,14 @@ fn server_drops_silent_clients_after_thirty_seconds() {
 
 #[test]
 fn stop_sends_disconnect_and_the_server_despawns_the_player() {
-    let mut sim = Sim::new(small_content(), Link::default());
+    let mut sim = new_sim(small_content(), Link::default());
     for i in 0..2 {
         sim.add_bot(CityOptions::default(), params(i), Duration::ZERO);
     }
     sim.run_for(Duration::from_secs(1));
     let gone = sim.bot(1).player_entity();
     assert!(sim.bot(0).knows_entity(gone));
-    let now = sim.now;
-    let b = &mut sim.bots[1];
-    b.bot.stop(now, &mut b.rec);
-    sim.drain_bot(1);
+    sim.stop(1);
     sim.run_for(ms(100));
     assert_eq!(sim.server.players(), 1);
     assert_eq!(sim.server.stats().disconnected, 1);
@@ -1005,7 +636,7 @@ fn stop_sends_disconnect_and_the_server_despawns_the_player() {
 
 #[test]
 fn chat_is_relayed_and_rate_limited() {
-    let mut sim = Sim::new(
+    let mut sim = new_sim(
         small_content(),
         Link {
             delay: ms(10),
@@ -1043,7 +674,7 @@ fn chat_is_relayed_and_rate_limited() {
 /// is not there, so only its own copy comes back. Nobody else hears a whisper.
 #[test]
 fn whispers_reach_the_partner_and_come_back() {
-    let mut sim = Sim::new(
+    let mut sim = new_sim(
         small_content(),
         Link {
             delay: ms(10),
@@ -1078,7 +709,7 @@ fn whispers_reach_the_partner_and_come_back() {
 
 #[test]
 fn inputs_beyond_the_rate_limit_are_dropped_unacknowledged() {
-    let mut sim = Sim::new(small_content(), Link::default());
+    let mut sim = new_sim(small_content(), Link::default());
     let mut p = params(0);
     p.input_rate_hz = 200.0;
     p.pattern = square_walk();
@@ -1102,7 +733,7 @@ fn inputs_beyond_the_rate_limit_are_dropped_unacknowledged() {
 #[test]
 fn implementation_dialect_plays_without_content() {
     let cfg = CityServerConfig::for_dialect(Dialect::Implementation);
-    let mut sim = Sim::new(
+    let mut sim = new_sim(
         cfg,
         Link {
             delay: ms(10),
@@ -1148,7 +779,7 @@ fn implementation_dialect_predicts_the_reference_server_through_jitter_and_catch
         npc_count: 0,
         ..CityServerConfig::for_dialect(Dialect::Implementation)
     };
-    let mut sim = Sim::new(
+    let mut sim = new_sim(
         cfg,
         Link {
             delay: Duration::from_micros(2_500),
@@ -1200,7 +831,7 @@ fn implementation_dialect_predicts_the_reference_server_through_jitter_and_catch
 }
 
 fn fingerprint(seed_link: u64) -> Vec<u64> {
-    let mut sim = Sim::new(
+    let mut sim = new_sim_seeded(
         small_content(),
         Link {
             delay: ms(25),
@@ -1208,8 +839,8 @@ fn fingerprint(seed_link: u64) -> Vec<u64> {
             loss_down: 0.05,
             ..Link::default()
         },
+        seed_link,
     );
-    sim.rng = ChaCha8Rng::seed_from_u64(seed_link);
     for i in 0..4 {
         sim.add_bot(CityOptions::default(), params(i), ms(u64::from(i)));
     }
@@ -1237,99 +868,165 @@ fn runs_are_deterministic() {
 
 // ---- through real ENet hosts ------------------------------------------------------------
 
+/// A City bot behind a real ENet client (rusty_enet, the C ENet wire protocol), serviced every
+/// millisecond: on the harness's datagram link, the datagrams are ENet's own.
+struct EnetBot {
+    client: EnetClient,
+    bot: CityBot,
+    last: Instant,
+    out: std::collections::VecDeque<Vec<u8>>,
+}
+
+/// The City server behind a real ENet host, serviced every millisecond.
+struct EnetServer {
+    host: EnetHost,
+    server: CityServer,
+    peers: HashMap<ConnId, PeerId>,
+    last: Instant,
+    out: std::collections::VecDeque<Vec<u8>>,
+}
+
+fn enet_addrs() -> (SocketAddr, SocketAddr) {
+    (
+        "10.0.0.1:7777".parse().unwrap(),
+        "10.0.0.2:5000".parse().unwrap(),
+    )
+}
+
+impl Bot for EnetBot {
+    fn start(&mut self, now: Instant, _: &mut Recorder) {
+        self.last = now;
+    }
+    fn handle_datagram(&mut self, now: Instant, data: &[u8], _: &mut Recorder) {
+        self.client.handle_datagram(now, enet_addrs().0, data);
+    }
+    fn handle_timeout(&mut self, now: Instant, rec: &mut Recorder) {
+        self.last = now;
+        self.client.service(now);
+        while let Some(ev) = self.client.poll_event() {
+            match ev {
+                EnetEvent::Connected { .. } => self.bot.start(now, rec),
+                EnetEvent::Received { packet, .. } => self.bot.handle_datagram(now, &packet, rec),
+                EnetEvent::Disconnected { .. } => self.bot.handle_transport_closed(now, rec),
+            }
+        }
+        if self.bot.poll_timeout().is_some_and(|t| t <= now) {
+            self.bot.handle_timeout(now, rec);
+        }
+        let mut buf = vec![0u8; MAX_DATAGRAM];
+        while let Some(t) = self.bot.poll_transmit(&mut buf) {
+            self.client.send_transmit(&t, &buf).unwrap();
+        }
+        self.client.flush(now);
+        let mut dgram = vec![0u8; MAX_ENET_DATAGRAM];
+        while let Some((_, len)) = self.client.poll_transmit(&mut dgram) {
+            self.out.push_back(dgram[..len].to_vec());
+        }
+    }
+    fn stop(&mut self, _: Instant, _: &mut Recorder) {}
+    fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<Transmit> {
+        let d = self.out.pop_front()?;
+        buf[..d.len()].copy_from_slice(&d);
+        Some(Transmit::datagram(d.len()))
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        Some(self.last + ms(1))
+    }
+    fn phase(&self) -> BotPhase {
+        self.bot.phase()
+    }
+}
+
+impl Server for EnetServer {
+    fn handle_datagram(&mut self, now: Instant, _: ConnId, data: &[u8]) {
+        self.host.handle_datagram(now, enet_addrs().1, data);
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        self.last = now;
+        self.host.service(now);
+        while let Some(ev) = self.host.poll_event() {
+            match ev {
+                EnetEvent::Connected { peer, .. } => {
+                    let conn = ConnId(peer.index() as u64);
+                    self.peers.insert(conn, peer);
+                    self.server.handle_connect(now, conn);
+                }
+                EnetEvent::Received { peer, packet, .. } => {
+                    let conn = ConnId(peer.index() as u64);
+                    self.server.handle_datagram(now, conn, &packet);
+                }
+                EnetEvent::Disconnected { peer, .. } => {
+                    self.server
+                        .handle_disconnect(now, ConnId(peer.index() as u64));
+                }
+            }
+        }
+        if self.server.poll_timeout().is_some_and(|t| t <= now) {
+            self.server.handle_timeout(now);
+        }
+        let mut buf = vec![0u8; MAX_DATAGRAM];
+        while let Some((to, t)) = self.server.poll_transmit(&mut buf) {
+            self.host.send_transmit(self.peers[&to], &t, &buf).unwrap();
+        }
+        self.host.flush(now);
+        let mut dgram = vec![0u8; MAX_ENET_DATAGRAM];
+        while let Some((_, len)) = self.host.poll_transmit(&mut dgram) {
+            self.out.push_back(dgram[..len].to_vec());
+        }
+    }
+    fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<(ConnId, Transmit)> {
+        let d = self.out.pop_front()?;
+        buf[..d.len()].copy_from_slice(&d);
+        Some((ConnId(0), Transmit::datagram(d.len())))
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        Some(self.last + ms(1))
+    }
+    fn stats(&self) -> &ServerStats {
+        self.server.stats()
+    }
+}
+
 /// A bot and the server through two real `EnetHost`s (rusty_enet, the C ENet wire protocol)
-/// over a simulated datagram link with one-way delay and datagram loss, 1 ms steps.
+/// on the harness's datagram link with one-way delay and datagram loss (one generator for
+/// both ways, drawn in sending order), both hosts serviced every millisecond.
 fn enet_run(
     one_way: Duration,
     loss: f64,
     secs: u64,
 ) -> (CityBot, Recorder, CityServer, Option<Duration>) {
     use tickswarm::protocol::city::CHANNELS;
-    use tickswarm::transport::{EnetClient, EnetConfig, EnetEvent, EnetHost, MAX_ENET_DATAGRAM};
 
     let base = Instant::now();
-    let mut now = base;
-    let server_addr: SocketAddr = "10.0.0.1:7777".parse().unwrap();
-    let client_addr: SocketAddr = "10.0.0.2:5000".parse().unwrap();
-    let mut host = EnetHost::new(now, &EnetConfig::with_peers(8)).unwrap();
-    let mut client = EnetClient::connect(now, server_addr, CHANNELS).unwrap();
-    let mut server = CityServer::new(small_content(), now);
+    let (server_addr, _) = enet_addrs();
+    let server = EnetServer {
+        host: EnetHost::new(base, &EnetConfig::with_peers(8)).unwrap(),
+        server: CityServer::new(small_content(), base),
+        peers: HashMap::new(),
+        last: base,
+        out: Default::default(),
+    };
     let mut p = params(0);
     p.ping_interval = ms(200);
     p.pattern = square_walk();
-    let mut bot = CityBot::new(p, CityOptions::default());
-    let mut rec = Recorder::new();
-    let mut rng = ChaCha8Rng::seed_from_u64(5);
-    // (deliver at, to server, datagram)
-    let mut wire: Vec<(Instant, bool, Vec<u8>)> = Vec::new();
-    let mut peers = HashMap::new();
-    let mut buf = vec![0u8; MAX_DATAGRAM];
-    let mut dgram = vec![0u8; MAX_ENET_DATAGRAM];
-    for _ in 0..secs * 1000 {
-        now += ms(1);
-        let (due, later): (Vec<_>, Vec<_>) = wire.drain(..).partition(|w| w.0 <= now);
-        wire = later;
-        for (_, to_server, bytes) in due {
-            if to_server {
-                host.handle_datagram(now, client_addr, &bytes);
-            } else {
-                client.handle_datagram(now, server_addr, &bytes);
-            }
-        }
-        host.service(now);
-        client.service(now);
-        while let Some(ev) = host.poll_event() {
-            match ev {
-                EnetEvent::Connected { peer, .. } => {
-                    let conn = ConnId(peer.index() as u64);
-                    peers.insert(conn, peer);
-                    server.handle_connect(now, conn);
-                }
-                EnetEvent::Received { peer, packet, .. } => {
-                    server.handle_datagram(now, ConnId(peer.index() as u64), &packet);
-                }
-                EnetEvent::Disconnected { peer, .. } => {
-                    server.handle_disconnect(now, ConnId(peer.index() as u64));
-                }
-            }
-        }
-        while let Some(ev) = client.poll_event() {
-            match ev {
-                EnetEvent::Connected { .. } => bot.start(now, &mut rec),
-                EnetEvent::Received { packet, .. } => {
-                    rec.datagram_down(packet.len());
-                    bot.handle_datagram(now, &packet, &mut rec)
-                }
-                EnetEvent::Disconnected { .. } => bot.handle_transport_closed(now, &mut rec),
-            }
-        }
-        if server.poll_timeout().is_some_and(|t| t <= now) {
-            server.handle_timeout(now);
-        }
-        if bot.poll_timeout().is_some_and(|t| t <= now) {
-            bot.handle_timeout(now, &mut rec);
-        }
-        while let Some((to, t)) = server.poll_transmit(&mut buf) {
-            host.send_transmit(peers[&to], &t, &buf).unwrap();
-        }
-        while let Some(t) = bot.poll_transmit(&mut buf) {
-            client.send_transmit(&t, &buf).unwrap();
-        }
-        host.flush(now);
-        client.flush(now);
-        while let Some((_, len)) = host.poll_transmit(&mut dgram) {
-            if !rng.random_bool(loss) {
-                wire.push((now + one_way, false, dgram[..len].to_vec()));
-            }
-        }
-        while let Some((_, len)) = client.poll_transmit(&mut dgram) {
-            if !rng.random_bool(loss) {
-                wire.push((now + one_way, true, dgram[..len].to_vec()));
-            }
-        }
-    }
-    let enet_rtt = client.rtt();
-    (bot, rec, server, enet_rtt)
+    let bot = EnetBot {
+        client: EnetClient::connect(base, server_addr, CHANNELS).unwrap(),
+        bot: CityBot::new(p, CityOptions::default()),
+        last: base,
+        out: Default::default(),
+    };
+    let mut sim = tickswarm::api::sim::Sim::new(base, server, vec![bot]);
+    sim.up.delay = one_way;
+    sim.down.delay = one_way;
+    let rng = Rc::new(RefCell::new(ChaCha8Rng::seed_from_u64(5)));
+    let r = Rc::clone(&rng);
+    sim.up.drop = Some(rule(move |_| r.borrow_mut().random_bool(loss)));
+    sim.down.drop = Some(rule(move |_| rng.borrow_mut().random_bool(loss)));
+    sim.start_all();
+    sim.run_until(Duration::from_secs(secs));
+    let (bot, rec) = (sim.bots.remove(0), sim.recs.remove(0));
+    let enet_rtt = bot.client.rtt();
+    (bot.bot, rec, sim.server.server, enet_rtt)
 }
 
 #[test]
@@ -1451,12 +1148,8 @@ fn every_dropped_session_is_reported_through_poll_close() {
 /// no `last_acked_input`. The link delays both ways by `delay`; every `drop_every`-th
 /// DeltaState is lost. Frames run every 1 ms, plus `stall_every`-th frame a stall of 40-400 ms
 /// (beyond 250 ms the variant drops the time it cannot catch up).
-struct VariantSim {
-    base: Instant,
+struct VariantServer {
     now: Instant,
-    bot: CityBot,
-    rec: Recorder,
-    delay: Duration,
     drop_every: u32,
     stall_every: u32,
     rng: ChaCha8Rng,
@@ -1476,62 +1169,75 @@ struct VariantSim {
     /// Refusals, counted once while the same one is held over ticks.
     refused: u64,
     refusing: Option<((i32, i32), (i32, i32))>,
-    up: std::collections::VecDeque<(Instant, Vec<u8>)>,
-    down: std::collections::VecDeque<(Instant, Vec<u8>)>,
+    /// What arrived, read at the next frame.
+    up: std::collections::VecDeque<Vec<u8>>,
+    /// What the frame sent, handed to the link.
+    down: std::collections::VecDeque<Vec<u8>>,
     buf: Vec<u8>,
+    stats: ServerStats,
 }
 
 const VARIANT_TICK: Duration = Duration::from_nanos(16_666_667);
 
-impl VariantSim {
-    fn new(delay: Duration, drop_every: u32, pattern: InputPattern, input_hz: f64) -> Self {
-        let base = Instant::now();
-        let mut p = params(0);
-        p.pattern = pattern;
-        p.input_rate_hz = input_hz;
-        let opts = CityOptions {
-            dialect: Dialect::Implementation,
-            ..CityOptions::default()
-        };
-        let spawn = (12, 12);
-        Self {
-            base,
-            now: base,
-            bot: CityBot::new(p, opts),
-            rec: Recorder::new(),
-            delay,
-            drop_every,
-            stall_every: 0,
-            rng: ChaCha8Rng::seed_from_u64(7),
-            tick: 100,
-            // Ticks out of phase with the bot's inputs.
-            next_tick: base + Duration::from_micros(7_300),
-            next_frame: base,
-            frames: 0,
-            entity: None,
-            map: 24,
-            pos: (spawn.0 as f32 + 0.5, spawn.1 as f32 + 0.5),
-            vel: (0.0, 0.0),
-            grid: spawn,
-            target: spawn,
-            moving: false,
-            input: (0, 0),
-            refused: 0,
-            refusing: None,
-            up: Default::default(),
-            down: Default::default(),
-            buf: vec![0u8; MAX_DATAGRAM],
-        }
-    }
+/// The variant server and one implementation-dialect bot on the crate's harness (a datagram
+/// link: every packet `delay` one way, in order), the bot started.
+type VariantSim = tickswarm::api::sim::Sim<CityBot, VariantServer>;
 
+fn variant_sim(
+    delay: Duration,
+    drop_every: u32,
+    pattern: InputPattern,
+    input_hz: f64,
+) -> VariantSim {
+    let base = Instant::now();
+    let mut p = params(0);
+    p.pattern = pattern;
+    p.input_rate_hz = input_hz;
+    let opts = CityOptions {
+        dialect: Dialect::Implementation,
+        ..CityOptions::default()
+    };
+    let spawn = (12, 12);
+    let server = VariantServer {
+        now: base,
+        drop_every,
+        stall_every: 0,
+        rng: ChaCha8Rng::seed_from_u64(7),
+        tick: 100,
+        // Ticks out of phase with the bot's inputs.
+        next_tick: base + Duration::from_micros(7_300),
+        next_frame: base,
+        frames: 0,
+        entity: None,
+        map: 24,
+        pos: (spawn.0 as f32 + 0.5, spawn.1 as f32 + 0.5),
+        vel: (0.0, 0.0),
+        grid: spawn,
+        target: spawn,
+        moving: false,
+        input: (0, 0),
+        refused: 0,
+        refusing: None,
+        up: Default::default(),
+        down: Default::default(),
+        buf: vec![0u8; MAX_DATAGRAM],
+        stats: ServerStats::default(),
+    };
+    let mut sim = VariantSim::new(base, server, vec![CityBot::new(p, opts)]);
+    sim.up.delay = delay;
+    sim.down.delay = delay;
+    sim.start(0);
+    sim
+}
+
+impl VariantServer {
     fn passable(&self, t: (i32, i32)) -> bool {
         t.0 >= 1 && t.1 >= 1 && t.0 < self.map - 1 && t.1 < self.map - 1
     }
 
     fn send_down(&mut self, msg: &Message<'_>) {
         let n = codec::encode_in(&mut self.buf, 0, msg, Dialect::Implementation).unwrap();
-        self.down
-            .push_back((self.now + self.delay, self.buf[..n].to_vec()));
+        self.down.push_back(self.buf[..n].to_vec());
     }
 
     fn server_receive(&mut self, bytes: &[u8]) {
@@ -1632,8 +1338,7 @@ impl VariantSim {
         )
         .unwrap();
         if self.drop_every == 0 || self.tick % self.drop_every != 0 {
-            self.down
-                .push_back((self.now + self.delay, self.buf[..n].to_vec()));
+            self.down.push_back(self.buf[..n].to_vec());
         }
     }
 
@@ -1646,10 +1351,8 @@ impl VariantSim {
 
     /// One frame of the variant's loop: the network, then the ticks due (at most 15).
     fn server_frame(&mut self) {
-        while self.up.front().is_some_and(|(t, _)| *t <= self.now) {
-            if let Some((_, b)) = self.up.pop_front() {
-                self.server_receive(&b);
-            }
+        while let Some(b) = self.up.pop_front() {
+            self.server_receive(&b);
         }
         let mut ran = 0;
         while self.next_tick <= self.now {
@@ -1666,41 +1369,28 @@ impl VariantSim {
         }
         self.next_frame = self.now + gap;
     }
+}
 
-    fn run_until(&mut self, end: Instant) {
-        if self.now == self.base {
-            self.bot.start(self.now, &mut self.rec);
-        }
-        loop {
-            let mut next = self.next_frame;
-            if let Some((t, _)) = self.down.front() {
-                next = next.min(*t);
-            }
-            if let Some(t) = self.bot.poll_timeout() {
-                next = next.min(t);
-            }
-            if next > end {
-                self.now = end;
-                return;
-            }
-            self.now = self.now.max(next);
-            if self.next_frame <= self.now {
-                self.server_frame();
-            }
-            while self.down.front().is_some_and(|(t, _)| *t <= self.now) {
-                if let Some((_, b)) = self.down.pop_front() {
-                    self.rec.datagram_down(b.len());
-                    self.bot.handle_datagram(self.now, &b, &mut self.rec);
-                }
-            }
-            if self.bot.poll_timeout().is_some_and(|t| t <= self.now) {
-                self.bot.handle_timeout(self.now, &mut self.rec);
-            }
-            while let Some(t) = self.bot.poll_transmit(&mut self.buf) {
-                self.up
-                    .push_back((self.now + self.delay, self.buf[..t.len].to_vec()));
-            }
-        }
+/// The harness delivers each packet as it arrives; the variant reads them at its next frame.
+impl Server for VariantServer {
+    fn handle_datagram(&mut self, now: Instant, _: ConnId, data: &[u8]) {
+        self.now = now;
+        self.up.push_back(data.to_vec());
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        self.now = now;
+        self.server_frame();
+    }
+    fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<(ConnId, Transmit)> {
+        let b = self.down.pop_front()?;
+        buf[..b.len()].copy_from_slice(&b);
+        Some((ConnId(0), Transmit::datagram(b.len())))
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        Some(self.next_frame)
+    }
+    fn stats(&self) -> &ServerStats {
+        &self.stats
     }
 }
 
@@ -1720,36 +1410,37 @@ fn implementation_dialect_predicts_the_variant_grid_exactly() {
         (5, 0, 20.0),
         (5, 0, 144.0),
     ] {
-        let mut sim = VariantSim::new(ms(delay), drop_every, random_walk(), input_hz);
-        sim.run_until(sim.base + Duration::from_secs(20));
-        assert_eq!(sim.bot.stage(), Stage::Playing);
-        let h = extra(&sim.rec, "prediction_error").expect("prediction errors recorded");
+        let mut sim = variant_sim(ms(delay), drop_every, random_walk(), input_hz);
+        sim.run_until(Duration::from_secs(20));
+        assert_eq!(sim.bots[0].stage(), Stage::Playing);
+        let h = extra(&sim.recs[0], "prediction_error").expect("prediction errors recorded");
         let (n, max) = (h.len(), h.max());
-        let ev = |k: &str| sim.rec.events.get(k);
+        let ev = |k: &str| sim.recs[0].events.get(k);
         eprintln!(
             "delay {delay} ms, every {drop_every}th DeltaState lost, inputs at {input_hz} Hz: \
              {n} comparisons, max {max} milli-tiles, {} corrections, {} timing slips, {} \
              refused (server {})",
-            sim.bot.corrections(),
+            sim.bots[0].corrections(),
             ev("prediction_timing_slips"),
             ev("move_refused"),
-            sim.refused
+            sim.server.refused
         );
         assert!(n > 1000, "{n} comparisons");
         // The floor (1 milli-tile): every DeltaState matched a prediction, or the timing
         // or the refusal it shows explained the difference exactly.
         assert_eq!(max, 1, "delay {delay}");
-        assert_eq!(sim.bot.corrections(), 0);
-        assert_eq!(sim.rec.decode_errors.total(), 0);
+        assert_eq!(sim.bots[0].corrections(), 0);
+        assert_eq!(sim.recs[0].decode_errors.total(), 0);
         // The walk reaches the walls of the 24-tile map: refusals are counted on their own,
         // one per refusal, as the server counts them (a lost DeltaState may hide one).
-        assert!(sim.refused > 0);
+        assert!(sim.server.refused > 0);
         if drop_every == 0 {
             assert!(
-                ev("move_refused") <= sim.refused && ev("move_refused") + 1 >= sim.refused,
+                ev("move_refused") <= sim.server.refused
+                    && ev("move_refused") + 1 >= sim.server.refused,
                 "bot {} server {}",
                 ev("move_refused"),
-                sim.refused
+                sim.server.refused
             );
         } else {
             assert!(ev("move_refused") > 0);
@@ -1759,46 +1450,46 @@ fn implementation_dialect_predicts_the_variant_grid_exactly() {
 
 #[test]
 fn implementation_dialect_prediction_survives_server_stalls() {
-    let mut sim = VariantSim::new(ms(3), 0, random_walk(), 60.0);
-    sim.stall_every = 150;
-    sim.run_until(sim.base + Duration::from_secs(60));
-    let h = extra(&sim.rec, "prediction_error").expect("prediction errors recorded");
+    let mut sim = variant_sim(ms(3), 0, random_walk(), 60.0);
+    sim.server.stall_every = 150;
+    sim.run_until(Duration::from_secs(60));
+    let h = extra(&sim.recs[0], "prediction_error").expect("prediction errors recorded");
     eprintln!(
         "stalls: {} comparisons, max {} milli-tiles, {} corrections, {} timing slips, {} refused",
         h.len(),
         h.max(),
-        sim.bot.corrections(),
-        sim.rec.events.get("prediction_timing_slips"),
-        sim.rec.events.get("move_refused"),
+        sim.bots[0].corrections(),
+        sim.recs[0].events.get("prediction_timing_slips"),
+        sim.recs[0].events.get("move_refused"),
     );
     assert!(h.len() > 3000);
     assert!(
-        sim.rec.events.get("prediction_timing_slips") > 0,
+        sim.recs[0].events.get("prediction_timing_slips") > 0,
         "stalls shift the timing"
     );
-    assert_eq!(sim.bot.corrections(), 0);
+    assert_eq!(sim.bots[0].corrections(), 0);
 }
 
 #[test]
 fn implementation_dialect_corrects_a_server_teleport_once() {
-    let mut sim = VariantSim::new(ms(40), 0, square_walk(), 60.0);
-    sim.map = 200;
-    sim.run_until(sim.base + ms(2_020));
-    let before = extra(&sim.rec, "prediction_error").map_or(0, |h| h.len());
+    let mut sim = variant_sim(ms(40), 0, square_walk(), 60.0);
+    sim.server.map = 200;
+    sim.run_until(ms(2_020));
+    let before = extra(&sim.recs[0], "prediction_error").map_or(0, |h| h.len());
     assert!(before > 60);
-    assert_eq!(sim.bot.corrections(), 0);
-    sim.teleport(5, -3);
-    sim.run_until(sim.base + Duration::from_secs(6));
-    let h = extra(&sim.rec, "prediction_error").expect("prediction errors recorded");
+    assert_eq!(sim.bots[0].corrections(), 0);
+    sim.server.teleport(5, -3);
+    sim.run_until(Duration::from_secs(6));
+    let h = extra(&sim.recs[0], "prediction_error").expect("prediction errors recorded");
     eprintln!(
         "teleport (5, -3): {} comparisons, max {} milli-tiles, above the floor {}, {} corrections",
         h.len(),
         h.max(),
         h.count_between(2, h.max()),
-        sim.bot.corrections()
+        sim.bots[0].corrections()
     );
-    assert_eq!(sim.bot.corrections(), 1);
-    assert_eq!(sim.rec.events.get("corrections"), 1);
+    assert_eq!(sim.bots[0].corrections(), 1);
+    assert_eq!(sim.recs[0].events.get("corrections"), 1);
     // The one comparison that saw the teleport, then back at the floor.
     assert!(h.max() > 4000, "{}", h.max());
     assert_eq!(h.count_between(2, h.max()), 1);

@@ -1,22 +1,33 @@
-//! Inputs the fuzz targets (fuzz/, scripts/fuzz.sh) crashed on, replayed the way the harness
-//! replays them (fuzz/src/lib.rs), so each bug stays fixed. Test builds keep overflow checks,
-//! as the fuzz build does.
+//! Inputs the fuzz targets (fuzz/, scripts/fuzz.sh) crashed on, replayed on the crate's
+//! simulation harness the way the fuzz harness (fuzz/src/lib.rs) feeds them, so each bug
+//! stays fixed. Test builds keep overflow checks, as the fuzz build does.
 
 use std::time::{Duration, Instant};
 
+use tickswarm::api::sim::{Link, Sim};
 use tickswarm::protocol::registry::{ServerParams, TransportNeeds};
-use tickswarm::protocol::{ConnId, ProtocolName};
+use tickswarm::protocol::{BotParams, ProtocolName};
 
-/// The harness's mode 2: a series of `[len u16 LE][conn byte, datagram][dt u8]` frames fed to
-/// the protocol's reference server.
+/// The fuzz harness's mode 2: a series of `[len u16 LE][conn byte, datagram][dt u8]` frames
+/// fed to the protocol's reference server from four connections (the low two bits of the
+/// conn byte; ENet protocols connect each before its first datagram, and bit 7 disconnects
+/// it after the datagram), the clock jumping `dt` milliseconds after each frame. The four
+/// bots only lend their connections: they are never started, and what the server sends them
+/// is dropped.
 fn replay_server(proto: ProtocolName, input: &[u8]) {
     assert_eq!(input.first(), Some(&2), "a server input");
     let section = proto.default_section();
     let t0 = Instant::now();
-    let mut server = section.make_server(&ServerParams::default(), t0);
+    let server = section.make_server(&ServerParams::default(), t0);
+    let bots = (0..4).map(|i| section.make_bot(BotParams::with_index(i, 1)));
+    let mut sim = Sim::new(t0, server, bots.collect());
     let enet = matches!(section.transport(), TransportNeeds::Enet(_));
-    let mut buf = vec![0u8; 256 * 1024];
-    let mut now = t0;
+    if enet {
+        sim.link = Link::Enet;
+    }
+    for i in 0..4 {
+        sim.detach(i);
+    }
     let mut connected = [false; 4];
     let mut data = &input[1..];
     while data.len() >= 2 {
@@ -31,19 +42,14 @@ fn replay_server(proto: ProtocolName, input: &[u8]) {
         let i = usize::from(who % 4);
         if enet && !connected[i] {
             connected[i] = true;
-            server.handle_connect(now, ConnId(i as u64));
+            sim.transport_connect(i);
         }
-        server.handle_datagram(now, ConnId(i as u64), datagram);
+        sim.inject_to_server(i, datagram);
         if who & 0x80 != 0 && enet {
             connected[i] = false;
-            server.handle_disconnect(now, ConnId(i as u64));
+            sim.transport_disconnect(i);
         }
-        now += Duration::from_millis(u64::from(dt));
-        if server.poll_timeout().is_some_and(|t| t <= now) {
-            server.handle_timeout(now);
-        }
-        while server.poll_transmit(&mut buf).is_some() {}
-        while server.poll_close().is_some() {}
+        sim.jump(Duration::from_millis(u64::from(dt)));
     }
 }
 

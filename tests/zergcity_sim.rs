@@ -1,310 +1,23 @@
-//! ZergCity bots and the reference server over a simulated ENet-like link, in simulated time.
-//!
-//! `protocol::sim` models a datagram network; ZergCity needs ENet's channels, so this file
-//! keeps City's pattern (tests/city_sim.rs): channels 0 and 1 are reliable (never lost, in
-//! order), channel 2 is unreliable and subject to injected loss and hold-back; by default it
-//! is delivered sequenced as ENet does (a packet older than one delivered is dropped). A bot
-//! that asks for a relink gets a new connection id: the server sees the old one disconnect
-//! and the bot's `handle_relinked` follows one round trip later, as ENet's connect would.
-//! The link keeps what it dropped; the server's world at every tick is captured, so the tests
-//! compare what the bots measured and applied with ground truth.
+//! ZergCity bots and the reference server on the crate's simulation harness over its ENet
+//! link, in simulated time (see `common/zergcity.rs`): channels 0 and 1 are reliable (never
+//! lost, in order), channel 2 is unreliable and subject to injected loss and hold-back; by
+//! default it is delivered sequenced as ENet does (a packet older than one delivered is
+//! dropped). A bot that asks for a relink gets a new connection id: the server sees the old
+//! one disconnect and the bot's `handle_relinked` follows one round trip later, as ENet's
+//! connect would. The link logs what it dropped; the server's world at every tick is
+//! captured, so the tests compare what the bots measured and applied with ground truth.
 
-use std::collections::{BTreeMap, HashMap};
+mod common;
+
 use std::time::{Duration, Instant};
 
+use common::zergcity::{add_bot, new_sim};
+use tickswarm::api::sim::{rule, Record};
 use tickswarm::metrics::Recorder;
 use tickswarm::protocol::zergcity::codec::{self, Decompressor, Message};
 use tickswarm::protocol::zergcity::world::World;
-use tickswarm::protocol::zergcity::{
-    ZergCityBot, ZergCityOptions, ZergCityServer, ZergCityServerConfig,
-};
-use tickswarm::protocol::{Bot, BotParams, BotPhase, ConnId, Server, MAX_MESSAGE};
-
-#[derive(Debug, Clone)]
-struct Pkt {
-    to_server: bool,
-    bot: usize,
-    conn: ConnId,
-    channel: u8,
-    bytes: Vec<u8>,
-    order: u64,
-}
-
-enum Ev {
-    Pkt(Pkt),
-    /// The new session of a relinking bot is up.
-    Relinked(usize),
-    /// The server learns that a connection dropped.
-    ServerDisconnect(ConnId),
-}
-
-type DropRule = Box<dyn FnMut(&Pkt, Duration) -> bool>;
-
-struct SimBot {
-    bot: ZergCityBot,
-    rec: Recorder,
-    conn: ConnId,
-}
-
-struct Sim {
-    base: Instant,
-    now: Instant,
-    server: ZergCityServer,
-    bots: Vec<SimBot>,
-    by_conn: HashMap<ConnId, usize>,
-    next_conn: u64,
-    delay: Duration,
-    /// Unreliable packets (channel 2) server to bot that this rule returns true for are lost.
-    drop_down: Option<DropRule>,
-    /// Unreliable packets server to bot held back this much longer (reordering).
-    hold_down: Option<(DropRule, Duration)>,
-    sequenced: bool,
-    wire: BTreeMap<(Instant, u64), Ev>,
-    next_id: u64,
-    order: HashMap<(bool, usize, u8), u64>,
-    delivered_unrel: HashMap<(bool, usize), u64>,
-    dropped: Vec<Pkt>,
-    delivered_down: Vec<Pkt>,
-    worlds: BTreeMap<u64, World>,
-    /// (base_tick of each delta the server sent, the server's acked tick of that client then).
-    delta_bases: Vec<(usize, u64, u64, Option<u64>)>,
-    buf: Vec<u8>,
-}
-
-impl Sim {
-    fn new(cfg: ZergCityServerConfig, delay: Duration) -> Self {
-        let base = Instant::now();
-        Self {
-            base,
-            now: base,
-            server: ZergCityServer::new(cfg, base),
-            bots: Vec::new(),
-            by_conn: HashMap::new(),
-            next_conn: 0,
-            delay,
-            drop_down: None,
-            hold_down: None,
-            sequenced: true,
-            wire: BTreeMap::new(),
-            next_id: 0,
-            order: HashMap::new(),
-            delivered_unrel: HashMap::new(),
-            dropped: Vec::new(),
-            delivered_down: Vec::new(),
-            worlds: BTreeMap::new(),
-            delta_bases: Vec::new(),
-            buf: vec![0; MAX_MESSAGE],
-        }
-    }
-
-    fn add_bot(&mut self, opts: ZergCityOptions, params: BotParams) -> usize {
-        let i = self.bots.len();
-        let conn = ConnId(self.next_conn);
-        self.next_conn += 1;
-        self.by_conn.insert(conn, i);
-        self.bots.push(SimBot {
-            bot: ZergCityBot::new(params, opts),
-            rec: Recorder::new(),
-            conn,
-        });
-        self.server.handle_connect(self.now, conn);
-        let b = &mut self.bots[i];
-        b.bot.start(self.now, &mut b.rec);
-        self.drain_bot(i);
-        i
-    }
-
-    fn elapsed(&self) -> Duration {
-        self.now - self.base
-    }
-
-    fn schedule(&mut self, at: Instant, ev: Ev) {
-        self.next_id += 1;
-        self.wire.insert((at, self.next_id), ev);
-    }
-
-    fn send(
-        &mut self,
-        to_server: bool,
-        bot: usize,
-        conn: ConnId,
-        channel: u8,
-        reliable: bool,
-        bytes: &[u8],
-    ) {
-        assert_eq!(
-            channel == codec::CHANNEL_UNRELIABLE,
-            !reliable,
-            "channel 2 and only channel 2 is unreliable"
-        );
-        let o = self.order.entry((to_server, bot, channel)).or_insert(0);
-        *o += 1;
-        let p = Pkt {
-            to_server,
-            bot,
-            conn,
-            channel,
-            bytes: bytes.to_vec(),
-            order: *o,
-        };
-        let mut at = self.now + self.delay;
-        if !to_server && !reliable {
-            let t = self.elapsed();
-            if self.drop_down.as_mut().is_some_and(|r| r(&p, t)) {
-                self.dropped.push(p);
-                return;
-            }
-            if let Some((r, extra)) = self.hold_down.as_mut() {
-                if r(&p, t) {
-                    at += *extra;
-                }
-            }
-        }
-        self.schedule(at, Ev::Pkt(p));
-    }
-
-    fn drain_bot(&mut self, i: usize) {
-        let mut buf = std::mem::take(&mut self.buf);
-        while let Some(t) = self.bots[i].bot.poll_transmit(&mut buf) {
-            let conn = self.bots[i].conn;
-            self.send(true, i, conn, t.channel, t.reliable, &buf[..t.len]);
-        }
-        self.buf = buf;
-        if self.bots[i].bot.poll_relink().is_some() {
-            let old = self.bots[i].conn;
-            self.by_conn.remove(&old);
-            let conn = ConnId(self.next_conn);
-            self.next_conn += 1;
-            self.bots[i].conn = conn;
-            self.by_conn.insert(conn, i);
-            let (d, rtt) = (self.now + self.delay, self.now + self.delay * 2);
-            self.schedule(d, Ev::ServerDisconnect(old));
-            self.schedule(rtt, Ev::Relinked(i));
-        }
-    }
-
-    fn drain_server(&mut self) {
-        let mut buf = std::mem::take(&mut self.buf);
-        while let Some((to, t)) = self.server.poll_transmit(&mut buf) {
-            let bytes = &buf[..t.len];
-            let Some(&i) = self.by_conn.get(&to) else {
-                continue; // a dropped session
-            };
-            let mut dec = Decompressor::default();
-            if let Ok(codec::Decoded {
-                message: Some(Message::DeltaSnapshot(d)),
-                ..
-            }) = codec::decode(bytes, &mut dec)
-            {
-                let acked = self.server.acked_tick(to);
-                self.delta_bases
-                    .push((i, d.base_tick, d.target_tick, acked));
-            }
-            self.send(false, i, to, t.channel, t.reliable, bytes);
-        }
-        self.buf = buf;
-        while self.server.poll_close().is_some() {}
-    }
-
-    fn deliver(&mut self, p: Pkt) {
-        if p.to_server {
-            self.server.handle_datagram(self.now, p.conn, &p.bytes);
-            self.drain_server();
-            return;
-        }
-        let i = p.bot;
-        if self.bots[i].conn != p.conn {
-            return; // for a session the bot dropped
-        }
-        if p.channel == codec::CHANNEL_UNRELIABLE && self.sequenced {
-            let last = self.delivered_unrel.entry((false, i)).or_insert(0);
-            if p.order < *last {
-                return;
-            }
-            *last = p.order;
-        }
-        let before = self.bots[i].bot.newest_tick();
-        let b = &mut self.bots[i];
-        b.rec.datagram_down(p.bytes.len());
-        b.bot.handle_datagram(self.now, &p.bytes, &mut b.rec);
-        let after = self.bots[i].bot.newest_tick();
-        if after != before {
-            if let Some(t) = after {
-                let applied = self.bots[i].bot.world().expect("the newest state is held");
-                assert_eq!(
-                    Some(applied),
-                    self.worlds.get(&t),
-                    "bot {i} applied tick {t} differently from the server"
-                );
-            }
-        }
-        self.delivered_down.push(p);
-        self.drain_bot(i);
-    }
-
-    fn run_until(&mut self, until: Duration) {
-        let end = self.base + until;
-        loop {
-            let wire = self.wire.keys().next().map(|k| k.0);
-            let server = self.server.poll_timeout();
-            let bots = self.bots.iter().filter_map(|b| b.bot.poll_timeout()).min();
-            let Some(next) = [wire, server, bots].into_iter().flatten().min() else {
-                break;
-            };
-            if next > end {
-                break;
-            }
-            self.now = self.now.max(next);
-            while let Some((&(at, id), _)) = self.wire.iter().next() {
-                if at > self.now {
-                    break;
-                }
-                let Some(ev) = self.wire.remove(&(at, id)) else {
-                    break;
-                };
-                match ev {
-                    Ev::Pkt(p) => self.deliver(p),
-                    Ev::Relinked(i) => {
-                        let conn = self.bots[i].conn;
-                        self.server.handle_connect(self.now, conn);
-                        let b = &mut self.bots[i];
-                        b.bot.handle_relinked(self.now, &mut b.rec);
-                        self.drain_bot(i);
-                    }
-                    Ev::ServerDisconnect(c) => {
-                        self.server.handle_disconnect(self.now, c);
-                        self.drain_server();
-                    }
-                }
-            }
-            if self.server.poll_timeout().is_some_and(|t| t <= self.now) {
-                let before = self.server.tick();
-                self.server.handle_timeout(self.now);
-                if self.server.tick() != before {
-                    self.worlds
-                        .insert(self.server.tick(), self.server.world().clone());
-                }
-                self.drain_server();
-            }
-            for i in 0..self.bots.len() {
-                if self.bots[i]
-                    .bot
-                    .poll_timeout()
-                    .is_some_and(|t| t <= self.now)
-                {
-                    let b = &mut self.bots[i];
-                    b.bot.handle_timeout(self.now, &mut b.rec);
-                    self.drain_bot(i);
-                }
-            }
-        }
-        self.now = self.now.max(end);
-    }
-
-    fn rec(&self, i: usize) -> &Recorder {
-        &self.bots[i].rec
-    }
-}
+use tickswarm::protocol::zergcity::{ZergCityBot, ZergCityOptions, ZergCityServerConfig};
+use tickswarm::protocol::{Bot, BotParams, BotPhase, Server, MAX_MESSAGE};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -323,14 +36,14 @@ fn extra<'a>(rec: &'a Recorder, name: &str) -> Option<&'a hdrhistogram::Histogra
 
 #[test]
 fn rtt_is_twice_the_one_way_delay_and_nothing_is_lost() {
-    let mut sim = Sim::new(ZergCityServerConfig::default(), ms(20));
+    let (mut sim, _) = new_sim(ZergCityServerConfig::default(), ms(20));
     for i in 0..4 {
-        sim.add_bot(ZergCityOptions::default(), params(i));
+        add_bot(&mut sim, ZergCityOptions::default(), params(i));
     }
     sim.run_until(Duration::from_secs(5));
     for i in 0..4 {
-        let r = sim.rec(i);
-        assert_eq!(sim.bots[i].bot.phase(), BotPhase::Connected);
+        let r = &sim.recs[i];
+        assert_eq!(sim.bots[i].phase(), BotPhase::Connected);
         assert!(r.rtt_us.len() >= 15, "{} pings", r.rtt_us.len());
         assert!(
             r.rtt_us.min() >= 39_900 && r.rtt_us.max() <= 40_100,
@@ -359,33 +72,32 @@ fn rtt_is_twice_the_one_way_delay_and_nothing_is_lost() {
 
 #[test]
 fn downstream_loss_equals_the_links_drops_exactly() {
-    let mut sim = Sim::new(ZergCityServerConfig::default(), ms(5));
-    sim.drop_down = Some(Box::new(|p, _| p.order % 7 == 3));
+    let (mut sim, _) = new_sim(ZergCityServerConfig::default(), ms(5));
+    // The 3rd, 10th, 17th ... unreliable message to each bot.
+    sim.down.drop = Some(rule(|m| !m.reliable && (m.channel_index + 1) % 7 == 3));
     for i in 0..3 {
-        sim.add_bot(ZergCityOptions::default(), params(i));
+        add_bot(&mut sim, ZergCityOptions::default(), params(i));
     }
     sim.run_until(Duration::from_secs(6));
     for i in 0..3 {
-        let r = sim.rec(i);
+        let r = &sim.recs[i];
         // Ground truth: the bot's session runs from sequence 0 (ServerHello); losses after
         // the last message it received cannot be seen yet.
         let mut dec = Decompressor::default();
-        let seq_of = |p: &Pkt, dec: &mut Decompressor| {
+        let seq_of = |p: &Record, dec: &mut Decompressor| {
             codec::decode(&p.bytes, dec)
                 .map(|d| d.header.sequence)
                 .unwrap_or(0)
         };
         let last = sim
-            .delivered_down
-            .iter()
-            .filter(|p| p.bot == i)
+            .down_to(i)
+            .filter(|p| !p.delivered.is_empty())
             .map(|p| seq_of(p, &mut dec))
             .max()
             .unwrap();
         let lost = sim
-            .dropped
-            .iter()
-            .filter(|p| p.bot == i && seq_of(p, &mut dec) < last)
+            .down_to(i)
+            .filter(|p| p.dropped && seq_of(p, &mut dec) < last)
             .count() as u64;
         assert!(lost > 10, "the rule dropped {lost}");
         assert_eq!(r.loss_down.expected - r.loss_down.received, lost, "bot {i}");
@@ -397,17 +109,18 @@ fn downstream_loss_equals_the_links_drops_exactly() {
 
 #[test]
 fn the_server_deltas_against_each_clients_newest_ack() {
-    let mut sim = Sim::new(ZergCityServerConfig::default(), ms(100));
-    sim.add_bot(ZergCityOptions::default(), params(0));
-    sim.add_bot(ZergCityOptions::default(), params(1));
+    let (mut sim, truth) = new_sim(ZergCityServerConfig::default(), ms(100));
+    add_bot(&mut sim, ZergCityOptions::default(), params(0));
+    add_bot(&mut sim, ZergCityOptions::default(), params(1));
     sim.run_until(Duration::from_secs(4));
-    assert!(sim.delta_bases.len() > 80);
-    for &(bot, base, target, acked) in &sim.delta_bases {
+    let truth = truth.borrow();
+    assert!(truth.delta_bases.len() > 80);
+    for &(bot, base, target, acked) in &truth.delta_bases {
         assert_eq!(Some(base), acked, "bot {bot}: delta {base}->{target}");
         // An ack takes a round trip (200 ms = 4 ticks) to come back.
         assert!(target - base >= 4, "{base}->{target}");
     }
-    assert_eq!(sim.rec(0).events.get("baseline_misses"), 0);
+    assert_eq!(sim.recs[0].events.get("baseline_misses"), 0);
 }
 
 #[test]
@@ -416,22 +129,27 @@ fn lost_and_reordered_deltas_never_meet_the_wrong_baseline_and_a_full_snapshot_r
         max_delta_age: 10,
         ..Default::default()
     };
-    let mut sim = Sim::new(cfg, ms(10));
+    let (mut sim, _) = new_sim(cfg, ms(10));
     sim.sequenced = false;
-    // Random-looking loss and hold-back; then a blackout of the unreliable channel longer
-    // than the server's delta age, which only a FullSnapshot can heal.
-    sim.drop_down = Some(Box::new(|p, t| {
-        (p.order * 2_654_435_761) % 10 < 2 || (ms(2000)..ms(3000)).contains(&t)
+    // Random-looking loss and hold-back (by each bot's unreliable message count, from 1);
+    // then a blackout of the unreliable channel longer than the server's delta age, which
+    // only a FullSnapshot can heal.
+    sim.down.drop = Some(rule(|m| {
+        let order = m.channel_index + 1;
+        !m.reliable && ((order * 2_654_435_761) % 10 < 2 || (ms(2000)..ms(3000)).contains(&m.at))
     }));
-    sim.hold_down = Some((Box::new(|p, _| p.order % 5 == 1), ms(120)));
+    sim.down.hold = Some((
+        rule(|m| !m.reliable && (m.channel_index + 1) % 5 == 1),
+        ms(120),
+    ));
     for i in 0..4 {
         let mut p = params(i);
         p.input_rate_hz = 20.0;
-        sim.add_bot(ZergCityOptions::default(), p);
+        add_bot(&mut sim, ZergCityOptions::default(), p);
     }
     sim.run_until(Duration::from_secs(6));
     for i in 0..4 {
-        let r = sim.rec(i);
+        let r = &sim.recs[i];
         // Every state a bot applied equalled the server's (checked on every delivery).
         assert!(r.snapshots_applied > 50, "bot {i}: {}", r.snapshots_applied);
         assert!(
@@ -444,14 +162,14 @@ fn lost_and_reordered_deltas_never_meet_the_wrong_baseline_and_a_full_snapshot_r
             r.events
         );
         assert_eq!(r.decode_errors.total(), 0, "{:?}", r.decode_errors);
-        let newest = sim.bots[i].bot.newest_tick().unwrap();
+        let newest = sim.bots[i].newest_tick().unwrap();
         assert!(
             newest + 5 >= sim.server.tick(),
             "bot {i} caught up: {newest}"
         );
     }
     // A delta against a baseline the bot does not hold is counted and not acked.
-    let newest = sim.bots[0].bot.newest_tick().unwrap();
+    let newest = sim.bots[0].newest_tick().unwrap();
     let mut buf = vec![0u8; 4096];
     let n = codec::Encoder::new()
         .encode(
@@ -466,58 +184,59 @@ fn lost_and_reordered_deltas_never_meet_the_wrong_baseline_and_a_full_snapshot_r
             }),
         )
         .unwrap();
-    let b = &mut sim.bots[0];
-    let misses = b.rec.events.get("baseline_misses");
-    b.bot.handle_datagram(sim.now, &buf[..n], &mut b.rec);
-    assert_eq!(b.rec.events.get("baseline_misses"), misses + 1);
-    assert_eq!(b.bot.newest_tick(), Some(newest), "not applied, not acked");
-    assert!(b.bot.poll_transmit(&mut buf).is_none(), "no SnapshotAck");
+    let now = sim.now();
+    let (bot, rec) = (&mut sim.bots[0], &mut sim.recs[0]);
+    let misses = rec.events.get("baseline_misses");
+    bot.handle_datagram(now, &buf[..n], rec);
+    assert_eq!(rec.events.get("baseline_misses"), misses + 1);
+    assert_eq!(bot.newest_tick(), Some(newest), "not applied, not acked");
+    assert!(bot.poll_transmit(&mut buf).is_none(), "no SnapshotAck");
 }
 
 #[test]
 fn reconnection_restores_the_slot_and_resyncs_through_a_full_snapshot() {
-    let mut sim = Sim::new(ZergCityServerConfig::default(), ms(15));
+    let (mut sim, _) = new_sim(ZergCityServerConfig::default(), ms(15));
     for i in 0..3 {
-        sim.add_bot(ZergCityOptions::default(), params(i));
+        add_bot(&mut sim, ZergCityOptions::default(), params(i));
     }
     sim.run_until(Duration::from_secs(2));
-    let slot = sim.bots[1].bot.slot();
-    let token = sim.bots[1].bot.token();
+    let slot = sim.bots[1].slot();
+    let token = sim.bots[1].token();
     assert!(slot.is_some());
-    let (now, b) = (sim.now, &mut sim.bots[1]);
-    b.bot.reconnect_now(now, &mut b.rec);
+    let now = sim.now();
+    sim.bots[1].reconnect_now(now, &mut sim.recs[1]);
     sim.drain_bot(1);
     sim.run_until(Duration::from_secs(4));
-    let r = sim.rec(1);
+    let r = &sim.recs[1];
     assert_eq!(r.events.get("reconnect_attempts"), 1);
     assert_eq!(r.events.get("reconnect_slot_restored"), 1, "{:?}", r.events);
-    assert_eq!(sim.bots[1].bot.slot(), slot);
-    assert_eq!(sim.bots[1].bot.token(), token, "the same token");
+    assert_eq!(sim.bots[1].slot(), slot);
+    assert_eq!(sim.bots[1].token(), token, "the same token");
     let resync = extra(r, "resync_us").expect("resync");
     assert_eq!(resync.len(), 1);
     // Drop, connect (a round trip), hello and full snapshot: at least two round trips.
     assert!(resync.min() >= 60_000, "resync {}", resync.min());
     assert_eq!(sim.server.players(), 3);
-    let newest = sim.bots[1].bot.newest_tick().unwrap();
+    let newest = sim.bots[1].newest_tick().unwrap();
     assert!(newest + 3 >= sim.server.tick());
     // A new player while the slot is held gets another slot; the fifth is refused.
-    sim.add_bot(ZergCityOptions::default(), params(3));
-    sim.add_bot(ZergCityOptions::default(), params(4));
+    add_bot(&mut sim, ZergCityOptions::default(), params(3));
+    add_bot(&mut sim, ZergCityOptions::default(), params(4));
     sim.run_until(Duration::from_secs(5));
-    assert_eq!(sim.bots[3].bot.phase(), BotPhase::Connected);
-    assert_eq!(sim.bots[4].bot.phase(), BotPhase::Failed);
-    assert_eq!(sim.rec(4).connect_failures.get("server_full"), 1);
+    assert_eq!(sim.bots[3].phase(), BotPhase::Connected);
+    assert_eq!(sim.bots[4].phase(), BotPhase::Failed);
+    assert_eq!(sim.recs[4].connect_failures.get("server_full"), 1);
     assert_eq!(sim.server.stats().refused, 1);
 }
 
 #[test]
 fn inputs_beyond_sixty_a_second_are_rate_limited() {
-    let mut sim = Sim::new(ZergCityServerConfig::default(), ms(5));
+    let (mut sim, _) = new_sim(ZergCityServerConfig::default(), ms(5));
     let mut p = params(0);
     p.input_rate_hz = 100.0;
-    sim.add_bot(ZergCityOptions::default(), p);
+    add_bot(&mut sim, ZergCityOptions::default(), p);
     sim.run_until(Duration::from_secs(4));
-    let r = sim.rec(0);
+    let r = &sim.recs[0];
     let limited = r.events.get("input_result.rate_limited");
     let total: u64 = r.events.get_prefix("input_result");
     assert!(limited > 0);
@@ -531,17 +250,17 @@ fn inputs_beyond_sixty_a_second_are_rate_limited() {
 
 #[test]
 fn ten_invalid_messages_end_the_session() {
-    let mut sim = Sim::new(ZergCityServerConfig::default(), ms(5));
-    sim.add_bot(ZergCityOptions::default(), params(0));
+    let (mut sim, _) = new_sim(ZergCityServerConfig::default(), ms(5));
+    add_bot(&mut sim, ZergCityOptions::default(), params(0));
     sim.run_until(Duration::from_secs(1));
-    let conn = sim.bots[0].conn;
+    let (now, conn) = (sim.now(), sim.addrs[0]);
     for _ in 0..10 {
         sim.server
-            .handle_datagram(sim.now, conn, b"not zergcity at all");
+            .handle_datagram(now, conn, b"not zergcity at all");
     }
     sim.drain_server();
     sim.run_until(Duration::from_secs(2));
-    let r = sim.rec(0);
+    let r = &sim.recs[0];
     assert_eq!(
         r.events.get("server_disconnect.protocol_error"),
         1,
@@ -549,7 +268,7 @@ fn ten_invalid_messages_end_the_session() {
         r.events
     );
     assert_eq!(r.events.get("error_message.invalid_message"), 1);
-    assert_eq!(sim.bots[0].bot.phase(), BotPhase::Closed);
+    assert_eq!(sim.bots[0].phase(), BotPhase::Closed);
 }
 
 // ---- interop with another implementation's layouts (scripts/zergcity-peer) -----------------

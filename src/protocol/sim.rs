@@ -20,8 +20,8 @@
 //! - **Log**: every datagram the link took, with its bytes, fate and arrival times
 //!   ([`Sim::log`], [`Sim::deliveries`]). Tests read their ground truth from it.
 //!
-//! Bot `i` is [`ConnId`]`(i)` at the server for the whole run. Each bot has its own
-//! [`Recorder`] so a test can check one bot's numbers; like the engine, the harness counts
+//! Bot `i` is [`ConnId`]`(i)` at the server ([`bot_addr`]) until it relinks. Each bot has its
+//! own [`Recorder`] so a test can check one bot's numbers; like the engine, the harness counts
 //! each datagram a bot sends (`datagram_up`) and receives (`datagram_down`) in its recorder;
 //! bots count neither themselves.
 //!
@@ -29,10 +29,29 @@
 //! a protocol over ENet sends: messages up to [`MAX_MESSAGE`] (ENet fragments them), a
 //! `reliable` one never lost (ENet resends it; the drop rule is not asked) and delivered in
 //! order behind the reliable ones before it, an unreliable one on a channel dropped on
-//! arrival when a later one of that channel already arrived (ENet's sequenced delivery),
-//! and [`Sim::transport_connect`] for the session that ENet opens before the first message.
-//! ENet's own handshake, acknowledgements and throttling are not modelled: drive those
-//! through real transport hosts.
+//! arrival when a later one of that channel already arrived (ENet's sequenced delivery;
+//! [`Sim::sequenced`] `false` for a sender that marks them unsequenced), and the sessions:
+//! [`Sim::transport_connect`] for the one ENet opens before the first message (a bot started
+//! with [`Sim::start_at`] gets it first, as the engine does), and the engine's disconnect when
+//! a bot ends (`Failed` or `Closed`), which reaches the server (`handle_disconnect`) behind
+//! the reliable messages sent before it. ENet's own handshake, acknowledgements and
+//! throttling are not modelled: drive those through real transport hosts.
+//!
+//! A bot that asks for a relink ([`Bot::poll_relink`]) gets a new connection id
+//! ([`Sim::addrs`]), as a new socket or ENet peer would; datagrams still in flight to the old
+//! one are lost on arrival. Over [`Link::Enet`] the server learns of the old session's end
+//! one way later and of the new one's connect, with the bot's `handle_relinked`, one round
+//! trip later; over datagrams the bot is relinked at once. The harness has one server, so a
+//! relink to another address (`Relink::to`) reaches the same one.
+//!
+//! For what a rule cannot express:
+//! - [`Path::cut`]: everything lost in one direction, reliable messages too (a server gone
+//!   silent).
+//! - [`Sim::server_lag`]: a server loop that wakes late and catches up several ticks at once.
+//! - [`Sim::watch`]: a test's own ground truth, taken as things happen ([`Seen`]): every
+//!   datagram the link takes, each server timeout, each datagram a bot handles.
+//! - [`Sim::inject_to_server`], [`Sim::transport_disconnect`] and [`Sim::jump`]: raw frames
+//!   fed to the server on a coarse clock, as the fuzz targets replay their inputs.
 
 /// What the link between the bots and the server is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -51,7 +70,7 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::{Bot, ConnId, Server, Transmit, MAX_DATAGRAM, MAX_MESSAGE};
+use super::{Bot, BotPhase, ConnId, Server, Transmit, MAX_DATAGRAM, MAX_MESSAGE};
 use crate::metrics::Recorder;
 
 /// A direction of the link.
@@ -74,6 +93,11 @@ pub struct Meta<'a> {
     pub index: u64,
     /// Position among the datagrams of this direction to or from this bot, from 0.
     pub peer_index: u64,
+    /// Position among the datagrams of this direction to or from this bot on this channel,
+    /// from 0.
+    pub channel_index: u64,
+    /// The bot's connection at the server it is from or to.
+    pub conn: ConnId,
     /// Simulated time of sending.
     pub at: Duration,
     /// The datagram's bytes.
@@ -132,7 +156,45 @@ pub struct Path {
     pub duplicate: Option<(Rule, Duration)>,
     /// Matching datagrams are held back this much longer than the others (reordering).
     pub hold: Option<(Rule, Duration)>,
+    /// Everything sent is lost, reliable messages too (the rules are not asked).
+    pub cut: bool,
 }
+
+/// What a [`Sim::watch`] closure is shown, with the server and the bots as they are then.
+#[derive(Debug, Clone, Copy)]
+pub enum Seen<'a> {
+    /// The link took a datagram; its fate is decided after.
+    Sent(&'a Meta<'a>),
+    /// The server's timeout ran; what it queued is sent after.
+    ServerTimeout,
+    /// Bot `i` is about to handle a datagram.
+    BotReceiving(usize),
+    /// Bot `i` handled a datagram; what it answers is sent after.
+    BotReceived(usize),
+}
+
+/// A [`Sim::watch`] closure.
+pub type Watch<B, S> = Box<dyn FnMut(Seen<'_>, &S, &[B])>;
+
+/// A [`Sim::server_lag`] closure: given the count of the server's timeout calls so far (from
+/// 1), how long until the server may be called again.
+pub type Lag = Box<dyn FnMut(u64) -> Duration>;
+
+/// What the event queue holds besides datagrams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    /// The log entry arrives.
+    Deliver(usize),
+    /// [`Sim::start_at`].
+    Start(usize),
+    /// The server learns that a transport session ended.
+    Disconnect(ConnId),
+    /// Bot `i`'s new session (a relink over ENet) is up.
+    Relinked(usize),
+}
+
+/// Connection ids of relinked sessions start here, above any bot index.
+const RELINK_BASE: u64 = 1 << 32;
 
 /// A datagram the link took.
 #[derive(Debug, Clone)]
@@ -145,6 +207,10 @@ pub struct Record {
     pub index: u64,
     /// Position among its bot's datagrams of its direction, from 0.
     pub peer_index: u64,
+    /// Position among its bot's datagrams of its direction and channel, from 0.
+    pub channel_index: u64,
+    /// The bot's connection at the server when it was sent.
+    pub conn: ConnId,
     /// Simulated time of sending (from [`Sim::t0`]).
     pub sent_at: Duration,
     /// Its bytes.
@@ -175,18 +241,35 @@ pub struct Sim<B: Bot, S: Server> {
     now: Instant,
     /// The server under test.
     pub server: S,
-    /// The bots, bot `i` being `ConnId(i)` at the server.
+    /// The bots, bot `i` being `ConnId(i)` at the server until it relinks.
     pub bots: Vec<B>,
     /// One recorder per bot.
     pub recs: Vec<Recorder>,
-    /// Bot `i`'s connection id at the server: `ConnId(i)`.
+    /// Bot `i`'s connection id at the server: `ConnId(i)`, a new one after each relink.
     pub addrs: Vec<ConnId>,
     by_addr: HashMap<ConnId, usize>,
+    /// Connections bots left by relinking: what the server sends to them is lost.
+    retired: std::collections::HashSet<ConnId>,
+    relinks: u64,
+    /// Whether bot `i`'s ended session was closed (ENet).
+    closing: Vec<bool>,
     /// Detached bots are no longer driven: no timeouts, and datagrams to them vanish.
     pub detached: Vec<bool>,
     /// While set, the server's timeouts are not called (its clock stands still), so what is
     /// in flight can settle against a fixed world.
     pub server_paused: bool,
+    /// When set, after each call of the server's timeout the server is not called again
+    /// before `now + lag(calls so far)`: a loop that wakes late (descheduled, stalled) and
+    /// then runs every tick due at once. Datagrams still reach it as they arrive.
+    pub server_lag: Option<Lag>,
+    server_wakes: u64,
+    server_not_before: Option<Instant>,
+    /// [`Link::Enet`]: unreliable messages are delivered sequenced (default `true`); `false`
+    /// delivers late ones too, as ENet does for unsequenced packets.
+    pub sequenced: bool,
+    /// Called with what happens as it happens (see [`Seen`]), for ground truth a test takes
+    /// from the state machines themselves (the server's world at each tick, say).
+    pub watch: Option<Watch<B, S>>,
     /// The link from the bots to the server.
     pub up: Path,
     /// Datagrams (default) or ENet's channels; set before the first send.
@@ -199,16 +282,17 @@ pub struct Sim<B: Bot, S: Server> {
     pub deliveries: Vec<usize>,
     /// Connections the server closed (`poll_close`), with when.
     pub closed: Vec<(Duration, ConnId)>,
-    queue: BinaryHeap<Reverse<(Instant, u64, usize)>>,
+    queue: BinaryHeap<Reverse<(Instant, u64, Event)>>,
     order: u64,
     spins: u32,
     sent: [u64; 2],
     sent_peer: HashMap<(Dir, usize), u64>,
+    sent_channel: HashMap<(Dir, usize, u8), u64>,
     /// ENet: when the last reliable message of (direction, bot) arrives...
     reliable_at: HashMap<(Dir, usize), Instant>,
     /// ...and the highest sending position delivered per (direction, bot, channel), for
     /// sequenced unreliable delivery.
-    sequenced: HashMap<(Dir, usize, u8), u64>,
+    newest_sequenced: HashMap<(Dir, usize, u8), u64>,
 }
 
 /// A bot's connection id at the server: its index.
@@ -233,8 +317,16 @@ impl<B: Bot, S: Server> Sim<B, S> {
             recs: Vec::new(),
             addrs: Vec::new(),
             by_addr: HashMap::new(),
+            retired: Default::default(),
+            relinks: 0,
+            closing: Vec::new(),
             detached: Vec::new(),
             server_paused: false,
+            server_lag: None,
+            server_wakes: 0,
+            server_not_before: None,
+            sequenced: true,
+            watch: None,
             up: Path::default(),
             link: Link::Datagrams,
             down: Path::default(),
@@ -246,8 +338,9 @@ impl<B: Bot, S: Server> Sim<B, S> {
             spins: 0,
             sent: [0; 2],
             sent_peer: HashMap::new(),
+            sent_channel: HashMap::new(),
             reliable_at: HashMap::new(),
-            sequenced: HashMap::new(),
+            newest_sequenced: HashMap::new(),
         };
         for b in bots {
             sim.add_bot(b);
@@ -264,6 +357,7 @@ impl<B: Bot, S: Server> Sim<B, S> {
         self.addrs.push(addr);
         self.by_addr.insert(addr, i);
         self.detached.push(false);
+        self.closing.push(false);
         i
     }
 
@@ -295,6 +389,14 @@ impl<B: Bot, S: Server> Sim<B, S> {
         self.drain_bot(i);
     }
 
+    /// Start bot `i` at `at` (time since the origin; now if that has passed): over
+    /// [`Link::Enet`], [`Sim::transport_connect`] first, as the engine connects before it
+    /// starts a bot. Bots scheduled before the run start before anything else due then.
+    pub fn start_at(&mut self, i: usize, at: Duration) {
+        let at = (self.t0 + at).max(self.now);
+        self.schedule(at, Event::Start(i));
+    }
+
     /// `Bot::stop` now, and send what it queues.
     pub fn stop(&mut self, i: usize) {
         self.bots[i].stop(self.now, &mut self.recs[i]);
@@ -304,6 +406,28 @@ impl<B: Bot, S: Server> Sim<B, S> {
     /// Stop driving bot `i` altogether, as if its process had died.
     pub fn detach(&mut self, i: usize) {
         self.detached[i] = true;
+    }
+
+    /// Hand one datagram to the server from bot `i`'s connection directly (bypassing the link,
+    /// not logged) and send what it answers through the link.
+    pub fn inject_to_server(&mut self, i: usize, bytes: &[u8]) {
+        self.server.handle_datagram(self.now, self.addrs[i], bytes);
+        self.drain_server();
+    }
+
+    /// The transport session of bot `i` ended now (ENet's disconnect): `handle_disconnect`,
+    /// and send what the server queues.
+    pub fn transport_disconnect(&mut self, i: usize) {
+        self.server.handle_disconnect(self.now, self.addrs[i]);
+        self.drain_server();
+    }
+
+    /// Move the clock `d` ahead at once and handle, once, at the new instant, what is due by
+    /// then: datagrams, the server's timeout, the bots' (a coarse clock, as a loop that wakes
+    /// every `d` sees it; the fuzz targets replay their inputs this way).
+    pub fn jump(&mut self, d: Duration) {
+        self.now += d;
+        self.step();
     }
 
     /// Hand one datagram to bot `i` directly (bypassing the link, not logged) and send what it
@@ -367,9 +491,16 @@ impl<B: Bot, S: Server> Sim<B, S> {
         true
     }
 
+    /// When the server's timeout is to be called: its own deadline, not before a lagging
+    /// loop wakes, never while paused.
+    fn server_due(&self) -> Option<Instant> {
+        let t = self.server.poll_timeout().filter(|_| !self.server_paused)?;
+        Some(self.server_not_before.map_or(t, |nb| t.max(nb)))
+    }
+
     fn next_event(&self) -> Option<Instant> {
         let arrival = self.queue.peek().map(|Reverse((t, _, _))| *t);
-        let server = self.server.poll_timeout().filter(|_| !self.server_paused);
+        let server = self.server_due();
         let bots = self
             .bots
             .iter()
@@ -381,15 +512,40 @@ impl<B: Bot, S: Server> Sim<B, S> {
 
     fn step(&mut self) {
         let now = self.now;
-        while let Some(&Reverse((at, _, idx))) = self.queue.peek() {
+        while let Some(&Reverse((at, _, ev))) = self.queue.peek() {
             if at > now {
                 break;
             }
             self.queue.pop();
-            self.deliver(idx);
+            match ev {
+                Event::Deliver(idx) => self.deliver(idx),
+                Event::Start(i) if !self.detached[i] => {
+                    if self.link == Link::Enet {
+                        self.transport_connect(i);
+                    }
+                    self.start(i);
+                }
+                Event::Start(_) => {}
+                Event::Disconnect(conn) => {
+                    self.server.handle_disconnect(now, conn);
+                    self.drain_server();
+                }
+                Event::Relinked(i) => {
+                    self.transport_connect(i);
+                    self.bots[i].handle_relinked(now, &mut self.recs[i]);
+                    self.drain_bot(i);
+                }
+            }
         }
-        if !self.server_paused && self.server.poll_timeout().is_some_and(|t| t <= now) {
+        if self.server_due().is_some_and(|t| t <= now) {
             self.server.handle_timeout(now);
+            if let Some(w) = self.watch.as_mut() {
+                w(Seen::ServerTimeout, &self.server, &self.bots);
+            }
+            if let Some(lag) = self.server_lag.as_mut() {
+                self.server_wakes += 1;
+                self.server_not_before = Some(now + lag(self.server_wakes));
+            }
             self.drain_server();
         }
         for i in 0..self.bots.len() {
@@ -405,12 +561,15 @@ impl<B: Bot, S: Server> Sim<B, S> {
         if dir == Dir::Down && self.detached[bot] {
             return;
         }
-        if self.link == Link::Enet && !self.log[idx].reliable {
+        if dir == Dir::Down && self.log[idx].conn != self.addrs[bot] {
+            return; // to a session the bot has left (relinked)
+        }
+        if self.link == Link::Enet && self.sequenced && !self.log[idx].reliable {
             // Sequenced: an unreliable message older than one delivered on its channel is
             // dropped on arrival.
             let key = (dir, bot, self.log[idx].channel);
-            let pos = self.log[idx].peer_index;
-            let newest = self.sequenced.entry(key).or_insert(pos);
+            let pos = self.log[idx].channel_index;
+            let newest = self.newest_sequenced.entry(key).or_insert(pos);
             if pos < *newest {
                 return;
             }
@@ -424,14 +583,20 @@ impl<B: Bot, S: Server> Sim<B, S> {
         let bytes = std::mem::take(&mut self.log[idx].bytes);
         match dir {
             Dir::Up => {
-                self.server
-                    .handle_datagram(self.now, self.addrs[bot], &bytes);
+                let from = self.log[idx].conn;
+                self.server.handle_datagram(self.now, from, &bytes);
                 self.log[idx].bytes = bytes;
                 self.drain_server();
             }
             Dir::Down => {
+                if let Some(w) = self.watch.as_mut() {
+                    w(Seen::BotReceiving(bot), &self.server, &self.bots);
+                }
                 self.recs[bot].datagram_down(bytes.len());
                 self.bots[bot].handle_datagram(self.now, &bytes, &mut self.recs[bot]);
+                if let Some(w) = self.watch.as_mut() {
+                    w(Seen::BotReceived(bot), &self.server, &self.bots);
+                }
                 self.log[idx].bytes = bytes;
                 self.drain_bot(bot);
             }
@@ -441,16 +606,21 @@ impl<B: Bot, S: Server> Sim<B, S> {
     /// Put what the server wants sent on the link, then note what it closed (after, as the
     /// engine does: a refusal goes out before its connection is forgotten).
     ///
+    /// What it sends to a connection a bot left by relinking is lost.
+    ///
     /// # Panics
-    /// When the server sends to a connection no bot has.
+    /// When the server sends to a connection no bot ever had.
     pub fn drain_server(&mut self) {
         let mut buf = vec![0u8; self.max_len()];
         while let Some((to, tx)) = self.server.poll_transmit(&mut buf) {
             assert!(tx.len > 0 && tx.len <= buf.len(), "transmit of {}", tx.len);
-            let bot = *self
-                .by_addr
-                .get(&to)
-                .unwrap_or_else(|| panic!("server sent to unknown connection {to}"));
+            let Some(&bot) = self.by_addr.get(&to) else {
+                assert!(
+                    self.retired.contains(&to),
+                    "server sent to unknown connection {to}"
+                );
+                continue;
+            };
             self.send(Dir::Down, bot, &buf[..tx.len], tx);
         }
         while let Some(c) = self.server.poll_close() {
@@ -458,7 +628,8 @@ impl<B: Bot, S: Server> Sim<B, S> {
         }
     }
 
-    /// Put what bot `i` wants sent on the link.
+    /// Put what bot `i` wants sent on the link, then follow its relink request, and over
+    /// [`Link::Enet`] close its session when it has ended (see the module docs).
     pub fn drain_bot(&mut self, i: usize) {
         let mut buf = vec![0u8; self.max_len()];
         while let Some(tx) = self.bots[i].poll_transmit(&mut buf) {
@@ -466,6 +637,48 @@ impl<B: Bot, S: Server> Sim<B, S> {
             self.recs[i].datagram_up(tx.len);
             self.send(Dir::Up, i, &buf[..tx.len], tx);
         }
+        if self.bots[i].poll_relink().is_some() {
+            self.relink(i);
+        }
+        let ended = matches!(self.bots[i].phase(), BotPhase::Failed | BotPhase::Closed);
+        if self.link == Link::Enet && ended && !self.closing[i] {
+            self.closing[i] = true;
+            // ENet's disconnect goes out behind the reliable messages queued before it.
+            let at = self.reliable_arrival(Dir::Up, i, self.now + self.up.delay);
+            if !self.up.cut {
+                self.schedule(at, Event::Disconnect(self.addrs[i]));
+            }
+        }
+    }
+
+    /// Bot `i` gets a new connection id (see the module docs).
+    fn relink(&mut self, i: usize) {
+        let old = self.addrs[i];
+        let new = ConnId(RELINK_BASE + self.relinks);
+        self.relinks += 1;
+        self.by_addr.remove(&old);
+        self.retired.insert(old);
+        self.addrs[i] = new;
+        self.by_addr.insert(new, i);
+        match self.link {
+            Link::Enet => {
+                self.schedule(self.now + self.up.delay, Event::Disconnect(old));
+                let rtt = self.up.delay + self.down.delay;
+                self.schedule(self.now + rtt, Event::Relinked(i));
+            }
+            Link::Datagrams => {
+                self.bots[i].handle_relinked(self.now, &mut self.recs[i]);
+                self.drain_bot(i);
+            }
+        }
+    }
+
+    /// When a reliable message sent now on (`dir`, `bot`) that would arrive at `at` arrives:
+    /// not before the reliable ones sent before it.
+    fn reliable_arrival(&mut self, dir: Dir, bot: usize, at: Instant) -> Instant {
+        let last = self.reliable_at.entry((dir, bot)).or_insert(at);
+        *last = at.max(*last);
+        *last
     }
 
     /// The largest message the link carries (the buffers handed to `poll_transmit`).
@@ -496,23 +709,32 @@ impl<B: Bot, S: Server> Sim<B, S> {
         let peer = self.sent_peer.entry((dir, bot)).or_default();
         let peer_index = *peer;
         *peer += 1;
-        let path = match dir {
-            Dir::Up => &mut self.up,
-            Dir::Down => &mut self.down,
-        };
+        let on_channel = self.sent_channel.entry((dir, bot, tx.channel)).or_default();
+        let channel_index = *on_channel;
+        *on_channel += 1;
+        let conn = self.addrs[bot];
         let meta = Meta {
             dir,
             bot,
             index,
             peer_index,
+            channel_index,
+            conn,
             at,
             bytes,
             channel: tx.channel,
             reliable: tx.reliable,
         };
+        if let Some(w) = self.watch.as_mut() {
+            w(Seen::Sent(&meta), &self.server, &self.bots);
+        }
+        let path = match dir {
+            Dir::Up => &mut self.up,
+            Dir::Down => &mut self.down,
+        };
         // ENet resends a reliable message until it arrives: the link never loses one.
         let enet_reliable = self.link == Link::Enet && tx.reliable;
-        let dropped = !enet_reliable && path.drop.as_mut().is_some_and(|r| r(&meta));
+        let dropped = path.cut || (!enet_reliable && path.drop.as_mut().is_some_and(|r| r(&meta)));
         let mut dup_gap = None;
         let mut hold = Duration::ZERO;
         if !dropped {
@@ -526,11 +748,9 @@ impl<B: Bot, S: Server> Sim<B, S> {
             }
         }
         let mut arrive = self.now + path.delay + hold;
-        if enet_reliable {
+        if enet_reliable && !dropped {
             // In order behind the reliable messages sent before it.
-            let last = self.reliable_at.entry((dir, bot)).or_insert(arrive);
-            arrive = arrive.max(*last);
-            *last = arrive;
+            arrive = self.reliable_arrival(dir, bot, arrive);
         }
         let idx = self.log.len();
         self.log.push(Record {
@@ -538,6 +758,8 @@ impl<B: Bot, S: Server> Sim<B, S> {
             bot,
             index,
             peer_index,
+            channel_index,
+            conn,
             sent_at: at,
             bytes: bytes.to_vec(),
             channel: tx.channel,
@@ -547,15 +769,15 @@ impl<B: Bot, S: Server> Sim<B, S> {
             delivered: Vec::new(),
         });
         if !dropped {
-            self.schedule(arrive, idx);
+            self.schedule(arrive, Event::Deliver(idx));
             if let Some(gap) = dup_gap {
-                self.schedule(arrive + gap, idx);
+                self.schedule(arrive + gap, Event::Deliver(idx));
             }
         }
     }
 
-    fn schedule(&mut self, at: Instant, idx: usize) {
-        self.queue.push(Reverse((at, self.order, idx)));
+    fn schedule(&mut self, at: Instant, ev: Event) {
+        self.queue.push(Reverse((at, self.order, ev)));
         self.order += 1;
     }
 
@@ -655,7 +877,7 @@ impl<B: Bot, S: Server> Sim<B, S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{BotPhase, ServerStats};
+    use crate::protocol::{BotPhase, Relink, ServerStats};
 
     /// A bot that sends one byte (its counter) every 10 ms and counts what comes back.
     struct Echoer {
@@ -665,6 +887,10 @@ mod tests {
         got: Vec<u8>,
         /// Sent reliably (meaningful on [`Link::Enet`]).
         reliable: bool,
+        /// Ask for a relink once this many were sent.
+        relink_after: Option<u8>,
+        relinked: Vec<Instant>,
+        stopped: bool,
     }
 
     impl Bot for Echoer {
@@ -680,6 +906,7 @@ mod tests {
         }
         fn stop(&mut self, _: Instant, _: &mut Recorder) {
             self.next = None;
+            self.stopped = true;
         }
         fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<Transmit> {
             if !std::mem::take(&mut self.pending) {
@@ -696,7 +923,21 @@ mod tests {
             self.next
         }
         fn phase(&self) -> BotPhase {
-            BotPhase::Connected
+            if self.stopped {
+                BotPhase::Closed
+            } else {
+                BotPhase::Connected
+            }
+        }
+        fn poll_relink(&mut self) -> Option<Relink> {
+            if self.relink_after.is_some_and(|n| self.n >= n) {
+                self.relink_after = None;
+                return Some(Relink { to: None });
+            }
+            None
+        }
+        fn handle_relinked(&mut self, now: Instant, _: &mut Recorder) {
+            self.relinked.push(now);
         }
     }
 
@@ -706,6 +947,8 @@ mod tests {
         out: Vec<(ConnId, u8)>,
         seen: HashMap<ConnId, u32>,
         close: Vec<ConnId>,
+        /// Transport sessions: (when, connected or not, who).
+        sessions: Vec<(Instant, bool, ConnId)>,
         stats: ServerStats,
     }
 
@@ -733,6 +976,12 @@ mod tests {
         fn poll_close(&mut self) -> Option<ConnId> {
             self.close.pop()
         }
+        fn handle_connect(&mut self, now: Instant, from: ConnId) {
+            self.sessions.push((now, true, from));
+        }
+        fn handle_disconnect(&mut self, now: Instant, from: ConnId) {
+            self.sessions.push((now, false, from));
+        }
     }
 
     fn echoer() -> Echoer {
@@ -742,6 +991,170 @@ mod tests {
             pending: false,
             got: Vec::new(),
             reliable: false,
+            relink_after: None,
+            relinked: Vec::new(),
+            stopped: false,
+        }
+    }
+
+    #[test]
+    fn enet_sessions_open_before_a_scheduled_start_and_close_behind_reliable_data() {
+        let ms = Duration::from_millis;
+        let t0 = Instant::now();
+        let reliable = Echoer {
+            reliable: true,
+            ..echoer()
+        };
+        let mut sim = Sim::new(t0, Mirror::default(), vec![reliable]);
+        sim.link = Link::Enet;
+        sim.up.delay = ms(3);
+        // The first datagram is held 30 ms: the ones after it wait behind it.
+        sim.up.hold = Some((rule(|m| m.peer_index == 0), ms(30)));
+        sim.start_at(0, ms(5));
+        sim.run_until(ms(20));
+        sim.stop(0);
+        sim.run_until(ms(60));
+        let up: Vec<_> = sim.up_from(0).map(|r| r.delivered.clone()).collect();
+        assert_eq!(up, vec![vec![ms(38)], vec![ms(38)]], "sent at 5 and 15 ms");
+        // Connected when started; the disconnect waits behind the held reliable data.
+        let sessions = &sim.server.sessions;
+        assert_eq!(
+            sessions,
+            &vec![
+                (sim.at(ms(5)), true, ConnId(0)),
+                (sim.at(ms(38)), false, ConnId(0))
+            ]
+        );
+    }
+
+    #[test]
+    fn a_relink_is_a_new_connection_and_what_was_sent_to_the_old_one_is_lost() {
+        let ms = Duration::from_millis;
+        let t0 = Instant::now();
+        let bot = Echoer {
+            relink_after: Some(2),
+            ..echoer()
+        };
+        let mut sim = Sim::new(t0, Mirror::default(), vec![bot]);
+        sim.link = Link::Enet;
+        sim.up.delay = ms(2);
+        sim.down.delay = ms(9);
+        let sent: std::rc::Rc<std::cell::RefCell<Vec<ConnId>>> = Default::default();
+        let seen = sent.clone();
+        sim.watch = Some(Box::new(move |s, _, _| {
+            if let Seen::Sent(m) = s {
+                seen.borrow_mut().push(m.conn);
+            }
+        }));
+        sim.transport_connect(0);
+        sim.start(0);
+        sim.run_until(ms(40));
+        // The bot asked at 10 ms, after its second datagram: the server sees the old session
+        // end one way later and the new one a round trip later, with the bot relinked.
+        let new = ConnId(RELINK_BASE);
+        assert_eq!(sim.addrs[0], new);
+        assert_eq!(sim.bots[0].relinked, vec![sim.at(ms(21))]);
+        let sessions = &sim.server.sessions;
+        assert_eq!(
+            sessions,
+            &vec![
+                (t0, true, ConnId(0)),
+                (sim.at(ms(12)), false, ConnId(0)),
+                (sim.at(ms(21)), true, new),
+            ]
+        );
+        // The first echo was in flight to the old connection: lost on arrival. The second
+        // was answered to the old connection after the relink: never sent. The third came,
+        // the fourth is in flight.
+        assert_eq!(sim.bots[0].got, vec![2]);
+        let down: Vec<_> = sim
+            .down_to(0)
+            .map(|r| (r.conn, r.delivered.clone()))
+            .collect();
+        let want = vec![(ConnId(0), vec![]), (new, vec![ms(31)]), (new, vec![])];
+        assert_eq!(down, want);
+        assert_eq!(
+            sent.borrow().len(),
+            sim.log.len(),
+            "the watch saw every datagram"
+        );
+    }
+
+    #[test]
+    fn a_cut_path_loses_reliable_data_and_a_lagging_server_catches_up() {
+        let ms = Duration::from_millis;
+        let t0 = Instant::now();
+        let reliable = Echoer {
+            reliable: true,
+            ..echoer()
+        };
+        let mut sim = Sim::new(t0, Ticker::default(), vec![reliable]);
+        sim.link = Link::Enet;
+        sim.down.cut = true;
+        // Every wake of the server's loop is 25 ms after the previous one.
+        sim.server_lag = Some(Box::new(move |_| ms(25)));
+        sim.start_all();
+        sim.run_until(ms(60));
+        assert!(sim.bots[0].got.is_empty(), "nothing came down");
+        assert!(sim.down_to(0).all(|r| r.dropped));
+        // Ticks due every 10 ms, run at 0, 25 and 50 ms.
+        assert_eq!(
+            sim.server.ticks,
+            vec![ms(0), ms(25), ms(25), ms(50), ms(50), ms(50)]
+        );
+    }
+
+    #[test]
+    fn jump_handles_what_is_due_once_at_the_new_instant() {
+        let ms = Duration::from_millis;
+        let t0 = Instant::now();
+        let mut sim = Sim::new(t0, Ticker::default(), vec![echoer()]);
+        sim.detach(0);
+        sim.inject_to_server(0, &[9]);
+        sim.jump(ms(35));
+        assert_eq!(
+            sim.server.ticks,
+            vec![ms(35); 4],
+            "one call, late, catching up"
+        );
+        assert_eq!(sim.elapsed(), ms(35));
+        assert_eq!(sim.log.len(), 1, "its answer went out");
+    }
+
+    /// A server that ticks every 10 ms from the first datagram it gets, runs every tick due
+    /// when called (noting when), and answers every datagram.
+    #[derive(Default)]
+    struct Ticker {
+        t0: Option<Instant>,
+        next: Option<Instant>,
+        ticks: Vec<Duration>,
+        out: Vec<ConnId>,
+        stats: ServerStats,
+    }
+
+    impl Server for Ticker {
+        fn handle_datagram(&mut self, now: Instant, from: ConnId, _: &[u8]) {
+            self.t0.get_or_insert(now);
+            self.next.get_or_insert(now);
+            self.out.push(from);
+        }
+        fn handle_timeout(&mut self, now: Instant) {
+            let t0 = self.t0.unwrap_or(now);
+            while let Some(due) = self.next.filter(|&d| d <= now) {
+                self.ticks.push(now - t0);
+                self.next = Some(due + Duration::from_millis(10));
+            }
+        }
+        fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<(ConnId, Transmit)> {
+            let to = self.out.pop()?;
+            buf[0] = 1;
+            Some((to, Transmit::datagram(1)))
+        }
+        fn poll_timeout(&self) -> Option<Instant> {
+            self.next
+        }
+        fn stats(&self) -> &ServerStats {
+            &self.stats
         }
     }
 
@@ -816,6 +1229,8 @@ mod tests {
                         bot: 0,
                         index,
                         peer_index: index,
+                        channel_index: index,
+                        conn: ConnId(0),
                         at: Duration::ZERO,
                         bytes: &[],
                         channel: 0,

@@ -2,6 +2,7 @@
 //! subset, so unused items are expected.
 #![allow(dead_code)]
 
+pub mod city;
 pub mod city_peer;
 pub mod enet_forge;
 pub mod kernel;
@@ -10,3 +11,4 @@ pub mod scenario;
 pub mod serve;
 pub mod sim;
 pub mod summary;
+pub mod zergcity;
