@@ -36,7 +36,10 @@ fn main() {
     let profiles = [
         ("perfect (skipped by the engine)", "{}"),
         ("latency 60ms", "latency: 60ms"),
-        ("latency + normal jitter", "{ latency: 60ms, jitter: { normal: 8ms } }"),
+        (
+            "latency + normal jitter",
+            "{ latency: 60ms, jitter: { normal: 8ms } }",
+        ),
         (
             "latency + percentile jitter",
             "{ latency: 60ms, jitter: { percentiles: { p50: 2ms, p90: 10ms, p99: 40ms } } }",

@@ -230,7 +230,12 @@ fn latency_median_and_jitter_spread_are_as_configured() {
 fn duplicates_are_counted_exactly() {
     let dir = tempfile::tempdir().expect("tmp");
     let echo = Echo::start();
-    let relay = Relay::start(dir.path(), "network:\n  up: { duplicate: 10% }\n", echo.addr, 3);
+    let relay = Relay::start(
+        dir.path(),
+        "network:\n  up: { duplicate: 10% }\n",
+        echo.addr,
+        3,
+    );
     let c = client(relay.addr);
     send_windows(&c, 20_000, 32, 100, Duration::from_millis(30));
     let s = relay.stop();
@@ -332,7 +337,13 @@ fn a_bad_profile_names_its_place() {
     let file = dir.path().join("bad.yaml");
     std::fs::write(&file, "network:\n  loss: 5%\n  latency: fast\n").expect("write");
     let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .args(["relay", "--listen", "127.0.0.1:0", "--target", "127.0.0.1:9"])
+        .args([
+            "relay",
+            "--listen",
+            "127.0.0.1:0",
+            "--target",
+            "127.0.0.1:9",
+        ])
         .arg("--profile")
         .arg(&file)
         .output()
@@ -341,5 +352,8 @@ fn a_bad_profile_names_its_place() {
     let err = String::from_utf8_lossy(&o.stderr);
     // The section's keys are read through a flattened struct, so the place is the start of
     // the mapping that holds the bad value (line 2, column 3), not the value itself.
-    assert!(err.contains("bad.yaml:2:3: `fast` is not a duration"), "{err}");
+    assert!(
+        err.contains("bad.yaml:2:3: `fast` is not a duration"),
+        "{err}"
+    );
 }
