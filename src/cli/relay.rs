@@ -250,11 +250,11 @@ impl Relay {
             }
             if n > 0 {
                 if fds[0].revents != 0 {
-                    self.from_clients(&mut buf);
+                    self.read_clients(&mut buf);
                 }
                 for (k, fd) in fds[1..].iter().enumerate() {
                     if fd.revents != 0 {
-                        self.from_server(fd_slot[k], &mut buf);
+                        self.read_server(fd_slot[k], &mut buf);
                     }
                 }
             }
@@ -269,7 +269,7 @@ impl Relay {
     }
 
     /// Everything waiting on the listening socket: through each client's up link.
-    fn from_clients(&mut self, buf: &mut [u8]) {
+    fn read_clients(&mut self, buf: &mut [u8]) {
         loop {
             let (len, from) = match self.listen.recv_from(buf) {
                 Ok(x) => x,
@@ -295,7 +295,7 @@ impl Relay {
     }
 
     /// Everything waiting on one client's upstream socket: through its down link.
-    fn from_server(&mut self, slot: usize, buf: &mut [u8]) {
+    fn read_server(&mut self, slot: usize, buf: &mut [u8]) {
         loop {
             let Some(c) = self.slots[slot].as_mut() else {
                 return;
