@@ -10,6 +10,7 @@ mod term;
 mod compare;
 mod metrics_listen;
 mod progress;
+mod relay;
 mod serve;
 
 use std::path::{Path, PathBuf};
@@ -79,6 +80,8 @@ enum Command {
     Merge(MergeArgs),
     /// Compare a run with a base run; exit 1 when a metric got worse than its limit allows.
     Compare(compare::CompareArgs),
+    /// Put the network model (`network:`) between UDP clients and a server, as a relay.
+    Relay(relay::RelayArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
     Completions {
         /// The shell to complete for.
@@ -294,6 +297,7 @@ pub fn main_with(protocols: &[&'static dyn AnyProtocol]) -> ExitCode {
     let result = match cli.command {
         Command::Run(a) => cmd_run(&a, console),
         Command::Serve(a) => serve::cmd_serve(&a, console),
+        Command::Relay(a) => relay::cmd_relay(&a),
         Command::Validate(a) => cmd_validate(&a),
         Command::Merge(a) => cmd_merge(&a, console),
         Command::Compare(a) => compare::cmd_compare(&a, console),

@@ -269,3 +269,118 @@ fn bad_values_name_their_key() {
     assert!(serde_saphyr::from_str::<NetworkConditions>("loss: 150%").is_err());
     assert!(serde_saphyr::from_str::<NetworkConditions>("latncy: 5ms").is_err());
 }
+
+/// Delays of `n` datagrams sent 1 s apart (so the order rule never lifts one), sorted.
+fn jitter_delays(c: &Conditions, seed: u64, n: u32) -> Vec<Duration> {
+    let t0 = Instant::now();
+    let mut link = Link::new(c, seed, t0);
+    let mut d: Vec<Duration> = (0..n)
+        .map(|i| {
+            let sent = t0 + Duration::from_secs(1) * i;
+            match link.submit(sent, 60) {
+                Fate::Deliver { at, .. } => at - sent,
+                Fate::Dropped(r) => panic!("dropped: {r:?}"),
+            }
+        })
+        .collect();
+    d.sort();
+    d
+}
+
+#[test]
+fn latency_median_is_fixed_plus_the_jitter_median() {
+    // Uniform 0..20 ms: median 10 ms, p90 18 ms, on top of 40 ms.
+    let d = jitter_delays(
+        &conditions("{ latency: 40ms, jitter: { uniform: 20ms } }"),
+        21,
+        20_000,
+    );
+    let ms = |x: Duration| x.as_secs_f64() * 1e3;
+    assert!((ms(d[10_000]) - 50.0).abs() <= 1.0, "p50 {:?}", d[10_000]);
+    assert!((ms(d[18_000]) - 58.0).abs() <= 1.0, "p90 {:?}", d[18_000]);
+    assert!(d[0] >= 40 * MS && d[19_999] <= 60 * MS);
+    // A table: the median is its p50.
+    let d = jitter_delays(
+        &conditions(
+            "{ latency: 40ms, jitter: { percentiles: { p50: 5ms, p90: 20ms, p99: 60ms } } }",
+        ),
+        22,
+        20_000,
+    );
+    assert!((ms(d[10_000]) - 45.0).abs() <= 1.0, "p50 {:?}", d[10_000]);
+    assert!((ms(d[19_800]) - 100.0).abs() <= 2.0, "p99 {:?}", d[19_800]);
+}
+
+#[test]
+fn normal_jitter_has_its_spread() {
+    // Normal(0, 10 ms) cut at 0: half the datagrams get no jitter, the others a half-normal
+    // draw whose mean is σ·√(2/π) = 7.98 ms.
+    let d = jitter_delays(
+        &conditions("{ latency: 40ms, jitter: { normal: 10ms } }"),
+        23,
+        40_000,
+    );
+    let zero = d.iter().filter(|&&x| x == 40 * MS).count() as f64 / d.len() as f64;
+    assert!((zero - 0.5).abs() <= 0.01, "{zero} without jitter");
+    let pos: Vec<f64> = d
+        .iter()
+        .filter(|&&x| x > 40 * MS)
+        .map(|x| (*x - 40 * MS).as_secs_f64() * 1e3)
+        .collect();
+    let mean = pos.iter().sum::<f64>() / pos.len() as f64;
+    let expect = 10.0 * (2.0 / std::f64::consts::PI).sqrt();
+    assert!(
+        (mean / expect - 1.0).abs() <= 0.02,
+        "mean jitter {mean} ms, expected {expect}"
+    );
+}
+
+#[test]
+fn the_reordered_are_exactly_the_held_back_that_a_later_one_passes() {
+    // Held back 20 ms, one datagram every 1 ms, no jitter: datagram i arrives after a later
+    // one exactly when it was held and one of the next 19 was not.
+    let c = conditions("{ latency: 5ms, reorder: 10%, reorder_delay: 20ms }");
+    let (link, fates) = run(&c, 29, 10_000, MS, 60);
+    let t0_at = |i: usize| match fates[i] {
+        Fate::Deliver { at, .. } => at,
+        Fate::Dropped(r) => panic!("dropped: {r:?}"),
+    };
+    let sent0 = (0..fates.len())
+        .map(|i| t0_at(i) - MS * i as u32)
+        .min()
+        .expect("datagrams");
+    let held: Vec<bool> = (0..fates.len())
+        .map(|i| t0_at(i) - MS * i as u32 > sent0)
+        .collect();
+    assert_eq!(
+        held.iter().filter(|&&h| h).count() as u64,
+        link.stats().reordered,
+        "the link counts each one it held"
+    );
+    let late: Vec<usize> = (0..fates.len())
+        .filter(|&i| (i + 1..fates.len()).any(|j| t0_at(j) < t0_at(i)))
+        .collect();
+    let expected: Vec<usize> = (0..fates.len())
+        .filter(|&i| held[i] && (i + 1..(i + 20).min(fates.len())).any(|j| !held[j]))
+        .collect();
+    assert_eq!(late, expected);
+}
+
+#[test]
+fn a_bandwidth_cap_is_held_under_overload() {
+    // 1 Mbit/s, offered 2 Mbit/s (500-byte datagrams every 2 ms) for 10 s: what is delivered
+    // leaves at the cap (within 5 %), the rest is dropped at the queue.
+    let c = conditions("{ bandwidth_bps: 1000000, queue_bytes: 20000 }");
+    let (link, fates) = run(&c, 1, 5_000, 2 * MS, 500);
+    let at: Vec<Instant> = fates
+        .iter()
+        .filter_map(|f| match f {
+            Fate::Deliver { at, .. } => Some(*at),
+            Fate::Dropped(_) => None,
+        })
+        .collect();
+    let span = (at[at.len() - 1] - at[0]).as_secs_f64();
+    let bps = (at.len() - 1) as f64 * 500.0 * 8.0 / span;
+    assert!((bps / 1e6 - 1.0).abs() <= 0.05, "{bps} bit/s");
+    assert!(link.stats().lost_queue > 2_000, "{:?}", link.stats());
+}

@@ -44,6 +44,7 @@ mod netsim;
 mod phases;
 mod progress_tty;
 mod prometheus;
+mod relay;
 mod report_browser;
 mod rtype_codec;
 mod schema;

@@ -1,0 +1,440 @@
+//! `tickswarm relay`: the engine's network model as a standalone user-space UDP relay, so a
+//! real game client (or another tool) can sit behind the same conditions as the bots.
+//!
+//! One thread, one `poll(2)` loop, no root. Each client address gets its own upstream socket
+//! (so the server sees distinct clients, as without the relay) and its own pair of links
+//! (`up`: client to server, `down`: server to client) seeded from `--seed` and the order in
+//! which clients appeared. Datagrams wait in two [`DelayLine`]s whose buffers are reused, so
+//! once the relay has seen its busiest moment it allocates nothing per datagram. The lines
+//! are bounded (`--max-held`); a datagram past the bound is counted as dropped.
+//!
+//! The client table is bounded (`--max-clients`) and clients idle for `--idle` are forgotten
+//! (their upstream socket closed). Ctrl-C or SIGTERM ends the relay with one summary line.
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+
+use crate::netsim::{DelayLine, Fate, Link, NetworkConditions};
+
+/// The largest UDP payload.
+const MAX_DATAGRAM: usize = 65_536;
+/// How often the loop looks at the stop flag and the idle clients when nothing else happens.
+const TICK: Duration = Duration::from_millis(50);
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct RelayArgs {
+    /// Where clients send to, e.g. 127.0.0.1:7000 (port 0: any free port, printed at start).
+    #[arg(long, value_name = "ADDR")]
+    listen: SocketAddr,
+    /// The server the relay forwards to.
+    #[arg(long, value_name = "ADDR")]
+    target: SocketAddr,
+    /// A YAML file with a `network:` section, as a scenario writes it.
+    #[arg(long, value_name = "FILE")]
+    profile: PathBuf,
+    /// Seed of the links' randomness: the same seed and the same clients in the same order
+    /// give the same fates.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Most clients at once; a datagram from a new client past it is dropped (counted).
+    #[arg(long, default_value_t = 4096)]
+    max_clients: usize,
+    /// A client that sent and received nothing for this long is forgotten.
+    #[arg(long, default_value = "60s", value_parser = crate::scenario::parse_duration)]
+    idle: Duration,
+    /// Payload bytes each direction may hold back at once; past it datagrams are dropped.
+    #[arg(long, default_value_t = 64 << 20)]
+    max_held: usize,
+}
+
+/// The profile file: just a `network:` section (other keys are refused).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Profile {
+    network: NetworkConditions,
+}
+
+/// Read and check a profile; errors name the file, line and column.
+pub(crate) fn load_profile(path: &Path) -> Result<NetworkConditions, String> {
+    let shown = path.display().to_string();
+    let text = crate::scenario::read_bounded(path).map_err(|e| format!("{shown}: {e}"))?;
+    let p: Profile = serde_saphyr::from_str(&text).map_err(|e| {
+        let msg = e.to_string().replace("<input>", &shown);
+        msg.strip_prefix("error: line ")
+            .and_then(|rest| rest.split_once(" column "))
+            .and_then(|(line, rest)| {
+                rest.split_once(": ")
+                    .map(|(col, rest)| format!("{shown}:{line}:{col}: {rest}"))
+            })
+            .unwrap_or_else(|| format!("{shown}: {msg}"))
+    })?;
+    p.network.validate().map_err(|e| format!("{shown}: {e}"))?;
+    Ok(p.network)
+}
+
+/// What one direction did.
+#[derive(Debug, Default, Clone, Copy)]
+struct Counts {
+    /// Datagrams that came in.
+    r#in: u64,
+    /// Datagrams sent on (copies included).
+    out: u64,
+    /// Lost to the link (outage, loss, its queue) or to the relay's bound.
+    dropped: u64,
+    duplicated: u64,
+}
+
+struct Client {
+    addr: SocketAddr,
+    /// Bumped each time a slot is reused, so a held datagram of a forgotten client is not
+    /// delivered to the next one in its slot.
+    generation: u32,
+    upstream: UdpSocket,
+    up: Link,
+    down: Link,
+    last_seen: Instant,
+}
+
+type Key = (usize, u32);
+
+struct Relay {
+    listen: UdpSocket,
+    target: SocketAddr,
+    up_cond: crate::netsim::Conditions,
+    down_cond: crate::netsim::Conditions,
+    seed: u64,
+    max_clients: usize,
+    idle: Duration,
+    slots: Vec<Option<Client>>,
+    generations: Vec<u32>,
+    by_addr: HashMap<SocketAddr, usize>,
+    clients_seen: u64,
+    up_line: DelayLine<Key>,
+    down_line: DelayLine<Key>,
+    up: Counts,
+    down: Counts,
+    refused: u64,
+}
+
+pub(crate) fn cmd_relay(a: &RelayArgs) -> anyhow::Result<u8> {
+    let network = match load_profile(&a.profile) {
+        Ok(n) => n,
+        Err(e) => {
+            say!("error: {e}");
+            return Ok(super::EXIT_USAGE);
+        }
+    };
+    let listen = match UdpSocket::bind(a.listen) {
+        Ok(s) => s,
+        Err(e) => {
+            say!("error: cannot listen on {}: {e}", a.listen);
+            return Ok(super::EXIT_USAGE);
+        }
+    };
+    listen.set_nonblocking(true)?;
+    let (up_cond, down_cond) = network.directions();
+    let stop = Arc::new(AtomicBool::new(false));
+    install_stop(stop.clone());
+    let local = listen.local_addr()?;
+    out!("relay: listening on {local}, forwarding to {}", a.target);
+    let mut r = Relay {
+        listen,
+        target: a.target,
+        up_cond,
+        down_cond,
+        seed: a.seed,
+        max_clients: a.max_clients.max(1),
+        idle: a.idle,
+        slots: Vec::new(),
+        generations: Vec::new(),
+        by_addr: HashMap::new(),
+        clients_seen: 0,
+        up_line: DelayLine::new(a.max_held),
+        down_line: DelayLine::new(a.max_held),
+        up: Counts::default(),
+        down: Counts::default(),
+        refused: 0,
+    };
+    r.run(&stop)?;
+    out!("{}", r.summary());
+    Ok(super::EXIT_PASS)
+}
+
+/// Ctrl-C or SIGTERM sets `stop`; the loop sees it within [`TICK`].
+fn install_stop(stop: Arc<AtomicBool>) {
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
+    let spawned = std::thread::Builder::new()
+        .name("tickswarm-signals".into())
+        .spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async {
+                use tokio::signal::unix::{signal, SignalKind};
+                let (Ok(mut term), Ok(mut int)) = (
+                    signal(SignalKind::terminate()),
+                    signal(SignalKind::interrupt()),
+                ) else {
+                    return;
+                };
+                let _ = ready_tx.send(());
+                tokio::select! {
+                    _ = int.recv() => {},
+                    _ = term.recv() => {},
+                }
+                stop.store(true, Ordering::Relaxed);
+            });
+        });
+    if spawned.is_ok() {
+        let _ = ready_rx.recv_timeout(Duration::from_secs(5));
+    }
+}
+
+impl Relay {
+    fn run(&mut self, stop: &AtomicBool) -> std::io::Result<()> {
+        let mut buf = vec![0u8; MAX_DATAGRAM];
+        let mut fds: Vec<libc::pollfd> = Vec::new();
+        let mut fd_slot: Vec<usize> = Vec::new();
+        let mut next_sweep = Instant::now() + TICK;
+        while !stop.load(Ordering::Relaxed) {
+            let now = Instant::now();
+            let mut wake = now + TICK;
+            for due in [self.up_line.next_due(), self.down_line.next_due()]
+                .into_iter()
+                .flatten()
+            {
+                wake = wake.min(due);
+            }
+            fds.clear();
+            fd_slot.clear();
+            fds.push(pollfd(self.listen.as_raw_fd()));
+            for (i, c) in self.slots.iter().enumerate() {
+                if let Some(c) = c {
+                    fds.push(pollfd(c.upstream.as_raw_fd()));
+                    fd_slot.push(i);
+                }
+            }
+            let wait = wake.saturating_duration_since(now);
+            let ts = libc::timespec {
+                tv_sec: wait.as_secs() as libc::time_t,
+                tv_nsec: wait.subsec_nanos() as libc::c_long,
+            };
+            // ppoll, not poll: its timeout is in nanoseconds, so a datagram leaves when it is
+            // due, not up to a millisecond later.
+            // SAFETY: `fds` is a valid, initialised array of `fds.len()` pollfd structs and
+            // `ts` a valid timespec, both outliving the call; no signal mask is passed.
+            let n = unsafe {
+                libc::ppoll(
+                    fds.as_mut_ptr(),
+                    fds.len() as libc::nfds_t,
+                    &ts,
+                    std::ptr::null(),
+                )
+            };
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            if n > 0 {
+                if fds[0].revents != 0 {
+                    self.read_clients(&mut buf);
+                }
+                for (k, fd) in fds[1..].iter().enumerate() {
+                    if fd.revents != 0 {
+                        self.read_server(fd_slot[k], &mut buf);
+                    }
+                }
+            }
+            self.deliver(Instant::now());
+            let now = Instant::now();
+            if now >= next_sweep {
+                self.forget_idle(now);
+                next_sweep = now + TICK;
+            }
+        }
+        Ok(())
+    }
+
+    /// Everything waiting on the listening socket: through each client's up link.
+    fn read_clients(&mut self, buf: &mut [u8]) {
+        loop {
+            let (len, from) = match self.listen.recv_from(buf) {
+                Ok(x) => x,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                // An ICMP error from an earlier send (a client gone): not ours to stop on.
+                Err(_) => continue,
+            };
+            let now = Instant::now();
+            self.up.r#in += 1;
+            let Some(slot) = self.client(from, now) else {
+                self.up.dropped += 1;
+                self.refused += 1;
+                continue;
+            };
+            let Some(c) = self.slots[slot].as_mut() else {
+                continue;
+            };
+            c.last_seen = now;
+            let fate = c.up.submit(now, len);
+            let key = (slot, c.generation);
+            hold(&mut self.up_line, &mut self.up, fate, key, &buf[..len]);
+        }
+    }
+
+    /// Everything waiting on one client's upstream socket: through its down link.
+    fn read_server(&mut self, slot: usize, buf: &mut [u8]) {
+        loop {
+            let Some(c) = self.slots[slot].as_mut() else {
+                return;
+            };
+            let len = match c.upstream.recv(buf) {
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                Err(_) => continue,
+            };
+            let now = Instant::now();
+            self.down.r#in += 1;
+            c.last_seen = now;
+            let fate = c.down.submit(now, len);
+            let key = (slot, c.generation);
+            hold(&mut self.down_line, &mut self.down, fate, key, &buf[..len]);
+        }
+    }
+
+    /// Send what is due in both directions.
+    fn deliver(&mut self, now: Instant) {
+        let slots = &self.slots;
+        let alive = |(slot, generation): Key| {
+            slots
+                .get(slot)
+                .and_then(|c| c.as_ref())
+                .filter(|c| c.generation == generation)
+        };
+        let up = &mut self.up;
+        while self.up_line.pop_due(now, |key, bytes| {
+            if let Some(c) = alive(key) {
+                if c.upstream.send(bytes).is_ok() {
+                    up.out += 1;
+                }
+            }
+        }) {}
+        let down = &mut self.down;
+        let listen = &self.listen;
+        while self.down_line.pop_due(now, |key, bytes| {
+            if let Some(c) = alive(key) {
+                if listen.send_to(bytes, c.addr).is_ok() {
+                    down.out += 1;
+                }
+            }
+        }) {}
+    }
+
+    /// The slot of `addr`'s client, created (with its upstream socket and links) on its
+    /// first datagram; `None` when the table is full or no socket can be had.
+    fn client(&mut self, addr: SocketAddr, now: Instant) -> Option<usize> {
+        if let Some(&slot) = self.by_addr.get(&addr) {
+            return Some(slot);
+        }
+        if self.by_addr.len() >= self.max_clients {
+            return None;
+        }
+        let any: SocketAddr = if self.target.is_ipv4() {
+            ([0, 0, 0, 0], 0).into()
+        } else {
+            (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+        };
+        let upstream = UdpSocket::bind(any).ok()?;
+        upstream.connect(self.target).ok()?;
+        upstream.set_nonblocking(true).ok()?;
+        let n = self.clients_seen;
+        self.clients_seen += 1;
+        let seed = self.seed ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let slot = match self.slots.iter().position(Option::is_none) {
+            Some(s) => s,
+            None => {
+                self.slots.push(None);
+                self.generations.push(0);
+                self.slots.len() - 1
+            }
+        };
+        self.generations[slot] = self.generations[slot].wrapping_add(1);
+        self.slots[slot] = Some(Client {
+            addr,
+            generation: self.generations[slot],
+            upstream,
+            up: Link::new(&self.up_cond, seed, now),
+            down: Link::new(&self.down_cond, seed ^ 0xD0D0_D0D0, now),
+            last_seen: now,
+        });
+        self.by_addr.insert(addr, slot);
+        Some(slot)
+    }
+
+    fn forget_idle(&mut self, now: Instant) {
+        for slot in self.slots.iter_mut() {
+            if slot
+                .as_ref()
+                .is_some_and(|c| now.saturating_duration_since(c.last_seen) >= self.idle)
+            {
+                if let Some(c) = slot.take() {
+                    self.by_addr.remove(&c.addr);
+                }
+            }
+        }
+    }
+
+    fn summary(&self) -> String {
+        let d = |name: &str, c: &Counts| {
+            format!(
+                "{name} in {} out {} dropped {} duplicated {}",
+                c.r#in, c.out, c.dropped, c.duplicated
+            )
+        };
+        format!(
+            "relay: {}; {}; clients {} (refused {})",
+            d("up", &self.up),
+            d("down", &self.down),
+            self.clients_seen,
+            self.refused
+        )
+    }
+}
+
+/// Hold a datagram (and its copy) until the link delivers it, or count its loss.
+fn hold(line: &mut DelayLine<Key>, counts: &mut Counts, fate: Fate, key: Key, bytes: &[u8]) {
+    match fate {
+        Fate::Dropped(_) => counts.dropped += 1,
+        Fate::Deliver { at, copy_at } => {
+            if !line.push(at, key, bytes) {
+                counts.dropped += 1;
+                return;
+            }
+            if let Some(copy_at) = copy_at {
+                if line.push(copy_at, key, bytes) {
+                    counts.duplicated += 1;
+                }
+            }
+        }
+    }
+}
+
+fn pollfd(fd: std::os::fd::RawFd) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}
