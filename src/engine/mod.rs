@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime};
 use thiserror::Error;
 use tokio::sync::watch;
 
-pub use server_driver::{spawn_reference_server, ServerHandle};
+pub use server_driver::{spawn_reference_server, ServerHandle, StatsSource};
 
 use crate::metrics::phases::{merge_targets, merge_waiting, MAX_TARGETS};
 pub use crate::metrics::RunOutcome;
@@ -72,6 +72,25 @@ impl StopSignal {
 pub fn run(
     plan: &Plan,
     stop: &StopSignal,
+    progress: impl FnMut(&IntervalPoint, u64, &Recorder),
+) -> Result<RunOutcome, EngineError> {
+    run_observed(plan, stop, |_| {}, progress)
+}
+
+/// What a run is about to start with, for whoever watches it from outside the swarm (the
+/// embedded server's `/metrics`, the scrapes of `server_metrics:`).
+pub struct RunStart {
+    /// The instant the run's clock reads 0: per-second points end at 1 s, 2 s, ... after it.
+    pub at: Instant,
+    /// Live views of the embedded server instances' counters (none for a real target).
+    pub servers: Vec<StatsSource>,
+}
+
+/// [`run`], calling `on_start` once, before the first worker starts.
+pub fn run_observed(
+    plan: &Plan,
+    stop: &StopSignal,
+    on_start: impl FnOnce(&RunStart),
     mut progress: impl FnMut(&IntervalPoint, u64, &Recorder),
 ) -> Result<RunOutcome, EngineError> {
     limits::ensure_fd_limit(plan.planned)?;
@@ -107,6 +126,10 @@ pub fn run(
     // A short lead so every worker is up before the first bot is due.
     let run_start = Instant::now() + Duration::from_millis(50);
     let run_end = run_start + plan.duration;
+    on_start(&RunStart {
+        at: run_start,
+        servers: servers.iter().map(ServerHandle::stats_source).collect(),
+    });
     let mut shards: Vec<Vec<_>> = (0..workers).map(|_| Vec::new()).collect();
     // Bots are dealt to workers by their place in the schedule (the same as their index in a
     // whole run), so a sharded run, whose indices step by the shard count, still uses every
@@ -184,6 +207,7 @@ pub fn run(
         server: server_stats,
         target,
         sources,
+        server_metrics: None,
     })
 }
 

@@ -37,6 +37,31 @@ pub struct ServerStats {
     pub dropped: NamedCounters,
     /// Everything else worth counting (heartbeat echoes, skipped ticks, ...).
     pub events: NamedCounters,
+    /// Datagram batches the driver failed to send (a `sendmmsg` error), counted by the
+    /// driver rather than the protocol's server.
+    pub send_errors: u64,
+    /// How long each server tick took, timer due to output flushed (µs), as the driver
+    /// measured it: what `/metrics` exposes as `tickswarm_server_tick_seconds`.
+    pub tick_us: TickHistogram,
+}
+
+/// Server tick durations in µs (1 µs to 60 s, 3 significant digits): the driver records one
+/// value per tick, read off the clock it already reads at the tick's start and one more read
+/// once the tick's output is flushed.
+#[derive(Debug, Clone)]
+pub struct TickHistogram(pub Histogram<u64>);
+
+impl Default for TickHistogram {
+    fn default() -> Self {
+        Self(super::new_histogram())
+    }
+}
+
+impl TickHistogram {
+    /// One tick of `us` microseconds (clamped into the histogram's range).
+    pub fn record(&mut self, us: u64) {
+        self.0.saturating_record(us.max(1));
+    }
 }
 
 impl ServerStats {
@@ -54,6 +79,9 @@ impl ServerStats {
         self.bytes_out += o.bytes_out;
         self.dropped.merge(&o.dropped);
         self.events.merge(&o.events);
+        self.send_errors += o.send_errors;
+        // Same bounds on both sides: the add cannot fail.
+        let _ = self.tick_us.0.add(&o.tick_us.0);
     }
 }
 
@@ -135,6 +163,9 @@ pub struct RunOutcome {
     pub target: String,
     /// Bots per source address, when the scenario has `engine.source_addresses`.
     pub sources: Option<SourceCounts>,
+    /// The target's own metrics, scraped during the run (`server_metrics:`); the engine
+    /// leaves it `None`, the CLI's scrapers fill it.
+    pub server_metrics: Option<super::server_series::ServerMetrics>,
 }
 
 /// Bots per source address (`engine.source_addresses`): planned and ever connected. A pool

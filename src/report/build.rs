@@ -191,6 +191,7 @@ pub fn summarize(info: &RunInfo, run: &RunOutcome) -> Summary {
         },
         source_addresses: run.sources.clone(),
         network: info.network.clone(),
+        server_metrics: run.server_metrics.clone(),
         protocol_metrics,
         protocol_metric_info,
         expected: Some(Expected::from_rates(
@@ -309,6 +310,16 @@ pub fn observe(metric: Metric, s: &Summary, exact: Exact<'_>) -> Option<f64> {
         Metric::GeneratorSaturated => Some(if s.generator.saturated { 1.0 } else { 0.0 }),
         Metric::BotsLost => Some(s.bots.lost as f64),
         Metric::BotsSilentAtEnd => Some(s.bots.silent_at_end as f64),
+        Metric::Server(f) => {
+            let series = s.server_metrics.as_ref()?.find(f.name)?;
+            let v = match f.stat {
+                Stat::Min => series.min,
+                Stat::Mean => series.mean,
+                Stat::Max => series.max,
+                Stat::Quantile(_) => series.quantile(f.stat.quantile()?),
+            }?;
+            Some(if f.time { v * 1e6 } else { v })
+        }
     }
 }
 
@@ -418,6 +429,7 @@ mod tests {
             server: None,
             target: "t".into(),
             sources: None,
+            server_metrics: None,
         }
     }
 

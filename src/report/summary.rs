@@ -302,6 +302,11 @@ pub struct Summary {
     /// `protocol_metrics` (`netsim_*`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<serde_json::Value>,
+    /// The target's own metrics, scraped during the run (`server_metrics:`): per endpoint,
+    /// its scrapes, failures and per-second series on the run's clock with whole-run figures.
+    /// Absent when the scenario scrapes nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_metrics: Option<crate::metrics::server_series::ServerMetrics>,
     /// Per-protocol extras: counters, and histograms as `{count,min,mean,p50,...}`.
     pub protocol_metrics: serde_json::Map<String, serde_json::Value>,
     /// How to read and show `protocol_metrics` entries (label, unit, card/chart/table), as

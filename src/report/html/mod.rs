@@ -177,6 +177,7 @@ mod tests {
             errors: Errors::default(),
             source_addresses: None,
             network: None,
+            server_metrics: None,
             protocol_metrics: Map::new(),
             protocol_metric_info: BTreeMap::new(),
             expected: None,
