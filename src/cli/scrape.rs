@@ -81,7 +81,10 @@ impl Scrapers {
             .into_iter()
             .filter_map(|t| t.join().ok())
             .collect();
-        (!endpoints.is_empty()).then_some(ServerMetrics { endpoints })
+        (!endpoints.is_empty()).then_some(ServerMetrics {
+            endpoints,
+            ..ServerMetrics::default()
+        })
     }
 }
 

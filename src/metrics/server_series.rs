@@ -251,6 +251,10 @@ pub struct Endpoint {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct ServerMetrics {
     pub endpoints: Vec<Endpoint>,
+    /// The observed values of the run's `server.NAME STAT` thresholds, by name and statistic
+    /// (`tick_seconds.p99_us`): where each threshold's `metric` path leads.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub figures: BTreeMap<String, BTreeMap<String, f64>>,
 }
 
 impl ServerMetrics {
@@ -485,7 +489,7 @@ mod tests {
         let mut b = Builder::new("x", 1.0, 64);
         b.add(0, Ok(parse(&text(0), &[]).unwrap()));
         b.add(1, Ok(parse(&text(1), &[]).unwrap()));
-        let m = ServerMetrics { endpoints: vec![b.finish()] };
+        let m = ServerMetrics { endpoints: vec![b.finish()], ..ServerMetrics::default() };
         let back: ServerMetrics = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
         assert_eq!(back, m);
         assert_eq!(back.find("h_seconds").and_then(|s| s.quantile(1.0)), Some(0.1));

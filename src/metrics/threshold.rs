@@ -256,10 +256,10 @@ impl Metric {
             Metric::BotsSilentAtEnd => "bots.silent_at_end".into(),
             Metric::SnapshotsApplied => "snapshots_applied".into(),
             Metric::GeneratorSaturated => "generator.saturated".into(),
-            // Not a path into summary.json (the series sit per endpoint); `_us` names the unit
-            // of a time-limited figure for the report's formatter.
+            // The report files the observed value there; `_us` names the unit of a
+            // time-limited figure for the report's formatter.
             Metric::Server(f) => format!(
-                "server.{}.{}{}",
+                "server_metrics.figures.{}.{}{}",
                 f.name,
                 f.stat.key(),
                 if f.time { "_us" } else { "" }
@@ -498,7 +498,7 @@ mod tests {
             Metric::Server(ServerFigure { name: "tick_seconds", stat: Stat::P99, time: true })
         );
         assert!((t.limit - 16_700.0).abs() < 1e-6);
-        assert_eq!(t.metric.path(), "server.tick_seconds.p99_us");
+        assert_eq!(t.metric.path(), "server_metrics.figures.tick_seconds.p99_us");
         let m = Threshold::parse("server.process_resident_memory_bytes max < 2GB").unwrap();
         assert_eq!(m.limit, 2e9);
         assert_eq!(Threshold::parse("server.x max < 2MiB").unwrap().limit, 2_097_152.0);

@@ -236,6 +236,7 @@ pub fn summarize(info: &RunInfo, run: &RunOutcome) -> Summary {
             evaluate_with(th, &summary, &exact, why, info.unmeasurable)
         })
         .collect();
+    record_server_figures(&mut summary);
     summary.verdict = if summary.thresholds.iter().all(|t| t.ok) {
         "pass".into()
     } else {
@@ -319,6 +320,27 @@ pub fn observe(metric: Metric, s: &Summary, exact: Exact<'_>) -> Option<f64> {
                 Stat::Quantile(_) => series.quantile(f.stat.quantile()?),
             }?;
             Some(if f.time { v * 1e6 } else { v })
+        }
+    }
+}
+
+/// The observed values of the `server.NAME STAT` thresholds, where their `metric` path says
+/// (`server_metrics.figures.NAME.STAT`), so each threshold's figure sits in summary.json.
+pub fn record_server_figures(s: &mut Summary) {
+    let found: Vec<(String, f64)> = s
+        .thresholds
+        .iter()
+        .filter_map(|t| Some((t.metric.strip_prefix("server_metrics.figures.")?.to_string(), t.observed?)))
+        .collect();
+    let Some(sm) = s.server_metrics.as_mut() else {
+        return;
+    };
+    for (path, v) in found {
+        if let Some((name, stat)) = path.rsplit_once('.') {
+            sm.figures
+                .entry(name.to_string())
+                .or_default()
+                .insert(stat.to_string(), v);
         }
     }
 }
