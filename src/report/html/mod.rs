@@ -15,6 +15,7 @@
 //! fetching anything).
 
 mod chart;
+mod server;
 pub mod hists;
 mod protocol;
 mod timeline;

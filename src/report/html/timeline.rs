@@ -386,6 +386,8 @@ pub(super) fn figures(s: &Summary, log: Option<&HistLog>) -> Vec<Figure> {
             ));
         }
     }
+    // The server's own figures (`server_metrics:`) right after the RTT, on the same axis.
+    out.extend(super::server::figures(s, || active_bots(iv)));
     out.push(Figure::new(
         "loss",
         "Downstream loss rate",
