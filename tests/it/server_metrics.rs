@@ -253,3 +253,41 @@ fn serve_metrics_listen_counts_what_its_clients_did() {
     assert!(v("tickswarm_server_tick_seconds_count") > 0.0);
     assert_eq!(v("tickswarm_server_send_errors_total"), 0.0);
 }
+
+#[test]
+fn compare_diffs_the_server_series_of_two_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    let sm = "server_metrics:\n  - url: embedded\n";
+    let (_, sa, _) = run(&a, sm);
+    let (_, sb, _) = run(&b, sm);
+    let o = bin()
+        .arg("compare")
+        .arg(a.join("out"))
+        .arg(b.join("out"))
+        .args(["--json", "--quiet", "--max-regress", "server.sessions.max=0"])
+        .output()
+        .unwrap();
+    let c: Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)));
+    let row = |m: &str| {
+        c["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["metric"] == m)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {m} row in {c}"))
+    };
+    // The whole-run p99 of the tick histogram, in µs, as each summary holds it in seconds.
+    let tick = row("server.tick_seconds.p99");
+    let p99 = |s: &Value| s["server_metrics"]["endpoints"][0]["series"]["tickswarm_server_tick_seconds"]["p99"].as_f64().unwrap() * 1e6;
+    assert_eq!(tick["base"].as_f64(), Some(p99(&sa)));
+    assert_eq!(tick["new"].as_f64(), Some(p99(&sb)));
+    // Four sessions at the peak in both: no regression on a limit of 0.
+    let sessions = row("server.sessions.max");
+    assert_eq!((sessions["base"].as_f64(), sessions["new"].as_f64()), (Some(4.0), Some(4.0)));
+    assert_eq!(sessions["regressed"], false);
+}
