@@ -4,6 +4,7 @@
 //! `worker` runs the bots of one thread, [`server_driver`] runs an embedded reference server,
 //! and [`io`] carries both over each transport on real sockets.
 
+pub mod health;
 pub mod io;
 pub mod limits;
 pub mod server_driver;
@@ -151,6 +152,7 @@ pub fn run_observed(
             protocol: plan.protocol.clone(),
             run_start,
             run_end,
+            id,
             transport: io::BotTransportOptions {
                 network: plan
                     .network
@@ -286,6 +288,8 @@ struct Collector {
     total: Recorder,
     /// Interval index -> (merged recorder, workers reported, bots connected).
     open: std::collections::BTreeMap<u64, (Recorder, usize, u64)>,
+    /// Interval index -> each worker's CPU time in it (µs), by worker id.
+    open_cpu: std::collections::BTreeMap<u64, Vec<Option<u64>>>,
     /// Interval index -> bots per phase, the waiting groups and the per-target points,
     /// merged over workers.
     open_phases: std::collections::BTreeMap<u64, worker::Census>,
@@ -309,6 +313,7 @@ impl Collector {
             workers,
             total: Recorder::new(),
             open: Default::default(),
+            open_cpu: Default::default(),
             open_phases: Default::default(),
             tail_phases: Default::default(),
             points: Vec::new(),
@@ -331,7 +336,16 @@ impl Collector {
                 rec,
                 connected_now,
                 census,
+                worker,
+                cpu_us,
             } => {
+                let cpu = self
+                    .open_cpu
+                    .entry(index)
+                    .or_insert_with(|| vec![None; self.workers]);
+                if let Some(c) = cpu.get_mut(worker) {
+                    *c = cpu_us;
+                }
                 self.total.merge(&rec);
                 merge_census(self.open_phases.entry(index).or_default(), &census);
                 let e = self
@@ -347,6 +361,8 @@ impl Collector {
                         if let Some(c) = self.open_phases.remove(&index) {
                             set_census(&mut p, c);
                         }
+                        let cpu = self.open_cpu.remove(&index).unwrap_or_default();
+                        p.generator = Some(health(&r, cpu));
                         self.points.push(p.clone());
                         return Some((p, c, r));
                     }
@@ -414,6 +430,21 @@ fn set_census(p: &mut IntervalPoint, c: worker::Census) {
     p.waiting = c.waiting;
     if !c.too_many_targets && (2..=MAX_TARGETS).contains(&c.targets.len()) {
         p.targets = c.targets;
+    }
+}
+
+/// The generator's health in a completed second: the workers' CPU shares (of one core, over
+/// the one-second interval), and the process's memory and descriptors read now.
+fn health(r: &Recorder, cpu_us: Vec<Option<u64>>) -> crate::metrics::run::GeneratorHealth {
+    crate::metrics::run::GeneratorHealth {
+        worker_cpu: cpu_us
+            .into_iter()
+            .map(|c| c.map(|us| (us as f64 / 1e6 * 1000.0).round() / 1000.0))
+            .collect(),
+        rss_bytes: health::rss_bytes(),
+        open_fds: health::open_fds(),
+        send_errors: r.send_errors.total(),
+        inputs_skipped: r.inputs_skipped,
     }
 }
 

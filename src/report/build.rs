@@ -162,6 +162,26 @@ pub fn summarize(info: &RunInfo, run: &RunOutcome) -> Summary {
             skipped_share: None,
             lateness_p99_of_period: None,
             saturated: false,
+            cpu_bound_seconds: run
+                .intervals
+                .iter()
+                .filter(|p| p.generator.as_ref().is_some_and(|g| g.cpu_bound()))
+                .count() as u64,
+            worker_cpu_max: run
+                .intervals
+                .iter()
+                .filter_map(|p| p.generator.as_ref()?.max_cpu())
+                .reduce(f64::max),
+            rss_max_bytes: run
+                .intervals
+                .iter()
+                .filter_map(|p| p.generator.as_ref()?.rss_bytes)
+                .max(),
+            open_fds_max: run
+                .intervals
+                .iter()
+                .filter_map(|p| p.generator.as_ref()?.open_fds)
+                .max(),
         },
         loss: Loss {
             // Nothing expected is no data, never 0 %.

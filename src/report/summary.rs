@@ -138,6 +138,18 @@ pub struct Generator {
     /// console, the report and the `generator_saturated` threshold all read this.
     #[serde(default)]
     pub saturated: bool,
+    /// Seconds in which a worker used 90 % of a core or more while input slots were skipped
+    /// (`intervals[].generator`): the generator, not the server, was the limit then.
+    #[serde(default)]
+    pub cpu_bound_seconds: u64,
+    /// The busiest worker's highest CPU share of a second (of one core).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_cpu_max: Option<f64>,
+    /// The process's highest resident memory and open descriptors, sampled once a second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rss_max_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_fds_max: Option<u64>,
 }
 
 /// Skipped share above which the generator counts as saturated.

@@ -240,6 +240,7 @@ mod tests {
                 waiting: Vec::new(),
                 targets: Vec::new(),
                 partial: false,
+                generator: None,
             });
         }
         let sum = |f: fn(&IntervalPoint) -> u64| intervals.iter().map(f).sum::<u64>();

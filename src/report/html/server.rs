@@ -1,6 +1,7 @@
 //! The server's side of the run (`server_metrics:`): the target's own histograms (tick time)
 //! as per-second p50/p99 against the bots in play, and its resident memory per player, on the
-//! run's time axis like the client charts beside them.
+//! run's time axis like the client charts beside them; and, for the other side of the same
+//! question, the generator's own health per second (its busiest worker's CPU).
 
 use super::chart::{line_chart_with, Mark, Opts, Overlay, Series, BLUE, ORANGE, TEAL};
 use super::timeline::Figure;
@@ -142,4 +143,52 @@ fn rss_per_player(s: &Summary, endpoint: usize, url: &str, rss: &Scraped) -> Fig
         ),
         id: format!("server-{endpoint}-rss-per-player"),
     }
+}
+
+/// The generator's busiest worker per second (share of one core) with the 90 % line of the
+/// CPU-bound rule, against the bots in play; `None` when no second carries health figures.
+pub(super) fn generator_figure(s: &Summary, overlay: Option<Overlay>) -> Option<Figure> {
+    let cpu: Vec<(f64, f64)> = s
+        .intervals
+        .iter()
+        .filter_map(|p| Some((p.t, p.generator.as_ref()?.max_cpu()?)))
+        .collect();
+    if cpu.is_empty() {
+        return None;
+    }
+    let title = "Generator health: busiest worker's CPU".to_string();
+    let svg = line_chart_with(
+        &title,
+        &[Series {
+            name: "busiest worker (share of a core)",
+            color: ORANGE,
+            points: cpu,
+        }],
+        Unit::Rate,
+        &Opts {
+            marks: vec![Mark {
+                label: "CPU-bound at 90 % with slots skipped".into(),
+                value: crate::metrics::run::CPU_BOUND_SHARE,
+            }],
+            overlay,
+            ..Opts::default()
+        },
+    );
+    Some(Figure {
+        title,
+        svg,
+        caption: format!(
+            "CPU time of the busiest worker thread in each second (one clock read a second). \
+             A second with a worker at 90 % or more while input slots were skipped counts as \
+             CPU-bound: {} such second(s) in this run. Process RSS peaked at {}, open descriptors at {}.",
+            s.generator.cpu_bound_seconds,
+            s.generator
+                .rss_max_bytes
+                .map_or("n/a".into(), |b| crate::report::format::fmt_unit(Unit::Bytes, b as f64)),
+            s.generator
+                .open_fds_max
+                .map_or("n/a".into(), |n| n.to_string()),
+        ),
+        id: "generator-cpu".into(),
+    })
 }
