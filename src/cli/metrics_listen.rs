@@ -75,7 +75,11 @@ impl MetricsServer {
         Self::start_with(addr, text, Arc::new(move || Arc::new(render())))
     }
 
-    fn start_with(addr: SocketAddr, text: Arc<Mutex<Arc<String>>>, body: Body) -> anyhow::Result<Self> {
+    fn start_with(
+        addr: SocketAddr,
+        text: Arc<Mutex<Arc<String>>>,
+        body: Body,
+    ) -> anyhow::Result<Self> {
         let std_listener = std::net::TcpListener::bind(addr)
             .with_context(|| format!("--metrics-listen: cannot listen on {addr}"))?;
         std_listener

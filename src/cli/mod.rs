@@ -9,8 +9,8 @@ mod term;
 
 mod compare;
 mod metrics_listen;
-mod scrape;
 mod progress;
+mod scrape;
 mod serve;
 
 use std::path::{Path, PathBuf};

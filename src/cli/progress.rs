@@ -217,7 +217,11 @@ pub fn print_result(s: &Summary) {
              {:.0}% of a core or more while input slots were skipped (busiest worker {:.0}%); \
              add workers or machines (--shard)",
             s.generator.cpu_bound_seconds,
-            if s.generator.cpu_bound_seconds == 1 { "" } else { "s" },
+            if s.generator.cpu_bound_seconds == 1 {
+                ""
+            } else {
+                "s"
+            },
             crate::metrics::run::CPU_BOUND_SHARE * 100.0,
             s.generator.worker_cpu_max.unwrap_or(0.0) * 100.0
         );

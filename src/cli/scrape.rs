@@ -134,7 +134,10 @@ pub fn get(url: &str, auth: Option<&str>, timeout: Duration) -> Result<String, F
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/metrics"),
     };
-    let with_port = if hostport.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) {
+    let with_port = if hostport
+        .rsplit_once(':')
+        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+    {
         hostport.to_string()
     } else {
         format!("{hostport}:80")

@@ -641,13 +641,12 @@ async fn worker_main<T: BotTransport + 'static>(
     });
 
     tokio::task::spawn_local(timer_loop(shared.clone()));
-    let intervals =
-        tokio::task::spawn_local(interval_loop(
-            shared.clone(),
-            spec.run_start,
-            tx.clone(),
-            spec.id,
-        ));
+    let intervals = tokio::task::spawn_local(interval_loop(
+        shared.clone(),
+        spec.run_start,
+        tx.clone(),
+        spec.id,
+    ));
 
     // Spawn bots on schedule; stop them on ramp-down; end at run_end or on the stop signal.
     let mut stops: Vec<(Instant, usize)> = Vec::new();

@@ -85,9 +85,11 @@ pub fn parse(text: &str, wanted: &[String]) -> Option<Scraped> {
     for s in &scrape.samples {
         let family = s.metric.as_str();
         // A histogram's `_sum` and `_count` come as untyped samples of their own.
-        let part_of_histogram = ["_sum", "_count"]
-            .iter()
-            .any(|suf| family.strip_suffix(suf).is_some_and(|b| histograms.contains(b)));
+        let part_of_histogram = ["_sum", "_count"].iter().any(|suf| {
+            family
+                .strip_suffix(suf)
+                .is_some_and(|b| histograms.contains(b))
+        });
         if part_of_histogram || (!wanted.is_empty() && !wanted.iter().any(|w| w == family)) {
             continue;
         }
@@ -262,11 +264,9 @@ impl ServerMetrics {
     /// servers' `tickswarm_server_NAME`, in the first endpoint that has it.
     pub fn find(&self, name: &str) -> Option<&Series> {
         let prefixed = format!("tickswarm_server_{name}");
-        self.endpoints.iter().find_map(|e| {
-            e.series
-                .get(name)
-                .or_else(|| e.series.get(&prefixed))
-        })
+        self.endpoints
+            .iter()
+            .find_map(|e| e.series.get(name).or_else(|| e.series.get(&prefixed)))
     }
 }
 
@@ -366,7 +366,10 @@ impl Builder {
                         t,
                         p50: d.as_deref().and_then(|d| quantile(d, 0.5)),
                         p99: d.as_deref().and_then(|d| quantile(d, 0.99)),
-                        rate: d.as_deref().and_then(|d| d.last()).map(|l| l.1 / span.unwrap_or(1.0)),
+                        rate: d
+                            .as_deref()
+                            .and_then(|d| d.last())
+                            .map(|l| l.1 / span.unwrap_or(1.0)),
                         ..Point::default()
                     })
                 }
@@ -390,7 +393,13 @@ impl Builder {
             let vals: Vec<f64> = s
                 .points
                 .iter()
-                .filter_map(|p| if s.kind == Kind::Histogram { p.p99 } else { p.value })
+                .filter_map(|p| {
+                    if s.kind == Kind::Histogram {
+                        p.p99
+                    } else {
+                        p.value
+                    }
+                })
                 .collect();
             s.min = vals.iter().copied().reduce(f64::min);
             s.max = vals.iter().copied().reduce(f64::max);
@@ -448,18 +457,30 @@ mod tests {
         let c = &e.series["c_total"];
         assert_eq!(c.kind, Kind::Counter);
         let rates: Vec<_> = c.points.iter().map(|p| (p.t, p.value)).collect();
-        assert_eq!(rates, vec![(1.0, Some(100.0)), (2.0, Some(100.0)), (3.0, Some(100.0))]);
+        assert_eq!(
+            rates,
+            vec![(1.0, Some(100.0)), (2.0, Some(100.0)), (3.0, Some(100.0))]
+        );
         let g = &e.series["g"];
         assert_eq!(g.points.len(), 4);
         assert_eq!(g.max, Some(21.0));
         let h = &e.series["h_seconds"];
         assert_eq!(h.points.len(), 3);
         // p50: rank 50 of 100 is the 40th of 80 in (0.001, 0.01]: 0.001 + 0.009 * 40/80.
-        assert_eq!(h.points[0].p50, Some(0.001 + (0.01 - 0.001) * (50.0 - 10.0) / 80.0));
+        assert_eq!(
+            h.points[0].p50,
+            Some(0.001 + (0.01 - 0.001) * (50.0 - 10.0) / 80.0)
+        );
         // p99: rank 99 is the 9th of 10 in (0.01, 0.1]: 0.01 + 0.09 * 9/10.
-        assert_eq!(h.points[0].p99, Some(0.01 + (0.1 - 0.01) * (0.99 * 100.0 - 90.0) / 10.0));
+        assert_eq!(
+            h.points[0].p99,
+            Some(0.01 + (0.1 - 0.01) * (0.99 * 100.0 - 90.0) / 10.0)
+        );
         assert_eq!(h.points[0].rate, Some(100.0));
-        assert_eq!(h.p99, Some(0.01 + (0.1 - 0.01) * (0.99 * 300.0 - 270.0) / 30.0));
+        assert_eq!(
+            h.p99,
+            Some(0.01 + (0.1 - 0.01) * (0.99 * 300.0 - 270.0) / 30.0)
+        );
         assert!(!e.series.contains_key("h_seconds_sum"));
     }
 
@@ -471,7 +492,14 @@ mod tests {
         b.add(2, Ok(parse(&text(2), &[]).unwrap()));
         let e = b.finish();
         assert_eq!(e.failed.timeout, 1);
-        assert_eq!(e.series["c_total"].points, vec![Point { t: 2.0, value: Some(100.0), ..Point::default() }]);
+        assert_eq!(
+            e.series["c_total"].points,
+            vec![Point {
+                t: 2.0,
+                value: Some(100.0),
+                ..Point::default()
+            }]
+        );
     }
 
     #[test]
@@ -489,10 +517,17 @@ mod tests {
         let mut b = Builder::new("x", 1.0, 64);
         b.add(0, Ok(parse(&text(0), &[]).unwrap()));
         b.add(1, Ok(parse(&text(1), &[]).unwrap()));
-        let m = ServerMetrics { endpoints: vec![b.finish()], ..ServerMetrics::default() };
-        let back: ServerMetrics = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
+        let m = ServerMetrics {
+            endpoints: vec![b.finish()],
+            ..ServerMetrics::default()
+        };
+        let back: ServerMetrics =
+            serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
         assert_eq!(back, m);
-        assert_eq!(back.find("h_seconds").and_then(|s| s.quantile(1.0)), Some(0.1));
+        assert_eq!(
+            back.find("h_seconds").and_then(|s| s.quantile(1.0)),
+            Some(0.1)
+        );
     }
 
     #[test]

@@ -495,15 +495,32 @@ mod tests {
         let t = Threshold::parse("server.tick_seconds p99 < 16.7ms").unwrap();
         assert_eq!(
             t.metric,
-            Metric::Server(ServerFigure { name: "tick_seconds", stat: Stat::P99, time: true })
+            Metric::Server(ServerFigure {
+                name: "tick_seconds",
+                stat: Stat::P99,
+                time: true
+            })
         );
         assert!((t.limit - 16_700.0).abs() < 1e-6);
-        assert_eq!(t.metric.path(), "server_metrics.figures.tick_seconds.p99_us");
+        assert_eq!(
+            t.metric.path(),
+            "server_metrics.figures.tick_seconds.p99_us"
+        );
         let m = Threshold::parse("server.process_resident_memory_bytes max < 2GB").unwrap();
         assert_eq!(m.limit, 2e9);
-        assert_eq!(Threshold::parse("server.x max < 2MiB").unwrap().limit, 2_097_152.0);
-        assert_eq!(Threshold::parse("server.sessions min >= 100").unwrap().limit, 100.0);
-        assert!(Threshold::parse("server.sessions < 3").unwrap_err().contains("statistic"));
+        assert_eq!(
+            Threshold::parse("server.x max < 2MiB").unwrap().limit,
+            2_097_152.0
+        );
+        assert_eq!(
+            Threshold::parse("server.sessions min >= 100")
+                .unwrap()
+                .limit,
+            100.0
+        );
+        assert!(Threshold::parse("server.sessions < 3")
+            .unwrap_err()
+            .contains("statistic"));
     }
 
     #[test]

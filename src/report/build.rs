@@ -350,7 +350,14 @@ pub fn record_server_figures(s: &mut Summary) {
     let found: Vec<(String, f64)> = s
         .thresholds
         .iter()
-        .filter_map(|t| Some((t.metric.strip_prefix("server_metrics.figures.")?.to_string(), t.observed?)))
+        .filter_map(|t| {
+            Some((
+                t.metric
+                    .strip_prefix("server_metrics.figures.")?
+                    .to_string(),
+                t.observed?,
+            ))
+        })
         .collect();
     let Some(sm) = s.server_metrics.as_mut() else {
         return;

@@ -519,7 +519,11 @@ impl RunData {
                     HStat::Max => series.max,
                     HStat::Q(q) => series.quantile(*q),
                 }?;
-                Some(if name.ends_with("_seconds") { v * 1e6 } else { v })
+                Some(if name.ends_with("_seconds") {
+                    v * 1e6
+                } else {
+                    v
+                })
             }
         }
     }

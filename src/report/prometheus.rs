@@ -349,16 +349,32 @@ pub fn render_server(protocol: &str, s: &ServerStats) -> String {
         "counter",
         "Datagrams (or messages) received (in) and sent (out).",
     );
-    let _ = writeln!(o, "tickswarm_server_datagrams_total{{direction=\"in\"}} {}", s.datagrams_in);
-    let _ = writeln!(o, "tickswarm_server_datagrams_total{{direction=\"out\"}} {}", s.datagrams_out);
+    let _ = writeln!(
+        o,
+        "tickswarm_server_datagrams_total{{direction=\"in\"}} {}",
+        s.datagrams_in
+    );
+    let _ = writeln!(
+        o,
+        "tickswarm_server_datagrams_total{{direction=\"out\"}} {}",
+        s.datagrams_out
+    );
     family(
         &mut o,
         "tickswarm_server_bytes_total",
         "counter",
         "Bytes received (in) and sent (out).",
     );
-    let _ = writeln!(o, "tickswarm_server_bytes_total{{direction=\"in\"}} {}", s.bytes_in);
-    let _ = writeln!(o, "tickswarm_server_bytes_total{{direction=\"out\"}} {}", s.bytes_out);
+    let _ = writeln!(
+        o,
+        "tickswarm_server_bytes_total{{direction=\"in\"}} {}",
+        s.bytes_in
+    );
+    let _ = writeln!(
+        o,
+        "tickswarm_server_bytes_total{{direction=\"out\"}} {}",
+        s.bytes_out
+    );
     counter(
         &mut o,
         "tickswarm_server_send_errors_total",

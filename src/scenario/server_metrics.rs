@@ -70,7 +70,10 @@ impl ServerMetricsEndpoint {
             ));
         }
         if self.timeout().is_zero() {
-            return Err(format!("server_metrics `{}`: timeout must be above 0", self.url));
+            return Err(format!(
+                "server_metrics `{}`: timeout must be above 0",
+                self.url
+            ));
         }
         if !self.is_embedded() && !self.url.starts_with("http://") {
             return Err(format!(

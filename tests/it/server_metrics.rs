@@ -41,8 +41,8 @@ fn run(dir: &Path, server_metrics: &str) -> (i32, Value, String) {
         .arg(&out)
         .output()
         .unwrap();
-    let s = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap())
-        .unwrap();
+    let s =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     (
         o.status.code().unwrap_or(-1),
         s,
@@ -117,7 +117,10 @@ fn a_scripted_endpoint_is_stored_as_exact_rates_values_and_quantiles() {
     let e = &s["server_metrics"]["endpoints"][0];
     let scrapes = served.load(Ordering::SeqCst);
     assert_eq!(e["scrapes"].as_u64(), Some(scrapes));
-    assert!(scrapes >= 2, "at least the baseline and one more: {scrapes}");
+    assert!(
+        scrapes >= 2,
+        "at least the baseline and one more: {scrapes}"
+    );
     assert_eq!(e["failed"]["timeout"], 0);
     // The counter rose 100 between two scrapes, however far apart their slots were.
     let counter = series(&s, "game_frames_total");
@@ -187,17 +190,34 @@ fn the_embedded_server_s_own_metrics_gate_the_run() {
     let sessions = series(&s, "tickswarm_server_sessions");
     assert_eq!(sessions["max"].as_f64(), Some(4.0));
     let t: Vec<&Value> = s["thresholds"].as_array().unwrap().iter().collect();
-    let tick = t.iter().find(|t| t["condition"] == "server.tick_seconds p99 < 10s").unwrap();
+    let tick = t
+        .iter()
+        .find(|t| t["condition"] == "server.tick_seconds p99 < 10s")
+        .unwrap();
     assert_eq!(tick["ok"], true);
     assert!(tick["observed"].as_f64().unwrap() > 0.0);
-    let max = t.iter().find(|t| t["condition"] == "server.sessions max < 4").unwrap();
-    assert_eq!((max["ok"].clone(), max["observed"].as_f64()), (Value::Bool(false), Some(4.0)));
+    let max = t
+        .iter()
+        .find(|t| t["condition"] == "server.sessions max < 4")
+        .unwrap();
+    assert_eq!(
+        (max["ok"].clone(), max["observed"].as_f64()),
+        (Value::Bool(false), Some(4.0))
+    );
     // The server saw every bot's handshake.
     let accepted = series(&s, "tickswarm_server_sessions_accepted_total")["points"]
         .as_array()
         .unwrap()
         .iter()
-        .zip(std::iter::once(0.0).chain(series(&s, "tickswarm_server_sessions_accepted_total")["points"].as_array().unwrap().iter().map(|p| p["t"].as_f64().unwrap())))
+        .zip(
+            std::iter::once(0.0).chain(
+                series(&s, "tickswarm_server_sessions_accepted_total")["points"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| p["t"].as_f64().unwrap()),
+            ),
+        )
         .map(|(p, prev)| p["value"].as_f64().unwrap() * (p["t"].as_f64().unwrap() - prev))
         .sum::<f64>();
     assert_eq!(accepted, 4.0);
@@ -206,9 +226,21 @@ fn the_embedded_server_s_own_metrics_gate_the_run() {
 #[test]
 fn serve_metrics_listen_counts_what_its_clients_did() {
     let dir = tempfile::tempdir().unwrap();
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let mut server = bin()
-        .args(["serve", "cafe", "--port", "0", "--quiet", "--duration", "20s"])
+        .args([
+            "serve",
+            "cafe",
+            "--port",
+            "0",
+            "--quiet",
+            "--duration",
+            "20s",
+        ])
         .args(["--metrics-listen", &format!("127.0.0.1:{port}")])
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -225,7 +257,12 @@ fn serve_metrics_listen_counts_what_its_clients_did() {
         .arg(dir.path().join("out"))
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let s: Value = serde_json::from_str(
         &std::fs::read_to_string(dir.path().join("out/summary.json")).unwrap(),
     )
@@ -267,7 +304,12 @@ fn compare_diffs_the_server_series_of_two_runs() {
         .arg("compare")
         .arg(a.join("out"))
         .arg(b.join("out"))
-        .args(["--json", "--quiet", "--max-regress", "server.sessions.max=0"])
+        .args([
+            "--json",
+            "--quiet",
+            "--max-regress",
+            "server.sessions.max=0",
+        ])
         .output()
         .unwrap();
     let c: Value = serde_json::from_slice(&o.stdout)
@@ -283,11 +325,19 @@ fn compare_diffs_the_server_series_of_two_runs() {
     };
     // The whole-run p99 of the tick histogram, in µs, as each summary holds it in seconds.
     let tick = row("server.tick_seconds.p99");
-    let p99 = |s: &Value| s["server_metrics"]["endpoints"][0]["series"]["tickswarm_server_tick_seconds"]["p99"].as_f64().unwrap() * 1e6;
+    let p99 = |s: &Value| {
+        s["server_metrics"]["endpoints"][0]["series"]["tickswarm_server_tick_seconds"]["p99"]
+            .as_f64()
+            .unwrap()
+            * 1e6
+    };
     assert_eq!(tick["base"].as_f64(), Some(p99(&sa)));
     assert_eq!(tick["new"].as_f64(), Some(p99(&sb)));
     // Four sessions at the peak in both: no regression on a limit of 0.
     let sessions = row("server.sessions.max");
-    assert_eq!((sessions["base"].as_f64(), sessions["new"].as_f64()), (Some(4.0), Some(4.0)));
+    assert_eq!(
+        (sessions["base"].as_f64(), sessions["new"].as_f64()),
+        (Some(4.0), Some(4.0))
+    );
     assert_eq!(sessions["regressed"], false);
 }

@@ -15,9 +15,9 @@
 //! fetching anything).
 
 mod chart;
-mod server;
 pub mod hists;
 mod protocol;
+mod server;
 mod timeline;
 mod view;
 

@@ -73,7 +73,11 @@ fn histogram_figure(
         .filter_map(|t| match t.metric {
             Metric::Server(f) if f.name == short(name) || f.name == name => Some(Mark {
                 label: format!("threshold {}", f.stat.name()),
-                value: if f.time == seconds { t.limit } else { t.limit * scale },
+                value: if f.time == seconds {
+                    t.limit
+                } else {
+                    t.limit * scale
+                },
             }),
             _ => None,
         })
