@@ -320,25 +320,26 @@ impl Builder {
         // Keep the series already kept, then new ones while there is room.
         let keys: Vec<String> = now.keys().cloned().collect();
         for k in keys {
-            if !self.series.contains_key(&k) && self.series.len() >= self.max_series {
+            if self.series.contains_key(&k) {
+                continue;
+            }
+            if self.series.len() >= self.max_series {
                 now.remove(&k);
                 self.left_out.insert(k);
-            } else if !self.series.contains_key(&k) {
-                if let Some(v) = now.get(&k) {
-                    self.series.insert(
-                        k,
-                        Series {
-                            kind: v.kind(),
-                            points: Vec::new(),
-                            min: None,
-                            mean: None,
-                            max: None,
-                            buckets: Vec::new(),
-                            p50: None,
-                            p99: None,
-                        },
-                    );
-                }
+            } else if let Some(kind) = now.get(&k).map(Value::kind) {
+                self.series.insert(
+                    k,
+                    Series {
+                        kind,
+                        points: Vec::new(),
+                        min: None,
+                        mean: None,
+                        max: None,
+                        buckets: Vec::new(),
+                        p50: None,
+                        p99: None,
+                    },
+                );
             }
         }
         let t = slot as f64 * self.interval_s;
