@@ -205,3 +205,72 @@ pub fn get(url: &str, auth: Option<&str>, timeout: Duration) -> Result<String, F
         .map_or(body.len(), |n| n.min(body.len()));
     String::from_utf8(body[..len].to_vec()).map_err(|_| Failure::Garbage)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    /// A one-shot server: answers the first request with `reply` (or nothing, when `None`,
+    /// holding the connection), and hands back the request it read.
+    fn once(reply: Option<&'static str>) -> (String, std::thread::JoinHandle<String>) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/metrics", l.local_addr().unwrap());
+        let t = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut buf = [0u8; 2048];
+            let n = s.read(&mut buf).unwrap();
+            let req = String::from_utf8_lossy(&buf[..n]).into_owned();
+            match reply {
+                Some(r) => s.write_all(r.as_bytes()).unwrap(),
+                None => std::thread::sleep(Duration::from_millis(600)),
+            }
+            req
+        });
+        (url, t)
+    }
+
+    #[test]
+    fn a_scrape_sends_the_auth_header_and_reads_the_body() {
+        let (url, t) = once(Some("HTTP/1.0 200 OK\r\nContent-Length: 6\r\n\r\ng 1\nXX"));
+        assert_eq!(
+            get(&url, Some("Bearer s3cret"), Duration::from_secs(2)),
+            Ok("g 1\nXX".into())
+        );
+        let req = t.join().unwrap();
+        assert!(req.starts_with("GET /metrics HTTP/1.0\r\n"), "{req}");
+        assert!(
+            req.contains("\r\nAuthorization: Bearer s3cret\r\n"),
+            "{req}"
+        );
+    }
+
+    #[test]
+    fn a_bad_status_a_silent_server_and_no_server_are_told_apart() {
+        let (url, t) = once(Some("HTTP/1.0 401 Unauthorized\r\n\r\nno"));
+        assert_eq!(
+            get(&url, None, Duration::from_secs(2)),
+            Err(Failure::Status)
+        );
+        t.join().unwrap();
+        let (url, t) = once(None);
+        assert_eq!(
+            get(&url, None, Duration::from_millis(200)),
+            Err(Failure::Timeout)
+        );
+        t.join().unwrap();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        assert_eq!(
+            get(
+                &format!("http://127.0.0.1:{port}/metrics"),
+                None,
+                Duration::from_secs(1)
+            ),
+            Err(Failure::Connect)
+        );
+    }
+}
