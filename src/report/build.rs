@@ -253,6 +253,20 @@ pub fn summarize(info: &RunInfo, run: &RunOutcome) -> Summary {
                             .to_string()
                     })
                 });
+            // A shard that scraped none of `server_metrics:` (another shard did): its server
+            // thresholds are judged on the merged run, not failed here.
+            if matches!(th.metric, Metric::Server(_))
+                && info.shard.is_some()
+                && summary.server_metrics.is_none()
+            {
+                return evaluate_with(
+                    th,
+                    &summary,
+                    &exact,
+                    Some("scraped by another shard: judged on the merged run".into()),
+                    Unmeasurable::Skip,
+                );
+            }
             evaluate_with(th, &summary, &exact, why, info.unmeasurable)
         })
         .collect();

@@ -453,18 +453,19 @@ pub fn merge_runs(dirs: &[PathBuf], allow_missing: bool) -> Result<Merged, Merge
         } else {
             Unmeasurable::Fail
         };
+        // The server's own figures are judged on the merged run whichever shard scraped them
+        // (the others skipped them, saying so).
+        let (policy, unmeasurable) = if matches!(th.metric, crate::metrics::Metric::Server(_)) {
+            (Unmeasurable::Fail, None)
+        } else {
+            (policy, t.unmeasurable.clone())
+        };
         let exact = |tm: TimeMetric, q: f64| {
             time_hists
                 .get(tm.hlog_tag())
                 .and_then(|h| quantile_of(h, q))
         };
-        results.push(evaluate_with(
-            &th,
-            &m,
-            &exact,
-            t.unmeasurable.clone(),
-            policy,
-        ));
+        results.push(evaluate_with(&th, &m, &exact, unmeasurable, policy));
     }
     // Missing shards (`--allow-missing`): the load the run asked for was not all measured.
     if let Some(sh) = shards.as_ref().filter(|sh| !sh.missing.is_empty()) {

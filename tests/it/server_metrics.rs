@@ -18,14 +18,17 @@ fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tickswarm"))
 }
 
-/// 4 cafe bots at 2 inputs a second for 3 s against the embedded server, scraping `extra`.
+/// 4 cafe bots at 2 inputs a second for 3.2 s against the embedded server, with
+/// `server_metrics` appended. The bots' input grids start 0, 309, 118 and 427 ms after each
+/// connects (the plan spreads them by the golden ratio over the 500 ms period), so no slot
+/// falls within 80 ms of the run's end: the inputs sent are the same in every run.
 fn scenario(dir: &Path, server_metrics: &str) -> std::path::PathBuf {
     let p = dir.join("s.yaml");
     std::fs::write(
         &p,
         format!(
             "name: sm\nprotocol:\n  cafe: {{}}\npopulation:\n  stages:\n    - ramp_to: 4\n      over: 0s\n\
-             behaviour:\n  input_rate: 2\n  ping_interval: 200ms\nduration: 3s\nseed: 7\n{server_metrics}"
+             behaviour:\n  input_rate: 2\n  ping_interval: 200ms\nduration: 3200ms\nseed: 7\n{server_metrics}"
         ),
     )
     .unwrap();
@@ -169,6 +172,9 @@ fn a_hanging_or_garbage_endpoint_is_reported_and_changes_no_input_sent() {
         ),
     );
     assert_eq!(code, 0, "{err}");
+    // 7 + 6 + 7 + 6 slots before the end (grids at 0, 309, 118, 427 ms, every 500 ms), in
+    // both runs.
+    assert_eq!(base["inputs_sent"], 26);
     assert_eq!(s["inputs_sent"], base["inputs_sent"]);
     assert_eq!(s["generator"]["inputs_skipped"], 0);
     let e = s["server_metrics"]["endpoints"].as_array().unwrap();
@@ -340,4 +346,74 @@ fn compare_diffs_the_server_series_of_two_runs() {
         (Some(4.0), Some(4.0))
     );
     assert_eq!(sessions["regressed"], false);
+}
+
+#[test]
+fn shard_0_scrapes_the_others_skip_and_merge_judges_the_server_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = scenario(
+        dir.path(),
+        "server_metrics:\n  - url: embedded\nthresholds:\n  - server.tick_seconds p99 < 10s\n",
+    );
+    let mut outs = Vec::new();
+    for i in 0..2 {
+        let out = dir.path().join(format!("shard{i}"));
+        let o = bin()
+            .arg("run")
+            .arg(&p)
+            .args(["--quiet", "--shard", &format!("{i}/2"), "--out"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "shard {i}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        outs.push(out);
+    }
+    let read = |d: &Path| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(d.join("summary.json")).unwrap()).unwrap()
+    };
+    let server_threshold = |s: &Value| {
+        s["thresholds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["condition"] == "server.tick_seconds p99 < 10s")
+            .cloned()
+            .unwrap()
+    };
+    let (s0, s1) = (read(&outs[0]), read(&outs[1]));
+    assert_eq!(
+        s0["server_metrics"]["endpoints"].as_array().unwrap().len(),
+        1
+    );
+    assert!(s1.get("server_metrics").is_none());
+    assert_eq!(server_threshold(&s1)["skipped"], true);
+    let merged = dir.path().join("merged");
+    let o = bin()
+        .arg("merge")
+        .args(&outs)
+        .args(["--quiet", "--out"])
+        .arg(&merged)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let m = read(&merged);
+    assert_eq!(
+        m["server_metrics"]["endpoints"],
+        s0["server_metrics"]["endpoints"]
+    );
+    let t = server_threshold(&m);
+    assert_eq!(
+        (t["ok"].clone(), t["observed"].clone()),
+        (Value::Bool(true), server_threshold(&s0)["observed"].clone())
+    );
 }
