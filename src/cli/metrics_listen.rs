@@ -2,6 +2,10 @@
 //!
 //! `GET /metrics` gets the text the run published last (rendered once a second by
 //! [`crate::report::prometheus::Exposition`], never per scrape), anything else a 404.
+//! A reference server's endpoint (`serve --metrics-listen`, the embedded server of a run)
+//! renders its counters on each scrape instead ([`MetricsServer::start_live`]): a copy of a
+//! few counters and one histogram, cheap enough, and never older than the driver's last
+//! 100 ms report.
 //!
 //! The endpoint is reachable by whoever can reach the port, and it must never take what the
 //! bots need, so everything it holds is bounded:
@@ -43,6 +47,9 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Headers parsed at most (more is a 431, as an over-long head is).
 const MAX_HEADERS: usize = 32;
 
+/// What a scrape gets, rendered when it comes.
+type Body = Arc<dyn Fn() -> Arc<String> + Send + Sync>;
+
 pub struct MetricsServer {
     text: Arc<Mutex<Arc<String>>>,
     shutdown: Option<oneshot::Sender<()>>,
@@ -53,6 +60,26 @@ pub struct MetricsServer {
 impl MetricsServer {
     /// Listen on `addr` (port 0 picks a free one; see [`MetricsServer::addr`]).
     pub fn start(addr: SocketAddr) -> anyhow::Result<Self> {
+        let text = Arc::new(Mutex::new(Arc::new(String::new())));
+        let published = text.clone();
+        let body: Body = Arc::new(move || published.lock().map(|t| t.clone()).unwrap_or_default());
+        Self::start_with(addr, text, body)
+    }
+
+    /// Listen on `addr` and answer each scrape with what `render` returns then.
+    pub fn start_live(
+        addr: SocketAddr,
+        render: impl Fn() -> String + Send + Sync + 'static,
+    ) -> anyhow::Result<Self> {
+        let text = Arc::new(Mutex::new(Arc::new(String::new())));
+        Self::start_with(addr, text, Arc::new(move || Arc::new(render())))
+    }
+
+    fn start_with(
+        addr: SocketAddr,
+        text: Arc<Mutex<Arc<String>>>,
+        body: Body,
+    ) -> anyhow::Result<Self> {
         let std_listener = std::net::TcpListener::bind(addr)
             .with_context(|| format!("--metrics-listen: cannot listen on {addr}"))?;
         std_listener
@@ -61,10 +88,8 @@ impl MetricsServer {
         let addr = std_listener
             .local_addr()
             .context("--metrics-listen: reading the bound address")?;
-        let text = Arc::new(Mutex::new(Arc::new(String::new())));
         let (shutdown, stopped) = oneshot::channel();
         let thread = {
-            let text = text.clone();
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -77,7 +102,7 @@ impl MetricsServer {
                             return;
                         };
                         tokio::select! {
-                            _ = accept_loop(listener, text) => {}
+                            _ = accept_loop(listener, body) => {}
                             _ = stopped => {}
                         }
                     });
@@ -116,7 +141,7 @@ impl Drop for MetricsServer {
     }
 }
 
-async fn accept_loop(listener: TcpListener, text: Arc<Mutex<Arc<String>>>) {
+async fn accept_loop(listener: TcpListener, body: Body) {
     let open = Arc::new(AtomicUsize::new(0));
     loop {
         let stream = match listener.accept().await {
@@ -133,9 +158,9 @@ async fn accept_loop(listener: TcpListener, text: Arc<Mutex<Arc<String>>>) {
             continue;
         }
         open.fetch_add(1, Ordering::Relaxed);
-        let (open, text) = (open.clone(), text.clone());
+        let (open, body) = (open.clone(), body.clone());
         tokio::spawn(async move {
-            serve_one(stream, &text).await;
+            serve_one(stream, &*body).await;
             open.fetch_sub(1, Ordering::Relaxed);
         });
     }
@@ -153,7 +178,7 @@ enum Ask {
 }
 
 /// Read one request head and answer it; the connection is closed afterwards.
-async fn serve_one(mut stream: TcpStream, text: &Mutex<Arc<String>>) {
+async fn serve_one(mut stream: TcpStream, body: &(dyn Fn() -> Arc<String> + Send + Sync)) {
     let mut head = [0u8; MAX_HEAD];
     let ask = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut stream, &mut head)).await {
         Ok(Some(ask)) => ask,
@@ -163,7 +188,7 @@ async fn serve_one(mut stream: TcpStream, text: &Mutex<Arc<String>>) {
     let body_text;
     let (status, content_type, body): (&str, &str, &[u8]) = match ask {
         Ask::Metrics => {
-            body_text = text.lock().map(|t| t.clone()).unwrap_or_default();
+            body_text = body();
             ("200 OK", CONTENT_TYPE, body_text.as_bytes())
         }
         Ask::Other => (

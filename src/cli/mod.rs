@@ -11,6 +11,7 @@ mod compare;
 mod metrics_listen;
 mod progress;
 mod relay;
+mod scrape;
 mod serve;
 
 use std::path::{Path, PathBuf};
@@ -543,7 +544,42 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
         plan.protocol.name().as_str(),
         plan.planned,
     );
-    let outcome = match engine::run(&plan, &stop, |p, c, rec| {
+    // `server_metrics:`: the embedded server's own endpoint (when one names it) and the
+    // scrapers, started once the engine knows its servers and its clock.
+    let mut embedded_metrics: Option<metrics_listen::MetricsServer> = None;
+    let mut scrapers: Option<scrape::Scrapers> = None;
+    let on_start = |start: &engine::RunStart| {
+        let shard = plan.shard.map_or(0, |s| s.index);
+        let mine: Vec<_> = plan
+            .server_metrics
+            .iter()
+            .filter(|e| e.shard == shard)
+            .cloned()
+            .collect();
+        if mine.is_empty() {
+            return;
+        }
+        if mine.iter().any(|e| e.is_embedded()) && !start.servers.is_empty() {
+            match serve::live_endpoint(
+                (std::net::Ipv4Addr::LOCALHOST, 0).into(),
+                plan.protocol.name().as_str(),
+                start.servers.clone(),
+            ) {
+                Ok(m) => embedded_metrics = Some(m),
+                Err(e) => say!("warning: the embedded server's /metrics: {e:#}"),
+            }
+        }
+        let url = embedded_metrics
+            .as_ref()
+            .map(|m| format!("http://{}/metrics", m.addr()));
+        scrapers = Some(scrape::Scrapers::start(
+            &mine,
+            url.as_deref(),
+            start.at,
+            plan.duration,
+        ));
+    };
+    let outcome = match engine::run_observed(&plan, &stop, on_start, |p, c, rec| {
         if !console.quiet {
             printer.line(p, c);
         }
@@ -590,6 +626,19 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
     if let Some(m) = &metrics {
         exposition.finish(&outcome.tail, outcome.elapsed.as_secs_f64());
         m.publish(exposition.render());
+    }
+    let mut outcome = outcome;
+    outcome.server_metrics = scrapers.and_then(scrape::Scrapers::finish);
+    drop(embedded_metrics);
+    if let Some(sm) = &outcome.server_metrics {
+        for e in &sm.endpoints {
+            if e.failed.total() > 0 {
+                say!(
+                    "warning: server_metrics {}: {} of {} scrapes gave nothing ({} connect, {} timeout, {} HTTP status, {} not metrics)",
+                    e.url, e.failed.total(), e.scrapes, e.failed.connect, e.failed.timeout, e.failed.http_status, e.failed.garbage
+                );
+            }
+        }
     }
     let summary = report::summarize(&run_info(&plan, &a.ov), &outcome);
     let written = report::write_all(&dir, &summary, plan.junit)

@@ -211,6 +211,21 @@ pub fn print_result(s: &Summary) {
                 .map_or("n/a".into(), |x| format!("{:.0}%", x * 100.0)),
         );
     }
+    if s.generator.cpu_bound_seconds > 0 {
+        say!(
+            "warning  the generator, not the server, was the limit in {} second{}: a worker used \
+             {:.0}% of a core or more while input slots were skipped (busiest worker {:.0}%); \
+             add workers or machines (--shard)",
+            s.generator.cpu_bound_seconds,
+            if s.generator.cpu_bound_seconds == 1 {
+                ""
+            } else {
+                "s"
+            },
+            crate::metrics::run::CPU_BOUND_SHARE * 100.0,
+            s.generator.worker_cpu_max.unwrap_or(0.0) * 100.0
+        );
+    }
     let socket: u64 = s.generator.send_errors.values().sum();
     if socket > 0 {
         // Local socket errors (e.g. `recv.connection_refused`: the server's port is closed).

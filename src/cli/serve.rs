@@ -60,6 +60,10 @@ pub struct ServeArgs {
     /// packets when a peer's RTT rises; off by default so loss seen on loopback is the network's.
     #[arg(long)]
     enet_throttle: bool,
+    /// Serve the server's own metrics (tick time, sessions, datagrams and bytes, send errors,
+    /// refusals) in Prometheus' text format at `http://ADDR/metrics`, summed over instances.
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<SocketAddr>,
     /// Stop after this long (default: until Ctrl-C).
     #[arg(long, value_name = "D", value_parser = parse_duration)]
     duration: Option<Duration>,
@@ -203,6 +207,14 @@ pub fn cmd_serve(a: &ServeArgs, console: super::Console) -> anyhow::Result<u8> {
         );
         handles.push(handle);
     }
+    let _metrics = match a.metrics_listen {
+        Some(addr) => {
+            let m = server_metrics_endpoint(addr, name.as_str(), &handles)?;
+            out!("metrics  http://{}/metrics", m.addr());
+            Some(m)
+        }
+        None => None,
+    };
     let stop = crate::engine::StopSignal::new();
     super::install_ctrl_c(stop.clone());
     let start = Instant::now();
@@ -258,4 +270,35 @@ pub fn cmd_serve(a: &ServeArgs, console: super::Console) -> anyhow::Result<u8> {
         listed(&s.events)
     );
     Ok(super::EXIT_PASS)
+}
+
+/// A `/metrics` endpoint on `addr` that renders the counters of `handles` (summed) on each
+/// scrape: `serve --metrics-listen`, and the embedded server of a run.
+pub(super) fn server_metrics_endpoint(
+    addr: SocketAddr,
+    protocol: &str,
+    handles: &[crate::engine::ServerHandle],
+) -> anyhow::Result<super::metrics_listen::MetricsServer> {
+    let sources: Vec<crate::engine::StatsSource> =
+        handles.iter().map(|h| h.stats_source()).collect();
+    live_endpoint(addr, protocol, sources)
+}
+
+/// The same over live views of the servers' counters.
+pub(super) fn live_endpoint(
+    addr: SocketAddr,
+    protocol: &str,
+    sources: Vec<crate::engine::StatsSource>,
+) -> anyhow::Result<super::metrics_listen::MetricsServer> {
+    let protocol = protocol.to_string();
+    super::metrics_listen::MetricsServer::start_live(addr, move || {
+        let total = sources
+            .iter()
+            .map(|s| s.get())
+            .fold(ServerStats::default(), |mut a, b| {
+                a.merge(&b);
+                a
+            });
+        crate::report::prometheus::render_server(&protocol, &total)
+    })
 }

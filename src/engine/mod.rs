@@ -4,6 +4,7 @@
 //! `worker` runs the bots of one thread, [`server_driver`] runs an embedded reference server,
 //! and [`io`] carries both over each transport on real sockets.
 
+pub mod health;
 pub mod io;
 pub mod limits;
 pub mod server_driver;
@@ -17,7 +18,7 @@ use std::time::{Duration, Instant, SystemTime};
 use thiserror::Error;
 use tokio::sync::watch;
 
-pub use server_driver::{spawn_reference_server, ServerHandle};
+pub use server_driver::{spawn_reference_server, ServerHandle, StatsSource};
 
 use crate::metrics::phases::{merge_targets, merge_waiting, MAX_TARGETS};
 pub use crate::metrics::RunOutcome;
@@ -72,6 +73,25 @@ impl StopSignal {
 pub fn run(
     plan: &Plan,
     stop: &StopSignal,
+    progress: impl FnMut(&IntervalPoint, u64, &Recorder),
+) -> Result<RunOutcome, EngineError> {
+    run_observed(plan, stop, |_| {}, progress)
+}
+
+/// What a run is about to start with, for whoever watches it from outside the swarm (the
+/// embedded server's `/metrics`, the scrapes of `server_metrics:`).
+pub struct RunStart {
+    /// The instant the run's clock reads 0: per-second points end at 1 s, 2 s, ... after it.
+    pub at: Instant,
+    /// Live views of the embedded server instances' counters (none for a real target).
+    pub servers: Vec<StatsSource>,
+}
+
+/// [`run`], calling `on_start` once, before the first worker starts.
+pub fn run_observed(
+    plan: &Plan,
+    stop: &StopSignal,
+    on_start: impl FnOnce(&RunStart),
     mut progress: impl FnMut(&IntervalPoint, u64, &Recorder),
 ) -> Result<RunOutcome, EngineError> {
     limits::ensure_fd_limit(plan.planned)?;
@@ -107,6 +127,10 @@ pub fn run(
     // A short lead so every worker is up before the first bot is due.
     let run_start = Instant::now() + Duration::from_millis(50);
     let run_end = run_start + plan.duration;
+    on_start(&RunStart {
+        at: run_start,
+        servers: servers.iter().map(ServerHandle::stats_source).collect(),
+    });
     let mut shards: Vec<Vec<_>> = (0..workers).map(|_| Vec::new()).collect();
     // Bots are dealt to workers by their place in the schedule (the same as their index in a
     // whole run), so a sharded run, whose indices step by the shard count, still uses every
@@ -128,6 +152,7 @@ pub fn run(
             protocol: plan.protocol.clone(),
             run_start,
             run_end,
+            id,
             transport: io::BotTransportOptions {
                 network: plan
                     .network
@@ -184,6 +209,7 @@ pub fn run(
         server: server_stats,
         target,
         sources,
+        server_metrics: None,
     })
 }
 
@@ -262,6 +288,8 @@ struct Collector {
     total: Recorder,
     /// Interval index -> (merged recorder, workers reported, bots connected).
     open: std::collections::BTreeMap<u64, (Recorder, usize, u64)>,
+    /// Interval index -> each worker's CPU time in it (µs), by worker id.
+    open_cpu: std::collections::BTreeMap<u64, Vec<Option<u64>>>,
     /// Interval index -> bots per phase, the waiting groups and the per-target points,
     /// merged over workers.
     open_phases: std::collections::BTreeMap<u64, worker::Census>,
@@ -285,6 +313,7 @@ impl Collector {
             workers,
             total: Recorder::new(),
             open: Default::default(),
+            open_cpu: Default::default(),
             open_phases: Default::default(),
             tail_phases: Default::default(),
             points: Vec::new(),
@@ -307,7 +336,16 @@ impl Collector {
                 rec,
                 connected_now,
                 census,
+                worker,
+                cpu_us,
             } => {
+                let cpu = self
+                    .open_cpu
+                    .entry(index)
+                    .or_insert_with(|| vec![None; self.workers]);
+                if let Some(c) = cpu.get_mut(worker) {
+                    *c = cpu_us;
+                }
                 self.total.merge(&rec);
                 merge_census(self.open_phases.entry(index).or_default(), &census);
                 let e = self
@@ -323,6 +361,8 @@ impl Collector {
                         if let Some(c) = self.open_phases.remove(&index) {
                             set_census(&mut p, c);
                         }
+                        let cpu = self.open_cpu.remove(&index).unwrap_or_default();
+                        p.generator = Some(health(&r, cpu));
                         self.points.push(p.clone());
                         return Some((p, c, r));
                     }
@@ -390,6 +430,21 @@ fn set_census(p: &mut IntervalPoint, c: worker::Census) {
     p.waiting = c.waiting;
     if !c.too_many_targets && (2..=MAX_TARGETS).contains(&c.targets.len()) {
         p.targets = c.targets;
+    }
+}
+
+/// The generator's health in a completed second: the workers' CPU shares (of one core, over
+/// the one-second interval), and the process's memory and descriptors read now.
+fn health(r: &Recorder, cpu_us: Vec<Option<u64>>) -> crate::metrics::run::GeneratorHealth {
+    crate::metrics::run::GeneratorHealth {
+        worker_cpu: cpu_us
+            .into_iter()
+            .map(|c| c.map(|us| (us as f64 / 1e6 * 1000.0).round() / 1000.0))
+            .collect(),
+        rss_bytes: health::rss_bytes(),
+        open_fds: health::open_fds(),
+        send_errors: r.send_errors.total(),
+        inputs_skipped: r.inputs_skipped,
     }
 }
 

@@ -12,7 +12,18 @@ use tokio::sync::watch;
 
 use super::io::socket::server::{RxBatch, Socket, TxBatch};
 use super::io::{server_transport, ServerTransport};
+use crate::metrics::run::TickHistogram;
 use crate::protocol::{ProtocolSection, Server, ServerParams, ServerStats};
+
+/// A reference server's counters as its driver last published them (every 100 ms).
+#[derive(Clone)]
+pub struct StatsSource(Arc<Mutex<ServerStats>>);
+
+impl StatsSource {
+    pub fn get(&self) -> ServerStats {
+        self.0.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+}
 
 /// A server running in a background thread.
 pub struct ServerHandle {
@@ -26,6 +37,12 @@ impl ServerHandle {
     /// The server's counters as of its last report (updated every 100 ms).
     pub fn stats(&self) -> ServerStats {
         self.stats.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// A live view of the same counters that outlives this handle's borrow: what a
+    /// `/metrics` endpoint renders on each scrape.
+    pub fn stats_source(&self) -> StatsSource {
+        StatsSource(self.stats.clone())
     }
 
     /// Stop the server and wait for its thread.
@@ -156,9 +173,16 @@ async fn serve_loop(
         .then(|| super::timer::PreciseTimer::new().ok())
         .flatten();
     let mut next_report = Instant::now();
-    let report = |server: &dyn Server, transport: &dyn ServerTransport| {
+    let mut tick_us = TickHistogram::default();
+    let mut send_errors = 0u64;
+    let report = |server: &dyn Server,
+                  transport: &dyn ServerTransport,
+                  tick_us: &TickHistogram,
+                  send_errors: u64| {
         let mut s = server.stats().clone();
         transport.report(&mut s);
+        s.tick_us = tick_us.clone();
+        s.send_errors = send_errors;
         s
     };
     loop {
@@ -184,7 +208,9 @@ async fn serve_loop(
             _ = sleep_until(precise.as_ref(), wake) => {}
         }
         let now = Instant::now();
-        if server.poll_timeout().is_some_and(|t| t <= now) {
+        // A tick is the server's timer coming due; it lasts until its output is flushed.
+        let ticked = server.poll_timeout().is_some_and(|t| t <= now);
+        if ticked {
             server.handle_timeout(now);
         }
         transport.service(now, server.as_mut());
@@ -194,21 +220,29 @@ async fn serve_loop(
             };
             tx.push(to, len);
             if tx.is_full() && tx.flush(sock).await.is_err() {
+                send_errors += 1;
                 break;
             }
         }
         if let Some(sock) = sock.as_ref().filter(|_| !tx.is_empty()) {
-            let _ = tx.flush(sock).await;
+            if tx.flush(sock).await.is_err() {
+                send_errors += 1;
+            }
+        }
+        if ticked {
+            // The one extra clock read per tick: its end (its start is `now`).
+            let us = Instant::now().saturating_duration_since(now).as_micros();
+            tick_us.record(u64::try_from(us).unwrap_or(u64::MAX));
         }
         if now >= next_report {
             next_report = now + Duration::from_millis(100);
             if let Ok(mut s) = stats.lock() {
-                *s = report(server.as_ref(), transport.as_ref());
+                *s = report(server.as_ref(), transport.as_ref(), &tick_us, send_errors);
             }
         }
     }
     if let Ok(mut s) = stats.lock() {
-        *s = report(server.as_ref(), transport.as_ref());
+        *s = report(server.as_ref(), transport.as_ref(), &tick_us, send_errors);
     }
 }
 

@@ -41,6 +41,8 @@ pub struct WorkerSpec {
     pub run_start: Instant,
     pub run_end: Instant,
     pub transport: BotTransportOptions,
+    /// Which worker this is (0-based), for its per-second CPU time.
+    pub id: usize,
 }
 
 /// Worker to collector.
@@ -53,6 +55,9 @@ pub enum WorkerMsg {
         /// Bots per phase at the end of the interval, the groups still on their way in, and
         /// the same per target.
         census: Census,
+        /// This worker's id and the CPU time its thread used in the interval (µs).
+        worker: usize,
+        cpu_us: Option<u64>,
     },
     /// The worker has stopped its bots; `rec` holds what came after the last interval.
     Done {
@@ -636,8 +641,12 @@ async fn worker_main<T: BotTransport + 'static>(
     });
 
     tokio::task::spawn_local(timer_loop(shared.clone()));
-    let intervals =
-        tokio::task::spawn_local(interval_loop(shared.clone(), spec.run_start, tx.clone()));
+    let intervals = tokio::task::spawn_local(interval_loop(
+        shared.clone(),
+        spec.run_start,
+        tx.clone(),
+        spec.id,
+    ));
 
     // Spawn bots on schedule; stop them on ramp-down; end at run_end or on the stop signal.
     let mut stops: Vec<(Instant, usize)> = Vec::new();
@@ -991,8 +1000,10 @@ async fn interval_loop<T: BotTransport + 'static>(
     shared: Rc<Shared<T>>,
     run_start: Instant,
     tx: Sender<WorkerMsg>,
+    worker: usize,
 ) {
     let mut index = 0u64;
+    let mut cpu_before = super::health::thread_cpu_us();
     loop {
         let at = run_start + Duration::from_secs(index + 1);
         tokio::time::sleep_until(at.into()).await;
@@ -1022,12 +1033,18 @@ async fn interval_loop<T: BotTransport + 'static>(
             connected
         };
         let rec = shared.rec.borrow_mut().take_interval();
+        // One clock read a second: this thread's CPU time, all its bots included.
+        let cpu_now = super::health::thread_cpu_us();
+        let cpu_us = cpu_now.zip(cpu_before).map(|(n, b)| n.saturating_sub(b));
+        cpu_before = cpu_now;
         if tx
             .send(WorkerMsg::Interval {
                 index,
                 rec,
                 connected_now,
                 census,
+                worker,
+                cpu_us,
             })
             .is_err()
         {

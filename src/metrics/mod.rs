@@ -9,6 +9,7 @@ pub mod describe;
 mod named;
 pub mod phases;
 pub mod run;
+pub mod server_series;
 pub mod sources;
 pub mod summary;
 pub mod threshold;

@@ -37,6 +37,31 @@ pub struct ServerStats {
     pub dropped: NamedCounters,
     /// Everything else worth counting (heartbeat echoes, skipped ticks, ...).
     pub events: NamedCounters,
+    /// Datagram batches the driver failed to send (a `sendmmsg` error), counted by the
+    /// driver rather than the protocol's server.
+    pub send_errors: u64,
+    /// How long each server tick took, timer due to output flushed (µs), as the driver
+    /// measured it: what `/metrics` exposes as `tickswarm_server_tick_seconds`.
+    pub tick_us: TickHistogram,
+}
+
+/// Server tick durations in µs (1 µs to 60 s, 3 significant digits): the driver records one
+/// value per tick, read off the clock it already reads at the tick's start and one more read
+/// once the tick's output is flushed.
+#[derive(Debug, Clone)]
+pub struct TickHistogram(pub Histogram<u64>);
+
+impl Default for TickHistogram {
+    fn default() -> Self {
+        Self(super::new_histogram())
+    }
+}
+
+impl TickHistogram {
+    /// One tick of `us` microseconds (clamped into the histogram's range).
+    pub fn record(&mut self, us: u64) {
+        self.0.saturating_record(us.max(1));
+    }
 }
 
 impl ServerStats {
@@ -54,6 +79,9 @@ impl ServerStats {
         self.bytes_out += o.bytes_out;
         self.dropped.merge(&o.dropped);
         self.events.merge(&o.events);
+        self.send_errors += o.send_errors;
+        // Same bounds on both sides: the add cannot fail.
+        let _ = self.tick_us.0.add(&o.tick_us.0);
     }
 }
 
@@ -93,6 +121,42 @@ pub struct IntervalPoint {
     /// points add up to the run's totals. Absent (false) on whole seconds.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub partial: bool,
+    /// The generator's own health in the second (absent in merged runs and the last,
+    /// partial point).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generator: Option<GeneratorHealth>,
+}
+
+/// A worker above this share of one core in a second where input slots were skipped: the
+/// generator, not the server, was the limit in that second.
+pub const CPU_BOUND_SHARE: f64 = 0.9;
+
+/// The generator's health in one second, beside its send lateness and skipped slots.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct GeneratorHealth {
+    /// Each worker's CPU time in the second, as a share of one core (by worker id; `null`
+    /// where its thread's clock could not be read).
+    pub worker_cpu: Vec<Option<f64>>,
+    /// The process's resident memory at the end of the second, in bytes.
+    pub rss_bytes: Option<u64>,
+    /// The process's open file descriptors (the bots' sockets, mostly).
+    pub open_fds: Option<u64>,
+    /// Local send and receive failures in the second.
+    pub send_errors: u64,
+    /// Input slots skipped in the second (the generator fell a whole period behind).
+    pub inputs_skipped: u64,
+}
+
+impl GeneratorHealth {
+    /// The busiest worker's share of a core.
+    pub fn max_cpu(&self) -> Option<f64> {
+        self.worker_cpu.iter().flatten().copied().reduce(f64::max)
+    }
+
+    /// The rule: a worker at [`CPU_BOUND_SHARE`] of a core or more while slots were skipped.
+    pub fn cpu_bound(&self) -> bool {
+        self.inputs_skipped > 0 && self.max_cpu().is_some_and(|c| c >= CPU_BOUND_SHARE)
+    }
 }
 
 impl IntervalPoint {
@@ -135,6 +199,9 @@ pub struct RunOutcome {
     pub target: String,
     /// Bots per source address, when the scenario has `engine.source_addresses`.
     pub sources: Option<SourceCounts>,
+    /// The target's own metrics, scraped during the run (`server_metrics:`); the engine
+    /// leaves it `None`, the CLI's scrapers fill it.
+    pub server_metrics: Option<super::server_series::ServerMetrics>,
 }
 
 /// Bots per source address (`engine.source_addresses`): planned and ever connected. A pool
@@ -158,4 +225,24 @@ pub struct SourceRow {
     pub planned: u64,
     /// Of those, bots that completed their handshake at least once.
     pub connected: u64,
+}
+
+#[cfg(test)]
+mod health_tests {
+    use super::*;
+
+    #[test]
+    fn cpu_bound_needs_a_busy_worker_and_a_skipped_slot() {
+        let g = |cpu: Vec<Option<f64>>, skipped| GeneratorHealth {
+            worker_cpu: cpu,
+            inputs_skipped: skipped,
+            ..GeneratorHealth::default()
+        };
+        assert!(g(vec![Some(0.2), Some(0.95)], 3).cpu_bound());
+        assert!(g(vec![Some(0.9)], 1).cpu_bound());
+        // Busy but keeping up, or behind without a busy worker: not the rule.
+        assert!(!g(vec![Some(0.99)], 0).cpu_bound());
+        assert!(!g(vec![Some(0.5), None], 5).cpu_bound());
+        assert_eq!(g(vec![None, Some(0.3)], 0).max_cpu(), Some(0.3));
+    }
 }

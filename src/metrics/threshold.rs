@@ -175,6 +175,59 @@ pub enum Metric {
     SnapshotsApplied,
     /// 1 when the generator was saturated (the report's one rule), else 0.
     GeneratorSaturated,
+    /// A series the target's own `/metrics` exposed (`server_metrics:`), as
+    /// `server.NAME STAT` ([`ServerFigure`]).
+    Server(ServerFigure),
+}
+
+/// `server.NAME STAT OP VALUE`: a statistic of a scraped series. `NAME` is the family's name,
+/// or what follows `tickswarm_server_` in the reference servers' names (`server.tick_seconds`).
+/// A percentile reads a histogram's whole-run buckets; `min`/`mean`/`max` read a gauge's
+/// values, a counter's per-second rates, or a histogram's per-second p99s. The limit is a time
+/// (`16.7ms`: the series is in seconds, as Prometheus' `_seconds` names say), a size with a
+/// unit (`2GB`, `512MiB`: bytes), or a plain number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerFigure {
+    /// Interned when parsed (a scenario's few thresholds, once per process), so [`Metric`]
+    /// stays `Copy`.
+    pub name: &'static str,
+    pub stat: Stat,
+    /// The limit was a time: the observed value (seconds) is compared in µs.
+    pub time: bool,
+}
+
+/// `2GB`, `512MiB`, `100KB` in bytes (SI for KB/MB/GB, binary for KiB/MiB/GiB); `None` when
+/// `s` has none of these units.
+fn parse_size(s: &str) -> Option<f64> {
+    const UNITS: [(&str, f64); 6] = [
+        ("KiB", 1024.0),
+        ("MiB", 1_048_576.0),
+        ("GiB", 1_073_741_824.0),
+        ("KB", 1e3),
+        ("MB", 1e6),
+        ("GB", 1e9),
+    ];
+    UNITS.iter().find_map(|(u, m)| {
+        s.strip_suffix(u)
+            .and_then(|n| n.trim().parse::<f64>().ok())
+            .map(|n| n * m)
+    })
+}
+
+/// Names are interned once each (the same threshold parsed again reuses its name).
+fn intern(name: &str) -> &'static str {
+    use std::sync::{Mutex, OnceLock};
+    static NAMES: OnceLock<Mutex<Vec<&'static str>>> = OnceLock::new();
+    let names = NAMES.get_or_init(|| Mutex::new(Vec::new()));
+    let Ok(mut names) = names.lock() else {
+        return Box::leak(name.to_string().into_boxed_str());
+    };
+    if let Some(n) = names.iter().find(|n| **n == name) {
+        return n;
+    }
+    let n: &'static str = Box::leak(name.to_string().into_boxed_str());
+    names.push(n);
+    n
 }
 
 impl Metric {
@@ -203,6 +256,14 @@ impl Metric {
             Metric::BotsSilentAtEnd => "bots.silent_at_end".into(),
             Metric::SnapshotsApplied => "snapshots_applied".into(),
             Metric::GeneratorSaturated => "generator.saturated".into(),
+            // The report files the observed value there; `_us` names the unit of a
+            // time-limited figure for the report's formatter.
+            Metric::Server(f) => format!(
+                "server_metrics.figures.{}.{}{}",
+                f.name,
+                f.stat.key(),
+                if f.time { "_us" } else { "" }
+            ),
         }
     }
 }
@@ -344,18 +405,40 @@ impl Threshold {
             ["bots_silent_at_end"] => Metric::BotsSilentAtEnd,
             ["snapshots_applied"] => Metric::SnapshotsApplied,
             ["generator_saturated"] => Metric::GeneratorSaturated,
+            [name, stat] if name.starts_with("server.") && name.len() > "server.".len() => {
+                let stat = Stat::parse(stat).ok_or_else(|| {
+                    format!("unknown statistic `{stat}`; use {STAT_FORMS}")
+                })?;
+                Metric::Server(ServerFigure {
+                    name: intern(&name["server.".len()..]),
+                    stat,
+                    time: parse_duration(rhs).is_ok(),
+                })
+            }
+            [name] if name.starts_with("server.") => {
+                return Err(format!(
+                    "`{name}` needs a statistic, e.g. `{name} p99 < 16.7ms` or `{name} max < 2GB`"
+                ))
+            }
             _ => {
                 return Err(format!(
                     "unknown metric `{}`; use rtt, handshake, send_lateness, snapshot_interarrival \
                      (with a statistic), downstream_loss, upstream_loss, connect_success, \
                      decode_errors, bots_failed, bots_never_connected, bots_lost, bots_silent_at_end, snapshots_applied, \
-                     generator_saturated or inputs_skipped",
+                     generator_saturated, inputs_skipped, or server.NAME (with a statistic)",
                     lhs.join(" ")
                 ))
             }
         };
         let limit = match metric {
             Metric::Time(..) => parse_duration(rhs)?.as_secs_f64() * 1e6,
+            Metric::Server(f) if f.time => parse_duration(rhs)?.as_secs_f64() * 1e6,
+            Metric::Server(_) => match parse_size(rhs) {
+                Some(v) => v,
+                None => rhs
+                    .parse::<f64>()
+                    .map_err(|_| format!("`{rhs}` is not a time, a size (2GB) or a number"))?,
+            },
             Metric::DownstreamLoss | Metric::UpstreamLoss | Metric::ConnectSuccess => {
                 let (num, pct) = match rhs.strip_suffix('%') {
                     Some(n) => (n.trim(), true),
@@ -406,6 +489,39 @@ impl Serialize for Threshold {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn server_figures_take_times_sizes_and_numbers() {
+        let t = Threshold::parse("server.tick_seconds p99 < 16.7ms").unwrap();
+        assert_eq!(
+            t.metric,
+            Metric::Server(ServerFigure {
+                name: "tick_seconds",
+                stat: Stat::P99,
+                time: true
+            })
+        );
+        assert!((t.limit - 16_700.0).abs() < 1e-6);
+        assert_eq!(
+            t.metric.path(),
+            "server_metrics.figures.tick_seconds.p99_us"
+        );
+        let m = Threshold::parse("server.process_resident_memory_bytes max < 2GB").unwrap();
+        assert_eq!(m.limit, 2e9);
+        assert_eq!(
+            Threshold::parse("server.x max < 2MiB").unwrap().limit,
+            2_097_152.0
+        );
+        assert_eq!(
+            Threshold::parse("server.sessions min >= 100")
+                .unwrap()
+                .limit,
+            100.0
+        );
+        assert!(Threshold::parse("server.sessions < 3")
+            .unwrap_err()
+            .contains("statistic"));
+    }
 
     #[test]
     fn parses_the_documented_forms() {

@@ -162,6 +162,26 @@ pub fn summarize(info: &RunInfo, run: &RunOutcome) -> Summary {
             skipped_share: None,
             lateness_p99_of_period: None,
             saturated: false,
+            cpu_bound_seconds: run
+                .intervals
+                .iter()
+                .filter(|p| p.generator.as_ref().is_some_and(|g| g.cpu_bound()))
+                .count() as u64,
+            worker_cpu_max: run
+                .intervals
+                .iter()
+                .filter_map(|p| p.generator.as_ref()?.max_cpu())
+                .reduce(f64::max),
+            rss_max_bytes: run
+                .intervals
+                .iter()
+                .filter_map(|p| p.generator.as_ref()?.rss_bytes)
+                .max(),
+            open_fds_max: run
+                .intervals
+                .iter()
+                .filter_map(|p| p.generator.as_ref()?.open_fds)
+                .max(),
         },
         loss: Loss {
             // Nothing expected is no data, never 0 %.
@@ -191,6 +211,7 @@ pub fn summarize(info: &RunInfo, run: &RunOutcome) -> Summary {
         },
         source_addresses: run.sources.clone(),
         network: info.network.clone(),
+        server_metrics: run.server_metrics.clone(),
         protocol_metrics,
         protocol_metric_info,
         expected: Some(Expected::from_rates(
@@ -232,9 +253,24 @@ pub fn summarize(info: &RunInfo, run: &RunOutcome) -> Summary {
                             .to_string()
                     })
                 });
+            // A shard that scraped none of `server_metrics:` (another shard did): its server
+            // thresholds are judged on the merged run, not failed here.
+            if matches!(th.metric, Metric::Server(_))
+                && info.shard.is_some()
+                && summary.server_metrics.is_none()
+            {
+                return evaluate_with(
+                    th,
+                    &summary,
+                    &exact,
+                    Some("scraped by another shard: judged on the merged run".into()),
+                    Unmeasurable::Skip,
+                );
+            }
             evaluate_with(th, &summary, &exact, why, info.unmeasurable)
         })
         .collect();
+    record_server_figures(&mut summary);
     summary.verdict = if summary.thresholds.iter().all(|t| t.ok) {
         "pass".into()
     } else {
@@ -309,6 +345,44 @@ pub fn observe(metric: Metric, s: &Summary, exact: Exact<'_>) -> Option<f64> {
         Metric::GeneratorSaturated => Some(if s.generator.saturated { 1.0 } else { 0.0 }),
         Metric::BotsLost => Some(s.bots.lost as f64),
         Metric::BotsSilentAtEnd => Some(s.bots.silent_at_end as f64),
+        Metric::Server(f) => {
+            let series = s.server_metrics.as_ref()?.find(f.name)?;
+            let v = match f.stat {
+                Stat::Min => series.min,
+                Stat::Mean => series.mean,
+                Stat::Max => series.max,
+                Stat::Quantile(_) => series.quantile(f.stat.quantile()?),
+            }?;
+            Some(if f.time { v * 1e6 } else { v })
+        }
+    }
+}
+
+/// The observed values of the `server.NAME STAT` thresholds, where their `metric` path says
+/// (`server_metrics.figures.NAME.STAT`), so each threshold's figure sits in summary.json.
+pub fn record_server_figures(s: &mut Summary) {
+    let found: Vec<(String, f64)> = s
+        .thresholds
+        .iter()
+        .filter_map(|t| {
+            Some((
+                t.metric
+                    .strip_prefix("server_metrics.figures.")?
+                    .to_string(),
+                t.observed?,
+            ))
+        })
+        .collect();
+    let Some(sm) = s.server_metrics.as_mut() else {
+        return;
+    };
+    for (path, v) in found {
+        if let Some((name, stat)) = path.rsplit_once('.') {
+            sm.figures
+                .entry(name.to_string())
+                .or_default()
+                .insert(stat.to_string(), v);
+        }
     }
 }
 
@@ -418,6 +492,7 @@ mod tests {
             server: None,
             target: "t".into(),
             sources: None,
+            server_metrics: None,
         }
     }
 

@@ -101,6 +101,12 @@ enum Source {
     BotsLost,
     BotsSilentAtEnd,
     InputsSkipped,
+    /// A series scraped from the target's own metrics (`server_metrics:`): `server.NAME.STAT`,
+    /// read from summary.json; `_seconds` series in µs.
+    Server {
+        name: String,
+        stat: HStat,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -248,6 +254,29 @@ impl MetricRef {
                 return Ok(simple(Source::InputsSkipped, Kind::Count, false))
             }
             _ => {}
+        }
+        if let Some((series, stat)) = name
+            .strip_prefix("server.")
+            .and_then(|r| r.rsplit_once('.'))
+        {
+            let stat = parse_stat(stat).ok_or_else(|| {
+                format!("`{stat}` in `{name}` is not a statistic; use {STAT_FORMS}")
+            })?;
+            let kind = if series.ends_with("_seconds") {
+                Kind::Time
+            } else if series.contains("bytes") {
+                Kind::Bytes
+            } else {
+                Kind::Count
+            };
+            return Ok(simple(
+                Source::Server {
+                    name: series.to_string(),
+                    stat,
+                },
+                kind,
+                false,
+            ));
         }
         let Some((hist, stat)) = name.rsplit_once('.').and_then(|(h, s)| {
             // `rtt.p99.9`: the statistic itself has a dot.
@@ -482,6 +511,20 @@ impl RunData {
             Source::BotsLost => Some(s.bots.lost as f64),
             Source::BotsSilentAtEnd => Some(s.bots.silent_at_end as f64),
             Source::InputsSkipped => Some(s.generator.inputs_skipped as f64),
+            Source::Server { name, stat } => {
+                let series = s.server_metrics.as_ref()?.find(name)?;
+                let v = match stat {
+                    HStat::Min => series.min,
+                    HStat::Mean => series.mean,
+                    HStat::Max => series.max,
+                    HStat::Q(q) => series.quantile(*q),
+                }?;
+                Some(if name.ends_with("_seconds") {
+                    v * 1e6
+                } else {
+                    v
+                })
+            }
         }
     }
 }
@@ -521,6 +564,9 @@ pub const DEFAULT_ROWS: &[&str] = &[
     "connect_success",
     "bots_lost",
     "decode_errors",
+    // The server's own figures, when either run scraped them (`server_metrics:`).
+    "server.tick_seconds.p99",
+    "server.process_resident_memory_bytes.max",
 ];
 
 #[derive(Debug, Clone, Serialize)]

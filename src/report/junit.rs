@@ -163,6 +163,7 @@ mod tests {
             errors: Default::default(),
             source_addresses: None,
             network: None,
+            server_metrics: None,
             protocol_metrics: Default::default(),
             protocol_metric_info: Default::default(),
             expected: None,

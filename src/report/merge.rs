@@ -453,18 +453,19 @@ pub fn merge_runs(dirs: &[PathBuf], allow_missing: bool) -> Result<Merged, Merge
         } else {
             Unmeasurable::Fail
         };
+        // The server's own figures are judged on the merged run whichever shard scraped them
+        // (the others skipped them, saying so).
+        let (policy, unmeasurable) = if matches!(th.metric, crate::metrics::Metric::Server(_)) {
+            (Unmeasurable::Fail, None)
+        } else {
+            (policy, t.unmeasurable.clone())
+        };
         let exact = |tm: TimeMetric, q: f64| {
             time_hists
                 .get(tm.hlog_tag())
                 .and_then(|h| quantile_of(h, q))
         };
-        results.push(evaluate_with(
-            &th,
-            &m,
-            &exact,
-            t.unmeasurable.clone(),
-            policy,
-        ));
+        results.push(evaluate_with(&th, &m, &exact, unmeasurable, policy));
     }
     // Missing shards (`--allow-missing`): the load the run asked for was not all measured.
     if let Some(sh) = shards.as_ref().filter(|sh| !sh.missing.is_empty()) {
@@ -481,6 +482,7 @@ pub fn merge_runs(dirs: &[PathBuf], allow_missing: bool) -> Result<Merged, Merge
         m.scenario = format!("{} (shards {} missing)", m.scenario, missing.join(", "));
     }
     m.thresholds = results;
+    super::build::record_server_figures(&mut m);
     m.verdict = if m.thresholds.iter().all(|t| t.ok) {
         "pass".into()
     } else {
@@ -588,6 +590,14 @@ fn add_summary(m: &mut Summary, s: &Summary) -> Result<(), String> {
         ));
     }
     m.rtt_source = agreed(m.rtt_source.take(), &s.rtt_source);
+    // Each endpoint is scraped by one shard (shard 0 unless the scenario says otherwise):
+    // the merged run carries every run's endpoints side by side, never summed.
+    if let Some(sm) = &s.server_metrics {
+        m.server_metrics
+            .get_or_insert_with(Default::default)
+            .endpoints
+            .extend(sm.endpoints.iter().cloned());
+    }
     m.source_addresses = crate::metrics::sources::merge_counts(
         m.source_addresses.take(),
         s.source_addresses.as_ref(),

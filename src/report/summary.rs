@@ -138,6 +138,18 @@ pub struct Generator {
     /// console, the report and the `generator_saturated` threshold all read this.
     #[serde(default)]
     pub saturated: bool,
+    /// Seconds in which a worker used 90 % of a core or more while input slots were skipped
+    /// (`intervals[].generator`): the generator, not the server, was the limit then.
+    #[serde(default)]
+    pub cpu_bound_seconds: u64,
+    /// The busiest worker's highest CPU share of a second (of one core).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_cpu_max: Option<f64>,
+    /// The process's highest resident memory and open descriptors, sampled once a second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rss_max_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_fds_max: Option<u64>,
 }
 
 /// Skipped share above which the generator counts as saturated.
@@ -302,6 +314,11 @@ pub struct Summary {
     /// `protocol_metrics` (`netsim_*`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<serde_json::Value>,
+    /// The target's own metrics, scraped during the run (`server_metrics:`): per endpoint,
+    /// its scrapes, failures and per-second series on the run's clock with whole-run figures.
+    /// Absent when the scenario scrapes nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_metrics: Option<crate::metrics::server_series::ServerMetrics>,
     /// Per-protocol extras: counters, and histograms as `{count,min,mean,p50,...}`.
     pub protocol_metrics: serde_json::Map<String, serde_json::Value>,
     /// How to read and show `protocol_metrics` entries (label, unit, card/chart/table), as

@@ -59,6 +59,10 @@ pub struct ScenarioFile {
         skip_serializing_if = "Option::is_none"
     )]
     pub network: Option<NetworkConditions>,
+    /// The target's own Prometheus endpoints, scraped during the run
+    /// ([`super::server_metrics`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub server_metrics: Vec<super::server_metrics::ServerMetricsEndpoint>,
 }
 
 /// `network:`, checked where it is read, so a bad value is reported at its own line.

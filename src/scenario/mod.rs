@@ -5,6 +5,7 @@
 
 mod file;
 pub mod plan;
+pub mod server_metrics;
 pub mod source_pool;
 
 use std::path::{Path, PathBuf};

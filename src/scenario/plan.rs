@@ -118,6 +118,8 @@ pub struct Plan {
     pub unmeasurable: crate::metrics::threshold::Unmeasurable,
     /// `network:`, when it changes anything: the simulated link of every bot.
     pub network: Option<crate::netsim::NetworkConditions>,
+    /// `server_metrics:`: the target's Prometheus endpoints to scrape during the run.
+    pub server_metrics: Vec<super::server_metrics::ServerMetricsEndpoint>,
 }
 
 fn invalid(path: &Path, message: impl Into<String>) -> ScenarioError {
@@ -428,6 +430,17 @@ impl Plan {
             }
         }
 
+        for e in &file.server_metrics {
+            e.check().map_err(|m| invalid(path, m))?;
+            if e.is_embedded() && !matches!(targets, Targets::Embedded) {
+                return Err(invalid(
+                    path,
+                    "server_metrics: `embedded` scrapes the embedded reference server, and the \
+                     target is a real server: give its metrics URL instead",
+                ));
+            }
+        }
+
         let cores = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1);
@@ -472,6 +485,7 @@ impl Plan {
             source_pool,
             compare_limits: file.compare.max_regress.clone(),
             unmeasurable: file.unmeasurable_thresholds,
+            server_metrics: file.server_metrics.clone(),
         })
     }
 

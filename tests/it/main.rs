@@ -49,6 +49,7 @@ mod report_browser;
 mod rtype_codec;
 mod schema;
 mod self_contained;
+mod server_metrics;
 mod shard;
 mod source_addresses;
 mod stop;

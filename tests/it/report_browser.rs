@@ -42,17 +42,24 @@ fn serve_cafe() -> (std::process::Child, String) {
 /// A short real run: cafe against two servers (so the per-target section is drawn), with
 /// thresholds to draw.
 fn generate_report(dir: &Path) -> PathBuf {
-    let (mut a, addr_a) = serve_cafe();
+    // The first server also serves its own /metrics, which the run scrapes: the server's
+    // tick-time chart is drawn beside the RTT.
+    let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    let listen = format!("127.0.0.1:{metrics_port}");
+    let (mut a, addr_a) = crate::common::serve::serve("cafe", &["--metrics-listen", &listen]);
     let (mut b, addr_b) = serve_cafe();
     let scenario = dir.join("s.yaml");
-    std::fs::write(
-        &scenario,
-        "name: browser check\nprotocol:\n  cafe: {}\ntarget: embedded\npopulation:\n  stages:\n    \
+    let text = format!(
+        "name: browser check\nprotocol:\n  cafe: {{}}\ntarget: embedded\npopulation:\n  stages:\n    \
          - ramp_to: 20\n      over: 1s\n    - hold: 2s\nbehaviour:\n  input_rate: 30\n  \
          ping_interval: 200ms\nduration: 3s\nserver:\n  snapshot_rate: 60\nthresholds:\n  \
-         - rtt p99 < 50ms\n  - downstream_loss < 1%\n",
-    )
-    .unwrap();
+         - rtt p99 < 50ms\n  - downstream_loss < 1%\n  - server.tick_seconds p99 < 1s\n\
+         server_metrics:\n  - url: http://127.0.0.1:{metrics_port}/metrics\n",
+    );
+    std::fs::write(&scenario, text).unwrap();
     let targets = format!("{addr_a},{addr_b}");
     let out = dir.join("out");
     let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
@@ -348,6 +355,7 @@ fn report_renders_at_desktop_and_phone_widths() {
         "dist-rtt_us",
         "dist-bot-bytes-per-s",
         "targets",
+        "server-0-tick_seconds",
     ] {
         assert!(
             page.contains(&format!("data-chart=\"{id}\"")),

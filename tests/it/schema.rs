@@ -104,6 +104,14 @@ fn real_summaries_match_the_schema() {
         obj[key] = value;
         assert!(!validator.is_valid(&bad), "{path} changed, still valid");
     }
+    // The server's own metrics, scraped from the embedded server, with a threshold on them.
+    let sm = run(
+        "scenarios/server-metrics.yaml",
+        &t.join("server-metrics"),
+        &[],
+    );
+    check(&validator, "server-metrics", &sm);
+    assert!(sm["server_metrics"]["figures"]["tick_seconds"]["p99_us"].is_number());
     let city = run("scenarios/city.yaml", &t.join("city"), &[]);
     check(&validator, "city", &city);
     // Four players per ZergCity game: 8 bots play on two embedded games, so the intervals

@@ -17,6 +17,7 @@
 mod chart;
 pub mod hists;
 mod protocol;
+mod server;
 mod timeline;
 mod view;
 
@@ -177,6 +178,7 @@ mod tests {
             errors: Errors::default(),
             source_addresses: None,
             network: None,
+            server_metrics: None,
             protocol_metrics: Map::new(),
             protocol_metric_info: BTreeMap::new(),
             expected: None,
@@ -238,6 +240,7 @@ mod tests {
                 waiting: Vec::new(),
                 targets: Vec::new(),
                 partial: false,
+                generator: None,
             });
         }
         let sum = |f: fn(&IntervalPoint) -> u64| intervals.iter().map(f).sum::<u64>();

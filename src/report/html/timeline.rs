@@ -386,6 +386,8 @@ pub(super) fn figures(s: &Summary, log: Option<&HistLog>) -> Vec<Figure> {
             ));
         }
     }
+    // The server's own figures (`server_metrics:`) right after the RTT, on the same axis.
+    out.extend(super::server::figures(s, || active_bots(iv)));
     out.push(Figure::new(
         "loss",
         "Downstream loss rate",
@@ -469,6 +471,8 @@ pub(super) fn figures(s: &Summary, log: Option<&HistLog>) -> Vec<Figure> {
          planned; high values mean the load generator itself was the bottleneck, and \
          latencies measured during those seconds understate what a real client would see.",
     ));
+    // Beside the lateness: the workers' CPU per second and the CPU-bound rule.
+    out.extend(super::server::generator_figure(s, active_bots(iv)));
     if let Some(log) = log {
         for tag in latency_tags(s, log) {
             if tag == "rtt_us" || tag == "send_lateness_us" {

@@ -270,7 +270,15 @@ pub(super) fn key_figures(s: &Summary) -> Vec<Card> {
         format!("{} skipped (generator behind)", group_int(skipped)),
     );
     // The same rule as the console and summary.json (`generator.saturated`).
-    inputs.bad_sub = s.generator.saturated;
+    inputs.bad_sub = s.generator.saturated || s.generator.cpu_bound_seconds > 0;
+    if s.generator.cpu_bound_seconds > 0 {
+        // The console's rule too: a worker at 90 % of a core while slots were skipped.
+        inputs.sub = format!(
+            "{}; the generator, not the server, was the limit in {} s (a worker at ≥ 90 % CPU \
+             while slots were skipped)",
+            inputs.sub, s.generator.cpu_bound_seconds
+        );
+    }
     cards.push(inputs);
     cards.push(Card::new(
         "Snapshots applied",

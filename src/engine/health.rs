@@ -1,0 +1,53 @@
+//! The generator's own health, read once a second: a worker thread's CPU time (by each worker,
+//! one `clock_gettime` per second), and the process's resident memory and open descriptors
+//! (by the collector, from `/proc`, off the workers). What tells "the server is slow" from
+//! "this machine cannot drive the swarm".
+
+/// CPU time the calling thread has used, in µs (`CLOCK_THREAD_CPUTIME_ID`); `None` where the
+/// clock cannot be read.
+pub fn thread_cpu_us() -> Option<u64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the call's duration.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    (rc == 0).then(|| {
+        u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000
+            + u64::try_from(ts.tv_nsec).unwrap_or(0) / 1_000
+    })
+}
+
+/// The process's resident set in bytes (`/proc/self/statm`); `None` off Linux.
+pub fn rss_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    Some(pages * u64::try_from(page).ok()?)
+}
+
+/// Open file descriptors of the process (sockets, mostly: one per bot); `None` off Linux.
+pub fn open_fds() -> Option<u64> {
+    Some(std::fs::read_dir("/proc/self/fd").ok()?.count() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_clocks_and_counts_read_on_linux() {
+        let a = thread_cpu_us().unwrap();
+        let mut x = 0u64;
+        for i in 0..2_000_000u64 {
+            x = x.wrapping_add(i * i);
+        }
+        assert!(x > 0);
+        assert!(thread_cpu_us().unwrap() >= a);
+        assert!(rss_bytes().unwrap() > 0);
+        let before = open_fds().unwrap();
+        let _s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        assert_eq!(open_fds().unwrap(), before + 1);
+    }
+}

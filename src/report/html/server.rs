@@ -1,0 +1,198 @@
+//! The server's side of the run (`server_metrics:`): the target's own histograms (tick time)
+//! as per-second p50/p99 against the bots in play, and its resident memory per player, on the
+//! run's time axis like the client charts beside them; and, for the other side of the same
+//! question, the generator's own health per second (its busiest worker's CPU).
+
+use super::chart::{line_chart_with, Mark, Opts, Overlay, Series, BLUE, ORANGE, TEAL};
+use super::timeline::Figure;
+use crate::metrics::server_series::{Kind, Series as Scraped};
+use crate::metrics::threshold::{Metric, Threshold};
+use crate::report::format::Unit;
+use crate::report::summary::Summary;
+
+/// Histograms charted per endpoint at most (a game server exposes a few; the rest are in
+/// summary.json).
+const MAX_HISTOGRAMS: usize = 4;
+
+/// The resident-memory gauge Prometheus' client libraries (and node exporters' process
+/// collectors) export.
+const RSS: &str = "process_resident_memory_bytes";
+
+pub(super) fn figures(s: &Summary, overlay: impl Fn() -> Option<Overlay>) -> Vec<Figure> {
+    let Some(sm) = &s.server_metrics else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (i, e) in sm.endpoints.iter().enumerate() {
+        let hists = e
+            .series
+            .iter()
+            .filter(|(_, v)| v.kind == Kind::Histogram)
+            .take(MAX_HISTOGRAMS);
+        for (name, series) in hists {
+            out.push(histogram_figure(s, i, &e.url, name, series, overlay()));
+        }
+        if let Some(rss) = e.series.get(RSS) {
+            out.push(rss_per_player(s, i, &e.url, rss));
+        }
+    }
+    out
+}
+
+/// The name a `server.NAME` threshold uses for the series `name`.
+fn short(name: &str) -> &str {
+    name.strip_prefix("tickswarm_server_").unwrap_or(name)
+}
+
+fn histogram_figure(
+    s: &Summary,
+    endpoint: usize,
+    url: &str,
+    name: &str,
+    series: &Scraped,
+    overlay: Option<Overlay>,
+) -> Figure {
+    // Prometheus names say their unit: `_seconds` is charted in µs like the RTT.
+    let seconds = name.ends_with("_seconds");
+    let (unit, scale) = if seconds {
+        (Unit::Micros, 1e6)
+    } else {
+        (Unit::Plain, 1.0)
+    };
+    let pts = |f: &dyn Fn(&crate::metrics::server_series::Point) -> Option<f64>| {
+        series
+            .points
+            .iter()
+            .filter_map(|p| f(p).map(|v| (p.t, v * scale)))
+            .collect::<Vec<_>>()
+    };
+    let marks: Vec<Mark> = s
+        .thresholds
+        .iter()
+        .filter_map(|t| Threshold::parse(&t.condition).ok())
+        .filter_map(|t| match t.metric {
+            Metric::Server(f) if f.name == short(name) || f.name == name => Some(Mark {
+                label: format!("threshold {}", f.stat.name()),
+                value: if f.time == seconds {
+                    t.limit
+                } else {
+                    t.limit * scale
+                },
+            }),
+            _ => None,
+        })
+        .collect();
+    let title = format!("Server {} (p50, p99)", short(name));
+    let svg = line_chart_with(
+        &title,
+        &[
+            Series {
+                name: "p50",
+                color: BLUE,
+                points: pts(&|p| p.p50),
+            },
+            Series {
+                name: "p99",
+                color: ORANGE,
+                points: pts(&|p| p.p99),
+            },
+        ],
+        unit,
+        &Opts {
+            marks,
+            overlay,
+            ..Opts::default()
+        },
+    );
+    Figure {
+        title,
+        svg,
+        caption: format!(
+            "Scraped from {url}: the quantiles of the observations between two scrapes, from \
+             the histogram's bucket deltas (linear inside a bucket), on the run's clock."
+        ),
+        id: format!("server-{endpoint}-{}", short(name)),
+    }
+}
+
+fn rss_per_player(s: &Summary, endpoint: usize, url: &str, rss: &Scraped) -> Figure {
+    // The bots in play at the same second of the run's clock.
+    let players = |t: f64| {
+        s.intervals
+            .iter()
+            .find(|p| (p.t - t).abs() < 1e-9)
+            .map(|p| p.bots_connected)
+            .filter(|n| *n > 0)
+    };
+    let points: Vec<(f64, f64)> = rss
+        .points
+        .iter()
+        .filter_map(|p| Some((p.t, p.value? / players(p.t)? as f64)))
+        .collect();
+    let title = "Server memory per player (RSS / bots connected)".to_string();
+    Figure {
+        svg: line_chart_with(
+            &title,
+            &[Series {
+                name: "RSS per player",
+                color: TEAL,
+                points,
+            }],
+            Unit::Bytes,
+            &Opts::default(),
+        ),
+        title,
+        caption: format!(
+            "{RSS} scraped from {url}, divided by the bots connected at the same second."
+        ),
+        id: format!("server-{endpoint}-rss-per-player"),
+    }
+}
+
+/// The generator's busiest worker per second (share of one core) with the 90 % line of the
+/// CPU-bound rule, against the bots in play; `None` when no second carries health figures.
+pub(super) fn generator_figure(s: &Summary, overlay: Option<Overlay>) -> Option<Figure> {
+    let cpu: Vec<(f64, f64)> = s
+        .intervals
+        .iter()
+        .filter_map(|p| Some((p.t, p.generator.as_ref()?.max_cpu()?)))
+        .collect();
+    if cpu.is_empty() {
+        return None;
+    }
+    let title = "Generator health: busiest worker's CPU".to_string();
+    let svg = line_chart_with(
+        &title,
+        &[Series {
+            name: "busiest worker (share of a core)",
+            color: ORANGE,
+            points: cpu,
+        }],
+        Unit::Rate,
+        &Opts {
+            marks: vec![Mark {
+                label: "CPU-bound at 90 % with slots skipped".into(),
+                value: crate::metrics::run::CPU_BOUND_SHARE,
+            }],
+            overlay,
+            ..Opts::default()
+        },
+    );
+    Some(Figure {
+        title,
+        svg,
+        caption: format!(
+            "CPU time of the busiest worker thread in each second (one clock read a second). \
+             A second with a worker at 90 % or more while input slots were skipped counts as \
+             CPU-bound: {} such second(s) in this run. Process RSS peaked at {}, open descriptors at {}.",
+            s.generator.cpu_bound_seconds,
+            s.generator
+                .rss_max_bytes
+                .map_or("n/a".into(), |b| crate::report::format::fmt_unit(Unit::Bytes, b as f64)),
+            s.generator
+                .open_fds_max
+                .map_or("n/a".into(), |n| n.to_string()),
+        ),
+        id: "generator-cpu".into(),
+    })
+}
