@@ -41,6 +41,8 @@ pub struct WorkerSpec {
     pub run_start: Instant,
     pub run_end: Instant,
     pub transport: BotTransportOptions,
+    /// How many groups the plan has: the worker keeps a recorder for each.
+    pub groups: usize,
 }
 
 /// Worker to collector.
@@ -48,7 +50,11 @@ pub enum WorkerMsg {
     /// Interval `index` (second `index + 1` of the run) is complete.
     Interval {
         index: u64,
+        /// The second's figures, all groups together.
         rec: Recorder,
+        /// The same per group, when the plan has more than one (else empty: `rec` is the
+        /// one group's).
+        groups: Vec<Recorder>,
         connected_now: u64,
         /// Bots per phase at the end of the interval, the groups still on their way in, and
         /// the same per target.
@@ -57,6 +63,8 @@ pub enum WorkerMsg {
     /// The worker has stopped its bots; `rec` holds what came after the last interval.
     Done {
         rec: Recorder,
+        /// `rec` and the bot counts per group, when the plan has more than one.
+        groups: Vec<(Recorder, GroupBots)>,
         ever_connected: u64,
         failed: u64,
         /// Bots in play when the run ended.
@@ -72,6 +80,9 @@ pub enum WorkerMsg {
     },
 }
 
+/// A group's bots at the end of one worker's run.
+pub type GroupBots = crate::metrics::groups::GroupBots;
+
 /// Where a worker's bots are, taken once a second.
 #[derive(Debug, Default)]
 pub struct Census {
@@ -85,6 +96,8 @@ pub struct Census {
 
 struct Slot {
     bot: Box<dyn Bot>,
+    /// The bot's group: which recorder its figures go to.
+    group: usize,
     /// The server the bot plays on (a relink without an address returns to it).
     peer: SocketAddr,
     /// The address its sockets bind to (`engine.source_addresses`), relinks included.
@@ -171,7 +184,11 @@ struct Shared<T> {
     slots: RefCell<Vec<Slot>>,
     sources: RefCell<Vec<SourceTimer>>,
     transport: RefCell<T>,
-    rec: RefCell<Recorder>,
+    /// One recorder per group: a bot's figures go to its group's, a source's to the group of
+    /// its bots (transports never mix groups on one source).
+    recs: RefCell<Vec<Recorder>>,
+    /// The group of each source.
+    source_groups: RefCell<Vec<usize>>,
     timers: RefCell<BinaryHeap<Reverse<(Instant, u32, u32)>>>,
     /// The deadline the timer task sleeps until; an earlier one must wake it.
     timer_target: Cell<Option<Instant>>,
@@ -185,6 +202,33 @@ struct Shared<T> {
 }
 
 impl<T: BotTransport + 'static> Shared<T> {
+    /// Group `g`'s recorder.
+    fn rec(&self, g: usize) -> std::cell::RefMut<'_, Recorder> {
+        std::cell::RefMut::map(self.recs.borrow_mut(), |v| {
+            let last = v.len().saturating_sub(1);
+            &mut v[g.min(last)]
+        })
+    }
+
+    /// The group of bot `idx`.
+    fn group_of_slot(&self, idx: usize) -> usize {
+        self.slots.borrow().get(idx).map_or(0, |s| s.group)
+    }
+
+    /// The group of source `src`'s bots.
+    fn group_of_source(&self, src: Source) -> usize {
+        self.source_groups.borrow().get(src).copied().unwrap_or(0)
+    }
+
+    /// Remember that `src` carries bots of group `g`.
+    fn set_source_group(&self, src: Source, g: usize) {
+        let mut v = self.source_groups.borrow_mut();
+        if v.len() <= src {
+            v.resize(src + 1, 0);
+        }
+        v[src] = g;
+    }
+
     fn arm(&self, target: u32, generation: u32, at: Instant) {
         self.timers
             .borrow_mut()
@@ -203,10 +247,10 @@ impl<T: BotTransport + 'static> Shared<T> {
     ) {
         let (source, relink) = {
             let mut slots = self.slots.borrow_mut();
-            let mut rec = self.rec.borrow_mut();
             let Some(slot) = slots.get_mut(idx) else {
                 return;
             };
+            let mut rec = self.rec(slot.group);
             f(slot.bot.as_mut(), &mut rec);
             let mut buf = self.tx_buf.borrow_mut();
             let mut transport = self.transport.borrow_mut();
@@ -257,15 +301,17 @@ impl<T: BotTransport + 'static> Shared<T> {
     /// Move bot `idx` to a new link to `to` (a reconnection, or a zone handoff).
     fn relink(self: &Rc<Self>, idx: usize, to: SocketAddr, now: Instant) {
         let source_ip = self.slots.borrow().get(idx).and_then(|s| s.source_ip);
+        let group = self.group_of_slot(idx);
         let opened = {
-            let mut rec = self.rec.borrow_mut();
+            let mut rec = self.rec(group);
             self.transport
                 .borrow_mut()
-                .relink(idx, to, source_ip, now, &mut rec)
+                .relink(idx, group, to, source_ip, now, &mut rec)
         };
         self.retire_sources();
         match opened {
             Ok(opened) => {
+                self.set_source_group(opened.source, group);
                 if let Some(s) = self.slots.borrow_mut().get_mut(idx) {
                     s.peer = to;
                     s.source = opened.source;
@@ -278,8 +324,7 @@ impl<T: BotTransport + 'static> Shared<T> {
                 self.rearm_source(opened.source);
             }
             Err(e) => {
-                self.rec
-                    .borrow_mut()
+                self.rec(group)
                     .connect_failures
                     .add2("relink", error_name(&e), 1);
                 self.drive(idx, now, |bot, rec| bot.handle_transport_closed(now, rec));
@@ -352,7 +397,7 @@ impl<T: BotTransport + 'static> Shared<T> {
                     if first {
                         let opened = self.slots.borrow().get(idx).and_then(|s| s.opened_at);
                         if let Some(at) = opened {
-                            self.rec.borrow_mut().record_extra(
+                            self.rec(self.group_of_slot(idx)).record_extra(
                                 "transport_handshake_us",
                                 now.saturating_duration_since(at).as_micros() as u64,
                             );
@@ -418,10 +463,11 @@ impl<T: BotTransport + 'static> Shared<T> {
                             s.transport_failed = true;
                             s.closing = true;
                         }
-                        self.rec
-                            .borrow_mut()
-                            .connect_failures
-                            .add2(T::NAME, why.as_str(), 1);
+                        self.rec(self.group_of_slot(idx)).connect_failures.add2(
+                            T::NAME,
+                            why.as_str(),
+                            1,
+                        );
                     } else {
                         if let Some(s) = self.slots.borrow_mut().get_mut(idx) {
                             // The session is gone: nothing left to close.
@@ -441,7 +487,7 @@ impl<T: BotTransport + 'static> Shared<T> {
     fn on_datagrams(self: &Rc<Self>, src: Source, now: Instant, n: usize) {
         {
             let rx = self.rx.borrow();
-            let mut rec = self.rec.borrow_mut();
+            let mut rec = self.rec(self.group_of_source(src));
             for size in rx.sizes(n) {
                 rec.wire_down(size);
             }
@@ -543,7 +589,7 @@ impl<T: BotTransport + 'static> Shared<T> {
 
     fn on_source_timer(self: &Rc<Self>, src: Source, now: Instant) {
         {
-            let mut rec = self.rec.borrow_mut();
+            let mut rec = self.rec(self.group_of_source(src));
             let mut events = self.events.borrow_mut();
             self.transport
                 .borrow_mut()
@@ -564,6 +610,7 @@ pub fn run_worker(spec: WorkerSpec, tx: Sender<WorkerMsg>, stop: watch::Receiver
         Err(_) => {
             let _ = tx.send(WorkerMsg::Done {
                 rec: Recorder::new(),
+                groups: Vec::new(),
                 ever_connected: 0,
                 failed: spec.bots.len() as u64,
                 connected_now: 0,
@@ -622,7 +669,8 @@ async fn worker_main<T: BotTransport + 'static>(
         slots: RefCell::new(Vec::with_capacity(spec.bots.len())),
         sources: RefCell::new(Vec::new()),
         transport: RefCell::new(transport),
-        rec: RefCell::new(Recorder::new()),
+        recs: RefCell::new((0..spec.groups.max(1)).map(|_| Recorder::new()).collect()),
+        source_groups: RefCell::new(Vec::new()),
         timers: RefCell::new(BinaryHeap::with_capacity(spec.bots.len() * 2)),
         timer_target: Cell::new(None),
         timer_wake: Notify::new(),
@@ -643,7 +691,8 @@ async fn worker_main<T: BotTransport + 'static>(
     let mut stops: Vec<(Instant, usize)> = Vec::new();
     // Bots that got no socket (a source address not on this machine, no descriptors left):
     // counted here, since the recorder's counters are handed over every second.
-    let mut socket_failures = 0u64;
+    let groups = spec.groups.max(1);
+    let mut socket_failures = vec![0u64; groups];
     // Transport handshakes (ENet's connect) still pending: the bot fails at its protocol's
     // handshake_timeout, not at the transport's own (ENet gives up after up to 30 s).
     let mut connect_deadlines: Vec<(Instant, usize)> = Vec::new();
@@ -684,7 +733,8 @@ async fn worker_main<T: BotTransport + 'static>(
             };
             let handshake_timeout = params.handshake_timeout;
             let bot = protocol.make_bot(params);
-            match spawn_bot(&shared, bot, peer, source_ip, now) {
+            let group = usize::from(ev.group).min(groups - 1);
+            match spawn_bot(&shared, bot, group, peer, source_ip, now) {
                 Ok(idx) => {
                     let pending_transport =
                         shared.slots.borrow().get(idx).is_some_and(|s| {
@@ -698,8 +748,8 @@ async fn worker_main<T: BotTransport + 'static>(
                     }
                 }
                 Err(e) => {
-                    socket_failures += 1;
-                    let mut rec = shared.rec.borrow_mut();
+                    socket_failures[group] += 1;
+                    let mut rec = shared.rec(group);
                     rec.connect_failures.add2("socket", error_name(&e), 1);
                 }
             }
@@ -727,27 +777,29 @@ async fn worker_main<T: BotTransport + 'static>(
     }
     // Polite shutdown: every bot sends its goodbye now.
     let now = Instant::now();
-    let (connected_now, silent_at_end) = {
-        let slots = shared.slots.borrow();
-        let in_play = slots
-            .iter()
-            .filter(|s| s.bot.phase() == BotPhase::Connected);
-        let silent = in_play
-            .clone()
-            .filter(|s| {
-                s.last_rx
-                    .is_none_or(|t| now.saturating_duration_since(t) >= SILENT_AT_END)
-            })
-            .count() as u64;
-        (in_play.count() as u64, silent)
-    };
+    // Per group: bots in play at the end, and of those the silent ones.
+    let mut by_group = vec![GroupBots::default(); groups];
+    for s in shared.slots.borrow().iter() {
+        if s.bot.phase() != BotPhase::Connected {
+            continue;
+        }
+        let g = &mut by_group[s.group.min(groups - 1)];
+        g.connected_now += 1;
+        if s.last_rx
+            .is_none_or(|t| now.saturating_duration_since(t) >= SILENT_AT_END)
+        {
+            g.silent_at_end += 1;
+        }
+    }
     let census = shared.census(now);
     let count = shared.slots.borrow().len();
     for idx in 0..count {
         stop_bot(&shared, idx, now);
     }
     {
-        let mut rec = shared.rec.borrow_mut();
+        // The goodbyes of every group's bots: counted in the first group's recorder (they
+        // leave after the run's figures; the whole run's totals hold them either way).
+        let mut rec = shared.rec(0);
         shared.transport.borrow_mut().finish(now, &mut rec);
     }
     intervals.abort();
@@ -759,18 +811,23 @@ async fn worker_main<T: BotTransport + 'static>(
     while !shared.transport.borrow().is_idle() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let (ever_connected, failed) = {
-        let slots = shared.slots.borrow();
-        let ever = slots.iter().filter(|s| s.ever_connected).count() as u64;
-        let failed = slots
-            .iter()
-            .filter(|s| {
-                !s.ever_connected && (s.transport_failed || s.bot.phase() == BotPhase::Failed)
-            })
-            .count() as u64;
-        (ever, failed)
-    };
-    let lost = shared.slots.borrow().iter().filter(|s| s.lost).count() as u64;
+    for s in shared.slots.borrow().iter() {
+        let g = &mut by_group[s.group.min(groups - 1)];
+        g.sessions += 1;
+        if s.ever_connected {
+            g.connected += 1;
+        } else if s.transport_failed || s.bot.phase() == BotPhase::Failed {
+            g.failed += 1;
+        }
+        if s.lost {
+            g.lost += 1;
+        }
+    }
+    for (g, n) in by_group.iter_mut().zip(&socket_failures) {
+        g.failed += n;
+        g.sessions += n;
+    }
+    let total = GroupBots::sum(&by_group);
     // Sorted, then counted per run of equal addresses: a /8 pool gives every bot its own.
     let mut ips: Vec<IpAddr> = (shared.slots.borrow().iter())
         .filter(|s| s.ever_connected)
@@ -784,17 +841,33 @@ async fn worker_main<T: BotTransport + 'static>(
             _ => connected_by_source.push((ip, 1)),
         }
     }
-    let rec = shared.rec.borrow_mut().take_interval();
+    let (rec, groups) = take_recorders(&shared.recs);
     let _ = tx.send(WorkerMsg::Done {
         rec,
-        ever_connected,
-        failed: failed + socket_failures,
-        connected_now,
-        lost,
-        silent_at_end,
+        groups: groups.into_iter().zip(by_group).collect(),
+        ever_connected: total.connected,
+        failed: total.failed,
+        connected_now: total.connected_now,
+        lost: total.lost,
+        silent_at_end: total.silent_at_end,
         census,
         connected_by_source,
     });
+}
+
+/// What every group recorded since the last call, all together and (with more than one
+/// group) per group; the recorders start afresh. Once a second, off the hot path.
+fn take_recorders(recs: &RefCell<Vec<Recorder>>) -> (Recorder, Vec<Recorder>) {
+    let mut recs = recs.borrow_mut();
+    if recs.len() == 1 {
+        return (recs[0].take_interval(), Vec::new());
+    }
+    let per_group: Vec<Recorder> = recs.iter_mut().map(Recorder::take_interval).collect();
+    let mut whole = Recorder::new();
+    for r in &per_group {
+        whole.merge(r);
+    }
+    (whole, per_group)
 }
 
 /// Give the bot a link to its server; it starts now (raw UDP) or when the transport's
@@ -802,20 +875,23 @@ async fn worker_main<T: BotTransport + 'static>(
 fn spawn_bot<T: BotTransport + 'static>(
     shared: &Rc<Shared<T>>,
     bot: Box<dyn Bot>,
+    group: usize,
     peer: SocketAddr,
     source_ip: Option<IpAddr>,
     now: Instant,
 ) -> std::io::Result<usize> {
     let idx = shared.slots.borrow().len();
     let opened = {
-        let mut rec = shared.rec.borrow_mut();
+        let mut rec = shared.rec(group);
         shared
             .transport
             .borrow_mut()
-            .open(idx, peer, source_ip, now, &mut rec)?
+            .open(idx, group, peer, source_ip, now, &mut rec)?
     };
+    shared.set_source_group(opened.source, group);
     shared.slots.borrow_mut().push(Slot {
         bot,
+        group,
         peer,
         source_ip,
         source: opened.source,
@@ -867,7 +943,7 @@ fn transport_connect_timeout<T: BotTransport + 'static>(
         s.source
     };
     {
-        let mut rec = shared.rec.borrow_mut();
+        let mut rec = shared.rec(shared.group_of_slot(idx));
         rec.connect_failures.add("transport connect timed out", 1);
         shared.transport.borrow_mut().close(idx, now, &mut rec);
     }
@@ -889,7 +965,7 @@ fn stop_bot<T: BotTransport + 'static>(shared: &Rc<Shared<T>>, idx: usize, now: 
     };
     if let Some(src) = close {
         {
-            let mut rec = shared.rec.borrow_mut();
+            let mut rec = shared.rec(shared.group_of_slot(idx));
             shared.transport.borrow_mut().close(idx, now, &mut rec);
         }
         shared.rearm_source(src);
@@ -921,11 +997,11 @@ async fn recv_loop<T: BotTransport + 'static>(
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 Err(e) => {
                     // Connected UDP reports ICMP errors (closed port) here, once each.
-                    shared
-                        .rec
-                        .borrow_mut()
-                        .send_errors
-                        .add2("recv", error_name(&e), 1);
+                    shared.rec(shared.group_of_source(src)).send_errors.add2(
+                        "recv",
+                        error_name(&e),
+                        1,
+                    );
                 }
             }
         }
@@ -1001,7 +1077,8 @@ async fn interval_loop<T: BotTransport + 'static>(
         let connected_now = {
             let mut slots = shared.slots.borrow_mut();
             let transport = shared.transport.borrow();
-            let mut rec = shared.rec.borrow_mut();
+            let mut recs = shared.recs.borrow_mut();
+            let last = recs.len().saturating_sub(1);
             let mut connected = 0u64;
             for (idx, s) in slots.iter_mut().enumerate() {
                 let (up, down) = (s.second_up, s.second_down);
@@ -1013,19 +1090,21 @@ async fn interval_loop<T: BotTransport + 'static>(
                     continue;
                 }
                 connected += 1;
+                let rec = &mut recs[s.group.min(last)];
                 if whole {
                     rec.record_bot_second(up, down);
                 }
                 // The transport's own view, next to the protocol's: one sample per bot a second.
-                transport.sample(idx, &mut rec);
+                transport.sample(idx, rec);
             }
             connected
         };
-        let rec = shared.rec.borrow_mut().take_interval();
+        let (rec, groups) = take_recorders(&shared.recs);
         if tx
             .send(WorkerMsg::Interval {
                 index,
                 rec,
+                groups,
                 connected_now,
                 census,
             })

@@ -135,6 +135,8 @@ pub struct RunOutcome {
     pub target: String,
     /// Bots per source address, when the scenario has `engine.source_addresses`.
     pub sources: Option<SourceCounts>,
+    /// Per group, in the scenario's order, when it has `groups:` (empty without).
+    pub groups: Vec<super::groups::GroupOutcome>,
 }
 
 /// Bots per source address (`engine.source_addresses`): planned and ever connected. A pool

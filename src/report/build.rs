@@ -418,6 +418,7 @@ mod tests {
             server: None,
             target: "t".into(),
             sources: None,
+            groups: Vec::new(),
         }
     }
 

@@ -4,6 +4,7 @@
 //! and every error names the file, line and column.
 
 mod file;
+pub mod groups;
 pub mod plan;
 pub mod source_pool;
 
@@ -15,10 +16,11 @@ pub use crate::duration::{format_duration, parse_duration, Dur};
 pub use crate::metrics::threshold::{self, Metric, Threshold};
 pub use crate::protocol::{ProtocolSection, ServerParams as ServerSection};
 pub use file::{
-    Behaviour, CompareSection, EngineSection, OutputSection, PatternSpec, ScenarioFile, Stage,
-    Target,
+    Behaviour, CompareSection, EngineSection, InputMode, OutputSection, PatternSpec, ScenarioFile,
+    Stage, Target,
 };
-pub use plan::{Overrides, Plan, Shard, SpawnEvent};
+pub use groups::{GroupSize, GroupSpec};
+pub use plan::{GroupPlan, Overrides, Plan, Shard, SpawnEvent};
 pub use source_pool::SourcePool;
 
 #[derive(Debug, Error)]

@@ -76,6 +76,8 @@ pub struct SpawnEvent {
     pub index: u32,
     pub start: Duration,
     pub stop: Option<Duration>,
+    /// The bot's group: an index into [`Plan::groups`].
+    pub group: u16,
 }
 
 #[derive(Debug, Clone)]
@@ -118,6 +120,35 @@ pub struct Plan {
     pub unmeasurable: crate::metrics::threshold::Unmeasurable,
     /// `network:`, when it changes anything: the simulated link of every bot.
     pub network: Option<crate::netsim::NetworkConditions>,
+    /// The population's groups (`groups:`), in file order; one implicit group without it.
+    pub groups: Vec<GroupPlan>,
+    /// The group of each bot by index (empty: every bot is in group 0).
+    pub bot_groups: Vec<u16>,
+    /// Each bot's place among its group's bots, by index (for the group's source pool).
+    pub bot_ranks: Vec<u32>,
+}
+
+/// One group of the population as the engine runs it.
+#[derive(Debug, Clone)]
+pub struct GroupPlan {
+    pub name: String,
+    /// The one group of a scenario without `groups:` (no `groups` block in summary.json).
+    pub implicit: bool,
+    /// As written (`None` for the implicit group).
+    pub size: Option<super::GroupSize>,
+    /// The group's behaviour; `Plan::bot_params` fills in index, phase and seed.
+    pub template: BotParams,
+    /// The group's simulated link (its own `network:` or the scenario's), when it changes
+    /// anything.
+    pub network: Option<crate::netsim::NetworkConditions>,
+    /// The group's own servers (`None`: the scenario's).
+    pub targets: Option<Vec<SocketAddr>>,
+    /// The group's `target:` as written.
+    pub target_text: Option<String>,
+    /// The group's own source addresses (`None`: the scenario's pool, if any).
+    pub source_pool: Option<super::SourcePool>,
+    /// Bots of this group that start within the run (and within this shard).
+    pub planned: u64,
 }
 
 fn invalid(path: &Path, message: impl Into<String>) -> ScenarioError {
@@ -192,29 +223,8 @@ impl Plan {
             (None, Target::One(t)) => t.clone(),
             (None, Target::Many(v)) => v.join(","),
         };
-        let targets = if target_text == "embedded" {
-            Targets::Embedded
-        } else {
-            let mut addrs = Vec::new();
-            for t in target_text
-                .split(',')
-                .map(str::trim)
-                .filter(|t| !t.is_empty())
-            {
-                for one in expand_port_range(t, info.default_port).map_err(|m| invalid(path, m))? {
-                    let a = one
-                        .to_socket_addrs()
-                        .map_err(|e| invalid(path, format!("target `{t}` does not resolve: {e}")))?
-                        .next()
-                        .ok_or_else(|| invalid(path, format!("target `{t}` has no address")))?;
-                    addrs.push(a);
-                }
-            }
-            if addrs.is_empty() {
-                return Err(invalid(path, "target is empty"));
-            }
-            Targets::Addrs(addrs)
-        };
+        let targets =
+            resolve_targets(&target_text, info.default_port).map_err(|m| invalid(path, m))?;
 
         // Population.
         let stages = &file.population.stages;
@@ -283,6 +293,9 @@ impl Plan {
             ));
         }
         let mut spawns = spawn_schedule(stages, &scale).map_err(|m| invalid(path, m))?;
+        // Every bot the stages ramp, before the run's length and the shard cut it: the
+        // groups divide this population, so a bot's group is the same in every shard.
+        let population = spawns.len() as u64;
         if let Some(rate) = file.population.spawn_rate {
             if rate <= 0.0 || !rate.is_finite() {
                 return Err(invalid(
@@ -338,68 +351,17 @@ impl Plan {
         // warns, and the run fails it saying why, or skips it (`unmeasurable_thresholds`).
 
         // Behaviour.
-        let b = &file.behaviour;
-        for (key, d) in [
-            ("ping_interval", b.ping_interval.0),
-            ("handshake_timeout", b.handshake_timeout.0),
-            ("handshake_retry", b.handshake_retry.0),
-            ("silence_timeout", b.silence_timeout.0),
-        ] {
-            if d.is_zero() {
-                return Err(invalid(
-                    path,
-                    format!("behaviour.{key} must be longer than 0"),
-                ));
-            }
-        }
-        if !(b.input_rate > 0.0 && b.input_rate <= 1000.0) {
-            return Err(invalid(
-                path,
-                "behaviour.input_rate must be between 0 and 1000 Hz",
-            ));
-        }
-        protocol
-            .check_input_rate(b.input_rate)
-            .map_err(|m| invalid(path, m))?;
-        let pattern = match &b.pattern {
-            PatternSpec::Idle => InputPattern::Idle,
-            PatternSpec::RandomWalk { change_every } => InputPattern::RandomWalk {
-                change_every: change_every.0,
-            },
-            PatternSpec::Circle { period } => InputPattern::Circle { period: period.0 },
-            PatternSpec::Scripted { steps } => {
-                let mut out = Vec::with_capacity(steps.len());
-                for s in steps {
-                    let keys = Keys::from_names(s.keys.iter().map(String::as_str))
-                        .map_err(|m| invalid(path, format!("behaviour.pattern.steps: {m}")))?;
-                    out.push((keys, s.hold_for.0));
-                }
-                if out.iter().all(|(_, d)| d.is_zero()) {
-                    return Err(invalid(
-                        path,
-                        "behaviour.pattern.steps: the script has no length",
-                    ));
-                }
-                InputPattern::Scripted { steps: out }
-            }
-        };
         let seed = ov.seed.or(file.seed).unwrap_or(1);
+        let scenario_targets: std::sync::Arc<[SocketAddr]> = match &targets {
+            Targets::Addrs(a) => std::sync::Arc::from(a.as_slice()),
+            // Known once the engine has started them.
+            Targets::Embedded => std::sync::Arc::from(Vec::new()),
+        };
+        let bot_template = template(&file.behaviour, &protocol, seed, "behaviour")
+            .map_err(|m| invalid(path, m))?;
         let bot_template = BotParams {
-            index: 0,
-            input_rate_hz: b.input_rate,
-            input_on_change: b.input_mode == InputMode::OnChange,
-            phase_offset: Duration::ZERO,
-            pattern,
-            ping_interval: b.ping_interval.0.max(Duration::from_millis(10)),
-            handshake_retry: b.handshake_retry.0.max(Duration::from_millis(10)),
-            handshake_timeout: b.handshake_timeout.0,
-            server_silence_timeout: b.silence_timeout.0,
-            seed,
-            targets: match &targets {
-                Targets::Addrs(a) => std::sync::Arc::from(a.as_slice()),
-                // Known once the engine has started them.
-                Targets::Embedded => std::sync::Arc::from(Vec::new()),
-            },
+            targets: scenario_targets.clone(),
+            ..bot_template
         };
 
         let source_pool = ov
@@ -409,7 +371,9 @@ impl Plan {
         if let Some(pool) = &source_pool {
             check_source_pool(pool, &targets, &protocol).map_err(|m| invalid(path, m))?;
         }
-        if file.network.is_some() {
+        let any_network =
+            file.network.is_some() || file.groups.iter().flatten().any(|g| g.network.is_some());
+        if any_network {
             use crate::protocol::TransportNeeds;
             match protocol.transport() {
                 TransportNeeds::Udp | TransportNeeds::Enet(_) => {}
@@ -427,6 +391,107 @@ impl Plan {
                 }
             }
         }
+
+        // Groups: their behaviour, link, servers and sources, and which bots they have.
+        let network = file
+            .network
+            .clone()
+            .filter(|n| n != &crate::netsim::NetworkConditions::default());
+        let (groups, bot_groups, bot_ranks) = match &file.groups {
+            None => (
+                vec![GroupPlan {
+                    name: super::groups::IMPLICIT.into(),
+                    implicit: true,
+                    size: None,
+                    template: bot_template.clone(),
+                    network: network.clone(),
+                    targets: None,
+                    target_text: None,
+                    source_pool: None,
+                    planned,
+                }],
+                Vec::new(),
+                Vec::new(),
+            ),
+            Some(specs) => {
+                let mut groups = Vec::with_capacity(specs.len());
+                for g in specs {
+                    let at = |m: String| invalid(path, format!("group `{}`: {m}", g.name));
+                    let behaviour = g.behaviour.apply(&file.behaviour);
+                    let mut t = template(&behaviour, &protocol, seed, "behaviour").map_err(at)?;
+                    let (own, text) = match &g.target {
+                        None | Some(Target::Embedded) => (None, None),
+                        Some(t) => {
+                            let text = match t {
+                                Target::One(s) => s.clone(),
+                                Target::Many(v) => v.join(","),
+                                Target::Embedded => String::new(),
+                            };
+                            let Targets::Addrs(a) =
+                                resolve_targets(&text, info.default_port).map_err(at)?
+                            else {
+                                return Err(at(
+                                    "target: embedded is the scenario's server; leave the                                      group's target out to use it"
+                                        .into(),
+                                ));
+                            };
+                            (Some(a), Some(text))
+                        }
+                    };
+                    t.targets = match &own {
+                        Some(a) => std::sync::Arc::from(a.as_slice()),
+                        None => scenario_targets.clone(),
+                    };
+                    let group_targets = match &own {
+                        Some(a) => Targets::Addrs(a.clone()),
+                        None => targets.clone(),
+                    };
+                    if let Some(pool) = &g.source_addresses {
+                        check_source_pool(pool, &group_targets, &protocol).map_err(|m| {
+                            at(m.replace("engine.source_addresses", "source_addresses"))
+                        })?;
+                    } else if let (Some(pool), Some(_)) = (&source_pool, &own) {
+                        check_source_pool(pool, &group_targets, &protocol).map_err(at)?;
+                    }
+                    groups.push(GroupPlan {
+                        name: g.name.clone(),
+                        implicit: false,
+                        size: Some(g.size),
+                        template: t,
+                        network: g
+                            .network
+                            .clone()
+                            .or_else(|| network.clone())
+                            .filter(|n| n != &crate::netsim::NetworkConditions::default()),
+                        targets: own,
+                        target_text: text,
+                        source_pool: g.source_addresses.clone(),
+                        planned: 0,
+                    });
+                }
+                let sizes = super::groups::sizes(specs, population)
+                    .map_err(|m| invalid(path, format!("groups: {m}")))?;
+                let assignment = super::groups::assign(&sizes, seed);
+                let mut next_rank = vec![0u32; specs.len()];
+                let ranks: Vec<u32> = assignment
+                    .iter()
+                    .map(|g| {
+                        let r = next_rank[*g as usize];
+                        next_rank[*g as usize] += 1;
+                        r
+                    })
+                    .collect();
+                for ev in &mut spawns {
+                    ev.group = assignment.get(ev.index as usize).copied().unwrap_or(0);
+                }
+                for ev in &spawns {
+                    if let Some(g) = groups.get_mut(ev.group as usize) {
+                        g.planned += 1;
+                    }
+                }
+                (groups, assignment, ranks)
+            }
+        };
 
         let cores = std::thread::available_parallelism()
             .map(|n| n.get())
@@ -465,24 +530,45 @@ impl Plan {
             bots_per_socket: file.engine.bots_per_socket.unwrap_or(1).max(1),
             enet_throttle: file.engine.enet_throttle.unwrap_or(true),
             shard: ov.shard,
-            network: file
-                .network
-                .clone()
-                .filter(|n| n != &crate::netsim::NetworkConditions::default()),
+            network,
+            groups,
+            bot_groups,
+            bot_ranks,
             source_pool,
             compare_limits: file.compare.max_regress.clone(),
             unmeasurable: file.unmeasurable_thresholds,
         })
     }
 
-    /// Bot `index`'s source address, if the scenario has a pool.
-    pub fn source_of(&self, index: u32) -> Option<std::net::IpAddr> {
-        self.source_pool.as_ref().map(|p| p.for_bot(index))
+    /// The group (index into [`Plan::groups`]) bot `index` is in.
+    pub fn group_of(&self, index: u32) -> usize {
+        self.bot_groups
+            .get(index as usize)
+            .map_or(0, |g| usize::from(*g))
     }
 
-    /// The parameters of bot `index`: its own seed and its place on the input grid.
+    /// Bot `index`'s source address: its group's pool, else the scenario's, if any.
+    pub fn source_of(&self, index: u32) -> Option<std::net::IpAddr> {
+        let own = self
+            .groups
+            .get(self.group_of(index))
+            .and_then(|g| g.source_pool.as_ref());
+        match own {
+            Some(pool) => {
+                let rank = self.bot_ranks.get(index as usize).copied().unwrap_or(index);
+                Some(pool.for_bot(rank))
+            }
+            None => self.source_pool.as_ref().map(|p| p.for_bot(index)),
+        }
+    }
+
+    /// The parameters of bot `index`: its group's behaviour, its own seed and its place on
+    /// the input grid.
     pub fn bot_params(&self, index: u32) -> BotParams {
-        let mut p = self.bot_template.clone();
+        let mut p = self
+            .groups
+            .get(self.group_of(index))
+            .map_or_else(|| self.bot_template.clone(), |g| g.template.clone());
         p.index = index;
         p.seed = mix_seed(self.seed, u64::from(index));
         if let Some(period) = p.input_period() {
@@ -491,6 +577,52 @@ impl Plan {
             p.phase_offset = period.mul_f64(frac);
         }
         p
+    }
+
+    /// The groups' lines of `validate`: name, bots, size as written, and what is their own.
+    fn describe_groups(&self) -> String {
+        use super::GroupSize;
+        if self.groups.iter().all(|g| g.implicit) {
+            return String::new();
+        }
+        let mut s = format!(
+            "groups     {} (shares of the population left after the fixed counts, rounded to \
+             whole bots by the largest remainder; bots shuffled into groups by the seed)\n",
+            self.groups.len()
+        );
+        let width = self.groups.iter().map(|g| g.name.len()).max().unwrap_or(0);
+        for g in &self.groups {
+            let size = match g.size {
+                Some(GroupSize::Share(x)) => format!("share {}%", (x * 1e4).round() / 1e2),
+                Some(GroupSize::Count(n)) => format!("count {n}"),
+                Some(GroupSize::Arrivals) => "arrival rate".into(),
+                None => String::new(),
+            };
+            let mut own = Vec::new();
+            let t = &g.template;
+            own.push(format!("input {} Hz {}", t.input_rate_hz, t.pattern));
+            let network = g
+                .network
+                .as_ref()
+                .and_then(|n| serde_json::to_value(n).ok());
+            own.push(format!(
+                "network {}",
+                crate::metrics::groups::describe_network(network.as_ref())
+            ));
+            if let Some(text) = &g.target_text {
+                own.push(format!("target {text}"));
+            }
+            if let Some(pool) = &g.source_pool {
+                own.push(format!("sources {}", pool.text()));
+            }
+            s.push_str(&format!(
+                "group      {:width$}  {:>6} bots ({size}); {}\n",
+                g.name,
+                g.planned,
+                own.join("; ")
+            ));
+        }
+        s
     }
 
     /// What `validate` prints.
@@ -515,6 +647,7 @@ impl Plan {
             format_duration(self.duration),
             self.workers
         ));
+        s.push_str(&self.describe_groups());
         if let Some(shard) = self.shard {
             s.push_str(&format!(
                 "shard      {shard}: bots whose index % {} == {} (indices and seeds as in the \
@@ -586,6 +719,84 @@ impl Plan {
     }
 }
 
+/// `embedded`, or `host:port` entries (with port ranges) separated by commas, resolved.
+fn resolve_targets(text: &str, default_port: u16) -> Result<Targets, String> {
+    if text == "embedded" {
+        return Ok(Targets::Embedded);
+    }
+    let mut addrs = Vec::new();
+    for t in text.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        for one in expand_port_range(t, default_port)? {
+            let a = one
+                .to_socket_addrs()
+                .map_err(|e| format!("target `{t}` does not resolve: {e}"))?
+                .next()
+                .ok_or_else(|| format!("target `{t}` has no address"))?;
+            addrs.push(a);
+        }
+    }
+    if addrs.is_empty() {
+        return Err("target is empty".into());
+    }
+    Ok(Targets::Addrs(addrs))
+}
+
+/// A bot's parameters from a `behaviour:` (index, phase and targets filled in later).
+/// `key` names the section in messages.
+fn template(
+    b: &super::Behaviour,
+    protocol: &ProtocolSection,
+    seed: u64,
+    key: &str,
+) -> Result<BotParams, String> {
+    for (name, d) in [
+        ("ping_interval", b.ping_interval.0),
+        ("handshake_timeout", b.handshake_timeout.0),
+        ("handshake_retry", b.handshake_retry.0),
+        ("silence_timeout", b.silence_timeout.0),
+    ] {
+        if d.is_zero() {
+            return Err(format!("{key}.{name} must be longer than 0"));
+        }
+    }
+    if !(b.input_rate > 0.0 && b.input_rate <= 1000.0) {
+        return Err(format!("{key}.input_rate must be between 0 and 1000 Hz"));
+    }
+    protocol.check_input_rate(b.input_rate)?;
+    let pattern = match &b.pattern {
+        PatternSpec::Idle => InputPattern::Idle,
+        PatternSpec::RandomWalk { change_every } => InputPattern::RandomWalk {
+            change_every: change_every.0,
+        },
+        PatternSpec::Circle { period } => InputPattern::Circle { period: period.0 },
+        PatternSpec::Scripted { steps } => {
+            let mut out = Vec::with_capacity(steps.len());
+            for s in steps {
+                let keys = Keys::from_names(s.keys.iter().map(String::as_str))
+                    .map_err(|m| format!("{key}.pattern.steps: {m}"))?;
+                out.push((keys, s.hold_for.0));
+            }
+            if out.iter().all(|(_, d)| d.is_zero()) {
+                return Err(format!("{key}.pattern.steps: the script has no length"));
+            }
+            InputPattern::Scripted { steps: out }
+        }
+    };
+    Ok(BotParams {
+        index: 0,
+        input_rate_hz: b.input_rate,
+        input_on_change: b.input_mode == InputMode::OnChange,
+        phase_offset: Duration::ZERO,
+        pattern,
+        ping_interval: b.ping_interval.0.max(Duration::from_millis(10)),
+        handshake_retry: b.handshake_retry.0.max(Duration::from_millis(10)),
+        handshake_timeout: b.handshake_timeout.0,
+        server_silence_timeout: b.silence_timeout.0,
+        seed,
+        targets: std::sync::Arc::from(Vec::new()),
+    })
+}
+
 /// A source pool must be of the targets' family, and the transport must be able to bind it.
 fn check_source_pool(
     pool: &super::SourcePool,
@@ -647,6 +858,7 @@ fn spawn_schedule(stages: &[Stage], scale: &dyn Fn(u64) -> u64) -> Result<Vec<Sp
                             index: u32::try_from(i).map_err(|_| "too many bots")?,
                             start: t0 + over.mul_f64(frac),
                             stop: None,
+                            group: 0,
                         });
                     }
                 } else if to < current {
