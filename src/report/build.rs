@@ -63,7 +63,23 @@ impl RunInfo {
     }
 }
 
+/// The run's summary, with its groups' (if the scenario has `groups:`) and its verdict.
 pub fn summarize(info: &RunInfo, run: &RunOutcome) -> Summary {
+    let mut summary = summarize_one(info, run);
+    if run.groups.is_empty() {
+        return summary;
+    }
+    let plain = RunInfo {
+        thresholds: Vec::new(),
+        ..info.clone()
+    };
+    let groups = super::groups::summarize_groups(run, |r| summarize_one(&plain, r));
+    summary.groups = super::groups::Groups(groups.into_iter().map(|(g, _)| g).collect());
+    summary
+}
+
+/// One run's (or one group's) summary and verdict.
+fn summarize_one(info: &RunInfo, run: &RunOutcome) -> Summary {
     let t = &run.total;
     let mut loss_method = info.loss_method.clone();
     if let Some(why) = info.cannot_measure(Metric::UpstreamLoss) {
@@ -191,6 +207,7 @@ pub fn summarize(info: &RunInfo, run: &RunOutcome) -> Summary {
         },
         source_addresses: run.sources.clone(),
         network: info.network.clone(),
+        groups: Default::default(),
         protocol_metrics,
         protocol_metric_info,
         expected: Some(Expected::from_rates(
