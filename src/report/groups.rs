@@ -168,19 +168,21 @@ pub fn as_summary(g: &GroupSummary) -> Summary {
     }
 }
 
-/// Each group's summary (with its histograms) and the run each was summarized from, in the
-/// scenario's order. `summarize` is the whole run's summarizer, without thresholds.
+/// Each group's summary (with its histograms) and how its upstream loss was measured (or
+/// why it was not), in the scenario's order. `summarize` is the whole run's summarizer,
+/// without thresholds.
 pub fn summarize_groups(
     run: &RunOutcome,
     summarize: impl Fn(&RunOutcome) -> Summary,
-) -> Vec<(GroupSummary, RunOutcome)> {
+) -> Vec<(GroupSummary, String)> {
     run.groups
         .iter()
         .map(|g| {
-            let r = as_run(run, g);
-            let mut gs = project(&g.name, &g.size, g.network.clone(), summarize(&r));
+            let s = summarize(&as_run(run, g));
+            let upstream = s.loss_method.upstream.clone();
+            let mut gs = project(&g.name, &g.size, g.network.clone(), s);
             gs.histograms = encode_all(&g.total);
-            (gs, r)
+            (gs, upstream)
         })
         .collect()
 }

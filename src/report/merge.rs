@@ -454,6 +454,24 @@ pub fn merge_runs(dirs: &[PathBuf], allow_missing: bool) -> Result<Merged, Merge
         } else {
             Unmeasurable::Fail
         };
+        if let Some(name) = &th.group {
+            // A group's threshold, judged on the merged group.
+            let Some(g) = m.groups.get(name) else {
+                results.push(super::build::no_such_group(&th));
+                continue;
+            };
+            let exact = |tm: TimeMetric, q: f64| {
+                super::groups::time_histogram(g, tm).and_then(|h| quantile_of(&h, q))
+            };
+            results.push(evaluate_with(
+                &th,
+                &super::groups::as_summary(g),
+                &exact,
+                t.unmeasurable.clone(),
+                policy,
+            ));
+            continue;
+        }
         let exact = |tm: TimeMetric, q: f64| {
             time_hists
                 .get(tm.hlog_tag())

@@ -582,3 +582,33 @@ mod scenario_tests {
         assert!(e.contains("more than the population's 100"), "{e}");
     }
 }
+
+#[cfg(test)]
+mod threshold_tests {
+    use std::path::Path;
+
+    use crate::scenario::parse;
+
+    #[test]
+    fn a_threshold_on_an_unknown_group_names_its_line_and_column() {
+        let head = "name: g\nprotocol:\n  cafe: {}\npopulation:\n  stages:\n    - ramp_to: 10\n      over: 1s\n";
+        let groups = "groups:\n  - name: a\n    share: 1\n";
+        let text = format!(
+            "{head}{groups}thresholds:\n  - rtt p99 < 1s\n  - rtt{{group=b}} p99 < 250ms\n"
+        );
+        let e = parse(&text, Path::new("s.yaml")).unwrap_err().to_string();
+        assert!(
+            e.starts_with("s.yaml:13:5: threshold `rtt{group=b} p99 < 250ms` names group `b`")
+                && e.contains("its groups are a"),
+            "{e}"
+        );
+        let text = format!("{head}thresholds:\n  - rtt{{group=a}} p99 < 250ms\n");
+        let e = parse(&text, Path::new("s.yaml")).unwrap_err().to_string();
+        assert!(
+            e.starts_with("s.yaml:9:5:") && e.contains("no `groups:`"),
+            "{e}"
+        );
+        let text = format!("{head}{groups}thresholds:\n  - rtt{{group=a}} p99 < 250ms\n");
+        assert!(parse(&text, Path::new("s.yaml")).is_ok());
+    }
+}

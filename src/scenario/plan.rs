@@ -709,11 +709,7 @@ impl Plan {
         }
         for t in &self.thresholds {
             let default = if t.default { " (default check)" } else { "" };
-            s.push_str(&format!(
-                "threshold  {}  [{}]{default}\n",
-                t.text,
-                t.metric.path()
-            ));
+            s.push_str(&format!("threshold  {}  [{}]{default}\n", t.text, t.path()));
         }
         s
     }
