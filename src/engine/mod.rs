@@ -241,6 +241,7 @@ fn group_outcomes(
                 .network
                 .as_ref()
                 .and_then(|n| serde_json::to_value(n).ok()),
+            lifecycle: g.lifecycle,
         })
         .collect()
 }

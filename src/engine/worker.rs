@@ -30,7 +30,8 @@ use super::timer::{self, PreciseTimer};
 use crate::metrics::phases::MAX_TARGETS;
 use crate::metrics::{Phase, PhaseCounts, Recorder, TargetPoint, Waiting};
 use crate::protocol::{Bot, BotParams, BotPhase, MAX_DATAGRAM, MAX_MESSAGE};
-use crate::scenario::{ProtocolSection, SpawnEvent};
+use crate::scenario::lifecycle::LATE_JOIN;
+use crate::scenario::{ProtocolSection, SpawnEvent, SpawnKind, StopKind};
 use crate::transport::MAX_ENET_DATAGRAM;
 
 /// What a worker runs.
@@ -688,7 +689,7 @@ async fn worker_main<T: BotTransport + 'static>(
         tokio::task::spawn_local(interval_loop(shared.clone(), spec.run_start, tx.clone()));
 
     // Spawn bots on schedule; stop them on ramp-down; end at run_end or on the stop signal.
-    let mut stops: Vec<(Instant, usize)> = Vec::new();
+    let mut stops: Vec<(Instant, usize, StopKind)> = Vec::new();
     // Bots that got no socket (a source address not on this machine, no descriptors left):
     // counted here, since the recorder's counters are handed over every second.
     let groups = spec.groups.max(1);
@@ -706,10 +707,8 @@ async fn worker_main<T: BotTransport + 'static>(
         let next_spawn = pending
             .peek()
             .map(|(ev, _, _, _)| spec.run_start + ev.start);
-        let next_stop = stops
-            .iter()
-            .chain(connect_deadlines.iter())
-            .map(|s| s.0)
+        let next_stop = (stops.iter().map(|s| s.0))
+            .chain(connect_deadlines.iter().map(|s| s.0))
             .min();
         let wake = [next_spawn, next_stop, Some(spec.run_end)]
             .into_iter()
@@ -724,6 +723,27 @@ async fn worker_main<T: BotTransport + 'static>(
         if now >= spec.run_end {
             break;
         }
+        // Stops first: a session the storm drops, or one ending, leaves before its
+        // reconnection or replacement (due at the same time) arrives.
+        let due: Vec<(usize, StopKind)> = (stops.iter())
+            .filter(|s| s.0 <= now)
+            .map(|s| (s.1, s.2))
+            .collect();
+        stops.retain(|s| s.0 > now);
+        for (idx, kind) in due {
+            let group = shared.group_of_slot(idx);
+            match kind {
+                StopKind::End => stop_bot(&shared, idx, now),
+                StopKind::SessionEnd => {
+                    shared.rec(group).event("lifecycle_session_ends");
+                    stop_bot(&shared, idx, now);
+                }
+                StopKind::Drop => {
+                    shared.rec(group).event("lifecycle_storm_drops");
+                    drop_bot(&shared, idx, now);
+                }
+            }
+        }
         while pending
             .peek()
             .is_some_and(|(ev, _, _, _)| spec.run_start + ev.start <= now)
@@ -734,6 +754,7 @@ async fn worker_main<T: BotTransport + 'static>(
             let handshake_timeout = params.handshake_timeout;
             let bot = protocol.make_bot(params);
             let group = usize::from(ev.group).min(groups - 1);
+            count_spawn(&mut shared.rec(group), &ev, now, spec.run_start);
             match spawn_bot(&shared, bot, group, peer, source_ip, now) {
                 Ok(idx) => {
                     let pending_transport =
@@ -744,7 +765,7 @@ async fn worker_main<T: BotTransport + 'static>(
                         connect_deadlines.push((now + handshake_timeout, idx));
                     }
                     if let Some(stop_at) = ev.stop {
-                        stops.push((spec.run_start + stop_at, idx));
+                        stops.push((spec.run_start + stop_at, idx, ev.stop_kind));
                     }
                 }
                 Err(e) => {
@@ -753,11 +774,6 @@ async fn worker_main<T: BotTransport + 'static>(
                     rec.connect_failures.add2("socket", error_name(&e), 1);
                 }
             }
-        }
-        let due: Vec<usize> = stops.iter().filter(|s| s.0 <= now).map(|s| s.1).collect();
-        stops.retain(|s| s.0 > now);
-        for idx in due {
-            stop_bot(&shared, idx, now);
         }
         let due: Vec<usize> = connect_deadlines
             .iter()
@@ -948,6 +964,66 @@ fn transport_connect_timeout<T: BotTransport + 'static>(
         shared.transport.borrow_mut().close(idx, now, &mut rec);
     }
     shared.rearm_source(src);
+}
+
+/// Count a session the group's lifecycle started: an arrival (late if the generator started
+/// it more than [`LATE_JOIN`] after its time), a replacement, a storm's reconnection.
+fn count_spawn(rec: &mut Recorder, ev: &SpawnEvent, now: Instant, run_start: Instant) {
+    match ev.kind {
+        SpawnKind::Stage => {}
+        SpawnKind::Arrival => {
+            rec.event("lifecycle_arrivals");
+            if now.saturating_duration_since(run_start + ev.start) > LATE_JOIN {
+                rec.event("lifecycle_arrivals_late");
+            }
+        }
+        SpawnKind::Replacement => rec.event("lifecycle_replacements"),
+        SpawnKind::Reconnect => rec.event("lifecycle_storm_reconnects"),
+    }
+}
+
+/// A bot that has left without a word (the reconnect storm): nothing more goes out or comes
+/// in for it, and it counts as closed.
+struct Dropped;
+
+impl Bot for Dropped {
+    fn start(&mut self, _: Instant, _: &mut Recorder) {}
+    fn handle_datagram(&mut self, _: Instant, _: &[u8], _: &mut Recorder) {}
+    fn handle_timeout(&mut self, _: Instant, _: &mut Recorder) {}
+    fn stop(&mut self, _: Instant, _: &mut Recorder) {}
+    fn poll_transmit(&mut self, _: &mut [u8]) -> Option<crate::protocol::Transmit> {
+        None
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+    fn phase(&self) -> BotPhase {
+        BotPhase::Closed
+    }
+}
+
+/// Drop a bot at once, as a player whose connection broke: no protocol goodbye (the server
+/// sees it go silent). The transport's session is released (over ENet that sends ENet's own
+/// disconnect, the only way to free the peer; over raw UDP nothing is sent and the socket
+/// stays open to the end, its late datagrams counted on the wire but never by a bot).
+fn drop_bot<T: BotTransport + 'static>(shared: &Rc<Shared<T>>, idx: usize, now: Instant) {
+    let close = match shared.slots.borrow_mut().get_mut(idx) {
+        Some(s) => {
+            s.stopping = true;
+            s.bot = Box::new(Dropped);
+            s.timer_gen = s.timer_gen.wrapping_add(1);
+            s.scheduled = None;
+            (!std::mem::replace(&mut s.closing, true)).then_some((s.source, s.group))
+        }
+        None => None,
+    };
+    if let Some((src, group)) = close {
+        {
+            let mut rec = shared.rec(group);
+            shared.transport.borrow_mut().close(idx, now, &mut rec);
+        }
+        shared.rearm_source(src);
+    }
 }
 
 /// Stop a bot: the protocol's goodbye, then the transport's.

@@ -5,7 +5,52 @@
 //! and the whole run's are the groups' added up (exact: histograms add). The engine hands
 //! the groups over in [`RunOutcome::groups`](super::RunOutcome).
 
+use serde::{Deserialize, Serialize};
+
 use super::Recorder;
+
+/// What a group's `lifecycle:` schedules within the run (and the shard's part of it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LifecyclePlan {
+    /// Arrivals started (open model).
+    pub arrivals: u64,
+    /// Arrivals dropped, never delayed: `max_bots` of the group's sessions were in play.
+    pub arrivals_dropped: u64,
+    /// Sessions that end at their drawn length within the run.
+    pub session_ends: u64,
+    /// New bots in the place of those.
+    pub replacements: u64,
+    /// Sessions the reconnect storm drops (each reconnects as a new session).
+    pub storm_drops: u64,
+}
+
+/// What the engine did of a group's lifecycle, counted as it happened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LifecycleDone {
+    pub arrivals: u64,
+    /// Arrivals the generator started more than 100 ms after their time (a busy machine):
+    /// the open model's rate was not held for them.
+    pub arrivals_late: u64,
+    pub session_ends: u64,
+    pub replacements: u64,
+    pub storm_drops: u64,
+    pub storm_reconnects: u64,
+}
+
+impl LifecycleDone {
+    /// From a group's recorder (its `lifecycle_*` events).
+    pub fn of(rec: &Recorder) -> Self {
+        let e = |k: &str| rec.events.get(k);
+        LifecycleDone {
+            arrivals: e("lifecycle_arrivals"),
+            arrivals_late: e("lifecycle_arrivals_late"),
+            session_ends: e("lifecycle_session_ends"),
+            replacements: e("lifecycle_replacements"),
+            storm_drops: e("lifecycle_storm_drops"),
+            storm_reconnects: e("lifecycle_storm_reconnects"),
+        }
+    }
+}
 
 /// A group's bots (sessions), as the workers counted them at the end.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -60,6 +105,8 @@ pub struct GroupOutcome {
     /// The simulated link the group's bots had (its `network:` or the scenario's), as
     /// written; `None`: the real link only.
     pub network: Option<serde_json::Value>,
+    /// What the group's `lifecycle:` scheduled, if it has one.
+    pub lifecycle: Option<LifecyclePlan>,
 }
 
 /// Conditions as written (`network:` serialized), on one line without the unset keys:

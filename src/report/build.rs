@@ -535,6 +535,7 @@ mod tests {
                     ..GroupBots::default()
                 },
                 network: None,
+                lifecycle: None,
             }
         };
         let (a, b) = (group("a", 500), group("b", 50_000));

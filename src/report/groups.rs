@@ -45,6 +45,10 @@ pub struct GroupSummary {
     pub inputs_sent: u64,
     pub snapshots_applied: u64,
     pub errors: Errors,
+    /// What the group's `lifecycle:` scheduled and what the engine did of it; absent
+    /// without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lifecycle: Option<LifecycleSummary>,
     /// The protocol's own figures for this group (prediction error, corrections, the
     /// transport's handshake, the simulated link's drops as `netsim_*`).
     pub protocol_metrics: Map<String, Value>,
@@ -52,6 +56,13 @@ pub struct GroupSummary {
     /// adds up.
     #[serde(default)]
     pub histograms: BTreeMap<String, String>,
+}
+
+/// A group's lifecycle: the schedule, and what happened of it.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct LifecycleSummary {
+    pub planned: crate::metrics::groups::LifecyclePlan,
+    pub done: crate::metrics::groups::LifecycleDone,
 }
 
 /// The groups in the scenario's order, written as an object keyed by name.
@@ -145,6 +156,7 @@ pub fn project(name: &str, size: &str, network: Option<Value>, s: Summary) -> Gr
         snapshots_applied: s.snapshots_applied,
         errors: s.errors,
         protocol_metrics: s.protocol_metrics,
+        lifecycle: None,
         histograms: BTreeMap::new(),
     }
 }
@@ -182,6 +194,10 @@ pub fn summarize_groups(
             let upstream = s.loss_method.upstream.clone();
             let mut gs = project(&g.name, &g.size, g.network.clone(), s);
             gs.histograms = encode_all(&g.total);
+            gs.lifecycle = g.lifecycle.map(|planned| LifecycleSummary {
+                planned,
+                done: crate::metrics::groups::LifecycleDone::of(&g.total),
+            });
             (gs, upstream)
         })
         .collect()
@@ -298,6 +314,8 @@ pub struct GroupRow {
     pub prediction: String,
     /// The simulated link's own drops, both ways.
     pub link_drops: String,
+    /// What the lifecycle did, against its schedule (`—` without one).
+    pub lifecycle: String,
     pub whole: bool,
 }
 
@@ -381,6 +399,7 @@ impl Cells<'_> {
             handshake: hist(self.handshake),
             prediction,
             link_drops,
+            lifecycle: "—".into(),
             whole,
         }
     }
@@ -397,7 +416,7 @@ pub fn rows(s: &Summary) -> Vec<GroupRow> {
         .0
         .iter()
         .map(|g| {
-            Cells {
+            let mut row = Cells {
                 bots: &g.bots,
                 rtt: &g.rtt_us,
                 handshake: &g.handshake_us,
@@ -405,7 +424,26 @@ pub fn rows(s: &Summary) -> Vec<GroupRow> {
                 bandwidth: &g.bandwidth,
                 protocol: &g.protocol_metrics,
             }
-            .row(&g.name, &g.size, injected(g.network.as_ref()), false)
+            .row(&g.name, &g.size, injected(g.network.as_ref()), false);
+            if let Some(l) = &g.lifecycle {
+                let (p, d) = (l.planned, l.done);
+                row.lifecycle = format!(
+                    "arrivals {} of {} ({} late, {} dropped at max_bots); sessions ended {} of {}; \
+                     replaced {} of {}; storm dropped {} of {}, {} back",
+                    d.arrivals,
+                    p.arrivals,
+                    d.arrivals_late,
+                    p.arrivals_dropped,
+                    d.session_ends,
+                    p.session_ends,
+                    d.replacements,
+                    p.replacements,
+                    d.storm_drops,
+                    p.storm_drops,
+                    d.storm_reconnects
+                );
+            }
+            row
         })
         .collect();
     out.push(

@@ -731,10 +731,42 @@ fn add_groups(
         }
         let network = mine.network.take();
         let size = std::mem::take(&mut mine.size);
+        let lifecycle = match (mine.lifecycle, g.lifecycle) {
+            (Some(x), Some(y)) => Some(add_lifecycle(x, y)?),
+            (x, y) => x.or(y),
+        };
         *mine = project(&g.name, &size, network, a);
         mine.histograms = histograms;
+        mine.lifecycle = lifecycle;
     }
     Ok(())
+}
+
+/// Two shards' lifecycle counts added (checked).
+fn add_lifecycle(
+    a: super::groups::LifecycleSummary,
+    b: super::groups::LifecycleSummary,
+) -> Result<super::groups::LifecycleSummary, String> {
+    let (p, q) = (a.planned, b.planned);
+    let (d, e) = (a.done, b.done);
+    let s = |x: u64, y: u64| sum(x, y, "groups.lifecycle");
+    Ok(super::groups::LifecycleSummary {
+        planned: crate::metrics::groups::LifecyclePlan {
+            arrivals: s(p.arrivals, q.arrivals)?,
+            arrivals_dropped: s(p.arrivals_dropped, q.arrivals_dropped)?,
+            session_ends: s(p.session_ends, q.session_ends)?,
+            replacements: s(p.replacements, q.replacements)?,
+            storm_drops: s(p.storm_drops, q.storm_drops)?,
+        },
+        done: crate::metrics::groups::LifecycleDone {
+            arrivals: s(d.arrivals, e.arrivals)?,
+            arrivals_late: s(d.arrivals_late, e.arrivals_late)?,
+            session_ends: s(d.session_ends, e.session_ends)?,
+            replacements: s(d.replacements, e.replacements)?,
+            storm_drops: s(d.storm_drops, e.storm_drops)?,
+            storm_reconnects: s(d.storm_reconnects, e.storm_reconnects)?,
+        },
+    })
 }
 
 /// A histogram's non-zero counters as (value, count), for [`hlog_read::add_counts`].

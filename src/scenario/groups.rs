@@ -15,6 +15,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::file::{InputMode, PatternSpec, Target};
+use super::lifecycle::Lifecycle;
 use super::SourcePool;
 use crate::duration::Dur;
 use crate::netsim::NetworkConditions;
@@ -46,6 +47,9 @@ pub struct GroupSpec {
     /// This group's source addresses instead of `engine.source_addresses`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source_addresses: Option<SourcePool>,
+    /// Arrivals, session lengths and a reconnect storm (see [`super::lifecycle`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lifecycle: Option<Lifecycle>,
 }
 
 /// How many bots a group has.
@@ -79,13 +83,18 @@ struct GroupRaw {
     target: Option<Target>,
     #[serde(default)]
     source_addresses: Option<SourcePool>,
+    #[serde(default)]
+    lifecycle: Option<Lifecycle>,
 }
 
 impl TryFrom<GroupRaw> for GroupSpec {
     type Error = String;
     fn try_from(r: GroupRaw) -> Result<Self, String> {
         check_name(&r.name)?;
-        let arrivals = false;
+        let arrivals = r.lifecycle.as_ref().is_some_and(|l| l.arrival.is_some());
+        if let Some(l) = &r.lifecycle {
+            l.check().map_err(|m| format!("group `{}`: {m}", r.name))?;
+        }
         let size = match (r.share, r.count, arrivals) {
             (Some(_), Some(_), _) => {
                 return Err(format!(
@@ -117,6 +126,7 @@ impl TryFrom<GroupRaw> for GroupSpec {
             network: r.network,
             target: r.target,
             source_addresses: r.source_addresses,
+            lifecycle: r.lifecycle,
         })
     }
 }
@@ -138,8 +148,8 @@ fn check_name(name: &str) -> Result<(), String> {
 }
 
 /// `share: 70%` or `share: 0.7`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Share(f64);
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Share(pub f64);
 
 impl<'de> Deserialize<'de> for Share {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -381,6 +391,7 @@ mod tests {
             network: None,
             target: None,
             source_addresses: None,
+            lifecycle: None,
         }
     }
 

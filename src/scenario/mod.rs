@@ -5,6 +5,7 @@
 
 mod file;
 pub mod groups;
+pub mod lifecycle;
 pub mod plan;
 pub mod source_pool;
 
@@ -20,7 +21,7 @@ pub use file::{
     Stage, Target,
 };
 pub use groups::{GroupSize, GroupSpec};
-pub use plan::{GroupPlan, Overrides, Plan, Shard, SpawnEvent};
+pub use plan::{GroupPlan, Overrides, Plan, Shard, SpawnEvent, SpawnKind, StopKind};
 pub use source_pool::SourcePool;
 
 #[derive(Debug, Error)]

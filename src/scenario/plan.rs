@@ -78,6 +78,34 @@ pub struct SpawnEvent {
     pub stop: Option<Duration>,
     /// The bot's group: an index into [`Plan::groups`].
     pub group: u16,
+    /// Why this session starts: a bot of the stages, or its group's lifecycle.
+    pub kind: SpawnKind,
+    /// How it stops at `stop`.
+    pub stop_kind: StopKind,
+}
+
+/// Why a session starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpawnKind {
+    /// A bot of the population the stages ramp.
+    Stage,
+    /// A bot arriving at its group's rate (open model).
+    Arrival,
+    /// A new bot in the place of one whose session ended.
+    Replacement,
+    /// A bot the reconnect storm dropped, back with a new session.
+    Reconnect,
+}
+
+/// How a session stops at its `stop`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopKind {
+    /// Politely (the protocol's goodbye): a ramp down, or the run's end.
+    End,
+    /// Politely, at the end of the session length its group drew.
+    SessionEnd,
+    /// At once, without a goodbye (the reconnect storm): the server sees it go silent.
+    Drop,
 }
 
 #[derive(Debug, Clone)]
@@ -147,8 +175,10 @@ pub struct GroupPlan {
     pub target_text: Option<String>,
     /// The group's own source addresses (`None`: the scenario's pool, if any).
     pub source_pool: Option<super::SourcePool>,
-    /// Bots of this group that start within the run (and within this shard).
+    /// Sessions of this group that start within the run (and within this shard).
     pub planned: u64,
+    /// What its `lifecycle:` schedules within the run (and this shard), if it has one.
+    pub lifecycle: Option<super::lifecycle::LifecyclePlan>,
 }
 
 fn invalid(path: &Path, message: impl Into<String>) -> ScenarioError {
@@ -242,7 +272,12 @@ impl Plan {
             })
             .max()
             .unwrap_or(0);
-        if file_peak == 0 {
+        let arrivals = file
+            .groups
+            .iter()
+            .flatten()
+            .any(|g| g.size == super::GroupSize::Arrivals);
+        if file_peak == 0 && !arrivals {
             return Err(invalid(
                 path,
                 "population never rises above 0 bots: add a `ramp_to` stage",
@@ -327,7 +362,46 @@ impl Plan {
                 last = Some(s.start);
             }
         }
+        // Groups and their lifecycles, on the whole population before the run's length and
+        // the shard cut it (so every shard agrees on each bot).
+        let seed = ov.seed.or(file.seed).unwrap_or(1);
+        let mut bot_groups: Vec<u16> = Vec::new();
+        let mut bot_ranks: Vec<u32> = Vec::new();
+        let mut dropped_arrivals: Vec<(u16, u32)> = Vec::new();
+        if let Some(specs) = &file.groups {
+            let sizes = super::groups::sizes(specs, population)
+                .map_err(|m| invalid(path, format!("groups: {m}")))?;
+            bot_groups = super::groups::assign(&sizes, seed);
+            let mut next_rank = vec![0u32; specs.len()];
+            bot_ranks = bot_groups
+                .iter()
+                .map(|g| {
+                    let r = next_rank[usize::from(*g)];
+                    next_rank[usize::from(*g)] += 1;
+                    r
+                })
+                .collect();
+            for ev in &mut spawns {
+                ev.group = bot_groups.get(ev.index as usize).copied().unwrap_or(0);
+            }
+            let lifecycles: Vec<Option<&super::lifecycle::Lifecycle>> =
+                specs.iter().map(|g| g.lifecycle.as_ref()).collect();
+            if lifecycles.iter().any(Option::is_some) {
+                dropped_arrivals = super::lifecycle::expand(
+                    &mut spawns,
+                    &lifecycles,
+                    &mut bot_groups,
+                    &mut bot_ranks,
+                    seed,
+                    duration,
+                )
+                .map_err(|m| invalid(path, m))?;
+            }
+        }
         spawns.retain(|s| s.start < duration);
+        if let Some(shard) = ov.shard {
+            dropped_arrivals.retain(|(_, i)| shard.has(*i));
+        }
         if spawns.is_empty() {
             return Err(invalid(path, "no bot starts within the run's duration"));
         }
@@ -351,7 +425,6 @@ impl Plan {
         // warns, and the run fails it saying why, or skips it (`unmeasurable_thresholds`).
 
         // Behaviour.
-        let seed = ov.seed.or(file.seed).unwrap_or(1);
         let scenario_targets: std::sync::Arc<[SocketAddr]> = match &targets {
             Targets::Addrs(a) => std::sync::Arc::from(a.as_slice()),
             // Known once the engine has started them.
@@ -409,6 +482,7 @@ impl Plan {
                     target_text: None,
                     source_pool: None,
                     planned,
+                    lifecycle: None,
                 }],
                 Vec::new(),
                 Vec::new(),
@@ -431,7 +505,7 @@ impl Plan {
                                 resolve_targets(&text, info.default_port).map_err(at)?
                             else {
                                 return Err(at(
-                                    "target: embedded is the scenario's server; leave the                                      group's target out to use it"
+                                    "target: embedded is the scenario's server; leave the group's target out to use it"
                                         .into(),
                                 ));
                             };
@@ -467,29 +541,46 @@ impl Plan {
                         target_text: text,
                         source_pool: g.source_addresses.clone(),
                         planned: 0,
+                        lifecycle: g
+                            .lifecycle
+                            .as_ref()
+                            .map(|_| super::lifecycle::LifecyclePlan::default()),
                     });
                 }
-                let sizes = super::groups::sizes(specs, population)
-                    .map_err(|m| invalid(path, format!("groups: {m}")))?;
-                let assignment = super::groups::assign(&sizes, seed);
-                let mut next_rank = vec![0u32; specs.len()];
-                let ranks: Vec<u32> = assignment
-                    .iter()
-                    .map(|g| {
-                        let r = next_rank[*g as usize];
-                        next_rank[*g as usize] += 1;
-                        r
-                    })
-                    .collect();
-                for ev in &mut spawns {
-                    ev.group = assignment.get(ev.index as usize).copied().unwrap_or(0);
-                }
                 for ev in &spawns {
-                    if let Some(g) = groups.get_mut(ev.group as usize) {
-                        g.planned += 1;
+                    let Some(g) = groups.get_mut(usize::from(ev.group)) else {
+                        continue;
+                    };
+                    g.planned += 1;
+                    if let Some(l) = &mut g.lifecycle {
+                        match ev.kind {
+                            SpawnKind::Arrival => l.arrivals += 1,
+                            SpawnKind::Replacement => l.replacements += 1,
+                            SpawnKind::Stage | SpawnKind::Reconnect => {}
+                        }
+                        // Stops past the run's end never happen.
+                        if ev.stop.is_some_and(|s| s < duration) {
+                            match ev.stop_kind {
+                                StopKind::SessionEnd => l.session_ends += 1,
+                                StopKind::Drop => l.storm_drops += 1,
+                                StopKind::End => {}
+                            }
+                        }
                     }
                 }
-                (groups, assignment, ranks)
+                for (g, _) in &dropped_arrivals {
+                    if let Some(l) = groups
+                        .get_mut(usize::from(*g))
+                        .and_then(|g| g.lifecycle.as_mut())
+                    {
+                        l.arrivals_dropped += 1;
+                    }
+                }
+                (
+                    groups,
+                    std::mem::take(&mut bot_groups),
+                    std::mem::take(&mut bot_ranks),
+                )
             }
         };
 
@@ -615,10 +706,23 @@ impl Plan {
             if let Some(pool) = &g.source_pool {
                 own.push(format!("sources {}", pool.text()));
             }
+            if let Some(l) = &g.lifecycle {
+                own.push(format!(
+                    "lifecycle: {} arrivals ({} dropped at max_bots), {} session ends, {} \
+                     replacements, {} dropped and reconnected by the storm",
+                    l.arrivals, l.arrivals_dropped, l.session_ends, l.replacements, l.storm_drops
+                ));
+            }
             s.push_str(&format!(
-                "group      {:width$}  {:>6} bots ({size}); {}\n",
+                "group      {:width$}  {:>6} {} ({size}); {}\n",
                 g.name,
                 g.planned,
+                // With a lifecycle, a bot may have several sessions (reconnected, replaced).
+                if g.lifecycle.is_some() {
+                    "sessions"
+                } else {
+                    "bots"
+                },
                 own.join("; ")
             ));
         }
@@ -855,6 +959,8 @@ fn spawn_schedule(stages: &[Stage], scale: &dyn Fn(u64) -> u64) -> Result<Vec<Sp
                             start: t0 + over.mul_f64(frac),
                             stop: None,
                             group: 0,
+                            kind: SpawnKind::Stage,
+                            stop_kind: StopKind::End,
                         });
                     }
                 } else if to < current {
