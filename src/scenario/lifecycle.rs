@@ -313,7 +313,12 @@ fn storm(sessions: &mut Vec<SpawnEvent>, s: &Storm, seed: u64) {
         })
         .collect();
     let k = (s.share.0 * candidates.len() as f64).round() as usize;
-    candidates.sort_by_key(|&i| (mix_seed(seed ^ 0x5701_2A, u64::from(sessions[i].index)), i));
+    candidates.sort_by_key(|&i| {
+        (
+            mix_seed(seed ^ 0x0057_012A, u64::from(sessions[i].index)),
+            i,
+        )
+    });
     candidates.truncate(k);
     candidates.sort_unstable();
     for (j, i) in candidates.into_iter().enumerate() {
