@@ -175,7 +175,13 @@ pub fn run(
     }
     drop(tx);
 
-    let mut collector = Collector::new(workers, plan.groups.len());
+    // A scenario without groups: is reported as the whole run only.
+    let reported_groups = if plan.groups.iter().all(|g| g.implicit) {
+        0
+    } else {
+        plan.groups.len()
+    };
+    let mut collector = Collector::new(workers, reported_groups);
     while let Ok(msg) = rx.recv() {
         if let Some((point, connected, rec)) = collector.accept(msg) {
             progress(&point, connected, &rec);
@@ -336,14 +342,15 @@ struct Collector {
     failed: u64,
     /// Bots ever in play per source address, over workers.
     connected_by_source: std::collections::BTreeMap<std::net::IpAddr, u64>,
-    /// Per group (with more than one): the whole run's figures and bot counts.
+    /// Per group (none for a scenario without `groups:`): the whole run's figures and bot
+    /// counts.
     groups: Vec<(Recorder, crate::metrics::groups::GroupBots)>,
 }
 
 impl Collector {
     fn new(workers: usize, groups: usize) -> Self {
         Self {
-            groups: (0..groups.max(1))
+            groups: (0..groups)
                 .map(|_| (Recorder::new(), Default::default()))
                 .collect(),
             workers,
@@ -444,6 +451,9 @@ impl Collector {
             Item = (&'a Recorder, Option<&'a crate::metrics::groups::GroupBots>),
         >,
     ) {
+        if self.groups.is_empty() {
+            return;
+        }
         if groups.len() == 0 {
             if let Some(g) = self.groups.first_mut() {
                 g.0.merge(rec);
