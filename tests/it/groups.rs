@@ -286,3 +286,39 @@ fn validate_shows_the_groups_and_refuses_mistakes_at_their_line() {
         "{err}"
     );
 }
+
+/// Over ENet, bots of different groups never share a host (`bots_per_socket: 4`): the far
+/// group's link delays its ENet handshake and every round trip, the near group's none.
+#[test]
+fn enet_groups_get_hosts_of_their_own() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("c.yaml");
+    std::fs::write(
+        &file,
+        "name: city-groups\nprotocol:\n  city: {}\npopulation:\n  stages:\n    - ramp_to: 8\n      over: 300ms\n    - hold: 2500ms\nbehaviour:\n  ping_interval: 200ms\nengine:\n  bots_per_socket: 4\ngroups:\n  - name: near\n    share: 50%\n  - name: far\n    share: 50%\n    network:\n      latency: 25ms\n",
+    )
+    .unwrap();
+    let (o, s) = run(&file, &tmp.path().join("o"), &[]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let g = |n: &str| &s["groups"][n];
+    for n in ["near", "far"] {
+        assert_eq!(u(&g(n)["bots"]["connected"]), 4, "{n}");
+    }
+    assert!(
+        u(&g("far")["rtt_us"]["min"]) >= 50_000,
+        "{}",
+        g("far")["rtt_us"]
+    );
+    let hs = &g("far")["protocol_metrics"]["transport_handshake_us"];
+    assert!(u(&hs["min"]) >= 50_000, "{hs}");
+    assert!(
+        u(&g("near")["rtt_us"]["min"]) < 50_000,
+        "{}",
+        g("near")["rtt_us"]
+    );
+}
