@@ -138,9 +138,19 @@ pub fn run_observed(
     let all: std::sync::Arc<[SocketAddr]> = std::sync::Arc::from(addrs.as_slice());
     for (n, ev) in plan.spawns.iter().enumerate() {
         let i = ev.index as usize;
-        let peer = addrs[i % addrs.len().max(1)];
         let mut params = plan.bot_params(ev.index);
-        params.targets = all.clone();
+        // A group with servers of its own plays on them; the others on the scenario's.
+        let peer = match plan
+            .groups
+            .get(usize::from(ev.group))
+            .and_then(|g| g.targets.as_ref())
+        {
+            Some(own) => own[i % own.len().max(1)],
+            None => {
+                params.targets = all.clone();
+                addrs[i % addrs.len().max(1)]
+            }
+        };
         shards[n % workers].push((*ev, params, peer, plan.source_of(ev.index)));
     }
     let (tx, rx) = mpsc::channel();
@@ -153,11 +163,27 @@ pub fn run_observed(
             run_start,
             run_end,
             id,
+            groups: plan.groups.len(),
             transport: io::BotTransportOptions {
+                // Each group's link, seeded per worker and group (the first group as a
+                // scenario without groups: the seed and the worker).
                 network: plan
-                    .network
-                    .as_ref()
-                    .map(|n| io::sim_path::PathConditions::new(n, plan.seed ^ id as u64)),
+                    .groups
+                    .iter()
+                    .enumerate()
+                    .map(|(g, group)| {
+                        let seed = plan.seed ^ id as u64;
+                        let seed = if g == 0 {
+                            seed
+                        } else {
+                            crate::scenario::plan::mix_seed(seed, g as u64)
+                        };
+                        group
+                            .network
+                            .as_ref()
+                            .map(|n| io::sim_path::PathConditions::new(n, seed))
+                    })
+                    .collect(),
                 bots_per_socket: plan.bots_per_socket,
                 enet_throttle: plan.enet_throttle,
                 transport_rtt: (!plan.protocol.measures_rtt())
@@ -174,7 +200,13 @@ pub fn run_observed(
     }
     drop(tx);
 
-    let mut collector = Collector::new(workers);
+    // A scenario without groups: is reported as the whole run only.
+    let reported_groups = if plan.groups.iter().all(|g| g.implicit) {
+        0
+    } else {
+        plan.groups.len()
+    };
+    let mut collector = Collector::new(workers, reported_groups);
     while let Ok(msg) = rx.recv() {
         if let Some((point, connected, rec)) = collector.accept(msg) {
             progress(&point, connected, &rec);
@@ -210,7 +242,40 @@ pub fn run_observed(
         target,
         sources,
         server_metrics: None,
+        groups: group_outcomes(plan, collector.groups),
     })
+}
+
+/// The groups' figures for the report; none for a scenario without `groups:`.
+fn group_outcomes(
+    plan: &Plan,
+    collected: Vec<(Recorder, crate::metrics::groups::GroupBots)>,
+) -> Vec<crate::metrics::groups::GroupOutcome> {
+    use crate::scenario::GroupSize;
+    if plan.groups.iter().all(|g| g.implicit) {
+        return Vec::new();
+    }
+    plan.groups
+        .iter()
+        .zip(collected)
+        .map(|(g, (total, bots))| crate::metrics::groups::GroupOutcome {
+            name: g.name.clone(),
+            size: match g.size {
+                Some(GroupSize::Share(x)) => format!("share {}%", (x * 1e4).round() / 1e2),
+                Some(GroupSize::Count(n)) => format!("count {n}"),
+                Some(GroupSize::Arrivals) => "arrival rate".into(),
+                None => String::new(),
+            },
+            planned: g.planned,
+            total,
+            bots,
+            network: g
+                .network
+                .as_ref()
+                .and_then(|n| serde_json::to_value(n).ok()),
+            lifecycle: g.lifecycle,
+        })
+        .collect()
 }
 
 /// Bots per source address (or network, for a large pool): planned from the plan, connected
@@ -305,11 +370,17 @@ struct Collector {
     failed: u64,
     /// Bots ever in play per source address, over workers.
     connected_by_source: std::collections::BTreeMap<std::net::IpAddr, u64>,
+    /// Per group (none for a scenario without `groups:`): the whole run's figures and bot
+    /// counts.
+    groups: Vec<(Recorder, crate::metrics::groups::GroupBots)>,
 }
 
 impl Collector {
-    fn new(workers: usize) -> Self {
+    fn new(workers: usize, groups: usize) -> Self {
         Self {
+            groups: (0..groups)
+                .map(|_| (Recorder::new(), Default::default()))
+                .collect(),
             workers,
             total: Recorder::new(),
             open: Default::default(),
@@ -334,6 +405,7 @@ impl Collector {
             WorkerMsg::Interval {
                 index,
                 rec,
+                groups,
                 connected_now,
                 census,
                 worker,
@@ -347,6 +419,7 @@ impl Collector {
                     *c = cpu_us;
                 }
                 self.total.merge(&rec);
+                self.add_groups(&rec, groups.iter().map(|g| (g, None)));
                 merge_census(self.open_phases.entry(index).or_default(), &census);
                 let e = self
                     .open
@@ -371,6 +444,7 @@ impl Collector {
             }
             WorkerMsg::Done {
                 rec,
+                groups,
                 ever_connected,
                 failed,
                 connected_now,
@@ -379,6 +453,20 @@ impl Collector {
                 census,
                 connected_by_source,
             } => {
+                self.add_groups(&rec, groups.iter().map(|(r, b)| (r, Some(b))));
+                if groups.is_empty() {
+                    // One group: its counts are the worker's.
+                    if let Some(g) = self.groups.first_mut() {
+                        g.1.add(&crate::metrics::groups::GroupBots {
+                            sessions: 0,
+                            connected: ever_connected,
+                            failed,
+                            lost,
+                            connected_now,
+                            silent_at_end,
+                        });
+                    }
+                }
                 for (ip, n) in connected_by_source {
                     *self.connected_by_source.entry(ip).or_default() += n;
                 }
@@ -391,6 +479,31 @@ impl Collector {
                 self.ever_connected += ever_connected;
                 self.failed += failed;
                 None
+            }
+        }
+    }
+
+    /// Add a worker's per-group figures (with one group, `rec` is the group's).
+    fn add_groups<'a>(
+        &mut self,
+        rec: &Recorder,
+        groups: impl ExactSizeIterator<
+            Item = (&'a Recorder, Option<&'a crate::metrics::groups::GroupBots>),
+        >,
+    ) {
+        if self.groups.is_empty() {
+            return;
+        }
+        if groups.len() == 0 {
+            if let Some(g) = self.groups.first_mut() {
+                g.0.merge(rec);
+            }
+            return;
+        }
+        for ((total, bots), (r, b)) in self.groups.iter_mut().zip(groups) {
+            total.merge(r);
+            if let Some(b) = b {
+                bots.add(b);
             }
         }
     }

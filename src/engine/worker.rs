@@ -30,7 +30,8 @@ use super::timer::{self, PreciseTimer};
 use crate::metrics::phases::MAX_TARGETS;
 use crate::metrics::{Phase, PhaseCounts, Recorder, TargetPoint, Waiting};
 use crate::protocol::{Bot, BotParams, BotPhase, MAX_DATAGRAM, MAX_MESSAGE};
-use crate::scenario::{ProtocolSection, SpawnEvent};
+use crate::scenario::lifecycle::LATE_JOIN;
+use crate::scenario::{ProtocolSection, SpawnEvent, SpawnKind, StopKind};
 use crate::transport::MAX_ENET_DATAGRAM;
 
 /// What a worker runs.
@@ -43,6 +44,8 @@ pub struct WorkerSpec {
     pub transport: BotTransportOptions,
     /// Which worker this is (0-based), for its per-second CPU time.
     pub id: usize,
+    /// How many groups the plan has: the worker keeps a recorder for each.
+    pub groups: usize,
 }
 
 /// Worker to collector.
@@ -50,7 +53,11 @@ pub enum WorkerMsg {
     /// Interval `index` (second `index + 1` of the run) is complete.
     Interval {
         index: u64,
+        /// The second's figures, all groups together.
         rec: Recorder,
+        /// The same per group, when the plan has more than one (else empty: `rec` is the
+        /// one group's).
+        groups: Vec<Recorder>,
         connected_now: u64,
         /// Bots per phase at the end of the interval, the groups still on their way in, and
         /// the same per target.
@@ -62,6 +69,8 @@ pub enum WorkerMsg {
     /// The worker has stopped its bots; `rec` holds what came after the last interval.
     Done {
         rec: Recorder,
+        /// `rec` and the bot counts per group, when the plan has more than one.
+        groups: Vec<(Recorder, GroupBots)>,
         ever_connected: u64,
         failed: u64,
         /// Bots in play when the run ended.
@@ -77,6 +86,9 @@ pub enum WorkerMsg {
     },
 }
 
+/// A group's bots at the end of one worker's run.
+pub type GroupBots = crate::metrics::groups::GroupBots;
+
 /// Where a worker's bots are, taken once a second.
 #[derive(Debug, Default)]
 pub struct Census {
@@ -90,6 +102,8 @@ pub struct Census {
 
 struct Slot {
     bot: Box<dyn Bot>,
+    /// The bot's group: which recorder its figures go to.
+    group: usize,
     /// The server the bot plays on (a relink without an address returns to it).
     peer: SocketAddr,
     /// The address its sockets bind to (`engine.source_addresses`), relinks included.
@@ -176,7 +190,11 @@ struct Shared<T> {
     slots: RefCell<Vec<Slot>>,
     sources: RefCell<Vec<SourceTimer>>,
     transport: RefCell<T>,
-    rec: RefCell<Recorder>,
+    /// One recorder per group: a bot's figures go to its group's, a source's to the group of
+    /// its bots (transports never mix groups on one source).
+    recs: RefCell<Vec<Recorder>>,
+    /// The group of each source.
+    source_groups: RefCell<Vec<usize>>,
     timers: RefCell<BinaryHeap<Reverse<(Instant, u32, u32)>>>,
     /// The deadline the timer task sleeps until; an earlier one must wake it.
     timer_target: Cell<Option<Instant>>,
@@ -190,6 +208,33 @@ struct Shared<T> {
 }
 
 impl<T: BotTransport + 'static> Shared<T> {
+    /// Group `g`'s recorder.
+    fn rec(&self, g: usize) -> std::cell::RefMut<'_, Recorder> {
+        std::cell::RefMut::map(self.recs.borrow_mut(), |v| {
+            let last = v.len().saturating_sub(1);
+            &mut v[g.min(last)]
+        })
+    }
+
+    /// The group of bot `idx`.
+    fn group_of_slot(&self, idx: usize) -> usize {
+        self.slots.borrow().get(idx).map_or(0, |s| s.group)
+    }
+
+    /// The group of source `src`'s bots.
+    fn group_of_source(&self, src: Source) -> usize {
+        self.source_groups.borrow().get(src).copied().unwrap_or(0)
+    }
+
+    /// Remember that `src` carries bots of group `g`.
+    fn set_source_group(&self, src: Source, g: usize) {
+        let mut v = self.source_groups.borrow_mut();
+        if v.len() <= src {
+            v.resize(src + 1, 0);
+        }
+        v[src] = g;
+    }
+
     fn arm(&self, target: u32, generation: u32, at: Instant) {
         self.timers
             .borrow_mut()
@@ -208,10 +253,10 @@ impl<T: BotTransport + 'static> Shared<T> {
     ) {
         let (source, relink) = {
             let mut slots = self.slots.borrow_mut();
-            let mut rec = self.rec.borrow_mut();
             let Some(slot) = slots.get_mut(idx) else {
                 return;
             };
+            let mut rec = self.rec(slot.group);
             f(slot.bot.as_mut(), &mut rec);
             let mut buf = self.tx_buf.borrow_mut();
             let mut transport = self.transport.borrow_mut();
@@ -262,15 +307,17 @@ impl<T: BotTransport + 'static> Shared<T> {
     /// Move bot `idx` to a new link to `to` (a reconnection, or a zone handoff).
     fn relink(self: &Rc<Self>, idx: usize, to: SocketAddr, now: Instant) {
         let source_ip = self.slots.borrow().get(idx).and_then(|s| s.source_ip);
+        let group = self.group_of_slot(idx);
         let opened = {
-            let mut rec = self.rec.borrow_mut();
+            let mut rec = self.rec(group);
             self.transport
                 .borrow_mut()
-                .relink(idx, to, source_ip, now, &mut rec)
+                .relink(idx, group, to, source_ip, now, &mut rec)
         };
         self.retire_sources();
         match opened {
             Ok(opened) => {
+                self.set_source_group(opened.source, group);
                 if let Some(s) = self.slots.borrow_mut().get_mut(idx) {
                     s.peer = to;
                     s.source = opened.source;
@@ -283,8 +330,7 @@ impl<T: BotTransport + 'static> Shared<T> {
                 self.rearm_source(opened.source);
             }
             Err(e) => {
-                self.rec
-                    .borrow_mut()
+                self.rec(group)
                     .connect_failures
                     .add2("relink", error_name(&e), 1);
                 self.drive(idx, now, |bot, rec| bot.handle_transport_closed(now, rec));
@@ -357,7 +403,7 @@ impl<T: BotTransport + 'static> Shared<T> {
                     if first {
                         let opened = self.slots.borrow().get(idx).and_then(|s| s.opened_at);
                         if let Some(at) = opened {
-                            self.rec.borrow_mut().record_extra(
+                            self.rec(self.group_of_slot(idx)).record_extra(
                                 "transport_handshake_us",
                                 now.saturating_duration_since(at).as_micros() as u64,
                             );
@@ -423,10 +469,11 @@ impl<T: BotTransport + 'static> Shared<T> {
                             s.transport_failed = true;
                             s.closing = true;
                         }
-                        self.rec
-                            .borrow_mut()
-                            .connect_failures
-                            .add2(T::NAME, why.as_str(), 1);
+                        self.rec(self.group_of_slot(idx)).connect_failures.add2(
+                            T::NAME,
+                            why.as_str(),
+                            1,
+                        );
                     } else {
                         if let Some(s) = self.slots.borrow_mut().get_mut(idx) {
                             // The session is gone: nothing left to close.
@@ -446,7 +493,7 @@ impl<T: BotTransport + 'static> Shared<T> {
     fn on_datagrams(self: &Rc<Self>, src: Source, now: Instant, n: usize) {
         {
             let rx = self.rx.borrow();
-            let mut rec = self.rec.borrow_mut();
+            let mut rec = self.rec(self.group_of_source(src));
             for size in rx.sizes(n) {
                 rec.wire_down(size);
             }
@@ -548,7 +595,7 @@ impl<T: BotTransport + 'static> Shared<T> {
 
     fn on_source_timer(self: &Rc<Self>, src: Source, now: Instant) {
         {
-            let mut rec = self.rec.borrow_mut();
+            let mut rec = self.rec(self.group_of_source(src));
             let mut events = self.events.borrow_mut();
             self.transport
                 .borrow_mut()
@@ -569,6 +616,7 @@ pub fn run_worker(spec: WorkerSpec, tx: Sender<WorkerMsg>, stop: watch::Receiver
         Err(_) => {
             let _ = tx.send(WorkerMsg::Done {
                 rec: Recorder::new(),
+                groups: Vec::new(),
                 ever_connected: 0,
                 failed: spec.bots.len() as u64,
                 connected_now: 0,
@@ -627,7 +675,8 @@ async fn worker_main<T: BotTransport + 'static>(
         slots: RefCell::new(Vec::with_capacity(spec.bots.len())),
         sources: RefCell::new(Vec::new()),
         transport: RefCell::new(transport),
-        rec: RefCell::new(Recorder::new()),
+        recs: RefCell::new((0..spec.groups.max(1)).map(|_| Recorder::new()).collect()),
+        source_groups: RefCell::new(Vec::new()),
         timers: RefCell::new(BinaryHeap::with_capacity(spec.bots.len() * 2)),
         timer_target: Cell::new(None),
         timer_wake: Notify::new(),
@@ -649,10 +698,11 @@ async fn worker_main<T: BotTransport + 'static>(
     ));
 
     // Spawn bots on schedule; stop them on ramp-down; end at run_end or on the stop signal.
-    let mut stops: Vec<(Instant, usize)> = Vec::new();
+    let mut stops: Vec<(Instant, usize, StopKind)> = Vec::new();
     // Bots that got no socket (a source address not on this machine, no descriptors left):
     // counted here, since the recorder's counters are handed over every second.
-    let mut socket_failures = 0u64;
+    let groups = spec.groups.max(1);
+    let mut socket_failures = vec![0u64; groups];
     // Transport handshakes (ENet's connect) still pending: the bot fails at its protocol's
     // handshake_timeout, not at the transport's own (ENet gives up after up to 30 s).
     let mut connect_deadlines: Vec<(Instant, usize)> = Vec::new();
@@ -666,10 +716,8 @@ async fn worker_main<T: BotTransport + 'static>(
         let next_spawn = pending
             .peek()
             .map(|(ev, _, _, _)| spec.run_start + ev.start);
-        let next_stop = stops
-            .iter()
-            .chain(connect_deadlines.iter())
-            .map(|s| s.0)
+        let next_stop = (stops.iter().map(|s| s.0))
+            .chain(connect_deadlines.iter().map(|s| s.0))
             .min();
         let wake = [next_spawn, next_stop, Some(spec.run_end)]
             .into_iter()
@@ -684,6 +732,27 @@ async fn worker_main<T: BotTransport + 'static>(
         if now >= spec.run_end {
             break;
         }
+        // Stops first: a session the storm drops, or one ending, leaves before its
+        // reconnection or replacement (due at the same time) arrives.
+        let due: Vec<(usize, StopKind)> = (stops.iter())
+            .filter(|s| s.0 <= now)
+            .map(|s| (s.1, s.2))
+            .collect();
+        stops.retain(|s| s.0 > now);
+        for (idx, kind) in due {
+            let group = shared.group_of_slot(idx);
+            match kind {
+                StopKind::End => stop_bot(&shared, idx, now),
+                StopKind::SessionEnd => {
+                    shared.rec(group).event("lifecycle_session_ends");
+                    stop_bot(&shared, idx, now);
+                }
+                StopKind::Drop => {
+                    shared.rec(group).event("lifecycle_storm_drops");
+                    drop_bot(&shared, idx, now);
+                }
+            }
+        }
         while pending
             .peek()
             .is_some_and(|(ev, _, _, _)| spec.run_start + ev.start <= now)
@@ -693,7 +762,9 @@ async fn worker_main<T: BotTransport + 'static>(
             };
             let handshake_timeout = params.handshake_timeout;
             let bot = protocol.make_bot(params);
-            match spawn_bot(&shared, bot, peer, source_ip, now) {
+            let group = usize::from(ev.group).min(groups - 1);
+            count_spawn(&mut shared.rec(group), &ev, now, spec.run_start);
+            match spawn_bot(&shared, bot, group, peer, source_ip, now) {
                 Ok(idx) => {
                     let pending_transport =
                         shared.slots.borrow().get(idx).is_some_and(|s| {
@@ -703,20 +774,15 @@ async fn worker_main<T: BotTransport + 'static>(
                         connect_deadlines.push((now + handshake_timeout, idx));
                     }
                     if let Some(stop_at) = ev.stop {
-                        stops.push((spec.run_start + stop_at, idx));
+                        stops.push((spec.run_start + stop_at, idx, ev.stop_kind));
                     }
                 }
                 Err(e) => {
-                    socket_failures += 1;
-                    let mut rec = shared.rec.borrow_mut();
+                    socket_failures[group] += 1;
+                    let mut rec = shared.rec(group);
                     rec.connect_failures.add2("socket", error_name(&e), 1);
                 }
             }
-        }
-        let due: Vec<usize> = stops.iter().filter(|s| s.0 <= now).map(|s| s.1).collect();
-        stops.retain(|s| s.0 > now);
-        for idx in due {
-            stop_bot(&shared, idx, now);
         }
         let due: Vec<usize> = connect_deadlines
             .iter()
@@ -736,27 +802,29 @@ async fn worker_main<T: BotTransport + 'static>(
     }
     // Polite shutdown: every bot sends its goodbye now.
     let now = Instant::now();
-    let (connected_now, silent_at_end) = {
-        let slots = shared.slots.borrow();
-        let in_play = slots
-            .iter()
-            .filter(|s| s.bot.phase() == BotPhase::Connected);
-        let silent = in_play
-            .clone()
-            .filter(|s| {
-                s.last_rx
-                    .is_none_or(|t| now.saturating_duration_since(t) >= SILENT_AT_END)
-            })
-            .count() as u64;
-        (in_play.count() as u64, silent)
-    };
+    // Per group: bots in play at the end, and of those the silent ones.
+    let mut by_group = vec![GroupBots::default(); groups];
+    for s in shared.slots.borrow().iter() {
+        if s.bot.phase() != BotPhase::Connected {
+            continue;
+        }
+        let g = &mut by_group[s.group.min(groups - 1)];
+        g.connected_now += 1;
+        if s.last_rx
+            .is_none_or(|t| now.saturating_duration_since(t) >= SILENT_AT_END)
+        {
+            g.silent_at_end += 1;
+        }
+    }
     let census = shared.census(now);
     let count = shared.slots.borrow().len();
     for idx in 0..count {
         stop_bot(&shared, idx, now);
     }
     {
-        let mut rec = shared.rec.borrow_mut();
+        // The goodbyes of every group's bots: counted in the first group's recorder (they
+        // leave after the run's figures; the whole run's totals hold them either way).
+        let mut rec = shared.rec(0);
         shared.transport.borrow_mut().finish(now, &mut rec);
     }
     intervals.abort();
@@ -768,18 +836,23 @@ async fn worker_main<T: BotTransport + 'static>(
     while !shared.transport.borrow().is_idle() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let (ever_connected, failed) = {
-        let slots = shared.slots.borrow();
-        let ever = slots.iter().filter(|s| s.ever_connected).count() as u64;
-        let failed = slots
-            .iter()
-            .filter(|s| {
-                !s.ever_connected && (s.transport_failed || s.bot.phase() == BotPhase::Failed)
-            })
-            .count() as u64;
-        (ever, failed)
-    };
-    let lost = shared.slots.borrow().iter().filter(|s| s.lost).count() as u64;
+    for s in shared.slots.borrow().iter() {
+        let g = &mut by_group[s.group.min(groups - 1)];
+        g.sessions += 1;
+        if s.ever_connected {
+            g.connected += 1;
+        } else if s.transport_failed || s.bot.phase() == BotPhase::Failed {
+            g.failed += 1;
+        }
+        if s.lost {
+            g.lost += 1;
+        }
+    }
+    for (g, n) in by_group.iter_mut().zip(&socket_failures) {
+        g.failed += n;
+        g.sessions += n;
+    }
+    let total = GroupBots::sum(&by_group);
     // Sorted, then counted per run of equal addresses: a /8 pool gives every bot its own.
     let mut ips: Vec<IpAddr> = (shared.slots.borrow().iter())
         .filter(|s| s.ever_connected)
@@ -793,17 +866,33 @@ async fn worker_main<T: BotTransport + 'static>(
             _ => connected_by_source.push((ip, 1)),
         }
     }
-    let rec = shared.rec.borrow_mut().take_interval();
+    let (rec, groups) = take_recorders(&shared.recs);
     let _ = tx.send(WorkerMsg::Done {
         rec,
-        ever_connected,
-        failed: failed + socket_failures,
-        connected_now,
-        lost,
-        silent_at_end,
+        groups: groups.into_iter().zip(by_group).collect(),
+        ever_connected: total.connected,
+        failed: total.failed,
+        connected_now: total.connected_now,
+        lost: total.lost,
+        silent_at_end: total.silent_at_end,
         census,
         connected_by_source,
     });
+}
+
+/// What every group recorded since the last call, all together and (with more than one
+/// group) per group; the recorders start afresh. Once a second, off the hot path.
+fn take_recorders(recs: &RefCell<Vec<Recorder>>) -> (Recorder, Vec<Recorder>) {
+    let mut recs = recs.borrow_mut();
+    if recs.len() == 1 {
+        return (recs[0].take_interval(), Vec::new());
+    }
+    let per_group: Vec<Recorder> = recs.iter_mut().map(Recorder::take_interval).collect();
+    let mut whole = Recorder::new();
+    for r in &per_group {
+        whole.merge(r);
+    }
+    (whole, per_group)
 }
 
 /// Give the bot a link to its server; it starts now (raw UDP) or when the transport's
@@ -811,20 +900,23 @@ async fn worker_main<T: BotTransport + 'static>(
 fn spawn_bot<T: BotTransport + 'static>(
     shared: &Rc<Shared<T>>,
     bot: Box<dyn Bot>,
+    group: usize,
     peer: SocketAddr,
     source_ip: Option<IpAddr>,
     now: Instant,
 ) -> std::io::Result<usize> {
     let idx = shared.slots.borrow().len();
     let opened = {
-        let mut rec = shared.rec.borrow_mut();
+        let mut rec = shared.rec(group);
         shared
             .transport
             .borrow_mut()
-            .open(idx, peer, source_ip, now, &mut rec)?
+            .open(idx, group, peer, source_ip, now, &mut rec)?
     };
+    shared.set_source_group(opened.source, group);
     shared.slots.borrow_mut().push(Slot {
         bot,
+        group,
         peer,
         source_ip,
         source: opened.source,
@@ -876,11 +968,71 @@ fn transport_connect_timeout<T: BotTransport + 'static>(
         s.source
     };
     {
-        let mut rec = shared.rec.borrow_mut();
+        let mut rec = shared.rec(shared.group_of_slot(idx));
         rec.connect_failures.add("transport connect timed out", 1);
         shared.transport.borrow_mut().close(idx, now, &mut rec);
     }
     shared.rearm_source(src);
+}
+
+/// Count a session the group's lifecycle started: an arrival (late if the generator started
+/// it more than [`LATE_JOIN`] after its time), a replacement, a storm's reconnection.
+fn count_spawn(rec: &mut Recorder, ev: &SpawnEvent, now: Instant, run_start: Instant) {
+    match ev.kind {
+        SpawnKind::Stage => {}
+        SpawnKind::Arrival => {
+            rec.event("lifecycle_arrivals");
+            if now.saturating_duration_since(run_start + ev.start) > LATE_JOIN {
+                rec.event("lifecycle_arrivals_late");
+            }
+        }
+        SpawnKind::Replacement => rec.event("lifecycle_replacements"),
+        SpawnKind::Reconnect => rec.event("lifecycle_storm_reconnects"),
+    }
+}
+
+/// A bot that has left without a word (the reconnect storm): nothing more goes out or comes
+/// in for it, and it counts as closed.
+struct Dropped;
+
+impl Bot for Dropped {
+    fn start(&mut self, _: Instant, _: &mut Recorder) {}
+    fn handle_datagram(&mut self, _: Instant, _: &[u8], _: &mut Recorder) {}
+    fn handle_timeout(&mut self, _: Instant, _: &mut Recorder) {}
+    fn stop(&mut self, _: Instant, _: &mut Recorder) {}
+    fn poll_transmit(&mut self, _: &mut [u8]) -> Option<crate::protocol::Transmit> {
+        None
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+    fn phase(&self) -> BotPhase {
+        BotPhase::Closed
+    }
+}
+
+/// Drop a bot at once, as a player whose connection broke: no protocol goodbye (the server
+/// sees it go silent). The transport's session is released (over ENet that sends ENet's own
+/// disconnect, the only way to free the peer; over raw UDP nothing is sent and the socket
+/// stays open to the end, its late datagrams counted on the wire but never by a bot).
+fn drop_bot<T: BotTransport + 'static>(shared: &Rc<Shared<T>>, idx: usize, now: Instant) {
+    let close = match shared.slots.borrow_mut().get_mut(idx) {
+        Some(s) => {
+            s.stopping = true;
+            s.bot = Box::new(Dropped);
+            s.timer_gen = s.timer_gen.wrapping_add(1);
+            s.scheduled = None;
+            (!std::mem::replace(&mut s.closing, true)).then_some((s.source, s.group))
+        }
+        None => None,
+    };
+    if let Some((src, group)) = close {
+        {
+            let mut rec = shared.rec(group);
+            shared.transport.borrow_mut().close(idx, now, &mut rec);
+        }
+        shared.rearm_source(src);
+    }
 }
 
 /// Stop a bot: the protocol's goodbye, then the transport's.
@@ -898,7 +1050,7 @@ fn stop_bot<T: BotTransport + 'static>(shared: &Rc<Shared<T>>, idx: usize, now: 
     };
     if let Some(src) = close {
         {
-            let mut rec = shared.rec.borrow_mut();
+            let mut rec = shared.rec(shared.group_of_slot(idx));
             shared.transport.borrow_mut().close(idx, now, &mut rec);
         }
         shared.rearm_source(src);
@@ -930,11 +1082,11 @@ async fn recv_loop<T: BotTransport + 'static>(
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 Err(e) => {
                     // Connected UDP reports ICMP errors (closed port) here, once each.
-                    shared
-                        .rec
-                        .borrow_mut()
-                        .send_errors
-                        .add2("recv", error_name(&e), 1);
+                    shared.rec(shared.group_of_source(src)).send_errors.add2(
+                        "recv",
+                        error_name(&e),
+                        1,
+                    );
                 }
             }
         }
@@ -1012,7 +1164,8 @@ async fn interval_loop<T: BotTransport + 'static>(
         let connected_now = {
             let mut slots = shared.slots.borrow_mut();
             let transport = shared.transport.borrow();
-            let mut rec = shared.rec.borrow_mut();
+            let mut recs = shared.recs.borrow_mut();
+            let last = recs.len().saturating_sub(1);
             let mut connected = 0u64;
             for (idx, s) in slots.iter_mut().enumerate() {
                 let (up, down) = (s.second_up, s.second_down);
@@ -1024,23 +1177,25 @@ async fn interval_loop<T: BotTransport + 'static>(
                     continue;
                 }
                 connected += 1;
+                let rec = &mut recs[s.group.min(last)];
                 if whole {
                     rec.record_bot_second(up, down);
                 }
                 // The transport's own view, next to the protocol's: one sample per bot a second.
-                transport.sample(idx, &mut rec);
+                transport.sample(idx, rec);
             }
             connected
         };
-        let rec = shared.rec.borrow_mut().take_interval();
         // One clock read a second: this thread's CPU time, all its bots included.
         let cpu_now = super::health::thread_cpu_us();
         let cpu_us = cpu_now.zip(cpu_before).map(|(n, b)| n.saturating_sub(b));
         cpu_before = cpu_now;
+        let (rec, groups) = take_recorders(&shared.recs);
         if tx
             .send(WorkerMsg::Interval {
                 index,
                 rec,
+                groups,
                 connected_now,
                 census,
                 worker,

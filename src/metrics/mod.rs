@@ -6,6 +6,7 @@
 //! totals, and shards from several machines merge into one report, without losing anything.
 
 pub mod describe;
+pub mod groups;
 mod named;
 pub mod phases;
 pub mod run;

@@ -202,6 +202,8 @@ pub struct RunOutcome {
     /// The target's own metrics, scraped during the run (`server_metrics:`); the engine
     /// leaves it `None`, the CLI's scrapers fill it.
     pub server_metrics: Option<super::server_series::ServerMetrics>,
+    /// Per group, in the scenario's order, when it has `groups:` (empty without).
+    pub groups: Vec<super::groups::GroupOutcome>,
 }
 
 /// Bots per source address (`engine.source_addresses`): planned and ever connected. A pool

@@ -12,6 +12,11 @@
 //! - Count metrics (`decode_errors`, `bots_failed`, `bots_never_connected`, `inputs_skipped`, ...)
 //!   take a plain number.
 //!
+//! A metric may name a group of the population (`groups:` in the scenario) in braces right
+//! after its name: `rtt{group=mobile} p99 < 250ms`, `downstream_loss{group=wifi} < 5%`. The
+//! threshold then reads the group's figure (`groups.mobile.rtt_us.p99` in summary.json)
+//! instead of the whole run's.
+//!
 //! Observed values are compared in the metric's own unit: microseconds for times, a fraction
 //! for rates.
 
@@ -313,6 +318,9 @@ pub struct Threshold {
     /// One of the checks every run gets unless the scenario sets its own threshold on the
     /// same metric (or turns them off with `default_checks: false`).
     pub default: bool,
+    /// The group of the population whose figure this reads (`rtt{group=mobile} p99`);
+    /// `None`: the whole run's.
+    pub group: Option<String>,
 }
 
 /// The checks a run gets without asking: a server that died or went silent must fail the
@@ -339,7 +347,10 @@ pub fn default_checks(own: &[Threshold]) -> Vec<Threshold> {
     DEFAULT_CHECKS
         .iter()
         .filter_map(|t| Threshold::parse(t).ok())
-        .filter(|d| !own.iter().any(|t| t.metric == d.metric))
+        .filter(|d| {
+            !own.iter()
+                .any(|t| t.metric == d.metric && t.group.is_none())
+        })
         .map(|mut d| {
             d.default = true;
             d
@@ -367,13 +378,14 @@ impl Threshold {
             .iter()
             .find_map(|o| t.find(o).map(|i| (i, *o, o.len())))
             .ok_or_else(|| format!("`{t}` has no comparison; write e.g. `rtt p99 < 50ms`"))?;
+        let (group, lhs_text) = split_group(&t[..op_at])?;
         let op = match op {
             "<=" => Op::Le,
             ">=" => Op::Ge,
             "<" => Op::Lt,
             _ => Op::Gt,
         };
-        let lhs: Vec<&str> = t[..op_at].split_whitespace().collect();
+        let lhs: Vec<&str> = lhs_text.split_whitespace().collect();
         let rhs = t[op_at + op_len..].trim();
         let time = |name: &str| match name {
             "rtt" => Some(TimeMetric::Rtt),
@@ -463,8 +475,56 @@ impl Threshold {
             limit,
             text: t.to_string(),
             default: false,
+            group,
         })
     }
+
+    /// Where the observed value sits in summary.json: the metric's path, under
+    /// `groups.NAME.` for a group's.
+    pub fn path(&self) -> String {
+        match &self.group {
+            Some(g) => format!("groups.{g}.{}", self.metric.path()),
+            None => self.metric.path(),
+        }
+    }
+}
+
+/// `rtt{group=mobile} p99` -> (`mobile`, `rtt p99`); without braces, no group.
+fn split_group(lhs: &str) -> Result<(Option<String>, String), String> {
+    let Some(open) = lhs.find('{') else {
+        if lhs.contains('}') {
+            return Err(format!("`{}`: a `}}` without its `{{`", lhs.trim()));
+        }
+        return Ok((None, lhs.to_string()));
+    };
+    let close = lhs[open..].find('}').map(|i| i + open).ok_or_else(|| {
+        format!(
+            "`{}`: `{{` is not closed; write e.g. `rtt{{group=mobile}} p99`",
+            lhs.trim()
+        )
+    })?;
+    let inner = &lhs[open + 1..close];
+    let bad = || {
+        format!(
+            "`{{{inner}}}`: a threshold names a group as `{{group=NAME}}` after the metric, \
+             e.g. `rtt{{group=mobile}} p99 < 250ms`"
+        )
+    };
+    let (key, name) = inner.split_once('=').ok_or_else(bad)?;
+    let name = name.trim();
+    if key.trim() != "group"
+        || name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        return Err(bad());
+    }
+    let rest = format!("{} {}", &lhs[..open], &lhs[close + 1..]);
+    if rest.contains(['{', '}']) {
+        return Err(bad());
+    }
+    Ok((Some(name.to_string()), rest))
 }
 
 impl fmt::Display for Threshold {
@@ -536,6 +596,36 @@ mod tests {
         assert!((t.limit - 0.999).abs() < 1e-12);
         let t = Threshold::parse("decode_errors <= 0").unwrap();
         assert_eq!((t.metric, t.limit), (Metric::DecodeErrors, 0.0));
+    }
+
+    #[test]
+    fn a_metric_may_name_a_group() {
+        let t = Threshold::parse("rtt{group=mobile} p99 < 250ms").unwrap();
+        assert_eq!(t.metric, Metric::Time(TimeMetric::Rtt, Stat::P99));
+        assert_eq!(t.group.as_deref(), Some("mobile"));
+        assert_eq!(t.limit, 250_000.0);
+        assert_eq!(t.path(), "groups.mobile.rtt_us.p99");
+        let t = Threshold::parse("downstream_loss{group = wifi-5} < 5%").unwrap();
+        assert_eq!(
+            (t.metric, t.group.as_deref()),
+            (Metric::DownstreamLoss, Some("wifi-5"))
+        );
+        assert_eq!(t.path(), "groups.wifi-5.loss.downstream.rate");
+        assert_eq!(Threshold::parse("rtt p99 < 5ms").unwrap().group, None);
+        for bad in [
+            "rtt{group=} p99 < 5ms",
+            "rtt{grp=a} p99 < 5ms",
+            "rtt{group=a p99 < 5ms",
+            "rtt}group=a{ p99 < 5ms",
+            "rtt{group=a b} p99 < 5ms",
+        ] {
+            assert!(Threshold::parse(bad).is_err(), "{bad}");
+        }
+        // A group's threshold does not replace the whole run's default check.
+        let own = [Threshold::parse("bots_lost{group=a} <= 3").unwrap()];
+        assert!(default_checks(&own)
+            .iter()
+            .any(|d| d.metric == Metric::BotsLost));
     }
 
     #[test]

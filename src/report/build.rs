@@ -63,7 +63,106 @@ impl RunInfo {
     }
 }
 
+/// The run's summary, with its groups' (if the scenario has `groups:`) and its verdict.
+/// A threshold that names a group is judged on the group's figures.
 pub fn summarize(info: &RunInfo, run: &RunOutcome) -> Summary {
+    let whole = RunInfo {
+        thresholds: info
+            .thresholds
+            .iter()
+            .filter(|t| t.group.is_none())
+            .cloned()
+            .collect(),
+        ..info.clone()
+    };
+    let mut summary = summarize_one(&whole, run);
+    if run.groups.is_empty() && whole.thresholds.len() == info.thresholds.len() {
+        return summary;
+    }
+    let plain = RunInfo {
+        thresholds: Vec::new(),
+        ..info.clone()
+    };
+    let groups = super::groups::summarize_groups(run, |r| summarize_one(&plain, r));
+    let mut whole_results = std::mem::take(&mut summary.thresholds).into_iter();
+    let mut results = Vec::with_capacity(info.thresholds.len());
+    for th in &info.thresholds {
+        let Some(name) = &th.group else {
+            results.extend(whole_results.next());
+            continue;
+        };
+        let found = groups
+            .iter()
+            .zip(&run.groups)
+            .find(|((g, _), _)| &g.name == name);
+        results.push(match found {
+            Some(((g, upstream_method), outcome)) => {
+                let t = &outcome.total;
+                let exact = |m: TimeMetric, q: f64| quantile_of(time_hist(t, m), q);
+                let why = info
+                    .cannot_measure(th.metric)
+                    .map(str::to_string)
+                    .or_else(|| {
+                        (th.metric == Metric::UpstreamLoss)
+                            .then(|| upstream_method.strip_prefix("not measurable: "))
+                            .flatten()
+                            .map(str::to_string)
+                    });
+                evaluate_with(
+                    th,
+                    &super::groups::as_summary(g),
+                    &exact,
+                    why,
+                    info.unmeasurable,
+                )
+            }
+            // The scenario refuses an unknown group; a plan built otherwise has no figure.
+            None => no_such_group(th),
+        });
+    }
+    summary.thresholds = results;
+    summary.verdict = verdict_of(&summary.thresholds);
+    summary.groups = super::groups::Groups(groups.into_iter().map(|(g, _)| g).collect());
+    summary
+}
+
+/// `pass` when every threshold held (or was skipped), else `fail`.
+pub fn verdict_of(results: &[ThresholdResult]) -> String {
+    if results.iter().all(|t| t.ok) {
+        "pass".into()
+    } else {
+        "fail".into()
+    }
+}
+
+/// A threshold on a group the run does not have: failed, with no data.
+pub fn no_such_group(th: &Threshold) -> ThresholdResult {
+    ThresholdResult {
+        metric: th.path(),
+        condition: th.text.clone(),
+        observed: None,
+        ok: false,
+        default: th.default,
+        unmeasurable: th
+            .group
+            .as_ref()
+            .map(|g| format!("the run has no group `{g}`")),
+        skipped: false,
+    }
+}
+
+/// A recorder's histogram of a time metric.
+fn time_hist(t: &crate::metrics::Recorder, m: TimeMetric) -> &hdrhistogram::Histogram<u64> {
+    match m {
+        TimeMetric::Rtt => &t.rtt_us,
+        TimeMetric::Handshake => &t.handshake_us,
+        TimeMetric::SendLateness => &t.send_lateness_us,
+        TimeMetric::SnapshotInterarrival => &t.snapshot_interarrival_us,
+    }
+}
+
+/// One run's (or one group's) summary and verdict.
+fn summarize_one(info: &RunInfo, run: &RunOutcome) -> Summary {
     let t = &run.total;
     let mut loss_method = info.loss_method.clone();
     if let Some(why) = info.cannot_measure(Metric::UpstreamLoss) {
@@ -212,6 +311,7 @@ pub fn summarize(info: &RunInfo, run: &RunOutcome) -> Summary {
         source_addresses: run.sources.clone(),
         network: info.network.clone(),
         server_metrics: run.server_metrics.clone(),
+        groups: Default::default(),
         protocol_metrics,
         protocol_metric_info,
         expected: Some(Expected::from_rates(
@@ -225,17 +325,7 @@ pub fn summarize(info: &RunInfo, run: &RunOutcome) -> Summary {
     summary
         .generator
         .judge_saturation(summary.inputs_sent, info.input_rate_hz);
-    let exact = |m: TimeMetric, q: f64| {
-        quantile_of(
-            match m {
-                TimeMetric::Rtt => &t.rtt_us,
-                TimeMetric::Handshake => &t.handshake_us,
-                TimeMetric::SendLateness => &t.send_lateness_us,
-                TimeMetric::SnapshotInterarrival => &t.snapshot_interarrival_us,
-            },
-            q,
-        )
-    };
+    let exact = |m: TimeMetric, q: f64| quantile_of(time_hist(t, m), q);
     summary.thresholds = info
         .thresholds
         .iter()
@@ -402,7 +492,7 @@ pub fn evaluate_with(
     };
     let skipped = unmeasurable.is_some() && policy == Unmeasurable::Skip;
     ThresholdResult {
-        metric: th.metric.path(),
+        metric: th.path(),
         condition: th.text.clone(),
         observed,
         ok: skipped || observed.is_some_and(|v| th.op.holds(v, th.limit)),
@@ -493,7 +583,74 @@ mod tests {
             target: "t".into(),
             sources: None,
             server_metrics: None,
+            groups: Vec::new(),
         }
+    }
+
+    /// Two groups: 500 µs and 50 ms round trips. Each group's threshold reads its own
+    /// figure (a listed percentile from the summary, another from the group's histogram);
+    /// the whole run's reads both.
+    #[test]
+    fn thresholds_that_name_a_group_read_the_groups_figures() {
+        use crate::metrics::groups::{GroupBots, GroupOutcome};
+        use crate::metrics::Recorder;
+        let group = |name: &str, rtt_us: u64| {
+            let mut total = Recorder::new();
+            for _ in 0..100 {
+                total.record_rtt(rtt_us);
+            }
+            GroupOutcome {
+                name: name.into(),
+                size: "share 50%".into(),
+                planned: 1,
+                total,
+                bots: GroupBots {
+                    sessions: 1,
+                    connected: 1,
+                    ..GroupBots::default()
+                },
+                network: None,
+                lifecycle: None,
+            }
+        };
+        let (a, b) = (group("a", 500), group("b", 50_000));
+        let mut whole = Recorder::new();
+        whole.merge(&a.total);
+        whole.merge(&b.total);
+        let mut run = outcome(whole);
+        run.planned = 2;
+        run.ever_connected = 2;
+        run.groups = vec![a, b];
+        let mut i = info();
+        i.thresholds = [
+            "rtt{group=a} p99 < 1ms",
+            "rtt p99 < 1ms",
+            "rtt{group=b} p95 < 1ms",
+            "connect_success{group=b} >= 100%",
+        ]
+        .iter()
+        .map(|t| Threshold::parse(t).unwrap())
+        .collect();
+        let s = summarize(&i, &run);
+        let got: Vec<(&str, bool)> = s
+            .thresholds
+            .iter()
+            .map(|t| (t.metric.as_str(), t.ok))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("groups.a.rtt_us.p99", true),
+                ("rtt_us.p99", false),
+                ("groups.b.rtt_us.p95", false),
+                ("groups.b.bots.connect_rate", true),
+            ]
+        );
+        assert_eq!(s.thresholds[2].observed, Some(50_015.0));
+        assert_eq!(s.verdict, "fail");
+        let names: Vec<&str> = s.groups.0.iter().map(|g| g.name.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert_eq!(s.groups.get("b").map(|g| g.rtt_us.count), Some(100));
     }
 
     #[test]

@@ -38,6 +38,21 @@ pub fn render(s: &Summary) -> String {
         s.duration_s,
         xml_escape(&s.started_at)
     );
+    // Per group (`groups:`): its figures as the suite's properties (its thresholds are test
+    // cases like any other).
+    let props = super::groups::figures(s);
+    if !props.is_empty() {
+        x.push_str("    <properties>\n");
+        for (name, value) in props {
+            w!(
+                x,
+                "      <property name=\"{}\" value=\"{}\"/>\n",
+                xml_escape(&name),
+                xml_escape(&value)
+            );
+        }
+        x.push_str("    </properties>\n");
+    }
     for t in &s.thresholds {
         w!(
             x,
@@ -164,6 +179,7 @@ mod tests {
             source_addresses: None,
             network: None,
             server_metrics: None,
+            groups: Default::default(),
             protocol_metrics: Default::default(),
             protocol_metric_info: Default::default(),
             expected: None,

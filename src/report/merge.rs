@@ -367,6 +367,7 @@ pub fn merge_runs(dirs: &[PathBuf], allow_missing: bool) -> Result<Merged, Merge
         || m.generator
             .lateness_p99_of_period
             .is_some_and(|x| x > super::summary::SATURATION_LATENESS_OF_PERIOD);
+    finish_groups(&mut m.groups).map_err(|e| input_err(&dirs[0], e))?;
     m.bandwidth.per_bot_up_bytes_per_s = digest("bot_up_bytes_per_s");
     m.bandwidth.per_bot_down_bytes_per_s = digest("bot_down_bytes_per_s");
     m.bandwidth.packet_size_up_bytes = digest("packet_size_up_bytes");
@@ -460,6 +461,24 @@ pub fn merge_runs(dirs: &[PathBuf], allow_missing: bool) -> Result<Merged, Merge
         } else {
             (policy, t.unmeasurable.clone())
         };
+        if let Some(name) = &th.group {
+            // A group's threshold, judged on the merged group.
+            let Some(g) = m.groups.get(name) else {
+                results.push(super::build::no_such_group(&th));
+                continue;
+            };
+            let exact = |tm: TimeMetric, q: f64| {
+                super::groups::time_histogram(g, tm).and_then(|h| quantile_of(&h, q))
+            };
+            results.push(evaluate_with(
+                &th,
+                &super::groups::as_summary(g),
+                &exact,
+                t.unmeasurable.clone(),
+                policy,
+            ));
+            continue;
+        }
         let exact = |tm: TimeMetric, q: f64| {
             time_hists
                 .get(tm.hlog_tag())
@@ -668,6 +687,7 @@ fn add_summary(m: &mut Summary, s: &Summary) -> Result<(), String> {
     )?;
     add_maps(&mut m.errors.decode, &s.errors.decode, "errors.decode")?;
     add_maps(&mut m.errors.connect, &s.errors.connect, "errors.connect")?;
+    add_groups(&mut m.groups, &s.groups)?;
     for (k, v) in &s.protocol_metrics {
         if let (Some(Value::Number(a)), Value::Number(b)) = (m.protocol_metrics.get(k), v) {
             if let (Some(a), Some(b)) = (a.as_u64(), b.as_u64()) {
@@ -677,6 +697,127 @@ fn add_summary(m: &mut Summary, s: &Summary) -> Result<(), String> {
         } else if !m.protocol_metrics.contains_key(k) {
             m.protocol_metrics.insert(k.clone(), v.clone());
         }
+    }
+    Ok(())
+}
+
+/// Add run `s`'s groups into the merged ones, by name: counters as the whole run's, and
+/// histograms exactly (decoded, added, encoded again).
+fn add_groups(
+    into: &mut super::groups::Groups,
+    from: &super::groups::Groups,
+) -> Result<(), String> {
+    use super::groups::{as_summary, decode, encode, project};
+    for g in &from.0 {
+        let Some(mine) = into.0.iter_mut().find(|m| m.name == g.name) else {
+            if into.0.len() >= crate::scenario::groups::MAX_GROUPS {
+                return Err(format!(
+                    "more than {} groups across the runs",
+                    crate::scenario::groups::MAX_GROUPS
+                ));
+            }
+            into.0.push(g.clone());
+            continue;
+        };
+        let mut a = as_summary(mine);
+        add_summary(&mut a, &as_summary(g)).map_err(|e| format!("group {}: {e}", g.name))?;
+        let mut histograms = std::mem::take(&mut mine.histograms);
+        for (tag, text) in &g.histograms {
+            let added = match histograms.get(tag) {
+                Some(have) => {
+                    let mut h = decode(have).map_err(|e| format!("group {}: {e}", g.name))?;
+                    let o = decode(text).map_err(|e| format!("group {}: {e}", g.name))?;
+                    hlog_read::add_counts(&mut h, &sparse(&o), o.len())?;
+                    encode(&h).ok_or("a group histogram cannot be encoded")?
+                }
+                None => {
+                    if histograms.len() >= super::groups::MAX_GROUP_HISTOGRAMS {
+                        return Err(format!("group {}: too many histograms", g.name));
+                    }
+                    text.clone()
+                }
+            };
+            histograms.insert(tag.clone(), added);
+        }
+        let network = mine.network.take();
+        let size = std::mem::take(&mut mine.size);
+        let lifecycle = match (mine.lifecycle, g.lifecycle) {
+            (Some(x), Some(y)) => Some(add_lifecycle(x, y)?),
+            (x, y) => x.or(y),
+        };
+        *mine = project(&g.name, &size, network, a);
+        mine.histograms = histograms;
+        mine.lifecycle = lifecycle;
+    }
+    Ok(())
+}
+
+/// Two shards' lifecycle counts added (checked).
+fn add_lifecycle(
+    a: super::groups::LifecycleSummary,
+    b: super::groups::LifecycleSummary,
+) -> Result<super::groups::LifecycleSummary, String> {
+    let (p, q) = (a.planned, b.planned);
+    let (d, e) = (a.done, b.done);
+    let s = |x: u64, y: u64| sum(x, y, "groups.lifecycle");
+    Ok(super::groups::LifecycleSummary {
+        planned: crate::metrics::groups::LifecyclePlan {
+            arrivals: s(p.arrivals, q.arrivals)?,
+            arrivals_dropped: s(p.arrivals_dropped, q.arrivals_dropped)?,
+            session_ends: s(p.session_ends, q.session_ends)?,
+            replacements: s(p.replacements, q.replacements)?,
+            storm_drops: s(p.storm_drops, q.storm_drops)?,
+        },
+        done: crate::metrics::groups::LifecycleDone {
+            arrivals: s(d.arrivals, e.arrivals)?,
+            arrivals_late: s(d.arrivals_late, e.arrivals_late)?,
+            session_ends: s(d.session_ends, e.session_ends)?,
+            replacements: s(d.replacements, e.replacements)?,
+            storm_drops: s(d.storm_drops, e.storm_drops)?,
+            storm_reconnects: s(d.storm_reconnects, e.storm_reconnects)?,
+        },
+    })
+}
+
+/// A histogram's non-zero counters as (value, count), for [`hlog_read::add_counts`].
+fn sparse(h: &Histogram<u64>) -> Vec<(u64, u64)> {
+    h.iter_recorded()
+        .map(|v| (v.value_iterated_to(), v.count_at_value()))
+        .collect()
+}
+
+/// After every run is added: each group's statistics again from its merged histograms, and
+/// its saturation rule from its merged counts.
+fn finish_groups(groups: &mut super::groups::Groups) -> Result<(), String> {
+    for g in &mut groups.0 {
+        let mut digests: BTreeMap<String, HistSummary> = BTreeMap::new();
+        for (tag, text) in &g.histograms {
+            let h = super::groups::decode(text).map_err(|e| format!("group {}: {e}", g.name))?;
+            digests.insert(tag.clone(), HistSummary::of(&h));
+        }
+        let d = |tag: &str| digests.get(tag).copied().unwrap_or_default();
+        g.rtt_us = d("rtt_us");
+        g.handshake_us = d("handshake_us");
+        g.snapshot_interarrival_us = d("snapshot_interarrival_us");
+        g.generator.send_lateness_us = d("send_lateness_us");
+        g.bandwidth.per_bot_up_bytes_per_s = d("bot_up_bytes_per_s");
+        g.bandwidth.per_bot_down_bytes_per_s = d("bot_down_bytes_per_s");
+        g.bandwidth.packet_size_up_bytes = d("packet_size_up_bytes");
+        g.bandwidth.packet_size_down_bytes = d("packet_size_down_bytes");
+        for (tag, h) in &digests {
+            if g.protocol_metrics.get(tag).is_some_and(Value::is_object) {
+                g.protocol_metrics.insert(tag.clone(), serde_json::json!(h));
+            }
+        }
+        let gen = &mut g.generator;
+        let due = g.inputs_sent.saturating_add(gen.inputs_skipped);
+        gen.skipped_share = (due > 0).then(|| gen.inputs_skipped as f64 / due as f64);
+        gen.saturated = gen
+            .skipped_share
+            .is_some_and(|x| x > super::summary::SATURATION_SKIPPED_SHARE)
+            || gen
+                .lateness_p99_of_period
+                .is_some_and(|x| x > super::summary::SATURATION_LATENESS_OF_PERIOD);
     }
     Ok(())
 }

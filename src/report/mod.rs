@@ -3,6 +3,7 @@
 pub mod build;
 pub mod compare;
 pub mod format;
+pub mod groups;
 pub mod hlog;
 pub mod hlog_read;
 pub mod html;

@@ -319,6 +319,11 @@ pub struct Summary {
     /// Absent when the scenario scrapes nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_metrics: Option<crate::metrics::server_series::ServerMetrics>,
+    /// Per group of the population (`groups:` in the scenario), in the scenario's order:
+    /// the same figures as the whole run's, under the same keys, beside the conditions the
+    /// group was given (see [`super::groups`]). Absent when the scenario has no groups.
+    #[serde(default, skip_serializing_if = "super::groups::Groups::is_empty")]
+    pub groups: super::groups::Groups,
     /// Per-protocol extras: counters, and histograms as `{count,min,mean,p50,...}`.
     pub protocol_metrics: serde_json::Map<String, serde_json::Value>,
     /// How to read and show `protocol_metrics` entries (label, unit, card/chart/table), as

@@ -63,10 +63,33 @@ pub struct ScenarioFile {
     /// ([`super::server_metrics`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub server_metrics: Vec<super::server_metrics::ServerMetricsEndpoint>,
+    /// Named groups of bots, each a share of the population (or a fixed count) with its own
+    /// behaviour, network, target and source addresses (see [`super::groups`]). Unset: one
+    /// group of every bot, with the settings above.
+    #[serde(
+        default,
+        deserialize_with = "groups",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub groups: Option<Vec<super::groups::GroupSpec>>,
+}
+
+/// `groups:`, checked as a whole where it is read (shares adding up, names unique, at most
+/// [`super::groups::MAX_GROUPS`]), so the message points at it.
+fn groups<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Vec<super::groups::GroupSpec>>, D::Error> {
+    let g = Option::<Vec<super::groups::GroupSpec>>::deserialize(d)?;
+    if let Some(g) = &g {
+        super::groups::check_groups(g).map_err(serde::de::Error::custom)?;
+    }
+    Ok(g)
 }
 
 /// `network:`, checked where it is read, so a bad value is reported at its own line.
-fn network<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<NetworkConditions>, D::Error> {
+pub(super) fn network<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<NetworkConditions>, D::Error> {
     let n = Option::<NetworkConditions>::deserialize(d)?;
     if let Some(n) = &n {
         n.validate().map_err(serde::de::Error::custom)?;
@@ -167,7 +190,7 @@ pub struct Behaviour {
 
 /// `behaviour.input_rate`, checked where it is read, so a bad value is reported at its own
 /// line and column as a syntax error is.
-fn input_rate<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+pub(super) fn input_rate<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     let hz = f64::deserialize(d)?;
     if hz > 0.0 && hz <= 1000.0 {
         Ok(hz)
@@ -180,7 +203,7 @@ fn input_rate<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
 
 /// Durations that must be longer than 0 (a ping interval, a timeout), one function per key so
 /// the message names it.
-mod positive {
+pub(super) mod positive {
     use serde::Deserialize;
 
     use crate::duration::Dur;

@@ -4,6 +4,8 @@
 //! and every error names the file, line and column.
 
 mod file;
+pub mod groups;
+pub mod lifecycle;
 pub mod plan;
 pub mod server_metrics;
 pub mod source_pool;
@@ -16,10 +18,11 @@ pub use crate::duration::{format_duration, parse_duration, Dur};
 pub use crate::metrics::threshold::{self, Metric, Threshold};
 pub use crate::protocol::{ProtocolSection, ServerParams as ServerSection};
 pub use file::{
-    Behaviour, CompareSection, EngineSection, OutputSection, PatternSpec, ScenarioFile, Stage,
-    Target,
+    Behaviour, CompareSection, EngineSection, InputMode, OutputSection, PatternSpec, ScenarioFile,
+    Stage, Target,
 };
-pub use plan::{Overrides, Plan, Shard, SpawnEvent};
+pub use groups::{GroupSize, GroupSpec};
+pub use plan::{GroupPlan, Overrides, Plan, Shard, SpawnEvent, SpawnKind, StopKind};
 pub use source_pool::SourcePool;
 
 #[derive(Debug, Error)]
@@ -78,7 +81,7 @@ pub fn parse(text: &str, path: &Path) -> Result<ScenarioFile, ScenarioError> {
             path.display()
         )));
     }
-    serde_saphyr::from_str::<ScenarioFile>(text).map_err(|e| {
+    let file = serde_saphyr::from_str::<ScenarioFile>(text).map_err(|e| {
         let shown = path.display().to_string();
         let mut msg = e.to_string().replace("<input>", &shown);
         // "error: line 4 column 3: ..." -> "scenario.yaml:4:3: ..." so editors can jump to it.
@@ -105,7 +108,50 @@ pub fn parse(text: &str, path: &Path) -> Result<ScenarioFile, ScenarioError> {
             msg.push_str(&format!("\nhelp: did you mean `{hint}`?"));
         }
         ScenarioError::Parse(msg)
-    })
+    })?;
+    check_threshold_groups(&file, text, path)?;
+    Ok(file)
+}
+
+/// Every group a threshold names is one of the scenario's `groups:`; otherwise the error
+/// points at the threshold's line and column (found as the threshold's text in the file).
+fn check_threshold_groups(
+    file: &ScenarioFile,
+    text: &str,
+    path: &Path,
+) -> Result<(), ScenarioError> {
+    let names: Vec<&str> = file
+        .groups
+        .iter()
+        .flatten()
+        .map(|g| g.name.as_str())
+        .collect();
+    for t in &file.thresholds {
+        let Some(group) = &t.group else { continue };
+        if names.contains(&group.as_str()) {
+            continue;
+        }
+        let known = if names.is_empty() {
+            "the scenario has no `groups:`".to_string()
+        } else {
+            format!("its groups are {}", names.join(", "))
+        };
+        let at = text
+            .find(t.text.as_str())
+            .map(|i| {
+                let before = &text[..i];
+                let line = before.matches('\n').count() + 1;
+                let col = i - before.rfind('\n').map_or(0, |n| n + 1) + 1;
+                format!("{line}:{col}:")
+            })
+            .unwrap_or_default();
+        return Err(ScenarioError::Parse(format!(
+            "{}:{at} threshold `{}` names group `{group}`, but {known}",
+            path.display(),
+            t.text
+        )));
+    }
+    Ok(())
 }
 
 /// For "unknown field (or variant) `x`, expected one of a, b": the closest known name, if it

@@ -76,6 +76,36 @@ pub struct SpawnEvent {
     pub index: u32,
     pub start: Duration,
     pub stop: Option<Duration>,
+    /// The bot's group: an index into [`Plan::groups`].
+    pub group: u16,
+    /// Why this session starts: a bot of the stages, or its group's lifecycle.
+    pub kind: SpawnKind,
+    /// How it stops at `stop`.
+    pub stop_kind: StopKind,
+}
+
+/// Why a session starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpawnKind {
+    /// A bot of the population the stages ramp.
+    Stage,
+    /// A bot arriving at its group's rate (open model).
+    Arrival,
+    /// A new bot in the place of one whose session ended.
+    Replacement,
+    /// A bot the reconnect storm dropped, back with a new session.
+    Reconnect,
+}
+
+/// How a session stops at its `stop`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopKind {
+    /// Politely (the protocol's goodbye): a ramp down, or the run's end.
+    End,
+    /// Politely, at the end of the session length its group drew.
+    SessionEnd,
+    /// At once, without a goodbye (the reconnect storm): the server sees it go silent.
+    Drop,
 }
 
 #[derive(Debug, Clone)]
@@ -120,6 +150,37 @@ pub struct Plan {
     pub network: Option<crate::netsim::NetworkConditions>,
     /// `server_metrics:`: the target's Prometheus endpoints to scrape during the run.
     pub server_metrics: Vec<super::server_metrics::ServerMetricsEndpoint>,
+    /// The population's groups (`groups:`), in file order; one implicit group without it.
+    pub groups: Vec<GroupPlan>,
+    /// The group of each bot by index (empty: every bot is in group 0).
+    pub bot_groups: Vec<u16>,
+    /// Each bot's place among its group's bots, by index (for the group's source pool).
+    pub bot_ranks: Vec<u32>,
+}
+
+/// One group of the population as the engine runs it.
+#[derive(Debug, Clone)]
+pub struct GroupPlan {
+    pub name: String,
+    /// The one group of a scenario without `groups:` (no `groups` block in summary.json).
+    pub implicit: bool,
+    /// As written (`None` for the implicit group).
+    pub size: Option<super::GroupSize>,
+    /// The group's behaviour; `Plan::bot_params` fills in index, phase and seed.
+    pub template: BotParams,
+    /// The group's simulated link (its own `network:` or the scenario's), when it changes
+    /// anything.
+    pub network: Option<crate::netsim::NetworkConditions>,
+    /// The group's own servers (`None`: the scenario's).
+    pub targets: Option<Vec<SocketAddr>>,
+    /// The group's `target:` as written.
+    pub target_text: Option<String>,
+    /// The group's own source addresses (`None`: the scenario's pool, if any).
+    pub source_pool: Option<super::SourcePool>,
+    /// Sessions of this group that start within the run (and within this shard).
+    pub planned: u64,
+    /// What its `lifecycle:` schedules within the run (and this shard), if it has one.
+    pub lifecycle: Option<super::lifecycle::LifecyclePlan>,
 }
 
 fn invalid(path: &Path, message: impl Into<String>) -> ScenarioError {
@@ -194,29 +255,8 @@ impl Plan {
             (None, Target::One(t)) => t.clone(),
             (None, Target::Many(v)) => v.join(","),
         };
-        let targets = if target_text == "embedded" {
-            Targets::Embedded
-        } else {
-            let mut addrs = Vec::new();
-            for t in target_text
-                .split(',')
-                .map(str::trim)
-                .filter(|t| !t.is_empty())
-            {
-                for one in expand_port_range(t, info.default_port).map_err(|m| invalid(path, m))? {
-                    let a = one
-                        .to_socket_addrs()
-                        .map_err(|e| invalid(path, format!("target `{t}` does not resolve: {e}")))?
-                        .next()
-                        .ok_or_else(|| invalid(path, format!("target `{t}` has no address")))?;
-                    addrs.push(a);
-                }
-            }
-            if addrs.is_empty() {
-                return Err(invalid(path, "target is empty"));
-            }
-            Targets::Addrs(addrs)
-        };
+        let targets =
+            resolve_targets(&target_text, info.default_port).map_err(|m| invalid(path, m))?;
 
         // Population.
         let stages = &file.population.stages;
@@ -234,7 +274,12 @@ impl Plan {
             })
             .max()
             .unwrap_or(0);
-        if file_peak == 0 {
+        let arrivals = file
+            .groups
+            .iter()
+            .flatten()
+            .any(|g| g.size == super::GroupSize::Arrivals);
+        if file_peak == 0 && !arrivals {
             return Err(invalid(
                 path,
                 "population never rises above 0 bots: add a `ramp_to` stage",
@@ -285,6 +330,9 @@ impl Plan {
             ));
         }
         let mut spawns = spawn_schedule(stages, &scale).map_err(|m| invalid(path, m))?;
+        // Every bot the stages ramp, before the run's length and the shard cut it: the
+        // groups divide this population, so a bot's group is the same in every shard.
+        let population = spawns.len() as u64;
         if let Some(rate) = file.population.spawn_rate {
             if rate <= 0.0 || !rate.is_finite() {
                 return Err(invalid(
@@ -316,7 +364,46 @@ impl Plan {
                 last = Some(s.start);
             }
         }
+        // Groups and their lifecycles, on the whole population before the run's length and
+        // the shard cut it (so every shard agrees on each bot).
+        let seed = ov.seed.or(file.seed).unwrap_or(1);
+        let mut bot_groups: Vec<u16> = Vec::new();
+        let mut bot_ranks: Vec<u32> = Vec::new();
+        let mut dropped_arrivals: Vec<(u16, u32)> = Vec::new();
+        if let Some(specs) = &file.groups {
+            let sizes = super::groups::sizes(specs, population)
+                .map_err(|m| invalid(path, format!("groups: {m}")))?;
+            bot_groups = super::groups::assign(&sizes, seed);
+            let mut next_rank = vec![0u32; specs.len()];
+            bot_ranks = bot_groups
+                .iter()
+                .map(|g| {
+                    let r = next_rank[usize::from(*g)];
+                    next_rank[usize::from(*g)] += 1;
+                    r
+                })
+                .collect();
+            for ev in &mut spawns {
+                ev.group = bot_groups.get(ev.index as usize).copied().unwrap_or(0);
+            }
+            let lifecycles: Vec<Option<&super::lifecycle::Lifecycle>> =
+                specs.iter().map(|g| g.lifecycle.as_ref()).collect();
+            if lifecycles.iter().any(Option::is_some) {
+                dropped_arrivals = super::lifecycle::expand(
+                    &mut spawns,
+                    &lifecycles,
+                    &mut bot_groups,
+                    &mut bot_ranks,
+                    seed,
+                    duration,
+                )
+                .map_err(|m| invalid(path, m))?;
+            }
+        }
         spawns.retain(|s| s.start < duration);
+        if let Some(shard) = ov.shard {
+            dropped_arrivals.retain(|(_, i)| shard.has(*i));
+        }
         if spawns.is_empty() {
             return Err(invalid(path, "no bot starts within the run's duration"));
         }
@@ -340,68 +427,16 @@ impl Plan {
         // warns, and the run fails it saying why, or skips it (`unmeasurable_thresholds`).
 
         // Behaviour.
-        let b = &file.behaviour;
-        for (key, d) in [
-            ("ping_interval", b.ping_interval.0),
-            ("handshake_timeout", b.handshake_timeout.0),
-            ("handshake_retry", b.handshake_retry.0),
-            ("silence_timeout", b.silence_timeout.0),
-        ] {
-            if d.is_zero() {
-                return Err(invalid(
-                    path,
-                    format!("behaviour.{key} must be longer than 0"),
-                ));
-            }
-        }
-        if !(b.input_rate > 0.0 && b.input_rate <= 1000.0) {
-            return Err(invalid(
-                path,
-                "behaviour.input_rate must be between 0 and 1000 Hz",
-            ));
-        }
-        protocol
-            .check_input_rate(b.input_rate)
-            .map_err(|m| invalid(path, m))?;
-        let pattern = match &b.pattern {
-            PatternSpec::Idle => InputPattern::Idle,
-            PatternSpec::RandomWalk { change_every } => InputPattern::RandomWalk {
-                change_every: change_every.0,
-            },
-            PatternSpec::Circle { period } => InputPattern::Circle { period: period.0 },
-            PatternSpec::Scripted { steps } => {
-                let mut out = Vec::with_capacity(steps.len());
-                for s in steps {
-                    let keys = Keys::from_names(s.keys.iter().map(String::as_str))
-                        .map_err(|m| invalid(path, format!("behaviour.pattern.steps: {m}")))?;
-                    out.push((keys, s.hold_for.0));
-                }
-                if out.iter().all(|(_, d)| d.is_zero()) {
-                    return Err(invalid(
-                        path,
-                        "behaviour.pattern.steps: the script has no length",
-                    ));
-                }
-                InputPattern::Scripted { steps: out }
-            }
+        let scenario_targets: std::sync::Arc<[SocketAddr]> = match &targets {
+            Targets::Addrs(a) => std::sync::Arc::from(a.as_slice()),
+            // Known once the engine has started them.
+            Targets::Embedded => std::sync::Arc::from(Vec::new()),
         };
-        let seed = ov.seed.or(file.seed).unwrap_or(1);
+        let bot_template = template(&file.behaviour, &protocol, seed, "behaviour")
+            .map_err(|m| invalid(path, m))?;
         let bot_template = BotParams {
-            index: 0,
-            input_rate_hz: b.input_rate,
-            input_on_change: b.input_mode == InputMode::OnChange,
-            phase_offset: Duration::ZERO,
-            pattern,
-            ping_interval: b.ping_interval.0.max(Duration::from_millis(10)),
-            handshake_retry: b.handshake_retry.0.max(Duration::from_millis(10)),
-            handshake_timeout: b.handshake_timeout.0,
-            server_silence_timeout: b.silence_timeout.0,
-            seed,
-            targets: match &targets {
-                Targets::Addrs(a) => std::sync::Arc::from(a.as_slice()),
-                // Known once the engine has started them.
-                Targets::Embedded => std::sync::Arc::from(Vec::new()),
-            },
+            targets: scenario_targets.clone(),
+            ..bot_template
         };
 
         let source_pool = ov
@@ -411,7 +446,9 @@ impl Plan {
         if let Some(pool) = &source_pool {
             check_source_pool(pool, &targets, &protocol).map_err(|m| invalid(path, m))?;
         }
-        if file.network.is_some() {
+        let any_network =
+            file.network.is_some() || file.groups.iter().flatten().any(|g| g.network.is_some());
+        if any_network {
             use crate::protocol::TransportNeeds;
             match protocol.transport() {
                 TransportNeeds::Udp | TransportNeeds::Enet(_) => {}
@@ -440,6 +477,124 @@ impl Plan {
                 ));
             }
         }
+        // Groups: their behaviour, link, servers and sources, and which bots they have.
+        let network = file
+            .network
+            .clone()
+            .filter(|n| n != &crate::netsim::NetworkConditions::default());
+        let (groups, bot_groups, bot_ranks) = match &file.groups {
+            None => (
+                vec![GroupPlan {
+                    name: super::groups::IMPLICIT.into(),
+                    implicit: true,
+                    size: None,
+                    template: bot_template.clone(),
+                    network: network.clone(),
+                    targets: None,
+                    target_text: None,
+                    source_pool: None,
+                    planned,
+                    lifecycle: None,
+                }],
+                Vec::new(),
+                Vec::new(),
+            ),
+            Some(specs) => {
+                let mut groups = Vec::with_capacity(specs.len());
+                for g in specs {
+                    let at = |m: String| invalid(path, format!("group `{}`: {m}", g.name));
+                    let behaviour = g.behaviour.apply(&file.behaviour);
+                    let mut t = template(&behaviour, &protocol, seed, "behaviour").map_err(at)?;
+                    let (own, text) = match &g.target {
+                        None | Some(Target::Embedded) => (None, None),
+                        Some(t) => {
+                            let text = match t {
+                                Target::One(s) => s.clone(),
+                                Target::Many(v) => v.join(","),
+                                Target::Embedded => String::new(),
+                            };
+                            let Targets::Addrs(a) =
+                                resolve_targets(&text, info.default_port).map_err(at)?
+                            else {
+                                return Err(at(
+                                    "target: embedded is the scenario's server; leave the group's target out to use it"
+                                        .into(),
+                                ));
+                            };
+                            (Some(a), Some(text))
+                        }
+                    };
+                    t.targets = match &own {
+                        Some(a) => std::sync::Arc::from(a.as_slice()),
+                        None => scenario_targets.clone(),
+                    };
+                    let group_targets = match &own {
+                        Some(a) => Targets::Addrs(a.clone()),
+                        None => targets.clone(),
+                    };
+                    if let Some(pool) = &g.source_addresses {
+                        check_source_pool(pool, &group_targets, &protocol).map_err(|m| {
+                            at(m.replace("engine.source_addresses", "source_addresses"))
+                        })?;
+                    } else if let (Some(pool), Some(_)) = (&source_pool, &own) {
+                        check_source_pool(pool, &group_targets, &protocol).map_err(at)?;
+                    }
+                    groups.push(GroupPlan {
+                        name: g.name.clone(),
+                        implicit: false,
+                        size: Some(g.size),
+                        template: t,
+                        network: g
+                            .network
+                            .clone()
+                            .or_else(|| network.clone())
+                            .filter(|n| n != &crate::netsim::NetworkConditions::default()),
+                        targets: own,
+                        target_text: text,
+                        source_pool: g.source_addresses.clone(),
+                        planned: 0,
+                        lifecycle: g
+                            .lifecycle
+                            .as_ref()
+                            .map(|_| super::lifecycle::LifecyclePlan::default()),
+                    });
+                }
+                for ev in &spawns {
+                    let Some(g) = groups.get_mut(usize::from(ev.group)) else {
+                        continue;
+                    };
+                    g.planned += 1;
+                    if let Some(l) = &mut g.lifecycle {
+                        match ev.kind {
+                            SpawnKind::Arrival => l.arrivals += 1,
+                            SpawnKind::Replacement => l.replacements += 1,
+                            SpawnKind::Stage | SpawnKind::Reconnect => {}
+                        }
+                        // Stops past the run's end never happen.
+                        if ev.stop.is_some_and(|s| s < duration) {
+                            match ev.stop_kind {
+                                StopKind::SessionEnd => l.session_ends += 1,
+                                StopKind::Drop => l.storm_drops += 1,
+                                StopKind::End => {}
+                            }
+                        }
+                    }
+                }
+                for (g, _) in &dropped_arrivals {
+                    if let Some(l) = groups
+                        .get_mut(usize::from(*g))
+                        .and_then(|g| g.lifecycle.as_mut())
+                    {
+                        l.arrivals_dropped += 1;
+                    }
+                }
+                (
+                    groups,
+                    std::mem::take(&mut bot_groups),
+                    std::mem::take(&mut bot_ranks),
+                )
+            }
+        };
 
         let cores = std::thread::available_parallelism()
             .map(|n| n.get())
@@ -478,10 +633,10 @@ impl Plan {
             bots_per_socket: file.engine.bots_per_socket.unwrap_or(1).max(1),
             enet_throttle: file.engine.enet_throttle.unwrap_or(true),
             shard: ov.shard,
-            network: file
-                .network
-                .clone()
-                .filter(|n| n != &crate::netsim::NetworkConditions::default()),
+            network,
+            groups,
+            bot_groups,
+            bot_ranks,
             source_pool,
             compare_limits: file.compare.max_regress.clone(),
             unmeasurable: file.unmeasurable_thresholds,
@@ -489,14 +644,35 @@ impl Plan {
         })
     }
 
-    /// Bot `index`'s source address, if the scenario has a pool.
-    pub fn source_of(&self, index: u32) -> Option<std::net::IpAddr> {
-        self.source_pool.as_ref().map(|p| p.for_bot(index))
+    /// The group (index into [`Plan::groups`]) bot `index` is in.
+    pub fn group_of(&self, index: u32) -> usize {
+        self.bot_groups
+            .get(index as usize)
+            .map_or(0, |g| usize::from(*g))
     }
 
-    /// The parameters of bot `index`: its own seed and its place on the input grid.
+    /// Bot `index`'s source address: its group's pool, else the scenario's, if any.
+    pub fn source_of(&self, index: u32) -> Option<std::net::IpAddr> {
+        let own = self
+            .groups
+            .get(self.group_of(index))
+            .and_then(|g| g.source_pool.as_ref());
+        match own {
+            Some(pool) => {
+                let rank = self.bot_ranks.get(index as usize).copied().unwrap_or(index);
+                Some(pool.for_bot(rank))
+            }
+            None => self.source_pool.as_ref().map(|p| p.for_bot(index)),
+        }
+    }
+
+    /// The parameters of bot `index`: its group's behaviour, its own seed and its place on
+    /// the input grid.
     pub fn bot_params(&self, index: u32) -> BotParams {
-        let mut p = self.bot_template.clone();
+        let mut p = self
+            .groups
+            .get(self.group_of(index))
+            .map_or_else(|| self.bot_template.clone(), |g| g.template.clone());
         p.index = index;
         p.seed = mix_seed(self.seed, u64::from(index));
         if let Some(period) = p.input_period() {
@@ -505,6 +681,65 @@ impl Plan {
             p.phase_offset = period.mul_f64(frac);
         }
         p
+    }
+
+    /// The groups' lines of `validate`: name, bots, size as written, and what is their own.
+    fn describe_groups(&self) -> String {
+        use super::GroupSize;
+        if self.groups.iter().all(|g| g.implicit) {
+            return String::new();
+        }
+        let mut s = format!(
+            "groups     {} (shares of the population left after the fixed counts, rounded to \
+             whole bots by the largest remainder; bots shuffled into groups by the seed)\n",
+            self.groups.len()
+        );
+        let width = self.groups.iter().map(|g| g.name.len()).max().unwrap_or(0);
+        for g in &self.groups {
+            let size = match g.size {
+                Some(GroupSize::Share(x)) => format!("share {}%", (x * 1e4).round() / 1e2),
+                Some(GroupSize::Count(n)) => format!("count {n}"),
+                Some(GroupSize::Arrivals) => "arrival rate".into(),
+                None => String::new(),
+            };
+            let mut own = Vec::new();
+            let t = &g.template;
+            own.push(format!("input {} Hz {}", t.input_rate_hz, t.pattern));
+            let network = g
+                .network
+                .as_ref()
+                .and_then(|n| serde_json::to_value(n).ok());
+            own.push(format!(
+                "network {}",
+                crate::metrics::groups::describe_network(network.as_ref())
+            ));
+            if let Some(text) = &g.target_text {
+                own.push(format!("target {text}"));
+            }
+            if let Some(pool) = &g.source_pool {
+                own.push(format!("sources {}", pool.text()));
+            }
+            if let Some(l) = &g.lifecycle {
+                own.push(format!(
+                    "lifecycle: {} arrivals ({} dropped at max_bots), {} session ends, {} \
+                     replacements, {} dropped and reconnected by the storm",
+                    l.arrivals, l.arrivals_dropped, l.session_ends, l.replacements, l.storm_drops
+                ));
+            }
+            s.push_str(&format!(
+                "group      {:width$}  {:>6} {} ({size}); {}\n",
+                g.name,
+                g.planned,
+                // With a lifecycle, a bot may have several sessions (reconnected, replaced).
+                if g.lifecycle.is_some() {
+                    "sessions"
+                } else {
+                    "bots"
+                },
+                own.join("; ")
+            ));
+        }
+        s
     }
 
     /// What `validate` prints.
@@ -529,6 +764,7 @@ impl Plan {
             format_duration(self.duration),
             self.workers
         ));
+        s.push_str(&self.describe_groups());
         if let Some(shard) = self.shard {
             s.push_str(&format!(
                 "shard      {shard}: bots whose index % {} == {} (indices and seeds as in the \
@@ -590,14 +826,88 @@ impl Plan {
         }
         for t in &self.thresholds {
             let default = if t.default { " (default check)" } else { "" };
-            s.push_str(&format!(
-                "threshold  {}  [{}]{default}\n",
-                t.text,
-                t.metric.path()
-            ));
+            s.push_str(&format!("threshold  {}  [{}]{default}\n", t.text, t.path()));
         }
         s
     }
+}
+
+/// `embedded`, or `host:port` entries (with port ranges) separated by commas, resolved.
+fn resolve_targets(text: &str, default_port: u16) -> Result<Targets, String> {
+    if text == "embedded" {
+        return Ok(Targets::Embedded);
+    }
+    let mut addrs = Vec::new();
+    for t in text.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        for one in expand_port_range(t, default_port)? {
+            let a = one
+                .to_socket_addrs()
+                .map_err(|e| format!("target `{t}` does not resolve: {e}"))?
+                .next()
+                .ok_or_else(|| format!("target `{t}` has no address"))?;
+            addrs.push(a);
+        }
+    }
+    if addrs.is_empty() {
+        return Err("target is empty".into());
+    }
+    Ok(Targets::Addrs(addrs))
+}
+
+/// A bot's parameters from a `behaviour:` (index, phase and targets filled in later).
+/// `key` names the section in messages.
+fn template(
+    b: &super::Behaviour,
+    protocol: &ProtocolSection,
+    seed: u64,
+    key: &str,
+) -> Result<BotParams, String> {
+    for (name, d) in [
+        ("ping_interval", b.ping_interval.0),
+        ("handshake_timeout", b.handshake_timeout.0),
+        ("handshake_retry", b.handshake_retry.0),
+        ("silence_timeout", b.silence_timeout.0),
+    ] {
+        if d.is_zero() {
+            return Err(format!("{key}.{name} must be longer than 0"));
+        }
+    }
+    if !(b.input_rate > 0.0 && b.input_rate <= 1000.0) {
+        return Err(format!("{key}.input_rate must be between 0 and 1000 Hz"));
+    }
+    protocol.check_input_rate(b.input_rate)?;
+    let pattern = match &b.pattern {
+        PatternSpec::Idle => InputPattern::Idle,
+        PatternSpec::RandomWalk { change_every } => InputPattern::RandomWalk {
+            change_every: change_every.0,
+        },
+        PatternSpec::Circle { period } => InputPattern::Circle { period: period.0 },
+        PatternSpec::Scripted { steps } => {
+            let mut out = Vec::with_capacity(steps.len());
+            for s in steps {
+                let keys = Keys::from_names(s.keys.iter().map(String::as_str))
+                    .map_err(|m| format!("{key}.pattern.steps: {m}"))?;
+                out.push((keys, s.hold_for.0));
+            }
+            if out.iter().all(|(_, d)| d.is_zero()) {
+                return Err(format!("{key}.pattern.steps: the script has no length"));
+            }
+            InputPattern::Scripted { steps: out }
+        }
+    };
+    Ok(BotParams {
+        index: 0,
+        input_rate_hz: b.input_rate,
+        input_on_change: b.input_mode == InputMode::OnChange,
+        phase_offset: Duration::ZERO,
+        pattern,
+        ping_interval: b.ping_interval.0.max(Duration::from_millis(10)),
+        handshake_retry: b.handshake_retry.0.max(Duration::from_millis(10)),
+        handshake_timeout: b.handshake_timeout.0,
+        server_silence_timeout: b.silence_timeout.0,
+        seed,
+        targets: std::sync::Arc::from(Vec::new()),
+    })
 }
 
 /// A source pool must be of the targets' family, and the transport must be able to bind it.
@@ -661,6 +971,9 @@ fn spawn_schedule(stages: &[Stage], scale: &dyn Fn(u64) -> u64) -> Result<Vec<Sp
                             index: u32::try_from(i).map_err(|_| "too many bots")?,
                             start: t0 + over.mul_f64(frac),
                             stop: None,
+                            group: 0,
+                            kind: SpawnKind::Stage,
+                            stop_kind: StopKind::End,
                         });
                     }
                 } else if to < current {

@@ -34,6 +34,8 @@ struct Group {
     peer_addr: SocketAddr,
     /// The source address the socket is bound to (`None`: the wildcard).
     source: Option<IpAddr>,
+    /// The scenario group of the bots on this host (each group has its own path).
+    bot_group: super::GroupId,
     host: EnetHost,
     /// Bot slot by ENet peer index.
     peers: Vec<Option<Slot>>,
@@ -59,8 +61,9 @@ pub struct EnetBots {
     live: usize,
     /// The acknowledgement round trips are also the run's `rtt_us`.
     rtt_is_main: bool,
-    /// The scenario's `network:`, if any: every host's datagrams go through it.
-    network: Option<PathConditions>,
+    /// By scenario group: its `network:`, if any: the hosts of its bots put every datagram
+    /// through it.
+    network: Vec<Option<PathConditions>>,
 }
 
 impl EnetBots {
@@ -75,12 +78,12 @@ impl EnetBots {
             buf: vec![0; MAX_ENET_DATAGRAM],
             live: 0,
             rtt_is_main,
-            network: None,
+            network: Vec::new(),
         }
     }
 
-    /// Put every host's datagrams through the simulated path `network`.
-    pub fn with_network(mut self, network: Option<PathConditions>) -> Self {
+    /// Put the datagrams of each group's hosts through its simulated path `network[group]`.
+    pub fn with_network(mut self, network: Vec<Option<PathConditions>>) -> Self {
         self.network = network;
         self
     }
@@ -198,16 +201,19 @@ impl BotTransport for EnetBots {
     fn open(
         &mut self,
         slot: Slot,
+        group: super::GroupId,
         peer_addr: SocketAddr,
         source: Option<IpAddr>,
         now: Instant,
         rec: &mut Recorder,
     ) -> std::io::Result<Opened> {
         let per_socket = self.cfg.peer_limit;
-        let open = self
-            .groups
-            .iter()
-            .position(|g| g.peer_addr == peer_addr && g.source == source && g.members < per_socket);
+        let open = self.groups.iter().position(|g| {
+            g.peer_addr == peer_addr
+                && g.source == source
+                && g.bot_group == group
+                && g.members < per_socket
+        });
         let (gi, watch) = match open {
             Some(gi) => (gi, None),
             None => {
@@ -218,6 +224,7 @@ impl BotTransport for EnetBots {
                     sock: sock.clone(),
                     peer_addr,
                     source,
+                    bot_group: group,
                     host,
                     peers: vec![None; per_socket],
                     members: 0,
@@ -225,7 +232,8 @@ impl BotTransport for EnetBots {
                     deferred: Default::default(),
                     path: self
                         .network
-                        .as_ref()
+                        .get(group)
+                        .and_then(Option::as_ref)
                         .map(|c| SimPath::new(c, self.groups.len() as u64, now)),
                 });
                 (self.groups.len() - 1, Some(Watch::Socket(sock)))
@@ -256,6 +264,7 @@ impl BotTransport for EnetBots {
     fn relink(
         &mut self,
         slot: Slot,
+        group: super::GroupId,
         peer_addr: SocketAddr,
         source: Option<IpAddr>,
         now: Instant,
@@ -282,7 +291,7 @@ impl BotTransport for EnetBots {
             }
             self.flush_group(gi, now, rec);
         }
-        self.open(slot, peer_addr, source, now, rec)
+        self.open(slot, group, peer_addr, source, now, rec)
     }
 
     fn poll_retired(&mut self) -> Option<Source> {
@@ -600,14 +609,14 @@ mod tests {
         let peer: SocketAddr = "127.0.0.1:9".parse().unwrap();
         let (x, y): (IpAddr, IpAddr) = ("127.0.4.1".parse().unwrap(), "127.0.4.2".parse().unwrap());
         let bound = |t: &EnetBots, gi: Source| t.groups[gi].sock.local_addr().unwrap().ip();
-        let a = t.open(0, peer, Some(x), now, &mut rec).unwrap();
-        let b = t.open(1, peer, Some(y), now, &mut rec).unwrap();
-        let c = t.open(2, peer, Some(x), now, &mut rec).unwrap();
+        let a = t.open(0, 0, peer, Some(x), now, &mut rec).unwrap();
+        let b = t.open(1, 0, peer, Some(y), now, &mut rec).unwrap();
+        let c = t.open(2, 0, peer, Some(x), now, &mut rec).unwrap();
         assert_ne!(a.source, b.source);
         assert_eq!(a.source, c.source);
         assert!(c.watch.is_none(), "bot 2 joins bot 0's host");
         assert_eq!((bound(&t, a.source), bound(&t, b.source)), (x, y));
-        let moved = t.relink(1, peer, Some(y), now, &mut rec).unwrap();
+        let moved = t.relink(1, 0, peer, Some(y), now, &mut rec).unwrap();
         assert_eq!(bound(&t, moved.source), y);
         assert_eq!(t.groups.len(), 2);
     }

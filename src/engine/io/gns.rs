@@ -327,6 +327,7 @@ impl BotTransport for GnsBots {
     fn open(
         &mut self,
         slot: Slot,
+        _group: super::GroupId,
         peer: SocketAddr,
         // Scenario validation refuses a source pool with GNS: it binds its own sockets.
         _source: Option<std::net::IpAddr>,
@@ -339,6 +340,7 @@ impl BotTransport for GnsBots {
     fn relink(
         &mut self,
         slot: Slot,
+        _group: super::GroupId,
         peer: SocketAddr,
         _source: Option<std::net::IpAddr>,
         now: Instant,

@@ -49,6 +49,10 @@ use crate::transport::EnetConfig;
 
 /// A bot's index in its worker.
 pub type Slot = usize;
+/// A bot's group (`groups:` in the scenario, an index into the plan's groups): a
+/// transport puts bots of different groups on different sources, each with its group's
+/// simulated network path, so every source belongs to one group.
+pub type GroupId = usize;
 /// A transport's unit of I/O in a worker: a socket (one bot's, or an ENet host's shared by
 /// several bots) or a self-driven endpoint. Sources have their own timers.
 pub type Source = usize;
@@ -171,10 +175,12 @@ pub trait BotTransport {
     /// Metrics the transport records into the worker's recorder.
     const METRICS: &'static [MetricDesc];
 
-    /// Carry bot `slot` to `peer`, from `source` (its source address; `None`: any).
+    /// Carry bot `slot` of group `group` to `peer`, from `source` (its source address;
+    /// `None`: any).
     fn open(
         &mut self,
         slot: Slot,
+        group: GroupId,
         peer: SocketAddr,
         source: Option<IpAddr>,
         now: Instant,
@@ -184,10 +190,11 @@ pub trait BotTransport {
     /// Replace bot `slot`'s link: drop the current one at once (no goodbye, as a lost
     /// connection) and carry the bot to `peer` on a new one. Its old source, if no other bot
     /// uses it, comes back from [`BotTransport::poll_retired`]. The bot keeps its source
-    /// address (`source`, as given to [`BotTransport::open`]).
+    /// address (`source`) and group, as given to [`BotTransport::open`].
     fn relink(
         &mut self,
         slot: Slot,
+        group: GroupId,
         peer: SocketAddr,
         source: Option<IpAddr>,
         now: Instant,
@@ -311,8 +318,9 @@ pub enum EnetRole {
 /// Transport settings of a swarm that are not the protocol's.
 #[derive(Debug, Clone)]
 pub struct BotTransportOptions {
-    /// The scenario's `network:`: the simulated path every bot socket's datagrams take.
-    pub network: Option<crate::engine::io::sim_path::PathConditions>,
+    /// Per group (by [`GroupId`]): the simulated path its bots' sockets' datagrams take
+    /// (the group's `network:`, or the scenario's), `None` for the real link only.
+    pub network: Vec<Option<crate::engine::io::sim_path::PathConditions>>,
     pub bots_per_socket: usize,
     /// ENet: keep the unreliable-packet throttle of the server's traffic to the bots.
     pub enet_throttle: bool,
@@ -441,6 +449,7 @@ impl BotTransport for NotBuilt {
     fn open(
         &mut self,
         _: Slot,
+        _: GroupId,
         _: SocketAddr,
         _: Option<IpAddr>,
         _: Instant,
@@ -455,12 +464,13 @@ impl BotTransport for NotBuilt {
     fn relink(
         &mut self,
         slot: Slot,
+        group: GroupId,
         peer: SocketAddr,
         source: Option<IpAddr>,
         now: Instant,
         rec: &mut Recorder,
     ) -> std::io::Result<Opened> {
-        self.open(slot, peer, source, now, rec)
+        self.open(slot, group, peer, source, now, rec)
     }
 
     fn poll_retired(&mut self) -> Option<Source> {

@@ -238,6 +238,7 @@ impl BotTransport for TcpLoginBots {
     fn open(
         &mut self,
         slot: Slot,
+        _group: super::GroupId,
         peer: SocketAddr,
         source: Option<IpAddr>,
         now: Instant,
@@ -270,6 +271,7 @@ impl BotTransport for TcpLoginBots {
     fn relink(
         &mut self,
         slot: Slot,
+        group: super::GroupId,
         peer: SocketAddr,
         source: Option<IpAddr>,
         now: Instant,
@@ -281,7 +283,7 @@ impl BotTransport for TcpLoginBots {
             }
             self.retired.push(old);
         }
-        self.open(slot, peer, source, now, rec)
+        self.open(slot, group, peer, source, now, rec)
     }
 
     fn poll_retired(&mut self) -> Option<Source> {
@@ -427,7 +429,7 @@ mod tests {
         let mut t = TcpLoginBots::new(1);
         let mut rec = Recorder::new();
         let o = t
-            .open(0, peer, None, Instant::now(), &mut rec)
+            .open(0, 0, peer, None, Instant::now(), &mut rec)
             .expect("open");
         assert!(!o.up);
         let out = poll_until(&mut t, o.source, |o| !o.is_empty());
@@ -449,7 +451,7 @@ mod tests {
         let mut t = TcpLoginBots::new(1);
         let mut rec = Recorder::new();
         let o = t
-            .open(0, peer, None, Instant::now(), &mut rec)
+            .open(0, 0, peer, None, Instant::now(), &mut rec)
             .expect("open");
         let (mut server, _) = l.accept().expect("accept");
         let out = poll_until(&mut t, o.source, |o| !o.is_empty());

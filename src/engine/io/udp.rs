@@ -22,16 +22,17 @@ pub struct UdpBots {
     sources: Vec<Option<(Slot, Rc<BotSocket>)>>,
     /// By source: its simulated network path, when the scenario sets `network:`.
     paths: Vec<Option<SimPath>>,
-    /// The scenario's `network:`, if any.
-    network: Option<PathConditions>,
+    /// By group: its `network:`, if any.
+    network: Vec<Option<PathConditions>>,
     /// The current source of each bot slot.
     by_slot: Vec<Option<Source>>,
     retired: Vec<Source>,
 }
 
 impl UdpBots {
-    /// Bots whose datagrams go through `network` (`None`: the real link only).
-    pub fn new(network: Option<PathConditions>) -> Self {
+    /// Bots whose datagrams go through their group's `network[group]` (`None`, or no entry:
+    /// the real link only).
+    pub fn new(network: Vec<Option<PathConditions>>) -> Self {
         UdpBots {
             network,
             ..UdpBots::default()
@@ -58,6 +59,7 @@ impl BotTransport for UdpBots {
     fn open(
         &mut self,
         slot: Slot,
+        group: super::GroupId,
         peer: SocketAddr,
         source: Option<IpAddr>,
         now: Instant,
@@ -68,7 +70,8 @@ impl BotTransport for UdpBots {
         self.sources.push(Some((slot, sock.clone())));
         let path = self
             .network
-            .as_ref()
+            .get(group)
+            .and_then(Option::as_ref)
             .map(|c| SimPath::new(c, src as u64, now));
         self.paths.push(path);
         if self.by_slot.len() <= slot {
@@ -85,6 +88,7 @@ impl BotTransport for UdpBots {
     fn relink(
         &mut self,
         slot: Slot,
+        group: super::GroupId,
         peer: SocketAddr,
         source: Option<IpAddr>,
         now: Instant,
@@ -96,7 +100,7 @@ impl BotTransport for UdpBots {
             }
             self.retired.push(old);
         }
-        self.open(slot, peer, source, now, rec)
+        self.open(slot, group, peer, source, now, rec)
     }
 
     fn poll_retired(&mut self) -> Option<Source> {
@@ -308,9 +312,9 @@ mod tests {
             "127.0.0.1:10".parse().unwrap(),
         );
         let mut t = UdpBots::default();
-        let first = t.open(7, a, None, now, &mut rec).unwrap();
+        let first = t.open(7, 0, a, None, now, &mut rec).unwrap();
         assert!(first.up && matches!(first.watch, Some(Watch::Socket(_))));
-        let second = t.relink(7, b, None, now, &mut rec).unwrap();
+        let second = t.relink(7, 0, b, None, now, &mut rec).unwrap();
         assert_ne!(first.source, second.source);
         assert_eq!(t.poll_retired(), Some(first.source));
         assert_eq!(t.poll_retired(), None);
@@ -357,9 +361,9 @@ mod tests {
             None => panic!("a UDP bot has its own socket"),
         };
         let mut t = UdpBots::default();
-        let first = t.open(3, a, Some(source), now, &mut rec).unwrap();
+        let first = t.open(3, 0, a, Some(source), now, &mut rec).unwrap();
         assert_eq!(bound(&first), source);
-        let second = t.relink(3, b, Some(source), now, &mut rec).unwrap();
+        let second = t.relink(3, 0, b, Some(source), now, &mut rec).unwrap();
         assert_ne!(first.source, second.source);
         assert_eq!(bound(&second), source);
     }

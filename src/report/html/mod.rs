@@ -53,6 +53,8 @@ struct Page<'a> {
     /// Bots per source address (or network), with a line saying how they are counted.
     sources: Option<(String, &'a [crate::metrics::SourceRow])>,
     latency: Vec<HistRow>,
+    /// Per group of the population (`groups:`), then the whole run; empty without groups.
+    groups: Vec<crate::report::groups::GroupRow>,
     /// Error rows and their total, or none at all.
     errors: Option<(Vec<ErrorRow>, String)>,
     protocol: Tables,
@@ -93,6 +95,7 @@ impl<'a> Page<'a> {
                 (how, c.rows.as_slice())
             }),
             latency: view::latency(s),
+            groups: crate::report::groups::rows(s),
             errors: view::errors(s),
             protocol: protocol::tables(s),
             version: env!("CARGO_PKG_VERSION"),
@@ -179,6 +182,7 @@ mod tests {
             source_addresses: None,
             network: None,
             server_metrics: None,
+            groups: Default::default(),
             protocol_metrics: Map::new(),
             protocol_metric_info: BTreeMap::new(),
             expected: None,
