@@ -1,13 +1,17 @@
 //! What each group of the population measured (`groups:` in a scenario).
 //!
 //! Metrics stay per worker, not per bot: a worker keeps one [`Recorder`] per group (at most
-//! [`MAX_GROUPS`](crate::scenario::groups::MAX_GROUPS)), a bot's figures go to its group's,
+//! [`MAX_GROUPS`]), a bot's figures go to its group's,
 //! and the whole run's are the groups' added up (exact: histograms add). The engine hands
 //! the groups over in [`RunOutcome::groups`](super::RunOutcome).
 
 use serde::{Deserialize, Serialize};
 
 use super::Recorder;
+
+/// The most groups a scenario may have: a worker keeps a set of histograms per group, so
+/// groups are a handful of player kinds, not per-bot settings.
+pub const MAX_GROUPS: usize = 16;
 
 /// What a group's `lifecycle:` schedules within the run (and the shard's part of it).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -101,10 +101,10 @@ impl<'de> Deserialize<'de> for Groups {
             fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Groups, A::Error> {
                 let mut out = Vec::new();
                 while let Some((name, mut g)) = a.next_entry::<String, GroupSummary>()? {
-                    if out.len() >= crate::scenario::groups::MAX_GROUPS {
+                    if out.len() >= crate::metrics::groups::MAX_GROUPS {
                         return Err(serde::de::Error::custom(format!(
                             "more than {} groups",
-                            crate::scenario::groups::MAX_GROUPS
+                            crate::metrics::groups::MAX_GROUPS
                         )));
                     }
                     g.name = name;

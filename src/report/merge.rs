@@ -710,10 +710,10 @@ fn add_groups(
     use super::groups::{as_summary, decode, encode, project};
     for g in &from.0 {
         let Some(mine) = into.0.iter_mut().find(|m| m.name == g.name) else {
-            if into.0.len() >= crate::scenario::groups::MAX_GROUPS {
+            if into.0.len() >= crate::metrics::groups::MAX_GROUPS {
                 return Err(format!(
                     "more than {} groups across the runs",
-                    crate::scenario::groups::MAX_GROUPS
+                    crate::metrics::groups::MAX_GROUPS
                 ));
             }
             into.0.push(g.clone());

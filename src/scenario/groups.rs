@@ -20,9 +20,9 @@ use super::SourcePool;
 use crate::duration::Dur;
 use crate::netsim::NetworkConditions;
 
-/// The most groups a scenario may have: a worker keeps a set of histograms per group, so
-/// groups are a handful of player kinds, not per-bot settings.
-pub const MAX_GROUPS: usize = 16;
+/// The most groups a scenario may have (defined with the metrics, which keep a recorder per
+/// group, so that reports can check it without reaching up to scenarios).
+pub use crate::metrics::groups::MAX_GROUPS;
 
 /// The name of the one group of a scenario without `groups:`.
 pub const IMPLICIT: &str = "all";
