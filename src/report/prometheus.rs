@@ -291,7 +291,7 @@ impl Exposition {
 
 /// A label value with `\`, `"` and newlines escaped, as the format requires.
 /// Bucket bounds for a server's tick time, in seconds: finer around the usual budgets
-/// (128 Hz: 7.8 ms, 60 Hz: 16.7 ms, 30 Hz: 33.3 ms) than [`SECONDS_BUCKETS`].
+/// (128 Hz: 7.8 ms, 60 Hz: 16.7 ms, 30 Hz: 33.3 ms) than `SECONDS_BUCKETS`.
 pub const TICK_BUCKETS: &[f64] = &[
     0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.004, 0.0078, 0.01, 0.0167, 0.025, 0.0333,
     0.05, 0.1, 0.25, 1.0,
