@@ -290,7 +290,10 @@ fn darkages_swarm_over_gns_hands_over_between_two_embedded_zones() {
     // most the few bots torn down in the run's last instant (seen once in three CI runs: 1
     // of 60, with every handoff counted leaving above). Handoffs themselves never end so.
     let closed = server_event(&s, "transport_closed");
-    assert!(closed <= bots / 10, "{closed} sessions ended by a closed transport: {server}");
+    assert!(
+        closed <= bots / 10,
+        "{closed} sessions ended by a closed transport: {server}"
+    );
     // Every connection the zones accepted was a GNS connection that reached a player.
     assert_eq!(server_event(&s, "gns_accept_failed"), 0, "{server}");
     for h in [
