@@ -2,6 +2,7 @@
 //! subset, so unused items are expected.
 #![allow(dead_code)]
 
+pub mod c_peer;
 pub mod city;
 pub mod city_peer;
 pub mod enet_forge;

@@ -39,34 +39,16 @@ fn peer_bin() -> &'static Path {
 
 /// Build the peer into the test temp dir, as its Makefile does.
 fn build_peer() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let src = root.join("tests/peers/zergcity-benchmark/zergcity_bench_peer.c");
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    std::fs::create_dir_all(dir).expect("create the test temp dir");
-    let bin = dir.join("zergcity_bench_peer");
-    let tmp = dir.join(format!("zergcity_bench_peer.{}.tmp", std::process::id()));
-    let libs = Command::new("pkg-config")
-        .args(["--cflags", "--libs", "libenet", "liblz4"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|| "-lenet -llz4".to_string());
-    let out = Command::new("cc")
-        .args(["-O2", "-Wall", "-o"])
-        .arg(&tmp)
-        .arg(&src)
-        .args(libs.split_whitespace())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run the C compiler `cc` ({e}): {INSTALL_HINT}"));
-    assert!(
-        out.status.success(),
-        "building {} failed ({INSTALL_HINT}):\n{}",
-        src.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    std::fs::rename(&tmp, &bin).expect("move the built peer into place");
-    bin
+    crate::common::c_peer::CPeer {
+        src: "tests/peers/zergcity-benchmark/zergcity_bench_peer.c",
+        name: "zergcity_bench_peer",
+        pkgs: &["libenet", "liblz4"],
+        fallback_libs: "-lenet -llz4",
+        cflags: &[],
+        libs: &[],
+        install_hint: INSTALL_HINT,
+    }
+    .build()
 }
 
 /// A running peer; its stdout lines arrive on `lines`.
