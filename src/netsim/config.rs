@@ -180,7 +180,7 @@ pub struct Outage {
 /// `network:` of a scenario (or of a group): conditions for both directions, with `up:` and
 /// `down:` overriding them for one direction.
 #[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(from = "NetworkFile")]
 pub struct NetworkConditions {
     #[serde(flatten)]
     pub both: Conditions,
@@ -188,6 +188,49 @@ pub struct NetworkConditions {
     pub up: Option<Conditions>,
     /// Server to bot.
     pub down: Option<Conditions>,
+}
+
+/// `network:` as written: the both-ways fields spelled out beside `up:` and `down:`.
+///
+/// Why not `#[serde(flatten)]` on [`NetworkConditions::both`]: serde buffers a flattened
+/// map before deserialising it, which loses the YAML positions, so a bad value would be
+/// reported at the start of the `network:` mapping instead of its own line and column.
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct NetworkFile {
+    latency: Option<Dur>,
+    jitter: Option<Jitter>,
+    loss: Option<LossModel>,
+    duplicate: Option<Share>,
+    duplicate_delay: Option<Dur>,
+    reorder: Option<Share>,
+    reorder_delay: Option<Dur>,
+    bandwidth_bps: Option<u64>,
+    queue_bytes: Option<u64>,
+    outage: Option<Outage>,
+    up: Option<Conditions>,
+    down: Option<Conditions>,
+}
+
+impl From<NetworkFile> for NetworkConditions {
+    fn from(f: NetworkFile) -> Self {
+        NetworkConditions {
+            both: Conditions {
+                latency: f.latency,
+                jitter: f.jitter,
+                loss: f.loss,
+                duplicate: f.duplicate,
+                duplicate_delay: f.duplicate_delay,
+                reorder: f.reorder,
+                reorder_delay: f.reorder_delay,
+                bandwidth_bps: f.bandwidth_bps,
+                queue_bytes: f.queue_bytes,
+                outage: f.outage,
+            },
+            up: f.up,
+            down: f.down,
+        }
+    }
 }
 
 /// A value a scenario got wrong, with the key it came from.

@@ -212,6 +212,23 @@ mod parse_tests {
         assert_eq!(plan.thresholds.iter().filter(|t| t.default).count(), 6);
     }
 
+    /// A bad value inside `network:` (both-ways fields, and `up:`/`down:`) is reported at its
+    /// own line and column, not at the start of the mapping.
+    #[test]
+    fn a_bad_network_value_names_its_own_line_and_column() {
+        let head = "name: x\nprotocol:\n  cafe: {}\npopulation:\n  stages: []\nnetwork:\n";
+        for (body, at) in [
+            ("  latency: 20ms\n  loss: lots\n", "s.yaml:8:9"),
+            ("  latency: 20ms\n  laggy: 5ms\n", "s.yaml:8:3"),
+            ("  up:\n    latency: fast\n", "s.yaml:8:14"),
+        ] {
+            let e = parse(&format!("{head}{body}"), Path::new("s.yaml"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(at), "want {at}: {e}");
+        }
+    }
+
     #[test]
     fn errors_name_file_line_and_column() {
         let text = "name: x\nprotocol:\n  cafe:\n    dialectt: spec\npopulation:\n  stages: []\n";

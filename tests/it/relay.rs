@@ -376,10 +376,9 @@ fn a_bad_profile_names_its_place() {
         .expect("run");
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
-    // The section's keys are read through a flattened struct, so the place is the start of
-    // the mapping that holds the bad value (line 2, column 3), not the value itself.
+    // The place is the bad value itself: line 3, column 12.
     assert!(
-        err.contains("bad.yaml:2:3: `fast` is not a duration"),
+        err.contains("bad.yaml:3:12: `fast` is not a duration"),
         "{err}"
     );
 }
