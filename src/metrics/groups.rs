@@ -111,6 +111,13 @@ pub struct GroupOutcome {
     pub network: Option<serde_json::Value>,
     /// What the group's `lifecycle:` scheduled, if it has one.
     pub lifecycle: Option<LifecyclePlan>,
+    /// The group's seconds, as the whole run's points (the last one partial).
+    pub intervals: Vec<GroupPoint>,
+    /// What the group measured after the last whole second (the log's last entry).
+    pub tail: Recorder,
+    /// The group's bots per source address, when its bots bind to a pool (its own
+    /// `source_addresses`, or the scenario's).
+    pub sources: Option<super::SourceCounts>,
 }
 
 /// Conditions as written (`network:` serialized), on one line without the unset keys:
@@ -134,5 +141,135 @@ pub fn describe_network(network: Option<&serde_json::Value>) -> String {
     match network {
         Some(Value::Object(o)) if o.values().any(|v| !v.is_null()) => entries(o),
         _ => "real link".into(),
+    }
+}
+
+/// The tag of a group's per-second RTT histograms in `histograms.hlog`:
+/// `rtt_us{group=NAME}`, as a threshold names the group (group names are letters, digits,
+/// `_` and `-`, so the tag has no comma or space the log format forbids). `merge` reads the
+/// groups' per-second percentiles again from them.
+pub fn rtt_tag(group: &str) -> String {
+    format!("rtt_us{{group={group}}}")
+}
+
+/// Whether an hlog tag is a group's (see [`rtt_tag`]) rather than the whole run's.
+pub fn is_group_tag(tag: &str) -> bool {
+    tag.contains("{group=")
+}
+
+/// One second of one group (`groups.NAME.intervals` in summary.json), on the whole run's
+/// time axis: what report.html draws per group, beside the conditions it was given.
+///
+/// Loss and the simulated link's work are kept as counts, so `merge` adds shards exactly;
+/// the percentiles are read again from the group's per-second histograms in the log.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct GroupPoint {
+    /// Seconds since the run started (end of the interval), as the whole run's points.
+    pub t: f64,
+    /// The run's last, shorter interval (see the whole run's points).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
+    /// The group's bots in play at the end of the second.
+    pub bots_connected: u64,
+    /// RTT percentiles of the group's pongs in the second; `null` when none arrived.
+    pub rtt_p50_us: Option<u64>,
+    pub rtt_p99_us: Option<u64>,
+    /// Loss the group's bots measured in the second, each way.
+    pub loss_down: SecondLoss,
+    pub loss_up: SecondLoss,
+    pub packets_up: u64,
+    pub packets_down: u64,
+    pub bytes_up: u64,
+    pub bytes_down: u64,
+    /// What the group's simulated link did in the second (all 0 on the real link).
+    pub link: LinkSecond,
+}
+
+/// One second's loss in one direction: what should have arrived, what did, and the share
+/// lost (`null` when nothing was expected: no data, never 0 %).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct SecondLoss {
+    pub expected: u64,
+    pub received: u64,
+    pub rate: Option<f64>,
+}
+
+impl SecondLoss {
+    pub fn of(c: &super::LossCounts) -> Self {
+        SecondLoss {
+            expected: c.expected,
+            received: c.received,
+            rate: (c.expected > 0).then(|| c.rate()),
+        }
+    }
+
+    /// Two counts added (`None` on overflow).
+    pub fn checked_add(&self, o: &SecondLoss) -> Option<SecondLoss> {
+        let c = super::LossCounts {
+            expected: self.expected.checked_add(o.expected)?,
+            received: self.received.checked_add(o.received)?,
+        };
+        Some(SecondLoss::of(&c))
+    }
+}
+
+/// The simulated link in one second: datagrams given to it and dropped by it (loss, outage
+/// or a full queue), each way.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LinkSecond {
+    pub up_offered: u64,
+    pub up_dropped: u64,
+    pub down_offered: u64,
+    pub down_dropped: u64,
+}
+
+impl LinkSecond {
+    /// From a recorder's `netsim_*` events.
+    pub fn of(rec: &Recorder) -> Self {
+        let e = |k: &str| rec.events.get(k);
+        let dropped = |dir: &str| -> u64 {
+            ["loss", "outage", "queue"]
+                .iter()
+                .map(|w| e(&format!("netsim_{dir}_lost_{w}")))
+                .sum()
+        };
+        LinkSecond {
+            up_offered: e("netsim_up_offered"),
+            up_dropped: dropped("up"),
+            down_offered: e("netsim_down_offered"),
+            down_dropped: dropped("down"),
+        }
+    }
+
+    /// Two seconds' counts added (`None` on overflow).
+    pub fn checked_add(&self, o: &LinkSecond) -> Option<LinkSecond> {
+        Some(LinkSecond {
+            up_offered: self.up_offered.checked_add(o.up_offered)?,
+            up_dropped: self.up_dropped.checked_add(o.up_dropped)?,
+            down_offered: self.down_offered.checked_add(o.down_offered)?,
+            down_dropped: self.down_dropped.checked_add(o.down_dropped)?,
+        })
+    }
+}
+
+impl GroupPoint {
+    /// The group's second `index` (ending at `index + 1` s) from its recorder of that second
+    /// and its bots in play at the end of it.
+    pub fn of(index: u64, rec: &Recorder, connected: u64) -> Self {
+        let rtt = (!rec.rtt_us.is_empty()).then(|| super::HistSummary::of(&rec.rtt_us));
+        GroupPoint {
+            t: (index + 1) as f64,
+            partial: false,
+            bots_connected: connected,
+            rtt_p50_us: rtt.map(|h| h.p50),
+            rtt_p99_us: rtt.map(|h| h.p99),
+            loss_down: SecondLoss::of(&rec.loss_down),
+            loss_up: SecondLoss::of(&rec.loss_up),
+            packets_up: rec.packets_up,
+            packets_down: rec.packets_down,
+            bytes_up: rec.bytes_up,
+            bytes_down: rec.bytes_down,
+            link: LinkSecond::of(rec),
+        }
     }
 }

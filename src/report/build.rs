@@ -611,6 +611,9 @@ mod tests {
                 },
                 network: None,
                 lifecycle: None,
+                intervals: Vec::new(),
+                tail: Recorder::new(),
+                sources: None,
             }
         };
         let (a, b) = (group("a", 500), group("b", 50_000));
