@@ -635,7 +635,11 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
     for g in &outcome.groups {
         if hlog_error.is_none() {
             hlog_error = hlog
-                .histogram(last, &crate::metrics::groups::rtt_tag(&g.name), &g.tail.rtt_us)
+                .histogram(
+                    last,
+                    &crate::metrics::groups::rtt_tag(&g.name),
+                    &g.tail.rtt_us,
+                )
                 .err();
         }
     }

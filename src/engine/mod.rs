@@ -265,34 +265,42 @@ fn group_outcomes(
     tails: Vec<Recorder>,
     connected_by_source: &BySource,
 ) -> Vec<crate::metrics::groups::GroupOutcome> {
+    use crate::metrics::groups::GroupOutcome;
     use crate::scenario::GroupSize;
     if plan.groups.iter().all(|g| g.implicit) {
         return Vec::new();
     }
+    let seconds = points
+        .into_iter()
+        .zip(tails)
+        .enumerate()
+        .map(|(i, (p, t))| (p, t, group_source_counts(plan, i, connected_by_source)));
     plan.groups
         .iter()
-        .enumerate()
-        .zip(collected.into_iter().zip(points.into_iter().zip(tails)))
-        .map(|((i, g), ((total, bots), (intervals, tail)))| crate::metrics::groups::GroupOutcome {
-            intervals,
-            tail,
-            sources: group_source_counts(plan, i, connected_by_source),
-            name: g.name.clone(),
-            size: match g.size {
-                Some(GroupSize::Share(x)) => format!("share {}%", (x * 1e4).round() / 1e2),
-                Some(GroupSize::Count(n)) => format!("count {n}"),
-                Some(GroupSize::Arrivals) => "arrival rate".into(),
-                None => String::new(),
+        .zip(collected)
+        .zip(seconds)
+        .map(
+            |((g, (total, bots)), (intervals, tail, sources))| GroupOutcome {
+                name: g.name.clone(),
+                size: match g.size {
+                    Some(GroupSize::Share(x)) => format!("share {}%", (x * 1e4).round() / 1e2),
+                    Some(GroupSize::Count(n)) => format!("count {n}"),
+                    Some(GroupSize::Arrivals) => "arrival rate".into(),
+                    None => String::new(),
+                },
+                planned: g.planned,
+                total,
+                bots,
+                network: g
+                    .network
+                    .as_ref()
+                    .and_then(|n| serde_json::to_value(n).ok()),
+                lifecycle: g.lifecycle,
+                intervals,
+                tail,
+                sources,
             },
-            planned: g.planned,
-            total,
-            bots,
-            network: g
-                .network
-                .as_ref()
-                .and_then(|n| serde_json::to_value(n).ok()),
-            lifecycle: g.lifecycle,
-        })
+        )
         .collect()
 }
 
@@ -305,9 +313,7 @@ type BySource = std::collections::BTreeMap<(usize, std::net::IpAddr), u64>;
 fn whole_source_counts(plan: &Plan, connected: &BySource) -> Option<crate::metrics::SourceCounts> {
     let own = plan.groups.iter().filter_map(|g| g.source_pool.as_ref());
     let pools: Vec<&crate::scenario::SourcePool> = plan.source_pool.iter().chain(own).collect();
-    let size = pools
-        .iter()
-        .fold(0u128, |n, p| n.saturating_add(p.len()));
+    let size = pools.iter().fold(0u128, |n, p| n.saturating_add(p.len()));
     let widest = pools.iter().max_by_key(|p| p.len())?;
     let planned = plan.spawns.iter().filter_map(|e| plan.source_of(e.index));
     Some(source_counts(
@@ -325,7 +331,12 @@ fn group_source_counts(
     group: usize,
     connected: &BySource,
 ) -> Option<crate::metrics::SourceCounts> {
-    let pool = plan.groups.get(group)?.source_pool.as_ref().or(plan.source_pool.as_ref())?;
+    let pool = plan
+        .groups
+        .get(group)?
+        .source_pool
+        .as_ref()
+        .or(plan.source_pool.as_ref())?;
     let planned = plan
         .spawns
         .iter()

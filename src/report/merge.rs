@@ -810,8 +810,10 @@ fn add_group_points(
             p.t.round() as u64
         }
     };
-    let mut by: BTreeMap<u64, GroupPoint> =
-        std::mem::take(into).into_iter().map(|p| (key(&p), p)).collect();
+    let mut by: BTreeMap<u64, GroupPoint> = std::mem::take(into)
+        .into_iter()
+        .map(|p| (key(&p), p))
+        .collect();
     for p in from {
         let at = |what: &str| format!("intervals[t={}].{what}", p.t);
         let e = by.entry(key(p)).or_insert_with(|| GroupPoint {
@@ -834,7 +836,10 @@ fn add_group_points(
             .loss_up
             .checked_add(&p.loss_up)
             .ok_or_else(|| overflow("loss_up"))?;
-        e.link = e.link.checked_add(&p.link).ok_or_else(|| overflow("link"))?;
+        e.link = e
+            .link
+            .checked_add(&p.link)
+            .ok_or_else(|| overflow("link"))?;
     }
     *into = by.into_values().collect();
     Ok(())

@@ -101,11 +101,17 @@ fn a_groups_link_loss_is_what_the_server_and_the_bots_miss_exactly() {
             "{n}: delivered past the link"
         );
     }
-    assert!(s["generator"]["send_errors"].as_object().unwrap().is_empty());
+    assert!(s["generator"]["send_errors"]
+        .as_object()
+        .unwrap()
+        .is_empty());
 
     // Upstream, at the server.
     let (lossy, clean) = (link(g("up_lossy"), "up"), link(g("down_lossy"), "up"));
-    assert_eq!(clean.dropped, 0, "no upstream loss configured for down_lossy");
+    assert_eq!(
+        clean.dropped, 0,
+        "no upstream loss configured for down_lossy"
+    );
     let received = u(&s["protocol_metrics"]["embedded_server"]["datagrams_in"]);
     let handed = lossy.offered + clean.offered;
     let missing = handed - received;
@@ -134,7 +140,13 @@ fn a_groups_link_loss_is_what_the_server_and_the_bots_miss_exactly() {
 
     // Downstream, at the bots.
     let down = link(g("down_lossy"), "down");
-    assert_rate("down_lossy: dropped by the link", down.dropped, down.offered, 0.02, 12_000);
+    assert_rate(
+        "down_lossy: dropped by the link",
+        down.dropped,
+        down.offered,
+        0.02,
+        12_000,
+    );
     let measured = &g("down_lossy")["loss"]["downstream"];
     let bots_missing = u(&measured["expected"]) - u(&measured["received"]);
     assert!(
@@ -157,7 +169,10 @@ fn a_groups_link_loss_is_what_the_server_and_the_bots_miss_exactly() {
         let l = link(g(n), dir);
         assert_eq!(sum(&format!("{dir}_offered")), l.offered, "{n}");
         assert_eq!(sum(&format!("{dir}_dropped")), l.dropped, "{n}");
-        assert_eq!(iv.last().unwrap()["t"], s["intervals"].as_array().unwrap().last().unwrap()["t"]);
+        assert_eq!(
+            iv.last().unwrap()["t"],
+            s["intervals"].as_array().unwrap().last().unwrap()["t"]
+        );
     }
 }
 
@@ -211,7 +226,12 @@ fn each_groups_bots_come_from_its_own_pool() {
     let (o, s) = run(&body, tmp.path());
     let _ = server.kill();
     let _ = server.wait();
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 
     let near: BTreeMap<IpAddr, u64> = (1..=6u8)
         .map(|h| (ip(&format!("127.0.3.{h}")), if h <= 4 { 2 } else { 1 }))
@@ -241,7 +261,10 @@ fn each_groups_bots_come_from_its_own_pool() {
 
     let html = std::fs::read_to_string(tmp.path().join("out/report.html")).unwrap();
     for name in ["near", "far", "rest"] {
-        assert!(html.contains(&format!("data-group-sources=\"{name}\"")), "{name}");
+        assert!(
+            html.contains(&format!("data-group-sources=\"{name}\"")),
+            "{name}"
+        );
     }
     assert!(html.contains(
         "<tr><td><code>127.0.3.6</code></td><td class=\"num\">1</td><td class=\"num\">1</td></tr>"

@@ -163,12 +163,19 @@ fn the_mixed_population_example_measures_what_each_group_was_given() {
     // the injected latency both ways (2 x 75 ms) under mobile's RTT and the injected loss
     // rates beside the measured loss.
     let times = |iv: &Value| -> Vec<f64> {
-        iv.as_array().unwrap().iter().map(|p| p["t"].as_f64().unwrap()).collect()
+        iv.as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["t"].as_f64().unwrap())
+            .collect()
     };
     for n in ["broadband", "mobile", "wifi"] {
         assert_eq!(times(&g(n)["intervals"]), times(&s["intervals"]), "{n}");
         for chart in ["rtt", "loss"] {
-            assert!(html.contains(&format!("data-chart=\"group-{chart}-{n}\"")), "{chart} {n}");
+            assert!(
+                html.contains(&format!("data-chart=\"group-{chart}-{n}\"")),
+                "{chart} {n}"
+            );
         }
     }
     assert!(html.contains("data-expected=\"injected-latency\" data-value=\"150000\""));
@@ -274,11 +281,23 @@ fn shards_merge_into_the_whole_runs_groups() {
             .iter()
             .map(|(_, s)| s["groups"][n]["intervals"].as_array().unwrap())
             .collect();
-        let key = |p: &Value| (p["partial"] == true, p["t"].as_f64().unwrap().round() as u64);
-        let mut seconds: Vec<(bool, u64)> = shard_points.iter().flat_map(|v| v.iter().map(key)).collect();
+        let key = |p: &Value| {
+            (
+                p["partial"] == true,
+                p["t"].as_f64().unwrap().round() as u64,
+            )
+        };
+        let mut seconds: Vec<(bool, u64)> = shard_points
+            .iter()
+            .flat_map(|v| v.iter().map(key))
+            .collect();
         seconds.sort_unstable();
         seconds.dedup();
-        assert_eq!(merged.len(), seconds.len(), "{n}: one point per second of either shard");
+        assert_eq!(
+            merged.len(),
+            seconds.len(),
+            "{n}: one point per second of either shard"
+        );
         for p in merged {
             let of = |path: &[&str]| -> u64 {
                 shard_points
@@ -296,7 +315,12 @@ fn shards_merge_into_the_whole_runs_groups() {
                 &["link", "up_offered"],
                 &["link", "down_dropped"],
             ] {
-                assert_eq!(u(path.iter().fold(p, |v, k| &v[*k])), of(path), "{n} {path:?} at {}", p["t"]);
+                assert_eq!(
+                    u(path.iter().fold(p, |v, k| &v[*k])),
+                    of(path),
+                    "{n} {path:?} at {}",
+                    p["t"]
+                );
             }
         }
         let tag = format!("rtt_us{{group={n}}}");
@@ -316,13 +340,24 @@ fn shards_merge_into_the_whole_runs_groups() {
             })
             .unwrap();
         }
-        assert!(!by_second.is_empty(), "{n}: the shards' logs hold the group's RTT");
+        assert!(
+            !by_second.is_empty(),
+            "{n}: the shards' logs hold the group's RTT"
+        );
         for p in merged.iter().filter(|p| p["partial"] != true) {
             let start = p["t"].as_f64().unwrap().round() as u64 - 1;
             match by_second.get(&start) {
                 Some(h) => {
-                    assert_eq!(p["rtt_p50_us"].as_u64(), Some(h.value_at_quantile(0.5)), "{n} at {start}");
-                    assert_eq!(p["rtt_p99_us"].as_u64(), Some(h.value_at_quantile(0.99)), "{n} at {start}");
+                    assert_eq!(
+                        p["rtt_p50_us"].as_u64(),
+                        Some(h.value_at_quantile(0.5)),
+                        "{n} at {start}"
+                    );
+                    assert_eq!(
+                        p["rtt_p99_us"].as_u64(),
+                        Some(h.value_at_quantile(0.99)),
+                        "{n} at {start}"
+                    );
                 }
                 None => assert!(p["rtt_p99_us"].is_null(), "{n} at {start}: {p}"),
             }

@@ -4,7 +4,9 @@
 //! the injected loss rate beside the measured loss and the link's own drops. So "mobile sees
 //! 9 % loss: 5 % from the link, 4 % from the server" is read off one chart, second by second.
 
-use super::chart::{line_chart_with, Expected, Mark, Opts, Overlay, Series, BLUE, ORANGE, PURPLE, RED};
+use super::chart::{
+    line_chart_with, Expected, Mark, Opts, Overlay, Series, BLUE, ORANGE, PURPLE, RED,
+};
 use super::timeline::{clip, op_text, Figure};
 use crate::metrics::groups::GroupPoint;
 use crate::metrics::{Metric, Threshold};
@@ -27,7 +29,10 @@ pub(super) fn figures(s: &Summary) -> Vec<Figure> {
         .filter(|g| !g.intervals.is_empty())
         .flat_map(|g| {
             let link = link_of(g);
-            [rtt_figure(s, g, link.as_ref()), loss_figure(s, g, link.as_ref())]
+            [
+                rtt_figure(s, g, link.as_ref()),
+                loss_figure(s, g, link.as_ref()),
+            ]
         })
         .collect()
 }
@@ -89,7 +94,11 @@ fn rtt_figure(s: &Summary, g: &GroupSummary, link: Option<&(Conditions, Conditio
         .filter(|v| *v > 0.0);
     let opts = Opts {
         clip_at: clip(top(&p50) * 2.0, top(&p99)),
-        marks: marks(s, g, |m| matches!(m, Metric::Time(t, _) if t.hlog_tag() == "rtt_us")),
+        marks: marks(
+            s,
+            g,
+            |m| matches!(m, Metric::Time(t, _) if t.hlog_tag() == "rtt_us"),
+        ),
         expected: floor_us
             .map(|v| Expected {
                 id: "injected-latency",
@@ -208,11 +217,11 @@ fn loss_figure(s: &Summary, g: &GroupSummary, link: Option<&(Conditions, Conditi
         title,
         svg,
         caption: format!(
-            "Measured: what the group's bots counted missing of what the server sent (and, \
-             where the protocol reports it, of what they sent). Link dropped: the share of \
+            "Loss down (up): what the group's bots counted missing of what the server sent \
+             (and, where the protocol reports it, of what they sent). Link drop: the share of \
              the group's datagrams its simulated link dropped that second (loss, outage, full \
-             queue); measured minus link is what the server or the real path lost. Injected: \
-             {}.",
+             queue); loss minus link drop is what the server or the real path lost. Dashed: \
+             the loss rate the link was given. Injected: {}.",
             injected(g.network.as_ref())
         ),
     }
