@@ -599,9 +599,9 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
         if hlog_error.is_none() {
             hlog_error = hlog.interval(p.t as u64 - 1, rec).err();
         }
-        for (tag, g) in group_tags.iter().zip(&second.groups) {
+        for (tag, rtt) in group_tags.iter().zip(&second.group_rtt) {
             if hlog_error.is_none() {
-                hlog_error = hlog.histogram(p.t as u64 - 1, tag, &g.rtt_us).err();
+                hlog_error = hlog.histogram(p.t as u64 - 1, tag, rtt).err();
             }
         }
         if let Some(m) = &metrics {
@@ -635,11 +635,7 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
     for g in &outcome.groups {
         if hlog_error.is_none() {
             hlog_error = hlog
-                .histogram(
-                    last,
-                    &crate::metrics::groups::rtt_tag(&g.name),
-                    &g.tail.rtt_us,
-                )
+                .histogram(last, &crate::metrics::groups::rtt_tag(&g.name), &g.tail_rtt)
                 .err();
         }
     }

@@ -82,8 +82,9 @@ pub fn run(
 /// and each group's (for the groups' lines in `histograms.hlog`).
 pub struct Second {
     pub rec: Recorder,
-    /// Per group, in the plan's order, when the scenario has `groups:` (empty without).
-    pub groups: Vec<Recorder>,
+    /// Each group's RTT histogram of the second, in the plan's order, when the scenario has
+    /// `groups:` (empty without).
+    pub group_rtt: Vec<hdrhistogram::Histogram<u64>>,
 }
 
 /// What a run is about to start with, for whoever watches it from outside the swarm (the
@@ -262,7 +263,7 @@ fn group_outcomes(
     plan: &Plan,
     collected: Vec<(Recorder, crate::metrics::groups::GroupBots)>,
     points: Vec<Vec<crate::metrics::groups::GroupPoint>>,
-    tails: Vec<Recorder>,
+    tails: Vec<crate::metrics::groups::GroupSecond>,
     connected_by_source: &BySource,
 ) -> Vec<crate::metrics::groups::GroupOutcome> {
     use crate::metrics::groups::GroupOutcome;
@@ -274,13 +275,19 @@ fn group_outcomes(
         .into_iter()
         .zip(tails)
         .enumerate()
-        .map(|(i, (p, t))| (p, t, group_source_counts(plan, i, connected_by_source)));
+        .map(|(i, (p, t))| {
+            (
+                p,
+                t.rtt_us,
+                group_source_counts(plan, i, connected_by_source),
+            )
+        });
     plan.groups
         .iter()
         .zip(collected)
         .zip(seconds)
         .map(
-            |((g, (total, bots)), (intervals, tail, sources))| GroupOutcome {
+            |((g, (total, bots)), (intervals, tail_rtt, sources))| GroupOutcome {
                 name: g.name.clone(),
                 size: match g.size {
                     Some(GroupSize::Share(x)) => format!("share {}%", (x * 1e4).round() / 1e2),
@@ -297,7 +304,7 @@ fn group_outcomes(
                     .and_then(|n| serde_json::to_value(n).ok()),
                 lifecycle: g.lifecycle,
                 intervals,
-                tail,
+                tail_rtt,
                 sources,
             },
         )
@@ -446,11 +453,11 @@ struct Collector {
     groups: Vec<(Recorder, crate::metrics::groups::GroupBots)>,
     /// Interval index -> per group, the second's figures and bots in play, merged over the
     /// workers reported so far.
-    open_groups: std::collections::BTreeMap<u64, Vec<(Recorder, u64)>>,
+    open_groups: std::collections::BTreeMap<u64, Vec<crate::metrics::groups::GroupSecond>>,
     /// Per group: its completed seconds.
     group_points: Vec<Vec<crate::metrics::groups::GroupPoint>>,
     /// Per group: what no whole second holds (as `tail`).
-    group_tails: Vec<Recorder>,
+    group_tails: Vec<crate::metrics::groups::GroupSecond>,
 }
 
 impl Collector {
@@ -461,7 +468,7 @@ impl Collector {
                 .collect(),
             open_groups: Default::default(),
             group_points: vec![Vec::new(); groups],
-            group_tails: (0..groups).map(|_| Recorder::new()).collect(),
+            group_tails: vec![crate::metrics::groups::GroupSecond::new(); groups],
             workers,
             total: Recorder::new(),
             open: Default::default(),
@@ -520,8 +527,8 @@ impl Collector {
                         let cpu = self.open_cpu.remove(&index).unwrap_or_default();
                         p.generator = Some(health(&r, cpu));
                         self.points.push(p.clone());
-                        let groups = self.close_group_second(index);
-                        return Some((p, c, Second { rec: r, groups }));
+                        let group_rtt = self.close_group_second(index);
+                        return Some((p, c, Second { rec: r, group_rtt }));
                     }
                 }
                 None
@@ -540,11 +547,11 @@ impl Collector {
                 self.add_groups(&rec, groups.iter().map(|(r, b)| (r, Some(b))));
                 if groups.is_empty() {
                     if let Some(t) = self.group_tails.first_mut() {
-                        t.merge(&rec);
+                        t.add(&rec, 0);
                     }
                 }
                 for (t, (r, _)) in self.group_tails.iter_mut().zip(&groups) {
-                    t.merge(r);
+                    t.add(r, 0);
                 }
                 if groups.is_empty() {
                     // One group: its counts are the worker's.
@@ -616,30 +623,28 @@ impl Collector {
         let open = self
             .open_groups
             .entry(index)
-            .or_insert_with(|| (0..n).map(|_| (Recorder::new(), 0)).collect());
+            .or_insert_with(|| vec![crate::metrics::groups::GroupSecond::new(); n]);
         if groups.is_empty() {
             if let Some(g) = open.first_mut() {
-                g.0.merge(rec);
-                g.1 += connected_now;
+                g.add(rec, connected_now);
             }
             return;
         }
         for (i, (g, r)) in open.iter_mut().zip(groups).enumerate() {
-            g.0.merge(r);
-            g.1 += connected_by_group.get(i).copied().unwrap_or(0);
+            g.add(r, connected_by_group.get(i).copied().unwrap_or(0));
         }
     }
 
-    /// A completed second: each group's point, and its recorder (for the log).
-    fn close_group_second(&mut self, index: u64) -> Vec<Recorder> {
+    /// A completed second: each group's point, and its RTT histogram (for the log).
+    fn close_group_second(&mut self, index: u64) -> Vec<hdrhistogram::Histogram<u64>> {
         let Some(open) = self.open_groups.remove(&index) else {
             return Vec::new();
         };
         open.into_iter()
             .zip(self.group_points.iter_mut())
-            .map(|((r, c), points)| {
-                points.push(crate::metrics::groups::GroupPoint::of(index, &r, c));
-                r
+            .map(|(g, points)| {
+                points.push(g.point(index));
+                g.rtt_us
             })
             .collect()
     }
@@ -651,9 +656,10 @@ impl Collector {
         for (_, (r, _, _)) in std::mem::take(&mut self.open) {
             self.tail.merge(&r);
         }
+        // Seconds not every worker reported: their groups' parts go to the tails.
         for (_, open) in std::mem::take(&mut self.open_groups) {
-            for (t, (r, _)) in self.group_tails.iter_mut().zip(open) {
-                t.merge(&r);
+            for (t, g) in self.group_tails.iter_mut().zip(open) {
+                t.merge(&g);
             }
         }
         let last_t = self.points.last().map_or(0.0, |p| p.t);
@@ -670,7 +676,8 @@ impl Collector {
                 .zip(&self.groups)
                 .zip(self.group_points.iter_mut())
             {
-                let mut g = crate::metrics::groups::GroupPoint::of(0, tail, bots.connected_now);
+                let mut g = tail.point(0);
+                g.bots_connected = bots.connected_now;
                 g.t = p.t;
                 g.partial = true;
                 points.push(g);

@@ -113,8 +113,8 @@ pub struct GroupOutcome {
     pub lifecycle: Option<LifecyclePlan>,
     /// The group's seconds, as the whole run's points (the last one partial).
     pub intervals: Vec<GroupPoint>,
-    /// What the group measured after the last whole second (the log's last entry).
-    pub tail: Recorder,
+    /// The group's RTT after the last whole second (the log's last entry).
+    pub tail_rtt: hdrhistogram::Histogram<u64>,
     /// The group's bots per source address, when its bots bind to a pool (its own
     /// `source_addresses`, or the scenario's).
     pub sources: Option<super::SourceCounts>,
@@ -252,24 +252,136 @@ impl LinkSecond {
     }
 }
 
-impl GroupPoint {
-    /// The group's second `index` (ending at `index + 1` s) from its recorder of that second
-    /// and its bots in play at the end of it.
-    pub fn of(index: u64, rec: &Recorder, connected: u64) -> Self {
-        let rtt = (!rec.rtt_us.is_empty()).then(|| super::HistSummary::of(&rec.rtt_us));
+/// A group's second while the collector adds the workers' parts: only what its point and
+/// its line in the log need (the RTT histogram and the counts), not a whole recorder.
+#[derive(Debug, Clone)]
+pub struct GroupSecond {
+    pub rtt_us: hdrhistogram::Histogram<u64>,
+    bots_connected: u64,
+    loss_down: super::LossCounts,
+    loss_up: super::LossCounts,
+    packets_up: u64,
+    packets_down: u64,
+    bytes_up: u64,
+    bytes_down: u64,
+    link: LinkSecond,
+}
+
+impl Default for GroupSecond {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl GroupSecond {
+    pub fn new() -> Self {
+        GroupSecond {
+            rtt_us: super::new_histogram(),
+            bots_connected: 0,
+            loss_down: Default::default(),
+            loss_up: Default::default(),
+            packets_up: 0,
+            packets_down: 0,
+            bytes_up: 0,
+            bytes_down: 0,
+            link: LinkSecond::default(),
+        }
+    }
+
+    /// Add one worker's part of the second: its recorder of the group and the group's bots
+    /// it had in play at the end.
+    pub fn add(&mut self, rec: &Recorder, connected: u64) {
+        // Same bounds on both sides: the add cannot fail.
+        let _ = self.rtt_us.add(&rec.rtt_us);
+        self.bots_connected += connected;
+        self.loss_down.merge(&rec.loss_down);
+        self.loss_up.merge(&rec.loss_up);
+        self.packets_up += rec.packets_up;
+        self.packets_down += rec.packets_down;
+        self.bytes_up += rec.bytes_up;
+        self.bytes_down += rec.bytes_down;
+        let l = LinkSecond::of(rec);
+        self.link = self.link.checked_add(&l).unwrap_or(self.link);
+    }
+
+    /// Add another part of the same second (the bots in play are left as they are: a
+    /// worker's unfinished second has none to add).
+    pub fn merge(&mut self, o: &GroupSecond) {
+        let _ = self.rtt_us.add(&o.rtt_us);
+        self.loss_down.merge(&o.loss_down);
+        self.loss_up.merge(&o.loss_up);
+        self.packets_up += o.packets_up;
+        self.packets_down += o.packets_down;
+        self.bytes_up += o.bytes_up;
+        self.bytes_down += o.bytes_down;
+        self.link = self.link.checked_add(&o.link).unwrap_or(self.link);
+    }
+
+    /// The second's point, ending at `index + 1` s.
+    pub fn point(&self, index: u64) -> GroupPoint {
+        let rtt = (!self.rtt_us.is_empty()).then(|| super::HistSummary::of(&self.rtt_us));
         GroupPoint {
             t: (index + 1) as f64,
             partial: false,
-            bots_connected: connected,
+            bots_connected: self.bots_connected,
             rtt_p50_us: rtt.map(|h| h.p50),
             rtt_p99_us: rtt.map(|h| h.p99),
-            loss_down: SecondLoss::of(&rec.loss_down),
-            loss_up: SecondLoss::of(&rec.loss_up),
-            packets_up: rec.packets_up,
-            packets_down: rec.packets_down,
-            bytes_up: rec.bytes_up,
-            bytes_down: rec.bytes_down,
-            link: LinkSecond::of(rec),
+            loss_down: SecondLoss::of(&self.loss_down),
+            loss_up: SecondLoss::of(&self.loss_up),
+            packets_up: self.packets_up,
+            packets_down: self.packets_down,
+            bytes_up: self.bytes_up,
+            bytes_down: self.bytes_down,
+            link: self.link,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two workers' parts of one second make one point: counts added, the link's drops per
+    /// direction summed over their reasons, percentiles of both parts' samples together, and
+    /// `null` (not 0) where nothing was measured.
+    #[test]
+    fn a_groups_second_adds_the_workers_parts() {
+        let mut a = Recorder::new();
+        a.record_rtt(1_000);
+        a.loss_down.add(100, 97);
+        a.events.add("netsim_down_offered", 100);
+        a.events.add("netsim_down_lost_loss", 2);
+        a.events.add("netsim_down_lost_queue", 1);
+        let mut b = Recorder::new();
+        for _ in 0..99 {
+            b.record_rtt(50_000);
+        }
+        b.loss_down.add(100, 100);
+        b.events.add("netsim_up_offered", 40);
+        b.events.add("netsim_up_lost_outage", 4);
+        let mut s = GroupSecond::new();
+        s.add(&a, 3);
+        s.add(&b, 2);
+        let p = s.point(4);
+        assert_eq!(p.t, 5.0);
+        assert_eq!(p.bots_connected, 5);
+        assert_eq!((p.loss_down.expected, p.loss_down.received), (200, 197));
+        assert_eq!(p.loss_down.rate, Some(0.015));
+        assert_eq!(p.loss_up.rate, None, "nothing expected upstream: no data");
+        assert_eq!(
+            p.link,
+            LinkSecond {
+                up_offered: 40,
+                up_dropped: 4,
+                down_offered: 100,
+                down_dropped: 3,
+            }
+        );
+        assert_eq!(p.rtt_p50_us, Some(s.rtt_us.value_at_quantile(0.5)));
+        assert!(
+            p.rtt_p50_us.unwrap() >= 50_000,
+            "99 of 100 samples are 50 ms"
+        );
+        assert_eq!(GroupSecond::new().point(0).rtt_p99_us, None);
     }
 }

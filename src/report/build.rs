@@ -612,7 +612,7 @@ mod tests {
                 network: None,
                 lifecycle: None,
                 intervals: Vec::new(),
-                tail: Recorder::new(),
+                tail_rtt: crate::metrics::new_histogram(),
                 sources: None,
             }
         };
