@@ -579,7 +579,15 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
             plan.duration,
         ));
     };
-    let outcome = match engine::run_observed(&plan, &stop, on_start, |p, c, rec| {
+    // Each group's per-second RTT goes into the log beside the whole run's (`merge` reads
+    // the groups' per-second percentiles again from it).
+    let group_tags: Vec<String> = plan
+        .groups
+        .iter()
+        .map(|g| crate::metrics::groups::rtt_tag(&g.name))
+        .collect();
+    let outcome = match engine::run_observed(&plan, &stop, on_start, |p, c, second| {
+        let rec = &second.rec;
         if !console.quiet {
             printer.line(p, c);
         }
@@ -590,6 +598,11 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
         }
         if hlog_error.is_none() {
             hlog_error = hlog.interval(p.t as u64 - 1, rec).err();
+        }
+        for (tag, rtt) in group_tags.iter().zip(&second.group_rtt) {
+            if hlog_error.is_none() {
+                hlog_error = hlog.histogram(p.t as u64 - 1, tag, rtt).err();
+            }
         }
         if let Some(m) = &metrics {
             exposition.update(p, c, rec);
@@ -618,6 +631,13 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
         .unwrap_or(0);
     if hlog_error.is_none() {
         hlog_error = hlog.interval(last, &outcome.tail).err();
+    }
+    for g in &outcome.groups {
+        if hlog_error.is_none() {
+            hlog_error = hlog
+                .histogram(last, &crate::metrics::groups::rtt_tag(&g.name), &g.tail_rtt)
+                .err();
+        }
     }
     if let Some(e) = hlog_error {
         say!("warning: histograms.hlog is incomplete: {e}");

@@ -73,9 +73,18 @@ impl StopSignal {
 pub fn run(
     plan: &Plan,
     stop: &StopSignal,
-    progress: impl FnMut(&IntervalPoint, u64, &Recorder),
+    progress: impl FnMut(&IntervalPoint, u64, &Second),
 ) -> Result<RunOutcome, EngineError> {
     run_observed(plan, stop, |_| {}, progress)
+}
+
+/// One completed second as the collector merged it over the workers: all bots' figures,
+/// and each group's (for the groups' lines in `histograms.hlog`).
+pub struct Second {
+    pub rec: Recorder,
+    /// Each group's RTT histogram of the second, in the plan's order, when the scenario has
+    /// `groups:` (empty without).
+    pub group_rtt: Vec<hdrhistogram::Histogram<u64>>,
 }
 
 /// What a run is about to start with, for whoever watches it from outside the swarm (the
@@ -92,7 +101,7 @@ pub fn run_observed(
     plan: &Plan,
     stop: &StopSignal,
     on_start: impl FnOnce(&RunStart),
-    mut progress: impl FnMut(&IntervalPoint, u64, &Recorder),
+    mut progress: impl FnMut(&IntervalPoint, u64, &Second),
 ) -> Result<RunOutcome, EngineError> {
     limits::ensure_fd_limit(plan.planned)?;
     // The first bot's source address is tried before anything starts (a bind, nothing
@@ -221,10 +230,7 @@ pub fn run_observed(
     collector.finish(elapsed);
     let interrupted = stop.is_stopped();
     let server_stats = merge_server_stats(servers.into_iter().map(ServerHandle::shutdown));
-    let sources = plan
-        .source_pool
-        .as_ref()
-        .map(|pool| source_counts(plan, pool, &collector.connected_by_source));
+    let sources = whole_source_counts(plan, &collector.connected_by_source);
     Ok(RunOutcome {
         total: collector.total,
         intervals: collector.points,
@@ -242,7 +248,13 @@ pub fn run_observed(
         target,
         sources,
         server_metrics: None,
-        groups: group_outcomes(plan, collector.groups),
+        groups: group_outcomes(
+            plan,
+            collector.groups,
+            collector.group_points,
+            collector.group_tails,
+            &collector.connected_by_source,
+        ),
     })
 }
 
@@ -250,48 +262,114 @@ pub fn run_observed(
 fn group_outcomes(
     plan: &Plan,
     collected: Vec<(Recorder, crate::metrics::groups::GroupBots)>,
+    points: Vec<Vec<crate::metrics::groups::GroupPoint>>,
+    tails: Vec<crate::metrics::groups::GroupSecond>,
+    connected_by_source: &BySource,
 ) -> Vec<crate::metrics::groups::GroupOutcome> {
+    use crate::metrics::groups::GroupOutcome;
     use crate::scenario::GroupSize;
     if plan.groups.iter().all(|g| g.implicit) {
         return Vec::new();
     }
+    let seconds = points
+        .into_iter()
+        .zip(tails)
+        .enumerate()
+        .map(|(i, (p, t))| {
+            (
+                p,
+                t.rtt_us,
+                group_source_counts(plan, i, connected_by_source),
+            )
+        });
     plan.groups
         .iter()
         .zip(collected)
-        .map(|(g, (total, bots))| crate::metrics::groups::GroupOutcome {
-            name: g.name.clone(),
-            size: match g.size {
-                Some(GroupSize::Share(x)) => format!("share {}%", (x * 1e4).round() / 1e2),
-                Some(GroupSize::Count(n)) => format!("count {n}"),
-                Some(GroupSize::Arrivals) => "arrival rate".into(),
-                None => String::new(),
+        .zip(seconds)
+        .map(
+            |((g, (total, bots)), (intervals, tail_rtt, sources))| GroupOutcome {
+                name: g.name.clone(),
+                size: match g.size {
+                    Some(GroupSize::Share(x)) => format!("share {}%", (x * 1e4).round() / 1e2),
+                    Some(GroupSize::Count(n)) => format!("count {n}"),
+                    Some(GroupSize::Arrivals) => "arrival rate".into(),
+                    None => String::new(),
+                },
+                planned: g.planned,
+                total,
+                bots,
+                network: g
+                    .network
+                    .as_ref()
+                    .and_then(|n| serde_json::to_value(n).ok()),
+                lifecycle: g.lifecycle,
+                intervals,
+                tail_rtt,
+                sources,
             },
-            planned: g.planned,
-            total,
-            bots,
-            network: g
-                .network
-                .as_ref()
-                .and_then(|n| serde_json::to_value(n).ok()),
-            lifecycle: g.lifecycle,
-        })
+        )
         .collect()
 }
 
-/// Bots per source address (or network, for a large pool): planned from the plan, connected
-/// as the workers saw them.
-fn source_counts(
+/// Bots ever in play, by group and source address, over the workers.
+type BySource = std::collections::BTreeMap<(usize, std::net::IpAddr), u64>;
+
+/// Bots per source address over the whole run: every bot that binds to a pool (the
+/// scenario's `engine.source_addresses` or its group's own), at the address it bound to.
+/// `None` when no bot has a pool.
+fn whole_source_counts(plan: &Plan, connected: &BySource) -> Option<crate::metrics::SourceCounts> {
+    let own = plan.groups.iter().filter_map(|g| g.source_pool.as_ref());
+    let pools: Vec<&crate::scenario::SourcePool> = plan.source_pool.iter().chain(own).collect();
+    let size = pools.iter().fold(0u128, |n, p| n.saturating_add(p.len()));
+    let widest = pools.iter().max_by_key(|p| p.len())?;
+    let planned = plan.spawns.iter().filter_map(|e| plan.source_of(e.index));
+    Some(source_counts(
+        widest,
+        size,
+        planned,
+        connected.iter().map(|((_, a), n)| (*a, *n)),
+    ))
+}
+
+/// A group's bots per source address: its own pool, or its share of the scenario's; `None`
+/// when its bots bind to no pool.
+fn group_source_counts(
     plan: &Plan,
+    group: usize,
+    connected: &BySource,
+) -> Option<crate::metrics::SourceCounts> {
+    let pool = plan
+        .groups
+        .get(group)?
+        .source_pool
+        .as_ref()
+        .or(plan.source_pool.as_ref())?;
+    let planned = plan
+        .spawns
+        .iter()
+        .filter(|e| usize::from(e.group) == group)
+        .filter_map(|e| plan.source_of(e.index));
+    let connected = connected
+        .iter()
+        .filter(|((g, _), _)| *g == group)
+        .map(|((_, a), n)| (*a, *n));
+    Some(source_counts(pool, pool.len(), planned, connected))
+}
+
+/// Bots per source address (or network, for a large pool): planned from the plan, connected
+/// as the workers saw them. `pool` decides the grouping; `size` is the addresses in play.
+fn source_counts(
     pool: &crate::scenario::SourcePool,
-    connected: &std::collections::BTreeMap<std::net::IpAddr, u64>,
+    size: u128,
+    planned: impl Iterator<Item = std::net::IpAddr> + Clone,
+    connected: impl Iterator<Item = (std::net::IpAddr, u64)>,
 ) -> crate::metrics::SourceCounts {
     use crate::scenario::source_pool::count_by_group;
-    let planned = plan.spawns.iter().map(|e| pool.for_bot(e.index));
     let grouping = pool.grouping(planned.clone());
-    let rows = count_by_group(grouping, planned, connected.iter().map(|(a, n)| (*a, *n)));
+    let rows = count_by_group(grouping, planned, connected);
     crate::metrics::SourceCounts {
         grouped_by: grouping.name(),
-        pool_size: u64::try_from(pool.len()).unwrap_or(u64::MAX),
+        pool_size: u64::try_from(size).unwrap_or(u64::MAX),
         rows: rows
             .into_iter()
             .map(|(source, planned, connected)| crate::metrics::SourceRow {
@@ -368,11 +446,18 @@ struct Collector {
     silent_at_end: u64,
     ever_connected: u64,
     failed: u64,
-    /// Bots ever in play per source address, over workers.
-    connected_by_source: std::collections::BTreeMap<std::net::IpAddr, u64>,
+    /// Bots ever in play per group and source address, over workers.
+    connected_by_source: BySource,
     /// Per group (none for a scenario without `groups:`): the whole run's figures and bot
     /// counts.
     groups: Vec<(Recorder, crate::metrics::groups::GroupBots)>,
+    /// Interval index -> per group, the second's figures and bots in play, merged over the
+    /// workers reported so far.
+    open_groups: std::collections::BTreeMap<u64, Vec<crate::metrics::groups::GroupSecond>>,
+    /// Per group: its completed seconds.
+    group_points: Vec<Vec<crate::metrics::groups::GroupPoint>>,
+    /// Per group: what no whole second holds (as `tail`).
+    group_tails: Vec<crate::metrics::groups::GroupSecond>,
 }
 
 impl Collector {
@@ -381,6 +466,9 @@ impl Collector {
             groups: (0..groups)
                 .map(|_| (Recorder::new(), Default::default()))
                 .collect(),
+            open_groups: Default::default(),
+            group_points: vec![Vec::new(); groups],
+            group_tails: vec![crate::metrics::groups::GroupSecond::new(); groups],
             workers,
             total: Recorder::new(),
             open: Default::default(),
@@ -400,13 +488,14 @@ impl Collector {
 
     /// The interval this message completed, if any: its point, the bots connected then, and
     /// its merged recorder.
-    fn accept(&mut self, msg: WorkerMsg) -> Option<(IntervalPoint, u64, Recorder)> {
+    fn accept(&mut self, msg: WorkerMsg) -> Option<(IntervalPoint, u64, Second)> {
         match msg {
             WorkerMsg::Interval {
                 index,
                 rec,
                 groups,
                 connected_now,
+                connected_by_group,
                 census,
                 worker,
                 cpu_us,
@@ -420,6 +509,7 @@ impl Collector {
                 }
                 self.total.merge(&rec);
                 self.add_groups(&rec, groups.iter().map(|g| (g, None)));
+                self.add_group_second(index, &rec, &groups, connected_now, &connected_by_group);
                 merge_census(self.open_phases.entry(index).or_default(), &census);
                 let e = self
                     .open
@@ -437,7 +527,8 @@ impl Collector {
                         let cpu = self.open_cpu.remove(&index).unwrap_or_default();
                         p.generator = Some(health(&r, cpu));
                         self.points.push(p.clone());
-                        return Some((p, c, r));
+                        let group_rtt = self.close_group_second(index);
+                        return Some((p, c, Second { rec: r, group_rtt }));
                     }
                 }
                 None
@@ -455,6 +546,14 @@ impl Collector {
             } => {
                 self.add_groups(&rec, groups.iter().map(|(r, b)| (r, Some(b))));
                 if groups.is_empty() {
+                    if let Some(t) = self.group_tails.first_mut() {
+                        t.add(&rec, 0);
+                    }
+                }
+                for (t, (r, _)) in self.group_tails.iter_mut().zip(&groups) {
+                    t.add(r, 0);
+                }
+                if groups.is_empty() {
                     // One group: its counts are the worker's.
                     if let Some(g) = self.groups.first_mut() {
                         g.1.add(&crate::metrics::groups::GroupBots {
@@ -467,8 +566,8 @@ impl Collector {
                         });
                     }
                 }
-                for (ip, n) in connected_by_source {
-                    *self.connected_by_source.entry(ip).or_default() += n;
+                for (g, ip, n) in connected_by_source {
+                    *self.connected_by_source.entry((g, ip)).or_default() += n;
                 }
                 merge_census(&mut self.tail_phases, &census);
                 self.lost += lost;
@@ -508,12 +607,60 @@ impl Collector {
         }
     }
 
+    /// Add a worker's second to each group's (with one group, `rec` is the group's).
+    fn add_group_second(
+        &mut self,
+        index: u64,
+        rec: &Recorder,
+        groups: &[Recorder],
+        connected_now: u64,
+        connected_by_group: &[u64],
+    ) {
+        let n = self.groups.len();
+        if n == 0 {
+            return;
+        }
+        let open = self
+            .open_groups
+            .entry(index)
+            .or_insert_with(|| vec![crate::metrics::groups::GroupSecond::new(); n]);
+        if groups.is_empty() {
+            if let Some(g) = open.first_mut() {
+                g.add(rec, connected_now);
+            }
+            return;
+        }
+        for (i, (g, r)) in open.iter_mut().zip(groups).enumerate() {
+            g.add(r, connected_by_group.get(i).copied().unwrap_or(0));
+        }
+    }
+
+    /// A completed second: each group's point, and its RTT histogram (for the log).
+    fn close_group_second(&mut self, index: u64) -> Vec<hdrhistogram::Histogram<u64>> {
+        let Some(open) = self.open_groups.remove(&index) else {
+            return Vec::new();
+        };
+        open.into_iter()
+            .zip(self.group_points.iter_mut())
+            .map(|(g, points)| {
+                points.push(g.point(index));
+                g.rtt_us
+            })
+            .collect()
+    }
+
     /// After the last worker: what no whole second holds (seconds some workers finished
     /// before they reported them, and the time since the last whole second) becomes the
     /// tail, and the tail becomes the last, partial point, so the points add up to the totals.
     fn finish(&mut self, elapsed: Duration) {
         for (_, (r, _, _)) in std::mem::take(&mut self.open) {
             self.tail.merge(&r);
+        }
+        // Seconds not every worker reported: their groups' parts go to the tails.
+        for (_, open) in std::mem::take(&mut self.open_groups) {
+            for (t, g) in self.group_tails.iter_mut().zip(open) {
+                t.merge(&g);
+            }
         }
         let last_t = self.points.last().map_or(0.0, |p| p.t);
         let t = (elapsed.as_secs_f64() * 1000.0).round() / 1000.0;
@@ -523,6 +670,18 @@ impl Collector {
             set_census(&mut p, std::mem::take(&mut self.tail_phases));
             p.t = t.max(last_t);
             p.partial = true;
+            for ((tail, (_, bots)), points) in self
+                .group_tails
+                .iter()
+                .zip(&self.groups)
+                .zip(self.group_points.iter_mut())
+            {
+                let mut g = tail.point(0);
+                g.bots_connected = bots.connected_now;
+                g.t = p.t;
+                g.partial = true;
+                points.push(g);
+            }
             self.points.push(p);
         }
     }

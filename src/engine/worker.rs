@@ -59,6 +59,8 @@ pub enum WorkerMsg {
         /// one group's).
         groups: Vec<Recorder>,
         connected_now: u64,
+        /// Of those, per group (empty with one group, as `groups`).
+        connected_by_group: Vec<u64>,
         /// Bots per phase at the end of the interval, the groups still on their way in, and
         /// the same per target.
         census: Census,
@@ -81,8 +83,9 @@ pub enum WorkerMsg {
         silent_at_end: u64,
         /// Bots per phase when the run ended (before the engine stopped them).
         census: Census,
-        /// Bots that were ever in play, per source address (with `engine.source_addresses`).
-        connected_by_source: Vec<(IpAddr, u64)>,
+        /// Bots that were ever in play, per group and source address (with a pool:
+        /// `engine.source_addresses` or a group's own).
+        connected_by_source: Vec<(usize, IpAddr, u64)>,
     },
 }
 
@@ -853,17 +856,18 @@ async fn worker_main<T: BotTransport + 'static>(
         g.sessions += n;
     }
     let total = GroupBots::sum(&by_group);
-    // Sorted, then counted per run of equal addresses: a /8 pool gives every bot its own.
-    let mut ips: Vec<IpAddr> = (shared.slots.borrow().iter())
+    // Sorted, then counted per run of equal addresses (per group): a /8 pool gives every
+    // bot its own.
+    let mut ips: Vec<(usize, IpAddr)> = (shared.slots.borrow().iter())
         .filter(|s| s.ever_connected)
-        .filter_map(|s| s.source_ip)
+        .filter_map(|s| Some((s.group, s.source_ip?)))
         .collect();
     ips.sort_unstable();
-    let mut connected_by_source: Vec<(IpAddr, u64)> = Vec::new();
-    for ip in ips {
+    let mut connected_by_source: Vec<(usize, IpAddr, u64)> = Vec::new();
+    for (g, ip) in ips {
         match connected_by_source.last_mut() {
-            Some((last, n)) if *last == ip => *n += 1,
-            _ => connected_by_source.push((ip, 1)),
+            Some((lg, last, n)) if *lg == g && *last == ip => *n += 1,
+            _ => connected_by_source.push((g, ip, 1)),
         }
     }
     let (rec, groups) = take_recorders(&shared.recs);
@@ -1156,6 +1160,7 @@ async fn interval_loop<T: BotTransport + 'static>(
 ) {
     let mut index = 0u64;
     let mut cpu_before = super::health::thread_cpu_us();
+    let mut connected_by_group: Vec<u64> = Vec::new();
     loop {
         let at = run_start + Duration::from_secs(index + 1);
         tokio::time::sleep_until(at.into()).await;
@@ -1167,6 +1172,10 @@ async fn interval_loop<T: BotTransport + 'static>(
             let mut recs = shared.recs.borrow_mut();
             let last = recs.len().saturating_sub(1);
             let mut connected = 0u64;
+            connected_by_group.clear();
+            if recs.len() > 1 {
+                connected_by_group.resize(recs.len(), 0);
+            }
             for (idx, s) in slots.iter_mut().enumerate() {
                 let (up, down) = (s.second_up, s.second_down);
                 s.second_up = 0;
@@ -1177,6 +1186,9 @@ async fn interval_loop<T: BotTransport + 'static>(
                     continue;
                 }
                 connected += 1;
+                if let Some(n) = connected_by_group.get_mut(s.group.min(last)) {
+                    *n += 1;
+                }
                 let rec = &mut recs[s.group.min(last)];
                 if whole {
                     rec.record_bot_second(up, down);
@@ -1197,6 +1209,7 @@ async fn interval_loop<T: BotTransport + 'static>(
                 rec,
                 groups,
                 connected_now,
+                connected_by_group: std::mem::take(&mut connected_by_group),
                 census,
                 worker,
                 cpu_us,

@@ -611,6 +611,9 @@ mod tests {
                 },
                 network: None,
                 lifecycle: None,
+                intervals: Vec::new(),
+                tail_rtt: crate::metrics::new_histogram(),
+                sources: None,
             }
         };
         let (a, b) = (group("a", 500), group("b", 50_000));

@@ -56,6 +56,16 @@ pub struct GroupSummary {
     /// adds up.
     #[serde(default)]
     pub histograms: BTreeMap<String, String>,
+    /// The group's bots per source address (its own `source_addresses`, or its share of
+    /// `engine.source_addresses`), as the whole run's `source_addresses`. Absent when its
+    /// bots bind to no pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_addresses: Option<crate::metrics::SourceCounts>,
+    /// The group's per-second series, on the whole run's time axis (`intervals[].t`): bots
+    /// in play, RTT p50/p99, loss each way as counts, payload, and what its simulated link
+    /// was given and dropped. What report.html's per-group charts draw.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub intervals: Vec<crate::metrics::groups::GroupPoint>,
 }
 
 /// A group's lifecycle: the schedule, and what happened of it.
@@ -159,6 +169,8 @@ pub fn project(name: &str, size: &str, network: Option<Value>, s: Summary) -> Gr
         protocol_metrics: s.protocol_metrics,
         lifecycle: None,
         histograms: BTreeMap::new(),
+        source_addresses: None,
+        intervals: Vec::new(),
     }
 }
 
@@ -195,6 +207,8 @@ pub fn summarize_groups(
             let upstream = s.loss_method.upstream.clone();
             let mut gs = project(&g.name, &g.size, g.network.clone(), s);
             gs.histograms = encode_all(&g.total);
+            gs.intervals = g.intervals.clone();
+            gs.source_addresses = g.sources.clone();
             gs.lifecycle = g.lifecycle.map(|planned| LifecycleSummary {
                 planned,
                 done: crate::metrics::groups::LifecycleDone::of(&g.total),

@@ -177,6 +177,13 @@ impl HlogWriter {
         self.out.flush()
     }
 
+    /// Append one histogram of second `index` under `tag` (a group's RTT:
+    /// [`crate::metrics::groups::rtt_tag`]); nothing when it is empty.
+    pub fn histogram(&mut self, index: u64, tag: &str, h: &Histogram<u64>) -> io::Result<()> {
+        self.write(tag, h, Duration::from_secs(index))?;
+        self.out.flush()
+    }
+
     /// Append second `index` (starting at `index` seconds after the run start).
     pub fn interval(&mut self, index: u64, rec: &Recorder) -> io::Result<()> {
         let start = Duration::from_secs(index);

@@ -411,12 +411,43 @@ pub fn merge_runs(dirs: &[PathBuf], allow_missing: bool) -> Result<Merged, Merge
             p.loss_down_rate = (*n > 0).then(|| sum / *n as f64);
         }
     }
+    // Each group's seconds: percentiles from its own per-second histograms in the logs
+    // (`rtt_us{group=NAME}`), never from one shard's figure; none where no log has one.
+    let group_tags: Vec<String> = m
+        .groups
+        .0
+        .iter()
+        .map(|g| crate::metrics::groups::rtt_tag(&g.name))
+        .collect();
+    let mut group_points: Vec<Vec<crate::metrics::groups::GroupPoint>> = m
+        .groups
+        .0
+        .iter_mut()
+        .map(|g| std::mem::take(&mut g.intervals))
+        .collect();
+    for p in group_points.iter_mut().flatten() {
+        p.rtt_p50_us = None;
+        p.rtt_p99_us = None;
+    }
     let merged = Merged { summary: m, logs };
-    const PER_SECOND: &[&str] = &["rtt_us", "send_lateness_us"];
+    let mut per_second: Vec<&str> = vec!["rtt_us", "send_lateness_us"];
+    per_second.extend(group_tags.iter().map(String::as_str));
     let mut seconds = merged.seconds();
-    seconds.only = Some(PER_SECOND);
+    seconds.only = Some(&per_second);
     for second in seconds {
         let (sec, tags) = second.map_err(MergeError::Second)?;
+        for (tag, points) in group_tags.iter().zip(group_points.iter_mut()) {
+            let Some(h) = tags.get(tag).filter(|h| !h.is_empty()) else {
+                continue;
+            };
+            for p in points
+                .iter_mut()
+                .filter(|p| start_second(p.t, p.partial) == sec)
+            {
+                p.rtt_p50_us = Some(h.quantile(&project, 0.5));
+                p.rtt_p99_us = Some(h.quantile(&project, 0.99));
+            }
+        }
         let Some(ks) = wanted.get(&sec) else { continue };
         // As IntervalPoint::set_percentiles reads them from a histogram: none when empty.
         let q = |tag: &str, q: f64| {
@@ -442,6 +473,9 @@ pub fn merge_runs(dirs: &[PathBuf], allow_missing: bool) -> Result<Merged, Merge
         logs,
     } = merged;
     m.intervals = points.into_values().collect();
+    for (g, points) in m.groups.0.iter_mut().zip(group_points) {
+        g.intervals = points;
+    }
 
     // Verdict again, from the merged figures. A threshold the runs could not measure stays
     // so (and skipped where they skipped it).
@@ -741,6 +775,13 @@ fn add_groups(
         }
         let network = mine.network.take();
         let size = std::mem::take(&mut mine.size);
+        let mut intervals = std::mem::take(&mut mine.intervals);
+        add_group_points(&mut intervals, &g.intervals)
+            .map_err(|e| format!("group {}: {e}", g.name))?;
+        let sources = crate::metrics::sources::merge_counts(
+            mine.source_addresses.take(),
+            g.source_addresses.as_ref(),
+        );
         let lifecycle = match (mine.lifecycle, g.lifecycle) {
             (Some(x), Some(y)) => Some(add_lifecycle(x, y)?),
             (x, y) => x.or(y),
@@ -748,8 +789,70 @@ fn add_groups(
         *mine = project(&g.name, &size, network, a);
         mine.histograms = histograms;
         mine.lifecycle = lifecycle;
+        mine.intervals = intervals;
+        mine.source_addresses = sources;
     }
     Ok(())
+}
+
+/// Add a run's seconds of one group into the merged group's, by end second (the partial
+/// last ones into one), every count checked. The percentiles are left to the log (see
+/// [`merge_runs`]).
+fn add_group_points(
+    into: &mut Vec<crate::metrics::groups::GroupPoint>,
+    from: &[crate::metrics::groups::GroupPoint],
+) -> Result<(), String> {
+    use crate::metrics::groups::GroupPoint;
+    let key = |p: &GroupPoint| {
+        if p.partial {
+            u64::MAX
+        } else {
+            p.t.round() as u64
+        }
+    };
+    let mut by: BTreeMap<u64, GroupPoint> = std::mem::take(into)
+        .into_iter()
+        .map(|p| (key(&p), p))
+        .collect();
+    for p in from {
+        let at = |what: &str| format!("intervals[t={}].{what}", p.t);
+        let e = by.entry(key(p)).or_insert_with(|| GroupPoint {
+            t: p.t,
+            partial: p.partial,
+            ..GroupPoint::default()
+        });
+        e.t = e.t.max(p.t);
+        e.bots_connected = sum(e.bots_connected, p.bots_connected, &at("bots_connected"))?;
+        e.packets_up = sum(e.packets_up, p.packets_up, &at("packets_up"))?;
+        e.packets_down = sum(e.packets_down, p.packets_down, &at("packets_down"))?;
+        e.bytes_up = sum(e.bytes_up, p.bytes_up, &at("bytes_up"))?;
+        e.bytes_down = sum(e.bytes_down, p.bytes_down, &at("bytes_down"))?;
+        let overflow = |what: &str| format!("{} added up overflows u64", at(what));
+        e.loss_down = e
+            .loss_down
+            .checked_add(&p.loss_down)
+            .ok_or_else(|| overflow("loss_down"))?;
+        e.loss_up = e
+            .loss_up
+            .checked_add(&p.loss_up)
+            .ok_or_else(|| overflow("loss_up"))?;
+        e.link = e
+            .link
+            .checked_add(&p.link)
+            .ok_or_else(|| overflow("link"))?;
+    }
+    *into = by.into_values().collect();
+    Ok(())
+}
+
+/// The start second of a point ending at `t` (a partial one: the last whole second before
+/// its end), as the log's entries are keyed.
+fn start_second(t: f64, partial: bool) -> u64 {
+    if partial {
+        (t - 1e-9).floor().max(0.0) as u64
+    } else {
+        (t.round() as u64).saturating_sub(1)
+    }
 }
 
 /// Two shards' lifecycle counts added (checked).

@@ -159,6 +159,36 @@ fn the_mixed_population_example_measures_what_each_group_was_given() {
     // report.html has the per-group table; junit.xml the groups' figures.
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(html.contains("<h2>Per group</h2>") && html.contains("latency: 75ms"));
+    // Each group's seconds are the run's seconds; the report charts them per group, with
+    // the injected latency both ways (2 x 75 ms) under mobile's RTT and the injected loss
+    // rates beside the measured loss.
+    let times = |iv: &Value| -> Vec<f64> {
+        iv.as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["t"].as_f64().unwrap())
+            .collect()
+    };
+    for n in ["broadband", "mobile", "wifi"] {
+        assert_eq!(times(&g(n)["intervals"]), times(&s["intervals"]), "{n}");
+        for chart in ["rtt", "loss"] {
+            assert!(
+                html.contains(&format!("data-chart=\"group-{chart}-{n}\"")),
+                "{chart} {n}"
+            );
+        }
+    }
+    assert!(html.contains("data-expected=\"injected-latency\" data-value=\"150000\""));
+    assert!(html.contains("data-expected=\"injected-loss-down\" data-value=\"0.03"));
+    assert!(html.contains("data-expected=\"injected-loss\" data-value=\"0.05\""));
+    // Wi-Fi's link, second by second, adds up to its whole-run drops.
+    let per_second: u64 = g("wifi")["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| u(&p["link"]["down_dropped"]))
+        .sum();
+    assert_eq!(per_second, link_drops(g("wifi"), "down"));
     let junit = std::fs::read_to_string(out.join("junit.xml")).unwrap();
     assert!(
         junit.contains("name=\"groups.mobile.rtt_us.p99\""),
@@ -241,6 +271,98 @@ fn shards_merge_into_the_whole_runs_groups() {
         assert_eq!(u(&g["rtt_us"]["min"]), min, "{n}");
     }
     assert!(u(&m["groups"]["far"]["rtt_us"]["min"]) >= 40_000);
+
+    // Each group's seconds merge exactly: counts second by second are the shards' sums,
+    // and each second's RTT p50/p99 is that of both shards' samples of the second (from
+    // their logs' `rtt_us{group=NAME}` entries), not either shard's figure.
+    for n in ["near", "far"] {
+        let merged = m["groups"][n]["intervals"].as_array().expect("intervals");
+        let shard_points: Vec<&Vec<Value>> = parts
+            .iter()
+            .map(|(_, s)| s["groups"][n]["intervals"].as_array().unwrap())
+            .collect();
+        let key = |p: &Value| {
+            (
+                p["partial"] == true,
+                p["t"].as_f64().unwrap().round() as u64,
+            )
+        };
+        let mut seconds: Vec<(bool, u64)> = shard_points
+            .iter()
+            .flat_map(|v| v.iter().map(key))
+            .collect();
+        seconds.sort_unstable();
+        seconds.dedup();
+        assert_eq!(
+            merged.len(),
+            seconds.len(),
+            "{n}: one point per second of either shard"
+        );
+        for p in merged {
+            let of = |path: &[&str]| -> u64 {
+                shard_points
+                    .iter()
+                    .flat_map(|v| v.iter().filter(|q| key(q) == key(p)))
+                    .map(|q| u(path.iter().fold(q, |v, k| &v[*k])))
+                    .sum()
+            };
+            for path in [
+                &["bots_connected"][..],
+                &["packets_up"],
+                &["bytes_down"],
+                &["loss_down", "expected"],
+                &["loss_down", "received"],
+                &["link", "up_offered"],
+                &["link", "down_dropped"],
+            ] {
+                assert_eq!(
+                    u(path.iter().fold(p, |v, k| &v[*k])),
+                    of(path),
+                    "{n} {path:?} at {}",
+                    p["t"]
+                );
+            }
+        }
+        let tag = format!("rtt_us{{group={n}}}");
+        let mut by_second: std::collections::BTreeMap<u64, hdrhistogram::Histogram<u64>> =
+            Default::default();
+        for (dir, _) in &parts {
+            tickswarm::report::hlog_read::read(&dir.join("histograms.hlog"), |e| {
+                if e.tag == tag {
+                    let h = by_second
+                        .entry(e.second)
+                        .or_insert_with(tickswarm::metrics::new_histogram);
+                    for &(v, c) in e.counts {
+                        h.record_n(v, c).unwrap();
+                    }
+                }
+                Ok(())
+            })
+            .unwrap();
+        }
+        assert!(
+            !by_second.is_empty(),
+            "{n}: the shards' logs hold the group's RTT"
+        );
+        for p in merged.iter().filter(|p| p["partial"] != true) {
+            let start = p["t"].as_f64().unwrap().round() as u64 - 1;
+            match by_second.get(&start) {
+                Some(h) => {
+                    assert_eq!(
+                        p["rtt_p50_us"].as_u64(),
+                        Some(h.value_at_quantile(0.5)),
+                        "{n} at {start}"
+                    );
+                    assert_eq!(
+                        p["rtt_p99_us"].as_u64(),
+                        Some(h.value_at_quantile(0.99)),
+                        "{n} at {start}"
+                    );
+                }
+                None => assert!(p["rtt_p99_us"].is_null(), "{n} at {start}: {p}"),
+            }
+        }
+    }
     let th: Vec<(&str, Option<f64>)> = m["thresholds"]
         .as_array()
         .unwrap()

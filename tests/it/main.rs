@@ -37,6 +37,7 @@ mod enet_half_open;
 mod enet_interop;
 mod enet_rtt;
 mod faults;
+mod group_truth;
 mod groups;
 mod layers;
 mod limits;

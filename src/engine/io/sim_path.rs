@@ -25,8 +25,10 @@ pub struct SimPath {
     counts: [u64; EVENTS.len()],
 }
 
-/// The path's counters, as events in the recorder.
-const EVENTS: [&str; 10] = [
+/// The path's counters, as events in the recorder: what each direction was given (so the
+/// report can set the link's own loss share beside what the bots measured), what it dropped
+/// and why, and what it duplicated or reordered.
+const EVENTS: [&str; 12] = [
     "netsim_up_lost_loss",
     "netsim_up_lost_outage",
     "netsim_up_lost_queue",
@@ -37,6 +39,8 @@ const EVENTS: [&str; 10] = [
     "netsim_down_duplicated",
     "netsim_up_reordered",
     "netsim_down_reordered",
+    "netsim_up_offered",
+    "netsim_down_offered",
 ];
 
 /// Each direction's conditions, resolved once per run.
@@ -126,6 +130,7 @@ impl SimPath {
         mut now_fn: impl FnMut(&[u8]),
     ) {
         let reordered = link.stats().reordered;
+        counts[if up { 10 } else { 11 }] += 1;
         match link.submit(now, bytes.len()) {
             Fate::Dropped(why) => counts[lost(up, why)] += 1,
             Fate::Deliver { at, copy_at } => {

@@ -15,6 +15,7 @@
 //! fetching anything).
 
 mod chart;
+mod group_charts;
 pub mod hists;
 mod protocol;
 mod server;
@@ -55,6 +56,10 @@ struct Page<'a> {
     latency: Vec<HistRow>,
     /// Per group of the population (`groups:`), then the whole run; empty without groups.
     groups: Vec<crate::report::groups::GroupRow>,
+    /// Per group: its RTT and loss second by second, beside its injected conditions.
+    group_figures: Vec<Figure>,
+    /// Per group with a pool: the group, its pool's line and its bots per address.
+    group_sources: Vec<(String, String, &'a [crate::metrics::SourceRow])>,
     /// Error rows and their total, or none at all.
     errors: Option<(Vec<ErrorRow>, String)>,
     protocol: Tables,
@@ -84,23 +89,41 @@ impl<'a> Page<'a> {
             bandwidth_dists: timeline::bandwidth_distributions(s, log),
             target_figures,
             targets,
-            sources: s.source_addresses.as_ref().map(|c| {
-                let how = match c.grouped_by.as_str() {
-                    "address" => format!("A pool of {} addresses, bot i on address i mod {}.", c.pool_size, c.pool_size),
-                    net => format!(
-                        "A pool of {} addresses, bot i on address i mod {}; counted per {net} network (too many addresses for one row each).",
-                        c.pool_size, c.pool_size
-                    ),
-                };
-                (how, c.rows.as_slice())
-            }),
+            sources: s
+                .source_addresses
+                .as_ref()
+                .map(|c| (pool_line(c), c.rows.as_slice())),
             latency: view::latency(s),
             groups: crate::report::groups::rows(s),
+            group_figures: group_charts::figures(s),
+            group_sources: s
+                .groups
+                .0
+                .iter()
+                .filter_map(|g| {
+                    let c = g.source_addresses.as_ref()?;
+                    Some((g.name.clone(), pool_line(c), c.rows.as_slice()))
+                })
+                .collect(),
             errors: view::errors(s),
             protocol: protocol::tables(s),
             version: env!("CARGO_PKG_VERSION"),
             schema: s.schema,
         }
+    }
+}
+
+/// How a source table counts its bots, in a sentence.
+fn pool_line(c: &crate::metrics::SourceCounts) -> String {
+    match c.grouped_by.as_str() {
+        "address" => format!(
+            "A pool of {} addresses, bot i on address i mod {}.",
+            c.pool_size, c.pool_size
+        ),
+        net => format!(
+            "A pool of {} addresses, bot i on address i mod {}; counted per {net} network (too many addresses for one row each).",
+            c.pool_size, c.pool_size
+        ),
     }
 }
 

@@ -68,7 +68,7 @@ fn time_marks(s: &Summary, tag: &str) -> Vec<Mark> {
         .collect()
 }
 
-fn op_text(t: &Threshold) -> &'static str {
+pub(super) fn op_text(t: &Threshold) -> &'static str {
     match t.op {
         crate::metrics::threshold::Op::Lt => "<",
         crate::metrics::threshold::Op::Le => "≤",
@@ -151,7 +151,7 @@ fn expected_for(s: &Summary, tag: &str) -> Vec<Expected> {
 
 /// The clip for a series whose outliers (`max`) are far above its body (`reference`): an
 /// axis to 1.5 × the reference, or none when the max is within 3 × of it.
-fn clip(reference: f64, max: f64) -> Option<f64> {
+pub(super) fn clip(reference: f64, max: f64) -> Option<f64> {
     (reference > 0.0 && max > 3.0 * reference).then_some(reference * 1.5)
 }
 
@@ -189,6 +189,8 @@ fn latency_tags(s: &Summary, log: &HistLog) -> Vec<String> {
         .iter()
         .filter(|(_, h)| !h.total.is_empty())
         .map(|(t, _)| t.clone())
+        // A group's RTT is drawn in its own section, from its seconds.
+        .filter(|t| !crate::metrics::groups::is_group_tag(t))
         .filter(|t| describe(s, t).0 == Unit::Micros)
         .collect();
     tags.sort_by_key(|t| (t != "rtt_us", t.clone()));
