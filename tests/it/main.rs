@@ -54,5 +54,6 @@ mod server_metrics;
 mod shard;
 mod source_addresses;
 mod stop;
+mod test_peer;
 mod threshold_percentiles;
 mod zergcity_codec;
