@@ -432,10 +432,18 @@ impl Bot for DarkAgesBot {
     }
 
     fn stop(&mut self, now: Instant, rec: &mut Recorder) {
-        if self.phase == BotPhase::Connected && self.handoff.is_none() {
-            self.out.push_back(Out::Disconnect(reason::NORMAL));
-            self.finish_ticks(rec);
-            self.arrivals.finish(now, rec);
+        if self.phase == BotPhase::Connected {
+            match self.handoff {
+                None => {
+                    self.out.push_back(Out::Disconnect(reason::NORMAL));
+                    self.finish_ticks(rec);
+                    self.arrivals.finish(now, rec);
+                }
+                // The new zone may hold a session for the CONNECT already sent: the goodbye
+                // goes there, or that session ends as a dropped transport.
+                Some(h) if h.connecting => self.out.push_back(Out::Disconnect(reason::NORMAL)),
+                Some(_) => {}
+            }
         }
         if matches!(
             self.phase,
