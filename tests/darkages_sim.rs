@@ -579,6 +579,29 @@ fn handoff_with_the_token_succeeds_and_keeps_the_entity() {
     assert_eq!(z.rec.events.get_prefix("handoff_failed"), 0);
 }
 
+/// A bot stopped between its handoff CONNECT and the answer says goodbye to the new zone:
+/// the session the zone opened for it ends as a DISCONNECT, not left to end as a dropped
+/// transport when the link closes.
+#[test]
+fn a_bot_stopped_mid_handoff_says_goodbye_to_the_new_zone() {
+    let mut z = two_zones(|_| {}, |_| {}, walker());
+    let mut t = 0;
+    while !(z.bot.is_handing_off() && z.zones[1].server.clients() == 1) {
+        t += 1;
+        assert!(t < 3000, "no handoff under way: {:?}", z.rec.events);
+        z.run_until(ms(t));
+    }
+    let now = z.now;
+    z.bot.stop(now, &mut z.rec);
+    z.drain_bot();
+    z.run_until(ms(t + 50));
+    let s1 = z.zones[1].server.stats();
+    assert_eq!(s1.events.get("handoff_in"), 1);
+    assert_eq!(s1.disconnected, 1, "{:?}", s1.events);
+    assert_eq!(z.zones[1].server.clients(), 0);
+    assert_eq!(z.rec.events.get("handoffs"), 0);
+}
+
 #[test]
 fn an_expired_token_is_a_failure() {
     // The token lives 50 ms; the client takes 100 ms to load the zone.

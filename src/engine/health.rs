@@ -20,34 +20,36 @@ pub fn thread_cpu_us() -> Option<u64> {
 
 /// The process's resident set in bytes (`/proc/self/statm`); `None` off Linux.
 pub fn rss_bytes() -> Option<u64> {
-    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    rss_at("/proc/self")
+}
+
+/// Open file descriptors of the process (sockets, mostly: one per bot); `None` off Linux.
+pub fn open_fds() -> Option<u64> {
+    fds_at("/proc/self")
+}
+
+/// [`rss_bytes`] of another process (`/proc/<pid>`): the same reading, for a process whose
+/// load is known (the tests').
+pub fn rss_bytes_of(pid: u32) -> Option<u64> {
+    rss_at(&format!("/proc/{pid}"))
+}
+
+/// [`open_fds`] of another process.
+pub fn open_fds_of(pid: u32) -> Option<u64> {
+    fds_at(&format!("/proc/{pid}"))
+}
+
+fn rss_at(proc_dir: &str) -> Option<u64> {
+    let statm = std::fs::read_to_string(format!("{proc_dir}/statm")).ok()?;
     let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
     // SAFETY: sysconf has no preconditions.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     Some(pages * u64::try_from(page).ok()?)
 }
 
-/// Open file descriptors of the process (sockets, mostly: one per bot); `None` off Linux.
-pub fn open_fds() -> Option<u64> {
-    Some(std::fs::read_dir("/proc/self/fd").ok()?.count() as u64)
+fn fds_at(proc_dir: &str) -> Option<u64> {
+    Some(std::fs::read_dir(format!("{proc_dir}/fd")).ok()?.count() as u64)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_clocks_and_counts_read_on_linux() {
-        let a = thread_cpu_us().unwrap();
-        let mut x = 0u64;
-        for i in 0..2_000_000u64 {
-            x = x.wrapping_add(i * i);
-        }
-        assert!(x > 0);
-        assert!(thread_cpu_us().unwrap() >= a);
-        assert!(rss_bytes().unwrap() > 0);
-        let before = open_fds().unwrap();
-        let _s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        assert_eq!(open_fds().unwrap(), before + 1);
-    }
-}
+mod tests;

@@ -7,6 +7,7 @@ pub mod city;
 pub mod city_peer;
 pub mod enet_forge;
 pub mod kernel;
+pub mod peer;
 pub mod proxy;
 pub mod scenario;
 pub mod serve;

@@ -12,9 +12,8 @@
 //! clients' datagrams as lost, in any second; with the server dropping every 10th snapshot
 //! of each client, the measured loss must be the server's own count.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, ChildStdout, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -23,6 +22,7 @@ use serde_json::Value;
 use crate::common::kernel::{
     assert_loopback_loss, assert_loss_at_most, assert_pass_but_kernel_loss, UdpDrops,
 };
+use crate::common::peer::Peer;
 use crate::common::summary::declared_counter;
 use tickswarm::protocol::cafe::{CafeOptions, Dialect, LossSource};
 use tickswarm::protocol::ProtocolSection;
@@ -33,13 +33,13 @@ use tickswarm::scenario::{self, Dur, Stage};
 /// falls silent to the server, which then stops sending to it (real loss, of the machine).
 const SMALL_WORLD: &[&str] = &["--boss-every", "0", "--enemies", "60"];
 
-/// The variant server, stopped (stdin closed) and reaped on drop. One at a time: each test
+/// The variant server, stopped (stdin closed) and killed on drop. One at a time: each test
 /// runs a Python server and a 20-bot debug swarm, and several at once on two cores measure
 /// the machine (starved receivers overflow their buffers), not the code.
 struct VariantServer {
+    /// Before the lock: the server is killed before the next test may start one.
+    peer: Peer,
     _one_at_a_time: MutexGuard<'static, ()>,
-    child: Option<Child>,
-    stdout: BufReader<ChildStdout>,
     port: u16,
 }
 
@@ -51,47 +51,22 @@ impl VariantServer {
     fn start_with(extra: &[&str]) -> Self {
         static LOCK: Mutex<()> = Mutex::new(());
         let guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-        let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/peers/cafe-variant-server/cafe_variant_server.py");
-        let mut child = Command::new("python3")
-            .arg(&script)
-            .args(["--port", "0", "--max-seconds", "60"])
-            .args(extra)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("python3 runs tests/peers/cafe-variant-server/cafe_variant_server.py");
-        let mut stdout = BufReader::new(child.stdout.take().expect("stdout piped"));
-        let mut line = String::new();
-        stdout.read_line(&mut line).expect("server prints its port");
-        let v: Value = serde_json::from_str(&line).expect("port line is JSON");
-        let port = v["port"].as_u64().expect("port") as u16;
+        let peer = Peer::python(
+            "cafe variant server",
+            "tests/peers/cafe-variant-server/cafe_variant_server.py",
+            extra,
+        );
+        let port = peer.ready_json()["port"].as_u64().expect("port") as u16;
         Self {
+            peer,
             _one_at_a_time: guard,
-            child: Some(child),
-            stdout,
             port,
         }
     }
 
     /// Stop the server; its totals.
     fn stop(mut self) -> Value {
-        let mut child = self.child.take().expect("running");
-        drop(child.stdin.take()); // EOF on stdin: the server prints its totals and exits
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).expect("totals line");
-        let _ = child.wait();
-        serde_json::from_str(&line).expect("totals are JSON")
-    }
-}
-
-impl Drop for VariantServer {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        self.peer.stop_for_totals()
     }
 }
 

@@ -8,14 +8,14 @@
 //! The peer is built here with `cc`; it needs libenet-dev (`scripts/install-test-deps.sh`).
 //! These tests fail (never skip) without it.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{channel, Receiver};
+use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use serde_json::Value;
+
+use crate::common::peer::Peer;
 
 fn peer_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
@@ -26,77 +26,9 @@ fn build_peer() -> PathBuf {
     crate::common::city_peer::build("city_variant_peer")
 }
 
-/// The running peer; its stdout lines arrive on `lines`.
-struct Peer {
-    child: Child,
-    lines: Receiver<String>,
-    log: Vec<String>,
-    port: u16,
-}
-
-impl Peer {
-    fn start(args: &[&str]) -> Peer {
-        let mut child = Command::new(peer_bin())
-            .arg("0")
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start the city variant peer");
-        let stdout = child.stdout.take().expect("peer stdout");
-        let (tx, lines) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let first = lines
-            .recv_timeout(Duration::from_secs(10))
-            .expect("peer prints LISTENING");
-        let port = first
-            .strip_prefix("LISTENING ")
-            .and_then(|p| p.trim().parse().ok())
-            .unwrap_or_else(|| panic!("unexpected first line {first:?}"));
-        Peer {
-            child,
-            lines,
-            log: vec![first],
-            port,
-        }
-    }
-
-    fn drain(&mut self) {
-        while let Ok(l) = self.lines.try_recv() {
-            self.log.push(l);
-        }
-    }
-
-    /// The newest STATS line's `key`.
-    fn stat(&self, key: &str) -> u64 {
-        self.log
-            .iter()
-            .rev()
-            .find(|l| l.starts_with("STATS "))
-            .and_then(|l| {
-                l.split_whitespace()
-                    .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
-                    .and_then(|v| v.parse().ok())
-            })
-            .unwrap_or(0)
-    }
-
-    fn alive(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A peer on a free port, killed on drop.
+fn start_peer(args: &[&str]) -> Peer {
+    Peer::c("city variant peer", peer_bin(), args)
 }
 
 fn run(scenario_text: &str, target: u16) -> Value {
@@ -144,8 +76,8 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
 #[test]
 fn implementation_dialect_plays_against_the_variant_peer() {
     let _one = one_at_a_time();
-    let mut peer = Peer::start(&["--seconds", "40", "--tick-rate", "60"]);
-    let s = run(&scenario(20, "20s", 60), peer.port);
+    let mut peer = start_peer(&["--seconds", "40", "--tick-rate", "60"]);
+    let s = run(&scenario(20, "20s", 60), peer.listening_port());
     std::thread::sleep(Duration::from_millis(1200));
     peer.drain();
     let alive = peer.alive();
@@ -218,8 +150,8 @@ fn implementation_dialect_plays_against_the_variant_peer() {
 #[test]
 fn bots_beyond_the_peer_table_are_failures() {
     let _one = one_at_a_time();
-    let mut peer = Peer::start(&["--seconds", "40", "--tick-rate", "20", "--max-peers", "5"]);
-    let s = run(&scenario(8, "3500ms", 20), peer.port);
+    let mut peer = start_peer(&["--seconds", "40", "--tick-rate", "20", "--max-peers", "5"]);
+    let s = run(&scenario(8, "3500ms", 20), peer.listening_port());
     peer.drain();
     eprintln!("summary: {s:#}");
     assert!(peer.alive());

@@ -9,12 +9,13 @@
 //! the target, the population, the duration and the source addresses. Bounded: at most 200
 //! bots for 5 s per run. Needs `python3`.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard};
 
 use serde_json::Value;
+
+use crate::common::peer::Peer;
 
 /// One run at a time: the Python peer and a 200-bot swarm share two cores.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -23,62 +24,21 @@ fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The peer, stopped (stdin closed) and reaped on drop.
-struct Peer {
-    child: Option<Child>,
-    stdout: BufReader<ChildStdout>,
-    port: u16,
+/// The peer on a free port, killed on drop.
+fn start_peer(extra: &[&str]) -> Peer {
+    Peer::python(
+        "darkages implementation peer",
+        "tests/peers/darkages-implementation/server.py",
+        extra,
+    )
 }
 
-impl Peer {
-    fn start(extra: &[&str]) -> Self {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/peers/darkages-implementation/server.py");
-        let mut child = Command::new("python3")
-            .arg(&script)
-            .args(["--port", "0", "--max-seconds", "60"])
-            .args(extra)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("python3 runs the peer");
-        let mut stdout = BufReader::new(child.stdout.take().expect("stdout piped"));
-        let mut line = String::new();
-        stdout
-            .read_line(&mut line)
-            .expect("the peer prints its port");
-        let v: Value = serde_json::from_str(&line).expect("port line is JSON");
-        let port = v["port"].as_u64().expect("port") as u16;
-        Self {
-            child: Some(child),
-            stdout,
-            port,
-        }
-    }
-
-    fn target(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
-    /// Stop the peer; its totals.
-    fn stop(mut self) -> Value {
-        let mut child = self.child.take().expect("running");
-        drop(child.stdin.take());
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).expect("totals line");
-        let _ = child.wait();
-        serde_json::from_str(&line).expect("totals are JSON")
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
+/// The `--target` of the peer.
+fn peer_target(p: &Peer) -> String {
+    format!(
+        "127.0.0.1:{}",
+        p.ready_json()["port"].as_u64().expect("port")
+    )
 }
 
 fn scenario() -> PathBuf {
@@ -127,7 +87,7 @@ fn failed_thresholds(s: &Value) -> Vec<String> {
 #[test]
 fn swarm_of_200_from_16_subnets_against_the_peer() {
     let _one = serial();
-    let peer = Peer::start(&[
+    let mut peer = start_peer(&[
         "--drop-every",
         "10",
         "--pong-delay-ms",
@@ -136,7 +96,7 @@ fn swarm_of_200_from_16_subnets_against_the_peer() {
         "1000",
     ]);
     let tmp = tempfile::tempdir().expect("tempdir");
-    let target = peer.target();
+    let target = peer_target(&peer);
     let (o, s) = run(
         tmp.path(),
         &[
@@ -150,7 +110,7 @@ fn swarm_of_200_from_16_subnets_against_the_peer() {
             "127.10.0.0/20",
         ],
     );
-    let totals = peer.stop();
+    let totals = peer.stop_for_totals();
     let err = stderr(&o);
     eprintln!("{err}\npeer totals: {totals}");
 
@@ -233,8 +193,8 @@ fn swarm_of_200_from_16_subnets_against_the_peer() {
 #[test]
 fn more_than_20_from_one_subnet_are_refused_and_the_places_never_freed() {
     let _one = serial();
-    let peer = Peer::start(&[]);
-    let target = peer.target();
+    let mut peer = start_peer(&[]);
+    let target = peer_target(&peer);
     let tmp = tempfile::tempdir().expect("tempdir");
     let flags = [
         "--target",
@@ -263,7 +223,7 @@ fn more_than_20_from_one_subnet_are_refused_and_the_places_never_freed() {
     );
 
     let (o2, s2) = run(&tmp.path().join("second"), &flags);
-    let totals = peer.stop();
+    let totals = peer.stop_for_totals();
     eprintln!("{}\npeer totals: {totals}", stderr(&o2));
     assert_eq!(u(&s2["bots"]["connected"]), 0, "{}", s2["bots"]);
     assert_eq!(u(&s2["errors"]["connect"]["unanswered"]), 25);
@@ -278,15 +238,15 @@ fn more_than_20_from_one_subnet_are_refused_and_the_places_never_freed() {
 #[test]
 fn the_shipped_scenario_passes_against_the_peer_and_embedded() {
     let _one = serial();
-    let peer = Peer::start(&[]);
-    let target = peer.target();
+    let mut peer = start_peer(&[]);
+    let target = peer_target(&peer);
     let tmp = tempfile::tempdir().expect("tempdir");
     let flags = ["--bots", "50", "--duration", "4s"];
     let (o, s) = run(
         &tmp.path().join("peer"),
         &[&["--target", target.as_str()][..], &flags[..]].concat(),
     );
-    let totals = peer.stop();
+    let totals = peer.stop_for_totals();
     let err = stderr(&o);
     eprintln!("{err}\npeer totals: {totals}");
     assert_eq!(o.status.code(), Some(0), "{err}");

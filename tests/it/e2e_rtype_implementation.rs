@@ -11,12 +11,13 @@
 //! measured against this server (no datagram carries a sequence): the run must say so, and
 //! the snapshots the bots applied must be the ones the peer sent after its injected drops.
 
-use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Child, ChildStdout, Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use serde_json::Value;
+
+use crate::common::peer::Peer;
 
 const BOTS: u64 = 20;
 /// The peer holds each PONG this long after its game step.
@@ -26,58 +27,18 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The peer, stopped (stdin closed) and reaped on drop.
-struct Peer {
-    child: Option<Child>,
-    stdout: BufReader<ChildStdout>,
-    tcp_port: u16,
-    udp_port: u16,
+/// The peer on free ports, killed on drop.
+fn start_peer(extra: &[&str]) -> Peer {
+    Peer::python(
+        "rtype implementation peer",
+        "tests/peers/rtype-implementation/rtype_implementation_peer.py",
+        extra,
+    )
 }
 
-impl Peer {
-    fn start(extra: &[&str]) -> Self {
-        let script = root().join("tests/peers/rtype-implementation/rtype_implementation_peer.py");
-        let mut child = Command::new("python3")
-            .arg(&script)
-            .args(["--port", "0", "--max-seconds", "60"])
-            .args(extra)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("python3 runs the rtype implementation peer");
-        let mut stdout = BufReader::new(child.stdout.take().expect("stdout piped"));
-        let mut line = String::new();
-        stdout
-            .read_line(&mut line)
-            .expect("the peer prints its ports");
-        let v: Value = serde_json::from_str(&line).expect("ports line is JSON");
-        Self {
-            child: Some(child),
-            stdout,
-            tcp_port: v["tcp_port"].as_u64().expect("tcp_port") as u16,
-            udp_port: v["udp_port"].as_u64().expect("udp_port") as u16,
-        }
-    }
-
-    /// Stop the peer; its totals.
-    fn stop(mut self) -> Value {
-        let mut child = self.child.take().expect("running");
-        drop(child.stdin.take());
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).expect("totals line");
-        let _ = child.wait();
-        serde_json::from_str(&line).expect("totals are JSON")
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
+/// The peer's TCP login port or UDP play port (`key`), from its ready line.
+fn port(p: &Peer, key: &str) -> u16 {
+    p.ready_json()[key].as_u64().expect(key) as u16
 }
 
 /// Run a shipped scenario with flags; its exit and summary.json.
@@ -114,7 +75,7 @@ fn stderr(o: &Output) -> String {
 /// loss named not measurable, and the scenario's thresholds pass.
 #[test]
 fn twenty_bots_log_in_over_tcp_and_play_over_udp() {
-    let peer = Peer::start(&[
+    let mut peer = start_peer(&[
         "--drop-every",
         "10",
         "--drop-pong-every",
@@ -122,12 +83,12 @@ fn twenty_bots_log_in_over_tcp_and_play_over_udp() {
         "--pong-delay-ms",
         &PONG_DELAY_MS.to_string(),
     ]);
-    let target = format!("127.0.0.1:{}", peer.tcp_port);
+    let target = format!("127.0.0.1:{}", port(&peer, "tcp_port"));
     let (o, s) = run(
         "scenarios/rtype-implementation.yaml",
         &["--target", &target, "--duration", "6s"],
     );
-    let t = peer.stop();
+    let t = peer.stop_for_totals();
     let err = stderr(&o);
     eprintln!(
         "{}\n{err}\npeer totals: {t}",
@@ -226,13 +187,13 @@ fn a_closed_login_port_is_counted_refused() {
 /// An ERROR_MESSAGE answers HELLO: a bad reply, counted per bot.
 #[test]
 fn an_error_reply_to_the_login_is_counted_a_bad_reply() {
-    let peer = Peer::start(&["--login-error"]);
-    let target = format!("127.0.0.1:{}", peer.tcp_port);
+    let mut peer = start_peer(&["--login-error"]);
+    let target = format!("127.0.0.1:{}", port(&peer, "tcp_port"));
     let (o, s) = run(
         "scenarios/rtype-implementation.yaml",
         &["--target", &target, "--duration", "3s", "--bots", "5"],
     );
-    let t = peer.stop();
+    let t = peer.stop_for_totals();
     assert_ne!(o.status.code(), Some(0));
     assert_eq!(u(&t["errors_sent"]), 5);
     assert_eq!(
@@ -247,13 +208,13 @@ fn an_error_reply_to_the_login_is_counted_a_bad_reply() {
 /// The spec dialect pointed at the real server's UDP port: its datagrams are named.
 #[test]
 fn the_spec_dialect_names_the_real_servers_bytes() {
-    let peer = Peer::start(&[]);
-    let target = format!("127.0.0.1:{}", peer.udp_port);
+    let mut peer = start_peer(&[]);
+    let target = format!("127.0.0.1:{}", port(&peer, "udp_port"));
     let (o, s) = run(
         "scenarios/rtype.yaml",
         &["--target", &target, "--duration", "2s", "--bots", "3"],
     );
-    let t = peer.stop();
+    let t = peer.stop_for_totals();
     // The server answered, in the other dialect: a failed verdict naming it, not exit 3.
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(

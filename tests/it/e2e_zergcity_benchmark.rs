@@ -15,16 +15,15 @@
 //! The peer is built here with `cc`; it needs libenet-dev and liblz4-dev
 //! (`scripts/install-test-deps.sh`). These tests fail (never skip) without them.
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{channel, Receiver};
+use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::common::peer::Peer;
 use crate::common::proxy::{Impairment, Proxy};
 
 const INSTALL_HINT: &str = "run scripts/install-test-deps.sh (installs libenet-dev, liblz4-dev)";
@@ -51,89 +50,21 @@ fn build_peer() -> PathBuf {
     .build()
 }
 
-/// A running peer; its stdout lines arrive on `lines`.
-struct Peer {
-    child: Child,
-    lines: Receiver<String>,
-    log: Vec<String>,
-    port: u16,
+/// A peer on a free port, killed on drop.
+fn start_peer(args: &[&str]) -> Peer {
+    Peer::c("zergcity benchmark peer", peer_bin(), args)
 }
 
-impl Peer {
-    fn start(args: &[&str]) -> Peer {
-        let mut child = Command::new(peer_bin())
-            .arg("0")
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start the zergcity benchmark peer");
-        let stdout = child.stdout.take().expect("peer stdout");
-        let (tx, lines) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let first = lines
-            .recv_timeout(Duration::from_secs(10))
-            .expect("peer prints LISTENING");
-        let port = first
-            .strip_prefix("LISTENING ")
-            .and_then(|p| p.trim().parse().ok())
-            .unwrap_or_else(|| panic!("unexpected first line {first:?}"));
-        Peer {
-            child,
-            lines,
-            log: vec![first],
-            port,
-        }
-    }
-
-    fn addr(&self) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], self.port))
-    }
-
-    /// Wait for a STATS line (printed every second) that shows no peer connected, so the
-    /// counts are final: nothing more is generated for the bots once they have left.
-    fn settle(&mut self) {
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
-            match self.lines.recv_timeout(left) {
-                Ok(l) => {
-                    let done = l.starts_with("STATS ") && l.contains(" peers=0 ");
-                    self.log.push(l);
-                    if done {
-                        return;
-                    }
-                }
-                Err(_) => return,
-            }
-        }
-    }
-
-    /// The newest STATS line's `key`.
-    fn stat(&self, key: &str) -> u64 {
-        self.log
-            .iter()
-            .rev()
-            .find(|l| l.starts_with("STATS "))
-            .and_then(|l| {
-                l.split_whitespace()
-                    .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
-                    .and_then(|v| v.parse().ok())
-            })
-            .unwrap_or_else(|| panic!("no {key} in {:?}", self.log.last()))
-    }
+fn addr(p: &Peer) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], p.listening_port()))
 }
 
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Wait for a STATS line (printed every second) that shows no peer connected, so the
+/// counts are final: nothing more is generated for the bots once they have left.
+fn settle(p: &mut Peer) {
+    p.wait_for(Duration::from_secs(5), |l| {
+        l.starts_with("STATS ") && l.contains(" peers=0 ")
+    });
 }
 
 /// Run a scenario against `targets` with extra CLI flags; the summary and exit code.
@@ -175,13 +106,13 @@ fn sum(peers: &[Peer], key: &str) -> u64 {
 #[test]
 fn the_shipped_scenario_passes_against_three_peers() {
     let _one = one_at_a_time();
-    let mut peers: Vec<Peer> = (0..3).map(|_| Peer::start(&["--seconds", "40"])).collect();
-    let targets: Vec<SocketAddr> = peers.iter().map(Peer::addr).collect();
+    let mut peers: Vec<Peer> = (0..3).map(|_| start_peer(&["--seconds", "40"])).collect();
+    let targets: Vec<SocketAddr> = peers.iter().map(addr).collect();
     let (s, code) = run(SCENARIO, &targets, &[]);
-    peers.iter_mut().for_each(Peer::settle);
+    peers.iter_mut().for_each(settle);
     eprintln!("summary: {s:#}");
     for p in &peers {
-        eprintln!("peer {}: {:?}", p.port, p.log.last());
+        eprintln!("peer {}: {:?}", p.listening_port(), p.log.last());
     }
     assert_eq!(code, Some(0), "verdict {}", s["verdict"]);
     assert_eq!(s["dialect"], "benchmark");
@@ -224,12 +155,12 @@ fn the_shipped_scenario_passes_against_three_peers() {
 fn loss_and_rtt_match_the_injected_faults() {
     let _one = one_at_a_time();
     let args = ["--seconds", "40", "--drop-delta-every", "10"];
-    let mut peers: Vec<Peer> = (0..3).map(|_| Peer::start(&args)).collect();
+    let mut peers: Vec<Peer> = (0..3).map(|_| start_peer(&args)).collect();
     let proxies: Vec<Proxy> = peers
         .iter()
         .map(|p| {
             Proxy::start(
-                p.addr(),
+                addr(p),
                 Impairment {
                     one_way_delay: ONE_WAY_DELAY,
                     ..Impairment::default()
@@ -240,10 +171,10 @@ fn loss_and_rtt_match_the_injected_faults() {
         .collect();
     let targets: Vec<SocketAddr> = proxies.iter().map(|p| p.addr).collect();
     let (s, _) = run(SCENARIO, &targets, &[]);
-    peers.iter_mut().for_each(Peer::settle);
+    peers.iter_mut().for_each(settle);
     eprintln!("summary: {s:#}");
     for p in &peers {
-        eprintln!("peer {}: {:?}", p.port, p.log.last());
+        eprintln!("peer {}: {:?}", p.listening_port(), p.log.last());
     }
     assert_eq!(s["bots"]["connected"], 20, "{}", s["errors"]);
     assert_eq!(s["bots"]["lost"], 0);
@@ -286,14 +217,14 @@ fn loss_and_rtt_match_the_injected_faults() {
 #[test]
 fn the_other_dialects_name_the_benchmark() {
     let _one = one_at_a_time();
-    let peer = Peer::start(&["--seconds", "30"]);
+    let peer = start_peer(&["--seconds", "30"]);
     for (scenario, dialect) in [
         ("scenarios/zergcity.yaml", "spec"),
         ("scenarios/zergcity-implementation.yaml", "implementation"),
     ] {
         let (s, code) = run(
             scenario,
-            &[peer.addr()],
+            &[addr(&peer)],
             &["--bots", "2", "--duration", "3s"],
         );
         assert_eq!(

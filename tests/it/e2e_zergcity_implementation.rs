@@ -13,14 +13,14 @@
 //! The peer is built here with `cc`; it needs libenet-dev and liblz4-dev
 //! (`scripts/install-test-deps.sh`). These tests fail (never skip) without them.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{channel, Receiver};
+use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use serde_json::Value;
+
+use crate::common::peer::Peer;
 
 const INSTALL_HINT: &str = "run scripts/install-test-deps.sh (installs libenet-dev, liblz4-dev)";
 
@@ -43,88 +43,16 @@ fn build_peer() -> PathBuf {
     .build()
 }
 
-/// A running peer; its stdout lines arrive on `lines`.
-struct Peer {
-    child: Child,
-    lines: Receiver<String>,
-    log: Vec<String>,
-    port: u16,
+/// A peer on a free port, killed on drop.
+fn start_peer(args: &[&str]) -> Peer {
+    Peer::c("zergcity implementation peer", peer_bin(), args)
 }
 
-impl Peer {
-    fn start(args: &[&str]) -> Peer {
-        let mut child = Command::new(peer_bin())
-            .arg("0")
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start the zergcity implementation peer");
-        let stdout = child.stdout.take().expect("peer stdout");
-        let (tx, lines) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let first = lines
-            .recv_timeout(Duration::from_secs(10))
-            .expect("peer prints LISTENING");
-        let port = first
-            .strip_prefix("LISTENING ")
-            .and_then(|p| p.trim().parse().ok())
-            .unwrap_or_else(|| panic!("unexpected first line {first:?}"));
-        Peer {
-            child,
-            lines,
-            log: vec![first],
-            port,
-        }
-    }
-
-    /// Wait for the next STATS line (printed every second), so the counts include
-    /// everything the bots sent before they left.
-    fn settle(&mut self) {
-        while let Ok(l) = self.lines.try_recv() {
-            self.log.push(l);
-        }
-        let deadline = std::time::Instant::now() + Duration::from_secs(3);
-        while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
-            match self.lines.recv_timeout(left) {
-                Ok(l) => {
-                    let stats = l.starts_with("STATS ");
-                    self.log.push(l);
-                    if stats {
-                        return;
-                    }
-                }
-                Err(_) => return,
-            }
-        }
-    }
-
-    /// The newest STATS line's `key`.
-    fn stat(&self, key: &str) -> u64 {
-        self.log
-            .iter()
-            .rev()
-            .find(|l| l.starts_with("STATS "))
-            .and_then(|l| {
-                l.split_whitespace()
-                    .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
-                    .and_then(|v| v.parse().ok())
-            })
-            .unwrap_or_else(|| panic!("no {key} in {:?}", self.log.last()))
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Wait for the next STATS line (printed every second), so the counts include everything
+/// the bots sent before they left.
+fn settle(p: &mut Peer) {
+    p.drain();
+    p.wait_for(Duration::from_secs(3), |l| l.starts_with("STATS "));
 }
 
 /// Run a shipped scenario against `ports` with extra CLI flags; the summary and exit code.
@@ -168,10 +96,10 @@ fn sum(peers: &[Peer], key: &str) -> u64 {
 #[test]
 fn the_shipped_scenario_passes_against_five_peers() {
     let _one = one_at_a_time();
-    let mut peers: Vec<Peer> = (0..5).map(|_| Peer::start(&["--seconds", "40"])).collect();
-    let ports: Vec<u16> = peers.iter().map(|p| p.port).collect();
+    let mut peers: Vec<Peer> = (0..5).map(|_| start_peer(&["--seconds", "40"])).collect();
+    let ports: Vec<u16> = peers.iter().map(|p| p.listening_port()).collect();
     let (s, code) = run(SCENARIO, &ports, &[]);
-    peers.iter_mut().for_each(Peer::settle);
+    peers.iter_mut().for_each(settle);
     eprintln!("summary: {s:#}");
     assert_eq!(code, Some(0), "verdict {}", s["verdict"]);
     assert_eq!(s["dialect"], "implementation");
@@ -247,13 +175,13 @@ fn loss_and_rtt_match_the_injected_faults_and_the_fifth_bot_is_refused() {
         "--big-every",
         "5",
     ];
-    let mut peers: Vec<Peer> = (0..5).map(|_| Peer::start(&args)).collect();
-    let ports: Vec<u16> = peers.iter().map(|p| p.port).collect();
+    let mut peers: Vec<Peer> = (0..5).map(|_| start_peer(&args)).collect();
+    let ports: Vec<u16> = peers.iter().map(|p| p.listening_port()).collect();
     let (s, _) = run(SCENARIO, &ports, &["--bots", "21"]);
-    peers.iter_mut().for_each(Peer::settle);
+    peers.iter_mut().for_each(settle);
     eprintln!("summary: {s:#}");
     for p in &peers {
-        eprintln!("peer {}: {:?}", p.port, p.log.last());
+        eprintln!("peer {}: {:?}", p.listening_port(), p.log.last());
     }
 
     // The 21st bot, dealt to the first peer again, is failed one of the two ways the real
@@ -351,14 +279,14 @@ fn loss_and_rtt_match_the_injected_faults_and_the_fifth_bot_is_refused() {
 #[test]
 fn the_spec_dialect_names_the_implementation() {
     let _one = one_at_a_time();
-    let mut peer = Peer::start(&["--seconds", "20"]);
+    let mut peer = start_peer(&["--seconds", "20"]);
     let (s, code) = run(
         "scenarios/zergcity.yaml",
-        &[peer.port],
+        &[peer.listening_port()],
         &["--bots", "2", "--duration", "3s"],
     );
     assert_eq!(code, Some(1), "a server that answers is reachable");
-    peer.settle();
+    settle(&mut peer);
     let pm = &s["protocol_metrics"];
     let hints = pm["dialect_hint.implementation"].as_u64().unwrap_or(0);
     assert!(hints >= 1, "{pm}");

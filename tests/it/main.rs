@@ -55,5 +55,6 @@ mod server_metrics;
 mod shard;
 mod source_addresses;
 mod stop;
+mod test_peer;
 mod threshold_percentiles;
 mod zergcity_codec;

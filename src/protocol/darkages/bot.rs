@@ -73,18 +73,19 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::allow::HandoffPolicy;
+use super::client::{keys_to_flags, record_ticks, Pings, Session};
 use super::codec::{
     self, event, fixed_text, input, reason, result, EntityState, EventBody, Packet, Snapshot,
 };
 use super::{step, DarkAgesOptions, Dialect};
 use crate::protocol::prelude::input_grid::InputGrid;
 use crate::protocol::prelude::predict::{Motion, Predictor};
-use crate::protocol::prelude::seqwindow::{TickNews, TickStep};
+use crate::protocol::prelude::seqwindow::TickStep;
 use crate::protocol::prelude::tail::SnapshotArrivals;
-use crate::protocol::prelude::timers::{earliest, Handshake, Periodic, Silence};
+use crate::protocol::prelude::timers::{earliest, Periodic, Silence};
 use crate::protocol::prelude::Recorder;
 use crate::protocol::prelude::{
-    Bot, BotParams, BotPhase, Keys, PatternState, Relink, Transmit, MAX_TRACKED_ENTITIES,
+    Bot, BotParams, BotPhase, PatternState, Relink, Transmit, MAX_TRACKED_ENTITIES,
 };
 
 mod handoff;
@@ -102,8 +103,6 @@ pub const PREDICTION_HISTORY: usize = 128;
 /// Scratch an [`Applier`] keeps between snapshots (about 7,000 records); a larger delta's
 /// is given back after it.
 const APPLIER_KEEP_BYTES: usize = 256 * 1024;
-/// Pings in flight at most.
-const PINGS: usize = 8;
 /// How long the bot watches for the server's reaction to an invalid input.
 const VERDICT_WINDOW: Duration = Duration::from_secs(1);
 const MOVE_FLAGS: u8 = input::FORWARD | input::BACKWARD | input::LEFT | input::RIGHT;
@@ -128,14 +127,11 @@ pub struct DarkAgesBot {
     pattern: PatternState,
     phase: BotPhase,
     out: VecDeque<Out>,
-    epoch: Option<Instant>,
     client_id: [u8; 32],
     auth_token: [u8; 64],
 
-    handshake: Handshake,
-    attempt_started: Option<Instant>,
+    session: Session,
     silence: Silence,
-    connected_at: Option<Instant>,
     entity: Option<u32>,
     zone: Option<u32>,
 
@@ -143,9 +139,7 @@ pub struct DarkAgesBot {
     seq: u32,
     last_keys: Option<u8>,
 
-    ping_timer: Periodic,
-    pings: [Option<(u32, Instant)>; PINGS],
-    next_ping: u32,
+    pings: Pings,
     heartbeat_timer: Periodic,
     heartbeat_sent: Option<u32>,
 
@@ -185,7 +179,7 @@ impl DarkAgesBot {
         Self {
             grid: InputGrid::new(params.input_period()),
             silence: Silence::new(params.server_silence_timeout),
-            ping_timer: Periodic::new(params.ping_interval),
+            pings: Pings::new(params.ping_interval),
             heartbeat_timer: Periodic::new(Duration::from_millis(opts.heartbeat_interval_ms)),
             turn_timer: Periodic::new(Duration::from_millis(opts.turn_every_ms.max(1))),
             invalid_timer: Periodic::new(Duration::from_millis(opts.invalid_input_interval_ms)),
@@ -194,18 +188,13 @@ impl DarkAgesBot {
             pattern: PatternState::new(),
             phase: BotPhase::Idle,
             out: VecDeque::with_capacity(16),
-            epoch: None,
             client_id,
             auth_token: [0; 64],
-            handshake: Handshake::new(),
-            attempt_started: None,
-            connected_at: None,
+            session: Session::new(),
             entity: None,
             zone: None,
             seq: 0,
             last_keys: None,
-            pings: [None; PINGS],
-            next_ping: 1,
             heartbeat_sent: None,
             baselines: Baselines::with_budget(BASELINES, opts.max_state_bytes),
             scratch: Vec::with_capacity(64),
@@ -280,16 +269,11 @@ impl DarkAgesBot {
         self.misbehaves
     }
 
-    fn ms(&self, now: Instant) -> u32 {
-        self.epoch
-            .map_or(0, |e| now.saturating_duration_since(e).as_millis() as u32)
-    }
-
     fn fail(&mut self, reason: &'static str, rec: &mut Recorder) {
         self.phase = BotPhase::Failed;
         rec.connect_failures.add(reason, 1);
         self.out.clear();
-        self.handshake.end();
+        self.session.handshake.end();
     }
 
     /// Forget the zone: ticks, baselines, pings and the prediction belong to one server.
@@ -300,7 +284,7 @@ impl DarkAgesBot {
         self.ack = 0;
         self.awaiting_full = false;
         self.ticks = TickStep::checked(self.opts.snapshot_tick_step);
-        self.pings = [None; PINGS];
+        self.pings.forget();
         self.heartbeat_sent = None;
         self.anchored = false;
         self.entity = None;
@@ -308,27 +292,9 @@ impl DarkAgesBot {
     }
 
     fn send_ping_if_due(&mut self, now: Instant, rec: &mut Recorder) {
-        if !self.ping_timer.fire(now) || self.handoff.is_some() {
-            return;
-        }
-        let token = self.next_ping;
-        self.next_ping = self.next_ping.wrapping_add(1).max(1);
-        let slot = (token as usize) % PINGS;
-        if self.pings[slot].is_some() {
-            rec.event("ping_lost");
-        }
-        self.pings[slot] = Some((token, now));
-        self.out.push_back(Out::Ping(token));
-    }
-
-    fn on_pong(&mut self, now: Instant, token: u32, rec: &mut Recorder) {
-        let slot = (token as usize) % PINGS;
-        match self.pings[slot] {
-            Some((t, sent)) if t == token => {
-                rec.record_rtt(now.saturating_duration_since(sent).as_micros() as u64);
-                self.pings[slot] = None;
-            }
-            _ => rec.event("pong_unknown"),
+        if self.pings.due(now) && self.handoff.is_none() {
+            let token = self.pings.send(now, rec);
+            self.out.push_back(Out::Ping(token));
         }
     }
 }
@@ -336,14 +302,8 @@ impl DarkAgesBot {
 impl Bot for DarkAgesBot {
     fn start(&mut self, now: Instant, _rec: &mut Recorder) {
         self.phase = BotPhase::Connecting;
-        self.epoch = Some(now);
-        self.attempt_started = Some(now);
+        self.session.begin(now, &self.params);
         self.out.push_back(Out::Connect);
-        self.handshake.begin(
-            now,
-            Some(self.params.handshake_retry),
-            self.params.handshake_timeout,
-        );
     }
 
     fn handle_datagram(&mut self, now: Instant, data: &[u8], rec: &mut Recorder) {
@@ -391,7 +351,7 @@ impl Bot for DarkAgesBot {
             Packet::ZoneEnter { .. } => rec.event("zone_enter"),
             Packet::ZoneLeave { .. } => rec.event("zone_leave"),
             Packet::DebugText(_) => rec.event("debug_text"),
-            Packet::Pong { timestamp } => self.on_pong(now, timestamp, rec),
+            Packet::Pong { timestamp } => self.pings.on_pong(now, timestamp, rec),
             Packet::Ping { timestamp } => self.out.push_back(Out::Pong(timestamp)),
             Packet::Heartbeat { timestamp } => {
                 if self.heartbeat_sent == Some(timestamp) {
@@ -422,9 +382,9 @@ impl Bot for DarkAgesBot {
     fn handle_timeout(&mut self, now: Instant, rec: &mut Recorder) {
         match self.phase {
             BotPhase::Connecting => {
-                if self.handshake.timed_out(now) {
+                if self.session.handshake.timed_out(now) {
                     self.fail("timeout", rec);
-                } else if self.handshake.retry_due(now) {
+                } else if self.session.handshake.retry_due(now) {
                     rec.event("connect_retry");
                     self.out.push_back(Out::Connect);
                 }
@@ -434,11 +394,11 @@ impl Bot for DarkAgesBot {
                     if h.connect_at.is_some_and(|t| now >= t) {
                         self.send_handoff_connect(now);
                     } else if h.connecting {
-                        if self.handshake.timed_out(now) {
+                        if self.session.handshake.timed_out(now) {
                             self.fail_handoff("timeout", rec);
                             return;
                         }
-                        if self.handshake.retry_due(now) {
+                        if self.session.handshake.retry_due(now) {
                             rec.event("handoff_connect_retry");
                             self.out.push_back(Out::Connect);
                         }
@@ -462,7 +422,7 @@ impl Bot for DarkAgesBot {
                 self.send_input_if_due(now, rec);
                 self.send_ping_if_due(now, rec);
                 if self.heartbeat_timer.fire(now) && self.handoff.is_none() {
-                    let ts = self.ms(now).max(1);
+                    let ts = self.session.ms(now).max(1);
                     self.heartbeat_sent = Some(ts);
                     self.out.push_back(Out::Heartbeat(ts));
                 }
@@ -472,10 +432,18 @@ impl Bot for DarkAgesBot {
     }
 
     fn stop(&mut self, now: Instant, rec: &mut Recorder) {
-        if self.phase == BotPhase::Connected && self.handoff.is_none() {
-            self.out.push_back(Out::Disconnect(reason::NORMAL));
-            self.finish_ticks(rec);
-            self.arrivals.finish(now, rec);
+        if self.phase == BotPhase::Connected {
+            match self.handoff {
+                None => {
+                    self.out.push_back(Out::Disconnect(reason::NORMAL));
+                    self.finish_ticks(rec);
+                    self.arrivals.finish(now, rec);
+                }
+                // The new zone may hold a session for the CONNECT already sent: the goodbye
+                // goes there, or that session ends as a dropped transport.
+                Some(h) if h.connecting => self.out.push_back(Out::Disconnect(reason::NORMAL)),
+                Some(_) => {}
+            }
         }
         if matches!(
             self.phase,
@@ -515,15 +483,17 @@ impl Bot for DarkAgesBot {
 
     fn poll_timeout(&self) -> Option<Instant> {
         match self.phase {
-            BotPhase::Connecting => self.handshake.next_deadline(),
+            BotPhase::Connecting => self.session.handshake.next_deadline(),
             BotPhase::Connected => {
                 let handoff = self.handoff.and_then(|h| {
-                    h.connect_at
-                        .or_else(|| h.connecting.then(|| self.handshake.next_deadline())?)
+                    h.connect_at.or_else(|| {
+                        h.connecting
+                            .then(|| self.session.handshake.next_deadline())?
+                    })
                 });
                 earliest([
                     self.grid.next_due(),
-                    self.ping_timer.next(),
+                    self.pings.next(),
                     self.heartbeat_timer.next(),
                     self.silence.deadline(),
                     self.verdict.map(|v| v.1),

@@ -24,6 +24,7 @@
 
 pub mod allow;
 pub mod bot;
+mod client;
 pub mod codec;
 pub mod implementation;
 pub mod server;

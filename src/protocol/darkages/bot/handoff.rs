@@ -16,7 +16,7 @@ impl DarkAgesBot {
     pub(super) fn fail_handoff(&mut self, reason: &'static str, rec: &mut Recorder) {
         rec.events.add2("handoff_failed", reason, 1);
         self.handoff = None;
-        self.handshake.end();
+        self.session.handshake.end();
         self.out.clear();
         self.phase = BotPhase::Closed;
     }
@@ -35,7 +35,7 @@ impl DarkAgesBot {
                 );
                 rec.event("handoffs");
                 self.handoff = None;
-                self.handshake.end();
+                self.session.handshake.end();
                 self.auth_token = [0; 64];
                 self.entity = Some(a.entity_id);
                 self.zone = Some(a.zone_id);
@@ -61,18 +61,14 @@ impl DarkAgesBot {
                     return;
                 }
                 self.phase = BotPhase::Connected;
-                self.connected_at = Some(now);
-                self.handshake.end();
+                self.session.established(now, rec);
                 self.silence.arm(now);
-                if let Some(s) = self.attempt_started {
-                    rec.record_handshake(now.saturating_duration_since(s).as_micros() as u64);
-                }
                 self.entity = Some(a.entity_id);
                 self.zone = Some(a.zone_id);
                 self.out.push_back(Out::Connected);
                 let phase = self.params.phase_offset;
                 self.grid.start(now + phase);
-                self.ping_timer.start_at(now + phase);
+                self.pings.start_at(now + phase);
                 self.heartbeat_timer
                     .start_at(now + Duration::from_millis(self.opts.heartbeat_interval_ms));
                 self.invalid_timer
@@ -137,11 +133,7 @@ impl DarkAgesBot {
         self.auth_token = [0; 64];
         self.auth_token[..32].copy_from_slice(&h.token);
         self.out.push_back(Out::Connect);
-        self.handshake.begin(
-            now,
-            Some(self.params.handshake_retry),
-            self.params.handshake_timeout,
-        );
+        self.session.connect_again(now, &self.params);
     }
 
     pub(super) fn on_event(&mut self, now: Instant, body: &EventBody<'_>, rec: &mut Recorder) {

@@ -123,7 +123,7 @@ impl DarkAgesBot {
         if self.handoff.is_some() {
             return;
         }
-        let elapsed = now.saturating_duration_since(self.connected_at.unwrap_or(now));
+        let elapsed = self.session.played(now);
         let keys = self
             .pattern
             .sample(&self.params.pattern, elapsed, &mut self.rng);
@@ -150,7 +150,7 @@ impl DarkAgesBot {
             Dialect::Spec => Some(self.ack),
             Dialect::StructAsPrinted | Dialect::Implementation => None,
         };
-        let timestamp = self.ms(now);
+        let timestamp = self.session.ms(now);
         let mut inp = codec::Input {
             sequence: 0,
             timestamp,
@@ -196,23 +196,4 @@ impl DarkAgesBot {
         rec.inputs_sent += 1;
         self.out.push_back(Out::Input(inp));
     }
-}
-
-pub(super) fn keys_to_flags(k: Keys) -> u8 {
-    let mut f = 0;
-    let up = k.0 & Keys::UP != 0;
-    let down = k.0 & Keys::DOWN != 0;
-    let left = k.0 & Keys::LEFT != 0;
-    let right = k.0 & Keys::RIGHT != 0;
-    // Opposite keys together cancel: never send conflicting flags by accident.
-    if up != down {
-        f |= if up { input::FORWARD } else { input::BACKWARD };
-    }
-    if left != right {
-        f |= if left { input::LEFT } else { input::RIGHT };
-    }
-    if k.shoot() {
-        f |= input::ATTACK;
-    }
-    f
 }

@@ -275,27 +275,10 @@ pub fn apply_snapshot(base: &[EntityState], s: &Snapshot<'_>, out: &mut Vec<Enti
 }
 
 impl DarkAgesBot {
-    /// Loss counts (and what learning the step decided) into the recorder.
-    pub(super) fn record_ticks(&self, news: &TickNews, rec: &mut Recorder) {
-        rec.loss_down.add(news.loss.0, news.loss.1);
-        if news.reset {
-            rec.event("snapshot_tick_reset");
-        }
-        if let Some(l) = news.learned {
-            rec.record_extra("snapshot_tick_step", u64::from(l.step));
-            if l.irregular {
-                rec.event("tick_step_irregular");
-            }
-            if l.contradicted.is_some() {
-                rec.event("snapshot_tick_step_contradicted");
-            }
-        }
-    }
-
     /// End of a zone session's snapshots: count the ticks still held back for learning.
     pub(super) fn finish_ticks(&mut self, rec: &mut Recorder) {
         let news = self.ticks.finish();
-        self.record_ticks(&news, rec);
+        record_ticks(&news, rec);
     }
 
     pub(super) fn on_snapshot(
@@ -306,7 +289,7 @@ impl DarkAgesBot {
         rec: &mut Recorder,
     ) {
         let news = self.ticks.on_tick(s.server_tick);
-        self.record_ticks(&news, rec);
+        record_ticks(&news, rec);
         // Whether to apply is decided by the tick itself, never by the loss mapping: a step
         // that does not fit the server must not freeze the world (and the ack) on one tick.
         if self.baselines.find(s.server_tick).is_some() {

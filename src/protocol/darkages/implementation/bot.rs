@@ -40,20 +40,19 @@ use std::time::Instant;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use super::codec::{self, flag, subtype, Event, Input, ServerPacket};
+use super::codec::{self, subtype, Event, Input, ServerPacket};
 use crate::protocol::darkages::allow::HandoffPolicy;
+use crate::protocol::darkages::client::{keys_to_flags, record_ticks, Pings, Session};
 use crate::protocol::darkages::DarkAgesOptions;
 use crate::protocol::prelude::input_grid::InputGrid;
-use crate::protocol::prelude::seqwindow::{TickNews, TickStep};
+use crate::protocol::prelude::seqwindow::TickStep;
 use crate::protocol::prelude::tail::SnapshotArrivals;
-use crate::protocol::prelude::timers::{earliest, Handshake, Periodic, Silence};
+use crate::protocol::prelude::timers::{earliest, Silence};
 use crate::protocol::prelude::Recorder;
-use crate::protocol::prelude::{Bot, BotParams, BotPhase, Keys, PatternState, Relink, Transmit};
+use crate::protocol::prelude::{Bot, BotParams, BotPhase, PatternState, Relink, Transmit};
 
 /// `version` in CONNECT: the real client's protocol version (the server does not check it).
 const CONNECT_VERSION: u32 = 1;
-/// Pings in flight at most.
-const PINGS: usize = 8;
 /// Inputs kept waiting for `last_input_seq` to reach them.
 const ACK_WINDOW: usize = 256;
 /// The reason the server gives when it kicks for more than 65 inputs in a second ("Rate
@@ -80,22 +79,17 @@ pub struct ImplementationBot {
     params: BotParams,
     opts: DarkAgesOptions,
     phase: BotPhase,
-    handshake: Handshake,
-    attempt_started: Option<Instant>,
+    session: Session,
     /// The server said something in this session: stop resending CONNECT.
     heard: bool,
     replied: bool,
     entity: Option<u32>,
-    epoch: Option<Instant>,
-    connected_at: Option<Instant>,
     grid: InputGrid,
     pattern: PatternState,
     rng: ChaCha8Rng,
     seq: u32,
     heading: f32,
-    ping_timer: Periodic,
-    pings: [Option<(u32, Instant)>; PINGS],
-    next_ping: u32,
+    pings: Pings,
     silence: Silence,
     ticks: TickStep,
     arrivals: SnapshotArrivals,
@@ -119,26 +113,21 @@ impl ImplementationBot {
             ((params.index % 16) as f32 / 16.0) * 2.0 * std::f32::consts::PI - std::f32::consts::PI;
         Self {
             grid: InputGrid::new(params.input_period()),
-            ping_timer: Periodic::new(params.ping_interval),
+            pings: Pings::new(params.ping_interval),
             silence: Silence::new(params.server_silence_timeout),
             ticks: TickStep::checked(opts.snapshot_tick_step),
             policy: HandoffPolicy::new(params.targets.clone(), &opts.handoff_allow),
             params,
             opts,
             phase: BotPhase::Idle,
-            handshake: Handshake::new(),
-            attempt_started: None,
+            session: Session::new(),
             heard: false,
             replied: false,
             entity: None,
-            epoch: None,
-            connected_at: None,
             pattern: PatternState::new(),
             rng,
             seq: 0,
             heading,
-            pings: [None; PINGS],
-            next_ping: 1,
             arrivals: SnapshotArrivals::new(),
             newest_tick: None,
             acked: None,
@@ -151,38 +140,16 @@ impl ImplementationBot {
         }
     }
 
-    /// Milliseconds since the bot started, for INPUT `timestamp`.
-    fn ms(&self, now: Instant) -> u32 {
-        self.epoch
-            .map_or(0, |e| now.saturating_duration_since(e).as_millis() as u32)
-    }
-
     /// `player_id` in CONNECT: the bot's index plus one (the server does not check it).
     fn player_id(&self) -> u32 {
         self.params.index.wrapping_add(1)
-    }
-
-    fn record_ticks(news: &TickNews, rec: &mut Recorder) {
-        rec.loss_down.add(news.loss.0, news.loss.1);
-        if news.reset {
-            rec.event("snapshot_tick_reset");
-        }
-        if let Some(l) = news.learned {
-            rec.record_extra("snapshot_tick_step", u64::from(l.step));
-            if l.irregular {
-                rec.event("tick_step_irregular");
-            }
-            if l.contradicted.is_some() {
-                rec.event("snapshot_tick_step_contradicted");
-            }
-        }
     }
 
     /// The end of a zone session's stream: held-back ticks counted, the tail too when the
     /// stream ended unexpectedly (`tail`).
     fn end_stream(&mut self, now: Instant, tail: bool, rec: &mut Recorder) {
         let news = self.ticks.finish();
-        Self::record_ticks(&news, rec);
+        record_ticks(&news, rec);
         if tail {
             self.arrivals.finish(now, rec);
         } else {
@@ -204,15 +171,11 @@ impl ImplementationBot {
 
     fn enter_play(&mut self, now: Instant, rec: &mut Recorder) {
         self.phase = BotPhase::Connected;
-        self.connected_at = Some(now);
-        self.handshake.end();
+        self.session.established(now, rec);
         self.silence.arm(now);
-        if let Some(s) = self.attempt_started {
-            rec.record_handshake(now.saturating_duration_since(s).as_micros() as u64);
-        }
         let phase = self.params.phase_offset;
         self.grid.start(now + phase);
-        self.ping_timer.start_at(now + phase);
+        self.pings.start_at(now + phase);
     }
 
     fn on_reply(&mut self, now: Instant, success: u8, entity: u32, rec: &mut Recorder) {
@@ -230,7 +193,7 @@ impl ImplementationBot {
         if let Some(h) = self.handoff {
             if h.connecting {
                 self.handoff = None;
-                self.handshake.end();
+                self.session.handshake.end();
                 rec.record_extra(
                     "handoff_us",
                     now.saturating_duration_since(h.started).as_micros() as u64,
@@ -252,7 +215,7 @@ impl ImplementationBot {
             self.enter_play(now, rec);
         }
         let news = self.ticks.on_tick(s.server_tick);
-        Self::record_ticks(&news, rec);
+        record_ticks(&news, rec);
         if news.duplicate && self.newest_tick == Some(s.server_tick) {
             rec.event("snapshot_duplicate");
             return;
@@ -380,7 +343,7 @@ impl ImplementationBot {
         if self.handoff.is_some() {
             return;
         }
-        let elapsed = now.saturating_duration_since(self.connected_at.unwrap_or(now));
+        let elapsed = self.session.played(now);
         let keys = self
             .pattern
             .sample(&self.params.pattern, elapsed, &mut self.rng);
@@ -390,8 +353,8 @@ impl ImplementationBot {
         }
         let inp = Input {
             sequence: self.seq,
-            timestamp: self.ms(now),
-            flags: keys_to_flags(keys),
+            timestamp: self.session.ms(now),
+            flags: u16::from(keys_to_flags(keys)),
             yaw: self.heading,
             pitch: 0.0,
             target: 0,
@@ -406,35 +369,17 @@ impl ImplementationBot {
     }
 
     fn send_ping_if_due(&mut self, now: Instant, rec: &mut Recorder) {
-        if !self.ping_timer.fire(now) || self.handoff.is_some() {
-            return;
-        }
-        let token = self.next_ping;
-        self.next_ping = self.next_ping.wrapping_add(1).max(1);
-        let slot = (token as usize) % PINGS;
-        if self.pings[slot].is_some() {
-            rec.event("ping_lost");
-        }
-        self.pings[slot] = Some((token, now));
-        rec.event("pings_sent");
-        self.out.push_back(Out::Ping(token));
-    }
-
-    fn on_pong(&mut self, now: Instant, token: u32, rec: &mut Recorder) {
-        let slot = (token as usize) % PINGS;
-        match self.pings[slot] {
-            Some((t, sent)) if t == token => {
-                rec.record_rtt(now.saturating_duration_since(sent).as_micros() as u64);
-                self.pings[slot] = None;
-            }
-            _ => rec.event("pong_unknown"),
+        if self.pings.due(now) && self.handoff.is_none() {
+            let token = self.pings.send(now, rec);
+            rec.event("pings_sent");
+            self.out.push_back(Out::Ping(token));
         }
     }
 
     fn fail_handoff(&mut self, why: &'static str, rec: &mut Recorder) {
         rec.events.add2("handoff_failed", why, 1);
         self.handoff = None;
-        self.handshake.end();
+        self.session.handshake.end();
         self.phase = BotPhase::Closed;
         self.out.clear();
     }
@@ -459,36 +404,11 @@ fn count_missing(prev: &[u32], cur: &[u32]) -> u64 {
     n
 }
 
-/// Held keys as INPUT flags; opposite keys cancel, so no conflicting flags go out.
-fn keys_to_flags(k: Keys) -> u16 {
-    let mut f = 0;
-    let up = k.0 & Keys::UP != 0;
-    let down = k.0 & Keys::DOWN != 0;
-    let left = k.0 & Keys::LEFT != 0;
-    let right = k.0 & Keys::RIGHT != 0;
-    if up != down {
-        f |= if up { flag::FORWARD } else { flag::BACKWARD };
-    }
-    if left != right {
-        f |= if left { flag::LEFT } else { flag::RIGHT };
-    }
-    if k.shoot() {
-        f |= flag::ATTACK;
-    }
-    f
-}
-
 impl Bot for ImplementationBot {
     fn start(&mut self, now: Instant, _rec: &mut Recorder) {
         self.phase = BotPhase::Connecting;
-        self.epoch = Some(now);
-        self.attempt_started = Some(now);
+        self.session.begin(now, &self.params);
         self.out.push_back(Out::Connect);
-        self.handshake.begin(
-            now,
-            Some(self.params.handshake_retry),
-            self.params.handshake_timeout,
-        );
     }
 
     fn handle_datagram(&mut self, now: Instant, data: &[u8], rec: &mut Recorder) {
@@ -515,7 +435,7 @@ impl Bot for ImplementationBot {
             ServerPacket::ConnectReply {
                 success, entity_id, ..
             } => self.on_reply(now, success, entity_id, rec),
-            ServerPacket::Pong(t) => self.on_pong(now, t, rec),
+            ServerPacket::Pong(t) => self.pings.on_pong(now, t, rec),
             ServerPacket::Event(e) => self.on_event(now, e, rec),
             ServerPacket::Game(t) => {
                 rec.events
@@ -547,23 +467,23 @@ impl Bot for ImplementationBot {
     fn handle_timeout(&mut self, now: Instant, rec: &mut Recorder) {
         match self.phase {
             BotPhase::Connecting => {
-                if self.handshake.timed_out(now) {
+                if self.session.handshake.timed_out(now) {
                     rec.connect_failures
                         .add(if self.heard { "no_reply" } else { "unanswered" }, 1);
                     self.phase = BotPhase::Failed;
                     self.out.clear();
-                } else if self.handshake.retry_due(now) && !self.heard {
+                } else if self.session.handshake.retry_due(now) && !self.heard {
                     self.out.push_back(Out::Connect);
                 }
             }
             BotPhase::Connected => {
                 if let Some(h) = self.handoff {
                     if h.connecting {
-                        if self.handshake.timed_out(now) {
+                        if self.session.handshake.timed_out(now) {
                             self.fail_handoff("timeout", rec);
                             return;
                         }
-                        if self.handshake.retry_due(now) && !self.heard {
+                        if self.session.handshake.retry_due(now) && !self.heard {
                             self.out.push_back(Out::Connect);
                         }
                     }
@@ -608,14 +528,14 @@ impl Bot for ImplementationBot {
 
     fn poll_timeout(&self) -> Option<Instant> {
         match self.phase {
-            BotPhase::Connecting => self.handshake.next_deadline(),
+            BotPhase::Connecting => self.session.handshake.next_deadline(),
             BotPhase::Connected => earliest([
                 self.grid.next_due(),
-                self.ping_timer.next(),
+                self.pings.next(),
                 self.silence.deadline(),
                 self.handoff
                     .filter(|h| h.connecting)
-                    .and_then(|_| self.handshake.next_deadline()),
+                    .and_then(|_| self.session.handshake.next_deadline()),
             ]),
             BotPhase::Idle | BotPhase::Failed | BotPhase::Closed => None,
         }
@@ -641,11 +561,7 @@ impl Bot for ImplementationBot {
         self.silence.arm(now);
         self.silence.heard(now);
         self.out.push_back(Out::Connect);
-        self.handshake.begin(
-            now,
-            Some(self.params.handshake_retry),
-            self.params.handshake_timeout,
-        );
+        self.session.connect_again(now, &self.params);
     }
 
     fn handle_transport_closed(&mut self, now: Instant, rec: &mut Recorder) {
