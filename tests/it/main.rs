@@ -56,3 +56,4 @@ mod source_addresses;
 mod stop;
 mod threshold_percentiles;
 mod zergcity_codec;
+mod zergcity_resume;

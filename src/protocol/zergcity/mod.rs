@@ -581,6 +581,10 @@ impl Protocol for ZergCity {
                         .players_per_instance
                         .unwrap_or(MAX_PLAYERS)
                         .clamp(1, MAX_PLAYERS) as u8,
+                    grace: s.session_grace.map_or(
+                        implementation::ImplementationServerConfig::default().grace,
+                        |d| d.0,
+                    ),
                     ..Default::default()
                 };
                 Box::new(implementation::ImplementationServer::new(cfg, now))
