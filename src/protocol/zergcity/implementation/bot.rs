@@ -919,7 +919,11 @@ mod tests {
     #[test]
     fn a_resumed_bot_sends_reconnect_with_the_dropped_bots_token() {
         let (mut old, mut rec, t0) = bot();
-        assert_eq!(old.resume_state(), None, "nothing to resume before JoinAccept");
+        assert_eq!(
+            old.resume_state(),
+            None,
+            "nothing to resume before JoinAccept"
+        );
         old.start(t0, &mut rec);
         deliver(&mut old, t0, &mut rec, |x| {
             codec::encode_join_accept(x, 3, &[7; 16], 0)
@@ -958,7 +962,11 @@ mod tests {
         assert_eq!(rec.events.get("resume_refused"), 1);
         assert_eq!(rec.events.get("invalid_token"), 1);
         assert_eq!(b.phase(), BotPhase::Connecting);
-        assert_eq!(b.poll_relink(), None, "not before the server closed the refused session");
+        assert_eq!(
+            b.poll_relink(),
+            None,
+            "not before the server closed the refused session"
+        );
         b.handle_transport_closed(t0, &mut rec);
         assert_eq!(b.phase(), BotPhase::Connecting);
         assert_eq!(b.poll_relink(), Some(Relink { to: None }));
@@ -982,7 +990,9 @@ mod tests {
         state.extend_from_slice(&[5; 16]);
         b.resume_from(&state);
         b.start(t0, &mut rec);
-        deliver(&mut b, t0, &mut rec, |x| codec::encode_join_reject(x, 5, b"x"));
+        deliver(&mut b, t0, &mut rec, |x| {
+            codec::encode_join_reject(x, 5, b"x")
+        });
         let deadline = b.poll_timeout().expect("the handshake deadline runs");
         b.handle_timeout(deadline, &mut rec);
         assert_eq!(b.phase(), BotPhase::Failed);
