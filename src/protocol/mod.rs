@@ -14,6 +14,7 @@ pub mod registry;
 
 pub mod acks;
 pub mod admission;
+pub mod hint;
 pub mod idmap;
 pub mod input_grid;
 pub mod pattern;

@@ -46,7 +46,9 @@
 pub mod benchmark;
 pub mod bot;
 pub mod codec;
+mod enet_closed;
 pub mod implementation;
+mod lz4_sized;
 pub mod server;
 pub mod world;
 
@@ -561,10 +563,10 @@ impl Protocol for ZergCity {
 
     fn make_bot(o: &ZergCityOptions, params: BotParams) -> Box<dyn Bot> {
         match o.dialect {
-            Dialect::Spec => Box::new(benchmark::hint::SpecWithHint::new(ZergCityBot::new(
-                params,
-                o.clone(),
-            ))),
+            Dialect::Spec => Box::new(benchmark::hint::SpecWithHint::new(
+                ZergCityBot::new(params, o.clone()),
+                benchmark::hint::BenchmarkBytes,
+            )),
             Dialect::Implementation => {
                 Box::new(implementation::ImplementationBot::new(params, o.clone()))
             }

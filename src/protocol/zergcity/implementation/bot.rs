@@ -51,6 +51,7 @@ use crate::protocol::prelude::input_grid::InputGrid;
 use crate::protocol::prelude::timers::{earliest, Handshake, Periodic, Silence};
 use crate::protocol::prelude::Recorder;
 use crate::protocol::prelude::{Bot, BotParams, BotPhase, Relink, Transmit, MAX_TRACKED_ENTITIES};
+use crate::protocol::zergcity::enet_closed::phase_after_close;
 use crate::protocol::zergcity::ZergCityOptions;
 
 /// Heartbeats in flight at once; a heartbeat due while this many wait is skipped.
@@ -705,15 +706,11 @@ impl Bot for ImplementationBot {
                 self.stage = Stage::Rejoining;
                 self.relink_requested = true;
             }
-            BotPhase::Connecting => {
-                rec.connect_failures.add("transport_closed", 1);
-                self.close(BotPhase::Failed);
+            phase => {
+                if let Some(phase) = phase_after_close(phase, rec) {
+                    self.close(phase);
+                }
             }
-            BotPhase::Connected => {
-                rec.event("session_closed_by_server");
-                self.close(BotPhase::Closed);
-            }
-            _ => {}
         }
     }
 
