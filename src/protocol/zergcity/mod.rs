@@ -243,6 +243,12 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
         )
         .per_bot_minute(),
         MetricDesc::count(
+            "resume_refused",
+            "Resume refused",
+            "implementation dialect: reconnect-storm victims whose Reconnect the server refused \
+             (they joined anew)",
+        ),
+        MetricDesc::count(
             "input_result.accepted",
             "Inputs accepted",
             "InputAck result 0",
