@@ -25,7 +25,7 @@ pub use crate::metrics::RunOutcome;
 use crate::metrics::{IntervalPoint, Recorder, ServerStats};
 use crate::protocol::ServerParams;
 use crate::scenario::plan::Targets;
-use crate::scenario::Plan;
+use crate::scenario::{Plan, SpawnKind};
 use worker::{run_worker, WorkerMsg, WorkerSpec};
 
 #[derive(Debug, Error)]
@@ -145,6 +145,7 @@ pub fn run_observed(
     // whole run), so a sharded run, whose indices step by the shard count, still uses every
     // worker; the target follows the bot's index, as in the whole run.
     let all: std::sync::Arc<[SocketAddr]> = std::sync::Arc::from(addrs.as_slice());
+    let mut home: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
     for (n, ev) in plan.spawns.iter().enumerate() {
         let i = ev.index as usize;
         let mut params = plan.bot_params(ev.index);
@@ -160,7 +161,14 @@ pub fn run_observed(
                 addrs[i % addrs.len().max(1)]
             }
         };
-        shards[n % workers].push((*ev, params, peer, plan.source_of(ev.index)));
+        // A storm's reconnection goes to the worker that ran the session it replaces, which
+        // keeps what the bot needs to resume it (`Bot::resume_state`).
+        let w = match ev.kind {
+            SpawnKind::Reconnect => home.get(&ev.index).copied().unwrap_or(n % workers),
+            _ => n % workers,
+        };
+        home.entry(ev.index).or_insert(w);
+        shards[w].push((*ev, params, peer, plan.source_of(ev.index)));
     }
     let (tx, rx) = mpsc::channel();
     let mut threads = Vec::new();

@@ -13,7 +13,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::sync::mpsc::Sender;
@@ -139,6 +139,9 @@ struct Slot {
     opened_at: Option<Instant>,
     /// A new transport session was asked for (relink) and is not up yet.
     relinking: bool,
+    /// A storm's reconnection: when its bot's old session was dropped, until it is in play
+    /// again (then the way back is timed and counted, see [`count_comeback`]).
+    back_from: Option<Instant>,
     /// The phase (and awaited message) the last once-a-second census saw, and since when.
     seen: (Phase, Option<&'static str>),
     seen_since: Instant,
@@ -276,6 +279,9 @@ impl<T: BotTransport + 'static> Shared<T> {
                 transport.close(idx, now, &mut rec);
             }
             if slot.bot.phase() == BotPhase::Connected {
+                if let Some(dropped_at) = slot.back_from.take() {
+                    count_comeback(&mut rec, slot.bot.resumed(), dropped_at, now);
+                }
                 if !slot.ever_connected {
                     if let Some(at) = slot.opened_at.take() {
                         // Transport handshake plus protocol handshake: what a player waits.
@@ -325,6 +331,8 @@ impl<T: BotTransport + 'static> Shared<T> {
                     s.peer = to;
                     s.source = opened.source;
                     s.relinking = !opened.up;
+                    // A new session to close at the end, even if the old one ended.
+                    s.closing = false;
                 }
                 self.watch(opened.source, opened.watch);
                 if opened.up {
@@ -701,7 +709,11 @@ async fn worker_main<T: BotTransport + 'static>(
     ));
 
     // Spawn bots on schedule; stop them on ramp-down; end at run_end or on the stop signal.
-    let mut stops: Vec<(Instant, usize, StopKind)> = Vec::new();
+    let mut stops: Vec<(Instant, usize, StopKind, u32)> = Vec::new();
+    // Bots the storm dropped, by bot index, until their reconnection starts: what the bot
+    // needs to resume its session (`Bot::resume_state`), and when it was dropped. The plan
+    // deals a reconnection to the worker of the session it replaces (engine/mod.rs).
+    let mut dropped: HashMap<u32, (Option<Vec<u8>>, Instant)> = HashMap::new();
     // Bots that got no socket (a source address not on this machine, no descriptors left):
     // counted here, since the recorder's counters are handed over every second.
     let groups = spec.groups.max(1);
@@ -737,12 +749,12 @@ async fn worker_main<T: BotTransport + 'static>(
         }
         // Stops first: a session the storm drops, or one ending, leaves before its
         // reconnection or replacement (due at the same time) arrives.
-        let due: Vec<(usize, StopKind)> = (stops.iter())
+        let due: Vec<(usize, StopKind, u32)> = (stops.iter())
             .filter(|s| s.0 <= now)
-            .map(|s| (s.1, s.2))
+            .map(|s| (s.1, s.2, s.3))
             .collect();
         stops.retain(|s| s.0 > now);
-        for (idx, kind) in due {
+        for (idx, kind, index) in due {
             let group = shared.group_of_slot(idx);
             match kind {
                 StopKind::End => stop_bot(&shared, idx, now),
@@ -752,7 +764,8 @@ async fn worker_main<T: BotTransport + 'static>(
                 }
                 StopKind::Drop => {
                     shared.rec(group).event("lifecycle_storm_drops");
-                    drop_bot(&shared, idx, now);
+                    let state = drop_bot(&shared, idx, now);
+                    dropped.insert(index, (state, now));
                 }
             }
         }
@@ -764,11 +777,23 @@ async fn worker_main<T: BotTransport + 'static>(
                 break;
             };
             let handshake_timeout = params.handshake_timeout;
-            let bot = protocol.make_bot(params);
+            let mut bot = protocol.make_bot(params);
+            let back_from = match ev.kind {
+                SpawnKind::Reconnect => dropped.remove(&ev.index).map(|(state, at)| {
+                    if let Some(state) = state {
+                        bot.resume_from(&state);
+                    }
+                    at
+                }),
+                _ => None,
+            };
             let group = usize::from(ev.group).min(groups - 1);
             count_spawn(&mut shared.rec(group), &ev, now, spec.run_start);
             match spawn_bot(&shared, bot, group, peer, source_ip, now) {
                 Ok(idx) => {
+                    if let Some(s) = shared.slots.borrow_mut().get_mut(idx) {
+                        s.back_from = back_from;
+                    }
                     let pending_transport =
                         shared.slots.borrow().get(idx).is_some_and(|s| {
                             s.opened_at.is_some() && s.bot.phase() == BotPhase::Idle
@@ -777,7 +802,7 @@ async fn worker_main<T: BotTransport + 'static>(
                         connect_deadlines.push((now + handshake_timeout, idx));
                     }
                     if let Some(stop_at) = ev.stop {
-                        stops.push((spec.run_start + stop_at, idx, ev.stop_kind));
+                        stops.push((spec.run_start + stop_at, idx, ev.stop_kind, ev.index));
                     }
                 }
                 Err(e) => {
@@ -937,6 +962,7 @@ fn spawn_bot<T: BotTransport + 'static>(
         lost: false,
         opened_at: (!opened.up).then_some(now),
         relinking: false,
+        back_from: None,
         seen: (Phase::Connecting, None),
         seen_since: now,
     });
@@ -995,6 +1021,27 @@ fn count_spawn(rec: &mut Recorder, ev: &SpawnEvent, now: Instant, run_start: Ins
     }
 }
 
+/// A storm's reconnection is in play again, `dropped_at` after its old session was dropped:
+/// counted as resumed (the server took the old session back, `lifecycle_resume_us`) or, for a
+/// bot whose token was refused and that joined anew or one whose protocol does not resume,
+/// as rejoined (`lifecycle_rejoin_us`); `resumed` is the bot's [`Bot::resumed`].
+fn count_comeback(rec: &mut Recorder, resumed: Option<bool>, dropped_at: Instant, now: Instant) {
+    let us = now.saturating_duration_since(dropped_at).as_micros() as u64;
+    match resumed {
+        Some(true) => {
+            rec.event("lifecycle_storm_resumed");
+            rec.record_extra("lifecycle_resume_us", us);
+        }
+        refused => {
+            if refused == Some(false) {
+                rec.event("lifecycle_storm_resume_refused");
+            }
+            rec.event("lifecycle_storm_rejoined");
+            rec.record_extra("lifecycle_rejoin_us", us);
+        }
+    }
+}
+
 /// A bot that has left without a word (the reconnect storm): nothing more goes out or comes
 /// in for it, and it counts as closed.
 struct Dropped;
@@ -1019,10 +1066,17 @@ impl Bot for Dropped {
 /// sees it go silent). The transport's session is released (over ENet that sends ENet's own
 /// disconnect, the only way to free the peer; over raw UDP nothing is sent and the socket
 /// stays open to the end, its late datagrams counted on the wire but never by a bot).
-fn drop_bot<T: BotTransport + 'static>(shared: &Rc<Shared<T>>, idx: usize, now: Instant) {
+/// Returns what the bot needs to resume its session ([`Bot::resume_state`]), if anything.
+fn drop_bot<T: BotTransport + 'static>(
+    shared: &Rc<Shared<T>>,
+    idx: usize,
+    now: Instant,
+) -> Option<Vec<u8>> {
+    let mut state = None;
     let close = match shared.slots.borrow_mut().get_mut(idx) {
         Some(s) => {
             s.stopping = true;
+            state = s.bot.resume_state();
             s.bot = Box::new(Dropped);
             s.timer_gen = s.timer_gen.wrapping_add(1);
             s.scheduled = None;
@@ -1037,6 +1091,7 @@ fn drop_bot<T: BotTransport + 'static>(shared: &Rc<Shared<T>>, idx: usize, now: 
         }
         shared.rearm_source(src);
     }
+    state
 }
 
 /// Stop a bot: the protocol's goodbye, then the transport's.

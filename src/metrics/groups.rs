@@ -24,7 +24,8 @@ pub struct LifecyclePlan {
     pub session_ends: u64,
     /// New bots in the place of those.
     pub replacements: u64,
-    /// Sessions the reconnect storm drops (each reconnects as a new session).
+    /// Sessions the reconnect storm drops (each reconnects: resuming its session where the
+    /// protocol can, else as a new one).
     pub storm_drops: u64,
 }
 
@@ -39,6 +40,12 @@ pub struct LifecycleDone {
     pub replacements: u64,
     pub storm_drops: u64,
     pub storm_reconnects: u64,
+    /// Storm reconnections back in play on their old session (the server took the token).
+    #[serde(default)]
+    pub storm_resumed: u64,
+    /// Storm reconnections whose token the server refused, back in play as a new session.
+    #[serde(default)]
+    pub storm_resume_refused: u64,
 }
 
 impl LifecycleDone {
@@ -52,6 +59,8 @@ impl LifecycleDone {
             replacements: e("lifecycle_replacements"),
             storm_drops: e("lifecycle_storm_drops"),
             storm_reconnects: e("lifecycle_storm_reconnects"),
+            storm_resumed: e("lifecycle_storm_resumed"),
+            storm_resume_refused: e("lifecycle_storm_resume_refused"),
         }
     }
 }

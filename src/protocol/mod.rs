@@ -14,6 +14,7 @@ pub mod registry;
 
 pub mod acks;
 pub mod admission;
+pub mod hint;
 pub mod idmap;
 pub mod input_grid;
 pub mod pattern;
@@ -244,6 +245,27 @@ pub trait Bot: Send {
     }
     /// The session asked for with [`Bot::poll_relink`] is up: the bot may send on it.
     fn handle_relinked(&mut self, _now: Instant, _rec: &mut Recorder) {}
+    /// What this bot would need to take its session up again after its connection is lost
+    /// without a goodbye (a scenario's reconnect storm drops it): for a protocol with a
+    /// reconnect token, the token and whatever else its resume message carries (ZergCity:
+    /// player id and token, 17 bytes). The engine asks at the drop, keeps the bytes opaque and
+    /// hands them to the bot that comes back ([`Bot::resume_from`]). `None`, the default: the
+    /// bot comes back as a new session with a new handshake.
+    fn resume_state(&self) -> Option<Vec<u8>> {
+        None
+    }
+    /// Called on a new bot before [`Bot::start`]: it is a dropped bot coming back, with what
+    /// the dropped one's [`Bot::resume_state`] returned. Its handshake should resume the old
+    /// session (ZergCity's Reconnect with the token) and, if the server refuses, join anew.
+    /// The default ignores it (a new session).
+    fn resume_from(&mut self, _state: &[u8]) {}
+    /// Once in play after [`Bot::resume_from`]: `Some(true)` when the server took the old
+    /// session back, `Some(false)` when it refused the token and the bot joined anew. `None`
+    /// (the default): no resumption was tried. The engine counts each (`lifecycle_storm_resumed`,
+    /// `lifecycle_storm_resume_refused`) and times the way back from the drop.
+    fn resumed(&self) -> Option<bool> {
+        None
+    }
 }
 
 /// A new transport session for a bot that is already playing.
@@ -353,6 +375,18 @@ impl<B: Bot + ?Sized> Bot for Box<B> {
     }
     fn handle_relinked(&mut self, now: Instant, rec: &mut Recorder) {
         (**self).handle_relinked(now, rec)
+    }
+    fn handle_stream(&mut self, now: Instant, data: &[u8], rec: &mut Recorder) {
+        (**self).handle_stream(now, data, rec)
+    }
+    fn resume_state(&self) -> Option<Vec<u8>> {
+        (**self).resume_state()
+    }
+    fn resume_from(&mut self, state: &[u8]) {
+        (**self).resume_from(state)
+    }
+    fn resumed(&self) -> Option<bool> {
+        (**self).resumed()
     }
 }
 

@@ -10,8 +10,8 @@
 //! The five built-in protocols (`tickswarm::protocol::{cafe, rtype, city, zergcity,
 //! darkages}`) are written against this module and nothing else of the crate (a test reads
 //! their sources to keep it so); read them as larger examples. The toolkit modules re-exported
-//! here ([`wire`], [`seqwindow`], [`acks`], [`ping`], [`timers`], [`session`], [`predict`], ...) are the
-//! pieces they share; a protocol may use them or not.
+//! here ([`wire`], [`seqwindow`], [`acks`], [`ping`], [`timers`], [`session`], [`predict`],
+//! [`hint`], ...) are the pieces they share; a protocol may use them or not.
 //!
 //! `tickswarm::api` re-exports this module and adds the entry point.
 //!
@@ -36,8 +36,8 @@ pub use crate::metrics::threshold::Metric;
 pub use crate::metrics::{LossCounts, NamedCounters, Recorder, WireCounts};
 
 pub use super::{
-    acks, admission, idmap, input_grid, pattern, ping, predict, seqwindow, session, sim, tail,
-    timers, wire,
+    acks, admission, hint, idmap, input_grid, pattern, ping, predict, seqwindow, session, sim,
+    tail, timers, wire,
 };
 
 /// The seeded generator [`BotParams::seed`] is for ([`PatternState::sample`] takes one), and

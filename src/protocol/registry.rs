@@ -139,6 +139,12 @@ pub struct ServerParams {
     /// at random while a peer's RTT is above its recent mean (C ENet's default). Off by
     /// default, so loss measured against the embedded server is the network's.
     pub enet_throttle: bool,
+    /// How long a dropped player's session stays resumable (its reconnect token valid), for
+    /// protocols whose servers hold one; default per protocol (ZergCity's implementation
+    /// dialect: 30 s, as the real server). `0s`: the server forgets a session the moment its
+    /// connection drops, so every resume is refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_grace: Option<Dur>,
     /// Which of the instances started together this one is (0 for the first): set by
     /// whoever starts them (`serve --instances`, an embedded target), never by a scenario.
     /// A protocol whose instances are parts of one world (DarkAges' zones) reads it.
@@ -163,6 +169,7 @@ impl Default for ServerParams {
             players_per_instance: None,
             instances: None,
             enet_throttle: false,
+            session_grace: None,
             instance: 0,
             bind: None,
         }

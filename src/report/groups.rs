@@ -444,7 +444,8 @@ pub fn rows(s: &Summary) -> Vec<GroupRow> {
                 let (p, d) = (l.planned, l.done);
                 row.lifecycle = format!(
                     "arrivals {} of {} ({} late, {} dropped at max_bots); sessions ended {} of {}; \
-                     replaced {} of {}; storm dropped {} of {}, {} back",
+                     replaced {} of {}; storm dropped {} of {}, {} back ({} resumed, {} refused \
+                     and rejoined)",
                     d.arrivals,
                     p.arrivals,
                     d.arrivals_late,
@@ -455,7 +456,9 @@ pub fn rows(s: &Summary) -> Vec<GroupRow> {
                     p.replacements,
                     d.storm_drops,
                     p.storm_drops,
-                    d.storm_reconnects
+                    d.storm_reconnects,
+                    d.storm_resumed,
+                    d.storm_resume_refused
                 );
             }
             row

@@ -878,6 +878,8 @@ fn add_lifecycle(
             replacements: s(d.replacements, e.replacements)?,
             storm_drops: s(d.storm_drops, e.storm_drops)?,
             storm_reconnects: s(d.storm_reconnects, e.storm_reconnects)?,
+            storm_resumed: s(d.storm_resumed, e.storm_resumed)?,
+            storm_resume_refused: s(d.storm_resume_refused, e.storm_resume_refused)?,
         },
     })
 }

@@ -20,8 +20,11 @@
 //!   goodbye: the server sees them go silent, as after a network hiccup) and reconnect as new
 //!   sessions of the same bots, all at `at` or spread evenly over `over`. The number is
 //!   `share` of the sessions in play, rounded to the nearest whole bot, picked by the seed.
-//!   A reconnection is a new session with a new handshake; resuming the old session (a
-//!   protocol's reconnect token) is not done.
+//!   A reconnection is a new session (a new bot object and transport session) of the same
+//!   bot index. Where the protocol has a reconnect token, it resumes the old session: the
+//!   engine keeps the dropped bot's `Bot::resume_state` and gives it to the bot that comes
+//!   back (`Bot::resume_from`), on the same worker, and counts and times each comeback
+//!   (resumed, or refused and joined anew) in the group's recorder.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

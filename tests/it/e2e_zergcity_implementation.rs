@@ -297,3 +297,53 @@ fn the_spec_dialect_names_the_implementation() {
     );
     assert_eq!(s["bots"]["connected"], 0);
 }
+
+/// A reconnect storm against the independent peer: both bots of the `stormy` group drop
+/// their ENet session at 2 s without a goodbye and come back with the player id and token
+/// the engine kept for them: the peer counts two Reconnects honoured (same player ids) and
+/// no new Join beyond the first two, and the bots count two resumed sessions.
+#[test]
+fn storm_victims_resume_on_the_peer_with_their_tokens() {
+    let _one = one_at_a_time();
+    let mut peer = Peer::start(&["--seconds", "20"]);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let scenario = tmp.path().join("storm.yaml");
+    let text = "name: zergcity-implementation-storm
+protocol:
+  zergcity:
+    dialect: implementation
+target: 127.0.0.1:1
+population:
+  stages:
+    - ramp_to: 2
+      over: 0s
+    - hold: 4s
+behaviour:
+  input_rate: 5
+  ping_interval: 250ms
+  handshake_timeout: 3s
+duration: 4s
+seed: 5
+groups:
+  - name: stormy
+    share: 100%
+    lifecycle:
+      reconnect_storm:
+        at: 2s
+        share: 100%
+";
+    std::fs::write(&scenario, text).expect("write the scenario");
+    let path = scenario.to_string_lossy().into_owned();
+    let (s, _) = run(&path, &[peer.port], &[]);
+    peer.settle();
+    eprintln!("peer: {:?}", peer.log.last());
+    let done = &s["groups"]["stormy"]["lifecycle"]["done"];
+    assert_eq!(done["storm_drops"], 2, "{done}");
+    assert_eq!(done["storm_resumed"], 2, "{done}");
+    assert_eq!(done["storm_resume_refused"], 0, "{done}");
+    assert_eq!(peer.stat("joins"), 2, "{:?}", peer.log.last());
+    assert_eq!(peer.stat("reconnects"), 2, "{:?}", peer.log.last());
+    assert_eq!(peer.stat("rejects"), 0, "{:?}", peer.log.last());
+    assert_eq!(s["bots"]["connected"], 4, "{}", s["errors"]);
+    assert_eq!(s["errors"]["decode_total"], 0, "{}", s["errors"]);
+}

@@ -58,3 +58,4 @@ mod stop;
 mod test_peer;
 mod threshold_percentiles;
 mod zergcity_codec;
+mod zergcity_resume;

@@ -317,7 +317,9 @@ impl Protocol for Rtype {
         match o.dialect {
             RtypeDialect::Spec => Box::new(implementation::SpecWithHint::new(
                 RtypeBot::new(params, o.clone()),
-                o.float_order,
+                implementation::hint::ImplementationBytes {
+                    float_order: o.float_order,
+                },
             )),
             RtypeDialect::Implementation => {
                 Box::new(implementation::ImplementationBot::new(params))

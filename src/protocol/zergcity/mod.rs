@@ -46,7 +46,9 @@
 pub mod benchmark;
 pub mod bot;
 pub mod codec;
+mod enet_closed;
 pub mod implementation;
+mod lz4_sized;
 pub mod server;
 pub mod world;
 
@@ -240,6 +242,12 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
             "reconnections refused or timed out",
         )
         .per_bot_minute(),
+        MetricDesc::count(
+            "resume_refused",
+            "Resume refused",
+            "implementation dialect: reconnect-storm victims whose Reconnect the server refused \
+             (they joined anew)",
+        ),
         MetricDesc::count(
             "input_result.accepted",
             "Inputs accepted",
@@ -561,10 +569,10 @@ impl Protocol for ZergCity {
 
     fn make_bot(o: &ZergCityOptions, params: BotParams) -> Box<dyn Bot> {
         match o.dialect {
-            Dialect::Spec => Box::new(benchmark::hint::SpecWithHint::new(ZergCityBot::new(
-                params,
-                o.clone(),
-            ))),
+            Dialect::Spec => Box::new(benchmark::hint::SpecWithHint::new(
+                ZergCityBot::new(params, o.clone()),
+                benchmark::hint::BenchmarkBytes,
+            )),
             Dialect::Implementation => {
                 Box::new(implementation::ImplementationBot::new(params, o.clone()))
             }
@@ -581,6 +589,10 @@ impl Protocol for ZergCity {
                         .players_per_instance
                         .unwrap_or(MAX_PLAYERS)
                         .clamp(1, MAX_PLAYERS) as u8,
+                    grace: s.session_grace.map_or(
+                        implementation::ImplementationServerConfig::default().grace,
+                        |d| d.0,
+                    ),
                     ..Default::default()
                 };
                 Box::new(implementation::ImplementationServer::new(cfg, now))

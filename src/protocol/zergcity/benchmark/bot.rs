@@ -33,6 +33,7 @@ use crate::protocol::prelude::seqwindow::SeqWindow;
 use crate::protocol::prelude::timers::{earliest, Handshake, Silence};
 use crate::protocol::prelude::Recorder;
 use crate::protocol::prelude::{Bot, BotParams, BotPhase, Transmit};
+use crate::protocol::zergcity::enet_closed::phase_after_close;
 use crate::protocol::zergcity::ZergCityOptions;
 
 /// A ResyncRequest without a FullSnapshot after this long is sent again.
@@ -323,16 +324,8 @@ impl Bot for BenchmarkBot {
     }
 
     fn handle_transport_closed(&mut self, _now: Instant, rec: &mut Recorder) {
-        match self.phase {
-            BotPhase::Connecting => {
-                rec.connect_failures.add("transport_closed", 1);
-                self.close(BotPhase::Failed);
-            }
-            BotPhase::Connected => {
-                rec.event("session_closed_by_server");
-                self.close(BotPhase::Closed);
-            }
-            _ => {}
+        if let Some(phase) = phase_after_close(self.phase, rec) {
+            self.close(phase);
         }
     }
 }
@@ -541,7 +534,7 @@ mod tests {
             BotParams::with_index(0, 1),
             ZergCityOptions::default(),
         );
-        let mut s = super::super::hint::SpecWithHint::new(spec);
+        let mut s = super::super::hint::SpecWithHint::new(spec, super::super::hint::BenchmarkBytes);
         let mut rec = Recorder::new();
         s.start(t0, &mut rec);
         let f = full(3, &world(2));

@@ -61,17 +61,9 @@ pub mod ty {
     pub const RESYNC_REQUEST: u8 = 4;
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
-#[error("{message}: {reason}")]
-pub struct DecodeError {
-    /// `header`, `full_snapshot` or `delta_snapshot`.
-    pub message: &'static str,
-    pub reason: &'static str,
-}
-
-fn err(message: &'static str, reason: &'static str) -> DecodeError {
-    DecodeError { message, reason }
-}
+/// A malformed message, counted as `message.reason`: the one type of every ZergCity dialect.
+pub use crate::protocol::zergcity::codec::DecodeError;
+use crate::protocol::zergcity::lz4_sized::Lz4Sized;
 
 /// The 16-byte header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,10 +84,10 @@ impl Header {
     /// Magic and length checked; the version and type are the caller's to judge.
     pub fn parse(b: &[u8]) -> Result<Header, DecodeError> {
         if b.len() < HEADER_LEN {
-            return Err(err("header", "truncated"));
+            return Err(DecodeError::new("header", "truncated"));
         }
         if b[..4] != MAGIC {
-            return Err(err("header", "bad_magic"));
+            return Err(DecodeError::new("header", "bad_magic"));
         }
         Ok(Header {
             version: b[4],
@@ -171,40 +163,21 @@ impl<'a> Delta<'a> {
 
 /// Decompresses snapshot bodies into a buffer kept between messages.
 #[derive(Debug, Default)]
-pub struct Decompressor {
-    buf: Vec<u8>,
-    limit: usize,
-}
+pub struct Decompressor(Lz4Sized);
 
 impl Decompressor {
     /// Largest stated size accepted (never above [`MAX_BODY`]).
     pub fn set_limit(&mut self, limit: usize) {
-        self.limit = limit.min(MAX_BODY);
+        self.0.set_limit(limit.min(MAX_BODY));
     }
 
     fn inflate(&mut self, msg: &'static str, data: &[u8]) -> Result<&[u8], DecodeError> {
-        let Some((size, block)) = data.split_first_chunk::<4>() else {
-            return Err(err(msg, "truncated"));
-        };
-        let size = u32::from_le_bytes(*size) as usize;
-        if size > self.limit {
-            return Err(err(msg, "decompressed_too_large"));
-        }
-        if self.buf.len() < size {
-            self.buf.resize(size, 0);
-        }
-        match lz4_flex::block::decompress_into(block, &mut self.buf[..size]) {
-            Ok(n) if n == size => Ok(&self.buf[..size]),
-            Ok(_) => Err(err(msg, "lz4_size_mismatch")),
-            Err(_) => Err(err(msg, "lz4_corrupt")),
-        }
+        self.0.inflate(msg, data)
     }
 
     /// Give a buffer grown past 1 MiB back.
     pub fn shrink(&mut self) {
-        if self.buf.len() > 1 << 20 {
-            self.buf = Vec::new();
-        }
+        self.0.shrink()
     }
 }
 
@@ -212,17 +185,17 @@ impl Decompressor {
 pub fn decode<'a>(packet: &'a [u8], dec: &'a mut Decompressor) -> Result<Message<'a>, DecodeError> {
     let h = Header::parse(packet)?;
     if h.version != VERSION {
-        return Err(err("header", "bad_version"));
+        return Err(DecodeError::new("header", "bad_version"));
     }
     let msg = match h.ty {
         ty::FULL_SNAPSHOT => "full_snapshot",
         ty::DELTA_SNAPSHOT => "delta_snapshot",
-        _ => return Err(err("header", "unknown_type")),
+        _ => return Err(DecodeError::new("header", "unknown_type")),
     };
     let payload = &packet[HEADER_LEN..];
     match (h.payload_length as usize).cmp(&payload.len()) {
-        std::cmp::Ordering::Greater => return Err(err(msg, "truncated")),
-        std::cmp::Ordering::Less => return Err(err(msg, "trailing_bytes")),
+        std::cmp::Ordering::Greater => return Err(DecodeError::new(msg, "truncated")),
+        std::cmp::Ordering::Less => return Err(DecodeError::new(msg, "trailing_bytes")),
         std::cmp::Ordering::Equal => {}
     }
     let body = if h.compressed() {
@@ -239,21 +212,21 @@ pub fn decode<'a>(packet: &'a [u8], dec: &'a mut Decompressor) -> Result<Message
 
 fn parse_full(tick: u32, body: &[u8]) -> Result<Full<'_>, DecodeError> {
     let Some((count, world)) = body.split_first_chunk::<4>() else {
-        return Err(err("full_snapshot", "truncated"));
+        return Err(DecodeError::new("full_snapshot", "truncated"));
     };
     let count = u32::from_le_bytes(*count);
     if count as usize > MAX_ENTITIES {
-        return Err(err("full_snapshot", "too_many_entities"));
+        return Err(DecodeError::new("full_snapshot", "too_many_entities"));
     }
     if world.len() != count as usize * ENTITY_BYTES {
-        return Err(err("full_snapshot", "bad_size"));
+        return Err(DecodeError::new("full_snapshot", "bad_size"));
     }
     Ok(Full { tick, count, world })
 }
 
 fn parse_delta(tick: u32, body: &[u8]) -> Result<Delta<'_>, DecodeError> {
     if body.len() < 10 {
-        return Err(err("delta_snapshot", "truncated"));
+        return Err(DecodeError::new("delta_snapshot", "truncated"));
     }
     let checksum = u64::from_le_bytes(body[..8].try_into().unwrap_or([0; 8]));
     let count = u16::from_le_bytes([body[8], body[9]]);
@@ -262,21 +235,21 @@ fn parse_delta(tick: u32, body: &[u8]) -> Result<Delta<'_>, DecodeError> {
     let mut max_id: Option<u16> = None;
     for _ in 0..count {
         let Some(e) = entries.get(at..at + 3) else {
-            return Err(err("delta_snapshot", "truncated"));
+            return Err(DecodeError::new("delta_snapshot", "truncated"));
         };
         let id = u16::from_le_bytes([e[0], e[1]]);
         let mask = e[2];
         if mask & !FIELD_ALL != 0 {
-            return Err(err("delta_snapshot", "bad_field_mask"));
+            return Err(DecodeError::new("delta_snapshot", "bad_field_mask"));
         }
         at += 3 + 4 * mask.count_ones() as usize;
         if at > entries.len() {
-            return Err(err("delta_snapshot", "truncated"));
+            return Err(DecodeError::new("delta_snapshot", "truncated"));
         }
         max_id = Some(max_id.map_or(id, |m| m.max(id)));
     }
     if at != entries.len() {
-        return Err(err("delta_snapshot", "trailing_bytes"));
+        return Err(DecodeError::new("delta_snapshot", "trailing_bytes"));
     }
     Ok(Delta {
         tick,

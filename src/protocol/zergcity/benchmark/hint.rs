@@ -5,13 +5,12 @@
 //!   (`dialect_hint.spec`).
 //! - [`SpecWithHint`]: the spec dialect's bot, unchanged, with the benchmark named: a
 //!   datagram the spec codec refuses that fits the benchmark's compressed snapshots counts
-//!   `dialect_hint.benchmark`. A wrapper, so the spec bot itself is untouched.
-
-use std::time::Instant;
+//!   `dialect_hint.benchmark`. A wrapper (the toolkit's `hint::WithHint`), so the spec bot
+//!   itself is untouched.
 
 use super::codec;
+use crate::protocol::prelude::hint::{Hint, WithHint};
 use crate::protocol::prelude::Recorder;
-use crate::protocol::prelude::{Bot, BotPhase, Phase, Relink, Transmit};
 use crate::protocol::zergcity::codec as spec_codec;
 use crate::protocol::zergcity::implementation::codec as impl_codec;
 use crate::protocol::zergcity::ZergCityBot;
@@ -42,58 +41,14 @@ pub fn name_other_dialect(data: &[u8], rec: &mut Recorder) {
 }
 
 /// The spec dialect's bot, with the benchmark server's bytes named.
-pub struct SpecWithHint {
-    bot: ZergCityBot,
-}
+pub type SpecWithHint = WithHint<ZergCityBot, BenchmarkBytes>;
 
-impl SpecWithHint {
-    pub fn new(bot: ZergCityBot) -> Self {
-        Self { bot }
-    }
-}
+/// Names the benchmark server's bytes among what the spec dialect's bot gets.
+pub struct BenchmarkBytes;
 
-impl Bot for SpecWithHint {
-    fn start(&mut self, now: Instant, rec: &mut Recorder) {
-        self.bot.start(now, rec)
-    }
-    fn handle_datagram(&mut self, now: Instant, data: &[u8], rec: &mut Recorder) {
+impl Hint for BenchmarkBytes {
+    fn other_dialect(&self, data: &[u8]) -> Option<&'static str> {
         // `fits` first: it is cheap and false for every spec message the server sends.
-        if codec::fits(data) && !spec_reads(data) {
-            rec.event("dialect_hint.benchmark");
-        }
-        self.bot.handle_datagram(now, data, rec)
-    }
-    fn handle_timeout(&mut self, now: Instant, rec: &mut Recorder) {
-        self.bot.handle_timeout(now, rec)
-    }
-    fn stop(&mut self, now: Instant, rec: &mut Recorder) {
-        self.bot.stop(now, rec)
-    }
-    fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<Transmit> {
-        self.bot.poll_transmit(buf)
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        self.bot.poll_timeout()
-    }
-    fn phase(&self) -> BotPhase {
-        self.bot.phase()
-    }
-    fn life_phase(&self) -> Phase {
-        self.bot.life_phase()
-    }
-    fn waiting_for(&self) -> Option<&'static str> {
-        self.bot.waiting_for()
-    }
-    fn handle_stream(&mut self, now: Instant, data: &[u8], rec: &mut Recorder) {
-        self.bot.handle_stream(now, data, rec)
-    }
-    fn handle_transport_closed(&mut self, now: Instant, rec: &mut Recorder) {
-        self.bot.handle_transport_closed(now, rec)
-    }
-    fn poll_relink(&mut self) -> Option<Relink> {
-        self.bot.poll_relink()
-    }
-    fn handle_relinked(&mut self, now: Instant, rec: &mut Recorder) {
-        self.bot.handle_relinked(now, rec)
+        (codec::fits(data) && !spec_reads(data)).then_some("dialect_hint.benchmark")
     }
 }

@@ -28,6 +28,15 @@
 //!   sends Reconnect (token, name) on a new one; `reconnect_us` runs from the drop to the
 //!   JoinAccept, which names the same player id (`reconnect_slot_restored`) or not
 //!   (`reconnect_new_slot`); a JoinReject or no answer is `reconnect_failed`.
+//! - **Resumption after a reconnect storm** (a scenario's `lifecycle.reconnect_storm`): the
+//!   engine keeps the dropped bot's [`Bot::resume_state`] (player id and token, 17 bytes) and
+//!   gives it to the bot that comes back, whose first message is then Reconnect instead of
+//!   Join. A JoinAccept resumes the session; a JoinReject (`invalid_token`,
+//!   `session_expired`) or a session the server closes unanswered is `resume_refused`: once
+//!   the server has closed the refused session (it disconnects a refused peer), the bot asks
+//!   for a new ENet session and joins anew, all within its `handshake_timeout`. (Reconnecting
+//!   before the server's disconnect arrived raced it: the server's host could take the new
+//!   connect for the old peer's.) The engine times both ways back from the drop.
 
 use std::collections::{HashSet, VecDeque};
 use std::time::{Duration, Instant};
@@ -42,6 +51,7 @@ use crate::protocol::prelude::input_grid::InputGrid;
 use crate::protocol::prelude::timers::{earliest, Handshake, Periodic, Silence};
 use crate::protocol::prelude::Recorder;
 use crate::protocol::prelude::{Bot, BotParams, BotPhase, Relink, Transmit, MAX_TRACKED_ENTITIES};
+use crate::protocol::zergcity::enet_closed::phase_after_close;
 use crate::protocol::zergcity::ZergCityOptions;
 
 /// Heartbeats in flight at once; a heartbeat due while this many wait is skipped.
@@ -65,6 +75,12 @@ enum Stage {
     Playing,
     /// The session was dropped on purpose; waiting for the new one.
     Relinking,
+    /// A resume was refused; waiting for the server to close the refused session (it does
+    /// after a JoinReject), the handshake's deadline still running.
+    Refused,
+    /// The refused session is gone; waiting for a new one to join anew on (the deadline
+    /// still runs).
+    Rejoining,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -113,6 +129,10 @@ pub struct ImplementationBot {
     relink_started: Option<Instant>,
     player_before: u8,
     reconnects_done: u32,
+    /// Given a resume state: the first message is Reconnect, not Join.
+    resuming: bool,
+    /// How the resumption went ([`Bot::resumed`]).
+    resumed: Option<bool>,
 }
 
 impl ImplementationBot {
@@ -166,6 +186,8 @@ impl ImplementationBot {
             relink_started: None,
             player_before: 0,
             reconnects_done: 0,
+            resuming: false,
+            resumed: None,
         }
     }
 
@@ -221,7 +243,10 @@ impl ImplementationBot {
             } => self.on_join_accept(now, player, token, tick, rec),
             Message::JoinReject { reason } => {
                 let why = codec::join_reject_name(reason);
-                if self.relink_started.take().is_some() {
+                if self.resuming && self.stage == Stage::Joining {
+                    rec.event(why);
+                    self.refuse_resume(rec);
+                } else if self.relink_started.take().is_some() {
                     rec.event("reconnect_failed");
                     rec.event(why);
                     self.close(BotPhase::Closed);
@@ -333,6 +358,13 @@ impl ImplementationBot {
                 "reconnect_new_slot"
             });
         } else {
+            if std::mem::take(&mut self.resuming) {
+                let same = player == self.player_before;
+                self.resumed = Some(same);
+                if !same {
+                    rec.event("resume_new_slot");
+                }
+            }
             if let Some(s) = self.started_at {
                 rec.record_handshake(now.saturating_duration_since(s).as_micros() as u64);
             }
@@ -423,6 +455,19 @@ impl ImplementationBot {
         }
     }
 
+    /// The server would not resume the session (a JoinReject to the Reconnect): wait for it
+    /// to close the refused session, then join anew on a new one.
+    fn refuse_resume(&mut self, rec: &mut Recorder) {
+        rec.event("resume_refused");
+        self.resuming = false;
+        self.resumed = Some(false);
+        self.stage = Stage::Refused;
+        self.out.clear();
+        rec.events
+            .add("heartbeats_abandoned", self.in_flight.len() as u64);
+        self.in_flight.clear();
+    }
+
     fn start_relink(&mut self, now: Instant, rec: &mut Recorder) {
         rec.event("reconnect_attempts");
         self.reconnects_done += 1;
@@ -477,14 +522,21 @@ impl Bot for ImplementationBot {
         self.handshake
             .begin(now, None, self.params.handshake_timeout);
         self.silence.arm(now);
-        self.out.push_back(Out::Join);
+        self.out.push_back(if self.resuming {
+            Out::Reconnect
+        } else {
+            Out::Join
+        });
         // The server counts a client's silence from its connect, Join or not.
         self.heartbeat.start_at(now);
     }
 
     fn handle_datagram(&mut self, now: Instant, data: &[u8], rec: &mut Recorder) {
         if !matches!(self.phase, BotPhase::Connecting | BotPhase::Connected)
-            || self.stage == Stage::Relinking
+            || matches!(
+                self.stage,
+                Stage::Relinking | Stage::Refused | Stage::Rejoining
+            )
         {
             rec.event("datagram_outside_session");
             return;
@@ -526,6 +578,13 @@ impl Bot for ImplementationBot {
         match self.phase {
             BotPhase::Connecting | BotPhase::Connected => {
                 if self.stage == Stage::Relinking {
+                    return;
+                }
+                if matches!(self.stage, Stage::Refused | Stage::Rejoining) {
+                    if self.handshake.timed_out(now) {
+                        rec.connect_failures.add("timeout", 1);
+                        self.close(BotPhase::Failed);
+                    }
                     return;
                 }
                 if self.handshake.timed_out(now) {
@@ -583,6 +642,9 @@ impl Bot for ImplementationBot {
 
     fn poll_timeout(&self) -> Option<Instant> {
         match self.phase {
+            BotPhase::Connecting if matches!(self.stage, Stage::Refused | Stage::Rejoining) => {
+                self.handshake.next_deadline()
+            }
             BotPhase::Connecting | BotPhase::Connected if self.stage != Stage::Relinking => {
                 let playing = self.stage == Stage::Playing;
                 earliest([
@@ -608,17 +670,47 @@ impl Bot for ImplementationBot {
         (self.phase == BotPhase::Connecting).then_some("JoinAccept")
     }
 
+    fn resume_state(&self) -> Option<Vec<u8>> {
+        let token = self.token.filter(|_| self.player != 0)?;
+        let mut v = Vec::with_capacity(1 + TOKEN_LEN);
+        v.push(self.player);
+        v.extend_from_slice(&token);
+        Some(v)
+    }
+
+    fn resume_from(&mut self, state: &[u8]) {
+        // Anything but what resume_state wrote: join as a new player.
+        if let [player, token @ ..] = state {
+            if let Ok(token) = <[u8; TOKEN_LEN]>::try_from(token) {
+                self.player_before = *player;
+                self.token = Some(token);
+                self.resuming = true;
+            }
+        }
+    }
+
+    fn resumed(&self) -> Option<bool> {
+        self.resumed
+    }
+
     fn handle_transport_closed(&mut self, _now: Instant, rec: &mut Recorder) {
         match self.phase {
-            BotPhase::Connecting => {
-                rec.connect_failures.add("transport_closed", 1);
-                self.close(BotPhase::Failed);
+            // The refused session is gone: join anew on a new one.
+            BotPhase::Connecting if self.stage == Stage::Refused => {
+                self.stage = Stage::Rejoining;
+                self.relink_requested = true;
             }
-            BotPhase::Connected => {
-                rec.event("session_closed_by_server");
-                self.close(BotPhase::Closed);
+            BotPhase::Connecting if self.resuming && self.stage == Stage::Joining => {
+                rec.event("resume_closed_unanswered");
+                self.refuse_resume(rec);
+                self.stage = Stage::Rejoining;
+                self.relink_requested = true;
             }
-            _ => {}
+            phase => {
+                if let Some(phase) = phase_after_close(phase, rec) {
+                    self.close(phase);
+                }
+            }
         }
     }
 
@@ -627,6 +719,17 @@ impl Bot for ImplementationBot {
     }
 
     fn handle_relinked(&mut self, now: Instant, _rec: &mut Recorder) {
+        if self.stage == Stage::Rejoining && self.phase == BotPhase::Connecting {
+            // Join anew, with a handshake deadline of its own.
+            self.stage = Stage::Joining;
+            self.handshake
+                .begin(now, None, self.params.handshake_timeout);
+            self.silence.arm(now);
+            self.silence.heard(now);
+            self.out.push_back(Out::Join);
+            self.heartbeat.start_at(now);
+            return;
+        }
         if self.stage != Stage::Relinking || self.phase != BotPhase::Connected {
             return;
         }
@@ -806,6 +909,91 @@ mod tests {
             rec.connects_ok, 1,
             "a reconnection is not a second handshake"
         );
+    }
+
+    /// A storm victim: the dropped bot's resume state (player id and token) makes the next
+    /// bot's first message a Reconnect; the JoinAccept resumes it.
+    #[test]
+    fn a_resumed_bot_sends_reconnect_with_the_dropped_bots_token() {
+        let (mut old, mut rec, t0) = bot();
+        assert_eq!(
+            old.resume_state(),
+            None,
+            "nothing to resume before JoinAccept"
+        );
+        old.start(t0, &mut rec);
+        deliver(&mut old, t0, &mut rec, |x| {
+            codec::encode_join_accept(x, 3, &[7; 16], 0)
+        });
+        let state = old.resume_state().unwrap();
+        assert_eq!(state.len(), 17);
+        let (mut b, mut rec, t1) = bot();
+        b.resume_from(&state);
+        b.start(t1, &mut rec);
+        let out = sent(&mut b);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].0, codec::ty::RECONNECT);
+        assert_eq!(&out[0].3[..16], &[7; 16]);
+        assert_eq!(b.resumed(), None);
+        deliver(&mut b, t1, &mut rec, |x| {
+            codec::encode_join_accept(x, 3, &[7; 16], 40)
+        });
+        assert_eq!(b.phase(), BotPhase::Connected);
+        assert_eq!(b.resumed(), Some(true));
+        assert_eq!(b.player(), 3);
+    }
+
+    /// A refused token: counted, a new session asked for, a Join on it; in play as a new
+    /// player, `resumed` false.
+    #[test]
+    fn a_refused_resume_rejoins_on_a_new_session() {
+        let (mut b, mut rec, t0) = bot();
+        let mut state = vec![2u8];
+        state.extend_from_slice(&[5; 16]);
+        b.resume_from(&state);
+        b.start(t0, &mut rec);
+        assert_eq!(sent(&mut b)[0].0, codec::ty::RECONNECT);
+        deliver(&mut b, t0, &mut rec, |x| {
+            codec::encode_join_reject(x, 4, b"Session not found")
+        });
+        assert_eq!(rec.events.get("resume_refused"), 1);
+        assert_eq!(rec.events.get("invalid_token"), 1);
+        assert_eq!(b.phase(), BotPhase::Connecting);
+        assert_eq!(
+            b.poll_relink(),
+            None,
+            "not before the server closed the refused session"
+        );
+        b.handle_transport_closed(t0, &mut rec);
+        assert_eq!(b.phase(), BotPhase::Connecting);
+        assert_eq!(b.poll_relink(), Some(Relink { to: None }));
+        let t1 = t0 + Duration::from_millis(3);
+        b.handle_relinked(t1, &mut rec);
+        let out = sent(&mut b);
+        assert_eq!(out[0].0, codec::ty::JOIN);
+        deliver(&mut b, t1, &mut rec, |x| {
+            codec::encode_join_accept(x, 1, &[8; 16], 40)
+        });
+        assert_eq!(b.phase(), BotPhase::Connected);
+        assert_eq!(b.resumed(), Some(false));
+        assert_eq!(rec.connect_failures.total(), 0);
+    }
+
+    /// A refused bot whose new session never comes up fails at its handshake deadline.
+    #[test]
+    fn a_refused_resume_without_a_new_session_times_out() {
+        let (mut b, mut rec, t0) = bot();
+        let mut state = vec![2u8];
+        state.extend_from_slice(&[5; 16]);
+        b.resume_from(&state);
+        b.start(t0, &mut rec);
+        deliver(&mut b, t0, &mut rec, |x| {
+            codec::encode_join_reject(x, 5, b"x")
+        });
+        let deadline = b.poll_timeout().expect("the handshake deadline runs");
+        b.handle_timeout(deadline, &mut rec);
+        assert_eq!(b.phase(), BotPhase::Failed);
+        assert_eq!(rec.connect_failures.get("timeout"), 1);
     }
 
     #[test]

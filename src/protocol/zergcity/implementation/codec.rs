@@ -90,17 +90,9 @@ pub const DELTA_CREATE: u8 = 0;
 pub const DELTA_UPDATE: u8 = 1;
 pub const DELTA_DESTROY: u8 = 2;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
-#[error("{message}: {reason}")]
-pub struct DecodeError {
-    /// The message being decoded (`envelope`, `state_update`, ...).
-    pub message: &'static str,
-    pub reason: &'static str,
-}
-
-fn err(message: &'static str, reason: &'static str) -> DecodeError {
-    DecodeError { message, reason }
-}
+/// A malformed message, counted as `message.reason`: the one type of every ZergCity dialect.
+pub use crate::protocol::zergcity::codec::DecodeError;
+use crate::protocol::zergcity::lz4_sized::Lz4Sized;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 pub enum EncodeError {
@@ -127,7 +119,7 @@ impl<'a> Reader<'a> {
     }
     pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         let end = self.at.checked_add(n).filter(|&e| e <= self.b.len());
-        let end = end.ok_or(err(self.msg, "truncated"))?;
+        let end = end.ok_or(DecodeError::new(self.msg, "truncated"))?;
         let s = &self.b[self.at..end];
         self.at = end;
         Ok(s)
@@ -152,7 +144,7 @@ impl<'a> Reader<'a> {
     pub fn string(&mut self, max: usize) -> Result<&'a [u8], DecodeError> {
         let n = self.u32()? as usize;
         if n > max {
-            return Err(err(self.msg, "string_too_long"));
+            return Err(DecodeError::new(self.msg, "string_too_long"));
         }
         self.bytes(n)
     }
@@ -174,7 +166,7 @@ pub struct Header {
 impl Header {
     pub fn parse(b: &[u8]) -> Result<Header, DecodeError> {
         if b.len() < HEADER_LEN {
-            return Err(err("envelope", "truncated"));
+            return Err(DecodeError::new("envelope", "truncated"));
         }
         Ok(Header {
             version: b[0],
@@ -264,7 +256,7 @@ impl<'a> StateUpdate<'a> {
         let tick = r.u64()?;
         let count = r.u32()?;
         if count as usize > MAX_DELTAS {
-            return Err(err("state_update", "too_many_deltas"));
+            return Err(DecodeError::new("state_update", "too_many_deltas"));
         }
         let deltas = &body[r.at..];
         let mut check = Reader::new(deltas, "state_update");
@@ -272,11 +264,11 @@ impl<'a> StateUpdate<'a> {
             check.u32()?;
             let kind = check.u8()?;
             if kind > DELTA_DESTROY {
-                return Err(err("state_update", "bad_delta_kind"));
+                return Err(DecodeError::new("state_update", "bad_delta_kind"));
             }
             let n = check.u32()? as usize;
             if n > MAX_PAYLOAD {
-                return Err(err("state_update", "delta_too_large"));
+                return Err(DecodeError::new("state_update", "delta_too_large"));
             }
             check.bytes(n)?;
         }
@@ -346,39 +338,21 @@ pub enum Message<'a> {
 
 /// Decompresses StateUpdate bodies into a buffer kept between messages.
 #[derive(Debug, Default)]
-pub struct Decompressor {
-    buf: Vec<u8>,
-    limit: usize,
-}
+pub struct Decompressor(Lz4Sized);
 
 impl Decompressor {
     pub fn set_limit(&mut self, limit: usize) {
-        self.limit = limit;
+        self.0.set_limit(limit);
     }
 
     /// `u32 original size` + LZ4 block (the server's compressed form).
     fn inflate(&mut self, data: &[u8]) -> Result<&[u8], DecodeError> {
-        let mut r = Reader::new(data, "state_update");
-        let size = r.u32()? as usize;
-        if size > self.limit {
-            return Err(err("state_update", "decompressed_too_large"));
-        }
-        let block = r.rest();
-        if self.buf.len() < size {
-            self.buf.resize(size, 0);
-        }
-        match lz4_flex::block::decompress_into(block, &mut self.buf[..size]) {
-            Ok(n) if n == size => Ok(&self.buf[..size]),
-            Ok(_) => Err(err("state_update", "lz4_size_mismatch")),
-            Err(_) => Err(err("state_update", "lz4_corrupt")),
-        }
+        self.0.inflate("state_update", data)
     }
 
     /// Give a buffer grown past 1 MiB back.
     pub fn shrink(&mut self) {
-        if self.buf.len() > 1 << 20 {
-            self.buf = Vec::new();
-        }
+        self.0.shrink()
     }
 }
 
@@ -389,13 +363,15 @@ pub fn decode<'a>(
 ) -> Result<(Message<'a>, usize), DecodeError> {
     let h = Header::parse(b)?;
     if h.version != VERSION {
-        return Err(err("envelope", "version"));
+        return Err(DecodeError::new("envelope", "version"));
     }
     let end = HEADER_LEN + usize::from(h.len);
     if usize::from(h.len) > MAX_PAYLOAD {
-        return Err(err("envelope", "payload_too_large"));
+        return Err(DecodeError::new("envelope", "payload_too_large"));
     }
-    let payload = b.get(HEADER_LEN..end).ok_or(err("envelope", "truncated"))?;
+    let payload = b
+        .get(HEADER_LEN..end)
+        .ok_or(DecodeError::new("envelope", "truncated"))?;
     let m = decode_payload(h.ty, payload, dec)?;
     Ok((m, end))
 }
@@ -421,7 +397,7 @@ fn decode_payload<'a>(
             token.copy_from_slice(r.bytes(TOKEN_LEN)?);
             let tick = r.u64()?;
             if player == 0 {
-                return Err(err("join_accept", "player_zero"));
+                return Err(DecodeError::new("join_accept", "player_zero"));
             }
             Message::JoinAccept {
                 player,
@@ -505,7 +481,7 @@ fn decode_payload<'a>(
         | ty::INPUT_ACK
         | 110..=113
         | 120..=125 => Message::Other(t),
-        _ => return Err(err("envelope", "unknown_type")),
+        _ => return Err(DecodeError::new("envelope", "unknown_type")),
     })
 }
 

@@ -6,6 +6,11 @@
 //!   with a session token within its 30 s grace restores the player id; with all player ids
 //!   held (by players in game or in their grace period) it is JoinReject `server_full`. An
 //!   accepted player gets JoinAccept, ServerStatus, and everyone a PlayerList.
+//! - Reconnect: a token no session has is JoinReject `invalid_token`, one whose session's
+//!   grace has passed `session_expired`; either way the session is then closed, as the real
+//!   server disconnects a refused peer. Sessions past their grace are forgotten at the next
+//!   housekeeping (every second). The grace is `ImplementationServerConfig::grace`
+//!   (`server.session_grace`).
 //! - Heartbeat is answered with HeartbeatResponse (its timestamp echoed, the server's time
 //!   and tick); every second each client also gets a HeartbeatResponse echoing 0. A client
 //!   whose last Heartbeat (or Join) is 10 s old is disconnected.
@@ -511,5 +516,76 @@ impl Server for ImplementationServer {
 
     fn poll_close(&mut self) -> Option<ConnId> {
         self.closing.pop_front()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Everything the server sent to `to`, decoded as (type, payload).
+    fn sent_to(s: &mut ImplementationServer, to: ConnId) -> Vec<(u16, Vec<u8>)> {
+        let mut buf = vec![0u8; 70_000];
+        let mut v = Vec::new();
+        while let Some((c, t)) = s.poll_transmit(&mut buf) {
+            if c == to {
+                let h = codec::Header::parse(&buf[..t.len]).unwrap();
+                v.push((h.ty, buf[HEADER_LEN..t.len].to_vec()));
+            }
+        }
+        v
+    }
+
+    fn message(enc: impl FnOnce(&mut [u8]) -> Result<usize, codec::EncodeError>) -> Vec<u8> {
+        let mut buf = vec![0u8; 1500];
+        let n = enc(&mut buf).unwrap();
+        buf.truncate(n);
+        buf
+    }
+
+    /// Join, drop, then a Reconnect with the token: within the grace the player id comes
+    /// back; past it (the session forgotten at the next housekeeping) the token is unknown,
+    /// refused `invalid_token`, and the session closed.
+    #[test]
+    fn reconnect_resumes_within_the_grace_and_is_refused_after() {
+        let t0 = Instant::now();
+        let cfg = ImplementationServerConfig {
+            grace: Duration::from_secs(2),
+            ..Default::default()
+        };
+        let mut s = ImplementationServer::new(cfg, t0);
+        let (a, b, c) = (ConnId(1), ConnId(2), ConnId(3));
+        s.handle_connect(t0, a);
+        s.handle_datagram(t0, a, &message(|x| codec::encode_join(x, b"bot-1", None)));
+        let out = sent_to(&mut s, a);
+        let accept = out.iter().find(|m| m.0 == ty::JOIN_ACCEPT).unwrap();
+        let (player, token) = (accept.1[0], <[u8; 16]>::try_from(&accept.1[1..17]).unwrap());
+        s.handle_disconnect(t0, a);
+        let t1 = t0 + Duration::from_secs(1);
+        s.handle_connect(t1, b);
+        s.handle_datagram(
+            t1,
+            b,
+            &message(|x| codec::encode_reconnect(x, &token, b"bot-1")),
+        );
+        let out = sent_to(&mut s, b);
+        let again = out.iter().find(|m| m.0 == ty::JOIN_ACCEPT).unwrap();
+        assert_eq!((again.1[0], &again.1[1..17]), (player, &token[..]));
+        s.handle_disconnect(t1, b);
+        // Past the grace, and past a housekeeping: forgotten.
+        let t2 = t1 + Duration::from_secs(4);
+        s.handle_timeout(t2);
+        s.handle_connect(t2, c);
+        s.handle_datagram(
+            t2,
+            c,
+            &message(|x| codec::encode_reconnect(x, &token, b"bot-1")),
+        );
+        let out = sent_to(&mut s, c);
+        let reject = out.iter().find(|m| m.0 == ty::JOIN_REJECT).unwrap();
+        assert_eq!(reject.1[0], 4, "invalid_token");
+        assert_eq!(s.poll_close(), Some(c));
+        assert_eq!(s.stats().refused, 1);
+        assert_eq!(s.stats().accepted, 2);
     }
 }

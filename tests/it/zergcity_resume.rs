@@ -1,0 +1,123 @@
+//! A reconnect storm resumes sessions where the protocol has a reconnect token: the real
+//! binary runs ZergCity `dialect: implementation` bots against two embedded reference
+//! servers over ENet on loopback. Half the population (one group) drops at 2 s without a
+//! goodbye; each victim comes back with the player id and token the engine kept for it
+//! (`Bot::resume_state`) and sends Reconnect. Counts are exact, per group: who resumed, who
+//! was refused and joined anew, and the time from the drop to play, one sample each.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+/// 4 bots over 2 four-player servers (2 each: a refused bot's rejoin always finds a free
+/// player id), half of them in the `stormy` group, whose every session drops at 2 s.
+fn scenario(server_extra: &str) -> String {
+    format!(
+        "name: zergcity-resume
+protocol:
+  zergcity:
+    dialect: implementation
+target: embedded
+server:
+  players_per_instance: 4
+  instances: 2
+{server_extra}population:
+  stages:
+    - ramp_to: 4
+      over: 0s
+    - hold: 4s
+behaviour:
+  input_rate: 5
+  ping_interval: 250ms
+  handshake_timeout: 3s
+duration: 4s
+seed: 11
+groups:
+  - name: steady
+    share: 50%
+  - name: stormy
+    share: 50%
+    lifecycle:
+      reconnect_storm:
+        at: 2s
+        share: 100%
+"
+    )
+}
+
+fn run(text: &str) -> Value {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let scenario = tmp.path().join("resume.yaml");
+    std::fs::write(&scenario, text).expect("write the scenario");
+    let out = tmp.path().join("out");
+    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
+        .arg("run")
+        .arg(&scenario)
+        .args(["--quiet", "--out"])
+        .arg(&out)
+        .output()
+        .expect("run tickswarm");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{err}");
+    let text = std::fs::read_to_string(out.join("summary.json")).expect("summary.json");
+    serde_json::from_str(&text).expect("summary is JSON")
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+/// The servers hold a dropped player's token for 30 s: both victims resume (JoinAccept to
+/// their Reconnect, the same player id), none is refused, and each way back is timed once.
+#[test]
+fn every_storm_victim_resumes_with_its_token() {
+    let s = run(&scenario(""));
+    let g = &s["groups"]["stormy"];
+    let done = &g["lifecycle"]["done"];
+    assert_eq!(u(&done["storm_drops"]), 2, "{g:#}");
+    assert_eq!(u(&done["storm_reconnects"]), 2, "{g:#}");
+    assert_eq!(u(&done["storm_resumed"]), 2, "{g:#}");
+    assert_eq!(u(&done["storm_resume_refused"]), 0, "{g:#}");
+    let pm = &g["protocol_metrics"];
+    assert_eq!(u(&pm["lifecycle_resume_us"]["count"]), 2, "{pm:#}");
+    // Drop to play again: an ENet connect and a Reconnect on loopback, well under the
+    // handshake_timeout the bots were given.
+    assert!(u(&pm["lifecycle_resume_us"]["max"]) < 3_000_000, "{pm:#}");
+    assert!(pm["lifecycle_rejoin_us"].is_null(), "{pm:#}");
+    assert!(pm["resume_refused"].is_null(), "{pm:#}");
+    // Two original sessions and two resumed ones, all in play; none failed.
+    assert_eq!(u(&g["bots"]["connected"]), 4, "{g:#}");
+    assert_eq!(u(&s["bots"]["connected"]), 6, "{}", s["errors"]);
+    assert_eq!(u(&s["bots"]["failed"]), 0, "{}", s["errors"]);
+    // The untouched group has no lifecycle and nothing to resume.
+    assert!(s["groups"]["steady"]["lifecycle"].is_null());
+    assert!(s["groups"]["steady"]["protocol_metrics"]["lifecycle_resume_us"].is_null());
+    // The servers: 4 Joins and 2 Reconnects accepted, nothing refused.
+    let server = &s["protocol_metrics"]["embedded_server"];
+    assert_eq!(u(&server["accepted"]), 6, "{server:#}");
+    assert_eq!(u(&server["refused"]), 0, "{server:#}");
+}
+
+/// The servers forget a session the moment its connection drops (`session_grace: 0s`):
+/// each victim's Reconnect is refused (JoinReject), counted, and the bot joins anew on a new
+/// ENet session within its handshake_timeout; nobody hangs or fails.
+#[test]
+fn a_forgotten_token_is_refused_and_the_victim_rejoins() {
+    let s = run(&scenario("  session_grace: 0s\n"));
+    let g = &s["groups"]["stormy"];
+    let done = &g["lifecycle"]["done"];
+    assert_eq!(u(&done["storm_drops"]), 2, "{g:#}");
+    assert_eq!(u(&done["storm_resumed"]), 0, "{g:#}");
+    assert_eq!(u(&done["storm_resume_refused"]), 2, "{g:#}");
+    let pm = &g["protocol_metrics"];
+    assert_eq!(u(&pm["resume_refused"]), 2, "{pm:#}");
+    assert_eq!(u(&pm["lifecycle_rejoin_us"]["count"]), 2, "{pm:#}");
+    assert!(pm["lifecycle_resume_us"].is_null(), "{pm:#}");
+    assert_eq!(u(&g["bots"]["connected"]), 4, "{g:#}");
+    assert_eq!(u(&s["bots"]["failed"]), 0, "{}", s["errors"]);
+    assert_eq!(u(&s["bots"]["connected"]), 6, "{}", s["errors"]);
+    assert_eq!(u(&s["bots"]["never_connected"]), 0, "{}", s["errors"]);
+    let server = &s["protocol_metrics"]["embedded_server"];
+    assert_eq!(u(&server["refused"]), 2, "{server:#}");
+    assert_eq!(u(&server["accepted"]), 6, "{server:#}");
+}
