@@ -305,7 +305,7 @@ fn the_spec_dialect_names_the_implementation() {
 #[test]
 fn storm_victims_resume_on_the_peer_with_their_tokens() {
     let _one = one_at_a_time();
-    let mut peer = Peer::start(&["--seconds", "20"]);
+    let mut peer = start_peer(&["--seconds", "20"]);
     let tmp = tempfile::tempdir().expect("tempdir");
     let scenario = tmp.path().join("storm.yaml");
     let text = "name: zergcity-implementation-storm
@@ -334,8 +334,8 @@ groups:
 ";
     std::fs::write(&scenario, text).expect("write the scenario");
     let path = scenario.to_string_lossy().into_owned();
-    let (s, _) = run(&path, &[peer.port], &[]);
-    peer.settle();
+    let (s, _) = run(&path, &[peer.listening_port()], &[]);
+    settle(&mut peer);
     eprintln!("peer: {:?}", peer.log.last());
     let done = &s["groups"]["stormy"]["lifecycle"]["done"];
     assert_eq!(done["storm_drops"], 2, "{done}");
