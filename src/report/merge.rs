@@ -656,6 +656,13 @@ fn add_summary(m: &mut Summary, s: &Summary) -> Result<(), String> {
         &s.generator.send_errors,
         "generator.send_errors",
     )?;
+    g.send_io = match (g.send_io.take(), &s.generator.send_io) {
+        (Some(mut a), Some(b)) => {
+            a.merge(b, m.duration_s);
+            Some(a)
+        }
+        (a, b) => a.or_else(|| b.clone()),
+    };
     m.loss.downstream = add_loss(m.loss.downstream, s.loss.downstream, "loss.downstream")?;
     m.loss.upstream = add_loss(m.loss.upstream, s.loss.upstream, "loss.upstream")?;
     let (b, o) = (&mut m.bandwidth, &s.bandwidth);
