@@ -928,8 +928,10 @@ mod tests {
                 workers_uring: uring,
                 workers_plain: plain,
             };
-            let mut s = Summary::default();
-            s.duration_s = 10.0;
+            let mut s = Summary {
+                duration_s: 10.0,
+                ..Summary::default()
+            };
             s.generator.send_io = super::super::summary::SendIoSummary::of(&io, 10.0);
             s
         };
