@@ -15,6 +15,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +28,10 @@
 #define TABLE (1 << 16)
 
 static int port, seconds, drain_only;
-static volatile int stop;
+static volatile sig_atomic_t stop;
+
+/* SIGTERM ends the run early, with the counts printed as at the end. */
+static void on_term(int sig) { (void)sig; stop = 1; }
 
 struct client { uint32_t key; uint16_t port; uint16_t id; uint32_t seq; uint8_t used; };
 struct counts { uint64_t datagrams, hellos, inputs, pings, other; };
@@ -118,11 +122,13 @@ int main(int argc, char **argv) {
     int threads = argc > 3 ? atoi(argv[3]) : 2;
     drain_only = argc > 4 && strcmp(argv[4], "drain") == 0;
     if (threads < 1 || threads > 16) threads = 2;
+    struct sigaction sa = {.sa_handler = on_term};
+    sigaction(SIGTERM, &sa, NULL);
     pthread_t th[16];
     struct counts n[16];
     memset(n, 0, sizeof n);
     for (int i = 0; i < threads; i++) pthread_create(&th[i], NULL, serve, &n[i]);
-    sleep(seconds);
+    for (int i = 0; i < seconds * 10 && !stop; i++) usleep(100000);
     stop = 1;
     struct counts t = {0};
     for (int i = 0; i < threads; i++) {
