@@ -21,7 +21,7 @@ COPY Cargo.toml Cargo.lock ./
 RUN mkdir -p src benches \
     && echo 'fn main() {}' > src/main.rs \
     && echo '' > src/lib.rs \
-    && for b in cafe_hot_path darkages_decode netsim; do echo 'fn main() {}' > "benches/$b.rs"; done \
+    && for b in cafe_hot_path darkages_decode netsim send_batch; do echo 'fn main() {}' > "benches/$b.rs"; done \
     && cargo build --release --locked --bin tickswarm
 COPY src ./src
 COPY templates ./templates

@@ -725,6 +725,8 @@ fn health(r: &Recorder, cpu_us: Vec<Option<u64>>) -> crate::metrics::run::Genera
         open_fds: health::open_fds(),
         send_errors: r.send_errors.total(),
         inputs_skipped: r.inputs_skipped,
+        send_syscalls: (r.send_io.syscalls > 0).then_some(r.send_io.syscalls),
+        send_batch_max: (r.send_io.syscalls > 0).then_some(r.send_io.max_batch),
     }
 }
 

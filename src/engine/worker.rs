@@ -397,6 +397,13 @@ impl<T: BotTransport + 'static> Shared<T> {
         }
     }
 
+    /// The end of a wake-up, before the worker waits: the transport puts what it batched on
+    /// the wire (one system call for many bots' datagrams) and counts it.
+    fn submit(&self) {
+        let mut recs = self.recs.borrow_mut();
+        self.transport.borrow_mut().submit(&mut recs);
+    }
+
     /// Hand the events the transport produced to their bots.
     fn dispatch(self: &Rc<Self>, now: Instant) {
         let mut events = std::mem::take(&mut *self.events.borrow_mut());
@@ -821,6 +828,8 @@ async fn worker_main<T: BotTransport + 'static>(
         for idx in due {
             transport_connect_timeout(&shared, idx, now);
         }
+        // The first datagrams of the bots that started, the goodbyes of those that ended.
+        shared.submit();
     }
 
     // Let the receive tasks read what is already waiting before bots are judged silent: on a
@@ -855,6 +864,7 @@ async fn worker_main<T: BotTransport + 'static>(
         let mut rec = shared.rec(0);
         shared.transport.borrow_mut().finish(now, &mut rec);
     }
+    shared.submit();
     intervals.abort();
     // Let the sessions close properly (ENet: the protocol's goodbye acknowledged, then ENet's
     // disconnect), so the server frees every slot at once instead of at its timeout; the
@@ -1149,6 +1159,8 @@ async fn recv_loop<T: BotTransport + 'static>(
                 }
             }
         }
+        // What the bots answered to these datagrams.
+        shared.submit();
     }
 }
 
@@ -1204,6 +1216,8 @@ async fn timer_loop<T: BotTransport + 'static>(shared: Rc<Shared<T>>) {
                 shared.drive(idx, now, |bot, rec| bot.handle_timeout(now, rec));
             }
         }
+        // Every bot due at `now` has queued its datagrams: out with them together.
+        shared.submit();
     }
 }
 

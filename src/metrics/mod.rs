@@ -121,6 +121,49 @@ pub struct Recorder {
     pub packet_size_up: Histogram<u64>,
     /// Received application payload sizes, one sample per message.
     pub packet_size_down: Histogram<u64>,
+    /// How the bots' sends went to the kernel (system calls, datagrams per call): how hard
+    /// the generator works. Counted by transports that send datagram by datagram (raw UDP).
+    pub send_io: SendIo,
+}
+
+/// How a worker's sends went to the kernel: system calls and the datagrams they carried.
+/// Merged exactly across workers, intervals and shards (sums and a max).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SendIo {
+    /// System calls that sent datagrams (`send()`, or `io_uring_enter` with sends).
+    pub syscalls: u64,
+    /// Datagrams handed to those calls (sent or refused by the kernel).
+    pub datagrams: u64,
+    /// Most datagrams one call carried.
+    pub max_batch: u64,
+    /// Workers that sent through io_uring, and through plain `send()` (counted once each,
+    /// when the worker starts).
+    pub workers_uring: u64,
+    pub workers_plain: u64,
+}
+
+impl SendIo {
+    /// One system call that carried `n` datagrams.
+    pub fn call(&mut self, n: usize) {
+        self.syscalls += 1;
+        self.datagrams += n as u64;
+        self.max_batch = self.max_batch.max(n as u64);
+    }
+
+    /// `self` and `o` together.
+    pub fn merged_with(&self, o: &SendIo) -> SendIo {
+        let mut m = *self;
+        m.merge(o);
+        m
+    }
+
+    pub fn merge(&mut self, o: &SendIo) {
+        self.syscalls += o.syscalls;
+        self.datagrams += o.datagrams;
+        self.max_batch = self.max_batch.max(o.max_batch);
+        self.workers_uring += o.workers_uring;
+        self.workers_plain += o.workers_plain;
+    }
 }
 
 /// Datagrams and their bytes as they crossed the sockets.
@@ -180,6 +223,7 @@ impl Recorder {
             bot_down_bytes_per_s: new_histogram(),
             packet_size_up: new_histogram(),
             packet_size_down: new_histogram(),
+            send_io: SendIo::default(),
         }
     }
 
@@ -270,6 +314,7 @@ impl Recorder {
         let _ = self.packet_size_up.add(&o.packet_size_up);
         let _ = self.packet_size_down.add(&o.packet_size_down);
         self.wire.merge(&o.wire);
+        self.send_io.merge(&o.send_io);
         self.packets_up += o.packets_up;
         self.packets_down += o.packets_down;
         self.bytes_up += o.bytes_up;
@@ -313,6 +358,7 @@ impl Recorder {
         self.packet_size_up.reset();
         self.packet_size_down.reset();
         self.wire = WireCounts::default();
+        self.send_io = SendIo::default();
         for (_, h) in &mut self.extra {
             h.reset();
         }

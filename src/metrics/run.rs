@@ -145,6 +145,12 @@ pub struct GeneratorHealth {
     pub send_errors: u64,
     /// Input slots skipped in the second (the generator fell a whole period behind).
     pub inputs_skipped: u64,
+    /// System calls that sent the bots' datagrams in the second, and the most datagrams one
+    /// carried (absent where the transport does not count them: ENet, GNS).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_syscalls: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_batch_max: Option<u64>,
 }
 
 impl GeneratorHealth {

@@ -281,6 +281,7 @@ fn summarize_one(info: &RunInfo, run: &RunOutcome) -> Summary {
                 .iter()
                 .filter_map(|p| p.generator.as_ref()?.open_fds)
                 .max(),
+            send_io: super::summary::SendIoSummary::of(&t.send_io, run.elapsed.as_secs_f64()),
         },
         loss: Loss {
             // Nothing expected is no data, never 0 %.

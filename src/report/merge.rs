@@ -690,6 +690,13 @@ fn add_summary(m: &mut Summary, s: &Summary) -> Result<(), String> {
         &s.generator.send_errors,
         "generator.send_errors",
     )?;
+    g.send_io = match (g.send_io.take(), &s.generator.send_io) {
+        (Some(mut a), Some(b)) => {
+            a.merge(b, m.duration_s);
+            Some(a)
+        }
+        (a, b) => a.or_else(|| b.clone()),
+    };
     m.loss.downstream = add_loss(m.loss.downstream, s.loss.downstream, "loss.downstream")?;
     m.loss.upstream = add_loss(m.loss.upstream, s.loss.upstream, "loss.upstream")?;
     let (b, o) = (&mut m.bandwidth, &s.bandwidth);
@@ -1011,6 +1018,41 @@ mod tests {
         assert_eq!(shards(&[acks(), acks(), ping]), None);
         assert_eq!(shards(&[None, acks()]), None);
         assert_eq!(shards(&[acks(), None]), None);
+    }
+
+    /// Shards' send counters add up exactly; the largest batch is the largest of any shard;
+    /// the mean and the rate are computed again from the sums; workers on different paths
+    /// make a `mixed` run.
+    #[test]
+    fn send_io_of_shards_adds_up_exactly() {
+        let shard = |syscalls, datagrams, max_batch, uring, plain| {
+            let io = crate::metrics::SendIo {
+                syscalls,
+                datagrams,
+                max_batch,
+                workers_uring: uring,
+                workers_plain: plain,
+            };
+            let mut s = Summary {
+                duration_s: 10.0,
+                ..Summary::default()
+            };
+            s.generator.send_io = super::super::summary::SendIoSummary::of(&io, 10.0);
+            s
+        };
+        let mut m = shard(1_000, 100_000, 128, 2, 0);
+        add_summary(&mut m, &shard(3_000, 120_000, 90, 2, 0)).unwrap();
+        let io = m.generator.send_io.clone().unwrap();
+        assert_eq!(
+            (io.syscalls, io.datagrams, io.batch_max),
+            (4_000, 220_000, 128)
+        );
+        assert_eq!((io.workers_uring, io.path.as_str()), (4, "io_uring"));
+        assert_eq!(io.batch_mean, Some(55.0));
+        assert_eq!(io.syscalls_per_s, 400.0);
+        add_summary(&mut m, &shard(500, 500, 1, 0, 1)).unwrap();
+        let io = m.generator.send_io.unwrap();
+        assert_eq!((io.syscalls, io.path.as_str()), (4_500, "mixed"));
     }
 
     /// A log written with its format-version header reads back whole: every sample, by tag.

@@ -150,6 +150,75 @@ pub struct Generator {
     pub rss_max_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open_fds_max: Option<u64>,
+    /// How the bots' datagrams went to the kernel: the send path, system calls per second and
+    /// datagrams per call. Absent where the transport does not count them (ENet, GNS).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_io: Option<SendIoSummary>,
+}
+
+/// How hard the generator works to put the bots' datagrams on the wire.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SendIoSummary {
+    /// `io_uring` (batched sends across sockets), `send` (one `send()` per datagram: forced
+    /// by `TICKSWARM_IO=plain` or io_uring unavailable), or `mixed` (workers differed).
+    pub path: String,
+    /// Workers on each path.
+    pub workers_uring: u64,
+    pub workers_plain: u64,
+    /// System calls that sent datagrams, and the datagrams they carried.
+    pub syscalls: u64,
+    pub datagrams: u64,
+    /// `syscalls` over the run's duration.
+    pub syscalls_per_s: f64,
+    /// Datagrams per system call, on average (`null` without a call) and at most.
+    pub batch_mean: Option<f64>,
+    pub batch_max: u64,
+}
+
+impl SendIoSummary {
+    /// From a run's totals; `None` when no worker counted its sends.
+    pub fn of(io: &crate::metrics::SendIo, duration_s: f64) -> Option<Self> {
+        if io.workers_uring + io.workers_plain == 0 && io.syscalls == 0 {
+            return None;
+        }
+        let mut s = SendIoSummary {
+            workers_uring: io.workers_uring,
+            workers_plain: io.workers_plain,
+            syscalls: io.syscalls,
+            datagrams: io.datagrams,
+            batch_max: io.max_batch,
+            ..SendIoSummary::default()
+        };
+        s.finish(duration_s);
+        Some(s)
+    }
+
+    /// Add another run's (a shard's): counts summed, the largest batch kept, the derived
+    /// figures computed again over `duration_s` (the merged run's).
+    pub fn merge(&mut self, o: &SendIoSummary, duration_s: f64) {
+        self.workers_uring += o.workers_uring;
+        self.workers_plain += o.workers_plain;
+        self.syscalls += o.syscalls;
+        self.datagrams += o.datagrams;
+        self.batch_max = self.batch_max.max(o.batch_max);
+        self.finish(duration_s);
+    }
+
+    fn finish(&mut self, duration_s: f64) {
+        self.path = match (self.workers_uring, self.workers_plain) {
+            (0, _) => "send",
+            (_, 0) => "io_uring",
+            _ => "mixed",
+        }
+        .to_string();
+        self.syscalls_per_s = if duration_s > 0.0 {
+            (self.syscalls as f64 / duration_s * 10.0).round() / 10.0
+        } else {
+            0.0
+        };
+        self.batch_mean = (self.syscalls > 0)
+            .then(|| (self.datagrams as f64 / self.syscalls as f64 * 100.0).round() / 100.0);
+    }
 }
 
 /// Skipped share above which the generator counts as saturated.

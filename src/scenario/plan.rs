@@ -764,6 +764,14 @@ impl Plan {
             format_duration(self.duration),
             self.workers
         ));
+        if self.protocol.transport() == crate::protocol::TransportNeeds::Udp {
+            // What this machine gives the bots' sends (a ring is built and dropped to know).
+            use crate::engine::io::send_batch::{IoMode, SendPath};
+            s.push_str(&format!(
+                "send path  {}\n",
+                SendPath::probe(IoMode::from_env()).describe()
+            ));
+        }
         s.push_str(&self.describe_groups());
         if let Some(shard) = self.shard {
             s.push_str(&format!(

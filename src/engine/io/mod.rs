@@ -32,6 +32,7 @@
 pub mod enet;
 #[cfg(feature = "gns")]
 pub mod gns;
+pub mod send_batch;
 pub mod sim_path;
 pub mod socket;
 pub mod tcp_login;
@@ -209,6 +210,13 @@ pub trait BotTransport {
 
     /// The bot has queued all it has for now: put it on the wire.
     fn flush(&mut self, slot: Slot, now: Instant, rec: &mut Recorder);
+
+    /// The worker is about to wait (the end of one wake-up): submit every send batched
+    /// across bots since the last call and count each in its group's recorder (`recs`, by
+    /// group). A transport that sends at once (the default) has nothing to do.
+    fn submit(&mut self, recs: &mut [Recorder]) {
+        let _ = recs;
+    }
 
     /// End the bot's session after what it queued (ENet's disconnect). Called once.
     fn close(&mut self, slot: Slot, now: Instant, rec: &mut Recorder);

@@ -2,6 +2,11 @@
 //!
 //! Bots: one connected socket each (a server keys clients by source address, so bots cannot
 //! share one), which is its own [`Source`]. Servers: each source address is a connection.
+//!
+//! A worker's bots send through one io_uring where the kernel gives it ([`UringBatch`]): a
+//! bot's datagrams are queued and the worker submits them all at the end of its wake-up, one
+//! system call for up to [`super::send_batch::BATCH`] sends on as many sockets. Otherwise (or
+//! with `TICKSWARM_IO=plain`) each datagram is one `send()`, as it left before batching.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -9,6 +14,7 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use super::{BotTransport, LinkEvents, Opened, ServerTransport, Slot, Source, Watch};
+use crate::engine::io::send_batch::{IoMode, SendPath, UringBatch};
 use crate::engine::io::sim_path::{PathConditions, SimPath};
 use crate::engine::io::socket::bot::BotSocket;
 use crate::metrics::{MetricDesc, Recorder, ServerStats};
@@ -18,8 +24,8 @@ use crate::protocol::{ConnId, Server, Transmit};
 /// moves to another server.
 #[derive(Default)]
 pub struct UdpBots {
-    /// By source: the bot it carries and its socket; `None` once retired.
-    sources: Vec<Option<(Slot, Rc<BotSocket>)>>,
+    /// By source: the bot it carries, its group and its socket; `None` once retired.
+    sources: Vec<Option<(Slot, super::GroupId, Rc<BotSocket>)>>,
     /// By source: its simulated network path, when the scenario sets `network:`.
     paths: Vec<Option<SimPath>>,
     /// By group: its `network:`, if any.
@@ -27,16 +33,47 @@ pub struct UdpBots {
     /// The current source of each bot slot.
     by_slot: Vec<Option<Source>>,
     retired: Vec<Source>,
+    /// The worker's io_uring; `None`: one `send()` per datagram.
+    batch: Option<UringBatch>,
+    /// Which path, and why (the plan and summary say it).
+    path: Option<SendPath>,
+    /// This worker's path is counted (`send_io.workers_*`) once, at its first submit.
+    path_counted: bool,
 }
 
 impl UdpBots {
     /// Bots whose datagrams go through their group's `network[group]` (`None`, or no entry:
     /// the real link only).
+    /// They send through io_uring unless `TICKSWARM_IO=plain` or the kernel refuses it.
     pub fn new(network: Vec<Option<PathConditions>>) -> Self {
+        Self::with_send_path(network, IoMode::from_env(), UringBatch::new)
+    }
+
+    /// [`UdpBots::new`] with the send path chosen by `mode` and `ring` (tests inject a
+    /// refused io_uring here).
+    pub fn with_send_path(
+        network: Vec<Option<PathConditions>>,
+        mode: IoMode,
+        ring: impl FnOnce() -> std::io::Result<UringBatch>,
+    ) -> Self {
+        let mut batch = None;
+        let path = SendPath::choose(mode, || {
+            batch = Some(ring()?);
+            Ok(())
+        });
         UdpBots {
             network,
+            batch,
+            path: Some(path),
             ..UdpBots::default()
         }
+    }
+
+    /// The send path this worker uses.
+    pub fn send_path(&self) -> SendPath {
+        self.path
+            .clone()
+            .unwrap_or(SendPath::Plain { refused: None })
     }
 
     fn source(&self, slot: Slot) -> Option<Source> {
@@ -45,10 +82,23 @@ impl UdpBots {
 }
 
 /// One protocol datagram on the socket: raw UDP carries one message per datagram, so a
-/// datagram sent is also a message sent (`datagram_up`).
-fn send_on(sock: &BotSocket, bytes: &[u8], rec: &mut Recorder) {
-    if sock.send_counted(bytes, rec) {
-        rec.datagram_up(bytes.len());
+/// datagram sent is also a message sent (`datagram_up`). Batched, it is counted when the
+/// worker submits ([`UringBatch::flush`]); plain, now, one system call.
+fn send_on(
+    batch: &mut Option<UringBatch>,
+    sock: &Rc<BotSocket>,
+    group: usize,
+    bytes: &[u8],
+    rec: &mut Recorder,
+) {
+    match batch {
+        Some(b) => b.push(sock, group, bytes),
+        None => {
+            rec.send_io.call(1);
+            if sock.send_counted(bytes, rec) {
+                rec.datagram_up(bytes.len());
+            }
+        }
     }
 }
 
@@ -67,7 +117,7 @@ impl BotTransport for UdpBots {
     ) -> std::io::Result<Opened> {
         let sock = Rc::new(BotSocket::connect_to(peer, source)?);
         let src = self.sources.len();
-        self.sources.push(Some((slot, sock.clone())));
+        self.sources.push(Some((slot, group, sock.clone())));
         let path = self
             .network
             .get(group)
@@ -111,19 +161,35 @@ impl BotTransport for UdpBots {
         let Some(src) = self.source(slot) else {
             return;
         };
-        let Some(Some((_, sock))) = self.sources.get(src) else {
+        let Some(Some((_, group, sock))) = self.sources.get(src) else {
             return;
         };
+        let batch = &mut self.batch;
         match self.paths.get_mut(src).and_then(Option::as_mut) {
             Some(path) => {
-                path.send(now, bytes, |b| send_on(sock, b, rec));
+                path.send(now, bytes, |b| send_on(batch, sock, *group, b, rec));
                 path.record(rec);
             }
-            None => send_on(sock, bytes, rec),
+            None => send_on(batch, sock, *group, bytes, rec),
         }
     }
 
     fn flush(&mut self, _slot: Slot, _now: Instant, _rec: &mut Recorder) {}
+
+    fn submit(&mut self, recs: &mut [Recorder]) {
+        if !self.path_counted {
+            if let Some(rec) = recs.first_mut() {
+                self.path_counted = true;
+                match self.batch {
+                    Some(_) => rec.send_io.workers_uring += 1,
+                    None => rec.send_io.workers_plain += 1,
+                }
+            }
+        }
+        if let Some(b) = &mut self.batch {
+            b.flush(recs);
+        }
+    }
 
     fn close(&mut self, _slot: Slot, _now: Instant, _rec: &mut Recorder) {}
 
@@ -136,7 +202,7 @@ impl BotTransport for UdpBots {
         out: &mut LinkEvents,
     ) {
         // A retired source's late datagrams belong to a server the bot has left.
-        let Some(Some((slot, _))) = self.sources.get(src) else {
+        let Some(Some((slot, _, _))) = self.sources.get(src) else {
             return;
         };
         let slot = *slot;
@@ -157,13 +223,14 @@ impl BotTransport for UdpBots {
 
     /// Held datagrams of the simulated path that are due: sent, or handed to the bot.
     fn on_timer(&mut self, src: Source, now: Instant, rec: &mut Recorder, out: &mut LinkEvents) {
-        let Some(Some((slot, sock))) = self.sources.get(src) else {
+        let Some(Some((slot, group, sock))) = self.sources.get(src) else {
             return;
         };
         let Some(path) = self.paths.get_mut(src).and_then(Option::as_mut) else {
             return;
         };
-        path.send_due(now, |b| send_on(sock, b, rec));
+        let batch = &mut self.batch;
+        path.send_due(now, |b| send_on(batch, sock, *group, b, rec));
         path.deliver_due(now, |b| out.data(*slot, b));
     }
 
@@ -366,6 +433,143 @@ mod tests {
         let second = t.relink(3, 0, b, Some(source), now, &mut rec).unwrap();
         assert_ne!(first.source, second.source);
         assert_eq!(bound(&second), source);
+    }
+
+    /// `bots` bots in two groups each send `each` numbered datagrams through `t`, submitted
+    /// once; the server socket receives every one, each bot's in order, and the recorders
+    /// count exactly what went out, per group.
+    fn delivers_every_datagram(mut t: UdpBots, bots: usize, each: usize) -> Vec<Recorder> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _guard = rt.enter();
+        let now = Instant::now();
+        let server = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        server
+            .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        // Room for every datagram of the test at once (the default buffer holds a few hundred).
+        crate::engine::io::socket::set_big_buffers(&server, 4 << 20);
+        let peer = server.local_addr().unwrap();
+        let mut recs = vec![Recorder::new(), Recorder::new()];
+        for slot in 0..bots {
+            t.open(slot, slot % 2, peer, None, now, &mut recs[slot % 2])
+                .unwrap();
+        }
+        let tr = Transmit::datagram(0);
+        for k in 0..each {
+            for slot in 0..bots {
+                let msg = [slot as u8, k as u8, (k >> 8) as u8, 0xAB];
+                t.send(slot, &tr, &msg, now, &mut recs[slot % 2]);
+            }
+        }
+        t.submit(&mut recs);
+        let mut next = vec![0usize; bots];
+        let mut b = [0u8; 16];
+        for _ in 0..bots * each {
+            let n = server.recv(&mut b).expect("every datagram arrives");
+            assert_eq!(n, 4);
+            let (slot, k) = (b[0] as usize, b[1] as usize | (b[2] as usize) << 8);
+            assert_eq!(
+                k, next[slot],
+                "bot {slot}'s datagrams in the order it sent them"
+            );
+            next[slot] += 1;
+        }
+        server.set_nonblocking(true).unwrap();
+        assert!(server.recv(&mut b).is_err(), "not one datagram more");
+        let total = (bots * each) as u64;
+        let in_group = |g: usize| ((0..bots).filter(|s| s % 2 == g).count() * each) as u64;
+        for (g, rec) in recs.iter().enumerate() {
+            assert_eq!(rec.wire.packets_up, in_group(g));
+            assert_eq!(rec.packets_up, in_group(g));
+            assert_eq!(rec.wire.bytes_up, 4 * in_group(g));
+            assert_eq!(rec.send_errors.total(), 0);
+        }
+        let io = recs[0].send_io.merged_with(&recs[1].send_io);
+        assert_eq!(io.datagrams, total);
+        assert_eq!(io.workers_uring + io.workers_plain, 1);
+        recs
+    }
+
+    const BOTS: usize = 100;
+    const EACH: usize = 3;
+
+    #[test]
+    fn io_uring_batches_deliver_exactly_what_was_sent_in_few_system_calls() {
+        let t = UdpBots::with_send_path(Vec::new(), IoMode::Auto, UringBatch::new);
+        let uring = t.send_path() == SendPath::Uring;
+        let recs = delivers_every_datagram(t, BOTS, EACH);
+        let io = recs[0].send_io.merged_with(&recs[1].send_io);
+        if uring {
+            // 300 sends, at most BATCH per system call.
+            let calls = (BOTS * EACH).div_ceil(crate::engine::io::send_batch::BATCH) as u64;
+            assert_eq!((io.syscalls, io.workers_uring), (calls, 1));
+            assert_eq!(io.max_batch, crate::engine::io::send_batch::BATCH as u64);
+        } else {
+            // This kernel refuses io_uring: the fallback carried everything.
+            assert_eq!(io.syscalls, (BOTS * EACH) as u64);
+        }
+    }
+
+    #[test]
+    fn the_plain_path_delivers_exactly_what_was_sent_one_call_each() {
+        let t = UdpBots::with_send_path(Vec::new(), IoMode::Plain, UringBatch::new);
+        assert_eq!(t.send_path(), SendPath::Plain { refused: None });
+        let recs = delivers_every_datagram(t, BOTS, EACH);
+        let io = recs[0].send_io.merged_with(&recs[1].send_io);
+        assert_eq!((io.syscalls, io.max_batch), ((BOTS * EACH) as u64, 1));
+        assert_eq!(io.workers_plain, 1);
+    }
+
+    /// A seccomp profile or an old kernel refuses io_uring: the worker falls back to plain
+    /// sends, says why, and still delivers every datagram.
+    #[test]
+    fn a_refused_io_uring_falls_back_and_still_delivers_everything() {
+        let t = UdpBots::with_send_path(Vec::new(), IoMode::Auto, || {
+            Err(std::io::Error::from_raw_os_error(libc::EPERM))
+        });
+        assert!(matches!(
+            t.send_path(),
+            SendPath::Plain { refused: Some(ref why) } if why.contains("EPERM")
+        ));
+        let recs = delivers_every_datagram(t, BOTS, EACH);
+        let io = recs[0].send_io.merged_with(&recs[1].send_io);
+        assert_eq!((io.syscalls, io.workers_plain), ((BOTS * EACH) as u64, 1));
+    }
+
+    /// A send the kernel refuses (nobody listens: ECONNREFUSED after the ICMP) is counted
+    /// by its reason on the batched path as on the plain one, never as sent.
+    #[test]
+    fn refused_sends_count_the_same_on_both_paths() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _guard = rt.enter();
+        let now = Instant::now();
+        // A port nobody listens on.
+        let closed = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let peer = closed.local_addr().unwrap();
+        drop(closed);
+        let mut counts = Vec::new();
+        for mode in [IoMode::Auto, IoMode::Plain] {
+            let mut t = UdpBots::with_send_path(Vec::new(), mode, UringBatch::new);
+            let mut recs = vec![Recorder::new()];
+            t.open(0, 0, peer, None, now, &mut recs[0]).unwrap();
+            let tr = Transmit::datagram(0);
+            for _ in 0..3 {
+                t.send(0, &tr, b"x", now, &mut recs[0]);
+                t.submit(&mut recs);
+                // Let the ICMP come back before the next send.
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            let r = &recs[0];
+            assert_eq!(r.wire.packets_up + r.send_errors.total(), 3);
+            counts.push((r.wire.packets_up, r.send_errors.total()));
+        }
+        assert_eq!(counts[0], counts[1]);
     }
 
     #[test]

@@ -607,6 +607,38 @@ mod tests {
         assert!(doc.contains("<td class=\"num\">0.125</td>"));
     }
 
+    /// The generator panel shows how hard the generator works to send: system calls per
+    /// second and the largest batch each second, the path and the mean batch in words; a run
+    /// whose transport does not count its sends has no such figure.
+    #[test]
+    fn the_generator_panel_shows_send_calls_and_batch_sizes() {
+        let mut s = sample_summary();
+        assert!(!render(&s).contains("generator-send-io"));
+        for p in &mut s.intervals {
+            p.generator = Some(crate::metrics::run::GeneratorHealth {
+                worker_cpu: vec![Some(0.5)],
+                send_syscalls: Some(p.packets_up.div_ceil(100)),
+                send_batch_max: Some(128),
+                ..Default::default()
+            });
+        }
+        s.generator.send_io = Some(crate::report::summary::SendIoSummary {
+            path: "io_uring".into(),
+            workers_uring: 2,
+            workers_plain: 0,
+            syscalls: 9_000,
+            datagrams: 900_000,
+            syscalls_per_s: 450.0,
+            batch_mean: Some(100.0),
+            batch_max: 128,
+        });
+        let doc = render(&s);
+        assert!(doc.contains("generator-send-io"));
+        assert!(doc.contains("send system calls per second"));
+        assert!(doc.contains("Send path: io_uring"));
+        assert!(doc.contains("100.0 per call on average, 128 at most; 450 calls per second"));
+    }
+
     #[test]
     fn empty_data_renders_without_nan() {
         let doc = render(&empty_summary());

@@ -196,3 +196,63 @@ pub(super) fn generator_figure(s: &Summary, overlay: Option<Overlay>) -> Option<
         id: "generator-cpu".into(),
     })
 }
+
+/// How hard the generator works to send: system calls per second and the most datagrams one
+/// carried, per second, with the path (io_uring batches or one `send()` per datagram) and
+/// the run's mean batch in the caption; `None` when the transport does not count its sends.
+pub(super) fn send_io_figure(s: &Summary, overlay: Option<Overlay>) -> Option<Figure> {
+    let io = s.generator.send_io.as_ref()?;
+    let calls: Vec<(f64, f64)> = (s.intervals.iter())
+        .filter_map(|p| Some((p.t, p.generator.as_ref()?.send_syscalls? as f64)))
+        .collect();
+    let max: Vec<(f64, f64)> = (s.intervals.iter())
+        .filter_map(|p| Some((p.t, p.generator.as_ref()?.send_batch_max? as f64)))
+        .collect();
+    if calls.is_empty() {
+        return None;
+    }
+    let title = "Generator health: send system calls per second".to_string();
+    let svg = line_chart_with(
+        &title,
+        &[
+            Series {
+                name: "send system calls per second",
+                color: ORANGE,
+                points: calls,
+            },
+            Series {
+                name: "most datagrams in one call",
+                color: BLUE,
+                points: max,
+            },
+        ],
+        Unit::Count,
+        &Opts {
+            overlay,
+            ..Opts::default()
+        },
+    );
+    let path = match io.path.as_str() {
+        "io_uring" => "io_uring, many bots' datagrams per system call".to_string(),
+        "send" => "one send() per datagram".to_string(),
+        _ => format!(
+            "mixed: {} worker(s) on io_uring, {} on send()",
+            io.workers_uring, io.workers_plain
+        ),
+    };
+    Some(Figure {
+        title,
+        svg,
+        caption: format!(
+            "Send path: {path}. {} system calls carried {} datagrams: {} per call on average, \
+             {} at most; {} calls per second over the run. Fewer calls per datagram is less \
+             of the generator's CPU spent entering the kernel.",
+            io.syscalls,
+            io.datagrams,
+            io.batch_mean.map_or("n/a".into(), |m| format!("{m:.1}")),
+            io.batch_max,
+            io.syscalls_per_s.round(),
+        ),
+        id: "generator-send-io".into(),
+    })
+}

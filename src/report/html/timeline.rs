@@ -475,6 +475,7 @@ pub(super) fn figures(s: &Summary, log: Option<&HistLog>) -> Vec<Figure> {
     ));
     // Beside the lateness: the workers' CPU per second and the CPU-bound rule.
     out.extend(super::server::generator_figure(s, active_bots(iv)));
+    out.extend(super::server::send_io_figure(s, active_bots(iv)));
     if let Some(log) = log {
         for tag in latency_tags(s, log) {
             if tag == "rtt_us" || tag == "send_lateness_us" {

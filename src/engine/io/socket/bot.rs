@@ -108,6 +108,12 @@ impl BotSocket {
         self.fd.get_ref().local_addr()
     }
 
+    /// The socket's descriptor, for requests the worker batches (io_uring): valid while
+    /// this socket lives.
+    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+        self.fd.get_ref().as_raw_fd()
+    }
+
     /// Send now; never waits. `WouldBlock` means the socket buffer is full.
     pub fn send(&self, bytes: &[u8]) -> io::Result<()> {
         self.fd.get_ref().send(bytes).map(|_| ())

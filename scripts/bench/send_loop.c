@@ -1,0 +1,47 @@
+/* The naive ceiling: one thread, N connected UDP sockets into one sink, a plain send() per
+ * datagram round-robin as fast as it goes, for SECONDS. Prints datagrams/s.
+ *
+ *   send_loop PORT SOCKETS SECONDS */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 4) { fprintf(stderr, "usage: send_loop PORT SOCKETS SECONDS\n"); return 2; }
+    int port = atoi(argv[1]), n = atoi(argv[2]);
+    double secs = atof(argv[3]);
+    struct rlimit rl;
+    getrlimit(RLIMIT_NOFILE, &rl);
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+    int *fds = malloc(sizeof(int) * n);
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(port)};
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    for (int i = 0; i < n; i++) {
+        fds[i] = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+        if (fds[i] < 0 || connect(fds[i], (struct sockaddr *)&to, sizeof to) != 0) { perror("socket"); return 2; }
+    }
+    unsigned char payload[20] = {0xFE, 0xCA, 1, 2};
+    unsigned long long sent = 0, errors = 0;
+    double start = now(), end = start + secs, t = start;
+    while (t < end) {
+        for (int i = 0; i < n; i++) {
+            if (send(fds[i], payload, sizeof payload, MSG_DONTWAIT) < 0) errors++; else sent++;
+        }
+        t = now();
+    }
+    printf("ceiling sockets=%d datagrams=%llu errors=%llu seconds=%.2f rate=%.0f\n", n, sent, errors,
+           t - start, sent / (t - start));
+    return 0;
+}

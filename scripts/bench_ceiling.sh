@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# The generator against this machine's naive ceiling, in one run (issue 24).
+#
+#   1. The ceiling: one thread doing a plain send() per datagram over SOCKETS connected UDP
+#      sockets into a sink that only counts (scripts/bench/send_loop.c, cafe_sink.c drain).
+#   2. The cafe swarm at increasing populations against a cheap cafe target in its own process
+#      (scripts/bench/cafe_sink.c: Welcome and pong only, no snapshots, so the target is not
+#      the limit), each population twice: "before" (TICKSWARM_IO=plain: one send() per
+#      datagram, the path before batching) and "after" (the default: io_uring batches).
+#      Printed as datagrams/s and as a ratio to the ceiling, with skipped grid slots, send
+#      lateness p99, send system calls per second and datagrams per call.
+#   3. The largest population on its 60 Hz grid (0 slots skipped, lateness p99 < one tick,
+#      16,667 us) for each path.
+#   4. Both paths at about 0.8x the ceiling (bots = 0.8 x ceiling / 61 datagrams per bot per
+#      second), with their send lateness p99.
+#   5. With `perf` (and PROFILE=1, the default): where the worker's time per datagram goes at
+#      0.8x, by kind (syscall entry, kernel network stack, io_uring, timers and wake-ups,
+#      histograms, protocol, engine), for both paths.
+#
+# Numbers vary with the machine and its load; compare the ratios within one run. Every step
+# is bounded by `timeout`; loopback only. Takes about 2 minutes with the defaults.
+#
+# Usage: scripts/bench_ceiling.sh [POPULATIONS="1000 2000 3000 4000 5000"] [RUN=5]
+#   env: SOCKETS=3000 (ceiling sockets), SINK_THREADS=1, PROFILE=1, PORT=39240,
+#        TICKSWARM_BIN (a release binary already built: skips the build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+POPS=${1:-"1000 2000 3000 4000 5000"}
+RUN=${2:-5}
+SOCKETS=${SOCKETS:-3000}
+SINK_THREADS=${SINK_THREADS:-1}
+PROFILE=${PROFILE:-1}
+PORT=${PORT:-39240}
+TARGET_DIR=${CARGO_TARGET_DIR:-target}
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"; kill $(jobs -p) 2>/dev/null || true' EXIT
+
+cc -O2 -pthread -o "$WORK/cafe_sink" scripts/bench/cafe_sink.c
+cc -O2 -o "$WORK/send_loop" scripts/bench/send_loop.c
+if [ -n "${TICKSWARM_BIN:-}" ]; then
+    BIN=$TICKSWARM_BIN
+else
+    cargo build --release -q --bin tickswarm
+    BIN="$TARGET_DIR/release/tickswarm"
+fi
+ulimit -n 65536 2>/dev/null || true
+
+echo "== machine: $(nproc) cores, kernel $(uname -r), io_uring_disabled=$(cat /proc/sys/kernel/io_uring_disabled 2>/dev/null || echo n/a), load $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# 1. The ceiling: the best of three 1.5 s measurements (what the machine can do; a shared
+#    machine's other load only ever lowers it).
+"$WORK/cafe_sink" "$PORT" 8 "$SINK_THREADS" drain >"$WORK/ceiling_sink.txt" &
+sleep 0.3
+CEILINGS=""
+for _ in 1 2 3; do
+    CEILINGS="$CEILINGS $(timeout 20 "$WORK/send_loop" "$PORT" "$SOCKETS" 1.5 | sed -n 's/.*rate=\([0-9]*\).*/\1/p')"
+done
+CEILING=$(echo $CEILINGS | tr ' ' '\n' | sort -n | tail -1)
+wait
+echo "== ceiling: plain send() loop over $SOCKETS connected sockets: $CEILING datagrams/s (best of:$CEILINGS)"
+
+scenario() { # bots seconds
+    cat >"$WORK/scenario.yaml" <<EOF
+name: bench-ceiling
+protocol:
+  cafe:
+    dialect: spec
+    loss_source: sequence
+target: 127.0.0.1:$PORT
+population:
+  stages:
+    - ramp_to: $1
+      over: 1s
+    - hold: $(($2 - 1))s
+behaviour:
+  input_rate: 60
+  pattern:
+    random_walk:
+      change_every: 500ms
+  ping_interval: 1s
+duration: $2s
+seed: 42
+EOF
+}
+
+# One swarm run: mode (plain|auto) bots seconds [perf]; prints one line, appends to results.
+swarm() {
+    local mode=$1 bots=$2 secs=$3 prof=${4:-}
+    local out="$WORK/run-$mode-$bots"
+    rm -rf "$out"
+    scenario "$bots" "$secs"
+    "$WORK/cafe_sink" "$PORT" $((secs + 4)) "$SINK_THREADS" cafe >"$out.sink" &
+    local sink=$!
+    sleep 0.2
+    # Under perf when profiling: the whole run, ramp included.
+    local perf=()
+    [ -n "$prof" ] && perf=(perf record -q -F 999 -g -o "$out.perf" --)
+    TICKSWARM_IO=$mode timeout $((secs + 30)) "${perf[@]}" "$BIN" run "$WORK/scenario.yaml" \
+        --out "$out" >"$out.log" 2>&1 || true
+    kill -TERM "$sink" 2>/dev/null || true
+    wait "$sink" 2>/dev/null || true
+    [ -n "$prof" ] && return 0
+    python3 - "$out/summary.json" "$mode" "$bots" "$CEILING" "$WORK/results.tsv" <<'PY'
+import json, sys
+path, mode, bots, ceiling, results = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+label = {"plain": "before (send per datagram)", "auto": "after (io_uring batches)"}[mode]
+try:
+    s = json.load(open(path))
+except Exception as e:
+    print(f"{bots:>6} {label:<27} no summary ({e})")
+    sys.exit(0)
+g = s["generator"]
+# The hold: whole seconds after the ramp's second.
+held = [p for p in s["intervals"] if p["t"] >= 2 and not p.get("partial")]
+rate = sum(p["packets_up"] for p in held) / len(held) if held else \
+    s["bandwidth"]["wire_up_packets"] / max(s["duration_s"], 1e-9)
+io = g.get("send_io") or {}
+p99 = g["send_lateness_us"]["p99"]
+skipped = g["inputs_skipped"]
+on_grid = skipped == 0 and p99 < 16667 and s["bots"]["connected"] == bots
+print(f"{bots:>6} {label:<27} {rate:>9.0f} {rate / ceiling:>6.2f}x {skipped:>8} {p99:>9} "
+      f"{'yes' if on_grid else 'NO':>7} {io.get('path', '-'):>8} {io.get('syscalls_per_s', 0):>10.0f} "
+      f"{io.get('batch_mean') or 0:>6.1f} {g.get('worker_cpu_max', 0):>5.2f} "
+      f"{s['bots']['connected']}/{bots}")
+with open(results, "a") as f:
+    f.write(f"{mode}\t{bots}\t{rate}\t{int(on_grid)}\t{p99}\t{skipped}\n")
+PY
+}
+
+header() {
+    printf '%6s %-27s %9s %7s %8s %9s %7s %8s %10s %6s %5s %s\n' bots path "dgram/s" "x ceil" skipped \
+        "late p99" "on grid" send_io "syscalls/s" "/call" cpu connected
+}
+
+# 2. Increasing populations, before and after, until both paths are off the grid.
+echo "== the cafe swarm against a cheap cafe target (own process), ${RUN}s per run, ratios to the ceiling"
+header
+: >"$WORK/results.tsv"
+# Alternating which path goes first, so a load change on a shared machine does not always
+# fall on the same one.
+first=plain second=auto
+for bots in $POPS; do
+    swarm $first "$bots" "$RUN"
+    swarm $second "$bots" "$RUN"
+    read -r first second <<<"$second $first"
+done
+
+# 3. The largest population on the grid, per path.
+echo "== largest population on its 60 Hz grid (0 skipped, lateness p99 < 16,667 us)"
+python3 - "$WORK/results.tsv" "$CEILING" <<'PY'
+import sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
+ceiling = float(sys.argv[2])
+for mode, label in (("plain", "before (send per datagram)"), ("auto", "after (io_uring batches)")):
+    on = [(int(r[1]), float(r[2])) for r in rows if r[0] == mode and r[3] == "1"]
+    if on:
+        bots, rate = max(on)
+        print(f"   {label:<27} {bots} bots, {rate:.0f} datagrams/s = {rate / ceiling:.2f}x the ceiling")
+    else:
+        print(f"   {label:<27} none of the populations tried")
+PY
+
+# 4. About 0.8x the ceiling (61 datagrams per bot per second: 60 inputs and a ping).
+AT=$(python3 -c "print(max(100, round(0.8 * $CEILING / 61 / 100) * 100))")
+echo "== at ~0.8x the ceiling: $AT bots"
+header
+swarm plain "$AT" "$RUN"
+swarm auto "$AT" "$RUN"
+
+# 5. Where the time goes: the same two runs again under perf (kept apart from the lateness
+#    figures above, which perf would disturb).
+if [ "$PROFILE" = 1 ] && command -v perf >/dev/null; then
+    echo "== where the generator's time goes at $AT bots (perf samples of the tickswarm process, by kind)"
+    for mode in plain auto; do
+        swarm "$mode" "$AT" "$RUN" prof
+        f="$WORK/run-$mode-$AT.perf"
+        [ -s "$f" ] || { echo "   $mode: no profile (perf refused?)"; continue; }
+        timeout 60 perf report -i "$f" --no-children --sort sym -g none --stdio 2>/dev/null |
+            python3 -c '
+import re, sys
+mode = sys.argv[1]
+kinds = [
+    ("syscalls (entry/exit, fd lookup)", r"entry_SYSCALL|do_syscall|syscall_exit|__x64_sys|syscall_return|exit_to_user|^fget|^fdget|__sys_sendto|^__send$|^send$|__sys_recvmmsg|recvmmsg"),
+    ("io_uring", r"io_uring|io_issue|io_send|io_submit|__io_|io_req|io_cq|io_queue|io_submit_sqes|io_cqring"),
+    ("kernel UDP/IP + loopback delivery", r"udp|ip_|__ip|inet_|sock_|skb|__dev_|dev_|net_rx|netif|loopback|nf_|sendmsg|recvmsg|release_sock|lock_sock|kmem_cache|slab|memcpy|copy_user|_copy_|csum|__put_user|__get_user|ipv4|raw_v4|rt_|dst_|fib_|neigh|validate_xmit|__local_bh|do_softirq|net_"),
+    ("scheduler, timers, wake-ups", r"epoll|ep_|hrtimer|timerfd|clock_gettime|clock_nanosleep|vdso|read_tsc|futex|schedule|tokio::runtime::time|tokio::time|PreciseTimer|finish_task_switch|pick_next|enqueue|dequeue|try_to_wake|_raw_spin_unlock|tokio::runtime::io|mio::|update_curr|ktime"),
+    ("histograms", r"hdrhistogram|Histogram|saturating_record|record_lateness"),
+    ("protocol (bots)", r"tickswarm::protocol"),
+    ("engine (worker, transport, counters)", r"tickswarm::engine|tickswarm::metrics|BinaryHeap|binary_heap"),
+    ("tokio (tasks)", r"tokio::"),
+]
+totals = {k: 0.0 for k, _ in kinds}
+other = 0.0
+for line in sys.stdin:
+    m = re.match(r"\s*([0-9.]+)%\s+\[(.)\]\s+(.*)", line)
+    if not m:
+        continue
+    pct, sym = float(m.group(1)), m.group(3)
+    for k, pat in kinds:
+        if re.search(pat, sym):
+            totals[k] += pct
+            break
+    else:
+        other += pct
+label = {"plain": "before", "auto": "after"}[mode]
+print(f"   {label:<7}" + "  ".join(f"{k} {v:.0f}%" for k, v in totals.items()) + f"  other {other:.0f}%")
+' "$mode"
+    done
+fi
+echo "== done (ratios within this run; the lead compares runs on a quiet machine)"
