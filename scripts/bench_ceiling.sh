@@ -6,7 +6,9 @@
 #   2. The cafe swarm at increasing populations against a cheap cafe target in its own process
 #      (scripts/bench/cafe_sink.c: Welcome and pong only, no snapshots, so the target is not
 #      the limit), each population twice: "before" (TICKSWARM_IO=plain: one send() per
-#      datagram, the path before batching) and "after" (the default: io_uring batches).
+#      datagram, the path before batching), "after" (the default: io_uring batches) and
+#      "coalesced" (io_uring, and `engine.timer_coalesce: STEP`: bots due within one step
+#      are served by one wake-up, so their datagrams share a batch).
 #      Printed as datagrams/s and as a ratio to the ceiling, with skipped grid slots, send
 #      lateness p99, send system calls per second and datagrams per call.
 #   3. The largest population on its 60 Hz grid (0 slots skipped, lateness p99 < one tick,
@@ -21,7 +23,7 @@
 # is bounded by `timeout`; loopback only. Takes about 2 minutes with the defaults.
 #
 # Usage: scripts/bench_ceiling.sh [POPULATIONS="1000 2000 3000 4000 5000"] [RUN=5]
-#   env: SOCKETS=3000 (ceiling sockets), SINK_THREADS=1, PROFILE=1, PORT=39240,
+#   env: SOCKETS=3000 (ceiling sockets), SINK_THREADS=1, PROFILE=1, PORT=39240, STEP=1ms,
 #        TICKSWARM_BIN (a release binary already built: skips the build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +33,8 @@ SOCKETS=${SOCKETS:-3000}
 SINK_THREADS=${SINK_THREADS:-1}
 PROFILE=${PROFILE:-1}
 PORT=${PORT:-39240}
+STEP=${STEP:-1ms}
+MODES="plain auto coalesced"
 TARGET_DIR=${CARGO_TARGET_DIR:-target}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"; kill $(jobs -p) 2>/dev/null || true' EXIT
@@ -59,7 +63,7 @@ CEILING=$(echo $CEILINGS | tr ' ' '\n' | sort -n | tail -1)
 wait
 echo "== ceiling: plain send() loop over $SOCKETS connected sockets: $CEILING datagrams/s (best of:$CEILINGS)"
 
-scenario() { # bots seconds
+scenario() { # bots seconds [timer step]
     cat >"$WORK/scenario.yaml" <<EOF
 name: bench-ceiling
 protocol:
@@ -80,22 +84,27 @@ behaviour:
   ping_interval: 1s
 duration: $2s
 seed: 42
+engine:
+  timer_coalesce: ${3:-0s}
 EOF
 }
 
-# One swarm run: mode (plain|auto) bots seconds [perf]; prints one line, appends to results.
+# One swarm run: mode (plain|auto|coalesced) bots seconds [perf]; prints one line, appends
+# to results.
 swarm() {
     local mode=$1 bots=$2 secs=$3 prof=${4:-}
     local out="$WORK/run-$mode-$bots"
     rm -rf "$out"
-    scenario "$bots" "$secs"
+    local io=$mode step=0s
+    [ "$mode" = coalesced ] && io=auto step=$STEP
+    scenario "$bots" "$secs" "$step"
     "$WORK/cafe_sink" "$PORT" $((secs + 4)) "$SINK_THREADS" cafe >"$out.sink" &
     local sink=$!
     sleep 0.2
     # Under perf when profiling: the whole run, ramp included.
     local perf=()
     [ -n "$prof" ] && perf=(perf record -q -F 999 -g -o "$out.perf" --)
-    TICKSWARM_IO=$mode timeout $((secs + 30)) "${perf[@]}" "$BIN" run "$WORK/scenario.yaml" \
+    TICKSWARM_IO=$io timeout $((secs + 30)) "${perf[@]}" "$BIN" run "$WORK/scenario.yaml" \
         --out "$out" >"$out.log" 2>&1 || true
     kill -TERM "$sink" 2>/dev/null || true
     wait "$sink" 2>/dev/null || true
@@ -103,7 +112,8 @@ swarm() {
     python3 - "$out/summary.json" "$mode" "$bots" "$CEILING" "$WORK/results.tsv" <<'PY'
 import json, sys
 path, mode, bots, ceiling, results = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
-label = {"plain": "before (send per datagram)", "auto": "after (io_uring batches)"}[mode]
+label = {"plain": "before (send per datagram)", "auto": "after (io_uring batches)",
+         "coalesced": "coalesced (+ timer step)"}[mode]
 try:
     s = json.load(open(path))
 except Exception as e:
@@ -132,17 +142,18 @@ header() {
         "late p99" "on grid" send_io "syscalls/s" "/call" cpu connected
 }
 
-# 2. Increasing populations, before and after, until both paths are off the grid.
+# 2. Increasing populations, each path in turn.
 echo "== the cafe swarm against a cheap cafe target (own process), ${RUN}s per run, ratios to the ceiling"
 header
 : >"$WORK/results.tsv"
 # Alternating which path goes first, so a load change on a shared machine does not always
 # fall on the same one.
-first=plain second=auto
+order=$MODES
 for bots in $POPS; do
-    swarm $first "$bots" "$RUN"
-    swarm $second "$bots" "$RUN"
-    read -r first second <<<"$second $first"
+    for mode in $order; do swarm "$mode" "$bots" "$RUN"; done
+    # Rotate the order, so a load change on a shared machine does not always fall on one path.
+    read -r head rest <<<"$order"
+    order="$rest $head"
 done
 
 # 3. The largest population on the grid, per path.
@@ -151,7 +162,8 @@ python3 - "$WORK/results.tsv" "$CEILING" <<'PY'
 import sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
 ceiling = float(sys.argv[2])
-for mode, label in (("plain", "before (send per datagram)"), ("auto", "after (io_uring batches)")):
+for mode, label in (("plain", "before (send per datagram)"), ("auto", "after (io_uring batches)"),
+                    ("coalesced", "coalesced (+ timer step)")):
     on = [(int(r[1]), float(r[2])) for r in rows if r[0] == mode and r[3] == "1"]
     if on:
         bots, rate = max(on)
@@ -164,14 +176,13 @@ PY
 AT=$(python3 -c "print(max(100, round(0.8 * $CEILING / 61 / 100) * 100))")
 echo "== at ~0.8x the ceiling: $AT bots"
 header
-swarm plain "$AT" "$RUN"
-swarm auto "$AT" "$RUN"
+for mode in $MODES; do swarm "$mode" "$AT" "$RUN"; done
 
 # 5. Where the time goes: the same two runs again under perf (kept apart from the lateness
 #    figures above, which perf would disturb).
 if [ "$PROFILE" = 1 ] && command -v perf >/dev/null; then
     echo "== where the generator's time goes at $AT bots (perf samples of the tickswarm process, by kind)"
-    for mode in plain auto; do
+    for mode in $MODES; do
         swarm "$mode" "$AT" "$RUN" prof
         f="$WORK/run-$mode-$AT.perf"
         [ -s "$f" ] || { echo "   $mode: no profile (perf refused?)"; continue; }
@@ -202,8 +213,8 @@ for line in sys.stdin:
             break
     else:
         other += pct
-label = {"plain": "before", "auto": "after"}[mode]
-print(f"   {label:<7}" + "  ".join(f"{k} {v:.0f}%" for k, v in totals.items()) + f"  other {other:.0f}%")
+label = {"plain": "before", "auto": "after", "coalesced": "coalesced"}[mode]
+print(f"   {label:<10}" + "  ".join(f"{k} {v:.0f}%" for k, v in totals.items()) + f"  other {other:.0f}%")
 ' "$mode"
     done
 fi

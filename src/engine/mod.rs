@@ -181,6 +181,7 @@ pub fn run_observed(
             run_end,
             id,
             groups: plan.groups.len(),
+            timer_coalesce: plan.timer_coalesce,
             transport: io::BotTransportOptions {
                 // Each group's link, seeded per worker and group (the first group as a
                 // scenario without groups: the seed and the worker).

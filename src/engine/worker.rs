@@ -46,6 +46,27 @@ pub struct WorkerSpec {
     pub id: usize,
     /// How many groups the plan has: the worker keeps a recorder for each.
     pub groups: usize,
+    /// `engine.timer_coalesce`: bots' timers fire on a grid of this step from `run_start`
+    /// (zero: each at its own instant). See [`coalesced`].
+    pub timer_coalesce: Duration,
+}
+
+/// `deadline` rounded up to the next step of `step` counted from `epoch`: every deadline
+/// within one step fires at the same instant, never before its own. Zero `step`, or a
+/// deadline before `epoch`, is left as it is.
+pub fn coalesced(deadline: Instant, epoch: Instant, step: Duration) -> Instant {
+    let step_ns = step.as_nanos();
+    if step_ns == 0 || deadline <= epoch {
+        return deadline;
+    }
+    let since = (deadline - epoch).as_nanos();
+    let steps = since.div_ceil(step_ns);
+    let at = steps.saturating_mul(step_ns);
+    // Saturate instead of overflowing on an absurd step (a deadline years away).
+    let at = u64::try_from(at).unwrap_or(u64::MAX);
+    epoch
+        .checked_add(Duration::from_nanos(at))
+        .unwrap_or(deadline)
 }
 
 /// Worker to collector.
@@ -707,7 +728,11 @@ async fn worker_main<T: BotTransport + 'static>(
         watchers: RefCell::new(Vec::new()),
     });
 
-    tokio::task::spawn_local(timer_loop(shared.clone()));
+    tokio::task::spawn_local(timer_loop(
+        shared.clone(),
+        spec.run_start,
+        spec.timer_coalesce,
+    ));
     let intervals = tokio::task::spawn_local(interval_loop(
         shared.clone(),
         spec.run_start,
@@ -1164,10 +1189,15 @@ async fn recv_loop<T: BotTransport + 'static>(
     }
 }
 
-async fn timer_loop<T: BotTransport + 'static>(shared: Rc<Shared<T>>) {
+async fn timer_loop<T: BotTransport + 'static>(
+    shared: Rc<Shared<T>>,
+    epoch: Instant,
+    step: Duration,
+) {
     let precise = PreciseTimer::new().ok();
     loop {
         let next = shared.timers.borrow().peek().map(|r| r.0 .0);
+        let next = next.map(|at| coalesced(at, epoch, step));
         shared.timer_target.set(next);
         let sleep_until = next.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
         match &precise {

@@ -138,6 +138,8 @@ pub struct Plan {
     pub bots_per_socket: usize,
     /// ENet: whether the bots leave ENet's unreliable throttle on (see `EngineSection`).
     pub enet_throttle: bool,
+    /// `engine.timer_coalesce`: the worker's timer step (zero: every deadline on its own).
+    pub timer_coalesce: Duration,
     /// The slice of the population this process runs, if sharded.
     pub shard: Option<Shard>,
     /// `engine.source_addresses`: bot `i` binds to `pool.for_bot(i)`; `None`, the wildcard.
@@ -632,6 +634,7 @@ impl Plan {
             workers,
             bots_per_socket: file.engine.bots_per_socket.unwrap_or(1).max(1),
             enet_throttle: file.engine.enet_throttle.unwrap_or(true),
+            timer_coalesce: file.engine.timer_coalesce.map_or(Duration::ZERO, |d| d.0),
             shard: ov.shard,
             network,
             groups,
