@@ -66,7 +66,9 @@ impl ProtocolName {
     ];
 }
 
-pub use registry::{EnetCompression, EnetNeeds, Protocol, ServerParams, TransportNeeds};
+pub use registry::{
+    DatagramBurst, EnetCompression, EnetNeeds, Protocol, ServerParams, TransportNeeds,
+};
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

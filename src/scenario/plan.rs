@@ -138,6 +138,9 @@ pub struct Plan {
     pub bots_per_socket: usize,
     /// ENet: whether the bots leave ENet's unreliable throttle on (see `EngineSection`).
     pub enet_throttle: bool,
+    /// `engine.socket_buffer`: bytes each bot socket asks for each way, replacing the size
+    /// derived from the protocol's burst ([`Plan::bot_socket_buffer`]).
+    pub socket_buffer: Option<usize>,
     /// The slice of the population this process runs, if sharded.
     pub shard: Option<Shard>,
     /// `engine.source_addresses`: bot `i` binds to `pool.for_bot(i)`; `None`, the wildcard.
@@ -596,6 +599,28 @@ impl Plan {
             }
         };
 
+        let socket_buffer = match &file.engine.socket_buffer {
+            None => None,
+            Some(b) => {
+                let n = b
+                    .bytes()
+                    .map_err(|m| invalid(path, format!("engine.socket_buffer: {m}")))?;
+                let range = super::sockets::SOCKET_BUFFER_RANGE;
+                match usize::try_from(n).ok().filter(|n| range.contains(n)) {
+                    Some(n) => Some(n),
+                    None => {
+                        return Err(invalid(
+                            path,
+                            format!(
+                                "engine.socket_buffer: {n} bytes is outside {} B to {} MiB",
+                                range.start(),
+                                range.end() / (1024 * 1024)
+                            ),
+                        ))
+                    }
+                }
+            }
+        };
         let cores = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1);
@@ -632,6 +657,7 @@ impl Plan {
             workers,
             bots_per_socket: file.engine.bots_per_socket.unwrap_or(1).max(1),
             enet_throttle: file.engine.enet_throttle.unwrap_or(true),
+            socket_buffer,
             shard: ov.shard,
             network,
             groups,
@@ -820,6 +846,7 @@ impl Plan {
                 }
             ));
         }
+        s.push_str(&self.describe_sockets());
         s.push_str(&format!("seed       {}\n", self.seed));
         if self.thresholds.is_empty() {
             s.push_str("thresholds none (verdict is always pass)\n");
