@@ -6,6 +6,9 @@
 # lateness p99 under the 16.7 ms period), the generator's CPU per bot, its resident memory per
 # bot, and the sink's own CPU (near 100 % of a core: the sink, not the swarm, was the limit).
 #
+# CPU per bot reads true only on the grid: off it the workers had all the CPU they could get,
+# and that divided by more bots only looks cheaper. Run it on a quiet machine.
+#
 # Bounded: each run is RUN_S seconds (ramp over its first third), killed at 90 s; loopback
 # only. Stops after the first population off the grid unless KEEP_GOING=1.
 #

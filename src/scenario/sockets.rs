@@ -124,10 +124,11 @@ impl Plan {
 
     /// The plan's `sockets` line(s) for `describe`.
     pub(super) fn describe_sockets(&self) -> String {
-        let m = self.socket_memory();
-        if m.bot_sockets == 0 && m.server_sockets == 0 {
+        if self.protocol.transport() == TransportNeeds::Gns {
+            // GNS opens and sizes its own sockets, bots' and servers' alike.
             return String::new();
         }
+        let m = self.socket_memory();
         let source = if self.socket_buffer.is_some() {
             "engine.socket_buffer".to_string()
         } else {

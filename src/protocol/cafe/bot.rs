@@ -46,6 +46,8 @@ use crate::protocol::prelude::{Bot, BotParams, BotPhase, PatternState, Transmit}
 const PINGS_IN_FLIGHT: usize = 8;
 /// Inputs remembered by header seq, for `input_to_snapshot_us` (4 s at 60 Hz).
 const INPUT_HISTORY: usize = 256;
+/// Inputs by header seq with when they were queued (`None`: no input in that slot yet).
+type InputHistory = [Option<(u32, Instant)>; INPUT_HISTORY];
 
 #[derive(Debug, Clone, Copy)]
 enum Out {
@@ -104,7 +106,7 @@ pub struct CafeBot {
     /// Inputs by header seq (`seq % INPUT_HISTORY`) with when they were queued, for
     /// `input_to_snapshot_us`: implementation dialect only (the spec's snapshots name no
     /// Input), so a spec bot does not carry the 6 KiB table.
-    inputs: Option<Box<[Option<(u32, Instant)>; INPUT_HISTORY]>>,
+    inputs: Option<Box<InputHistory>>,
     /// The newest `last_input` already measured.
     last_input_seen: Option<u32>,
 

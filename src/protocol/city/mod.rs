@@ -300,6 +300,14 @@ impl Protocol for City {
         if s.players_per_instance == Some(0) {
             return Err("server.players_per_instance must be at least 1".into());
         }
+        // ENet's peer id is 12 bits (0xFFF is reserved): a host takes at most 4095 peers.
+        if s.players_per_instance.is_some_and(|n| n > 4095) {
+            return Err(
+                "server.players_per_instance: an ENet host takes at most 4095 peers; \
+                 run more instances (serve --instances N) instead"
+                    .into(),
+            );
+        }
         Ok(())
     }
 
