@@ -74,7 +74,7 @@ ticks() { awk '{print $14 + $15}' "/proc/$SINK/stat"; }
 HZ=$(getconf CLK_TCK)
 
 echo "City (spec, ENet) against serve city --sink ($INSTANCES instances), $PER_SOCKET bots per socket, ${RUN_S} s runs, $(nproc) cores"
-printf '%7s %10s %8s %10s %10s %12s %9s %9s  %s\n' bots connected skipped "late p99" "late max" "CPU µs/bot/s" "KiB/bot" "sink CPU" "on 60 Hz grid"
+printf '%7s %10s %8s %10s %10s %12s %12s %9s %9s  %s\n' bots connected skipped "late p99" "late max" "CPU µs/bot/s" "marginal" "KiB/bot" "sink CPU" "on 60 Hz grid"
 for n in $POPS; do
     before=$(ticks)
     start=$(date +%s.%N)
@@ -83,9 +83,9 @@ for n in $POPS; do
     end=$(date +%s.%N)
     after=$(ticks)
     sink_cpu=$(python3 -c "print(f'{($after - $before) / $HZ / ($end - $start) * 100:.0f} %')")
-    python3 - "$WORK/run-$n/summary.json" "$n" "$sink_cpu" "$RUN_S" "$WORK/verdict" <<'PY'
+    python3 - "$WORK/run-$n/summary.json" "$n" "$sink_cpu" "$RUN_S" "$WORK/verdict" "$WORK/previous" <<'PY'
 import json, sys
-path, n, sink_cpu, run_s, verdict_file = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5]
+path, n, sink_cpu, run_s, verdict_file, prev_file = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6]
 try:
     s = json.load(open(path))
 except OSError:
@@ -98,12 +98,21 @@ conn = s["bots"]["connected"]
 # CPU per bot: the workers' CPU in the seconds after the ramp, over the bots then in play.
 hold = [p for p in s["intervals"][run_s // 3 + 1:] if p.get("generator")]
 cpu_s = sum(sum(c or 0 for c in p["generator"]["worker_cpu"]) for p in hold)
-cpu_per_bot = cpu_s / max(len(hold), 1) / max(conn, 1) * 1e6
+cores = cpu_s / max(len(hold), 1)
+cpu_per_bot = cores / max(conn, 1) * 1e6
+# Marginal: the CPU the bots added since the previous population, per added bot (the workers'
+# fixed cost, such as the per-second recorders, drops out).
+try:
+    pc, pn = (float(x) for x in open(prev_file).read().split())
+    marginal = f"{(cores - pc) / max(conn - pn, 1) * 1e6:12.1f}"
+except (OSError, ValueError):
+    marginal = f"{'-':>12}"
+open(prev_file, "w").write(f"{cores} {conn}")
 rss = g.get("rss_max_bytes") or 0
 p99, mx = late.get("p99") or 0, late.get("max") or 0
 on_grid = conn == n and g["inputs_skipped"] == 0 and p99 < 16_667
 verdict = "yes" if on_grid else "NO"
-print(f"{n:>7} {conn:>10} {g['inputs_skipped']:>8} {p99 / 1000:>8.1f}ms {mx / 1000:>8.1f}ms {cpu_per_bot:>12.1f} {rss / 1024 / max(n, 1):>9.1f} {sink_cpu:>9}  {verdict}")
+print(f"{n:>7} {conn:>10} {g['inputs_skipped']:>8} {p99 / 1000:>8.1f}ms {mx / 1000:>8.1f}ms {cpu_per_bot:>12.1f} {marginal} {rss / 1024 / max(n, 1):>9.1f} {sink_cpu:>9}  {verdict}")
 open(verdict_file, "w").write("OK" if on_grid else "FAIL")
 PY
     ok=$(cat "$WORK/verdict")
