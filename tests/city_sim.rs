@@ -1495,3 +1495,48 @@ fn implementation_dialect_corrects_a_server_teleport_once() {
     assert_eq!(h.count_between(2, h.max()), 1);
     assert!(h.len() > before + 200);
 }
+
+// ---- the sink (`serve city --sink`) -------------------------------------------------------
+
+/// The sink admits players as the server does (ServerHello, the manifest, a one-chunk
+/// download, FullState) and answers their pings, but counts and drops their inputs and runs no
+/// world: not one DeltaState, InputAck, EntitySpawn or ChatBroadcast goes down, and every
+/// PlayerInput that arrived is counted once.
+#[test]
+fn the_sink_admits_and_answers_pings_but_sends_no_world() {
+    let mut sim = new_sim(
+        CityServerConfig::default().into_sink(),
+        Link {
+            delay: ms(5),
+            ..Link::default()
+        },
+    );
+    assert_eq!(sim.server.assets().len(), 1);
+    for i in 0..3 {
+        sim.add_bot(CityOptions::default(), params(i), ms(u64::from(i) * 10));
+    }
+    sim.run_for(Duration::from_secs(3));
+    assert!((0..3).all(|i| sim.bot(i).stage() == Stage::Playing));
+    let mut down: HashMap<&'static str, u64> = HashMap::new();
+    let mut inputs_up = 0u64;
+    for &idx in &sim.deliveries {
+        let r = &sim.log[idx];
+        for (_, m) in codec::decode_all(&r.bytes, Dialect::Spec).unwrap() {
+            match r.dir {
+                tickswarm::protocol::sim::Dir::Down => {
+                    *down.entry(m.msg_type().name()).or_default() += 1
+                }
+                tickswarm::protocol::sim::Dir::Up => {
+                    inputs_up += u64::from(matches!(m, Message::PlayerInput(_)));
+                }
+            }
+        }
+    }
+    for silent in ["delta_state", "input_ack", "entity_spawn", "chat_broadcast"] {
+        assert_eq!(down.get(silent), None, "{silent}: {down:?}");
+    }
+    assert_eq!(down.get("full_state"), Some(&3));
+    assert!(down.get("pong").is_some_and(|&n| n >= 3), "{down:?}");
+    assert!(inputs_up > 3 * 60, "bots played: {inputs_up} inputs");
+    assert_eq!(sim.server.stats().events.get("sink_inputs"), inputs_up);
+}

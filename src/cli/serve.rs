@@ -64,6 +64,11 @@ pub struct ServeArgs {
     /// refusals) in Prometheus' text format at `http://ADDR/metrics`, summed over instances.
     #[arg(long, value_name = "ADDR")]
     metrics_listen: Option<SocketAddr>,
+    /// A target for measuring the generator, not the server (city): sessions are admitted
+    /// (handshake, a one-chunk download, FullState), pings answered, inputs counted and
+    /// dropped; no world, no snapshots. One instance takes thousands of bots.
+    #[arg(long)]
+    sink: bool,
     /// Stop after this long (default: until Ctrl-C).
     #[arg(long, value_name = "D", value_parser = parse_duration)]
     duration: Option<Duration>,
@@ -126,6 +131,13 @@ fn configure(a: &ServeArgs) -> Result<(ProtocolSection, ServerParams), String> {
         server.players_per_instance = a.max_players;
     }
     server.instances = Some(a.instances);
+    if a.sink && !section.has_sink() {
+        return Err(format!(
+            "--sink: the {} reference server has no sink mode (city has)",
+            section.name()
+        ));
+    }
+    server.sink = a.sink;
     server.enet_throttle |= a.enet_throttle;
     section.validate(&server)?;
     Ok((section, server))

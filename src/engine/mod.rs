@@ -4,6 +4,8 @@
 //! `worker` runs the bots of one thread, [`server_driver`] runs an embedded reference server,
 //! and [`io`] carries both over each transport on real sockets.
 
+#[cfg(test)]
+mod footprint;
 pub mod health;
 pub mod io;
 pub mod limits;
@@ -172,6 +174,9 @@ pub fn run_observed(
     }
     let (tx, rx) = mpsc::channel();
     let mut threads = Vec::new();
+    // Every bot socket asks for what the plan says (the protocol's burst, or
+    // engine.socket_buffer): `validate` printed the kernel memory this commits.
+    let buffers = io::socket::SocketBuffers::both(plan.bot_socket_buffer());
     for (id, mut bots) in shards.into_iter().enumerate() {
         bots.sort_by_key(|b| b.0.start);
         let spec = WorkerSpec {
@@ -212,7 +217,10 @@ pub fn run_observed(
         let stop_rx = stop.subscribe();
         let t = std::thread::Builder::new()
             .name(format!("tickswarm-worker-{id}"))
-            .spawn(move || run_worker(spec, tx, stop_rx))
+            .spawn(move || {
+                io::socket::size_bot_sockets(buffers);
+                run_worker(spec, tx, stop_rx)
+            })
             .map_err(EngineError::Thread)?;
         threads.push(t);
     }
@@ -394,12 +402,7 @@ fn source_counts(
 /// a player cap per instance (City) as many as the population needs, on consecutive ports
 /// (the first one ephemeral) when `server.instances` is unset.
 fn start_embedded(plan: &Plan) -> Result<Vec<ServerHandle>, EngineError> {
-    let per_instance = plan.protocol.players_per_instance(&plan.server);
-    let instances = match (plan.server.instances, per_instance) {
-        (Some(n), _) => n.max(1),
-        (None, Some(p)) => (plan.planned as usize).div_ceil(p).max(1),
-        (None, None) => 1,
-    };
+    let instances = plan.embedded_instances();
     let mut handles: Vec<ServerHandle> = Vec::with_capacity(instances);
     for i in 0..instances {
         // The first instance takes a free port; the others the ports after it, as a fleet of

@@ -124,7 +124,7 @@ pub struct Census {
     pub too_many_targets: bool,
 }
 
-struct Slot {
+pub(super) struct Slot {
     bot: Box<dyn Bot>,
     /// The bot's group: which recorder its figures go to.
     group: usize,
@@ -213,7 +213,7 @@ const CLOSE_GRACE: Duration = Duration::from_secs(1);
 /// Timer targets: a bot slot, or a transport source with this bit set.
 const SOURCE_BIT: u32 = 1 << 31;
 
-struct Shared<T> {
+pub(super) struct Shared<T> {
     slots: RefCell<Vec<Slot>>,
     sources: RefCell<Vec<SourceTimer>>,
     transport: RefCell<T>,
@@ -1152,7 +1152,7 @@ fn stop_bot<T: BotTransport + 'static>(shared: &Rc<Shared<T>>, idx: usize, now: 
 }
 
 /// Receive on a source's socket: one clock read per batch.
-async fn recv_loop<T: BotTransport + 'static>(
+pub(super) async fn recv_loop<T: BotTransport + 'static>(
     shared: Rc<Shared<T>>,
     src: Source,
     sock: Rc<BotSocket>,

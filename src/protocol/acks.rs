@@ -27,7 +27,10 @@ impl PendingAcks {
     /// An input not acknowledged within `wait` counts as lost upstream.
     pub fn new(wait: Duration) -> Self {
         Self {
-            queue: VecDeque::with_capacity(128),
+            // Grows to what one round trip (or, unanswered, one wait) holds at the input rate,
+            // a few reallocations per session; reserving 128 entries up front was 3 KiB per
+            // bot, most of it never used.
+            queue: VecDeque::new(),
             wait,
         }
     }

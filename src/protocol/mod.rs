@@ -67,7 +67,9 @@ impl ProtocolName {
     ];
 }
 
-pub use registry::{EnetCompression, EnetNeeds, Protocol, ServerParams, TransportNeeds};
+pub use registry::{
+    DatagramBurst, EnetCompression, EnetNeeds, Protocol, ServerParams, TransportNeeds,
+};
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

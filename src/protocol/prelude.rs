@@ -23,8 +23,8 @@
 //! ```
 
 pub use super::registry::{
-    register, AnyProtocol, EnetCompression, EnetNeeds, Protocol, ProtocolName, ProtocolSection,
-    RegisterError, ServerParams, TransportNeeds,
+    register, AnyProtocol, DatagramBurst, EnetCompression, EnetNeeds, Protocol, ProtocolName,
+    ProtocolSection, RegisterError, ServerParams, TransportNeeds,
 };
 pub use super::{
     Bot, BotParams, BotPhase, ConnId, InputPattern, Keys, PatternState, Phase, ProtocolInfo,

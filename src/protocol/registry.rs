@@ -45,6 +45,28 @@ pub enum TransportNeeds {
     },
 }
 
+/// A burst of datagrams a bot's socket must be able to hold ([`Protocol::receive_burst`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DatagramBurst {
+    /// The largest datagram, in bytes.
+    pub largest: usize,
+    /// How many of them.
+    pub count: usize,
+}
+
+impl DatagramBurst {
+    /// What a protocol that says nothing gets: 16 datagrams of 64 KiB, 1 MiB.
+    pub const DEFAULT: DatagramBurst = DatagramBurst {
+        largest: 64 * 1024,
+        count: 16,
+    };
+
+    /// `largest × count`, in bytes.
+    pub fn bytes(&self) -> usize {
+        self.largest.saturating_mul(self.count)
+    }
+}
+
 /// ENet settings a protocol fixes (both ends must agree on them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EnetNeeds {
@@ -155,6 +177,11 @@ pub struct ServerParams {
     /// consecutive ports. `None` where no socket exists (simulations).
     #[serde(skip)]
     pub bind: Option<std::net::SocketAddr>,
+    /// A generator's target rather than a game (`serve --sink`, protocols whose
+    /// [`Protocol::has_sink`] says so): sessions are admitted, pings answered, inputs dropped,
+    /// and no world is simulated or sent. Never set by a scenario.
+    #[serde(skip)]
+    pub sink: bool,
 }
 
 impl Default for ServerParams {
@@ -172,6 +199,7 @@ impl Default for ServerParams {
             session_grace: None,
             instance: 0,
             bind: None,
+            sink: false,
         }
     }
 }
@@ -295,6 +323,21 @@ pub trait Protocol: Send + Sync + 'static {
     /// a bare "no data", and `tickswarm validate` warns about it.
     fn cannot_measure(_opts: &Self::Options, _metric: Metric) -> Option<&'static str> {
         None
+    }
+
+    /// Whether the reference server has a sink mode ([`ServerParams::sink`]).
+    fn has_sink(_opts: &Self::Options) -> bool {
+        false
+    }
+
+    /// What the server can send one bot in a burst: its largest datagram and how many of them
+    /// may arrive while a worker is away for a moment (a snapshot burst). Bot sockets ask the
+    /// kernel for `largest × count` bytes of buffer each way (ENet hosts shared by several
+    /// bots: that many times more), unless the scenario sets `engine.socket_buffer`. The
+    /// default, 16 datagrams of 64 KiB (1 MiB), fits a protocol that says nothing; a protocol
+    /// whose datagrams are small says so and its bots commit far less kernel memory.
+    fn receive_burst(_opts: &Self::Options) -> DatagramBurst {
+        DatagramBurst::DEFAULT
     }
 
     /// Whether the bots measure round trips themselves (they send their own Ping every
@@ -530,6 +573,8 @@ trait AnySection: Send + Sync {
     fn make_server(&self, server: &ServerParams, now: Instant) -> Box<dyn Server>;
     fn measures_rtt(&self) -> bool;
     fn players_per_instance(&self, server: &ServerParams) -> Option<usize>;
+    fn receive_burst(&self) -> DatagramBurst;
+    fn has_sink(&self) -> bool;
     fn cannot_measure(&self, metric: Metric) -> Option<&'static str>;
     fn check_input_rate(&self, hz: f64) -> Result<(), String>;
 }
@@ -572,6 +617,12 @@ impl<P: Protocol> AnySection for Section<P> {
     }
     fn players_per_instance(&self, server: &ServerParams) -> Option<usize> {
         P::players_per_instance(&self.opts, server)
+    }
+    fn receive_burst(&self) -> DatagramBurst {
+        P::receive_burst(&self.opts)
+    }
+    fn has_sink(&self) -> bool {
+        P::has_sink(&self.opts)
     }
     fn cannot_measure(&self, metric: Metric) -> Option<&'static str> {
         P::cannot_measure(&self.opts, metric)
@@ -654,6 +705,16 @@ impl ProtocolSection {
     /// See [`Protocol::measures_rtt`].
     pub fn measures_rtt(&self) -> bool {
         self.0.measures_rtt()
+    }
+
+    /// See [`Protocol::has_sink`].
+    pub fn has_sink(&self) -> bool {
+        self.0.has_sink()
+    }
+
+    /// See [`Protocol::receive_burst`].
+    pub fn receive_burst(&self) -> DatagramBurst {
+        self.0.receive_burst()
     }
 
     /// See [`Protocol::players_per_instance`].

@@ -296,6 +296,43 @@ pub struct OutputSection {
     pub junit: Option<bool>,
 }
 
+/// A number of bytes as a scenario writes it: `49152`, `48KiB`, `1 MiB`.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum ByteCount {
+    Bytes(u64),
+    Text(String),
+}
+
+impl ByteCount {
+    /// The count in bytes, or what is wrong with it.
+    pub fn bytes(&self) -> Result<u64, String> {
+        match self {
+            ByteCount::Bytes(n) => Ok(*n),
+            ByteCount::Text(t) => {
+                let t = t.trim();
+                let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+                let (num, unit) = t.split_at(split);
+                let n: u64 = num
+                    .parse()
+                    .map_err(|_| format!("`{t}` is not a byte count (e.g. 49152, 48KiB, 1MiB)"))?;
+                let mul = match unit.trim() {
+                    "" | "B" => 1,
+                    "KiB" => 1024,
+                    "MiB" => 1024 * 1024,
+                    other => {
+                        return Err(format!(
+                            "`{t}`: unit `{other}` (use B, KiB or MiB: binary units, as the kernel counts)"
+                        ))
+                    }
+                };
+                n.checked_mul(mul)
+                    .ok_or_else(|| format!("`{t}` is too large"))
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct EngineSection {
@@ -305,6 +342,11 @@ pub struct EngineSection {
     /// generator goes past the per-socket syscall ceiling. Default 1. Raw UDP protocols always
     /// use one socket per bot (servers key clients by address).
     pub bots_per_socket: Option<usize>,
+    /// Kernel buffer each bot socket asks for, each way (`SO_RCVBUF` and `SO_SNDBUF`): bytes,
+    /// or a number with `KiB`/`MiB`. Default: what the protocol's server can send in a burst
+    /// (its largest datagram × a count; times `bots_per_socket` for a shared ENet host).
+    /// `tickswarm validate` prints the kernel memory this commits.
+    pub socket_buffer: Option<ByteCount>,
     /// ENet (city): keep ENet's unreliable-packet throttle for the traffic *to* the bots
     /// (default true, as every ENet client has it). ENet lets the receiving side set how its
     /// peer throttles: false makes each bot tell the server, through ENet's throttle

@@ -8,6 +8,7 @@ pub mod groups;
 pub mod lifecycle;
 pub mod plan;
 pub mod server_metrics;
+pub mod sockets;
 pub mod source_pool;
 
 use std::path::{Path, PathBuf};

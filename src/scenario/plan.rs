@@ -140,6 +140,9 @@ pub struct Plan {
     pub enet_throttle: bool,
     /// `engine.timer_coalesce`: the worker's timer step (zero: every deadline on its own).
     pub timer_coalesce: Duration,
+    /// `engine.socket_buffer`: bytes each bot socket asks for each way, replacing the size
+    /// derived from the protocol's burst ([`Plan::bot_socket_buffer`]).
+    pub socket_buffer: Option<usize>,
     /// The slice of the population this process runs, if sharded.
     pub shard: Option<Shard>,
     /// `engine.source_addresses`: bot `i` binds to `pool.for_bot(i)`; `None`, the wildcard.
@@ -598,6 +601,28 @@ impl Plan {
             }
         };
 
+        let socket_buffer = match &file.engine.socket_buffer {
+            None => None,
+            Some(b) => {
+                let n = b
+                    .bytes()
+                    .map_err(|m| invalid(path, format!("engine.socket_buffer: {m}")))?;
+                let range = super::sockets::SOCKET_BUFFER_RANGE;
+                match usize::try_from(n).ok().filter(|n| range.contains(n)) {
+                    Some(n) => Some(n),
+                    None => {
+                        return Err(invalid(
+                            path,
+                            format!(
+                                "engine.socket_buffer: {n} bytes is outside {} B to {} MiB",
+                                range.start(),
+                                range.end() / (1024 * 1024)
+                            ),
+                        ))
+                    }
+                }
+            }
+        };
         let cores = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1);
@@ -635,6 +660,7 @@ impl Plan {
             bots_per_socket: file.engine.bots_per_socket.unwrap_or(1).max(1),
             enet_throttle: file.engine.enet_throttle.unwrap_or(true),
             timer_coalesce: file.engine.timer_coalesce.map_or(Duration::ZERO, |d| d.0),
+            socket_buffer,
             shard: ov.shard,
             network,
             groups,
@@ -831,6 +857,7 @@ impl Plan {
                 }
             ));
         }
+        s.push_str(&self.describe_sockets());
         s.push_str(&format!("seed       {}\n", self.seed));
         if self.thresholds.is_empty() {
             s.push_str("thresholds none (verdict is always pass)\n");

@@ -53,6 +53,7 @@ mod schema;
 mod self_contained;
 mod server_metrics;
 mod shard;
+mod socket_memory;
 mod source_addresses;
 mod stop;
 mod test_peer;

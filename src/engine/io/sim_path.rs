@@ -16,7 +16,12 @@ use crate::netsim::{Conditions, DelayLine, DropReason, Fate, Link, NetworkCondit
 const MAX_HELD_BYTES: usize = 4 << 20;
 
 /// The two directions of one socket's simulated path.
-pub struct SimPath {
+pub struct SimPath(Box<Path>);
+
+/// A [`SimPath`]'s state, on the heap: two links with their generators and two delay lines,
+/// hundreds of bytes that a transport keeping an `Option<SimPath>` per bot would otherwise
+/// carry inline for every bot, with a `network:` or without.
+struct Path {
     up: Link,
     down: Link,
     up_line: DelayLine<()>,
@@ -72,18 +77,18 @@ impl SimPath {
     /// The path of source number `source`, starting at `now`.
     pub fn new(c: &PathConditions, source: u64, now: Instant) -> Self {
         let seed = c.seed ^ source.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        SimPath {
+        SimPath(Box::new(Path {
             up: Link::new(&c.up, seed, now),
             down: Link::new(&c.down, seed ^ 0xD0D0_D0D0, now),
             up_line: DelayLine::new(MAX_HELD_BYTES),
             down_line: DelayLine::new(MAX_HELD_BYTES),
             counts: [0; EVENTS.len()],
-        }
+        }))
     }
 
     /// Add what the path did since the last call to `rec`'s events.
     pub fn record(&mut self, rec: &mut Recorder) {
-        for (name, n) in EVENTS.iter().zip(self.counts.iter_mut()) {
+        for (name, n) in EVENTS.iter().zip(self.0.counts.iter_mut()) {
             if *n > 0 {
                 rec.events.add(name, std::mem::take(n));
             }
@@ -93,10 +98,10 @@ impl SimPath {
     /// A datagram the transport sends at `now`: `send` is called with it now if the link
     /// delivers it at once; otherwise it is held (or lost, counted).
     pub fn send(&mut self, now: Instant, bytes: &[u8], send: impl FnMut(&[u8])) {
-        let counts = &mut self.counts;
+        let counts = &mut self.0.counts;
         Self::pass(
-            &mut self.up,
-            &mut self.up_line,
+            &mut self.0.up,
+            &mut self.0.up_line,
             true,
             now,
             bytes,
@@ -108,10 +113,10 @@ impl SimPath {
     /// A datagram that arrived at `now`: `deliver` is called with it now if the link delivers
     /// it at once; otherwise it is held (or lost, counted).
     pub fn receive(&mut self, now: Instant, bytes: &[u8], deliver: impl FnMut(&[u8])) {
-        let counts = &mut self.counts;
+        let counts = &mut self.0.counts;
         Self::pass(
-            &mut self.down,
-            &mut self.down_line,
+            &mut self.0.down,
+            &mut self.0.down_line,
             false,
             now,
             bytes,
@@ -154,7 +159,7 @@ impl SimPath {
 
     /// When the next held datagram is due, either way.
     pub fn next_due(&self) -> Option<Instant> {
-        match (self.up_line.next_due(), self.down_line.next_due()) {
+        match (self.0.up_line.next_due(), self.0.down_line.next_due()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -162,11 +167,11 @@ impl SimPath {
 
     /// Send the held datagrams due at `now`.
     pub fn send_due(&mut self, now: Instant, mut send: impl FnMut(&[u8])) {
-        while self.up_line.pop_due(now, |(), b| send(b)) {}
+        while self.0.up_line.pop_due(now, |(), b| send(b)) {}
     }
 
     /// Deliver the held datagrams due at `now`.
     pub fn deliver_due(&mut self, now: Instant, mut deliver: impl FnMut(&[u8])) {
-        while self.down_line.pop_due(now, |(), b| deliver(b)) {}
+        while self.0.down_line.pop_due(now, |(), b| deliver(b)) {}
     }
 }

@@ -46,6 +46,8 @@ use crate::protocol::prelude::{Bot, BotParams, BotPhase, PatternState, Transmit}
 const PINGS_IN_FLIGHT: usize = 8;
 /// Inputs remembered by header seq, for `input_to_snapshot_us` (4 s at 60 Hz).
 const INPUT_HISTORY: usize = 256;
+/// Inputs by header seq with when they were queued (`None`: no input in that slot yet).
+type InputHistory = [Option<(u32, Instant)>; INPUT_HISTORY];
 
 #[derive(Debug, Clone, Copy)]
 enum Out {
@@ -101,8 +103,10 @@ pub struct CafeBot {
     /// The own player's predicted position, reconciled against `last_input` (implementation
     /// dialect only: the spec's snapshots name no Input).
     prediction: Option<Prediction>,
-    /// Inputs by header seq (`seq % INPUT_HISTORY`) with when they were queued.
-    inputs: [Option<(u32, Instant)>; INPUT_HISTORY],
+    /// Inputs by header seq (`seq % INPUT_HISTORY`) with when they were queued, for
+    /// `input_to_snapshot_us`: implementation dialect only (the spec's snapshots name no
+    /// Input), so a spec bot does not carry the 6 KiB table.
+    inputs: Option<Box<InputHistory>>,
     /// The newest `last_input` already measured.
     last_input_seen: Option<u32>,
 
@@ -140,6 +144,8 @@ impl CafeBot {
         let name = codec::make_name(&format!("bot-{}", params.index));
         let silence = Silence::new(params.server_silence_timeout);
         let ping_timer = Periodic::new(params.ping_interval);
+        let inputs =
+            (opts.dialect == Dialect::Implementation).then(|| Box::new([None; INPUT_HISTORY]));
         Self {
             params,
             opts,
@@ -158,7 +164,7 @@ impl CafeBot {
             silence,
             loss,
             pings_given_up: 0,
-            inputs: [None; INPUT_HISTORY],
+            inputs,
             last_input_seen: None,
             grid,
             last_keys: None,
@@ -167,7 +173,9 @@ impl CafeBot {
             next_token,
             pings: [None; PINGS_IN_FLIGHT],
             echoed_heartbeat: None,
-            entities: id_map_with_capacity(64),
+            // Grown to the room's players on the first snapshots (32 by default), not
+            // reserved for twice that in every bot.
+            entities: id_map_with_capacity(0),
             full_generation: 0,
             arrivals: SnapshotArrivals::new(),
             last_tick: None,
@@ -371,7 +379,11 @@ impl CafeBot {
         {
             return;
         }
-        let Some(Some((seq, at))) = self.inputs.get(li as usize % INPUT_HISTORY).copied() else {
+        let Some(Some((seq, at))) = self
+            .inputs
+            .as_ref()
+            .and_then(|h| h.get(li as usize % INPUT_HISTORY).copied())
+        else {
             return;
         };
         if seq != li {
@@ -675,7 +687,8 @@ impl Bot for CafeBot {
                 player_name: self.name,
             },
             Out::Input { mask, time_ms, at } => {
-                if let Some(slot) = self.inputs.get_mut(self.seq_out as usize % INPUT_HISTORY) {
+                let at_seq = self.seq_out as usize % INPUT_HISTORY;
+                if let Some(slot) = self.inputs.as_mut().and_then(|h| h.get_mut(at_seq)) {
                     *slot = Some((self.seq_out, at));
                 }
                 if let Some(p) = self.prediction.as_mut() {

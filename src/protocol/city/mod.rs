@@ -54,10 +54,10 @@ pub use server::{CityServer, CityServerConfig};
 use std::time::Instant;
 
 use crate::protocol::prelude::{Bot, BotParams, ProtocolInfo, Server};
-use crate::protocol::prelude::{Display, MetricDesc};
 use crate::protocol::prelude::{
-    EnetCompression, EnetNeeds, Protocol, ServerParams, TransportNeeds,
+    DatagramBurst, EnetCompression, EnetNeeds, Protocol, ServerParams, TransportNeeds,
 };
+use crate::protocol::prelude::{Display, MetricDesc};
 
 pub const DEFAULT_PORT: u16 = 7777;
 /// City's ENet channel count (0 reliable, 1 unreliable sequenced).
@@ -277,6 +277,9 @@ impl City {
     pub fn server_config(o: &CityOptions, s: &ServerParams) -> CityServerConfig {
         let mut cfg = CityServerConfig::for_dialect(o.dialect);
         cfg.max_players = s.players_per_instance.unwrap_or(MAX_PLAYERS).max(1);
+        if s.sink {
+            cfg = cfg.into_sink();
+        }
         cfg
     }
 }
@@ -297,6 +300,14 @@ impl Protocol for City {
         if s.players_per_instance == Some(0) {
             return Err("server.players_per_instance must be at least 1".into());
         }
+        // ENet's peer id is 12 bits (0xFFF is reserved): a host takes at most 4095 peers.
+        if s.players_per_instance.is_some_and(|n| n > 4095) {
+            return Err(
+                "server.players_per_instance: an ENet host takes at most 4095 peers; \
+                 run more instances (serve --instances N) instead"
+                    .into(),
+            );
+        }
         Ok(())
     }
 
@@ -310,6 +321,20 @@ impl Protocol for City {
 
     fn make_server(o: &CityOptions, s: &ServerParams, now: Instant) -> Box<dyn Server> {
         Box::new(CityServer::new(Self::server_config(o, s), now))
+    }
+
+    fn has_sink(_: &CityOptions) -> bool {
+        true
+    }
+
+    /// City packets are at most 1400 bytes ([`codec::MAX_PACKET_SIZE`]), in ENet datagrams
+    /// of at most the 1500-byte Ethernet payload; 32 of them is half a second of DeltaStates
+    /// plus the content download's 4 chunks a tick, waiting for a descheduled worker.
+    fn receive_burst(_: &CityOptions) -> DatagramBurst {
+        DatagramBurst {
+            largest: crate::protocol::MAX_DATAGRAM,
+            count: 32,
+        }
     }
 
     fn players_per_instance(_: &CityOptions, s: &ServerParams) -> Option<usize> {

@@ -141,6 +141,12 @@ pub struct CityServerConfig {
     pub max_chat_per_minute: u32,
     /// Seeds session ids and asset contents.
     pub seed: u64,
+    /// A generator's target, not a game (`tickswarm serve city --sink`): sessions are
+    /// admitted as usual (ServerHello, manifest, content, FullState with the own entity only),
+    /// Pings are answered, inputs are counted and dropped; no world runs, so no DeltaState,
+    /// InputAck, EntitySpawn or NPC is ever sent. What costs a server per player per tick is
+    /// gone, so one instance takes thousands of bots: the swarm, not the server, is measured.
+    pub sink: bool,
 }
 
 impl Default for CityServerConfig {
@@ -167,6 +173,7 @@ impl Default for CityServerConfig {
             max_inputs_per_second: 100,
             max_chat_per_minute: 30,
             seed: 0x00c1_7e00,
+            sink: false,
         }
     }
 }
@@ -176,6 +183,18 @@ impl CityServerConfig {
         Self {
             dialect,
             ..Self::default()
+        }
+    }
+
+    /// The sink ([`CityServerConfig::sink`]): no NPCs, and one asset of 256 bytes, so the
+    /// content stage is one chunk rather than 96 KiB per player.
+    pub fn into_sink(self) -> Self {
+        Self {
+            sink: true,
+            npc_count: 0,
+            content_assets: 1,
+            content_asset_size: 256,
+            ..self
         }
     }
 }
@@ -492,7 +511,9 @@ impl CityServer {
                 self.remove(slot);
             }
             Message::ContentRequest(r) => self.on_content_request(slot, r.ids()),
+            Message::PlayerInput(_) if self.cfg.sink => self.stats.events.add("sink_inputs", 1),
             Message::PlayerInput(i) => self.on_input(now, slot, i),
+            Message::ChatMessage { .. } if self.cfg.sink => self.stats.events.add("sink_chats", 1),
             Message::ChatMessage {
                 channel,
                 target,
@@ -536,8 +557,16 @@ impl Server for CityServer {
             }
         }
         let ob = &mut self.outbox;
-        for s in self.sessions.states_mut() {
-            ob.flush_session(s);
+        if self.cfg.sink {
+            // Only this session can have anything queued (a sink relays no chat): a sweep of
+            // every session per datagram would cost the sink O(players) per input.
+            if let Some(s) = self.sessions.state_mut(slot) {
+                ob.flush_session(s);
+            }
+        } else {
+            for s in self.sessions.states_mut() {
+                ob.flush_session(s);
+            }
         }
     }
 

@@ -128,8 +128,9 @@ pub(super) struct Datagram<'a> {
 /// Opens datagrams; holds what decompression needs, so reading allocates nothing.
 pub(super) struct Reader {
     checksum: bool,
-    coder: Option<RangeCoder>,
-    scratch: Box<[u8; MTU_MAX]>,
+    /// The range coder and its output buffer, only on a host that compresses: the 4 KiB
+    /// buffer is not worth carrying in every host (a bot with a socket of its own has one).
+    coder: Option<(RangeCoder, Box<[u8; MTU_MAX]>)>,
 }
 
 impl std::fmt::Debug for Reader {
@@ -146,8 +147,7 @@ impl Reader {
     pub(super) fn new(checksum: bool, range_coder: bool) -> Self {
         Self {
             checksum,
-            coder: range_coder.then(RangeCoder::new),
-            scratch: Box::new([0; MTU_MAX]),
+            coder: range_coder.then(|| (RangeCoder::new(), Box::new([0; MTU_MAX]))),
         }
     }
 
@@ -166,12 +166,12 @@ impl Reader {
             at += 4;
         }
         let body = if word & FLAG_COMPRESSED != 0 {
-            let coder = self.coder.as_mut()?;
-            let n = coder.decompress(datagram.get(at..)?, &mut self.scratch[..]);
-            if n == 0 || n > self.scratch.len() {
+            let (coder, scratch) = self.coder.as_mut()?;
+            let n = coder.decompress(datagram.get(at..)?, &mut scratch[..]);
+            if n == 0 || n > scratch.len() {
                 return None;
             }
-            &self.scratch[..n]
+            &scratch[..n]
         } else {
             datagram.get(at..)?
         };

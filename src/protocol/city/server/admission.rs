@@ -156,10 +156,12 @@ impl CityServer {
             return;
         };
         push_msg(s, ob, &Message::ContentComplete);
+        // A sink shows a player no one else (see CityServerConfig::sink).
+        let sink = self.cfg.sink;
         let mut inview: Vec<(f32, &Entity)> = self
             .entities
             .values()
-            .filter(|e| e.id != own_id)
+            .filter(|e| !sink && e.id != own_id)
             .map(|e| (e.pos.distance(own.pos), e))
             .filter(|(d, _)| *d <= view)
             .collect();

@@ -166,11 +166,15 @@ impl CityServer {
             self.remove(slot);
         }
         self.expired = expired;
-        self.apply_inputs(tick);
-        self.move_npcs(tick);
+        if !self.cfg.sink {
+            self.apply_inputs(tick);
+            self.move_npcs(tick);
+        }
         self.content_request_wait(now);
         self.stream_content();
-        self.send_world(tick);
+        if !self.cfg.sink {
+            self.send_world(tick);
+        }
         let ob = &mut self.outbox;
         for s in self.sessions.states_mut() {
             ob.flush_session(s);
