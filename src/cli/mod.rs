@@ -357,12 +357,20 @@ fn load_plan(path: &Path, ov: &OverrideArgs) -> Result<Plan, u8> {
     Ok(plan)
 }
 
+/// What this machine gives a raw-UDP swarm's sends (an io_uring ring is built and dropped
+/// to know), for the plan's description; `None` for transports that send on their own.
+fn send_path(plan: &scenario::Plan) -> Option<String> {
+    use engine::io::send_batch::{IoMode, SendPath};
+    (plan.protocol.transport() == crate::protocol::TransportNeeds::Udp)
+        .then(|| SendPath::probe(IoMode::from_env()).describe())
+}
+
 fn cmd_validate(a: &ValidateArgs) -> anyhow::Result<u8> {
     let plan = match load_plan(&a.scenario, &a.ov) {
         Ok(p) => p,
         Err(code) => return Ok(code),
     };
-    out_inline!("{}", plan.describe());
+    out_inline!("{}", plan.describe_with(send_path(&plan).as_deref()));
     // One socket per bot: say what the run will need, and refuse now what no run could open.
     if let Some((needed, soft, hard)) = engine::limits::fd_budget(plan.planned) {
         out!("files      about {needed} open files needed (limit {soft}, raised up to {hard} at start)");
@@ -506,7 +514,7 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
         );
     }
     if console.verbose >= 1 {
-        say_inline!("{}", plan.describe());
+        say_inline!("{}", plan.describe_with(send_path(&plan).as_deref()));
     }
     let mut printer = progress::Progress::new(plan.planned);
     // A run refused before it starts leaves no folder behind.

@@ -261,8 +261,7 @@ fn the_shipped_scenario_passes_against_the_peer_and_embedded() {
     let err = stderr(&o);
     let failed = failed_thresholds(&s);
     assert!(
-        o.status.code() == Some(0)
-            || (o.status.code() == Some(1) && failed == ["rtt p99 < 50ms"]),
+        o.status.code() == Some(0) || (o.status.code() == Some(1) && failed == ["rtt p99 < 50ms"]),
         "{failed:?}\n{err}"
     );
     assert_eq!(u(&s["bots"]["connected"]), 50);

@@ -15,9 +15,9 @@
 //!   │      ▼            │
 //!   │   protocol        │
 //!   │      ▼            │
-//!   │   metrics ◄───────┘
-//!   ▼      │
-//! netsim   │
+//!   │   metrics ◄───────┤
+//!   ▼      │            │
+//! netsim ◄─┼────────────┘
 //!   └──┬───┘
 //!      ▼
 //!   duration
@@ -61,7 +61,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("scenario", &["protocol", "metrics", "netsim", "duration"]),
     ("transport", &["protocol", "metrics", "duration"]),
     ("protocol", &["metrics", "duration"]),
-    ("report", &["metrics", "duration"]),
+    ("report", &["metrics", "netsim", "duration"]),
     ("metrics", &["duration"]),
     ("netsim", &["duration"]),
     ("duration", &[]),

@@ -58,5 +58,6 @@ mod source_addresses;
 mod stop;
 mod test_peer;
 mod threshold_percentiles;
+mod timer_coalesce;
 mod zergcity_codec;
 mod zergcity_resume;

@@ -166,7 +166,7 @@ impl Protocol for Cafe {
     /// second of a 60 Hz server's snapshots waiting for a descheduled worker.
     fn receive_burst(_: &CafeOptions) -> DatagramBurst {
         DatagramBurst {
-            largest: crate::protocol::MAX_DATAGRAM,
+            largest: crate::protocol::prelude::MAX_DATAGRAM,
             count: 32,
         }
     }

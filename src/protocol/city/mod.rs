@@ -332,7 +332,7 @@ impl Protocol for City {
     /// plus the content download's 4 chunks a tick, waiting for a descheduled worker.
     fn receive_burst(_: &CityOptions) -> DatagramBurst {
         DatagramBurst {
-            largest: crate::protocol::MAX_DATAGRAM,
+            largest: crate::protocol::prelude::MAX_DATAGRAM,
             count: 32,
         }
     }

@@ -1,0 +1,76 @@
+//! `engine.timer_coalesce`: a worker serves its bots' timers on a grid of steps from the
+//! run's start. What must hold whatever the machine's load: a deadline is rounded *up* to its
+//! step, so send lateness is at least what the rounding adds (with a 10 ms step and bots
+//! spread over the 60 Hz grid, half of them wait 5 ms or more); bots due within one step
+//! leave in one batch (with io_uring); and `validate` says which step a run will use,
+//! including the default above 1,000 bots per worker.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::common::scenario::Scenario;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tickswarm"))
+}
+
+#[test]
+fn a_10ms_step_delays_sends_to_its_grid_and_batches_them() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let file = tmp.path().join("coalesced.yaml");
+    Scenario::file("quickstart.yaml")
+        .add(
+            "engine",
+            serde_json::json!({ "timer_coalesce": "10ms", "workers": 1 }),
+        )
+        .write(&file);
+    let out = tmp.path().join("out");
+    let o = bin()
+        .arg("run")
+        .arg(&file)
+        .args(["--bots", "100", "--duration", "3s", "--out"])
+        .arg(&out)
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{err}");
+    let s: Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("summary.json")).expect("summary.json"),
+    )
+    .expect("json");
+    let g = &s["generator"];
+    assert_eq!(s["bots"]["connected"], 100, "{}", s["bots"]);
+    // Rounded up to 10 ms steps: a bot's input waits (step - its phase within the step), so
+    // the median wait is about 5 ms; a late worker only adds to it.
+    let p50 = g["send_lateness_us"]["p50"].as_u64().expect("lateness p50");
+    assert!(p50 >= 2_500, "lateness p50 {p50} µs with a 10 ms step");
+    // 100 bots at 60 Hz over 10 ms steps: about 60 inputs per step, sent together.
+    if g["send_io"]["path"] == "io_uring" {
+        let max = g["send_io"]["batch_max"].as_u64().expect("batch_max");
+        assert!(max >= 30, "largest batch {max}: {}", g["send_io"]);
+    }
+}
+
+#[test]
+fn validate_names_the_step_and_the_default_above_1000_bots_per_worker() {
+    let quickstart = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/quickstart.yaml");
+    let text = |args: &[&str]| {
+        let o = bin()
+            .arg("validate")
+            .arg(quickstart)
+            .args(args)
+            .output()
+            .expect("validate");
+        assert_eq!(o.status.code(), Some(0));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let small = text(&["--bots", "1999", "--workers", "2"]);
+    assert!(!small.contains("timers "), "{small}");
+    let large = text(&["--bots", "2000", "--workers", "2"]);
+    assert!(
+        large.contains("timers     served in steps of 1ms")
+            && large.contains("the default above 1,000 bots per worker"),
+        "{large}"
+    );
+}
