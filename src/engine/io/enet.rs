@@ -42,6 +42,8 @@ struct Group {
     members: usize,
     /// Something was queued since the last flush.
     dirty: bool,
+    /// In `EnetBots::to_flush` for the end of this wake-up.
+    flush_pending: bool,
     /// Events taken out of the host during a relink, handed out at the next drain.
     deferred: std::collections::VecDeque<EnetEvent>,
     /// The simulated network path between the host and its socket (`network:`).
@@ -64,6 +66,12 @@ pub struct EnetBots {
     /// By scenario group: its `network:`, if any: the hosts of its bots put every datagram
     /// through it.
     network: Vec<Option<PathConditions>>,
+    /// Hosts a bot queued on since the last [`BotTransport::submit`], and the instant of the
+    /// wake-up that did: they are flushed once each at the end of the wake-up instead of once
+    /// per bot. A flush packs and sends what every peer of the host has queued, so bots of
+    /// one host due at the same instant share one pass (and one datagram per peer).
+    to_flush: Vec<Source>,
+    flush_at: Option<Instant>,
 }
 
 impl EnetBots {
@@ -78,6 +86,8 @@ impl EnetBots {
             buf: vec![0; MAX_ENET_DATAGRAM],
             live: 0,
             rtt_is_main,
+            to_flush: Vec::new(),
+            flush_at: None,
             network: Vec::new(),
         }
     }
@@ -229,6 +239,7 @@ impl BotTransport for EnetBots {
                     peers: vec![None; per_socket],
                     members: 0,
                     dirty: false,
+                    flush_pending: false,
                     deferred: Default::default(),
                     path: self
                         .network
@@ -315,12 +326,40 @@ impl BotTransport for EnetBots {
         }
     }
 
-    fn flush(&mut self, slot: Slot, now: Instant, rec: &mut Recorder) {
+    fn flush(&mut self, slot: Slot, now: Instant, _rec: &mut Recorder) {
         if let Some(Some((gi, _))) = self.links.get(slot).copied() {
-            if self.groups.get(gi).is_some_and(|g| g.dirty) {
-                self.flush_group(gi, now, rec);
+            if let Some(g) = self.groups.get_mut(gi).filter(|g| g.dirty) {
+                if !g.flush_pending {
+                    g.flush_pending = true;
+                    self.to_flush.push(gi);
+                }
+                self.flush_at = Some(now);
             }
         }
+    }
+
+    fn submit(&mut self, recs: &mut [Recorder]) {
+        let Some(now) = self.flush_at.take() else {
+            return;
+        };
+        let last = recs.len().saturating_sub(1);
+        let mut hosts = std::mem::take(&mut self.to_flush);
+        for gi in hosts.drain(..) {
+            let Some(g) = self.groups.get_mut(gi) else {
+                continue;
+            };
+            g.flush_pending = false;
+            // Flushed meanwhile (a close, a relink, the host's own timer): nothing left.
+            if !g.dirty {
+                continue;
+            }
+            let Some(rec) = recs.get_mut(g.bot_group.min(last)) else {
+                continue;
+            };
+            self.flush_group(gi, now, rec);
+        }
+        // The list's capacity is kept for the next wake-up.
+        self.to_flush = hosts;
     }
 
     fn close(&mut self, slot: Slot, now: Instant, rec: &mut Recorder) {
