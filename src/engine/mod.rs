@@ -444,7 +444,8 @@ struct Collector {
     /// Interval index -> (merged recorder, workers reported, bots connected).
     open: std::collections::BTreeMap<u64, (Recorder, usize, u64)>,
     /// Interval index -> each worker's CPU time in it (µs), by worker id.
-    open_cpu: std::collections::BTreeMap<u64, Vec<Option<u64>>>,
+    /// By second: each worker's share of a core in it.
+    open_cpu: std::collections::BTreeMap<u64, Vec<Option<f64>>>,
     /// Interval index -> bots per phase, the waiting groups and the per-target points,
     /// merged over workers.
     open_phases: std::collections::BTreeMap<u64, worker::Census>,
@@ -511,13 +512,14 @@ impl Collector {
                 census,
                 worker,
                 cpu_us,
+                span_us,
             } => {
                 let cpu = self
                     .open_cpu
                     .entry(index)
                     .or_insert_with(|| vec![None; self.workers]);
                 if let Some(c) = cpu.get_mut(worker) {
-                    *c = cpu_us;
+                    *c = cpu_us.map(|us| cpu_share(us, span_us));
                 }
                 self.total.merge(&rec);
                 self.add_groups(&rec, groups.iter().map(|g| (g, None)));
@@ -717,14 +719,19 @@ fn set_census(p: &mut IntervalPoint, c: worker::Census) {
     }
 }
 
+/// A worker's share of one core: its thread's CPU time over the wall time between the two
+/// reads (not a nominal second: a worker woken late would read above its true share),
+/// rounded to 0.001.
+pub fn cpu_share(cpu_us: u64, span_us: u64) -> f64 {
+    let share = cpu_us as f64 / span_us.max(1) as f64;
+    (share * 1000.0).round() / 1000.0
+}
+
 /// The generator's health in a completed second: the workers' CPU shares (of one core, over
-/// the one-second interval), and the process's memory and descriptors read now.
-fn health(r: &Recorder, cpu_us: Vec<Option<u64>>) -> crate::metrics::run::GeneratorHealth {
+/// the time each took to read it), and the process's memory and descriptors read now.
+fn health(r: &Recorder, cpu: Vec<Option<f64>>) -> crate::metrics::run::GeneratorHealth {
     crate::metrics::run::GeneratorHealth {
-        worker_cpu: cpu_us
-            .into_iter()
-            .map(|c| c.map(|us| (us as f64 / 1e6 * 1000.0).round() / 1000.0))
-            .collect(),
+        worker_cpu: cpu,
         rss_bytes: health::rss_bytes(),
         open_fds: health::open_fds(),
         send_errors: r.send_errors.total(),
@@ -749,4 +756,20 @@ fn point(index: u64, r: &Recorder, connected: u64) -> IntervalPoint {
     };
     p.set_percentiles(Some(&r.rtt_us), Some(&r.send_lateness_us));
     p
+}
+
+#[cfg(test)]
+mod cpu_share_tests {
+    use super::cpu_share;
+
+    /// A worker busy 80 % of the time, whose once-a-second read came 150 ms late: its thread
+    /// used 920 ms of CPU in 1.15 s of wall time. Its share is 0.8, not 0.92 (which a fixed
+    /// one-second divisor gave, and which would read as a saturated worker).
+    #[test]
+    fn a_late_read_divides_by_the_time_that_passed() {
+        assert_eq!(cpu_share(920_000, 1_150_000), 0.8);
+        assert_eq!(cpu_share(500_000, 1_000_000), 0.5);
+        // No division by zero on a degenerate span.
+        assert_eq!(cpu_share(0, 0), 0.0);
+    }
 }

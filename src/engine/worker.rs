@@ -88,6 +88,10 @@ pub enum WorkerMsg {
         /// This worker's id and the CPU time its thread used in the interval (µs).
         worker: usize,
         cpu_us: Option<u64>,
+        /// The wall time that CPU time was used in (µs): the interval as the worker saw it,
+        /// from its previous read to this one. A worker woken late on a busy machine reads
+        /// more than a second, and its share of a core must be taken over that.
+        span_us: u64,
     },
     /// The worker has stopped its bots; `rec` holds what came after the last interval.
     Done {
@@ -1259,6 +1263,7 @@ async fn interval_loop<T: BotTransport + 'static>(
 ) {
     let mut index = 0u64;
     let mut cpu_before = super::health::thread_cpu_us();
+    let mut read_before = Instant::now();
     let mut connected_by_group: Vec<u64> = Vec::new();
     loop {
         let at = run_start + Duration::from_secs(index + 1);
@@ -1299,8 +1304,11 @@ async fn interval_loop<T: BotTransport + 'static>(
         };
         // One clock read a second: this thread's CPU time, all its bots included.
         let cpu_now = super::health::thread_cpu_us();
+        let read_now = Instant::now();
         let cpu_us = cpu_now.zip(cpu_before).map(|(n, b)| n.saturating_sub(b));
+        let span_us = (read_now - read_before).as_micros() as u64;
         cpu_before = cpu_now;
+        read_before = read_now;
         let (rec, groups) = take_recorders(&shared.recs);
         if tx
             .send(WorkerMsg::Interval {
@@ -1312,6 +1320,7 @@ async fn interval_loop<T: BotTransport + 'static>(
                 census,
                 worker,
                 cpu_us,
+                span_us,
             })
             .is_err()
         {
