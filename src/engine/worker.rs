@@ -229,6 +229,10 @@ pub(super) struct Shared<T> {
     timers: RefCell<BinaryHeap<Reverse<(Instant, u32, u32)>>>,
     /// The deadline the timer task sleeps until; an earlier one must wake it.
     timer_target: Cell<Option<Instant>>,
+    /// `engine.timer_coalesce`: deadlines are served at the end of their step, counted from
+    /// this epoch (the run's start); a zero step serves each at its own instant.
+    timer_epoch: Instant,
+    timer_step: Duration,
     timer_wake: Notify,
     tx_buf: RefCell<Vec<u8>>,
     rx: RefCell<BotRx>,
@@ -270,7 +274,10 @@ impl<T: BotTransport + 'static> Shared<T> {
         self.timers
             .borrow_mut()
             .push(Reverse((at, target, generation)));
-        if self.timer_target.get().is_none_or(|t| at < t) {
+        // Compared as the timer loop will serve it: a deadline in the step already armed
+        // needs no wake-up (it would only re-arm the same instant).
+        let served = coalesced(at, self.timer_epoch, self.timer_step);
+        if self.timer_target.get().is_none_or(|t| served < t) {
             self.timer_wake.notify_one();
         }
     }
@@ -722,6 +729,8 @@ async fn worker_main<T: BotTransport + 'static>(
         source_groups: RefCell::new(Vec::new()),
         timers: RefCell::new(BinaryHeap::with_capacity(spec.bots.len() * 2)),
         timer_target: Cell::new(None),
+        timer_epoch: spec.run_start,
+        timer_step: spec.timer_coalesce,
         timer_wake: Notify::new(),
         tx_buf: RefCell::new(vec![
             0u8;
@@ -732,11 +741,7 @@ async fn worker_main<T: BotTransport + 'static>(
         watchers: RefCell::new(Vec::new()),
     });
 
-    tokio::task::spawn_local(timer_loop(
-        shared.clone(),
-        spec.run_start,
-        spec.timer_coalesce,
-    ));
+    tokio::task::spawn_local(timer_loop(shared.clone()));
     let intervals = tokio::task::spawn_local(interval_loop(
         shared.clone(),
         spec.run_start,
@@ -1193,15 +1198,11 @@ pub(super) async fn recv_loop<T: BotTransport + 'static>(
     }
 }
 
-async fn timer_loop<T: BotTransport + 'static>(
-    shared: Rc<Shared<T>>,
-    epoch: Instant,
-    step: Duration,
-) {
+async fn timer_loop<T: BotTransport + 'static>(shared: Rc<Shared<T>>) {
     let precise = PreciseTimer::new().ok();
     loop {
         let next = shared.timers.borrow().peek().map(|r| r.0 .0);
-        let next = next.map(|at| coalesced(at, epoch, step));
+        let next = next.map(|at| coalesced(at, shared.timer_epoch, shared.timer_step));
         shared.timer_target.set(next);
         let sleep_until = next.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
         match &precise {

@@ -633,6 +633,7 @@ impl Plan {
             .or(file.engine.workers)
             .unwrap_or(cores)
             .clamp(1, planned.max(1) as usize);
+        let default_step = default_timer_coalesce(planned, workers);
 
         Ok(Plan {
             name: file.name.clone(),
@@ -661,12 +662,8 @@ impl Plan {
             workers,
             bots_per_socket: file.engine.bots_per_socket.unwrap_or(1).max(1),
             enet_throttle: file.engine.enet_throttle.unwrap_or(true),
-            timer_coalesce: file
-                .engine
-                .timer_coalesce
-                .map_or_else(|| default_timer_coalesce(planned, workers), |d| d.0),
-            timer_coalesce_default: file.engine.timer_coalesce.is_none()
-                && !default_timer_coalesce(planned, workers).is_zero(),
+            timer_coalesce: file.engine.timer_coalesce.map_or(default_step, |d| d.0),
+            timer_coalesce_default: file.engine.timer_coalesce.is_none() && !default_step.is_zero(),
             socket_buffer,
             shard: ov.shard,
             network,
