@@ -211,16 +211,14 @@ pub fn run_observed(
                 enet_throttle: plan.enet_throttle,
                 transport_rtt: (!plan.protocol.measures_rtt())
                     .then_some(plan.bot_template.ping_interval),
+                socket_buffers: Some(buffers),
             },
         };
         let tx = tx.clone();
         let stop_rx = stop.subscribe();
         let t = std::thread::Builder::new()
             .name(format!("tickswarm-worker-{id}"))
-            .spawn(move || {
-                io::socket::size_bot_sockets(buffers);
-                run_worker(spec, tx, stop_rx)
-            })
+            .spawn(move || run_worker(spec, tx, stop_rx))
             .map_err(EngineError::Thread)?;
         threads.push(t);
     }

@@ -72,6 +72,8 @@ pub struct EnetBots {
     /// one host due at the same instant share one pass (and one datagram per peer).
     to_flush: Vec<Source>,
     flush_at: Option<Instant>,
+    /// Kernel buffers each host socket asks for (`None`: the socket's default).
+    socket_buffers: Option<super::socket::SocketBuffers>,
 }
 
 impl EnetBots {
@@ -88,6 +90,7 @@ impl EnetBots {
             rtt_is_main,
             to_flush: Vec::new(),
             flush_at: None,
+            socket_buffers: None,
             network: Vec::new(),
         }
     }
@@ -95,6 +98,12 @@ impl EnetBots {
     /// Put the datagrams of each group's hosts through its simulated path `network[group]`.
     pub fn with_network(mut self, network: Vec<Option<PathConditions>>) -> Self {
         self.network = network;
+        self
+    }
+
+    /// Host sockets ask the kernel for `b` (the plan's size for a host's bots).
+    pub fn with_socket_buffers(mut self, b: Option<super::socket::SocketBuffers>) -> Self {
+        self.socket_buffers = b;
         self
     }
 
@@ -227,7 +236,11 @@ impl BotTransport for EnetBots {
         let (gi, watch) = match open {
             Some(gi) => (gi, None),
             None => {
-                let sock = Rc::new(BotSocket::connect_to(peer_addr, source)?);
+                let sock = Rc::new(BotSocket::connect_to(
+                    peer_addr,
+                    source,
+                    self.socket_buffers,
+                )?);
                 let host = EnetHost::new(now, &self.cfg)
                     .map_err(|e| std::io::Error::other(e.to_string()))?;
                 self.groups.push(Group {

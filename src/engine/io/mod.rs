@@ -336,6 +336,8 @@ pub struct BotTransportOptions {
     /// trips are the run's `rtt_us`, and a quiet link is probed this often (the scenario's
     /// `ping_interval`). Only ENet measures round trips; see [`rtt_source`].
     pub transport_rtt: Option<std::time::Duration>,
+    /// Kernel buffers each bot socket asks for (`None`: the socket's own default).
+    pub socket_buffers: Option<socket::SocketBuffers>,
 }
 
 /// Where a run's `rtt_us` comes from (`summary.json`'s `rtt_source`): the bots' own pings
@@ -363,11 +365,13 @@ pub fn run_bots<W: WithBotTransport>(
     w: W,
 ) -> W::Output {
     match needs {
-        TransportNeeds::Udp => w.run(udp::UdpBots::new(opts.network)),
-        // `network:` is refused for this transport at validation (plan.rs).
-        TransportNeeds::UdpTcpLogin { udp_port_offset } => {
-            w.run(tcp_login::TcpLoginBots::new(udp_port_offset))
+        TransportNeeds::Udp => {
+            w.run(udp::UdpBots::new(opts.network).with_socket_buffers(opts.socket_buffers))
         }
+        // `network:` is refused for this transport at validation (plan.rs).
+        TransportNeeds::UdpTcpLogin { udp_port_offset } => w.run(
+            tcp_login::TcpLoginBots::new(udp_port_offset).with_socket_buffers(opts.socket_buffers),
+        ),
         TransportNeeds::Enet(e) => {
             let mut cfg = enet_config(
                 EnetRole::Bots {
@@ -384,7 +388,8 @@ pub fn run_bots<W: WithBotTransport>(
             }
             w.run(
                 enet::EnetBots::new(cfg, e.channels, opts.transport_rtt.is_some())
-                    .with_network(opts.network),
+                    .with_network(opts.network)
+                    .with_socket_buffers(opts.socket_buffers),
             )
         }
         #[cfg(feature = "gns")]

@@ -65,6 +65,8 @@ pub struct TcpLoginBots {
     sources: Vec<Option<Link>>,
     by_slot: Vec<Option<Source>>,
     retired: Vec<Source>,
+    /// Kernel buffers each bot's UDP socket asks for (`None`: the socket's default).
+    socket_buffers: Option<super::socket::SocketBuffers>,
 }
 
 impl TcpLoginBots {
@@ -74,7 +76,14 @@ impl TcpLoginBots {
             sources: Vec::new(),
             by_slot: Vec::new(),
             retired: Vec::new(),
+            socket_buffers: None,
         }
+    }
+
+    /// Bot UDP sockets ask the kernel for `b` (the plan's size).
+    pub fn with_socket_buffers(mut self, b: Option<super::socket::SocketBuffers>) -> Self {
+        self.socket_buffers = b;
+        self
     }
 
     fn link_mut(&mut self, slot: Slot) -> Option<&mut Link> {
@@ -244,7 +253,11 @@ impl BotTransport for TcpLoginBots {
         now: Instant,
         _rec: &mut Recorder,
     ) -> io::Result<Opened> {
-        let udp = Rc::new(BotSocket::connect_to(self.udp_peer(peer)?, source)?);
+        let udp = Rc::new(BotSocket::connect_to(
+            self.udp_peer(peer)?,
+            source,
+            self.socket_buffers,
+        )?);
         let state = start_connect(peer, source)?;
         let src = self.sources.len();
         self.sources.push(Some(Link {

@@ -39,6 +39,8 @@ pub struct UdpBots {
     path: Option<SendPath>,
     /// This worker's path is counted (`send_io.workers_*`) once, at its first submit.
     path_counted: bool,
+    /// Kernel buffers each bot socket asks for (`None`: the socket's default).
+    socket_buffers: Option<crate::engine::io::socket::SocketBuffers>,
 }
 
 impl UdpBots {
@@ -67,6 +69,15 @@ impl UdpBots {
             path: Some(path),
             ..UdpBots::default()
         }
+    }
+
+    /// Bot sockets ask the kernel for `b` (the plan's size).
+    pub fn with_socket_buffers(
+        mut self,
+        b: Option<crate::engine::io::socket::SocketBuffers>,
+    ) -> Self {
+        self.socket_buffers = b;
+        self
     }
 
     /// The send path this worker uses.
@@ -115,7 +126,7 @@ impl BotTransport for UdpBots {
         now: Instant,
         _rec: &mut Recorder,
     ) -> std::io::Result<Opened> {
-        let sock = Rc::new(BotSocket::connect_to(peer, source)?);
+        let sock = Rc::new(BotSocket::connect_to(peer, source, self.socket_buffers)?);
         let src = self.sources.len();
         self.sources.push(Some((slot, group, sock.clone())));
         let path = self

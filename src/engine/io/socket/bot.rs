@@ -79,8 +79,13 @@ impl BotSocket {
     /// address of `peer`'s family) and connect to `peer`, so the kernel filters strangers and
     /// reports a closed port (ICMP) as ECONNREFUSED. A source address this machine does not
     /// have fails with [`io::ErrorKind::AddrNotAvailable`] and a message saying how to add it
-    /// ([`source_unavailable`]).
-    pub fn connect_to(peer: SocketAddr, source: Option<IpAddr>) -> io::Result<Self> {
+    /// ([`source_unavailable`]). `buffers`: the kernel buffers the socket asks for (the plan's
+    /// size for what the protocol can burst, `engine.socket_buffer`); `None`: 1 MiB each way.
+    pub fn connect_to(
+        peer: SocketAddr,
+        source: Option<IpAddr>,
+        buffers: Option<super::SocketBuffers>,
+    ) -> io::Result<Self> {
         let local: SocketAddr = match (source, peer) {
             (Some(ip), _) => (ip, 0).into(),
             (None, SocketAddr::V4(_)) => (Ipv4Addr::UNSPECIFIED, 0).into(),
@@ -93,7 +98,10 @@ impl BotSocket {
         // The default receive buffer (about 200 KB) holds three 60 KB snapshots: a worker
         // descheduled for a moment would drop what the server sent, and the run would report
         // the tool's own stall as the server's loss. The kernel charges only what is queued.
-        super::set_big_buffers(&sock, BOT_SOCKET_BUFFER);
+        super::set_buffers(
+            &sock,
+            buffers.unwrap_or(super::SocketBuffers::both(BOT_SOCKET_BUFFER)),
+        );
         sock.connect(peer)?;
         sock.set_nonblocking(true)?;
         // SAFETY: the socket moves into the AsyncFd, which owns it, keeps the descriptor
@@ -252,6 +260,26 @@ mod tests {
         );
     }
 
+    /// A bot socket asks for the buffers the worker's plan gives it, whatever its opener's
+    /// default (48,000 / 24,000 bytes: under the default rmem_max and wmem_max, so granted
+    /// without root too, doubled by the kernel).
+    #[test]
+    fn a_bot_socket_gets_the_buffers_the_plan_gives_it() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _guard = rt.enter();
+        let asked = super::super::SocketBuffers {
+            receive: 48_000,
+            send: 24_000,
+        };
+        let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let sock = BotSocket::connect_to(server.local_addr().unwrap(), None, Some(asked)).unwrap();
+        let got = super::super::granted_buffers(&sock.raw_fd()).unwrap();
+        assert_eq!((got.receive, got.send), (2 * asked.receive, 2 * asked.send));
+    }
+
     /// A real 60,000-byte datagram on loopback arrives whole.
     #[test]
     fn a_big_datagram_arrives_whole() {
@@ -261,7 +289,7 @@ mod tests {
             .unwrap();
         rt.block_on(async {
             let server = UdpSocket::bind("127.0.0.1:0").unwrap();
-            let sock = BotSocket::connect_to(server.local_addr().unwrap(), None).unwrap();
+            let sock = BotSocket::connect_to(server.local_addr().unwrap(), None, None).unwrap();
             sock.send(b"hi").unwrap();
             let mut b = [0u8; 16];
             let (_, from) = server.recv_from(&mut b).unwrap();

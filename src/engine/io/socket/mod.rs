@@ -5,7 +5,6 @@
 pub(crate) mod bot;
 pub mod server;
 
-use std::cell::Cell;
 use std::io;
 use std::os::fd::AsRawFd;
 
@@ -29,26 +28,10 @@ impl SocketBuffers {
     }
 }
 
-thread_local! {
-    /// The size a worker's plan gives its bot sockets ([`size_bot_sockets`]).
-    static BOT_BUFFERS: Cell<Option<SocketBuffers>> = const { Cell::new(None) };
-}
-
-/// Bot sockets opened on this thread from now on ask for `b` instead of the default their
-/// opener passes: the engine calls it at the start of each worker thread with the plan's
-/// `engine.socket_buffer` (or the size derived from the protocol's burst). Server threads
-/// never call it, so reference servers keep their own size.
-pub(crate) fn size_bot_sockets(b: SocketBuffers) {
-    BOT_BUFFERS.with(|c| c.set(Some(b)));
-}
-
-/// Ask for socket buffers of `bytes` each way, or the size this thread's worker was given
-/// ([`size_bot_sockets`]); as root the kernel cap (rmem_max, wmem_max) is bypassed.
+/// Ask for socket buffers of `bytes` each way; as root the kernel cap (rmem_max, wmem_max)
+/// is bypassed.
 pub(crate) fn set_big_buffers(sock: &std::net::UdpSocket, bytes: usize) {
-    let b = BOT_BUFFERS
-        .with(Cell::get)
-        .unwrap_or(SocketBuffers::both(bytes));
-    set_buffers(sock, b);
+    set_buffers(sock, SocketBuffers::both(bytes));
 }
 
 /// Ask for `b`: the FORCE options first (root, or CAP_NET_ADMIN: past rmem_max), else the
@@ -150,26 +133,5 @@ mod tests {
                 send: 2 * ASKED.send
             }
         );
-    }
-
-    #[test]
-    fn a_worker_thread_sizes_the_bot_sockets_it_opens() {
-        std::thread::spawn(|| {
-            size_bot_sockets(ASKED);
-            let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-            // What a bot socket's opener passes today; the worker's size wins.
-            set_big_buffers(&sock, 1024 * 1024);
-            assert_eq!(granted_buffers(&sock).unwrap().receive, 2 * ASKED.receive);
-        })
-        .join()
-        .unwrap();
-        // Another thread (a server's) keeps the size it asks for.
-        std::thread::spawn(|| {
-            let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-            set_big_buffers(&sock, 32_000);
-            assert_eq!(granted_buffers(&sock).unwrap().send, 64_000);
-        })
-        .join()
-        .unwrap();
     }
 }
