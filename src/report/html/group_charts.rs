@@ -4,10 +4,8 @@
 //! the injected loss rate beside the measured loss and the link's own drops. So "mobile sees
 //! 9 % loss: 5 % from the link, 4 % from the server" is read off one chart, second by second.
 
-use super::chart::{
-    line_chart_with, Expected, Mark, Opts, Overlay, Series, BLUE, ORANGE, PURPLE, RED,
-};
-use super::timeline::{clip, op_text, Figure};
+use super::chart::{line_chart_with, Expected, Mark, Opts, Overlay, Series, PURPLE, RED};
+use super::timeline::{clip, op_text, rtt_series, Figure};
 use crate::metrics::groups::GroupPoint;
 use crate::metrics::{Metric, Threshold};
 use crate::netsim::{Conditions, NetworkConditions};
@@ -110,23 +108,7 @@ fn rtt_figure(s: &Summary, g: &GroupSummary, link: Option<&(Conditions, Conditio
         overlay: Some(bots(g)),
     };
     let title = format!("{}: round-trip time", g.name);
-    let svg = line_chart_with(
-        &title,
-        &[
-            Series {
-                name: "RTT p50",
-                color: BLUE,
-                points: p50,
-            },
-            Series {
-                name: "RTT p99",
-                color: ORANGE,
-                points: p99,
-            },
-        ],
-        Unit::Micros,
-        &opts,
-    );
+    let svg = line_chart_with(&title, &rtt_series(p50, p99), Unit::Micros, &opts);
     Figure {
         id: format!("group-rtt-{}", g.name),
         title,

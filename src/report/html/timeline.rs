@@ -363,18 +363,7 @@ pub(super) fn figures(s: &Summary, log: Option<&HistLog>) -> Vec<Figure> {
                 describe(s, "rtt_us").2,
                 line_chart_with(
                     &describe(s, "rtt_us").2,
-                    &[
-                        Series {
-                            name: "RTT p50",
-                            color: BLUE,
-                            points: p50,
-                        },
-                        Series {
-                            name: "RTT p99",
-                            color: ORANGE,
-                            points: p99,
-                        },
-                    ],
+                    &rtt_series(p50, p99),
                     Unit::Micros,
                     &opts,
                 ),
@@ -760,4 +749,21 @@ pub(super) fn per_target(s: &Summary) -> (Vec<Figure>, Vec<TargetRow>) {
          refuses or drops players shows apart from the others.",
     );
     (vec![fig], rows)
+}
+
+/// The RTT chart's two lines, p50 and p99 per second, in the report's colours for them (the
+/// whole run's chart and each group's).
+pub(super) fn rtt_series<'a>(p50: Vec<(f64, f64)>, p99: Vec<(f64, f64)>) -> [Series<'a>; 2] {
+    [
+        Series {
+            name: "RTT p50",
+            color: BLUE,
+            points: p50,
+        },
+        Series {
+            name: "RTT p99",
+            color: ORANGE,
+            points: p99,
+        },
+    ]
 }
