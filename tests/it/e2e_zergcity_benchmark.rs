@@ -23,8 +23,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::common::kernel::{assert_loopback_loss, assert_pass_but_kernel_loss, UdpDrops};
 use crate::common::peer::Peer;
 use crate::common::proxy::{Impairment, Proxy};
+use crate::common::summary::declared_counter;
 
 const INSTALL_HINT: &str = "run scripts/install-test-deps.sh (installs libenet-dev, liblz4-dev)";
 const SCENARIO: &str = "scenarios/zergcity-benchmark.yaml";
@@ -108,13 +110,16 @@ fn the_shipped_scenario_passes_against_three_peers() {
     let _one = one_at_a_time();
     let mut peers: Vec<Peer> = (0..3).map(|_| start_peer(&["--seconds", "40"])).collect();
     let targets: Vec<SocketAddr> = peers.iter().map(addr).collect();
+    let kernel = UdpDrops::now();
     let (s, code) = run(SCENARIO, &targets, &[]);
+    let dropped = kernel.since();
     peers.iter_mut().for_each(settle);
-    eprintln!("summary: {s:#}");
+    eprintln!("summary: {s:#}\nkernel receive-buffer drops meanwhile: {dropped}");
     for p in &peers {
         eprintln!("peer {}: {:?}", p.listening_port(), p.log.last());
     }
-    assert_eq!(code, Some(0), "verdict {}", s["verdict"]);
+    assert_pass_but_kernel_loss(&s, dropped);
+    assert!(matches!(code, Some(0 | 1)), "exit {code:?}");
     assert_eq!(s["dialect"], "benchmark");
     assert_eq!(s["bots"]["connected"], 20, "{}", s["errors"]);
     assert_eq!(sum(&peers, "connects"), 20);
@@ -139,10 +144,20 @@ fn the_shipped_scenario_passes_against_three_peers() {
         "{applied} of {sent}"
     );
     let pm = &s["protocol_metrics"];
-    // Nothing lost, so no desync: no mismatch counted, no ResyncRequest at the peers.
-    assert_eq!(pm["checksum_mismatch"], Value::Null, "{pm}");
-    assert_eq!(sum(&peers, "resyncs"), 0);
-    assert_eq!(s["loss"]["downstream"]["rate"], 0.0, "{}", s["loss"]);
+    // The peers lose nothing (their ENet throttle is held open), so on loopback a delta is
+    // lost only where the kernel dropped a datagram for a starved receiver: none on a quiet
+    // machine.
+    let down = &s["loss"]["downstream"];
+    assert_loopback_loss(down, dropped, 1, "downstream");
+    // Nothing lost, no desync: no mismatch counted, no ResyncRequest at the peers. A delta
+    // the kernel dropped can desync at most its own bot once.
+    let lost = down["expected"].as_u64().unwrap_or(0) - down["received"].as_u64().unwrap_or(0);
+    let mismatches = declared_counter(&s, "checksum_mismatch");
+    assert!(
+        mismatches <= lost,
+        "{mismatches} desyncs, {lost} lost: {pm}"
+    );
+    assert!(sum(&peers, "resyncs") <= lost);
     assert_eq!(s["loss"]["upstream"], Value::Null, "not measurable");
     assert_eq!(s["rtt_source"], "enet_acks");
 }
