@@ -348,6 +348,13 @@ pub trait Protocol: Send + Sync + 'static {
         true
     }
 
+    /// Whether the bots send player input on the `behaviour.input_rate` grid. A dialect whose
+    /// client sends none (ZergCity's POC-2 benchmark: its bots only acknowledge snapshots)
+    /// says `false`, so `validate` does not promise an input rate the run will not send.
+    fn sends_input(_opts: &Self::Options) -> bool {
+        true
+    }
+
     /// Check the scenario's `behaviour.input_rate` against what this configuration's server
     /// takes (DarkAges' public server kicks above 65 inputs a second); the message names the
     /// key and why.
@@ -572,6 +579,7 @@ trait AnySection: Send + Sync {
     fn make_bot(&self, params: BotParams) -> Box<dyn Bot>;
     fn make_server(&self, server: &ServerParams, now: Instant) -> Box<dyn Server>;
     fn measures_rtt(&self) -> bool;
+    fn sends_input(&self) -> bool;
     fn players_per_instance(&self, server: &ServerParams) -> Option<usize>;
     fn receive_burst(&self) -> DatagramBurst;
     fn has_sink(&self) -> bool;
@@ -614,6 +622,9 @@ impl<P: Protocol> AnySection for Section<P> {
     }
     fn measures_rtt(&self) -> bool {
         P::measures_rtt(&self.opts)
+    }
+    fn sends_input(&self) -> bool {
+        P::sends_input(&self.opts)
     }
     fn players_per_instance(&self, server: &ServerParams) -> Option<usize> {
         P::players_per_instance(&self.opts, server)
@@ -705,6 +716,11 @@ impl ProtocolSection {
     /// See [`Protocol::measures_rtt`].
     pub fn measures_rtt(&self) -> bool {
         self.0.measures_rtt()
+    }
+
+    /// See [`Protocol::sends_input`].
+    pub fn sends_input(&self) -> bool {
+        self.0.sends_input()
     }
 
     /// See [`Protocol::has_sink`].

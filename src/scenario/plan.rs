@@ -737,7 +737,9 @@ impl Plan {
             };
             let mut own = Vec::new();
             let t = &g.template;
-            own.push(format!("input {} Hz {}", t.input_rate_hz, t.pattern));
+            if self.protocol.sends_input() {
+                own.push(format!("input {} Hz {}", t.input_rate_hz, t.pattern));
+            }
             let network = g
                 .network
                 .as_ref()
@@ -834,22 +836,38 @@ impl Plan {
             ));
         }
         let b = &self.bot_template;
-        s.push_str(&format!(
-            "input      {} Hz{}, pattern {}\n",
-            b.input_rate_hz,
-            if b.input_on_change {
-                " (sent on change)"
-            } else {
-                ""
-            },
-            b.pattern
-        ));
-        s.push_str(&format!(
-            "pings      every {}; handshake retry {} timeout {}\n",
-            format_duration(b.ping_interval),
-            format_duration(b.handshake_retry),
-            format_duration(b.handshake_timeout)
-        ));
+        if self.protocol.sends_input() {
+            s.push_str(&format!(
+                "input      {} Hz{}, pattern {}\n",
+                b.input_rate_hz,
+                if b.input_on_change {
+                    " (sent on change)"
+                } else {
+                    ""
+                },
+                b.pattern
+            ));
+        } else {
+            s.push_str(
+                "input      none: this dialect's bots send no player input (behaviour.input_rate \
+                 and pattern are not used)\n",
+            );
+        }
+        if self.protocol.measures_rtt() {
+            s.push_str(&format!(
+                "pings      every {}; handshake retry {} timeout {}\n",
+                format_duration(b.ping_interval),
+                format_duration(b.handshake_retry),
+                format_duration(b.handshake_timeout)
+            ));
+        } else {
+            s.push_str(&format!(
+                "pings      not answered by this dialect's server: RTT, where measured, is the \
+                 transport's (ENet's acknowledgements); handshake retry {} timeout {}\n",
+                format_duration(b.handshake_retry),
+                format_duration(b.handshake_timeout)
+            ));
+        }
         if let Some(pool) = &self.source_pool {
             let (most, fewest) = pool.share(self.planned);
             s.push_str(&format!(
@@ -1084,6 +1102,32 @@ mod tests {
             ramp_to: to,
             over: Dur(Duration::from_secs(secs)),
         }
+    }
+
+    fn plan_of(protocol: &str) -> Plan {
+        let text = format!(
+            "name: d\nprotocol:\n{protocol}population:\n  stages:\n    - ramp_to: 4\n      \
+             over: 1s\nbehaviour:\n  input_rate: 30\n"
+        );
+        let p = std::path::Path::new("s.yaml");
+        let f = crate::scenario::parse(&text, p).expect("parses");
+        Plan::build(f, p, &crate::scenario::Overrides::default()).expect("plans")
+    }
+
+    /// `validate` promises only what the run sends: the input rate where the bots send input,
+    /// and pings where the server answers them.
+    #[test]
+    fn the_plan_names_input_and_pings_only_where_the_dialect_has_them() {
+        let cafe = plan_of("  cafe: {}\n").describe();
+        assert!(cafe.contains("input      30 Hz"), "{cafe}");
+        assert!(cafe.contains("pings      every 1s"), "{cafe}");
+        let bench = plan_of("  zergcity:\n    dialect: benchmark\n").describe();
+        assert!(!bench.contains("30 Hz"), "{bench}");
+        assert!(bench.contains("input      none"), "{bench}");
+        assert!(bench.contains("pings      not answered"), "{bench}");
+        let city = plan_of("  city:\n    dialect: implementation\n").describe();
+        assert!(city.contains("input      30 Hz"), "{city}");
+        assert!(city.contains("pings      not answered"), "{city}");
     }
 
     #[test]

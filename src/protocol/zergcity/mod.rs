@@ -628,6 +628,11 @@ impl Protocol for ZergCity {
         o.dialect != Dialect::Benchmark
     }
 
+    /// The benchmark's client sends no input, only acknowledgements of the snapshots.
+    fn sends_input(o: &ZergCityOptions) -> bool {
+        o.dialect != Dialect::Benchmark
+    }
+
     fn cannot_measure(o: &ZergCityOptions, metric: Metric) -> Option<&'static str> {
         if o.dialect == Dialect::Benchmark {
             return (metric == Metric::UpstreamLoss).then_some(
@@ -718,6 +723,10 @@ mod tests {
             })
         );
         assert!(!ZergCity::measures_rtt(&o), "RTT comes from ENet's acks");
+        assert!(
+            !ZergCity::sends_input(&o),
+            "its bots only acknowledge snapshots"
+        );
         assert!(ZergCity::cannot_measure(&o, Metric::UpstreamLoss).is_some());
         assert!(ZergCity::cannot_measure(&o, Metric::DownstreamLoss).is_none());
         assert_eq!(
