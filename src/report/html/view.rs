@@ -101,8 +101,11 @@ pub(super) struct Card {
     /// The value is an explanation ("not measurable"), not a figure: shown muted.
     pub value_na: bool,
     pub sub: String,
-    /// How the figure is measured, on its own line under the sub-line.
+    /// How the figure is measured, on its own line under the sub-line: its first clause,
+    /// with the whole description as the hover text (the chart's caption gives it in full).
     pub method: Option<String>,
+    /// The whole description of how the figure is measured, when `method` is cut short.
+    pub method_title: Option<String>,
     /// An SVG drawn by [`super::chart`], shown under the figure (the card is then wider).
     pub chart: Option<String>,
     /// The value is a problem (shown in red).
@@ -119,6 +122,7 @@ impl Card {
             value_na: false,
             sub: sub.into(),
             method: None,
+            method_title: None,
             chart: None,
             bad: false,
             bad_sub: false,
@@ -301,22 +305,62 @@ fn hist_value(h: &HistSummary, v: u64) -> String {
 /// `none`: what the card says when nothing was measured ("no data" downstream, "not
 /// measurable" where the protocol has no way to measure it).
 fn loss_card(key: &'static str, loss: Option<&LossSummary>, method: &str, none: &str) -> Card {
-    let method = (!method.is_empty()).then(|| method.to_string());
+    // "not measurable: why" under a card whose value says "not measurable": the why.
+    let shown = match loss {
+        None => method
+            .strip_prefix(none)
+            .map(|rest| rest.trim_start_matches([':', ' ']))
+            .unwrap_or(method),
+        Some(_) => method,
+    };
+    let (short, title) = match first_clause(shown) {
+        Some(head) if head != method.trim() => (Some(head), Some(method.to_string())),
+        Some(head) => (Some(head), None),
+        None => (None, None),
+    };
     match loss {
         Some(l) => {
             let lost = l.expected.saturating_sub(l.received);
             let sub = format!("{} of {} lost", group_int(lost), group_int(l.expected));
             Card {
-                method,
+                method: short,
+                method_title: title,
                 ..Card::new(key, fmt_pct(l.rate), sub)
             }
         }
         None => Card {
             value_na: true,
-            method,
+            method: short,
+            method_title: title,
             ..Card::new(key, none.into(), "")
         },
     }
+}
+
+/// A measuring method's first clause, short enough for a card (a protocol's description can
+/// run to a paragraph): up to the first `;`, `:` or ` (`, then at most 60 characters.
+fn first_clause(method: &str) -> Option<String> {
+    let method = method.trim();
+    if method.is_empty() {
+        return None;
+    }
+    let end = [method.find(';'), method.find(':'), method.find(" (")]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(method.len());
+    let head = method[..end].trim_end();
+    const MAX: usize = 60;
+    if head.chars().count() <= MAX {
+        return Some(if end < method.len() {
+            format!("{head}…")
+        } else {
+            head.to_string()
+        });
+    }
+    let cut: String = head.chars().take(MAX).collect();
+    let cut = cut.rsplit_once(' ').map_or(cut.as_str(), |(a, _)| a);
+    Some(format!("{cut}…"))
 }
 
 /// Connected-bot seconds over the run (the integral of the bots-connected series), used for
@@ -436,4 +480,27 @@ pub(super) fn errors(s: &Summary) -> Option<(Vec<ErrorRow>, String)> {
         })
         .collect();
     Some((rows, group_int(total)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_clause;
+
+    #[test]
+    fn a_card_shows_the_method_s_first_clause() {
+        assert_eq!(first_clause(""), None);
+        assert_eq!(first_clause("tick gaps").as_deref(), Some("tick gaps"));
+        assert_eq!(
+            first_clause("per-connection header seq gaps (reordering, duplicates); otherwise")
+                .as_deref(),
+            Some("per-connection header seq gaps…")
+        );
+        assert_eq!(
+            first_clause("implementation dialect: snapshot ticks").as_deref(),
+            Some("implementation dialect…")
+        );
+        let long = "a ".repeat(50);
+        let cut = first_clause(&long).expect("cut");
+        assert!(cut.ends_with('…') && cut.chars().count() <= 61, "{cut}");
+    }
 }
