@@ -121,8 +121,9 @@ pub struct IntervalPoint {
     /// points add up to the run's totals. Absent (false) on whole seconds.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub partial: bool,
-    /// The generator's own health in the second (absent in merged runs and the last,
-    /// partial point).
+    /// The generator's own health in the second (absent in the last, partial point; in a
+    /// merged run, the shards' workers side by side and their processes' figures added up,
+    /// for the seconds every shard has it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generator: Option<GeneratorHealth>,
 }

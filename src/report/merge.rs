@@ -22,6 +22,7 @@ use super::build::{evaluate_with, quantile_of};
 use super::hlog_read::{self, Decoder, HlogError, Project, Sparse, MAX_TAGS};
 use super::summary::{IntervalPoint, MergedShards, Summary, ThresholdResult};
 use crate::metrics::phases::{PhaseCounts, TargetPoint, Waiting};
+use crate::metrics::run::GeneratorHealth;
 use crate::metrics::threshold::{TimeMetric, Unmeasurable};
 use crate::metrics::Threshold;
 use crate::metrics::{HistSummary, LossSummary};
@@ -960,11 +961,21 @@ fn add_intervals(
         } else {
             p.t.round() as u64
         };
+        let first = !points.contains_key(&k);
         let e = points.entry(k).or_insert_with(|| IntervalPoint {
             t: p.t,
             partial: p.partial,
             ..IntervalPoint::default()
         });
+        // The generators' health: kept for a second every shard reported it in.
+        e.generator = if first {
+            p.generator.clone()
+        } else {
+            match (e.generator.take(), &p.generator) {
+                (Some(a), Some(b)) => Some(merge_health(a, b)),
+                _ => None,
+            }
+        };
         let at = |what: &str| format!("intervals[t={}].{what}", p.t);
         e.t = e.t.max(p.t);
         e.bots_connected = sum(e.bots_connected, p.bots_connected, &at("bots_connected"))?;
@@ -996,10 +1007,90 @@ fn add_intervals(
     Ok(())
 }
 
+/// Two shards' generator health in one second: every shard's workers side by side (shard
+/// order), and the processes' resident memory, descriptors, errors, skipped slots and send
+/// calls added up (the load machines' totals); the largest batch is the largest of any.
+/// Each figure stays true of the machines it came from, so the busiest worker and the
+/// CPU-bound rule read the same as on the shard that had it.
+fn merge_health(mut a: GeneratorHealth, b: &GeneratorHealth) -> GeneratorHealth {
+    let add = |x: Option<u64>, y: Option<u64>| match (x, y) {
+        (Some(x), Some(y)) => Some(x.saturating_add(y)),
+        _ => None,
+    };
+    a.worker_cpu.extend(b.worker_cpu.iter().copied());
+    a.rss_bytes = add(a.rss_bytes, b.rss_bytes);
+    a.open_fds = add(a.open_fds, b.open_fds);
+    a.send_errors = a.send_errors.saturating_add(b.send_errors);
+    a.inputs_skipped = a.inputs_skipped.saturating_add(b.inputs_skipped);
+    a.send_syscalls = add(a.send_syscalls, b.send_syscalls);
+    a.send_batch_max = match (a.send_batch_max, b.send_batch_max) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, y) => x.or(y),
+    };
+    a
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::metrics::Recorder;
+
+    /// Health seconds merge as the machines' totals with every worker kept; a second that
+    /// one shard has no health for has none merged (not a part passed off as the whole).
+    #[test]
+    fn generator_health_of_shards_merges_per_second() {
+        let h = |cpu: Vec<Option<f64>>, rss, skipped, calls: Option<u64>, batch| GeneratorHealth {
+            worker_cpu: cpu,
+            rss_bytes: Some(rss),
+            open_fds: Some(rss / 1000),
+            send_errors: 1,
+            inputs_skipped: skipped,
+            send_syscalls: calls,
+            send_batch_max: batch,
+        };
+        let m = merge_health(
+            h(vec![Some(0.5), None], 100_000, 0, Some(10), Some(4)),
+            &h(vec![Some(0.95)], 50_000, 3, Some(5), Some(9)),
+        );
+        assert_eq!(m.worker_cpu, vec![Some(0.5), None, Some(0.95)]);
+        assert_eq!((m.rss_bytes, m.open_fds), (Some(150_000), Some(150)));
+        assert_eq!((m.send_errors, m.inputs_skipped), (2, 3));
+        assert_eq!((m.send_syscalls, m.send_batch_max), (Some(15), Some(9)));
+        assert_eq!(m.max_cpu(), Some(0.95));
+        assert!(m.cpu_bound());
+        // ENet shards count no send calls: the sum is unknown, not the other shard's.
+        let m = merge_health(
+            h(vec![Some(0.1)], 1, 0, None, None),
+            &h(vec![Some(0.1)], 1, 0, Some(7), Some(2)),
+        );
+        assert_eq!((m.send_syscalls, m.send_batch_max), (None, Some(2)));
+
+        let point = |t: f64, g: Option<GeneratorHealth>| IntervalPoint {
+            t,
+            generator: g,
+            ..IntervalPoint::default()
+        };
+        let shard = |pts: Vec<IntervalPoint>| Summary {
+            intervals: pts,
+            ..Summary::default()
+        };
+        let a = shard(vec![
+            point(1.0, Some(h(vec![Some(0.2)], 10, 0, Some(1), Some(1)))),
+            point(2.0, Some(h(vec![Some(0.2)], 10, 0, Some(1), Some(1)))),
+        ]);
+        let b = shard(vec![
+            point(1.0, Some(h(vec![Some(0.3)], 20, 0, Some(2), Some(1)))),
+            point(2.0, None),
+        ]);
+        let mut points = BTreeMap::new();
+        let mut weights = BTreeMap::new();
+        add_intervals(&mut points, &mut weights, &a).expect("merges");
+        add_intervals(&mut points, &mut weights, &b).expect("merges");
+        let one = points[&1].generator.as_ref().expect("both shards had it");
+        assert_eq!(one.worker_cpu, vec![Some(0.2), Some(0.3)]);
+        assert_eq!(one.rss_bytes, Some(30));
+        assert_eq!(points[&2].generator, None);
+    }
     use std::time::SystemTime;
 
     #[test]

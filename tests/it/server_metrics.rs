@@ -19,9 +19,7 @@ fn bin() -> Command {
 }
 
 /// 4 cafe bots at 2 inputs a second for 3.2 s against the embedded server, with
-/// `server_metrics` appended. The bots' input grids start 0, 309, 118 and 427 ms after each
-/// connects (the plan spreads them by the golden ratio over the 500 ms period), so no slot
-/// falls within 80 ms of the run's end: the inputs sent are the same in every run.
+/// `server_metrics` appended.
 fn scenario(dir: &Path, server_metrics: &str) -> std::path::PathBuf {
     let p = dir.join("s.yaml");
     std::fs::write(
@@ -159,10 +157,14 @@ fn a_scripted_endpoint_is_stored_as_exact_rates_values_and_quantiles() {
     assert_eq!(h["p99"].as_f64(), Some(whole));
 }
 
+/// A scrape that hangs (2 s timeout) or answers garbage never holds up the bots: every slot
+/// of every bot's input grid is sent, none skipped and none late by a stall's length. (The
+/// count of inputs itself is not compared with a run without the endpoints: each bot's grid
+/// starts when it connects, and on a loaded machine the handshake alone moves that by
+/// seconds, so the totals differ for a reason that is not the scrape.)
 #[test]
 fn a_hanging_or_garbage_endpoint_is_reported_and_changes_no_input_sent() {
     let dir = tempfile::tempdir().unwrap();
-    let (_, base, _) = run(dir.path(), "");
     let (hung, _) = endpoint(|_| None);
     let (junk, _) = endpoint(|_| Some("<html>not metrics</html>\n".into()));
     let (code, s, err) = run(
@@ -172,11 +174,16 @@ fn a_hanging_or_garbage_endpoint_is_reported_and_changes_no_input_sent() {
         ),
     );
     assert_eq!(code, 0, "{err}");
-    // 7 + 6 + 7 + 6 slots before the end (grids at 0, 309, 118, 427 ms, every 500 ms), in
-    // both runs.
-    assert_eq!(base["inputs_sent"], 26);
-    assert_eq!(s["inputs_sent"], base["inputs_sent"]);
+    // At 2 inputs a second a slot is skipped once its bot is 500 ms behind: a worker held
+    // by a 2 s scrape would skip several per bot, and send the rest seconds late.
+    assert!(
+        s["inputs_sent"].as_u64().unwrap() >= 4,
+        "{}",
+        s["inputs_sent"]
+    );
     assert_eq!(s["generator"]["inputs_skipped"], 0);
+    let late = s["generator"]["send_lateness_us"]["max"].as_u64().unwrap();
+    assert!(late < 250_000, "an input went out {late} µs late");
     let e = s["server_metrics"]["endpoints"].as_array().unwrap();
     assert!(e[0]["failed"]["timeout"].as_u64().unwrap() >= 1, "{}", e[0]);
     assert_eq!(e[0]["failed"]["timeout"], e[0]["scrapes"]);

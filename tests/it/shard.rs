@@ -170,6 +170,41 @@ fn three_shards_against_one_server_merge_into_one_run() {
         }
     }
 
+    // The generators' health, second by second: every shard's workers side by side, and
+    // the processes' resident memory added up, wherever every shard reported the second.
+    let health_at = |s: &Value, i: usize| s["intervals"][i]["generator"].clone();
+    let mut seconds_with_health = 0;
+    for i in 0..whole.saturating_sub(1) {
+        let parts: Vec<Value> = shards.iter().map(|s| health_at(s, i)).collect();
+        let got = health_at(&m, i);
+        if parts.iter().any(Value::is_null) {
+            assert!(got.is_null(), "second {i}: a shard had no health: {got}");
+            continue;
+        }
+        seconds_with_health += 1;
+        let workers: usize = parts
+            .iter()
+            .map(|p| p["worker_cpu"].as_array().expect("worker_cpu").len())
+            .sum();
+        assert_eq!(
+            got["worker_cpu"]
+                .as_array()
+                .expect("merged worker_cpu")
+                .len(),
+            workers,
+            "second {i}: {got}"
+        );
+        let rss: u64 = parts
+            .iter()
+            .map(|p| p["rss_bytes"].as_u64().expect("rss_bytes"))
+            .sum();
+        assert_eq!(got["rss_bytes"].as_u64(), Some(rss), "second {i}");
+    }
+    assert!(
+        seconds_with_health > 0,
+        "no second had every shard's health"
+    );
+
     // Percentiles: those of one histogram holding every shard's samples.
     for (tag, key) in [("rtt_us", "rtt_us"), ("handshake_us", "handshake_us")] {
         let mut all = tickswarm::metrics::new_histogram();
