@@ -193,8 +193,10 @@ impl ImplementationServer {
     fn admit(&mut self, now: Instant, ci: usize, slot: usize) {
         let conn = self.clients[ci].conn;
         let (id, token) = (self.players[slot].id, self.players[slot].token);
-        // A previous connection holding the slot is kicked (a duplicate session).
+        // A previous connection holding the slot is kicked (a duplicate session: a player
+        // back on a new connection before the server saw the old one end).
         if let Some(old) = self.players[slot].conn.filter(|&c| c != conn) {
+            self.stats.events.add("duplicate_session_kicked", 1);
             self.closing.push_back(old);
             self.clients.retain(|c| c.conn != old);
         }
