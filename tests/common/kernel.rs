@@ -85,6 +85,44 @@ pub fn assert_loss_at_most(loss: &Value, share: f64, dropped: u64, per_datagram:
     );
 }
 
+/// Send lateness p99 from which a run's own figures show its threads were starved of CPU
+/// (a quiet machine sends within about 0.1 ms of each slot).
+pub const STARVED_LATENESS_P99_US: u64 = 1_000;
+
+/// The run passed, or failed only where a loaded machine explains it, which the run's own
+/// figures must show: loss thresholds while the kernel dropped datagrams for starved
+/// receivers (which the loss assertions then bound), and RTT thresholds while the bots' own
+/// sends were late by [`STARVED_LATENESS_P99_US`] or more (the CPU the bots waited for
+/// delays their answers' handling the same way). Everything else (connects, decode errors,
+/// bots lost, snapshots) must hold as on a quiet machine.
+pub fn assert_pass_on_a_loaded_machine(s: &Value, dropped: u64) {
+    let late = s["generator"]["send_lateness_us"]["p99"]
+        .as_u64()
+        .unwrap_or(0);
+    let failed: Vec<&Value> = s["thresholds"]
+        .as_array()
+        .expect("thresholds")
+        .iter()
+        .filter(|t| t["ok"] != true)
+        .collect();
+    if failed.is_empty() {
+        assert_eq!(s["verdict"], "pass", "{}", s["thresholds"]);
+        return;
+    }
+    for t in failed {
+        let metric = t["metric"].as_str().expect("a threshold's metric");
+        let explained = (metric.starts_with("loss.") && dropped > 0)
+            || (metric.starts_with("rtt_us") && late >= STARVED_LATENESS_P99_US);
+        assert!(
+            explained,
+            "{t} failed with {dropped} kernel drops and send lateness p99 {late} µs"
+        );
+        eprintln!(
+            "allowed on a loaded machine (lateness p99 {late} µs, {dropped} kernel drops): {t}"
+        );
+    }
+}
+
 /// The run passed, or failed only on loss thresholds while the kernel dropped datagrams for
 /// starved receivers (which the loss assertions then bound).
 pub fn assert_pass_but_kernel_loss(s: &Value, dropped: u64) {

