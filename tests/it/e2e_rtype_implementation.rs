@@ -94,7 +94,10 @@ fn twenty_bots_log_in_over_tcp_and_play_over_udp() {
         "{}\n{err}\npeer totals: {t}",
         String::from_utf8_lossy(&o.stdout)
     );
-    assert_eq!(o.status.code(), Some(0), "the shipped thresholds pass");
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
+    // The shipped thresholds pass, or only RTT ones fail where the bots' own send lateness
+    // shows a starved machine (nothing is lost on this path that the peer did not drop).
+    crate::common::kernel::assert_pass_on_a_loaded_machine(&s, 0);
     assert_eq!(s["dialect"], "implementation");
     assert_eq!(u(&s["bots"]["connected"]), BOTS);
     assert_eq!(u(&s["bots"]["failed"]), 0);

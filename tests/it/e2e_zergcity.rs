@@ -73,7 +73,13 @@ fn zergcity_swarm_over_an_embedded_fleet_with_reconnection() {
             .unwrap()
             > 200 * 20 * 2
     );
-    assert_eq!(metric(&s, "baseline_misses"), 0);
+    // A delta on a baseline the bot lacks needs a lost datagram: on loopback, only one the
+    // kernel dropped for a starved receiver.
+    let misses = metric(&s, "baseline_misses");
+    assert!(
+        misses == 0 || dropped > 0,
+        "{misses} baseline misses, no kernel drops"
+    );
     assert!(
         metric(&s, "input_ack_latency_us")["count"]
             .as_u64()
@@ -106,10 +112,10 @@ fn the_fifth_player_of_a_game_is_refused() {
     let text = Scenario::file("zergcity.yaml")
         .set("population.stages.0.ramp_to", 5)
         .set("population.stages.0.over", "1s")
-        .set("population.stages.1.hold", "1s")
+        .set("population.stages.1.hold", "3s")
         .set("protocol.zergcity.reconnect_share", 0)
         .add("server.instances", 1)
-        .set("duration", "2s")
+        .set("duration", "4s")
         .text();
     let s = run(&text);
     assert_eq!(s["bots"]["connected"], 4, "{}", s["errors"]);

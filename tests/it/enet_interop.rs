@@ -131,6 +131,23 @@ impl CPeer {
         );
     }
 
+    /// Lines starting with `word`, once `n` of them are printed or `limit` has passed: the
+    /// C peer prints a line after it handles a packet, and its output reaches the test
+    /// later than its echo reaches the client on a loaded machine.
+    fn at_least(&mut self, word: &str, n: usize, limit: Duration) -> Vec<String> {
+        let end = Instant::now() + limit;
+        loop {
+            let got = self.lines_of(word);
+            match end.checked_duration_since(Instant::now()) {
+                Some(left) if got.len() < n => match self.lines.recv_timeout(left) {
+                    Ok(line) => self.log.push(line),
+                    Err(_) => return got,
+                },
+                _ => return got,
+            }
+        }
+    }
+
     /// Lines starting with `word` printed so far.
     fn lines_of(&mut self, word: &str) -> Vec<String> {
         self.drain();
@@ -290,7 +307,7 @@ fn tickswarm_client_talks_to_c_enet_server() {
 
     // What the C side saw: the 6000 bytes reassembled from fragments, reliably; the channel-1
     // packet unreliably.
-    let received = server.lines_of("RECEIVE");
+    let received = server.at_least("RECEIVE", 3, Duration::from_secs(5));
     let large_line = received
         .iter()
         .find(|l| field(l, "len") == Some("6000"))

