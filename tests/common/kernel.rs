@@ -99,17 +99,7 @@ pub fn assert_pass_on_a_loaded_machine(s: &Value, dropped: u64) {
     let late = s["generator"]["send_lateness_us"]["p99"]
         .as_u64()
         .unwrap_or(0);
-    let failed: Vec<&Value> = s["thresholds"]
-        .as_array()
-        .expect("thresholds")
-        .iter()
-        .filter(|t| t["ok"] != true)
-        .collect();
-    if failed.is_empty() {
-        assert_eq!(s["verdict"], "pass", "{}", s["thresholds"]);
-        return;
-    }
-    for t in failed {
+    for t in failed_thresholds(s) {
         let metric = t["metric"].as_str().expect("a threshold's metric");
         let explained = (metric.starts_with("loss.") && dropped > 0)
             || (metric.starts_with("rtt_us") && late >= STARVED_LATENESS_P99_US);
@@ -126,6 +116,15 @@ pub fn assert_pass_on_a_loaded_machine(s: &Value, dropped: u64) {
 /// The run passed, or failed only on loss thresholds while the kernel dropped datagrams for
 /// starved receivers (which the loss assertions then bound).
 pub fn assert_pass_but_kernel_loss(s: &Value, dropped: u64) {
+    for t in failed_thresholds(s) {
+        assert!(dropped > 0, "failed with no kernel drops: {t}");
+        let metric = t["metric"].as_str().expect("a threshold's metric");
+        assert!(metric.starts_with("loss."), "{t}");
+    }
+}
+
+/// The thresholds that failed; none means the verdict must be a pass.
+fn failed_thresholds(s: &Value) -> Vec<&Value> {
     let failed: Vec<&Value> = s["thresholds"]
         .as_array()
         .expect("thresholds")
@@ -134,11 +133,6 @@ pub fn assert_pass_but_kernel_loss(s: &Value, dropped: u64) {
         .collect();
     if failed.is_empty() {
         assert_eq!(s["verdict"], "pass", "{}", s["thresholds"]);
-        return;
     }
-    assert!(dropped > 0, "failed with no kernel drops: {failed:?}");
-    for t in failed {
-        let metric = t["metric"].as_str().expect("a threshold's metric");
-        assert!(metric.starts_with("loss."), "{t}");
-    }
+    failed
 }
