@@ -122,6 +122,9 @@ struct Pending {
     /// The recorder (group) the datagram is counted in.
     group: u32,
     len: u32,
+    /// The datagram is also one protocol message (raw UDP: counted `datagram_up` when sent);
+    /// `false` for a transport that counted its messages when they were queued (ENet).
+    message: bool,
     /// The kernel's answer: bytes sent, or `-errno`; `None` until reaped.
     result: Option<i32>,
 }
@@ -168,8 +171,20 @@ impl UringBatch {
         })
     }
 
-    /// Queue one datagram on `sock`, counted in group `group`'s recorder at the next flush.
+    /// Queue one datagram on `sock`, counted in group `group`'s recorder at the next flush:
+    /// its bytes on the wire and, raw UDP carrying one message per datagram, one message sent.
     pub fn push(&mut self, sock: &Rc<BotSocket>, group: usize, bytes: &[u8]) {
+        self.queue(sock, group, bytes, true);
+    }
+
+    /// Queue one datagram of a transport that counts its messages itself when they are
+    /// queued (ENet packs many into one datagram): counted on the wire only, exactly as
+    /// [`BotSocket::send_counted`] counts it.
+    pub fn push_wire(&mut self, sock: &Rc<BotSocket>, group: usize, bytes: &[u8]) {
+        self.queue(sock, group, bytes, false);
+    }
+
+    fn queue(&mut self, sock: &Rc<BotSocket>, group: usize, bytes: &[u8], message: bool) {
         if self.queued == BATCH || self.arena.len() + bytes.len() > self.arena.capacity() {
             self.submit();
         }
@@ -194,6 +209,7 @@ impl UringBatch {
         self.pending.push(Pending {
             group: group as u32,
             len: bytes.len() as u32,
+            message,
             result: None,
         });
         self.socks.push(sock.clone());
@@ -262,7 +278,9 @@ impl UringBatch {
             match p.result {
                 Some(r) if r >= 0 => {
                     rec.wire_up(len);
-                    rec.datagram_up(len);
+                    if p.message {
+                        rec.datagram_up(len);
+                    }
                 }
                 Some(r) => {
                     let e = io::Error::from_raw_os_error(-r);
