@@ -22,6 +22,7 @@
 //! the worker's, sized at start; the table grows only to the largest wake-up's sends.
 
 use std::io;
+use std::os::fd::RawFd;
 use std::rc::Rc;
 
 use io_uring::{opcode, types, IoUring};
@@ -129,18 +130,29 @@ struct Pending {
     result: Option<i32>,
 }
 
+/// A send queued for the next submission: its payload is `arena[off..off + len]`.
+#[derive(Clone, Copy)]
+struct Queued {
+    fd: RawFd,
+    off: usize,
+    len: usize,
+    /// Its entry in `pending` (the request's `user_data`).
+    idx: usize,
+}
+
 /// One worker's io_uring and what it has queued since the last [`UringBatch::flush`].
 pub struct UringBatch {
     ring: IoUring,
     /// Payload copies of the queued sends (the caller's buffer is reused at once). Never
     /// reallocated: the kernel reads from here until the batch is reaped.
     arena: Vec<u8>,
-    /// Sockets of the submitted-but-unreaped and queued sends, kept open until reaped.
+    /// Sockets of the queued sends, kept open until they are reaped.
     socks: Vec<Rc<BotSocket>>,
     /// Every send since the last flush, in order; the index is the request's `user_data`.
     pending: Vec<Pending>,
-    /// Sends in the ring not yet submitted.
-    queued: usize,
+    /// Sends not yet handed to the kernel, in order. Their ring entries are written at
+    /// submission, so a submission of one send can go out as a plain `send()` instead.
+    queued: Vec<Queued>,
     io: SendIo,
 }
 
@@ -166,7 +178,7 @@ impl UringBatch {
             arena: Vec::with_capacity(ARENA),
             socks: Vec::with_capacity(BATCH),
             pending: Vec::with_capacity(4 * BATCH),
-            queued: 0,
+            queued: Vec::with_capacity(BATCH),
             io: SendIo::default(),
         })
     }
@@ -185,57 +197,83 @@ impl UringBatch {
     }
 
     fn queue(&mut self, sock: &Rc<BotSocket>, group: usize, bytes: &[u8], message: bool) {
-        if self.queued == BATCH || self.arena.len() + bytes.len() > self.arena.capacity() {
+        if self.queued.len() == BATCH || self.arena.len() + bytes.len() > self.arena.capacity() {
             self.submit();
         }
-        let start = self.arena.len();
-        let ptr = if bytes.len() > self.arena.capacity() {
-            // Larger than the whole arena (no raw-UDP bot sends such): sent from the caller's
-            // buffer, submitted before this call returns.
-            bytes.as_ptr()
-        } else {
-            self.arena.extend_from_slice(bytes);
-            // SAFETY: within the arena's capacity, which is never exceeded (checked above), so
-            // this pointer stays valid until the arena is cleared after the reap.
-            unsafe { self.arena.as_ptr().add(start) }
-        };
-        let entry = opcode::Send::new(types::Fd(sock.raw_fd()), ptr, bytes.len() as u32)
-            .flags(libc::MSG_DONTWAIT)
-            .build()
-            .user_data(self.pending.len() as u64);
-        // SAFETY: the payload and the socket stay alive until the request is reaped (the
-        // arena is cleared and `socks` dropped only after `submit` has seen every completion).
-        let pushed = unsafe { self.ring.submission().push(&entry) }.is_ok();
+        let idx = self.pending.len();
         self.pending.push(Pending {
             group: group as u32,
             len: bytes.len() as u32,
             message,
             result: None,
         });
-        self.socks.push(sock.clone());
-        self.queued += 1;
-        if !pushed || ptr == bytes.as_ptr() {
-            if !pushed {
-                // Cannot happen (the ring holds BATCH and is submitted when full); counted as
-                // a failed send rather than lost.
-                if let Some(p) = self.pending.last_mut() {
-                    p.result = Some(-libc::ENOBUFS);
-                }
-                self.queued -= 1;
+        if bytes.len() > self.arena.capacity() {
+            // Larger than the whole arena (no bot sends such): sent at once, after what was
+            // queued before it (submitted above).
+            self.io.call(1);
+            let r = send_now(sock.raw_fd(), bytes);
+            if let Some(p) = self.pending.get_mut(idx) {
+                p.result = Some(r);
             }
-            self.submit();
+            return;
         }
+        let off = self.arena.len();
+        self.arena.extend_from_slice(bytes);
+        self.queued.push(Queued {
+            fd: sock.raw_fd(),
+            off,
+            len: bytes.len(),
+            idx,
+        });
+        self.socks.push(sock.clone());
     }
 
-    /// Hand every queued send to the kernel and collect every answer.
+    /// Hand every queued send to the kernel and collect every answer. One send alone goes
+    /// out as a plain `send()`: measured, an `io_uring_enter` carrying a single send costs
+    /// more than the `send()` it replaces (benches/send_batch.rs).
     fn submit(&mut self) {
-        let n = self.queued;
+        let n = self.queued.len();
         if n == 0 {
             return;
         }
-        self.queued = 0;
         self.io.call(n);
-        let mut outstanding = n;
+        if let [q] = self.queued[..] {
+            let r = send_now(q.fd, &self.arena[q.off..q.off + q.len]);
+            if let Some(p) = self.pending.get_mut(q.idx) {
+                p.result = Some(r);
+            }
+        } else {
+            self.submit_ring();
+        }
+        self.queued.clear();
+        self.arena.clear();
+        self.socks.clear();
+    }
+
+    /// The queued sends through the ring: one `io_uring_enter`, in queue order.
+    fn submit_ring(&mut self) {
+        let mut outstanding = 0;
+        {
+            let mut sq = self.ring.submission();
+            for q in &self.queued {
+                // The arena is never reallocated (capacity checked at queueing), so the
+                // payload stays put until the arena is cleared after the reap below.
+                let ptr = self.arena[q.off..q.off + q.len].as_ptr();
+                let entry = opcode::Send::new(types::Fd(q.fd), ptr, q.len as u32)
+                    .flags(libc::MSG_DONTWAIT)
+                    .build()
+                    .user_data(q.idx as u64);
+                // SAFETY: the payload (the arena) and the socket (`socks`) stay alive until
+                // every request is reaped, below.
+                if unsafe { sq.push(&entry) }.is_ok() {
+                    outstanding += 1;
+                } else if let Some(p) = self.pending.get_mut(q.idx) {
+                    // Cannot happen (the ring holds BATCH and is submitted at BATCH sends);
+                    // counted as a failed send rather than lost.
+                    p.result = Some(-libc::ENOBUFS);
+                }
+            }
+        }
         while outstanding > 0 {
             // MSG_DONTWAIT sends complete inside this call; the wait is for the rare one the
             // kernel still hands to a worker thread.
@@ -260,8 +298,6 @@ impl UringBatch {
                 }
             }
         }
-        self.arena.clear();
-        self.socks.clear();
     }
 
     /// Submit what is queued and count every send since the last flush in its group's
@@ -299,6 +335,20 @@ impl UringBatch {
     /// Sends queued or awaiting their count.
     pub fn is_empty(&self) -> bool {
         self.pending.is_empty()
+    }
+}
+
+/// One non-blocking `send()` on `fd`: the bytes sent, or `-errno` as io_uring answers.
+fn send_now(fd: RawFd, bytes: &[u8]) -> i32 {
+    // SAFETY: `fd` is a live socket (its owner is held by the caller) and the buffer
+    // outlives the call.
+    let r = unsafe { libc::send(fd, bytes.as_ptr().cast(), bytes.len(), libc::MSG_DONTWAIT) };
+    if r < 0 {
+        -io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO)
+    } else {
+        r as i32
     }
 }
 
