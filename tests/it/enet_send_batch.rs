@@ -77,6 +77,10 @@ fn assert_delivered_and_counted(s: &Value, received: u64, dropped: u64, io: &str
         "{io}: the server got {received} of the {sent} messages sent; the kernel dropped {dropped} datagrams"
     );
     let g = &s["generator"];
+    eprintln!(
+        "{io}: {sent} messages sent, {received} received, {dropped} kernel drops; send_io {}",
+        g["send_io"]
+    );
     let refused: u64 = g["send_errors"]
         .as_object()
         .expect("send_errors")
@@ -99,7 +103,10 @@ fn enet_bots_deliver_everything_on_both_send_paths_and_batch_their_system_calls(
     let io = &plain["generator"]["send_io"];
     assert_eq!(io["path"], "send", "{io}");
     assert_eq!(io["workers_plain"], 1, "{io}");
-    assert_eq!(io["syscalls"], io["datagrams"], "one send() per datagram: {io}");
+    assert_eq!(
+        io["syscalls"], io["datagrams"],
+        "one send() per datagram: {io}"
+    );
     assert_eq!(io["batch_max"], 1, "{io}");
 
     let (auto, received, dropped) = swarm("auto");
