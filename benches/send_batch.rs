@@ -3,9 +3,15 @@
 //! sends on different sockets per `io_uring_enter`. This measurement chose the engine's
 //! batched send path (docs/guide/performance.md).
 //!
-//! `cargo bench --bench send_batch -- [SOCKETS] [SECONDS_PER_MODE]` (defaults 3000 and 1.5).
-//! The sink is one socket on another thread that reads everything with `recvmmsg`; the line
-//! per mode gives datagrams sent per second and the ratio to the plain loop.
+//! `cargo bench --bench send_batch -- [SOCKETS] [SECONDS_PER_MODE] [HOSTS]` (defaults 3000,
+//! 1.5 and 60). The sink is one socket on another thread that reads everything with
+//! `recvmmsg`; the line per mode gives datagrams sent per second and the ratio to the plain
+//! loop.
+//!
+//! A second table is ENet's case: HOSTS sockets (3,000 bots at 50 per socket), each flush of
+//! a host putting K datagrams on its one socket. It weighs `sendmmsg` per host flush (K
+//! datagrams, one socket, one call) against the same io_uring batch across hosts, for the K a
+//! flush really has; the engine's choice for ENet (src/engine/io/enet.rs) rests on it.
 
 use std::net::UdpSocket;
 use std::os::fd::AsRawFd;
@@ -99,12 +105,164 @@ fn main() {
             t.errors,
         );
     }
+    let hosts: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(60);
+    enet_hosts(&fds[..hosts.min(fds.len())], secs);
     stop.store(true, Ordering::Relaxed);
     let _ = reader.join();
     println!("# sink received {}", got.load(Ordering::Relaxed));
 }
 
 const ROUNDS: usize = 10;
+
+/// Datagrams per host flush weighed in the ENet table.
+const PER_FLUSH: [usize; 4] = [1, 3, 10, 50];
+
+/// ENet's case: each "flush" puts `k` datagrams on one host socket. Plain `send()` per
+/// datagram, one `sendmmsg` per flush, one io_uring call per flush, and io_uring batches of
+/// 128 across the hosts' flushes.
+fn enet_hosts(fds: &[i32], secs: f64) {
+    println!(
+        "# ENet: {} host sockets, K datagrams per host flush; CPU ns/datagram, interleaved as above",
+        fds.len()
+    );
+    let Ok(mut ring) = ring(fds, 128, false) else {
+        println!("io_uring unavailable: the ENet table is left out");
+        return;
+    };
+    let slice = Duration::from_secs_f64(secs / ROUNDS as f64);
+    for k in PER_FLUSH {
+        let mut t = [Outcome::default(); 4];
+        for _ in 0..ROUNDS {
+            t[0].add(plain_k(fds, slice, k));
+            t[1].add(sendmmsg_k(fds, slice, k));
+            t[2].add(uring_k(&mut ring, fds, slice, k, false));
+            t[3].add(uring_k(&mut ring, fds, slice, k, true));
+        }
+        let base = t[0].ns_per_datagram();
+        let r = |o: &Outcome| o.ns_per_datagram() / base;
+        println!(
+            "K={k:<3} send() {base:>5.0} | sendmmsg per flush {:>5.0} ({:.2}x) | io_uring per flush {:>5.0} ({:.2}x) | io_uring across hosts {:>5.0} ({:.2}x, {:.0}/call) | errors {}",
+            t[1].ns_per_datagram(),
+            r(&t[1]),
+            t[2].ns_per_datagram(),
+            r(&t[2]),
+            t[3].ns_per_datagram(),
+            r(&t[3]),
+            (t[3].sent + t[3].errors) as f64 / t[3].calls.max(1) as f64,
+            t.iter().map(|o| o.errors).sum::<u64>(),
+        );
+    }
+}
+
+fn plain_k(fds: &[i32], dur: Duration, k: usize) -> Outcome {
+    let mut o = Outcome::default();
+    let (start, cpu) = (Instant::now(), thread_cpu_ns());
+    while start.elapsed() < dur {
+        for &fd in fds {
+            for _ in 0..k {
+                // SAFETY: fd is a live socket; the buffer outlives the call.
+                let r = unsafe {
+                    libc::send(
+                        fd,
+                        PAYLOAD.as_ptr().cast(),
+                        PAYLOAD.len(),
+                        libc::MSG_DONTWAIT,
+                    )
+                };
+                o.calls += 1;
+                if r < 0 {
+                    o.errors += 1
+                } else {
+                    o.sent += 1
+                }
+            }
+        }
+    }
+    o.cpu_ns = thread_cpu_ns() - cpu;
+    o.wall = start.elapsed().as_secs_f64();
+    o
+}
+
+fn sendmmsg_k(fds: &[i32], dur: Duration, k: usize) -> Outcome {
+    let mut o = Outcome::default();
+    let mut iov = libc::iovec {
+        iov_base: PAYLOAD.as_ptr() as *mut _,
+        iov_len: PAYLOAD.len(),
+    };
+    // SAFETY: zeroed mmsghdrs are valid; each points at the one iovec (connected sockets
+    // need no address).
+    let mut hdrs: Vec<libc::mmsghdr> = (0..k).map(|_| unsafe { std::mem::zeroed() }).collect();
+    for h in &mut hdrs {
+        h.msg_hdr.msg_iov = &mut iov;
+        h.msg_hdr.msg_iovlen = 1;
+    }
+    let (start, cpu) = (Instant::now(), thread_cpu_ns());
+    while start.elapsed() < dur {
+        for &fd in fds {
+            // SAFETY: k live headers over a static payload.
+            let r = unsafe { libc::sendmmsg(fd, hdrs.as_mut_ptr(), k as u32, libc::MSG_DONTWAIT) };
+            o.calls += 1;
+            if r < 0 {
+                o.errors += k as u64
+            } else {
+                o.sent += r as u64;
+                o.errors += (k - r as usize) as u64;
+            }
+        }
+    }
+    o.cpu_ns = thread_cpu_ns() - cpu;
+    o.wall = start.elapsed().as_secs_f64();
+    o
+}
+
+/// `across`: batches of up to 128 over the hosts' flushes; else one call per host flush.
+fn uring_k(ring: &mut IoUring, fds: &[i32], dur: Duration, k: usize, across: bool) -> Outcome {
+    let mut o = Outcome::default();
+    let mut queued = 0usize;
+    let (start, cpu) = (Instant::now(), thread_cpu_ns());
+    let submit = |ring: &mut IoUring, queued: &mut usize, o: &mut Outcome| {
+        if *queued == 0 {
+            return;
+        }
+        if ring.submit_and_wait(*queued).is_err() {
+            o.errors += *queued as u64;
+        }
+        o.calls += 1;
+        for cqe in ring.completion() {
+            if cqe.result() < 0 {
+                o.errors += 1
+            } else {
+                o.sent += 1
+            }
+        }
+        *queued = 0;
+    };
+    while start.elapsed() < dur {
+        for &fd in fds {
+            for _ in 0..k {
+                if queued == 128 {
+                    submit(ring, &mut queued, &mut o);
+                }
+                let e = opcode::Send::new(types::Fd(fd), PAYLOAD.as_ptr(), PAYLOAD.len() as u32)
+                    .flags(libc::MSG_DONTWAIT)
+                    .build();
+                // SAFETY: the payload is static; the ring holds 128 entries.
+                if unsafe { ring.submission().push(&e) }.is_err() {
+                    o.errors += 1;
+                } else {
+                    queued += 1;
+                }
+            }
+            if !across {
+                submit(ring, &mut queued, &mut o);
+            }
+        }
+        submit(ring, &mut queued, &mut o);
+    }
+    o.cpu_ns = thread_cpu_ns() - cpu;
+    o.wall = start.elapsed().as_secs_f64();
+    o
+}
 
 #[derive(Default, Clone, Copy)]
 struct Outcome {

@@ -12,13 +12,19 @@
 # Bounded: each run is RUN_S seconds (ramp over its first third), killed at 90 s; loopback
 # only. Stops after the first population off the grid unless KEEP_GOING=1.
 #
+# The send path: IO_MODES="plain auto" runs each population once per TICKSWARM_IO value,
+# interleaved (plain: one send() per datagram; auto: the worker's io_uring batch), so a loaded
+# machine weighs on both alike; the columns `syscalls/s` and `dgrams/call` are
+# generator.send_io's. Default: one run per population with the environment's TICKSWARM_IO.
+#
 # Usage: scripts/bench_enet.sh [BOTS_PER_SOCKET=50] [POPULATIONS="1000 2000 4000 6000 8000 10000"]
-#        RUN_S=15 SINK_INSTANCES=2 scripts/bench_enet.sh ...
+#        RUN_S=15 SINK_INSTANCES=2 IO_MODES="plain auto" scripts/bench_enet.sh ...
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PER_SOCKET=${1:-50}
 POPS=${2:-"1000 2000 4000 6000 8000 10000"}
 RUN_S=${RUN_S:-15}
+IO_MODES=${IO_MODES:-${TICKSWARM_IO:-auto}}
 INSTANCES=${SINK_INSTANCES:-}
 # TICKSWARM_BIN=path runs another build (e.g. the one before a change) instead of this tree's.
 if [ -z "${TICKSWARM_BIN:-}" ]; then cargo build --release -q; fi
@@ -74,22 +80,24 @@ ticks() { awk '{print $14 + $15}' "/proc/$SINK/stat"; }
 HZ=$(getconf CLK_TCK)
 
 echo "City (spec, ENet) against serve city --sink ($INSTANCES instances), $PER_SOCKET bots per socket, ${RUN_S} s runs, $(nproc) cores"
-printf '%7s %10s %8s %10s %10s %12s %12s %9s %9s  %s\n' bots connected skipped "late p99" "late max" "CPU µs/bot/s" "marginal" "KiB/bot" "sink CPU" "on 60 Hz grid"
+printf '%7s %6s %10s %8s %10s %10s %12s %12s %9s %11s %11s %9s  %s\n' bots io connected skipped "late p99" "late max" "CPU µs/bot/s" "marginal" "KiB/bot" "syscalls/s" "dgrams/call" "sink CPU" "on 60 Hz grid"
 for n in $POPS; do
+  fail=0
+  for io in $IO_MODES; do
     before=$(ticks)
     start=$(date +%s.%N)
-    timeout 90 "$BIN" run "$WORK/city-bench.yaml" --target "$TARGETS" --bots "$n" \
-        --out "$WORK/run-$n" >/dev/null 2>&1 || true
+    TICKSWARM_IO=$io timeout 90 "$BIN" run "$WORK/city-bench.yaml" --target "$TARGETS" --bots "$n" \
+        --out "$WORK/run-$n-$io" >/dev/null 2>&1 || true
     end=$(date +%s.%N)
     after=$(ticks)
     sink_cpu=$(python3 -c "print(f'{($after - $before) / $HZ / ($end - $start) * 100:.0f} %')")
-    python3 - "$WORK/run-$n/summary.json" "$n" "$sink_cpu" "$RUN_S" "$WORK/verdict" "$WORK/previous" <<'PY'
+    python3 - "$WORK/run-$n-$io/summary.json" "$n" "$sink_cpu" "$RUN_S" "$WORK/verdict" "$WORK/previous-$io" "$io" <<'PY'
 import json, sys
-path, n, sink_cpu, run_s, verdict_file, prev_file = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6]
+path, n, sink_cpu, run_s, verdict_file, prev_file, io = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6], sys.argv[7]
 try:
     s = json.load(open(path))
 except OSError:
-    print(f"{n:>7} {'(no summary.json: the run failed)':>40}")
+    print(f"{n:>7} {io:>6} {'(no summary.json: the run failed)':>40}")
     open(verdict_file, "w").write("FAIL")
     sys.exit()
 g = s["generator"]
@@ -112,12 +120,16 @@ rss = g.get("rss_max_bytes") or 0
 p99, mx = late.get("p99") or 0, late.get("max") or 0
 on_grid = conn == n and g["inputs_skipped"] == 0 and p99 < 16_667
 verdict = "yes" if on_grid else "NO"
-print(f"{n:>7} {conn:>10} {g['inputs_skipped']:>8} {p99 / 1000:>8.1f}ms {mx / 1000:>8.1f}ms {cpu_per_bot:>12.1f} {marginal} {rss / 1024 / max(n, 1):>9.1f} {sink_cpu:>9}  {verdict}")
+sio = g.get("send_io") or {}
+calls_s = f"{sio.get('syscalls_per_s', 0):11.0f}" if sio else f"{'-':>11}"
+per_call = f"{sio.get('batch_mean') or 0:11.2f}" if sio else f"{'-':>11}"
+print(f"{n:>7} {io:>6} {conn:>10} {g['inputs_skipped']:>8} {p99 / 1000:>8.1f}ms {mx / 1000:>8.1f}ms {cpu_per_bot:>12.1f} {marginal} {rss / 1024 / max(n, 1):>9.1f} {calls_s} {per_call} {sink_cpu:>9}  {verdict}")
 open(verdict_file, "w").write("OK" if on_grid else "FAIL")
 PY
-    ok=$(cat "$WORK/verdict")
-    if [ "$ok" = FAIL ] && [ "${KEEP_GOING:-0}" != 1 ]; then
-        echo "stopped: $n bots are off the grid (KEEP_GOING=1 runs the rest)"
-        break
-    fi
+    if [ "$(cat "$WORK/verdict")" = FAIL ]; then fail=1; fi
+  done
+  if [ "$fail" = 1 ] && [ "${KEEP_GOING:-0}" != 1 ]; then
+      echo "stopped: $n bots are off the grid (KEEP_GOING=1 runs the rest)"
+      break
+  fi
 done

@@ -36,6 +36,7 @@ mod enet_address_reuse;
 mod enet_half_open;
 mod enet_interop;
 mod enet_rtt;
+mod enet_send_batch;
 mod faults;
 mod group_truth;
 mod groups;
