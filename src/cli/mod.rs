@@ -361,8 +361,13 @@ fn load_plan(path: &Path, ov: &OverrideArgs) -> Result<Plan, u8> {
 /// to know), for the plan's description; `None` for transports that send on their own.
 fn send_path(plan: &scenario::Plan) -> Option<String> {
     use engine::io::send_batch::{IoMode, SendPath};
-    (plan.protocol.transport() == crate::protocol::TransportNeeds::Udp)
-        .then(|| SendPath::probe(IoMode::from_env()).describe())
+    // Raw-UDP and ENet bots send through the worker's batch; GNS and the TCP-login
+    // transport do their own I/O.
+    matches!(
+        plan.protocol.transport(),
+        crate::protocol::TransportNeeds::Udp | crate::protocol::TransportNeeds::Enet(_)
+    )
+    .then(|| SendPath::probe(IoMode::from_env()).describe())
 }
 
 fn cmd_validate(a: &ValidateArgs) -> anyhow::Result<u8> {
