@@ -70,7 +70,9 @@ fn swarm(io: &str) -> (Value, u64, u64) {
 fn assert_delivered_and_counted(s: &Value, received: u64, dropped: u64, io: &str) {
     assert_eq!(s["bots"]["connected"], BOTS, "{io}: {}", s["errors"]);
     let sent = s["bandwidth"]["up_packets"].as_u64().expect("up_packets");
-    assert!(sent > BOTS * 60, "{io}: {sent} messages sent");
+    // About 2 s of 60 Hz input per bot on a quiet machine; a loaded one connects them late
+    // (1,871 seen at load 10): enough to count either way.
+    assert!(sent > BOTS * 20, "{io}: {sent} messages sent");
     assert!(received <= sent, "{io}: server got {received} of {sent}");
     assert!(
         sent - received <= dropped * ENET_MESSAGES_PER_DATAGRAM,
