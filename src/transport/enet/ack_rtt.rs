@@ -42,6 +42,7 @@ use super::wire::{
 /// Stamps kept per peer: commands of one channel in flight at once beyond this lose theirs.
 pub(super) const SLOTS: usize = 64;
 /// Heap bytes of one peer's stamp table (`engine/footprint.rs` pins it: one per ENet bot).
+#[cfg(test)]
 pub(crate) const STAMP_TABLE_BYTES: usize = SLOTS * std::mem::size_of::<Stamp>();
 /// Samples waiting for the host's owner; beyond it they are counted and dropped.
 pub(super) const SAMPLE_LIMIT: usize = 65_536;
