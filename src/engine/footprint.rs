@@ -32,8 +32,9 @@ fn sizes() -> Vec<(&'static str, usize, usize)> {
         // Measured 1488 (7624 with the input history inline, which only the
         // implementation dialect uses: it is on the heap, for that dialect only).
         ("cafe bot (inline)", size_of::<CafeBot>(), 1536),
-        // Measured 1568.
-        ("city bot (inline)", size_of::<CityBot>(), 1664),
+        // Measured 1360 (1568 before the implementation dialect's 224-byte predictor went
+        // behind a pointer).
+        ("city bot (inline)", size_of::<CityBot>(), 1408),
         // One receive task per socket; measured 232 each.
         (
             "receive task future, udp",
@@ -50,14 +51,14 @@ fn sizes() -> Vec<(&'static str, usize, usize)> {
         ("ENet host (inline)", size_of::<EnetHost>(), 320),
         // The heap a City bot (spec dialect, 60 Hz) reserves when it is made, and keeps in
         // play: its 128-input prediction history (16 bytes an input: 2048) and room for the
-        // inputs awaiting acknowledgement over one 2 s wait (127 of 16 bytes: 2032), plus its
-        // name. Measured 4088. Before, a fresh bot held 3336 (20-byte history slots, 768
+        // inputs awaiting acknowledgement over one 2 s wait (127 of 12 bytes: 1524), plus its
+        // name. Measured 3580. Before, a fresh bot held 3336 (20-byte history slots, 768
         // bytes of message and chat queues reserved) and its acknowledgement queue grew to
         // 128 inputs of 24 bytes in play: 6408 once playing.
         (
             "city bot heap once playing (spec dialect)",
             CityBot::new(BotParams::with_index(0, 1), CityOptions::default()).reserved_heap_bytes(),
-            4160,
+            3648,
         ),
         // Each ENet session's acknowledgement RTT stamps (64 of them): measured 640 (was 1024).
         ("ENet RTT stamp table (per peer)", STAMP_TABLE_BYTES, 640),

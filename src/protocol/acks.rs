@@ -9,14 +9,28 @@ use std::time::{Duration, Instant};
 
 use crate::metrics::Recorder;
 
-/// One input waiting: 16 bytes (an `Instant` would make it 24). Its send time is kept as
-/// nanoseconds since the queue's first send, so every age and latency is exactly what the
-/// `Instant`s would give.
+/// One input waiting: 12 bytes (with an `Instant` and a flag it was 24). Its send time is
+/// kept as nanoseconds since the queue's first send, so every age and latency is exactly what
+/// the `Instant`s would give; the top bit (292 years of nanoseconds away) is the
+/// acknowledgement. Packed to 4-byte alignment, so the 64-bit stamp adds no padding.
 #[derive(Debug, Clone, Copy)]
+#[repr(C, packed(4))]
 struct Pending {
     id: u32,
-    acked: bool,
-    sent_ns: u64,
+    stamp: u64,
+}
+
+/// `Pending::stamp`'s acknowledged bit.
+const ACKED: u64 = 1 << 63;
+
+impl Pending {
+    fn sent_ns(self) -> u64 {
+        self.stamp & !ACKED
+    }
+
+    fn acked(self) -> bool {
+        self.stamp & ACKED != 0
+    }
 }
 
 /// Sent inputs, oldest first, until their wait is over.
@@ -64,8 +78,7 @@ impl PendingAcks {
         let sent_ns = self.nanos(now);
         self.queue.push_back(Pending {
             id,
-            acked: false,
-            sent_ns,
+            stamp: sent_ns & !ACKED,
         });
     }
 
@@ -77,19 +90,20 @@ impl PendingAcks {
             rec.event("input_ack_unexpected");
             return;
         };
-        let Some(i) = id.checked_sub(front.id).map(|i| i as usize) else {
+        let front_id = front.id;
+        let Some(i) = id.checked_sub(front_id).map(|i| i as usize) else {
             rec.event("input_ack_late");
             return;
         };
         match self.queue.get_mut(i) {
-            Some(p) if p.id == id && !p.acked => {
-                p.acked = true;
+            Some(p) if { p.id } == id && !p.acked() => {
+                p.stamp = p.sent_ns() | ACKED;
                 rec.record_extra(
                     "input_ack_latency_us",
-                    now_ns.saturating_sub(p.sent_ns) / 1_000,
+                    now_ns.saturating_sub(p.sent_ns()) / 1_000,
                 );
             }
-            Some(p) if p.id == id => rec.event("input_ack_duplicate"),
+            Some(p) if { p.id } == id => rec.event("input_ack_duplicate"),
             _ => rec.event("input_ack_unexpected"),
         }
     }
@@ -99,10 +113,10 @@ impl PendingAcks {
         let now_ns = self.nanos(now);
         let wait_ns = self.wait.as_nanos();
         while let Some(p) = self.queue.front() {
-            if u128::from(now_ns.saturating_sub(p.sent_ns)) < wait_ns {
+            if u128::from(now_ns.saturating_sub(p.sent_ns())) < wait_ns {
                 break;
             }
-            rec.loss_up.add(1, u64::from(p.acked));
+            rec.loss_up.add(1, u64::from(p.acked()));
             self.queue.pop_front();
         }
     }
@@ -112,7 +126,7 @@ impl PendingAcks {
     pub fn abandon(&mut self, rec: &mut Recorder) -> u64 {
         let mut unacked = 0;
         for p in self.queue.drain(..) {
-            if p.acked {
+            if p.acked() {
                 rec.loss_up.add(1, 1);
             } else {
                 unacked += 1;
@@ -152,7 +166,7 @@ mod tests {
         assert_eq!(rec.loss_up.expected, 0, "one nanosecond short of the wait");
         p.age(t0 + ns(1_500) + 100 * MS, &mut rec);
         assert_eq!((rec.loss_up.expected, rec.loss_up.received), (1, 1));
-        assert_eq!(p.reserved_bytes(), 4 * 16, "16 bytes an input, as reserved");
+        assert_eq!(p.reserved_bytes(), 4 * 12, "12 bytes an input, as reserved");
     }
 
     #[test]

@@ -199,8 +199,8 @@ pub struct CityBot {
     newest_input_ack: Option<u32>,
     acks: PendingAcks,
     /// Implementation dialect: the prediction of the variant's mover (from the bot's own
-    /// EntitySpawn).
-    grid_pred: Option<Predictor>,
+    /// EntitySpawn). Boxed: 224 bytes that a spec-dialect bot would carry unused.
+    grid_pred: Option<Box<Predictor>>,
 
     // Ping, chat.
     /// One Ping in flight: City's Ping and Pong are empty (see [`OneInFlight`]).
@@ -293,7 +293,7 @@ impl CityBot {
             + self
                 .grid_pred
                 .as_ref()
-                .map_or(0, Predictor::reserved_heap_bytes)
+                .map_or(0, |p| size_of::<Predictor>() + p.reserved_heap_bytes())
     }
 
     pub fn name(&self) -> &str {
