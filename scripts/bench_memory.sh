@@ -15,10 +15,12 @@
 # Bounded: 6 runs of 12 s plus start-up, loopback only.
 #
 # Usage: scripts/bench_memory.sh [LOW=1000] [HIGH=4000]
+# SWARMS="cafe city" (the default) or one of them: which swarms to run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LOW=${1:-1000}
 HIGH=${2:-4000}
+SWARMS=${SWARMS:-cafe city}
 # TICKSWARM_BIN=path runs another build (e.g. the one before a change) instead of this tree's.
 if [ -z "${TICKSWARM_BIN:-}" ]; then cargo build --release -q; fi
 BIN=${TICKSWARM_BIN:-${CARGO_TARGET_DIR:-target}/release/tickswarm}
@@ -67,10 +69,13 @@ PY
 }
 
 {
+  if [[ " $SWARMS " == *" cafe "* ]]; then
     start_server 17801 cafe --tick-rate 10 --client-timeout 60s --max-clients $((HIGH + 100))
     run cafe scenarios/quickstart.yaml 17801 "$LOW"
     run cafe scenarios/quickstart.yaml 17801 "$HIGH"
     stop_server
+  fi
+  if [[ " $SWARMS " == *" city "* ]]; then
     # An ENet host takes at most 4095 peers (ENet's peer id is 12 bits): instances of up to
     # 2,000 players on consecutive ports, the bots spread over them.
     local_n=$(((HIGH + 1999) / 2000))
@@ -81,6 +86,7 @@ PY
     run "city(50/socket)" "$WORK/city-50.yaml" "$city" "$LOW"
     run "city(50/socket)" "$WORK/city-50.yaml" "$city" "$HIGH"
     stop_server
+  fi
 } >"$WORK/results"
 
 python3 - "$WORK/results" "$LOW" "$HIGH" <<'PY'

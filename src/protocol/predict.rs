@@ -140,6 +140,11 @@ impl<M: Motion> Predictor<M> {
         }
     }
 
+    /// Heap bytes of the history ring (what a bot's footprint counts).
+    pub fn history_bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.history)
+    }
+
     /// The predicted present, once a state is known.
     pub fn present(&self) -> Option<M::State> {
         self.present

@@ -89,6 +89,15 @@ const REQUEST_IDS_PER_MESSAGE: usize = 160;
 /// Own chat messages remembered for the echo latency.
 const CHAT_REMEMBERED: usize = 16;
 
+/// Inputs awaiting acknowledgement at once, reserved when the bot is made: every input stays
+/// for the whole wait, so the queue holds one wait's worth of the input period, plus one, and
+/// a sixteenth for inputs a late timer sent closer together (128 at 60 Hz and 2 s). Grown by
+/// doubling instead, it left its smaller blocks behind on the way.
+fn ack_capacity(wait: Duration, period: Duration) -> usize {
+    let per_wait = (wait.as_nanos() / period.as_nanos().max(1)).min(1 << 16) as usize;
+    per_wait + 1 + per_wait / 16
+}
+
 /// Where a connected session is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stage {
@@ -190,8 +199,8 @@ pub struct CityBot {
     newest_input_ack: Option<u32>,
     acks: PendingAcks,
     /// Implementation dialect: the prediction of the variant's mover (from the bot's own
-    /// EntitySpawn).
-    grid_pred: Option<Predictor>,
+    /// EntitySpawn). Boxed: 224 bytes that a spec-dialect bot would carry unused.
+    grid_pred: Option<Box<Predictor>>,
 
     // Ping, chat.
     /// One Ping in flight: City's Ping and Pong are empty (see [`OneInFlight`]).
@@ -206,7 +215,11 @@ pub struct CityBot {
 impl CityBot {
     pub fn new(params: BotParams, opts: CityOptions) -> Self {
         let ack_wait = Duration::from_millis(opts.input_ack_timeout_ms);
-        let grid = InputGrid::new(Some(Self::input_period(&params)));
+        let period = Self::input_period(&params);
+        let grid = InputGrid::new(Some(period));
+        // The spec dialect's prediction history and acknowledgement wait; the implementation
+        // dialect uses neither (it predicts with its own mover, and nothing acknowledges).
+        let spec = opts.dialect == Dialect::Spec;
         let rng = ChaCha8Rng::seed_from_u64(params.seed);
         let name = format!("{}-{}", opts.name_prefix, params.index);
         let silence = Silence::new(params.server_silence_timeout);
@@ -220,7 +233,8 @@ impl CityBot {
             pattern: PatternState::new(),
             phase: BotPhase::Idle,
             stage: Stage::Hello,
-            out: VecDeque::with_capacity(16),
+            // Grows to the few messages queued at once: 16 reserved up front was 384 bytes.
+            out: VecDeque::new(),
             seq_out: 0,
             started_at: None,
             handshake: Handshake::new(),
@@ -243,16 +257,43 @@ impl CityBot {
             play_started: None,
             next_input_tick: 1,
             first_input_tick: 1,
-            inputs: shared::Predictor::new(INPUT_BUFFER),
+            inputs: shared::Predictor::new(if spec { INPUT_BUFFER } else { 1 }),
             newest_input_ack: None,
-            acks: PendingAcks::new(ack_wait),
+            acks: PendingAcks::with_capacity(
+                ack_wait,
+                if spec {
+                    ack_capacity(ack_wait, period)
+                } else {
+                    0
+                },
+            ),
             grid_pred: None,
             ping,
             chat_timer,
             chat_seq: 0,
-            chat_sent: VecDeque::with_capacity(CHAT_REMEMBERED),
+            // A few messages a minute: most bots never hold more than one or two.
+            chat_sent: VecDeque::new(),
             corrections: 0,
         }
+    }
+
+    /// Heap bytes the bot holds in its own containers beyond its inline size: what
+    /// `engine/footprint.rs` pins for a fresh bot (the entity table and the content list
+    /// grow with what the server sends).
+    pub fn reserved_heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        self.inputs.history_bytes()
+            + self.acks.reserved_bytes()
+            + self.out.capacity() * size_of::<Out>()
+            + self.chat_sent.capacity() * size_of::<(u32, Instant)>()
+            + self.assets.capacity() * size_of::<AssetState>()
+            + self.request_ids.capacity() * size_of::<u64>()
+            + self.remotes.capacity() * size_of::<(u32, Remote)>()
+            + self.name.capacity()
+            + self
+                .grid_pred
+                .as_ref()
+                .map_or(0, |p| size_of::<Predictor>() + p.reserved_heap_bytes())
     }
 
     pub fn name(&self) -> &str {

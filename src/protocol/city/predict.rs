@@ -246,7 +246,9 @@ impl Predictor {
             origin: now,
             base: Mover::standing(tile_of(spawn)),
             base_tick: None,
-            inputs: VecDeque::with_capacity(INPUT_LOG),
+            // Grows to what a session keeps (about a second of inputs against a server that
+            // sends records; the whole log against one that does not), not 4 KiB up front.
+            inputs: VecDeque::new(),
             epoch: None,
             lag: 0.0,
             walls: HashSet::new(),
@@ -261,6 +263,14 @@ impl Predictor {
 
     fn interval() -> f64 {
         1.0 / f64::from(TICK_HZ)
+    }
+
+    /// Heap bytes of the input log and the learnt walls (a bot's footprint).
+    pub fn reserved_heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        self.inputs.capacity() * size_of::<(f64, Vec2i)>()
+            + self.walls.capacity() * size_of::<(i32, i32)>()
+            + self.walls_order.capacity() * size_of::<(i32, i32)>()
     }
 
     /// The lag in use, seconds.

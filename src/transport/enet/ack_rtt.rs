@@ -41,17 +41,26 @@ use super::wire::{
 
 /// Stamps kept per peer: commands of one channel in flight at once beyond this lose theirs.
 pub(super) const SLOTS: usize = 64;
+/// Heap bytes of one peer's stamp table (`engine/footprint.rs` pins it: one per ENet bot).
+#[cfg(test)]
+pub(crate) const STAMP_TABLE_BYTES: usize = SLOTS * std::mem::size_of::<Stamp>();
 /// Samples waiting for the host's owner; beyond it they are counted and dropped.
 pub(super) const SAMPLE_LIMIT: usize = 65_536;
 /// Where an ACKNOWLEDGE holds the acknowledged sequence number and the echoed sent time.
 const ACK_SEQ_AT: usize = 4;
 const ACK_SENT_TIME_AT: usize = 6;
 
-/// One transmission of an acknowledge-requesting command.
+/// One transmission of an acknowledge-requesting command: 10 bytes (packed to the 2-byte
+/// alignment of its sequence numbers), so a peer's table is 640 bytes where it was 1 KiB.
 #[derive(Debug, Clone, Copy, Default)]
+#[repr(C, packed(2))]
 struct Stamp {
-    /// Microseconds since the tracker's epoch.
-    at_us: u64,
+    /// Microseconds since the tracker's epoch, modulo 2^32 (71 minutes): the round trip is
+    /// the wrapping difference, exact up to 35 minutes. A stamp is paired only with the
+    /// acknowledgement of its own transmission (sequence number and ENet's sent time), which
+    /// a session that ENet keeps alive sends within its timeout (30 s by default), and a
+    /// session's stamps go with it.
+    at_us: u32,
     seq: u16,
     sent_time: u16,
     channel: u8,
@@ -195,7 +204,7 @@ impl AckRtt {
                 continue;
             };
             stamps[index(c.channel, c.reliable_seq)] = Stamp {
-                at_us: self.now_us,
+                at_us: self.now_us as u32,
                 seq: c.reliable_seq,
                 sent_time,
                 channel: c.channel,
@@ -242,7 +251,14 @@ impl AckRtt {
                 continue;
             }
             s.live = false;
-            let rtt = Duration::from_micros(now_us.saturating_sub(s.at_us));
+            // An acknowledgement timed before its send (a caller's `now` that went back)
+            // is 0, as the full-width times gave.
+            let waited = (now_us as u32).wrapping_sub(s.at_us);
+            let rtt = Duration::from_micros(if waited > i32::MAX as u32 {
+                0
+            } else {
+                u64::from(waited)
+            });
             if self.samples.len() >= SAMPLE_LIMIT {
                 self.stats.dropped += 1;
                 continue;

@@ -124,6 +124,8 @@ mod wire;
 mod tests;
 
 pub use ack_rtt::AckRttStats;
+#[cfg(test)]
+pub(crate) use ack_rtt::STAMP_TABLE_BYTES;
 pub use client::EnetClient;
 pub use config::{EnetConfig, DEFAULT_MTU, MAX_ENET_DATAGRAM};
 pub use host::EnetHost;

@@ -57,7 +57,7 @@ impl CityBot {
                         own.speed = s;
                     }
                     if self.opts.dialect == Dialect::Implementation {
-                        self.grid_pred = Some(Predictor::new(now, pos));
+                        self.grid_pred = Some(Box::new(Predictor::new(now, pos)));
                     }
                 }
                 None => {
@@ -71,7 +71,7 @@ impl CityBot {
                     });
                     if self.opts.dialect == Dialect::Implementation {
                         // A player spawns standing on a tile's centre.
-                        self.grid_pred = Some(Predictor::new(now, pos));
+                        self.grid_pred = Some(Box::new(Predictor::new(now, pos)));
                     }
                 }
             }
