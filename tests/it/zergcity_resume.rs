@@ -12,7 +12,8 @@ use serde_json::Value;
 use crate::common::summary::server_event;
 
 /// 4 bots over 2 four-player servers (2 each: a refused bot's rejoin always finds a free
-/// player id), half of them in the `stormy` group, whose every session drops at 2 s.
+/// player id), half of them in the `stormy` group, whose every session drops at 2 s; 4 s
+/// after it for a refused bot's second handshake on a loaded machine.
 fn scenario(server_extra: &str) -> String {
     scenario_with(server_extra, "")
 }
@@ -32,12 +33,12 @@ server:
   stages:
     - ramp_to: 4
       over: 0s
-    - hold: 4s
+    - hold: 6s
 behaviour:
   input_rate: 5
   ping_interval: 250ms
   handshake_timeout: 3s
-duration: 4s
+duration: 6s
 seed: 11
 groups:
   - name: steady
