@@ -147,7 +147,7 @@ pub struct GeneratorHealth {
     /// Input slots skipped in the second (the generator fell a whole period behind).
     pub inputs_skipped: u64,
     /// System calls that sent the bots' datagrams in the second, and the most datagrams one
-    /// carried (absent where the transport does not count them: ENet, GNS).
+    /// carried (absent where the transport does not count them: GNS, the TCP login).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub send_syscalls: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
