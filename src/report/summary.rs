@@ -151,7 +151,7 @@ pub struct Generator {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open_fds_max: Option<u64>,
     /// How the bots' datagrams went to the kernel: the send path, system calls per second and
-    /// datagrams per call. Absent where the transport does not count them (ENet, GNS).
+    /// datagrams per call. Absent where the transport does not count them (GNS, TCP login).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub send_io: Option<SendIoSummary>,
 }
