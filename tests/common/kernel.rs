@@ -91,9 +91,9 @@ pub const STARVED_LATENESS_P99_US: u64 = 1_000;
 
 /// The run passed, or failed only where a loaded machine explains it, which the run's own
 /// figures must show: loss thresholds while the kernel dropped datagrams for starved
-/// receivers (which the loss assertions then bound), and RTT thresholds while the bots' own
-/// sends were late by [`STARVED_LATENESS_P99_US`] or more (the CPU the bots waited for
-/// delays their answers' handling the same way). Everything else (connects, decode errors,
+/// receivers (which the loss assertions then bound) and, then too, bots silent at the end;
+/// RTT thresholds while the bots' own sends were late by [`STARVED_LATENESS_P99_US`] or
+/// more (the CPU the bots waited for delays their answers' handling the same way). Everything else (connects, decode errors,
 /// bots lost, snapshots) must hold as on a quiet machine.
 pub fn assert_pass_on_a_loaded_machine(s: &Value, dropped: u64) {
     let late = s["generator"]["send_lateness_us"]["p99"]
@@ -112,7 +112,11 @@ pub fn assert_pass_on_a_loaded_machine(s: &Value, dropped: u64) {
     };
     for t in failed_thresholds(s) {
         let metric = t["metric"].as_str().expect("a threshold's metric");
-        let explained = (metric.starts_with("loss.") && dropped > 0)
+        // A bot silent at the end heard nothing in the run's last seconds: on loopback only
+        // a receiver starved while the kernel dropped its datagrams (a 200-bot debug swarm
+        // beside a busy loop: 9,908 drops, 68 of 200 silent).
+        let explained = ((metric.starts_with("loss.") || metric == "bots.silent_at_end")
+            && dropped > 0)
             || (metric.starts_with("rtt_us") && starved);
         assert!(
             explained,

