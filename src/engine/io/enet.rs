@@ -32,7 +32,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use super::{BotTransport, DownReason, LinkEvents, Opened, ServerTransport, Slot, Source, Watch};
-use crate::engine::io::send_batch::{IoMode, SendPath, UringBatch};
+use crate::engine::io::send_batch::{IoMode, SendPath, UringBatch, WorkerSends};
 use crate::engine::io::sim_path::{PathConditions, SimPath};
 use crate::engine::io::socket::bot::BotSocket;
 use crate::metrics::describe::MetricDesc;
@@ -88,33 +88,14 @@ pub struct EnetBots {
     flush_at: Option<Instant>,
     /// Kernel buffers each host socket asks for (`None`: the socket's default).
     socket_buffers: Option<super::socket::SocketBuffers>,
-    /// The worker's io_uring: every host's datagrams of one wake-up leave together at
-    /// [`BotTransport::submit`]. `None`: one `send()` per datagram.
-    batch: Option<UringBatch>,
-    /// Which send path, and why.
-    send_path: SendPath,
-    /// This worker's path is counted (`send_io.workers_*`) once, at its first submit.
-    path_counted: bool,
+    /// The worker's way to the kernel: every host's datagrams of one wake-up leave together
+    /// at [`BotTransport::submit`] through io_uring, or one `send()` each.
+    sends: WorkerSends,
 }
 
-/// One datagram of a host on its socket, counted on the wire in group `group`'s recorder
-/// (ENet counted its messages when the bots queued them). Batched, it leaves and is counted
-/// when the worker submits ([`UringBatch::flush`]); plain, now, one system call.
-fn send_on(
-    batch: &mut Option<UringBatch>,
-    sock: &Rc<BotSocket>,
-    group: usize,
-    datagram: &[u8],
-    rec: &mut Recorder,
-) {
-    match batch {
-        Some(b) => b.push_wire(sock, group, datagram),
-        None => {
-            rec.send_io.call(1);
-            sock.send_counted(datagram, rec);
-        }
-    }
-}
+/// A host's datagram carries messages ENet already counted when the bots queued them: it is
+/// counted on the wire only.
+const ONE_MESSAGE_EACH: bool = false;
 
 impl EnetBots {
     /// Bots' hosts with these settings. `rtt_is_main`: the protocol measures no RTT itself
@@ -138,15 +119,8 @@ impl EnetBots {
         mode: IoMode,
         ring: impl FnOnce() -> std::io::Result<UringBatch>,
     ) -> Self {
-        let mut batch = None;
-        let send_path = SendPath::choose(mode, || {
-            batch = Some(ring()?);
-            Ok(())
-        });
         Self {
-            batch,
-            send_path,
-            path_counted: false,
+            sends: WorkerSends::new(mode, ring),
             cfg,
             channels,
             groups: Vec::new(),
@@ -250,7 +224,7 @@ impl EnetBots {
 
     /// The send path this worker uses.
     pub fn send_path(&self) -> SendPath {
-        self.send_path.clone()
+        self.sends.path()
     }
 
     /// Pack what the host has queued into datagrams and send them on its socket, counted in
@@ -267,16 +241,18 @@ impl EnetBots {
         };
         g.dirty = false;
         g.host.flush(now);
-        let (sock, batch) = (&g.sock, &mut self.batch);
+        let (sock, sends) = (&g.sock, &mut self.sends);
+        let mut send =
+            |d: &[u8], rec: &mut Recorder| sends.send(sock, group, d, rec, ONE_MESSAGE_EACH);
         while let Some((_, len)) = g.host.poll_transmit(&mut self.buf) {
             let datagram = &self.buf[..len.min(self.buf.len())];
             match g.path.as_mut() {
-                Some(path) => path.send(now, datagram, |d| send_on(batch, sock, group, d, rec)),
-                None => send_on(batch, sock, group, datagram, rec),
+                Some(path) => path.send(now, datagram, |d| send(d, rec)),
+                None => send(datagram, rec),
             }
         }
         if let Some(path) = g.path.as_mut() {
-            path.send_due(now, |d| send_on(batch, sock, group, d, rec));
+            path.send_due(now, |d| send(d, rec));
             path.record(rec);
         }
     }
@@ -449,22 +425,11 @@ impl BotTransport for EnetBots {
     }
 
     fn submit(&mut self, recs: &mut [Recorder]) {
-        if !self.path_counted {
-            if let Some(rec) = recs.first_mut() {
-                self.path_counted = true;
-                match self.batch {
-                    Some(_) => rec.send_io.workers_uring += 1,
-                    None => rec.send_io.workers_plain += 1,
-                }
-            }
-        }
         self.flush_hosts(recs);
         // Every host's datagrams of this wake-up (the flushes above, and those a receive, a
         // host timer, an open or a close made since the last submit): one system call for
         // up to `BATCH` of them, on as many sockets.
-        if let Some(b) = &mut self.batch {
-            b.flush(recs);
-        }
+        self.sends.submit(recs);
     }
 
     fn close(&mut self, slot: Slot, now: Instant, rec: &mut Recorder) {

@@ -4,12 +4,13 @@
 //!
 //! Raw-UDP bots cannot share a socket (servers key clients by source address), so `sendmmsg`
 //! and GSO, which batch datagrams of *one* socket, do not apply. io_uring takes send requests
-//! on any number of sockets per system call. ENet hosts (up to `bots_per_socket` bots on one
-//! socket) use the same batch: measured, it beat `sendmmsg` per host flush (see
-//! `super::enet`). A submission of one send goes out as a plain `send()`: an
-//! `io_uring_enter` carrying one send measured 1.18x the cost of the `send()` it replaces. Measured on a 2-core machine over 3,000 connected
-//! loopback sockets (`benches/send_batch.rs`), batches of 128 cut the cost per datagram well
-//! below a `send()` loop's; see docs/guide/performance.md for the figures.
+//! on any number of sockets per system call. Measured on a 2-core machine over 3,000
+//! connected loopback sockets (`benches/send_batch.rs`), batches of 128 cut the cost per
+//! datagram well below a `send()` loop's; see docs/guide/performance.md for the figures.
+//! ENet hosts (up to `bots_per_socket` bots on one socket) use the same batch: measured, it
+//! beat `sendmmsg` per host flush (see `super::enet`). A submission of one send goes out as
+//! a plain `send()`: an `io_uring_enter` carrying one send measured 1.18x the cost of the
+//! `send()` it replaces.
 //!
 //! Each send carries `MSG_DONTWAIT`: the kernel tries it at once, inside the submitting
 //! `io_uring_enter`, in submission order, and a full socket buffer comes back as `EAGAIN`
@@ -109,6 +110,90 @@ impl SendPath {
     }
 }
 
+/// How one worker's bots' datagrams reach the kernel, for every transport that sends on
+/// bot sockets (raw UDP, ENet): through the worker's [`UringBatch`] where the kernel gives
+/// io_uring, else one `send()` each; the path is counted in `send_io` once per worker.
+pub struct WorkerSends {
+    /// The worker's io_uring; `None`: one `send()` per datagram.
+    batch: Option<UringBatch>,
+    /// Which path, and why (the plan and summary say it).
+    path: SendPath,
+    /// The path is counted (`send_io.workers_*`) once, at the worker's first submit.
+    counted: bool,
+}
+
+impl Default for WorkerSends {
+    /// Plain sends (a transport built without [`WorkerSends::new`]).
+    fn default() -> Self {
+        Self {
+            batch: None,
+            path: SendPath::Plain { refused: None },
+            counted: false,
+        }
+    }
+}
+
+impl WorkerSends {
+    /// The path `mode` asks for, with the ring built by `ring` (tests inject a refusal).
+    pub fn new(mode: IoMode, ring: impl FnOnce() -> io::Result<UringBatch>) -> Self {
+        let mut batch = None;
+        let path = SendPath::choose(mode, || {
+            batch = Some(ring()?);
+            Ok(())
+        });
+        Self {
+            batch,
+            path,
+            counted: false,
+        }
+    }
+
+    /// The path this worker uses.
+    pub fn path(&self) -> SendPath {
+        self.path.clone()
+    }
+
+    /// One datagram on `sock`, counted in group `group`'s recorder (`rec` is that recorder):
+    /// its bytes on the wire and, when `message` (raw UDP: one message a datagram), one
+    /// message sent; a transport that counted its messages at queueing (ENet) says `false`.
+    /// Batched, it leaves and is counted at [`WorkerSends::submit`]; plain, now, one call.
+    pub fn send(
+        &mut self,
+        sock: &Rc<BotSocket>,
+        group: usize,
+        bytes: &[u8],
+        rec: &mut Recorder,
+        message: bool,
+    ) {
+        match &mut self.batch {
+            Some(b) => b.queue(sock, group, bytes, message),
+            None => {
+                rec.send_io.call(1);
+                if sock.send_counted(bytes, rec) && message {
+                    rec.datagram_up(bytes.len());
+                }
+            }
+        }
+    }
+
+    /// End of a wake-up: everything queued goes to the kernel and is counted in its group's
+    /// recorder of `recs`.
+    pub fn submit(&mut self, recs: &mut [Recorder]) {
+        if !self.counted {
+            if let Some(rec) = recs.first_mut() {
+                self.counted = true;
+                match self.batch {
+                    Some(_) => rec.send_io.workers_uring += 1,
+                    None => rec.send_io.workers_plain += 1,
+                }
+            }
+        }
+        if let Some(b) = &mut self.batch {
+            b.flush(recs);
+        }
+    }
+}
+
 /// Why io_uring was refused, in words a user can act on.
 fn refusal(e: &io::Error) -> String {
     match e.raw_os_error() {
@@ -187,18 +272,8 @@ impl UringBatch {
     }
 
     /// Queue one datagram on `sock`, counted in group `group`'s recorder at the next flush:
-    /// its bytes on the wire and, raw UDP carrying one message per datagram, one message sent.
-    pub fn push(&mut self, sock: &Rc<BotSocket>, group: usize, bytes: &[u8]) {
-        self.queue(sock, group, bytes, true);
-    }
-
-    /// Queue one datagram of a transport that counts its messages itself when they are
-    /// queued (ENet packs many into one datagram): counted on the wire only, exactly as
-    /// [`BotSocket::send_counted`] counts it.
-    pub fn push_wire(&mut self, sock: &Rc<BotSocket>, group: usize, bytes: &[u8]) {
-        self.queue(sock, group, bytes, false);
-    }
-
+    /// its bytes on the wire and, when `message` (raw UDP: one message a datagram), one
+    /// message sent ([`WorkerSends::send`] says which).
     fn queue(&mut self, sock: &Rc<BotSocket>, group: usize, bytes: &[u8], message: bool) {
         if self.queued.len() == BATCH || self.arena.len() + bytes.len() > self.arena.capacity() {
             self.submit();
@@ -388,7 +463,7 @@ mod tests {
 
     /// A submission of one send is a plain `send()`, of several one `io_uring_enter`: both
     /// counted as one system call, delivered in order, counted on the wire; a transport's
-    /// datagram (`push_wire`, ENet) is not also a message sent.
+    /// datagram (ENet's, `message: false`) is not also a message sent.
     #[test]
     fn a_lone_send_is_one_plain_send_and_several_are_one_ring_call() {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -406,10 +481,10 @@ mod tests {
         let sock =
             Rc::new(BotSocket::connect_to(server.local_addr().unwrap(), None, None).unwrap());
         let mut recs = vec![Recorder::new()];
-        batch.push(&sock, 0, b"one");
+        batch.queue(&sock, 0, b"one", true);
         batch.flush(&mut recs);
-        batch.push_wire(&sock, 0, b"two");
-        batch.push_wire(&sock, 0, b"three");
+        batch.queue(&sock, 0, b"two", false);
+        batch.queue(&sock, 0, b"three", false);
         batch.flush(&mut recs);
         assert!(batch.is_empty());
         let mut b = [0u8; 16];

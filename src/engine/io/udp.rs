@@ -14,7 +14,7 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use super::{BotTransport, LinkEvents, Opened, ServerTransport, Slot, Source, Watch};
-use crate::engine::io::send_batch::{IoMode, SendPath, UringBatch};
+use crate::engine::io::send_batch::{IoMode, SendPath, UringBatch, WorkerSends};
 use crate::engine::io::sim_path::{PathConditions, SimPath};
 use crate::engine::io::socket::bot::BotSocket;
 use crate::metrics::{MetricDesc, Recorder, ServerStats};
@@ -33,12 +33,8 @@ pub struct UdpBots {
     /// The current source of each bot slot.
     by_slot: Vec<Option<Source>>,
     retired: Vec<Source>,
-    /// The worker's io_uring; `None`: one `send()` per datagram.
-    batch: Option<UringBatch>,
-    /// Which path, and why (the plan and summary say it).
-    path: Option<SendPath>,
-    /// This worker's path is counted (`send_io.workers_*`) once, at its first submit.
-    path_counted: bool,
+    /// The worker's way to the kernel: io_uring batches, or one `send()` each.
+    sends: WorkerSends,
     /// Kernel buffers each bot socket asks for (`None`: the socket's default).
     socket_buffers: Option<crate::engine::io::socket::SocketBuffers>,
 }
@@ -58,15 +54,9 @@ impl UdpBots {
         mode: IoMode,
         ring: impl FnOnce() -> std::io::Result<UringBatch>,
     ) -> Self {
-        let mut batch = None;
-        let path = SendPath::choose(mode, || {
-            batch = Some(ring()?);
-            Ok(())
-        });
         UdpBots {
             network,
-            batch,
-            path: Some(path),
+            sends: WorkerSends::new(mode, ring),
             ..UdpBots::default()
         }
     }
@@ -82,9 +72,7 @@ impl UdpBots {
 
     /// The send path this worker uses.
     pub fn send_path(&self) -> SendPath {
-        self.path
-            .clone()
-            .unwrap_or(SendPath::Plain { refused: None })
+        self.sends.path()
     }
 
     fn source(&self, slot: Slot) -> Option<Source> {
@@ -92,26 +80,8 @@ impl UdpBots {
     }
 }
 
-/// One protocol datagram on the socket: raw UDP carries one message per datagram, so a
-/// datagram sent is also a message sent (`datagram_up`). Batched, it is counted when the
-/// worker submits ([`UringBatch::flush`]); plain, now, one system call.
-fn send_on(
-    batch: &mut Option<UringBatch>,
-    sock: &Rc<BotSocket>,
-    group: usize,
-    bytes: &[u8],
-    rec: &mut Recorder,
-) {
-    match batch {
-        Some(b) => b.push(sock, group, bytes),
-        None => {
-            rec.send_io.call(1);
-            if sock.send_counted(bytes, rec) {
-                rec.datagram_up(bytes.len());
-            }
-        }
-    }
-}
+/// Raw UDP carries one message per datagram: a datagram sent is also a message sent.
+const ONE_MESSAGE_EACH: bool = true;
 
 impl BotTransport for UdpBots {
     const NAME: &'static str = "udp";
@@ -175,31 +145,22 @@ impl BotTransport for UdpBots {
         let Some(Some((_, group, sock))) = self.sources.get(src) else {
             return;
         };
-        let batch = &mut self.batch;
+        let sends = &mut self.sends;
         match self.paths.get_mut(src).and_then(Option::as_mut) {
             Some(path) => {
-                path.send(now, bytes, |b| send_on(batch, sock, *group, b, rec));
+                path.send(now, bytes, |b| {
+                    sends.send(sock, *group, b, rec, ONE_MESSAGE_EACH)
+                });
                 path.record(rec);
             }
-            None => send_on(batch, sock, *group, bytes, rec),
+            None => sends.send(sock, *group, bytes, rec, ONE_MESSAGE_EACH),
         }
     }
 
     fn flush(&mut self, _slot: Slot, _now: Instant, _rec: &mut Recorder) {}
 
     fn submit(&mut self, recs: &mut [Recorder]) {
-        if !self.path_counted {
-            if let Some(rec) = recs.first_mut() {
-                self.path_counted = true;
-                match self.batch {
-                    Some(_) => rec.send_io.workers_uring += 1,
-                    None => rec.send_io.workers_plain += 1,
-                }
-            }
-        }
-        if let Some(b) = &mut self.batch {
-            b.flush(recs);
-        }
+        self.sends.submit(recs);
     }
 
     fn close(&mut self, _slot: Slot, _now: Instant, _rec: &mut Recorder) {}
@@ -240,8 +201,8 @@ impl BotTransport for UdpBots {
         let Some(path) = self.paths.get_mut(src).and_then(Option::as_mut) else {
             return;
         };
-        let batch = &mut self.batch;
-        path.send_due(now, |b| send_on(batch, sock, *group, b, rec));
+        let sends = &mut self.sends;
+        path.send_due(now, |b| sends.send(sock, *group, b, rec, ONE_MESSAGE_EACH));
         path.deliver_due(now, |b| out.data(*slot, b));
     }
 
