@@ -257,6 +257,11 @@ impl Recorder {
         h.saturating_record(value.max(1));
     }
 
+    /// The protocol's own histogram `name`, if it has a sample (what a protocol's tests read).
+    pub fn extra(&self, name: &str) -> Option<&Histogram<u64>> {
+        self.extra.iter().find(|(n, _)| *n == name).map(|(_, h)| h)
+    }
+
     /// One datagram the bot could not read: `message` is what it was, `reason` why (`decode_errors` thresholds).
     pub fn decode_error(&mut self, message: &'static str, reason: &'static str) {
         self.decode_errors.add2(message, reason, 1);

@@ -155,12 +155,7 @@ mod tests {
         p.sent(2, t0 + ns(2_000));
         p.ack(1, t0 + ns(1_500 + 1_999), &mut rec);
         p.ack(2, t0 + ns(2_000 + 2_000), &mut rec);
-        let lat = &rec
-            .extra
-            .iter()
-            .find(|(n, _)| *n == "input_ack_latency_us")
-            .unwrap()
-            .1;
+        let lat = rec.extra("input_ack_latency_us").expect("latency samples");
         assert_eq!((lat.len(), lat.min(), lat.max()), (2, 1, 2));
         p.age(t0 + ns(1_500) + 100 * MS - ns(1), &mut rec);
         assert_eq!(rec.loss_up.expected, 0, "one nanosecond short of the wait");
@@ -187,12 +182,7 @@ mod tests {
         assert_eq!((rec.loss_up.expected, rec.loss_up.received), (4, 2));
         assert_eq!(rec.events.get("input_ack_duplicate"), 1);
         assert_eq!(rec.events.get("input_ack_late"), 1);
-        let lat = &rec
-            .extra
-            .iter()
-            .find(|(n, _)| *n == "input_ack_latency_us")
-            .unwrap()
-            .1;
+        let lat = rec.extra("input_ack_latency_us").expect("latency samples");
         assert_eq!(lat.len(), 2);
     }
 

@@ -702,10 +702,7 @@ mod tests {
     /// address; a relinked bot goes back to a host of its own address.
     #[test]
     fn hosts_are_shared_only_by_bots_of_one_source_address() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = crate::engine::io::test_runtime();
         let _guard = rt.enter();
         let now = Instant::now();
         let mut rec = Recorder::new();

@@ -521,6 +521,16 @@ impl BotTransport for NotBuilt {
     }
 }
 
+/// A current-thread tokio runtime for the unit tests of bot sockets and transports (their
+/// sockets register with a reactor, as on a worker): enter it, or block on it.
+#[cfg(test)]
+pub(crate) fn test_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a current-thread runtime")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -466,10 +466,7 @@ mod tests {
     /// datagram (ENet's, `message: false`) is not also a message sent.
     #[test]
     fn a_lone_send_is_one_plain_send_and_several_are_one_ring_call() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = crate::engine::io::test_runtime();
         let _guard = rt.enter();
         let Ok(mut batch) = UringBatch::new() else {
             return; // This kernel refuses io_uring: nothing of it to test here.

@@ -419,14 +419,6 @@ mod tests {
         out
     }
 
-    /// The bot's UDP socket registers with a tokio reactor, as in a worker.
-    fn runtime() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a runtime")
-    }
-
     fn has(out: &LinkEvents, want: &LinkEvent) -> bool {
         (0..out.len()).any(|i| out.get(i).is_some_and(|(_, e, _)| e == want))
     }
@@ -434,7 +426,7 @@ mod tests {
     /// A closed port is refused at once, with that reason.
     #[test]
     fn a_closed_port_is_refused() {
-        let rt = runtime();
+        let rt = crate::engine::io::test_runtime();
         let _guard = rt.enter();
         let l = TcpListener::bind("127.0.0.1:0").expect("bind");
         let peer = l.local_addr().expect("addr");
@@ -457,7 +449,7 @@ mod tests {
     /// Up, bytes out on the stream (reliable), bytes back as stream events, EOF as a close.
     #[test]
     fn stream_bytes_go_both_ways_and_eof_is_a_close() {
-        let rt = runtime();
+        let rt = crate::engine::io::test_runtime();
         let _guard = rt.enter();
         let l = TcpListener::bind("127.0.0.1:0").expect("bind");
         let peer = l.local_addr().expect("addr");

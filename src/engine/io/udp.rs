@@ -339,10 +339,7 @@ mod tests {
 
     #[test]
     fn a_relinked_bot_gets_a_new_source_and_the_old_one_is_retired() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = crate::engine::io::test_runtime();
         let _guard = rt.enter();
         let now = Instant::now();
         let mut rec = Recorder::new();
@@ -383,10 +380,7 @@ mod tests {
     /// A relinked bot (a reconnection, a handoff) keeps its source address on its new socket.
     #[test]
     fn a_relinked_bot_keeps_its_source_address() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = crate::engine::io::test_runtime();
         let _guard = rt.enter();
         let now = Instant::now();
         let mut rec = Recorder::new();
@@ -411,10 +405,7 @@ mod tests {
     /// once; the server socket receives every one, each bot's in order, and the recorders
     /// count exactly what went out, per group.
     fn delivers_every_datagram(mut t: UdpBots, bots: usize, each: usize) -> Vec<Recorder> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = crate::engine::io::test_runtime();
         let _guard = rt.enter();
         let now = Instant::now();
         let server = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -515,10 +506,7 @@ mod tests {
     /// by its reason on the batched path as on the plain one, never as sent.
     #[test]
     fn refused_sends_count_the_same_on_both_paths() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = crate::engine::io::test_runtime();
         let _guard = rt.enter();
         let now = Instant::now();
         // A port nobody listens on.

@@ -265,10 +265,7 @@ mod tests {
     /// without root too, doubled by the kernel).
     #[test]
     fn a_bot_socket_gets_the_buffers_the_plan_gives_it() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = crate::engine::io::test_runtime();
         let _guard = rt.enter();
         let asked = super::super::SocketBuffers {
             receive: 48_000,
@@ -283,10 +280,7 @@ mod tests {
     /// A real 60,000-byte datagram on loopback arrives whole.
     #[test]
     fn a_big_datagram_arrives_whole() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = crate::engine::io::test_runtime();
         rt.block_on(async {
             let server = UdpSocket::bind("127.0.0.1:0").unwrap();
             let sock = BotSocket::connect_to(server.local_addr().unwrap(), None, None).unwrap();

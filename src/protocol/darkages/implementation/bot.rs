@@ -680,12 +680,8 @@ mod tests {
         assert_eq!((rec.loss_down.expected, rec.loss_down.received), (13, 11));
         assert_eq!(rec.snapshots_applied, 11);
         assert_eq!(rec.events.get("entities_gone"), 1);
-        let ack = rec
-            .extra
-            .iter()
-            .find(|(n, _)| *n == "input_ack_us")
-            .unwrap();
-        assert_eq!(ack.1.len(), 1, "input 5, once");
+        let ack = rec.extra("input_ack_us").expect("input_ack_us samples");
+        assert_eq!(ack.len(), 1, "input 5, once");
 
         let mut b = bot();
         b.start(t0, &mut rec);
@@ -731,7 +727,7 @@ mod tests {
         b.handle_datagram(t1, &[7, 1, 43, 0, 0, 0, 2, 0, 0, 0], &mut rec);
         assert_eq!(rec.events.get("handoffs"), 1);
         assert_eq!(b.phase(), BotPhase::Connected);
-        let h = rec.extra.iter().find(|(n, _)| *n == "handoff_us").unwrap();
-        assert_eq!(h.1.len(), 1);
+        let h = rec.extra("handoff_us").expect("handoff_us samples");
+        assert_eq!(h.len(), 1);
     }
 }
