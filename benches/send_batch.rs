@@ -296,31 +296,9 @@ fn thread_cpu_ns() -> u64 {
     t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
+/// One `send()` per datagram: the loop the swarm's batches are measured against.
 fn plain(fds: &[i32], dur: Duration) -> Outcome {
-    let mut o = Outcome::default();
-    let (start, cpu) = (Instant::now(), thread_cpu_ns());
-    while start.elapsed() < dur {
-        for &fd in fds {
-            // SAFETY: fd is a live socket; the buffer outlives the call.
-            let r = unsafe {
-                libc::send(
-                    fd,
-                    PAYLOAD.as_ptr().cast(),
-                    PAYLOAD.len(),
-                    libc::MSG_DONTWAIT,
-                )
-            };
-            o.calls += 1;
-            if r < 0 {
-                o.errors += 1
-            } else {
-                o.sent += 1
-            }
-        }
-    }
-    o.cpu_ns = thread_cpu_ns() - cpu;
-    o.wall = start.elapsed().as_secs_f64();
-    o
+    plain_k(fds, dur, 1)
 }
 
 fn ring(fds: &[i32], batch: usize, fixed: bool) -> std::io::Result<IoUring> {
