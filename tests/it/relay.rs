@@ -123,31 +123,32 @@ impl Relay {
 }
 
 impl Summary {
-    /// The relay's own lateness p90 per direction (`late_us up P50/P90/MAX down ...`), ms.
-    fn late_p90_ms(&self) -> (f64, f64) {
+    /// One direction's (`"up "` or `"down "`) lateness figure `i` (0 p50, 1 p90, 2 max), ms.
+    fn late_ms(&self, dir: &str, i: usize) -> f64 {
         let tail = self
             .line
             .split("late_us ")
             .nth(1)
             .unwrap_or_else(|| panic!("no late_us in {:?}", self.line));
-        let p90 = |dir: &str| -> f64 {
-            let part = tail
-                .split(dir)
-                .nth(1)
-                .and_then(|r| r.split_whitespace().next())
-                .unwrap_or_else(|| panic!("no {dir} lateness in {tail:?}"));
-            let us: u64 = part
-                .split('/')
-                .nth(1)
-                .and_then(|v| v.parse().ok())
-                .unwrap_or_else(|| panic!("bad lateness {part:?}"));
-            us as f64 / 1e3
-        };
-        (p90("up "), p90("down "))
+        let part = tail
+            .split(dir)
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no {dir} lateness in {tail:?}"));
+        let us: u64 = part
+            .split('/')
+            .nth(i)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("bad lateness {part:?}"));
+        us as f64 / 1e3
+    }
+
+    /// The relay's own lateness p90 per direction (`late_us up P50/P90/MAX down ...`), ms.
+    fn late_p90_ms(&self) -> (f64, f64) {
+        (self.late_ms("up ", 1), self.late_ms("down ", 1))
     }
 }
 
-/// A client socket talking to `relay`.
 /// 4 MiB receive buffers (past rmem_max as root): the test's own sockets must not drop
 /// what the relay sent while a loaded machine keeps their thread waiting, or the counts
 /// would blame the link for the kernel's drops.
@@ -171,6 +172,7 @@ fn roomy(sock: &UdpSocket) {
     }
 }
 
+/// A client socket talking to `relay`.
 fn client(relay: SocketAddr) -> UdpSocket {
     let c = UdpSocket::bind("127.0.0.1:0").expect("bind client");
     roomy(&c);
@@ -307,6 +309,49 @@ fn latency_median_and_jitter_spread_are_as_configured() {
         p90 >= 37.0 && p90 <= 39.0 + starved,
         "p90 {p90} ms added (path alone {path} ms, load allowance {starved} ms), configured 38 ms"
     );
+}
+
+/// `late_us` against a known stall: a datagram held 200 ms, and the relay stopped (SIGSTOP)
+/// from 50 ms after it was sent for 300 ms, across its due time: it leaves about 150 ms late
+/// when the relay runs again, and the relay's own account says so (at least 100 ms, for a
+/// relay slow to read it before the stop).
+#[test]
+fn the_relay_reports_a_known_stall_as_lateness() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let echo = Echo::start();
+    let relay = Relay::start(
+        dir.path(),
+        "network:\n  up: { latency: 200ms }\n",
+        echo.addr,
+        3,
+    );
+    let c = client(relay.addr);
+    c.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let mut buf = [0u8; 64];
+    // One round trip first: the relay has seen this client and is idle in its poll.
+    c.send(&1u32.to_be_bytes()).expect("send");
+    c.recv(&mut buf).expect("the first echo");
+    let pid = relay.child.id() as libc::pid_t;
+    let t = Instant::now();
+    c.send(&2u32.to_be_bytes()).expect("send");
+    std::thread::sleep(Duration::from_millis(50));
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+    c.recv(&mut buf).expect("the held echo");
+    let rtt = t.elapsed();
+    let s = relay.stop();
+    echo.finish();
+    let (up_p90, _) = s.late_p90_ms();
+    let up_max_ms = s.late_ms("up ", 2);
+    eprintln!("{} (round trip {rtt:?})", s.line.trim());
+    assert!(rtt >= Duration::from_millis(350), "round trip {rtt:?}");
+    assert!(up_max_ms >= 100.0, "the stall: up max {up_max_ms} ms");
+    // Two datagrams went up: the stalled one is the p90 too.
+    assert!(up_p90 >= 100.0, "up p90 {up_p90} ms");
 }
 
 /// 10 % of datagrams duplicated up: the peer sees exactly as many second copies as the
