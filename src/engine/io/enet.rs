@@ -240,7 +240,10 @@ impl EnetBots {
             return;
         };
         g.dirty = false;
-        g.host.flush(now);
+        // After a service nothing is left to flush, and ENet's flush walks every peer.
+        if g.host.has_unflushed() {
+            g.host.flush(now);
+        }
         let (sock, sends) = (&g.sock, &mut self.sends);
         let mut send =
             |d: &[u8], rec: &mut Recorder| sends.send(sock, group, d, rec, ONE_MESSAGE_EACH);
@@ -491,7 +494,15 @@ impl BotTransport for EnetBots {
     fn poll_timeout(&self, src: Source) -> Option<Instant> {
         let g = self.groups.get(src)?;
         let path = g.path.as_ref().and_then(SimPath::next_due);
-        match (g.host.poll_timeout(), path) {
+        // A host in `to_flush` is flushed at this wake-up's submit: what its bots queued needs
+        // no timer (the host's own says "now" for it, and a service per bot input would walk
+        // the host's peers several times).
+        let host = if g.flush_pending {
+            g.host.poll_service_timeout()
+        } else {
+            g.host.poll_timeout()
+        };
+        match (host, path) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }

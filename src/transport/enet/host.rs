@@ -530,13 +530,32 @@ impl EnetHost {
     /// only sends are pending); `None` when it has nothing alive. An instant not after the last
     /// call's `now` means "now".
     pub fn poll_timeout(&self) -> Option<Instant> {
-        if !self.host.socket().inbound.is_empty() || self.unflushed {
+        if self.unflushed {
+            Some(self.last_service)
+        } else {
+            self.poll_service_timeout()
+        }
+    }
+
+    /// [`poll_timeout`](Self::poll_timeout) for a caller that flushes the sends it queued
+    /// without being asked (the engine flushes each host its bots queued on once, at the end
+    /// of the wake-up): when received datagrams or ENet's own timers want a
+    /// [`service`](Self::service). Queued sends alone would make it "now", and a full service
+    /// per bot input walks every peer of the host several times.
+    pub fn poll_service_timeout(&self) -> Option<Instant> {
+        if !self.host.socket().inbound.is_empty() {
             Some(self.last_service)
         } else if self.busy || !self.events.is_empty() {
             Some(self.last_service + self.service_interval)
         } else {
             None
         }
+    }
+
+    /// Something was queued (a send, a connect, a disconnect) that no flush or service has
+    /// sent yet.
+    pub fn has_unflushed(&self) -> bool {
+        self.unflushed
     }
 
     /// The peer's state and ENet's measurements of its link; `None` for a slot out of range.

@@ -493,6 +493,39 @@ fn client_wrapper_and_wakeups() {
     assert_eq!(c.rtt(), None);
 }
 
+/// A caller that flushes what it queued itself (the bots' engine: once per wake-up) asks
+/// `poll_service_timeout`, which a queued send leaves at the service interval; `poll_timeout`
+/// says "now" for it. Before the engine asked the former, every bot input on a shared host
+/// fired the host's timer and ran a full service (several walks over all its peers).
+#[test]
+fn queued_sends_wake_only_a_host_that_is_not_flushed_by_its_caller() {
+    let mut sim = Sim::new(
+        EnetConfig::with_peers(4),
+        EnetConfig::with_peers(4),
+        Duration::from_millis(2),
+        0.0,
+    );
+    let ids = sim.connect(4, 2);
+    let host = &mut sim.hosts[0];
+    host.service(sim.now);
+    let serviced = sim.now;
+    let next_service = serviced + Duration::from_millis(10);
+    assert_eq!(host.poll_timeout(), Some(next_service));
+    assert_eq!(host.poll_service_timeout(), Some(next_service));
+    assert!(!host.has_unflushed());
+    host.send(ids[1], 0, false, b"input").unwrap();
+    assert!(host.has_unflushed());
+    assert_eq!(host.poll_timeout(), Some(serviced), "due now: flush me");
+    assert_eq!(host.poll_service_timeout(), Some(next_service));
+    // The caller's flush sends it: one datagram, to the one peer that queued.
+    host.flush(sim.now);
+    assert!(!host.has_unflushed());
+    let mut buf = [0u8; MAX_ENET_DATAGRAM];
+    assert!(host.poll_transmit(&mut buf).is_some());
+    assert!(host.poll_transmit(&mut buf).is_none());
+    assert_eq!(host.poll_timeout(), Some(next_service));
+}
+
 #[test]
 fn bad_settings_are_refused() {
     let now = Instant::now();
