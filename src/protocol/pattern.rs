@@ -6,7 +6,6 @@
 use std::time::Duration;
 
 use rand::Rng;
-use rand_chacha::ChaCha8Rng;
 
 /// Buttons held, one bit each. The bit order matches cafe's `input_mask`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -127,7 +126,7 @@ impl PatternState {
         &mut self,
         pattern: &InputPattern,
         elapsed: Duration,
-        rng: &mut ChaCha8Rng,
+        rng: &mut (impl Rng + ?Sized),
     ) -> Keys {
         match pattern {
             InputPattern::Idle => Keys::default(),
@@ -176,6 +175,7 @@ impl Default for PatternState {
 mod tests {
     use super::*;
     use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
 
     #[test]
     fn axis_follows_keys() {

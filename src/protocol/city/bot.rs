@@ -49,8 +49,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+use rand::Rng;
 
 use super::codec::{
     self, AssetEntry, DeltaState, DisconnectReason, EntityData, EntityUpdate, Fnv64, FullState,
@@ -74,6 +73,7 @@ mod content;
 mod encode;
 mod interp;
 mod own;
+mod rng;
 mod world;
 
 pub use content::{AssetOutcome, AssetState, ContentProgress};
@@ -153,7 +153,7 @@ pub struct CityBot {
     params: BotParams,
     opts: CityOptions,
     name: String,
-    rng: ChaCha8Rng,
+    rng: rng::BotRng,
     pattern: PatternState,
     phase: BotPhase,
     stage: Stage,
@@ -220,7 +220,7 @@ impl CityBot {
         // The spec dialect's prediction history and acknowledgement wait; the implementation
         // dialect uses neither (it predicts with its own mover, and nothing acknowledges).
         let spec = opts.dialect == Dialect::Spec;
-        let rng = ChaCha8Rng::seed_from_u64(params.seed);
+        let rng = rng::BotRng::seed_from_u64(params.seed);
         let name = format!("{}-{}", opts.name_prefix, params.index);
         let silence = Silence::new(params.server_silence_timeout);
         let ping = OneInFlight::new(params.ping_interval);
