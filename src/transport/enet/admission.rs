@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use rusty_enet as enet;
 
 use super::handshake::VerifySent;
-use super::host::{EnetHost, PeerMeta};
+use super::host::EnetHost;
 
 /// Sent times remembered per VERIFY_CONNECT: its first transmission and retransmissions
 /// (ENet gives up on a handshake after a few).
@@ -163,22 +163,28 @@ impl EnetHost {
     /// dropping the oldest evictable half-open peers when no slot is free, and drop those
     /// older than the timeout. Silent (`enet_peer_reset`): nothing is sent to them.
     pub(super) fn bound_half_open(&mut self, now: Instant, make_room: usize) {
+        if self.accepted.is_empty() {
+            // No CONNECT has arrived yet: no slot is half-open (a bots' host, every service).
+            return;
+        }
         let mut half_open: Vec<(Instant, usize)> = Vec::new();
         let mut free = 0usize;
         for (i, p) in self.host.peers().enumerate() {
-            let m = &mut self.meta[i];
+            let (Some(m), Some(a)) = (self.meta.get(i), self.accepted.get_mut(i)) else {
+                continue;
+            };
             match p.state() {
                 enet::PeerState::Disconnected => {
                     free += 1;
-                    m.half_open_since = None;
+                    a.half_open_since = None;
                 }
                 enet::PeerState::AcknowledgingConnect | enet::PeerState::ConnectionPending
                     if !m.announced =>
                 {
-                    let since = *m.half_open_since.get_or_insert(now);
+                    let since = *a.half_open_since.get_or_insert(now);
                     half_open.push((since, i));
                 }
-                _ => m.half_open_since = None,
+                _ => a.half_open_since = None,
             }
         }
         if half_open.is_empty() {
@@ -202,7 +208,7 @@ impl EnetHost {
         }
         for i in drop {
             self.host.peer_mut(enet::PeerID(i)).reset();
-            self.meta[i] = PeerMeta::default();
+            self.clear_slot(i);
             self.forget_rtt(i);
         }
     }
@@ -212,7 +218,7 @@ impl EnetHost {
     /// session's connect id? An address already proven needs no new proof (its datagrams
     /// are not checked).
     pub(super) fn proof_holds(&mut self, addr: SocketAddr, i: usize) -> bool {
-        let remote = self.meta[i].remote;
+        let remote = self.accepted.get(i).and_then(|a| a.remote);
         let sock = self.host.socket_mut();
         if sock.gate.is_proven(addr) {
             return true;
@@ -241,7 +247,7 @@ impl EnetHost {
             );
             if p.address() == Some(addr) && half_open && !self.meta[i].announced {
                 self.host.peer_mut(enet::PeerID(i)).reset();
-                self.meta[i] = PeerMeta::default();
+                self.clear_slot(i);
                 self.forget_rtt(i);
             }
         }
@@ -269,8 +275,8 @@ impl EnetHost {
     pub(super) fn supersede(&mut self) {
         let mut connects = std::mem::take(&mut self.connects);
         for &(addr, c) in &connects {
-            for i in 0..self.meta.len() {
-                let Some((a, peer, id)) = self.meta[i].remote else {
+            for i in 0..self.accepted.len() {
+                let Some((a, peer, id)) = self.accepted[i].remote else {
                     continue;
                 };
                 if a != addr || peer != c.from_peer || id == c.connect_id {
@@ -278,7 +284,7 @@ impl EnetHost {
                 }
                 let p = self.host.peer_mut(enet::PeerID(i));
                 if p.state() == enet::PeerState::Disconnected {
-                    self.meta[i].remote = None;
+                    self.accepted[i].remote = None;
                     continue;
                 }
                 p.reset();
@@ -301,7 +307,9 @@ impl EnetHost {
                 continue;
             };
             if p.address() == Some(addr) && p.state() != enet::PeerState::Disconnected {
-                self.meta[i].remote = Some((addr, v.to_peer, v.connect_id));
+                if let Some(a) = self.accepted.get_mut(i) {
+                    a.remote = Some((addr, v.to_peer, v.connect_id));
+                }
             }
         }
         verified.clear();

@@ -34,10 +34,17 @@ pub(super) struct PeerMeta {
     pub(super) bytes_sent: u64,
     pub(super) packets_received: u64,
     pub(super) bytes_received: u64,
-    /// An incoming connect not finished yet: since when (see "Admission").
-    pub(super) half_open_since: Option<Instant>,
     /// This slot holds a proof of its address in the gate (released when the slot ends).
     pub(super) proof: Option<SocketAddr>,
+}
+
+/// What a host that accepts connections knows of a peer slot: kept apart from [`PeerMeta`]
+/// and made only when the first CONNECT arrives, so a bots' host (which only connects out)
+/// carries none of it: 56 bytes a peer slot less.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Accepted {
+    /// An incoming connect not finished yet: since when (see "Admission").
+    pub(super) half_open_since: Option<Instant>,
     /// An accepted session: the remote's address, its peer id and the connect id, read from
     /// our VERIFY_CONNECT (see "Address reuse").
     pub(super) remote: Option<(SocketAddr, u16, u32)>,
@@ -71,6 +78,9 @@ pub struct EnetHost {
     pub(super) host: enet::Host<QueueSocket>,
     pub(super) clock: Clock,
     pub(super) meta: Vec<PeerMeta>,
+    /// By slot, once a CONNECT has arrived (empty until then: no slot can be half-open or
+    /// hold an accepted session before one).
+    pub(super) accepted: Vec<Accepted>,
     pub(super) events: VecDeque<EnetEvent>,
     pub(super) last_service: Instant,
     pub(super) service_interval: Duration,
@@ -159,6 +169,7 @@ impl EnetHost {
             host,
             clock,
             meta: vec![PeerMeta::default(); config.peer_limit],
+            accepted: Vec::new(),
             events: VecDeque::new(),
             last_service: now,
             service_interval: config.service_interval.max(Duration::from_millis(1)),
@@ -176,7 +187,8 @@ impl EnetHost {
             pending_connects: 0,
             now,
             connects: Vec::new(),
-            slot_addrs: Vec::with_capacity(config.peer_limit),
+            // Grown at its first use, which only a host that accepts connections makes.
+            slot_addrs: Vec::new(),
         })
     }
 
@@ -185,6 +197,14 @@ impl EnetHost {
         self.clock.set(now);
         if let Some(acks) = self.host.socket_mut().acks.as_mut() {
             acks.set_now(now);
+        }
+    }
+
+    /// Forget all this host knows of slot `i` (its proof, if any, must be released first).
+    pub(super) fn clear_slot(&mut self, i: usize) {
+        self.meta[i] = PeerMeta::default();
+        if let Some(a) = self.accepted.get_mut(i) {
+            *a = Accepted::default();
         }
     }
 
@@ -220,10 +240,8 @@ impl EnetHost {
         // The throttle is configured once connected: ENet's VERIFY_CONNECT must echo the
         // throttle settings the CONNECT carried, and a change in between fails the handshake.
         let id = PeerId(peer.id().0);
-        self.meta[id.0] = PeerMeta {
-            announced: true,
-            ..PeerMeta::default()
-        };
+        self.clear_slot(id.0);
+        self.meta[id.0].announced = true;
         // We chose to talk to it: the address needs no proof.
         self.hold_proof(id.0, addr);
         self.busy = true;
@@ -320,7 +338,7 @@ impl EnetHost {
             // ENet resets a slot it was not connected on without an event; keep the promise of
             // one `Disconnected` per announced peer.
             let proof = m.proof.take();
-            *m = PeerMeta::default();
+            self.clear_slot(peer.0);
             if let Some(addr) = proof {
                 self.host.socket_mut().gate.release(addr, now);
             }
@@ -367,6 +385,9 @@ impl EnetHost {
         if data.len() >= 2 && u16::from_be_bytes([data[0], data[1]]) & 0x0FFF == CONNECT_PEER_ID {
             self.pending_connects += 1;
             sock.watch_verify = true;
+            if self.accepted.is_empty() {
+                self.accepted = vec![Accepted::default(); self.meta.len()];
+            }
             if let Some(c) = sock.reader.find(data, COMMAND_CONNECT) {
                 self.connects.push((from, c));
             }
@@ -410,7 +431,8 @@ impl EnetHost {
     pub(super) fn slot_ended(&mut self, i: usize, data: u32) {
         self.release_proof(i);
         self.forget_rtt(i);
-        let m = std::mem::take(&mut self.meta[i]);
+        let m = self.meta[i];
+        self.clear_slot(i);
         if !m.announced {
             return;
         }
@@ -440,7 +462,7 @@ impl EnetHost {
                     // ENet completed a handshake whose proof this host did not see checked:
                     // no session (see "Admission").
                     self.host.peer_mut(peer).reset();
-                    self.meta[peer.0] = PeerMeta::default();
+                    self.clear_slot(peer.0);
                     self.forget_rtt(peer.0);
                     self.host.socket_mut().stats.forged_proofs += 1;
                     return;
@@ -457,14 +479,16 @@ impl EnetHost {
                 if (ti, ta, td) != DEFAULT_THROTTLE {
                     p.set_throttle(ti, ta, td);
                 }
-                let PeerMeta { proof, remote, .. } = self.meta[peer.0];
+                let proof = self.meta[peer.0].proof;
                 self.meta[peer.0] = PeerMeta {
                     announced: true,
                     connected: true,
                     proof,
-                    remote,
                     ..PeerMeta::default()
                 };
+                if let Some(a) = self.accepted.get_mut(peer.0) {
+                    a.half_open_since = None;
+                }
                 // ENet's handshake completed: the address acknowledged our VERIFY_CONNECT.
                 self.hold_proof(peer.0, addr);
                 self.events.push_back(EnetEvent::Connected {

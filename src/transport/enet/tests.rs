@@ -546,3 +546,22 @@ fn bad_settings_are_refused() {
         ));
     }
 }
+
+/// A bots' host keeps per peer slot only what it uses: the accepting side's admission state
+/// (half-open since, the remote's ids: 56 bytes) is made at the first CONNECT, which a bots'
+/// host never receives. Measured 72 bytes a slot (128 with that state inside).
+#[test]
+fn a_bots_host_carries_no_admission_state() {
+    assert!(std::mem::size_of::<super::host::PeerMeta>() <= 72);
+    let now = Instant::now();
+    let mut h = EnetHost::new(now, &EnetConfig::with_peers(50)).unwrap();
+    h.connect(now, B.parse().unwrap(), 2, 0).unwrap();
+    h.service(now);
+    assert!(h.accepted.is_empty());
+    assert_eq!(h.slot_addrs.capacity(), 0);
+    // The first CONNECT (a datagram from peer id 0xFFF) makes it, for every slot.
+    let mut connect = [0u8; 52];
+    connect[..2].copy_from_slice(&0x0FFFu16.to_be_bytes());
+    h.handle_datagram(now, A.parse().unwrap(), &connect);
+    assert_eq!(h.accepted.len(), 50);
+}
