@@ -49,7 +49,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use rand::Rng;
+use rand::{Rng, SeedableRng};
 
 use super::codec::{
     self, AssetEntry, DeltaState, DisconnectReason, EntityData, EntityUpdate, Fnv64, FullState,

@@ -6,44 +6,16 @@
 //! number generators", 2014; the seeding generator of the xoshiro family) passes BigCrush,
 //! and consecutive seeds (bot `i`'s seed and bot `i + 1`'s) give unrelated sequences, which
 //! is what it was designed for. The same seed gives the same sequence on every platform and
-//! in every version: the algorithm is these few lines, not a library's choice of the day.
-
-use rand::RngCore;
+//! in every version: `rand_xoshiro` fixes the algorithm, not a library's choice of the day
+//! (`rand`'s `SmallRng` may change between its versions).
 
 /// SplitMix64 (see the module docs).
-#[derive(Debug, Clone)]
-pub(super) struct BotRng(u64);
-
-impl BotRng {
-    pub(super) fn seed_from_u64(seed: u64) -> Self {
-        Self(seed)
-    }
-}
-
-impl RngCore for BotRng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn next_u32(&mut self) -> u32 {
-        (self.next_u64() >> 32) as u32
-    }
-
-    fn fill_bytes(&mut self, dst: &mut [u8]) {
-        for chunk in dst.chunks_mut(8) {
-            let bytes = self.next_u64().to_le_bytes();
-            chunk.copy_from_slice(&bytes[..chunk.len()]);
-        }
-    }
-}
+pub(super) type BotRng = rand_xoshiro::SplitMix64;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::{RngCore, SeedableRng};
 
     /// The reference sequence of SplitMix64 seeded with 1234567 (the values published with
     /// the algorithm's C reference implementation, splitmix64.c).
