@@ -19,12 +19,24 @@
 #      0.8x, by kind (syscall entry, kernel network stack, io_uring, timers and wake-ups,
 #      histograms, protocol, engine), for both paths.
 #
+# The target (cafe_sink) runs at idle priority (`chrt --idle 0`) in every step, the ceiling's
+# and the swarm's alike: it stands in for a server on another machine, which would not take
+# the generator's cores. At normal priority it is a third runnable thread on a 2-core machine
+# beside the two workers, and the scheduler's time slices (milliseconds) showed up as the
+# generator's send lateness (p99 7-10 ms at 0.8x with the workers themselves idle half the
+# time). At idle priority it gets what the generator leaves (the kernel still delivers every
+# datagram into its socket, in the sender's time); what it cannot answer in time is a pong or
+# a Welcome late, never a generator figure. IDLE_TARGET=0 runs it at normal priority.
+#
 # Numbers vary with the machine and its load; compare the ratios within one run. Every step
 # is bounded by `timeout`; loopback only. Takes about 2 minutes with the defaults.
 #
 # Usage: scripts/bench_ceiling.sh [POPULATIONS="1000 2000 3000 4000 5000"] [RUN=5]
 #   env: SOCKETS=3000 (ceiling sockets), SINK_THREADS=1, PROFILE=1, PORT=39240, STEP=1ms,
-#        TICKSWARM_BIN (a release binary already built: skips the build)
+#        TICKSWARM_BIN (a release binary already built: skips the build),
+#        BEFORE_BIN (an older binary: each population also runs it, in the paths of
+#        BEFORE_MODES="coalesced", one row beside the other, for an A/B in one run),
+#        IDLE_TARGET=1
 set -euo pipefail
 cd "$(dirname "$0")/.."
 POPS=${1:-"1000 2000 3000 4000 5000"}
@@ -35,6 +47,14 @@ PROFILE=${PROFILE:-1}
 PORT=${PORT:-39240}
 STEP=${STEP:-1ms}
 MODES="plain auto coalesced"
+BEFORE_BIN=${BEFORE_BIN:-}
+BEFORE_MODES=${BEFORE_MODES:-coalesced}
+IDLE_TARGET=${IDLE_TARGET:-1}
+# The target at idle priority (see above), where chrt exists.
+TARGET_PRIO=()
+if [ "$IDLE_TARGET" = 1 ] && command -v chrt >/dev/null; then
+    TARGET_PRIO=(chrt --idle 0)
+fi
 TARGET_DIR=${CARGO_TARGET_DIR:-target}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"; kill $(jobs -p) 2>/dev/null || true' EXIT
@@ -53,7 +73,7 @@ echo "== machine: $(nproc) cores, kernel $(uname -r), io_uring_disabled=$(cat /p
 
 # 1. The ceiling: the best of three 1.5 s measurements (what the machine can do; a shared
 #    machine's other load only ever lowers it).
-"$WORK/cafe_sink" "$PORT" 8 "$SINK_THREADS" drain >"$WORK/ceiling_sink.txt" &
+"${TARGET_PRIO[@]}" "$WORK/cafe_sink" "$PORT" 8 "$SINK_THREADS" drain >"$WORK/ceiling_sink.txt" &
 sleep 0.3
 CEILINGS=""
 for _ in 1 2 3; do
@@ -62,6 +82,7 @@ done
 CEILING=$(echo $CEILINGS | tr ' ' '\n' | sort -n | tail -1)
 wait
 echo "== ceiling: plain send() loop over $SOCKETS connected sockets: $CEILING datagrams/s (best of:$CEILINGS)"
+echo "== target priority: ${TARGET_PRIO[*]:-normal}${BEFORE_BIN:+; before binary: $BEFORE_BIN}"
 
 scenario() { # bots seconds [timer step]
     cat >"$WORK/scenario.yaml" <<EOF
@@ -89,22 +110,26 @@ engine:
 EOF
 }
 
-# One swarm run: mode (plain|auto|coalesced) bots seconds [perf]; prints one line, appends
-# to results.
+# One swarm run: mode (plain|auto|coalesced, or before:MODE for BEFORE_BIN) bots seconds
+# [perf]; prints one line, appends to results.
 swarm() {
     local mode=$1 bots=$2 secs=$3 prof=${4:-}
-    local out="$WORK/run-$mode-$bots"
+    local bin=$BIN path=$mode
+    if [ "${mode#before:}" != "$mode" ]; then
+        bin=$BEFORE_BIN path=${mode#before:}
+    fi
+    local out="$WORK/run-${mode/:/-}-$bots"
     rm -rf "$out"
-    local io=$mode step=0s
-    [ "$mode" = coalesced ] && io=auto step=$STEP
+    local io=$path step=0s
+    [ "$path" = coalesced ] && io=auto step=$STEP
     scenario "$bots" "$secs" "$step"
-    "$WORK/cafe_sink" "$PORT" $((secs + 4)) "$SINK_THREADS" cafe >"$out.sink" &
+    "${TARGET_PRIO[@]}" "$WORK/cafe_sink" "$PORT" $((secs + 4)) "$SINK_THREADS" cafe >"$out.sink" &
     local sink=$!
     sleep 0.2
     # Under perf when profiling: the whole run, ramp included.
     local perf=()
     [ -n "$prof" ] && perf=(perf record -q -F 999 -g -o "$out.perf" --)
-    TICKSWARM_IO=$io timeout $((secs + 30)) "${perf[@]}" "$BIN" run "$WORK/scenario.yaml" \
+    TICKSWARM_IO=$io timeout $((secs + 30)) "${perf[@]}" "$bin" run "$WORK/scenario.yaml" \
         --out "$out" >"$out.log" 2>&1 || true
     kill -TERM "$sink" 2>/dev/null || true
     wait "$sink" 2>/dev/null || true
@@ -112,8 +137,9 @@ swarm() {
     python3 - "$out/summary.json" "$mode" "$bots" "$CEILING" "$WORK/results.tsv" <<'PY'
 import json, sys
 path, mode, bots, ceiling, results = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
-label = {"plain": "before (send per datagram)", "auto": "after (io_uring batches)",
-         "coalesced": "coalesced (+ timer step)"}[mode]
+labels = {"plain": "before (send per datagram)", "auto": "after (io_uring batches)",
+          "coalesced": "coalesced (+ timer step)"}
+label = labels.get(mode) or "BEFORE_BIN " + labels[mode.split(":", 1)[1]].split(" (")[0]
 try:
     s = json.load(open(path))
 except Exception as e:
@@ -146,6 +172,10 @@ header() {
 echo "== the cafe swarm against a cheap cafe target (own process), ${RUN}s per run, ratios to the ceiling"
 header
 : >"$WORK/results.tsv"
+# With BEFORE_BIN, its runs interleave with this binary's.
+if [ -n "$BEFORE_BIN" ]; then
+    for m in $BEFORE_MODES; do MODES="$MODES before:$m"; done
+fi
 # Alternating which path goes first, so a load change on a shared machine does not always
 # fall on the same one.
 order=$MODES
@@ -158,12 +188,15 @@ done
 
 # 3. The largest population on the grid, per path.
 echo "== largest population on its 60 Hz grid (0 skipped, lateness p99 < 16,667 us)"
-python3 - "$WORK/results.tsv" "$CEILING" <<'PY'
+python3 - "$WORK/results.tsv" "$CEILING" $BEFORE_MODES <<'PY'
 import sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
 ceiling = float(sys.argv[2])
-for mode, label in (("plain", "before (send per datagram)"), ("auto", "after (io_uring batches)"),
-                    ("coalesced", "coalesced (+ timer step)")):
+paths = [("plain", "before (send per datagram)"), ("auto", "after (io_uring batches)"),
+         ("coalesced", "coalesced (+ timer step)")]
+if any(r[0].startswith("before:") for r in rows):
+    paths += [("before:" + m, "BEFORE_BIN " + m) for m in sys.argv[3:]]
+for mode, label in paths:
     on = [(int(r[1]), float(r[2])) for r in rows if r[0] == mode and r[3] == "1"]
     if on:
         bots, rate = max(on)
@@ -178,7 +211,7 @@ echo "== at ~0.8x the ceiling: $AT bots"
 header
 for mode in $MODES; do swarm "$mode" "$AT" "$RUN"; done
 
-# 5. Where the time goes: the same two runs again under perf (kept apart from the lateness
+# 5. Where the time goes: the same runs again under perf (kept apart from the lateness
 #    figures above, which perf would disturb).
 if [ "$PROFILE" = 1 ] && command -v perf >/dev/null; then
     echo "== where the generator's time goes at $AT bots (perf samples of the tickswarm process, by kind)"
@@ -213,8 +246,8 @@ for line in sys.stdin:
             break
     else:
         other += pct
-label = {"plain": "before", "auto": "after", "coalesced": "coalesced"}[mode]
-print(f"   {label:<10}" + "  ".join(f"{k} {v:.0f}%" for k, v in totals.items()) + f"  other {other:.0f}%")
+label = {"plain": "before", "auto": "after", "coalesced": "coalesced"}.get(mode, mode)
+print(f"   {label:<18}" + "  ".join(f"{k} {v:.0f}%" for k, v in totals.items()) + f"  other {other:.0f}%")
 ' "$mode"
     done
 fi

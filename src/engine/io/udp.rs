@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::os::fd::RawFd;
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -25,18 +26,46 @@ use crate::protocol::{ConnId, Server, Transmit};
 #[derive(Default)]
 pub struct UdpBots {
     /// By source: the bot it carries, its group and its socket; `None` once retired.
-    sources: Vec<Option<(Slot, super::GroupId, Rc<BotSocket>)>>,
+    sources: Vec<Option<BotSource>>,
+    /// Retired sockets, closed after the next submit: a datagram queued on one before its
+    /// bot moved must still find it open (and its file-table entry current) when it leaves.
+    closing: Vec<BotSource>,
     /// By source: its simulated network path, when the scenario sets `network:`.
     paths: Vec<Option<SimPath>>,
     /// By group: its `network:`, if any.
     network: Vec<Option<PathConditions>>,
     /// The current source of each bot slot.
-    by_slot: Vec<Option<Source>>,
+    by_slot: Vec<Option<SendTo>>,
     retired: Vec<Source>,
     /// The worker's way to the kernel: io_uring batches, or one `send()` each.
     sends: WorkerSends,
     /// Kernel buffers each bot socket asks for (`None`: the socket's default).
     socket_buffers: Option<crate::engine::io::socket::SocketBuffers>,
+}
+
+/// One bot's socket.
+struct BotSource {
+    slot: Slot,
+    group: super::GroupId,
+    /// The socket's descriptor, and whether it is in the worker's io_uring file table.
+    fd: RawFd,
+    fixed: bool,
+    /// Holds the socket open: dropping the entry closes it.
+    _sock: Rc<BotSocket>,
+}
+
+/// Where a bot's datagrams go, by slot: everything a send reads, in 16 bytes, so a send is
+/// one look-up in a dense table (not the source's entry, nor the socket's allocation: with
+/// thousands of bots each was a cache miss per datagram).
+#[derive(Clone, Copy)]
+struct SendTo {
+    src: u32,
+    fd: RawFd,
+    group: u32,
+    /// In the worker's io_uring file table.
+    fixed: bool,
+    /// The scenario sets `network:` for its group: its sends go through `paths`.
+    simulated: bool,
 }
 
 impl UdpBots {
@@ -74,10 +103,6 @@ impl UdpBots {
     pub fn send_path(&self) -> SendPath {
         self.sends.path()
     }
-
-    fn source(&self, slot: Slot) -> Option<Source> {
-        *self.by_slot.get(slot)?
-    }
 }
 
 /// Raw UDP carries one message per datagram: a datagram sent is also a message sent.
@@ -98,17 +123,32 @@ impl BotTransport for UdpBots {
     ) -> std::io::Result<Opened> {
         let sock = Rc::new(BotSocket::connect_to(peer, source, self.socket_buffers)?);
         let src = self.sources.len();
-        self.sources.push(Some((slot, group, sock.clone())));
         let path = self
             .network
             .get(group)
             .and_then(Option::as_ref)
             .map(|c| SimPath::new(c, src as u64, now));
+        let fd = sock.raw_fd();
+        let fixed = self.sends.register(fd);
+        let to = SendTo {
+            src: src as u32,
+            fd,
+            group: group as u32,
+            fixed,
+            simulated: path.is_some(),
+        };
+        self.sources.push(Some(BotSource {
+            slot,
+            group,
+            fd,
+            fixed,
+            _sock: sock.clone(),
+        }));
         self.paths.push(path);
         if self.by_slot.len() <= slot {
             self.by_slot.resize(slot + 1, None);
         }
-        self.by_slot[slot] = Some(src);
+        self.by_slot[slot] = Some(to);
         Ok(Opened {
             source: src,
             watch: Some(Watch::Socket(sock)),
@@ -126,8 +166,9 @@ impl BotTransport for UdpBots {
         rec: &mut Recorder,
     ) -> std::io::Result<Opened> {
         if let Some(old) = self.by_slot.get_mut(slot).and_then(Option::take) {
-            if let Some(s) = self.sources.get_mut(old) {
-                *s = None;
+            let old = old.src as Source;
+            if let Some(s) = self.sources.get_mut(old).and_then(Option::take) {
+                self.closing.push(s);
             }
             self.retired.push(old);
         }
@@ -139,21 +180,20 @@ impl BotTransport for UdpBots {
     }
 
     fn send(&mut self, slot: Slot, _t: &Transmit, bytes: &[u8], now: Instant, rec: &mut Recorder) {
-        let Some(src) = self.source(slot) else {
+        let Some(&Some(to)) = self.by_slot.get(slot) else {
             return;
         };
-        let Some(Some((_, group, sock))) = self.sources.get(src) else {
-            return;
-        };
+        let (fd, fixed, group) = (to.fd, to.fixed, to.group as usize);
         let sends = &mut self.sends;
-        match self.paths.get_mut(src).and_then(Option::as_mut) {
-            Some(path) => {
-                path.send(now, bytes, |b| {
-                    sends.send(sock, *group, b, rec, ONE_MESSAGE_EACH)
-                });
-                path.record(rec);
-            }
-            None => sends.send(sock, *group, bytes, rec, ONE_MESSAGE_EACH),
+        if !to.simulated {
+            sends.send_fd(fd, fixed, group, bytes, rec, ONE_MESSAGE_EACH);
+            return;
+        }
+        if let Some(path) = self.paths.get_mut(to.src as usize).and_then(Option::as_mut) {
+            path.send(now, bytes, |b| {
+                sends.send_fd(fd, fixed, group, b, rec, ONE_MESSAGE_EACH)
+            });
+            path.record(rec);
         }
     }
 
@@ -161,6 +201,12 @@ impl BotTransport for UdpBots {
 
     fn submit(&mut self, recs: &mut [Recorder]) {
         self.sends.submit(recs);
+        // Nothing is queued on the retired sockets any more: out of the file table, closed.
+        for s in self.closing.drain(..) {
+            if s.fixed {
+                self.sends.unregister(s.fd);
+            }
+        }
     }
 
     fn close(&mut self, _slot: Slot, _now: Instant, _rec: &mut Recorder) {}
@@ -174,7 +220,7 @@ impl BotTransport for UdpBots {
         out: &mut LinkEvents,
     ) {
         // A retired source's late datagrams belong to a server the bot has left.
-        let Some(Some((slot, _, _))) = self.sources.get(src) else {
+        let Some(Some(BotSource { slot, .. })) = self.sources.get(src) else {
             return;
         };
         let slot = *slot;
@@ -195,15 +241,18 @@ impl BotTransport for UdpBots {
 
     /// Held datagrams of the simulated path that are due: sent, or handed to the bot.
     fn on_timer(&mut self, src: Source, now: Instant, rec: &mut Recorder, out: &mut LinkEvents) {
-        let Some(Some((slot, group, sock))) = self.sources.get(src) else {
+        let Some(Some(s)) = self.sources.get(src) else {
             return;
         };
+        let (slot, group, fd, fixed) = (s.slot, s.group, s.fd, s.fixed);
         let Some(path) = self.paths.get_mut(src).and_then(Option::as_mut) else {
             return;
         };
         let sends = &mut self.sends;
-        path.send_due(now, |b| sends.send(sock, *group, b, rec, ONE_MESSAGE_EACH));
-        path.deliver_due(now, |b| out.data(*slot, b));
+        path.send_due(now, |b| {
+            sends.send_fd(fd, fixed, group, b, rec, ONE_MESSAGE_EACH)
+        });
+        path.deliver_due(now, |b| out.data(slot, b));
     }
 
     fn poll_timeout(&self, src: Source) -> Option<Instant> {
