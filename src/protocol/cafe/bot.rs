@@ -1018,7 +1018,7 @@ mod tests {
         use std::mem::offset_of;
         let tick_end = offset_of!(CafeBot, params)
             + offset_of!(BotParams, pattern)
-            + std::mem::size_of::<crate::protocol::InputPattern>();
+            + std::mem::size_of::<crate::protocol::prelude::InputPattern>();
         assert!(tick_end <= 5 * 64, "{tick_end} bytes");
     }
 }
