@@ -179,13 +179,14 @@ impl WorkerSends {
     /// [`WorkerSends::send`] by descriptor, for a transport that keeps its sockets' `fd`s
     /// beside its own per-bot state (raw UDP): no visit to the socket's allocation (a cache
     /// miss per datagram with thousands of bots) and no reference count taken. The caller
-    /// keeps the socket open until the next [`WorkerSends::submit`] has returned. `fixed`:
-    /// `fd` is in the ring's file table ([`WorkerSends::register`]), so the kernel skips the
-    /// descriptor lookup per send.
+    /// keeps the socket open until the next [`WorkerSends::submit`] has returned.
+    ///
+    /// (Registering the sockets in the ring's file table, so the kernel skips its descriptor
+    /// look-up, was measured and dropped: the table's entries are allocated apart, and the
+    /// look-up's cache miss only moved there, one more per send.)
     pub fn send_fd(
         &mut self,
         fd: RawFd,
-        fixed: bool,
         group: usize,
         bytes: &[u8],
         rec: &mut Recorder,
@@ -193,29 +194,13 @@ impl WorkerSends {
     ) {
         match &mut self.batch {
             Some(b) => {
-                b.queue_fd(Target { fd, fixed }, group, bytes, message);
+                b.queue_fd(fd, group, bytes, message);
             }
             None => {
                 rec.send_io.call(1);
                 let r = send_now(fd, bytes);
                 count_one(rec, bytes.len(), message, Some(r));
             }
-        }
-    }
-
-    /// Put `fd` in the ring's file table, at index `fd`: its sends then skip the kernel's
-    /// descriptor lookup and reference count (measured: `fget`/`fput` were 4 % of a 4,500-bot
-    /// swarm's samples). `false` where there is no ring or the kernel refused (sends by
-    /// descriptor then, as before). Undo with [`WorkerSends::unregister`] before closing it.
-    pub fn register(&mut self, fd: RawFd) -> bool {
-        self.batch.as_mut().is_some_and(|b| b.register(fd))
-    }
-
-    /// Take `fd` out of the ring's file table (the table holds the socket open until then).
-    /// Only after the [`WorkerSends::submit`] that sent its last queued datagram.
-    pub fn unregister(&mut self, fd: RawFd) {
-        if let Some(b) = &mut self.batch {
-            b.unregister(fd);
         }
     }
 
@@ -261,18 +246,10 @@ struct Pending {
     result: Option<i32>,
 }
 
-/// Where a send goes: a descriptor, or (`fixed`) its entry in the ring's file table, which
-/// is at index `fd`.
-#[derive(Clone, Copy)]
-struct Target {
-    fd: RawFd,
-    fixed: bool,
-}
-
 /// A send queued for the next submission: its payload is `arena[off..off + len]`.
 #[derive(Clone, Copy)]
 struct Queued {
-    to: Target,
+    fd: RawFd,
     off: usize,
     len: usize,
     /// Its entry in `pending` (the request's `user_data`).
@@ -293,14 +270,7 @@ pub struct UringBatch {
     /// submission, so a submission of one send can go out as a plain `send()` instead.
     queued: Vec<Queued>,
     io: SendIo,
-    /// Entries in the ring's sparse file table (indexed by descriptor), 0 if the kernel
-    /// refused one; descriptors at or past it are sent by descriptor.
-    files: u32,
 }
-
-/// Most entries a worker's file table asks for (8 bytes each in the kernel): descriptors
-/// past it are sent by descriptor, one lookup each, as without the table.
-const MAX_FIXED_FILES: u64 = 1 << 16;
 
 impl UringBatch {
     /// A ring of [`BATCH`] entries, after checking the kernel can send through it (a kernel
@@ -319,23 +289,6 @@ impl UringBatch {
                 "the kernel's io_uring has no send operation",
             ));
         }
-        // A sparse file table as large as the descriptors this process may open (the kernel
-        // refuses more than RLIMIT_NOFILE), up to MAX_FIXED_FILES; none if refused.
-        let mut lim = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: `lim` is a valid rlimit for the call to fill.
-        let files = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
-            lim.rlim_cur.min(MAX_FIXED_FILES) as u32
-        } else {
-            0
-        };
-        let files = if files > 0 && ring.submitter().register_files_sparse(files).is_ok() {
-            files
-        } else {
-            0
-        };
         Ok(Self {
             ring,
             arena: Vec::with_capacity(ARENA),
@@ -343,50 +296,22 @@ impl UringBatch {
             pending: Vec::with_capacity(4 * BATCH),
             queued: Vec::with_capacity(BATCH),
             io: SendIo::default(),
-            files,
         })
-    }
-
-    /// Put `fd` in the file table at index `fd` ([`WorkerSends::register`]).
-    fn register(&mut self, fd: RawFd) -> bool {
-        let Ok(at) = u32::try_from(fd) else {
-            return false;
-        };
-        at < self.files
-            && self
-                .ring
-                .submitter()
-                .register_files_update(at, &[fd])
-                .is_ok()
-    }
-
-    /// Empty entry `fd` of the file table ([`WorkerSends::unregister`]).
-    fn unregister(&mut self, fd: RawFd) {
-        if let Ok(at) = u32::try_from(fd) {
-            if at < self.files {
-                // A failure leaves the socket open until the worker ends, nothing worse.
-                let _ = self.ring.submitter().register_files_update(at, &[-1]);
-            }
-        }
     }
 
     /// Queue one datagram on `sock`, counted in group `group`'s recorder at the next flush:
     /// its bytes on the wire and, when `message` (raw UDP: one message a datagram), one
     /// message sent ([`WorkerSends::send`] says which).
     fn queue(&mut self, sock: &Rc<BotSocket>, group: usize, bytes: &[u8], message: bool) {
-        let to = Target {
-            fd: sock.raw_fd(),
-            fixed: false,
-        };
-        if self.queue_fd(to, group, bytes, message) {
+        if self.queue_fd(sock.raw_fd(), group, bytes, message) {
             self.socks.push(sock.clone());
         }
     }
 
-    /// Queue one datagram to `to` (whose socket the caller keeps open until the next flush):
+    /// Queue one datagram on `fd` (whose socket the caller keeps open until the next flush):
     /// [`UringBatch::queue`] without holding the socket. `true` if it waits in the batch,
     /// `false` if it was sent at once.
-    fn queue_fd(&mut self, to: Target, group: usize, bytes: &[u8], message: bool) -> bool {
+    fn queue_fd(&mut self, fd: RawFd, group: usize, bytes: &[u8], message: bool) -> bool {
         if self.queued.len() == BATCH || self.arena.len() + bytes.len() > self.arena.capacity() {
             self.submit();
         }
@@ -401,7 +326,7 @@ impl UringBatch {
             // Larger than the whole arena (no bot sends such): sent at once, after what was
             // queued before it (submitted above).
             self.io.call(1);
-            let r = send_now(to.fd, bytes);
+            let r = send_now(fd, bytes);
             if let Some(p) = self.pending.get_mut(idx) {
                 p.result = Some(r);
             }
@@ -410,7 +335,7 @@ impl UringBatch {
         let off = self.arena.len();
         self.arena.extend_from_slice(bytes);
         self.queued.push(Queued {
-            to,
+            fd,
             off,
             len: bytes.len(),
             idx,
@@ -428,7 +353,7 @@ impl UringBatch {
         }
         self.io.call(n);
         if let [q] = self.queued[..] {
-            let r = send_now(q.to.fd, &self.arena[q.off..q.off + q.len]);
+            let r = send_now(q.fd, &self.arena[q.off..q.off + q.len]);
             if let Some(p) = self.pending.get_mut(q.idx) {
                 p.result = Some(r);
             }
@@ -449,12 +374,7 @@ impl UringBatch {
                 // The arena is never reallocated (capacity checked at queueing), so the
                 // payload stays put until the arena is cleared after the reap below.
                 let ptr = self.arena[q.off..q.off + q.len].as_ptr();
-                let entry = if q.to.fixed {
-                    opcode::Send::new(types::Fixed(q.to.fd as u32), ptr, q.len as u32)
-                } else {
-                    opcode::Send::new(types::Fd(q.to.fd), ptr, q.len as u32)
-                };
-                let entry = entry
+                let entry = opcode::Send::new(types::Fd(q.fd), ptr, q.len as u32)
                     .flags(libc::MSG_DONTWAIT)
                     .build()
                     .user_data(q.idx as u64);

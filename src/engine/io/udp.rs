@@ -28,7 +28,7 @@ pub struct UdpBots {
     /// By source: the bot it carries, its group and its socket; `None` once retired.
     sources: Vec<Option<BotSource>>,
     /// Retired sockets, closed after the next submit: a datagram queued on one before its
-    /// bot moved must still find it open (and its file-table entry current) when it leaves.
+    /// bot moved must still find it open (not closed, its number not reused) when it leaves.
     closing: Vec<BotSource>,
     /// By source: its simulated network path, when the scenario sets `network:`.
     paths: Vec<Option<SimPath>>,
@@ -47,9 +47,8 @@ pub struct UdpBots {
 struct BotSource {
     slot: Slot,
     group: super::GroupId,
-    /// The socket's descriptor, and whether it is in the worker's io_uring file table.
+    /// The socket's descriptor.
     fd: RawFd,
-    fixed: bool,
     /// Holds the socket open: dropping the entry closes it.
     _sock: Rc<BotSocket>,
 }
@@ -62,8 +61,6 @@ struct SendTo {
     src: u32,
     fd: RawFd,
     group: u32,
-    /// In the worker's io_uring file table.
-    fixed: bool,
     /// The scenario sets `network:` for its group: its sends go through `paths`.
     simulated: bool,
 }
@@ -129,19 +126,16 @@ impl BotTransport for UdpBots {
             .and_then(Option::as_ref)
             .map(|c| SimPath::new(c, src as u64, now));
         let fd = sock.raw_fd();
-        let fixed = self.sends.register(fd);
         let to = SendTo {
             src: src as u32,
             fd,
             group: group as u32,
-            fixed,
             simulated: path.is_some(),
         };
         self.sources.push(Some(BotSource {
             slot,
             group,
             fd,
-            fixed,
             _sock: sock.clone(),
         }));
         self.paths.push(path);
@@ -183,15 +177,15 @@ impl BotTransport for UdpBots {
         let Some(&Some(to)) = self.by_slot.get(slot) else {
             return;
         };
-        let (fd, fixed, group) = (to.fd, to.fixed, to.group as usize);
+        let (fd, group) = (to.fd, to.group as usize);
         let sends = &mut self.sends;
         if !to.simulated {
-            sends.send_fd(fd, fixed, group, bytes, rec, ONE_MESSAGE_EACH);
+            sends.send_fd(fd, group, bytes, rec, ONE_MESSAGE_EACH);
             return;
         }
         if let Some(path) = self.paths.get_mut(to.src as usize).and_then(Option::as_mut) {
             path.send(now, bytes, |b| {
-                sends.send_fd(fd, fixed, group, b, rec, ONE_MESSAGE_EACH)
+                sends.send_fd(fd, group, b, rec, ONE_MESSAGE_EACH)
             });
             path.record(rec);
         }
@@ -201,12 +195,8 @@ impl BotTransport for UdpBots {
 
     fn submit(&mut self, recs: &mut [Recorder]) {
         self.sends.submit(recs);
-        // Nothing is queued on the retired sockets any more: out of the file table, closed.
-        for s in self.closing.drain(..) {
-            if s.fixed {
-                self.sends.unregister(s.fd);
-            }
-        }
+        // Nothing is queued on the retired sockets any more: closed.
+        self.closing.clear();
     }
 
     fn close(&mut self, _slot: Slot, _now: Instant, _rec: &mut Recorder) {}
@@ -244,14 +234,12 @@ impl BotTransport for UdpBots {
         let Some(Some(s)) = self.sources.get(src) else {
             return;
         };
-        let (slot, group, fd, fixed) = (s.slot, s.group, s.fd, s.fixed);
+        let (slot, group, fd) = (s.slot, s.group, s.fd);
         let Some(path) = self.paths.get_mut(src).and_then(Option::as_mut) else {
             return;
         };
         let sends = &mut self.sends;
-        path.send_due(now, |b| {
-            sends.send_fd(fd, fixed, group, b, rec, ONE_MESSAGE_EACH)
-        });
+        path.send_due(now, |b| sends.send_fd(fd, group, b, rec, ONE_MESSAGE_EACH));
         path.deliver_due(now, |b| out.data(slot, b));
     }
 
@@ -424,6 +412,41 @@ mod tests {
             out.get(0).map(|(slot, _, d)| (slot, d.to_vec())),
             Some((7, b"new".to_vec()))
         );
+    }
+
+    /// A datagram a bot queued before it moved still leaves, on its old socket, at the
+    /// wake-up's submit: the retired socket stays open (its descriptor not reused) until then.
+    #[test]
+    fn a_datagram_queued_before_a_relink_still_leaves_on_the_old_socket() {
+        let rt = crate::engine::io::test_runtime();
+        let _guard = rt.enter();
+        let now = Instant::now();
+        let server = || {
+            let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+                .unwrap();
+            s
+        };
+        let (old, new) = (server(), server());
+        for mode in [IoMode::Auto, IoMode::Plain] {
+            let mut t = UdpBots::with_send_path(Vec::new(), mode, UringBatch::new);
+            let mut recs = vec![Recorder::new()];
+            let tr = Transmit::datagram(0);
+            t.open(0, 0, old.local_addr().unwrap(), None, now, &mut recs[0])
+                .unwrap();
+            t.send(0, &tr, b"before", now, &mut recs[0]);
+            t.relink(0, 0, new.local_addr().unwrap(), None, now, &mut recs[0])
+                .unwrap();
+            t.send(0, &tr, b"after", now, &mut recs[0]);
+            t.submit(&mut recs);
+            let mut b = [0u8; 16];
+            let n = old.recv(&mut b).expect("the old socket's datagram arrives");
+            assert_eq!(&b[..n], b"before", "{mode:?}");
+            let n = new.recv(&mut b).expect("the new socket's datagram arrives");
+            assert_eq!(&b[..n], b"after", "{mode:?}");
+            assert_eq!(recs[0].wire.packets_up, 2, "{mode:?}");
+            assert_eq!(recs[0].send_errors.total(), 0, "{mode:?}");
+        }
     }
 
     /// A relinked bot (a reconnection, a handoff) keeps its source address on its new socket.
