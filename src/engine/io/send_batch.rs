@@ -176,6 +176,34 @@ impl WorkerSends {
         }
     }
 
+    /// [`WorkerSends::send`] by descriptor, for a transport that keeps its sockets' `fd`s
+    /// beside its own per-bot state (raw UDP): no visit to the socket's allocation (a cache
+    /// miss per datagram with thousands of bots) and no reference count taken. The caller
+    /// keeps the socket open until the next [`WorkerSends::submit`] has returned.
+    ///
+    /// (Registering the sockets in the ring's file table, so the kernel skips its descriptor
+    /// look-up, was measured and dropped: the table's entries are allocated apart, and the
+    /// look-up's cache miss only moved there, one more per send.)
+    pub fn send_fd(
+        &mut self,
+        fd: RawFd,
+        group: usize,
+        bytes: &[u8],
+        rec: &mut Recorder,
+        message: bool,
+    ) {
+        match &mut self.batch {
+            Some(b) => {
+                b.queue_fd(fd, group, bytes, message);
+            }
+            None => {
+                rec.send_io.call(1);
+                let r = send_now(fd, bytes);
+                count_one(rec, bytes.len(), message, Some(r));
+            }
+        }
+    }
+
     /// End of a wake-up: everything queued goes to the kernel and is counted in its group's
     /// recorder of `recs`.
     pub fn submit(&mut self, recs: &mut [Recorder]) {
@@ -275,6 +303,15 @@ impl UringBatch {
     /// its bytes on the wire and, when `message` (raw UDP: one message a datagram), one
     /// message sent ([`WorkerSends::send`] says which).
     fn queue(&mut self, sock: &Rc<BotSocket>, group: usize, bytes: &[u8], message: bool) {
+        if self.queue_fd(sock.raw_fd(), group, bytes, message) {
+            self.socks.push(sock.clone());
+        }
+    }
+
+    /// Queue one datagram on `fd` (whose socket the caller keeps open until the next flush):
+    /// [`UringBatch::queue`] without holding the socket. `true` if it waits in the batch,
+    /// `false` if it was sent at once.
+    fn queue_fd(&mut self, fd: RawFd, group: usize, bytes: &[u8], message: bool) -> bool {
         if self.queued.len() == BATCH || self.arena.len() + bytes.len() > self.arena.capacity() {
             self.submit();
         }
@@ -289,21 +326,21 @@ impl UringBatch {
             // Larger than the whole arena (no bot sends such): sent at once, after what was
             // queued before it (submitted above).
             self.io.call(1);
-            let r = send_now(sock.raw_fd(), bytes);
+            let r = send_now(fd, bytes);
             if let Some(p) = self.pending.get_mut(idx) {
                 p.result = Some(r);
             }
-            return;
+            return false;
         }
         let off = self.arena.len();
         self.arena.extend_from_slice(bytes);
         self.queued.push(Queued {
-            fd: sock.raw_fd(),
+            fd,
             off,
             len: bytes.len(),
             idx,
         });
-        self.socks.push(sock.clone());
+        true
     }
 
     /// Hand every queued send to the kernel and collect every answer. One send alone goes
@@ -388,22 +425,7 @@ impl UringBatch {
             let Some(rec) = recs.get_mut((p.group as usize).min(last)) else {
                 continue;
             };
-            let len = p.len as usize;
-            match p.result {
-                Some(r) if r >= 0 => {
-                    rec.wire_up(len);
-                    if p.message {
-                        rec.datagram_up(len);
-                    }
-                }
-                Some(r) => {
-                    let e = io::Error::from_raw_os_error(-r);
-                    rec.send_errors.add(super::socket::error_name(&e), 1);
-                }
-                None => {
-                    rec.send_errors.add("other", 1);
-                }
-            }
+            count_one(rec, p.len as usize, p.message, p.result);
         }
         if let Some(rec) = recs.first_mut() {
             rec.send_io.merge(&std::mem::take(&mut self.io));
@@ -413,6 +435,24 @@ impl UringBatch {
     /// Sends queued or awaiting their count.
     pub fn is_empty(&self) -> bool {
         self.pending.is_empty()
+    }
+}
+
+/// Count one send of `len` bytes by the kernel's answer (bytes sent, or `-errno`; `None`:
+/// never answered): on the wire and, when `message`, as a message sent; or its error.
+fn count_one(rec: &mut Recorder, len: usize, message: bool, result: Option<i32>) {
+    match result {
+        Some(r) if r >= 0 => {
+            rec.wire_up(len);
+            if message {
+                rec.datagram_up(len);
+            }
+        }
+        Some(r) => {
+            let e = io::Error::from_raw_os_error(-r);
+            rec.send_errors.add(super::socket::error_name(&e), 1);
+        }
+        None => rec.send_errors.add("other", 1),
     }
 }
 

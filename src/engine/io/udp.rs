@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::os::fd::RawFd;
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -25,18 +26,43 @@ use crate::protocol::{ConnId, Server, Transmit};
 #[derive(Default)]
 pub struct UdpBots {
     /// By source: the bot it carries, its group and its socket; `None` once retired.
-    sources: Vec<Option<(Slot, super::GroupId, Rc<BotSocket>)>>,
+    sources: Vec<Option<BotSource>>,
+    /// Retired sockets, closed after the next submit: a datagram queued on one before its
+    /// bot moved must still find it open (not closed, its number not reused) when it leaves.
+    closing: Vec<BotSource>,
     /// By source: its simulated network path, when the scenario sets `network:`.
     paths: Vec<Option<SimPath>>,
     /// By group: its `network:`, if any.
     network: Vec<Option<PathConditions>>,
     /// The current source of each bot slot.
-    by_slot: Vec<Option<Source>>,
+    by_slot: Vec<Option<SendTo>>,
     retired: Vec<Source>,
     /// The worker's way to the kernel: io_uring batches, or one `send()` each.
     sends: WorkerSends,
     /// Kernel buffers each bot socket asks for (`None`: the socket's default).
     socket_buffers: Option<crate::engine::io::socket::SocketBuffers>,
+}
+
+/// One bot's socket.
+struct BotSource {
+    slot: Slot,
+    group: super::GroupId,
+    /// The socket's descriptor.
+    fd: RawFd,
+    /// Holds the socket open: dropping the entry closes it.
+    _sock: Rc<BotSocket>,
+}
+
+/// Where a bot's datagrams go, by slot: everything a send reads, in 16 bytes, so a send is
+/// one look-up in a dense table (not the source's entry, nor the socket's allocation: with
+/// thousands of bots each was a cache miss per datagram).
+#[derive(Clone, Copy)]
+struct SendTo {
+    src: u32,
+    fd: RawFd,
+    group: u32,
+    /// The scenario sets `network:` for its group: its sends go through `paths`.
+    simulated: bool,
 }
 
 impl UdpBots {
@@ -74,10 +100,6 @@ impl UdpBots {
     pub fn send_path(&self) -> SendPath {
         self.sends.path()
     }
-
-    fn source(&self, slot: Slot) -> Option<Source> {
-        *self.by_slot.get(slot)?
-    }
 }
 
 /// Raw UDP carries one message per datagram: a datagram sent is also a message sent.
@@ -98,17 +120,29 @@ impl BotTransport for UdpBots {
     ) -> std::io::Result<Opened> {
         let sock = Rc::new(BotSocket::connect_to(peer, source, self.socket_buffers)?);
         let src = self.sources.len();
-        self.sources.push(Some((slot, group, sock.clone())));
         let path = self
             .network
             .get(group)
             .and_then(Option::as_ref)
             .map(|c| SimPath::new(c, src as u64, now));
+        let fd = sock.raw_fd();
+        let to = SendTo {
+            src: src as u32,
+            fd,
+            group: group as u32,
+            simulated: path.is_some(),
+        };
+        self.sources.push(Some(BotSource {
+            slot,
+            group,
+            fd,
+            _sock: sock.clone(),
+        }));
         self.paths.push(path);
         if self.by_slot.len() <= slot {
             self.by_slot.resize(slot + 1, None);
         }
-        self.by_slot[slot] = Some(src);
+        self.by_slot[slot] = Some(to);
         Ok(Opened {
             source: src,
             watch: Some(Watch::Socket(sock)),
@@ -126,8 +160,9 @@ impl BotTransport for UdpBots {
         rec: &mut Recorder,
     ) -> std::io::Result<Opened> {
         if let Some(old) = self.by_slot.get_mut(slot).and_then(Option::take) {
-            if let Some(s) = self.sources.get_mut(old) {
-                *s = None;
+            let old = old.src as Source;
+            if let Some(s) = self.sources.get_mut(old).and_then(Option::take) {
+                self.closing.push(s);
             }
             self.retired.push(old);
         }
@@ -139,21 +174,20 @@ impl BotTransport for UdpBots {
     }
 
     fn send(&mut self, slot: Slot, _t: &Transmit, bytes: &[u8], now: Instant, rec: &mut Recorder) {
-        let Some(src) = self.source(slot) else {
+        let Some(&Some(to)) = self.by_slot.get(slot) else {
             return;
         };
-        let Some(Some((_, group, sock))) = self.sources.get(src) else {
-            return;
-        };
+        let (fd, group) = (to.fd, to.group as usize);
         let sends = &mut self.sends;
-        match self.paths.get_mut(src).and_then(Option::as_mut) {
-            Some(path) => {
-                path.send(now, bytes, |b| {
-                    sends.send(sock, *group, b, rec, ONE_MESSAGE_EACH)
-                });
-                path.record(rec);
-            }
-            None => sends.send(sock, *group, bytes, rec, ONE_MESSAGE_EACH),
+        if !to.simulated {
+            sends.send_fd(fd, group, bytes, rec, ONE_MESSAGE_EACH);
+            return;
+        }
+        if let Some(path) = self.paths.get_mut(to.src as usize).and_then(Option::as_mut) {
+            path.send(now, bytes, |b| {
+                sends.send_fd(fd, group, b, rec, ONE_MESSAGE_EACH)
+            });
+            path.record(rec);
         }
     }
 
@@ -161,6 +195,8 @@ impl BotTransport for UdpBots {
 
     fn submit(&mut self, recs: &mut [Recorder]) {
         self.sends.submit(recs);
+        // Nothing is queued on the retired sockets any more: closed.
+        self.closing.clear();
     }
 
     fn close(&mut self, _slot: Slot, _now: Instant, _rec: &mut Recorder) {}
@@ -174,7 +210,7 @@ impl BotTransport for UdpBots {
         out: &mut LinkEvents,
     ) {
         // A retired source's late datagrams belong to a server the bot has left.
-        let Some(Some((slot, _, _))) = self.sources.get(src) else {
+        let Some(Some(BotSource { slot, .. })) = self.sources.get(src) else {
             return;
         };
         let slot = *slot;
@@ -195,15 +231,16 @@ impl BotTransport for UdpBots {
 
     /// Held datagrams of the simulated path that are due: sent, or handed to the bot.
     fn on_timer(&mut self, src: Source, now: Instant, rec: &mut Recorder, out: &mut LinkEvents) {
-        let Some(Some((slot, group, sock))) = self.sources.get(src) else {
+        let Some(Some(s)) = self.sources.get(src) else {
             return;
         };
+        let (slot, group, fd) = (s.slot, s.group, s.fd);
         let Some(path) = self.paths.get_mut(src).and_then(Option::as_mut) else {
             return;
         };
         let sends = &mut self.sends;
-        path.send_due(now, |b| sends.send(sock, *group, b, rec, ONE_MESSAGE_EACH));
-        path.deliver_due(now, |b| out.data(*slot, b));
+        path.send_due(now, |b| sends.send_fd(fd, group, b, rec, ONE_MESSAGE_EACH));
+        path.deliver_due(now, |b| out.data(slot, b));
     }
 
     fn poll_timeout(&self, src: Source) -> Option<Instant> {
@@ -375,6 +412,41 @@ mod tests {
             out.get(0).map(|(slot, _, d)| (slot, d.to_vec())),
             Some((7, b"new".to_vec()))
         );
+    }
+
+    /// A datagram a bot queued before it moved still leaves, on its old socket, at the
+    /// wake-up's submit: the retired socket stays open (its descriptor not reused) until then.
+    #[test]
+    fn a_datagram_queued_before_a_relink_still_leaves_on_the_old_socket() {
+        let rt = crate::engine::io::test_runtime();
+        let _guard = rt.enter();
+        let now = Instant::now();
+        let server = || {
+            let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+                .unwrap();
+            s
+        };
+        let (old, new) = (server(), server());
+        for mode in [IoMode::Auto, IoMode::Plain] {
+            let mut t = UdpBots::with_send_path(Vec::new(), mode, UringBatch::new);
+            let mut recs = vec![Recorder::new()];
+            let tr = Transmit::datagram(0);
+            t.open(0, 0, old.local_addr().unwrap(), None, now, &mut recs[0])
+                .unwrap();
+            t.send(0, &tr, b"before", now, &mut recs[0]);
+            t.relink(0, 0, new.local_addr().unwrap(), None, now, &mut recs[0])
+                .unwrap();
+            t.send(0, &tr, b"after", now, &mut recs[0]);
+            t.submit(&mut recs);
+            let mut b = [0u8; 16];
+            let n = old.recv(&mut b).expect("the old socket's datagram arrives");
+            assert_eq!(&b[..n], b"before", "{mode:?}");
+            let n = new.recv(&mut b).expect("the new socket's datagram arrives");
+            assert_eq!(&b[..n], b"after", "{mode:?}");
+            assert_eq!(recs[0].wire.packets_up, 2, "{mode:?}");
+            assert_eq!(recs[0].send_errors.total(), 0, "{mode:?}");
+        }
     }
 
     /// A relinked bot (a reconnection, a handoff) keeps its source address on its new socket.

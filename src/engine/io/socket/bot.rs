@@ -104,9 +104,14 @@ impl BotSocket {
         );
         sock.connect(peer)?;
         sock.set_nonblocking(true)?;
+        // Readable only: a bot never waits to write (a full buffer is a dropped datagram,
+        // counted), and with EPOLLOUT registered every datagram sent raised a write-space
+        // event when loopback freed it, one epoll event and reactor wake-up per datagram
+        // (measured: 10 % of a 4,500-bot swarm's samples).
         // SAFETY: the socket moves into the AsyncFd, which owns it, keeps the descriptor
         // open while registered and deregisters before closing it.
-        let fd = unsafe { AsyncFd::register(sock) }.map_err(|e| e.into_parts().1)?;
+        let fd = unsafe { AsyncFd::register_with_interest(sock, tokio::io::Interest::READABLE) }
+            .map_err(|e| e.into_parts().1)?;
         Ok(Self { fd })
     }
 
