@@ -38,7 +38,9 @@
 #        TICKSWARM_BIN (a release binary already built: skips the build),
 #        BEFORE_BIN (an older binary: each population also runs it, in the paths of
 #        BEFORE_MODES="coalesced", one row beside the other, for an A/B in one run),
-#        IDLE_TARGET=1
+#        IDLE_TARGET=1,
+#        WORKERS (engine.workers; default one per core. WORKERS=1 pits one worker against the
+#        one-thread ceiling loop, the target on the other core: the cost per datagram alone)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 POPS=${1:-"1000 2000 3000 4000 5000"}
@@ -91,7 +93,7 @@ echo "== ceiling: plain send() loop over $SOCKETS connected sockets: $CEILING da
 # than a delivered one: a ceiling measured so is too high.
 GOT=$(sed -n 's/.*datagrams=\([0-9]*\).*/\1/p' "$WORK/ceiling_sink.txt")
 echo "== the target received ${GOT:-?} of $SENT datagrams sent (below all of them: it fell behind, the ceiling is too high)"
-echo "== target priority: ${TARGET_PRIO[*]:-normal}${BEFORE_BIN:+; before binary: $BEFORE_BIN}"
+echo "== workers: ${WORKERS:-one per core}; target priority: ${TARGET_PRIO[*]:-normal}${BEFORE_BIN:+; before binary: $BEFORE_BIN}"
 
 scenario() { # bots seconds [timer step]
     cat >"$WORK/scenario.yaml" <<EOF
@@ -116,6 +118,7 @@ duration: $2s
 seed: 42
 engine:
   timer_coalesce: ${3:-0s}
+${WORKERS:+  workers: $WORKERS}
 EOF
 }
 
