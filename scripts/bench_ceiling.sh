@@ -76,23 +76,37 @@ ulimit -n 65536 2>/dev/null || true
 echo "== machine: $(nproc) cores, kernel $(uname -r), io_uring_disabled=$(cat /proc/sys/kernel/io_uring_disabled 2>/dev/null || echo n/a), load $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # 1. The ceiling: the best of three 1.5 s measurements (what the machine can do; a shared
-#    machine's other load only ever lowers it).
-"${TARGET_PRIO[@]}" "$WORK/cafe_sink" "$PORT" 8 "$SINK_THREADS" drain >"$WORK/ceiling_sink.txt" &
-sleep 0.3
-CEILINGS=""
-SENT=0
-for _ in 1 2 3; do
-    line=$(timeout 20 "$WORK/send_loop" "$PORT" "$SOCKETS" 1.5)
-    CEILINGS="$CEILINGS $(echo "$line" | sed -n 's/.*rate=\([0-9]*\).*/\1/p')"
-    SENT=$((SENT + $(echo "$line" | sed -n 's/.* datagrams=\([0-9]*\).*/\1/p')))
-done
-CEILING=$(echo $CEILINGS | tr ' ' '\n' | sort -n | tail -1)
-wait
-echo "== ceiling: plain send() loop over $SOCKETS connected sockets: $CEILING datagrams/s (best of:$CEILINGS)"
-# A target that did not keep up dropped datagrams at its socket, and a dropped send is cheaper
-# than a delivered one: a ceiling measured so is too high.
-GOT=$(sed -n 's/.*datagrams=\([0-9]*\).*/\1/p' "$WORK/ceiling_sink.txt")
-echo "== the target received ${GOT:-?} of $SENT datagrams sent (below all of them: it fell behind, the ceiling is too high)"
+#    machine's other load only ever lowers it). Measured again before each population, because
+#    on a VM it moves a lot between minutes (321,000 to 867,000 datagrams/s on one 2-core VM in
+#    one morning): each row's ratio is to the ceiling measured just before its population, and
+#    the run ends with the spread of all of them, the noise every ratio carries.
+: >"$WORK/ceilings.txt"
+measure_ceiling() { # [quiet]
+    "${TARGET_PRIO[@]}" "$WORK/cafe_sink" "$PORT" 8 "$SINK_THREADS" drain >"$WORK/ceiling_sink.txt" &
+    local sink=$! line
+    sleep 0.3
+    CEILINGS=""
+    SENT=0
+    for _ in 1 2 3; do
+        line=$(timeout 20 "$WORK/send_loop" "$PORT" "$SOCKETS" 1.5)
+        CEILINGS="$CEILINGS $(echo "$line" | sed -n 's/.*rate=\([0-9]*\).*/\1/p')"
+        SENT=$((SENT + $(echo "$line" | sed -n 's/.* datagrams=\([0-9]*\).*/\1/p')))
+    done
+    CEILING=$(echo $CEILINGS | tr ' ' '\n' | sort -n | tail -1)
+    wait "$sink" 2>/dev/null || true
+    echo "$CEILING" >>"$WORK/ceilings.txt"
+    # A target that did not keep up dropped datagrams at its socket, and a dropped send is
+    # cheaper than a delivered one: a ceiling measured so is too high.
+    local got
+    got=$(sed -n 's/.*datagrams=\([0-9]*\).*/\1/p' "$WORK/ceiling_sink.txt")
+    if [ -z "${1:-}" ]; then
+        echo "== ceiling: plain send() loop over $SOCKETS connected sockets: $CEILING datagrams/s (best of:$CEILINGS)"
+        echo "== the target received ${got:-?} of $SENT datagrams sent (below all of them: it fell behind, the ceiling is too high)"
+    elif [ -n "$got" ] && [ "$got" -lt "$SENT" ]; then
+        echo "   (ceiling $CEILING/s: the target received $got of $SENT)"
+    fi
+}
+measure_ceiling
 echo "== workers: ${WORKERS:-one per core}; target priority: ${TARGET_PRIO[*]:-normal}${BEFORE_BIN:+; before binary: $BEFORE_BIN}"
 
 scenario() { # bots seconds [timer step]
@@ -183,7 +197,7 @@ print(f"{bots:>6} {label:<27} {rate:>9.0f} {rate / ceiling:>6.2f}x {skipped:>8} 
       f"{io.get('batch_mean') or 0:>6.1f} {g.get('worker_cpu_max', 0):>5.2f} "
       f"{s['bots']['connected']:>5}/{bots:<5} {target_rx:>9}")
 with open(results, "a") as f:
-    f.write(f"{mode}\t{bots}\t{rate}\t{int(on_grid)}\t{p99}\t{skipped}\n")
+    f.write(f"{mode}\t{bots}\t{rate}\t{int(on_grid)}\t{p99}\t{skipped}\t{ceiling}\n")
 PY
 }
 
@@ -193,7 +207,7 @@ header() {
 }
 
 # 2. Increasing populations, each path in turn.
-echo "== the cafe swarm against a cheap cafe target (own process), ${RUN}s per run, ratios to the ceiling"
+echo "== the cafe swarm against a cheap cafe target (own process), ${RUN}s per run, ratios to the ceiling measured just before each population"
 header
 : >"$WORK/results.tsv"
 # With BEFORE_BIN, its runs interleave with this binary's.
@@ -203,7 +217,11 @@ fi
 # Alternating which path goes first, so a load change on a shared machine does not always
 # fall on the same one.
 order=$MODES
+first=1
 for bots in $POPS; do
+    [ -z "$first" ] && measure_ceiling quiet
+    first=
+    printf '%6s %-27s %9s\n' "" "(ceiling just before)" "$CEILING"
     for mode in $order; do swarm "$mode" "$bots" "$RUN"; done
     # Rotate the order, so a load change on a shared machine does not always fall on one path.
     read -r head rest <<<"$order"
@@ -212,26 +230,27 @@ done
 
 # 3. The largest population on the grid, per path.
 echo "== largest population on its 60 Hz grid (0 skipped, lateness p99 < 16,667 us, target rx >= 0.99)"
-python3 - "$WORK/results.tsv" "$CEILING" $BEFORE_MODES <<'PY'
+python3 - "$WORK/results.tsv" $BEFORE_MODES <<'PY'
 import sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
-ceiling = float(sys.argv[2])
 paths = [("plain", "before (send per datagram)"), ("auto", "after (io_uring batches)"),
          ("coalesced", "coalesced (+ timer step)")]
 if any(r[0].startswith("before:") for r in rows):
-    paths += [("before:" + m, "BEFORE_BIN " + m) for m in sys.argv[3:]]
+    paths += [("before:" + m, "BEFORE_BIN " + m) for m in sys.argv[2:]]
 for mode, label in paths:
-    on = [(int(r[1]), float(r[2])) for r in rows if r[0] == mode and r[3] == "1"]
+    on = [(int(r[1]), float(r[2]), float(r[6])) for r in rows if r[0] == mode and r[3] == "1"]
     if on:
-        bots, rate = max(on)
-        print(f"   {label:<27} {bots} bots, {rate:.0f} datagrams/s = {rate / ceiling:.2f}x the ceiling")
+        bots, rate, ceiling = max(on)
+        print(f"   {label:<27} {bots} bots, {rate:.0f} datagrams/s = {rate / ceiling:.2f}x the ceiling measured before it")
     else:
         print(f"   {label:<27} none of the populations tried")
 PY
 
-# 4. About 0.8x the ceiling (61 datagrams per bot per second: 60 inputs and a ping).
+# 4. About 0.8x the ceiling (61 datagrams per bot per second: 60 inputs and a ping), the
+#    ceiling measured again just before.
+measure_ceiling quiet
 AT=$(python3 -c "print(max(100, round(0.8 * $CEILING / 61 / 100) * 100))")
-echo "== at ~0.8x the ceiling: $AT bots"
+echo "== at ~0.8x the ceiling ($CEILING/s just before): $AT bots"
 header
 for mode in $MODES; do swarm "$mode" "$AT" "$RUN"; done
 
@@ -275,4 +294,5 @@ print(f"   {label:<18}" + "  ".join(f"{k} {v:.0f}%" for k, v in totals.items()) 
 ' "$mode"
     done
 fi
-echo "== done (ratios within this run; the lead compares runs on a quiet machine)"
+echo "== the ceiling through this run: $(sort -n "$WORK/ceilings.txt" | awk '{v[NR]=$1} END {printf "%d measurements, min %d, median %d, max %d datagrams/s", NR, v[1], v[int((NR+1)/2)], v[NR]}')"
+echo "== done (each ratio carries the ceiling's spread above; compare paths within one population)"
