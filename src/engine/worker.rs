@@ -138,9 +138,8 @@ pub(super) struct Slot {
     source_ip: Option<IpAddr>,
     /// The transport source carrying this bot.
     source: Source,
-    /// Generation of the timer entry that is current for this bot.
-    timer_gen: u32,
-    scheduled: Option<Instant>,
+    /// The bot's place in the worker's timer heap.
+    timer: TimerEntry,
     ever_connected: bool,
     /// The transport never came up (its handshake failed), so the bot never started.
     transport_failed: bool,
@@ -200,11 +199,42 @@ impl Slot {
     }
 }
 
-/// A source's timer entry.
+/// A bot's or a source's place in the worker's timer heap: the deadline it asked for, and the
+/// generation of its current heap entry. Entries are never removed from the heap; one whose
+/// generation is no longer current is stale and skipped when it comes due.
 #[derive(Default, Clone, Copy)]
-struct SourceTimer {
-    timer_gen: u32,
+struct TimerEntry {
+    generation: u32,
     scheduled: Option<Instant>,
+}
+
+impl TimerEntry {
+    /// Ask for `next` instead: `Some((generation, at))` when a new heap entry is to be armed;
+    /// `None` when the deadline is unchanged or gone (a changed one makes older entries stale).
+    fn reschedule(&mut self, next: Option<Instant>) -> Option<(u32, Instant)> {
+        if next == self.scheduled {
+            return None;
+        }
+        self.cancel();
+        self.scheduled = next;
+        next.map(|at| (self.generation, at))
+    }
+
+    /// The heap entry of `generation` came due: `true`, and the deadline spent, if it is the
+    /// current one.
+    fn fire(&mut self, generation: u32) -> bool {
+        let current = self.generation == generation;
+        if current {
+            self.scheduled = None;
+        }
+        current
+    }
+
+    /// No deadline: every entry in the heap is stale.
+    fn cancel(&mut self) {
+        self.generation = self.generation.wrapping_add(1);
+        self.scheduled = None;
+    }
 }
 
 /// A bot in play that has heard nothing for this long when the run ends is counted silent:
@@ -219,7 +249,7 @@ const SOURCE_BIT: u32 = 1 << 31;
 
 pub(super) struct Shared<T> {
     slots: RefCell<Vec<Slot>>,
-    sources: RefCell<Vec<SourceTimer>>,
+    sources: RefCell<Vec<TimerEntry>>,
     /// A source has asked for a timer at least once (`sources` holds something).
     source_timers: Cell<bool>,
     transport: RefCell<T>,
@@ -331,12 +361,8 @@ impl<T: BotTransport + 'static> Shared<T> {
                 slot.lost = true;
             }
             let next = slot.bot.poll_timeout();
-            if next != slot.scheduled {
-                slot.scheduled = next;
-                slot.timer_gen = slot.timer_gen.wrapping_add(1);
-                if let Some(at) = next {
-                    self.arm(idx as u32, slot.timer_gen, at);
-                }
+            if let Some((generation, at)) = slot.timer.reschedule(next) {
+                self.arm(idx as u32, generation, at);
             }
             let relink = if ended { None } else { slot.bot.poll_relink() };
             (slot.source, relink.map(|r| r.to.unwrap_or(slot.peer)))
@@ -425,15 +451,10 @@ impl<T: BotTransport + 'static> Shared<T> {
         self.source_timers.set(true);
         let mut sources = self.sources.borrow_mut();
         if sources.len() <= src {
-            sources.resize(src + 1, SourceTimer::default());
+            sources.resize(src + 1, TimerEntry::default());
         }
-        let s = &mut sources[src];
-        if next != s.scheduled {
-            s.scheduled = next;
-            s.timer_gen = s.timer_gen.wrapping_add(1);
-            if let Some(at) = next {
-                self.arm(src as u32 | SOURCE_BIT, s.timer_gen, at);
-            }
+        if let Some((generation, at)) = sources[src].reschedule(next) {
+            self.arm(src as u32 | SOURCE_BIT, generation, at);
         }
     }
 
@@ -1002,8 +1023,7 @@ fn spawn_bot<T: BotTransport + 'static>(
         peer,
         source_ip,
         source: opened.source,
-        timer_gen: 0,
-        scheduled: None,
+        timer: TimerEntry::default(),
         ever_connected: false,
         transport_failed: false,
         closing: false,
@@ -1131,8 +1151,7 @@ fn drop_bot<T: BotTransport + 'static>(
             s.stopping = true;
             state = s.bot.resume_state();
             s.bot = Box::new(Dropped);
-            s.timer_gen = s.timer_gen.wrapping_add(1);
-            s.scheduled = None;
+            s.timer.cancel();
             (!std::mem::replace(&mut s.closing, true)).then_some((s.source, s.group))
         }
         None => None,
@@ -1282,26 +1301,16 @@ impl<T: BotTransport + 'static> Shared<T> {
     fn on_timer(self: &Rc<Self>, target: u32, generation: u32, now: Instant) {
         if target & SOURCE_BIT != 0 {
             let src = (target & !SOURCE_BIT) as usize;
-            let current = self.sources.borrow_mut().get_mut(src).is_some_and(|s| {
-                let cur = s.timer_gen == generation;
-                if cur {
-                    s.scheduled = None;
-                }
-                cur
-            });
+            let current =
+                (self.sources.borrow_mut().get_mut(src)).is_some_and(|s| s.fire(generation));
             if current {
                 self.on_source_timer(src, now);
             }
             return;
         }
         let idx = target as usize;
-        let current = self.slots.borrow_mut().get_mut(idx).is_some_and(|s| {
-            let cur = s.timer_gen == generation;
-            if cur {
-                s.scheduled = None;
-            }
-            cur
-        });
+        let current =
+            (self.slots.borrow_mut().get_mut(idx)).is_some_and(|s| s.timer.fire(generation));
         if current {
             self.drive(idx, now, |bot, rec| bot.handle_timeout(now, rec));
         }
