@@ -215,26 +215,32 @@ fn sendmmsg_k(fds: &[i32], dur: Duration, k: usize) -> Outcome {
     o
 }
 
+/// One `io_uring_enter` for the `n` sends queued on `ring`, then their completions counted
+/// (a failed submit counts all `n` as errors).
+fn submit_and_reap(ring: &mut IoUring, n: usize, o: &mut Outcome) {
+    if n == 0 {
+        return;
+    }
+    if ring.submit_and_wait(n).is_err() {
+        o.errors += n as u64;
+    }
+    o.calls += 1;
+    for cqe in ring.completion() {
+        if cqe.result() < 0 {
+            o.errors += 1
+        } else {
+            o.sent += 1
+        }
+    }
+}
+
 /// `across`: batches of up to 128 over the hosts' flushes; else one call per host flush.
 fn uring_k(ring: &mut IoUring, fds: &[i32], dur: Duration, k: usize, across: bool) -> Outcome {
     let mut o = Outcome::default();
     let mut queued = 0usize;
     let (start, cpu) = (Instant::now(), thread_cpu_ns());
     let submit = |ring: &mut IoUring, queued: &mut usize, o: &mut Outcome| {
-        if *queued == 0 {
-            return;
-        }
-        if ring.submit_and_wait(*queued).is_err() {
-            o.errors += *queued as u64;
-        }
-        o.calls += 1;
-        for cqe in ring.completion() {
-            if cqe.result() < 0 {
-                o.errors += 1
-            } else {
-                o.sent += 1
-            }
-        }
+        submit_and_reap(ring, *queued, o);
         *queued = 0;
     };
     while start.elapsed() < dur {
@@ -335,18 +341,7 @@ fn uring(ring: &mut IoUring, fds: &[i32], dur: Duration, batch: usize, fixed: bo
                     }
                 }
             }
-            if ring.submit_and_wait(chunk.len()).is_err() {
-                o.errors += chunk.len() as u64;
-                continue;
-            }
-            o.calls += 1;
-            for cqe in ring.completion() {
-                if cqe.result() < 0 {
-                    o.errors += 1
-                } else {
-                    o.sent += 1
-                }
-            }
+            submit_and_reap(ring, chunk.len(), &mut o);
         }
     }
     o.cpu_ns = thread_cpu_ns() - cpu;
