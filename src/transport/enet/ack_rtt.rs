@@ -29,10 +29,11 @@
 //! them. Range-coded datagrams are decoded once more for this (rusty_enet's coder, into the
 //! reader's own buffer).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use super::first_map::FirstMap;
 use super::handshake::OUTGOING_PEER_ID_AT;
 use super::wire::{
     Datagram, COMMAND_ACKNOWLEDGE, COMMAND_VERIFY_CONNECT, FLAG_ACKNOWLEDGE, NO_PEER_ID,
@@ -97,7 +98,8 @@ pub(super) struct AckRtt {
     now_us: u64,
     peers: Vec<PeerLog>,
     /// Local peer slot by (remote address, remote peer id).
-    by_remote: HashMap<(SocketAddr, u16), usize>,
+    /// One entry at a bots' host: kept inline ([`FirstMap`]).
+    by_remote: FirstMap<(SocketAddr, u16), usize>,
     samples: VecDeque<(usize, Duration)>,
     pub stats: AckRttStats,
 }
@@ -114,10 +116,17 @@ impl AckRtt {
             epoch: now,
             now_us: 0,
             peers: (0..peers).map(|_| PeerLog::default()).collect(),
-            by_remote: HashMap::new(),
+            by_remote: FirstMap::default(),
             samples: VecDeque::new(),
             stats: AckRttStats::default(),
         }
+    }
+
+    /// Sessions known (by remote address and peer id), and the hash table's capacity (0:
+    /// every session so far fit inline).
+    #[cfg(test)]
+    pub(super) fn sessions(&self) -> (usize, usize) {
+        (self.by_remote.len(), self.by_remote.table_capacity())
     }
 
     fn micros(&self, t: Instant) -> u64 {

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use rusty_enet as enet;
 
+use super::first_map::FirstMap;
 use super::handshake::VerifySent;
 use super::host::EnetHost;
 
@@ -84,7 +85,8 @@ pub(super) const CONNECT_PEER_ID: u16 = 0x0FFF;
 pub(super) struct AddressGate {
     /// Proven addresses: how many peers hold the proof (several bots on one host share the
     /// server's address), and once none does, the instant the proof lapses.
-    pub(super) proven: HashMap<SocketAddr, (u32, Option<Instant>)>,
+    /// A bots' host proves one address (its server): kept inline ([`FirstMap`]).
+    pub(super) proven: FirstMap<SocketAddr, (u32, Option<Instant>)>,
     /// What each unproven address may still receive.
     pub(super) credit: HashMap<SocketAddr, u64>,
 }
@@ -121,7 +123,7 @@ impl AddressGate {
 
     pub(super) fn prove(&mut self, addr: SocketAddr) {
         self.credit.remove(&addr);
-        let e = self.proven.entry(addr).or_insert((0, None));
+        let e = self.proven.get_or_insert_with(addr, || (0, None));
         e.0 += 1;
         e.1 = None;
     }

@@ -113,6 +113,7 @@ mod admission;
 mod client;
 mod clock;
 mod config;
+mod first_map;
 mod handshake;
 mod host;
 mod queue;

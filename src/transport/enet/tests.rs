@@ -565,3 +565,37 @@ fn a_bots_host_carries_no_admission_state() {
     h.handle_datagram(now, A.parse().unwrap(), &connect);
     assert_eq!(h.accepted.len(), 50);
 }
+
+/// A bots' host talks to one server address. With one bot (the default) its proven-address
+/// table and its acknowledgement-timing sessions stay inline: no hash table (about 0.4 KiB a
+/// host less) and no SipHash per datagram. With three bots the address stays inline and the
+/// sessions (one per remote peer id) use the table, as the server's do. Round trips are
+/// measured either way.
+#[test]
+fn a_bots_host_keeps_its_one_address_inline() {
+    for bots in [1usize, 3] {
+        let mut sim = Sim::new(
+            EnetConfig::with_peers(bots),
+            EnetConfig::with_peers(8),
+            Duration::from_millis(5),
+            0.0,
+        );
+        let ids = sim.connect(bots, 2);
+        for &id in &ids {
+            sim.hosts[0].send(id, 0, true, b"hello").unwrap();
+        }
+        sim.run_until(Duration::from_millis(200), |_| false);
+        let mine = sim.hosts[0].host.socket();
+        assert_eq!(mine.gate.proven.len(), 1, "{bots} bots: one server address");
+        assert_eq!(mine.gate.proven.table_capacity(), 0, "{bots} bots");
+        let (sessions, table) = mine.acks.as_ref().expect("ack_rtt is on").sessions();
+        assert_eq!(sessions, bots);
+        assert_eq!(table == 0, bots == 1, "{bots} bots: table of {table}");
+        let server = sim.hosts[1].host.socket();
+        assert_eq!(server.gate.proven.len(), 1, "one client address");
+        assert_eq!(server.acks.as_ref().expect("on").sessions().0, bots);
+        for h in &sim.hosts {
+            assert!(h.stats().ack_rtt.samples >= bots as u64, "{bots} bots");
+        }
+    }
+}
