@@ -12,8 +12,7 @@
 //! the transport's [`LinkEvents`] to the bots. Protocols never see which transport it is.
 
 use std::cell::{Cell, RefCell};
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::sync::mpsc::Sender;
@@ -27,6 +26,7 @@ use super::io::{
     self, BotTransport, BotTransportOptions, LinkEvent, LinkEvents, Source, Watch, WithBotTransport,
 };
 use super::timer::{self, PreciseTimer};
+use super::timer_wheel::TimerQueue;
 use crate::metrics::phases::MAX_TARGETS;
 use crate::metrics::{Phase, PhaseCounts, Recorder, TargetPoint, Waiting};
 use crate::protocol::{Bot, BotParams, BotPhase, MAX_DATAGRAM, MAX_MESSAGE};
@@ -47,26 +47,8 @@ pub struct WorkerSpec {
     /// How many groups the plan has: the worker keeps a recorder for each.
     pub groups: usize,
     /// `engine.timer_coalesce`: bots' timers fire on a grid of this step from `run_start`
-    /// (zero: each at its own instant). See [`coalesced`].
+    /// (zero: each at its own instant). See [`super::timer_wheel`].
     pub timer_coalesce: Duration,
-}
-
-/// `deadline` rounded up to the next step of `step` counted from `epoch`: every deadline
-/// within one step fires at the same instant, never before its own. Zero `step`, or a
-/// deadline before `epoch`, is left as it is.
-pub fn coalesced(deadline: Instant, epoch: Instant, step: Duration) -> Instant {
-    // In u64 nanoseconds (584 years), not u128: this runs for every timer armed, and a u128
-    // division is a library call.
-    let step_ns = u64::try_from(step.as_nanos()).unwrap_or(u64::MAX);
-    if step_ns == 0 || deadline <= epoch {
-        return deadline;
-    }
-    let since = u64::try_from((deadline - epoch).as_nanos()).unwrap_or(u64::MAX);
-    // Saturate instead of overflowing on an absurd step (a deadline years away).
-    let at = since.div_ceil(step_ns).saturating_mul(step_ns);
-    epoch
-        .checked_add(Duration::from_nanos(at))
-        .unwrap_or(deadline)
 }
 
 /// Worker to collector.
@@ -258,13 +240,10 @@ pub(super) struct Shared<T> {
     recs: RefCell<Vec<Recorder>>,
     /// The group of each source.
     source_groups: RefCell<Vec<usize>>,
-    timers: RefCell<BinaryHeap<Reverse<(Instant, u32, u32)>>>,
+    /// Every armed `(target, generation)`: a heap by deadline, or with a step a wheel by step.
+    timers: RefCell<TimerQueue>,
     /// The deadline the timer task sleeps until; an earlier one must wake it.
     timer_target: Cell<Option<Instant>>,
-    /// `engine.timer_coalesce`: deadlines are served at the end of their step, counted from
-    /// this epoch (the run's start); a zero step serves each at its own instant.
-    timer_epoch: Instant,
-    timer_step: Duration,
     timer_wake: Notify,
     tx_buf: RefCell<Vec<u8>>,
     rx: RefCell<BotRx>,
@@ -303,12 +282,9 @@ impl<T: BotTransport + 'static> Shared<T> {
     }
 
     fn arm(&self, target: u32, generation: u32, at: Instant) {
-        self.timers
-            .borrow_mut()
-            .push(Reverse((at, target, generation)));
         // Compared as the timer loop will serve it: a deadline in the step already armed
         // needs no wake-up (it would only re-arm the same instant).
-        let served = coalesced(at, self.timer_epoch, self.timer_step);
+        let served = self.timers.borrow_mut().push(at, (target, generation));
         if self.timer_target.get().is_none_or(|t| served < t) {
             self.timer_wake.notify_one();
         }
@@ -757,10 +733,12 @@ async fn worker_main<T: BotTransport + 'static>(
         transport: RefCell::new(transport),
         recs: RefCell::new((0..spec.groups.max(1)).map(|_| Recorder::new()).collect()),
         source_groups: RefCell::new(Vec::new()),
-        timers: RefCell::new(BinaryHeap::with_capacity(spec.bots.len() * 2)),
+        timers: RefCell::new(TimerQueue::new(
+            spec.run_start,
+            spec.timer_coalesce,
+            spec.bots.len() * 2,
+        )),
         timer_target: Cell::new(None),
-        timer_epoch: spec.run_start,
-        timer_step: spec.timer_coalesce,
         timer_wake: Notify::new(),
         tx_buf: RefCell::new(vec![
             0u8;
@@ -1231,8 +1209,8 @@ async fn timer_loop<T: BotTransport + 'static>(shared: Rc<Shared<T>>) {
     // The timer entries of one wake-up (reused).
     let mut due: Vec<(u32, u32)> = Vec::with_capacity(1024);
     loop {
-        let next = shared.timers.borrow().peek().map(|r| r.0 .0);
-        let next = next.map(|at| coalesced(at, shared.timer_epoch, shared.timer_step));
+        // Already at the end of its step when the worker has one.
+        let next = shared.timers.borrow().next_due();
         shared.timer_target.set(next);
         let sleep_until = next.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
         match &precise {
@@ -1246,20 +1224,11 @@ async fn timer_loop<T: BotTransport + 'static>(shared: Rc<Shared<T>>) {
             },
         }
         let now = Instant::now();
-        // Every entry due at `now`, taken from the heap in deadline order, then served; again
-        // for what serving them armed at or before `now`.
+        // Every entry due at `now` (with a step: of every step that ended by `now`), then
+        // served; again for what serving them armed for a step already over.
         loop {
             due.clear();
-            {
-                let mut timers = shared.timers.borrow_mut();
-                while let Some(&Reverse((at, target, generation))) = timers.peek() {
-                    if at > now {
-                        break;
-                    }
-                    timers.pop();
-                    due.push((target, generation));
-                }
-            }
+            shared.timers.borrow_mut().take_due(now, &mut due);
             if due.is_empty() {
                 break;
             }
