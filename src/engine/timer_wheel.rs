@@ -117,15 +117,15 @@ impl Wheel {
     /// The step `at` is served at: the first whose end is at or after it (step 0, the epoch,
     /// for anything before the epoch). The rounding of the tests' `coalesced`.
     fn step_of(&self, at: Instant) -> u64 {
-        let since = u64::try_from(at.saturating_duration_since(self.epoch).as_nanos())
-            .unwrap_or(u64::MAX);
+        let since =
+            u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX);
         since.div_ceil(self.step_ns)
     }
 
     /// The last step whose end is at or before `now` (0 before the epoch: the caller checks).
     fn steps_until(&self, now: Instant) -> u64 {
-        let since = u64::try_from(now.saturating_duration_since(self.epoch).as_nanos())
-            .unwrap_or(u64::MAX);
+        let since =
+            u64::try_from(now.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX);
         since / self.step_ns
     }
 
@@ -264,7 +264,6 @@ mod tests {
             .checked_add(Duration::from_nanos(at))
             .unwrap_or(deadline)
     }
-
 
     fn ms(epoch: Instant, n: u64) -> Instant {
         epoch + Duration::from_millis(n)
@@ -412,7 +411,7 @@ mod tests {
         assert_eq!(take(&mut q, ms(e, later)), vec![]);
         q.push(ms(e, later - 5), (2, 0)); // already past: at once
         q.push(us(e, later * 1000 + 1), (3, 0)); // the next step
-        // Its own step, already over: the timer fires at once.
+                                                 // Its own step, already over: the timer fires at once.
         assert_eq!(q.next_due(), Some(ms(e, later - 5)));
         assert_eq!(take(&mut q, ms(e, later)), vec![(2, 0)]);
         assert_eq!(q.next_due(), Some(ms(e, later + 1)));
@@ -483,7 +482,11 @@ mod tests {
             }
             want.sort();
             assert_eq!(take(&mut wheel, now), want, "round {round}");
-            assert_eq!(wheel.next_due(), heap.peek().map(|r| r.0 .0), "round {round}");
+            assert_eq!(
+                wheel.next_due(),
+                heap.peek().map(|r| r.0 .0),
+                "round {round}"
+            );
         }
     }
 }
