@@ -7,8 +7,12 @@
 //! Then the queue is a bucket wheel keyed by step index: arming an entry is a push onto its
 //! step's bucket and a wake-up takes whole buckets, where the heap paid a sift of
 //! `log2(entries)` levels (each a likely cache miss at thousands of bots) for both.
-//! Entries beyond the wheel's span ([`WHEEL_STEPS`] steps: about 4 s at 1 ms, more than a
-//! cafe bot's ping interval) wait in a small overflow heap until the wheel reaches them.
+//! The wheel spans [`SPAN`] (64 steps at 1 ms: four 60 Hz ticks, the deadlines nearly every
+//! bot has next); entries beyond it (a 1 s ping that is a bot's earliest deadline, a slow
+//! input rate) wait in an overflow heap until the wheel reaches them. The span is short on
+//! purpose: a bucket keeps the capacity it once needed, so the wheel's memory is its steps
+//! times the bots due in one step, and a span of a few ticks keeps that about what the heap
+//! took (a few entries per bot).
 //!
 //! Cancellation stays lazy, as with the heap: an entry is never removed; the worker skips one
 //! whose generation is no longer its target's current one.
@@ -17,9 +21,20 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
 
-/// Steps the wheel spans (a power of two).
-const WHEEL_STEPS: usize = 4096;
-const WORDS: usize = WHEEL_STEPS / 64;
+/// The time the wheel spans, rounded up to a power of two of steps, at least [`MIN_STEPS`]
+/// and at most [`MAX_STEPS`].
+const SPAN: Duration = Duration::from_millis(64);
+const MIN_STEPS: u64 = 64;
+const MAX_STEPS: u64 = 4096;
+
+/// The steps a wheel of `step` spans: a power of two, a multiple of 64 (one bitmap word).
+fn span_steps(step: Duration) -> u64 {
+    let step_ns = u64::try_from(step.as_nanos()).unwrap_or(u64::MAX).max(1);
+    let want = u64::try_from(SPAN.as_nanos())
+        .unwrap_or(u64::MAX)
+        .div_ceil(step_ns);
+    want.clamp(MIN_STEPS, MAX_STEPS).next_power_of_two()
+}
 
 /// A timer entry: the target (bot slot or source) and the generation it was armed with.
 pub type Entry = (u32, u32);
@@ -81,17 +96,19 @@ impl TimerQueue {
 }
 
 /// Buckets of entries by step index `k` (served at `epoch + k * step`), for the steps
-/// `cursor .. cursor + WHEEL_STEPS`; earlier ones (armed for a step already served) in
+/// `cursor .. cursor + steps`; earlier ones (armed for a step already served) in
 /// `ready`, later ones in `overflow`.
 pub struct Wheel {
     epoch: Instant,
     step_ns: u64,
     /// The first step not yet served.
     cursor: u64,
-    /// Bucket `k % WHEEL_STEPS` holds the entries of step `k`, for `k` in the span.
+    /// The steps the wheel spans (a power of two, at least 64).
+    steps: u64,
+    /// Bucket `k % steps` holds the entries of step `k`, for `k` in the span.
     buckets: Vec<Vec<Entry>>,
-    /// Bit `k % WHEEL_STEPS`: that bucket is not empty.
-    occupied: [u64; WORDS],
+    /// Bit `k % steps`: that bucket is not empty.
+    occupied: Vec<u64>,
     /// Entries whose step was already served when they were armed: due at the next take.
     ready: Vec<Entry>,
     /// The earliest step among `ready`.
@@ -106,8 +123,9 @@ impl Wheel {
             epoch,
             step_ns: u64::try_from(step.as_nanos()).unwrap_or(u64::MAX).max(1),
             cursor: 0,
-            buckets: vec![Vec::new(); WHEEL_STEPS],
-            occupied: [0; WORDS],
+            steps: span_steps(step),
+            buckets: vec![Vec::new(); span_steps(step) as usize],
+            occupied: vec![0; (span_steps(step) / 64) as usize],
             ready: Vec::new(),
             ready_step: u64::MAX,
             overflow: BinaryHeap::new(),
@@ -151,8 +169,8 @@ impl Wheel {
         if k < self.cursor {
             self.ready.push(entry);
             self.ready_step = self.ready_step.min(k);
-        } else if k - self.cursor < WHEEL_STEPS as u64 {
-            let b = (k % WHEEL_STEPS as u64) as usize;
+        } else if k - self.cursor < self.steps {
+            let b = (k % self.steps) as usize;
             self.buckets[b].push(entry);
             self.occupied[b / 64] |= 1 << (b % 64);
         } else {
@@ -162,7 +180,8 @@ impl Wheel {
 
     /// The first occupied bucket at or after the cursor, as a step index.
     fn first_occupied(&self) -> Option<u64> {
-        let start = (self.cursor % WHEEL_STEPS as u64) as usize;
+        let start = (self.cursor % self.steps) as usize;
+        let words = self.occupied.len();
         // Scan the words from the cursor's, wrapping once; the cursor's word is looked at
         // twice: first its bits from the cursor on, last those before it.
         let (w0, b0) = (start / 64, start % 64);
@@ -170,10 +189,10 @@ impl Wheel {
         if first != 0 {
             return Some(self.step_at(w0 * 64 + first.trailing_zeros() as usize, start));
         }
-        for i in 1..=WORDS {
-            let w = (w0 + i) % WORDS;
+        for i in 1..=words {
+            let w = (w0 + i) % words;
             let mut bits = self.occupied[w];
-            if i == WORDS {
+            if i == words {
                 bits &= !(!0u64 << b0);
             }
             if bits != 0 {
@@ -185,7 +204,8 @@ impl Wheel {
 
     /// The step index of bucket `b`, the cursor's bucket being `start`.
     fn step_at(&self, b: usize, start: usize) -> u64 {
-        let ahead = (b + WHEEL_STEPS - start) % WHEEL_STEPS;
+        let steps = self.steps as usize;
+        let ahead = (b + steps - start) % steps;
         self.cursor + ahead as u64
     }
 
@@ -209,9 +229,9 @@ impl Wheel {
         let last = self.steps_until(now);
         while self.cursor <= last {
             // The buckets of steps cursor..=end, in step order.
-            let end = last.min(self.cursor + WHEEL_STEPS as u64 - 1);
+            let end = last.min(self.cursor + self.steps - 1);
             while let Some(k) = self.first_occupied().filter(|&k| k <= end) {
-                let b = (k % WHEEL_STEPS as u64) as usize;
+                let b = (k % self.steps) as usize;
                 due.append(&mut self.buckets[b]);
                 self.occupied[b / 64] &= !(1 << (b % 64));
             }
@@ -225,7 +245,7 @@ impl Wheel {
             // Overflow entries now within the span move into their buckets (or, if their
             // step was passed, straight out).
             while let Some(&Reverse((k, target, generation))) = self.overflow.peek() {
-                if k - self.cursor.min(k) >= WHEEL_STEPS as u64 {
+                if k - self.cursor.min(k) >= self.steps {
                     break;
                 }
                 self.overflow.pop();
@@ -345,7 +365,7 @@ mod tests {
     fn far_deadlines_wait_in_the_overflow_and_fire_at_their_step() {
         let e = Instant::now();
         let mut q = TimerQueue::new(e, STEP, 16);
-        let far = WHEEL_STEPS as u64 * 3 + 17;
+        let far = span_steps(STEP) * 3 + 17;
         q.push(ms(e, far), (9, 0));
         q.push(us(e, far * 1000 - 1), (8, 0)); // same step, just before its end
         q.push(ms(e, 10), (1, 0));
@@ -361,7 +381,7 @@ mod tests {
     fn overflow_entries_move_into_the_wheel_as_it_turns() {
         let e = Instant::now();
         let mut q = TimerQueue::new(e, STEP, 16);
-        let span = WHEEL_STEPS as u64;
+        let span = span_steps(STEP);
         // Beyond the span when armed, within it after the first wake-ups.
         q.push(ms(e, span + 5), (2, 0));
         q.push(ms(e, 6), (1, 0));
@@ -373,8 +393,19 @@ mod tests {
     }
 
     #[test]
+    fn the_wheel_spans_about_64_ms_in_a_power_of_two_of_steps() {
+        assert_eq!(span_steps(Duration::from_millis(1)), 64);
+        assert_eq!(span_steps(Duration::from_micros(250)), 256);
+        assert_eq!(span_steps(Duration::from_micros(700)), 128);
+        // At least one bitmap word, at most 4096 buckets.
+        assert_eq!(span_steps(Duration::from_millis(5)), 64);
+        assert_eq!(span_steps(Duration::from_micros(10)), 4096);
+        assert_eq!(span_steps(Duration::from_nanos(1)), 4096);
+    }
+
+    #[test]
     fn the_wheel_wraps_around_many_times_in_a_periodic_schedule() {
-        // A 60 Hz bot on a 1 ms grid for 20 s: every tick at its step, over five turns.
+        // A 60 Hz bot on a 1 ms grid for 20 s: every tick at its step, over 300 turns.
         let e = Instant::now();
         let mut q = TimerQueue::new(e, STEP, 16);
         let tick = Duration::from_nanos(16_666_667);
