@@ -1,5 +1,5 @@
 //! One worker: an OS thread with a current-thread tokio runtime that owns a shard of bots,
-//! their sockets, one timer heap and one metric recorder.
+//! their sockets, one timer queue and one metric recorder.
 //!
 //! Nothing here is shared with other threads except the channel to the collector and the
 //! stop signal. Bots are driven synchronously from two kinds of tasks: one receive task per
@@ -120,7 +120,7 @@ pub(super) struct Slot {
     source_ip: Option<IpAddr>,
     /// The transport source carrying this bot.
     source: Source,
-    /// The bot's place in the worker's timer heap.
+    /// The bot's place in the worker's timer queue.
     timer: TimerEntry,
     ever_connected: bool,
     /// The transport never came up (its handshake failed), so the bot never started.
@@ -181,8 +181,8 @@ impl Slot {
     }
 }
 
-/// A bot's or a source's place in the worker's timer heap: the deadline it asked for, and the
-/// generation of its current heap entry. Entries are never removed from the heap; one whose
+/// A bot's or a source's place in the worker's timer queue: the deadline it asked for, and the
+/// generation of its current entry there. Entries are never removed from the queue; one whose
 /// generation is no longer current is stale and skipped when it comes due.
 #[derive(Default, Clone, Copy)]
 struct TimerEntry {
@@ -191,7 +191,7 @@ struct TimerEntry {
 }
 
 impl TimerEntry {
-    /// Ask for `next` instead: `Some((generation, at))` when a new heap entry is to be armed;
+    /// Ask for `next` instead: `Some((generation, at))` when a new entry is to be armed;
     /// `None` when the deadline is unchanged or gone (a changed one makes older entries stale).
     fn reschedule(&mut self, next: Option<Instant>) -> Option<(u32, Instant)> {
         if next == self.scheduled {
@@ -202,7 +202,7 @@ impl TimerEntry {
         next.map(|at| (self.generation, at))
     }
 
-    /// The heap entry of `generation` came due: `true`, and the deadline spent, if it is the
+    /// The entry of `generation` came due: `true`, and the deadline spent, if it is the
     /// current one.
     fn fire(&mut self, generation: u32) -> bool {
         let current = self.generation == generation;
@@ -212,7 +212,7 @@ impl TimerEntry {
         current
     }
 
-    /// No deadline: every entry in the heap is stale.
+    /// No deadline: every entry in the queue is stale.
     fn cancel(&mut self) {
         self.generation = self.generation.wrapping_add(1);
         self.scheduled = None;
