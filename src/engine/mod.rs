@@ -11,6 +11,7 @@ pub mod io;
 pub mod limits;
 pub mod server_driver;
 pub mod timer;
+mod timer_wheel;
 mod worker;
 
 use std::net::{Ipv4Addr, SocketAddr};

@@ -1,5 +1,5 @@
 //! One worker: an OS thread with a current-thread tokio runtime that owns a shard of bots,
-//! their sockets, one timer heap and one metric recorder.
+//! their sockets, one timer queue and one metric recorder.
 //!
 //! Nothing here is shared with other threads except the channel to the collector and the
 //! stop signal. Bots are driven synchronously from two kinds of tasks: one receive task per
@@ -12,8 +12,7 @@
 //! the transport's [`LinkEvents`] to the bots. Protocols never see which transport it is.
 
 use std::cell::{Cell, RefCell};
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::sync::mpsc::Sender;
@@ -27,6 +26,7 @@ use super::io::{
     self, BotTransport, BotTransportOptions, LinkEvent, LinkEvents, Source, Watch, WithBotTransport,
 };
 use super::timer::{self, PreciseTimer};
+use super::timer_wheel::TimerQueue;
 use crate::metrics::phases::MAX_TARGETS;
 use crate::metrics::{Phase, PhaseCounts, Recorder, TargetPoint, Waiting};
 use crate::protocol::{Bot, BotParams, BotPhase, MAX_DATAGRAM, MAX_MESSAGE};
@@ -47,26 +47,8 @@ pub struct WorkerSpec {
     /// How many groups the plan has: the worker keeps a recorder for each.
     pub groups: usize,
     /// `engine.timer_coalesce`: bots' timers fire on a grid of this step from `run_start`
-    /// (zero: each at its own instant). See [`coalesced`].
+    /// (zero: each at its own instant). See [`super::timer_wheel`].
     pub timer_coalesce: Duration,
-}
-
-/// `deadline` rounded up to the next step of `step` counted from `epoch`: every deadline
-/// within one step fires at the same instant, never before its own. Zero `step`, or a
-/// deadline before `epoch`, is left as it is.
-pub fn coalesced(deadline: Instant, epoch: Instant, step: Duration) -> Instant {
-    // In u64 nanoseconds (584 years), not u128: this runs for every timer armed, and a u128
-    // division is a library call.
-    let step_ns = u64::try_from(step.as_nanos()).unwrap_or(u64::MAX);
-    if step_ns == 0 || deadline <= epoch {
-        return deadline;
-    }
-    let since = u64::try_from((deadline - epoch).as_nanos()).unwrap_or(u64::MAX);
-    // Saturate instead of overflowing on an absurd step (a deadline years away).
-    let at = since.div_ceil(step_ns).saturating_mul(step_ns);
-    epoch
-        .checked_add(Duration::from_nanos(at))
-        .unwrap_or(deadline)
 }
 
 /// Worker to collector.
@@ -138,7 +120,7 @@ pub(super) struct Slot {
     source_ip: Option<IpAddr>,
     /// The transport source carrying this bot.
     source: Source,
-    /// The bot's place in the worker's timer heap.
+    /// The bot's place in the worker's timer queue.
     timer: TimerEntry,
     ever_connected: bool,
     /// The transport never came up (its handshake failed), so the bot never started.
@@ -199,8 +181,8 @@ impl Slot {
     }
 }
 
-/// A bot's or a source's place in the worker's timer heap: the deadline it asked for, and the
-/// generation of its current heap entry. Entries are never removed from the heap; one whose
+/// A bot's or a source's place in the worker's timer queue: the deadline it asked for, and the
+/// generation of its current entry there. Entries are never removed from the queue; one whose
 /// generation is no longer current is stale and skipped when it comes due.
 #[derive(Default, Clone, Copy)]
 struct TimerEntry {
@@ -209,7 +191,7 @@ struct TimerEntry {
 }
 
 impl TimerEntry {
-    /// Ask for `next` instead: `Some((generation, at))` when a new heap entry is to be armed;
+    /// Ask for `next` instead: `Some((generation, at))` when a new entry is to be armed;
     /// `None` when the deadline is unchanged or gone (a changed one makes older entries stale).
     fn reschedule(&mut self, next: Option<Instant>) -> Option<(u32, Instant)> {
         if next == self.scheduled {
@@ -220,7 +202,7 @@ impl TimerEntry {
         next.map(|at| (self.generation, at))
     }
 
-    /// The heap entry of `generation` came due: `true`, and the deadline spent, if it is the
+    /// The entry of `generation` came due: `true`, and the deadline spent, if it is the
     /// current one.
     fn fire(&mut self, generation: u32) -> bool {
         let current = self.generation == generation;
@@ -230,7 +212,7 @@ impl TimerEntry {
         current
     }
 
-    /// No deadline: every entry in the heap is stale.
+    /// No deadline: every entry in the queue is stale.
     fn cancel(&mut self) {
         self.generation = self.generation.wrapping_add(1);
         self.scheduled = None;
@@ -258,13 +240,10 @@ pub(super) struct Shared<T> {
     recs: RefCell<Vec<Recorder>>,
     /// The group of each source.
     source_groups: RefCell<Vec<usize>>,
-    timers: RefCell<BinaryHeap<Reverse<(Instant, u32, u32)>>>,
+    /// Every armed `(target, generation)`: a heap by deadline, or with a step a wheel by step.
+    timers: RefCell<TimerQueue>,
     /// The deadline the timer task sleeps until; an earlier one must wake it.
     timer_target: Cell<Option<Instant>>,
-    /// `engine.timer_coalesce`: deadlines are served at the end of their step, counted from
-    /// this epoch (the run's start); a zero step serves each at its own instant.
-    timer_epoch: Instant,
-    timer_step: Duration,
     timer_wake: Notify,
     tx_buf: RefCell<Vec<u8>>,
     rx: RefCell<BotRx>,
@@ -303,12 +282,9 @@ impl<T: BotTransport + 'static> Shared<T> {
     }
 
     fn arm(&self, target: u32, generation: u32, at: Instant) {
-        self.timers
-            .borrow_mut()
-            .push(Reverse((at, target, generation)));
         // Compared as the timer loop will serve it: a deadline in the step already armed
         // needs no wake-up (it would only re-arm the same instant).
-        let served = coalesced(at, self.timer_epoch, self.timer_step);
+        let served = self.timers.borrow_mut().push(at, (target, generation));
         if self.timer_target.get().is_none_or(|t| served < t) {
             self.timer_wake.notify_one();
         }
@@ -757,10 +733,12 @@ async fn worker_main<T: BotTransport + 'static>(
         transport: RefCell::new(transport),
         recs: RefCell::new((0..spec.groups.max(1)).map(|_| Recorder::new()).collect()),
         source_groups: RefCell::new(Vec::new()),
-        timers: RefCell::new(BinaryHeap::with_capacity(spec.bots.len() * 2)),
+        timers: RefCell::new(TimerQueue::new(
+            spec.run_start,
+            spec.timer_coalesce,
+            spec.bots.len() * 2,
+        )),
         timer_target: Cell::new(None),
-        timer_epoch: spec.run_start,
-        timer_step: spec.timer_coalesce,
         timer_wake: Notify::new(),
         tx_buf: RefCell::new(vec![
             0u8;
@@ -1231,8 +1209,8 @@ async fn timer_loop<T: BotTransport + 'static>(shared: Rc<Shared<T>>) {
     // The timer entries of one wake-up (reused).
     let mut due: Vec<(u32, u32)> = Vec::with_capacity(1024);
     loop {
-        let next = shared.timers.borrow().peek().map(|r| r.0 .0);
-        let next = next.map(|at| coalesced(at, shared.timer_epoch, shared.timer_step));
+        // Already at the end of its step when the worker has one.
+        let next = shared.timers.borrow().next_due();
         shared.timer_target.set(next);
         let sleep_until = next.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
         match &precise {
@@ -1246,20 +1224,11 @@ async fn timer_loop<T: BotTransport + 'static>(shared: Rc<Shared<T>>) {
             },
         }
         let now = Instant::now();
-        // Every entry due at `now`, taken from the heap in deadline order, then served; again
-        // for what serving them armed at or before `now`.
+        // Every entry due at `now` (with a step: of every step that ended by `now`), then
+        // served; again for what serving them armed for a step already over.
         loop {
             due.clear();
-            {
-                let mut timers = shared.timers.borrow_mut();
-                while let Some(&Reverse((at, target, generation))) = timers.peek() {
-                    if at > now {
-                        break;
-                    }
-                    timers.pop();
-                    due.push((target, generation));
-                }
-            }
+            shared.timers.borrow_mut().take_due(now, &mut due);
             if due.is_empty() {
                 break;
             }
