@@ -1239,6 +1239,17 @@ async fn timer_loop<T: BotTransport + 'static>(shared: Rc<Shared<T>>) {
         }
         // Every bot due at `now` has queued its datagrams: out with them together.
         shared.submit();
+        // Behind (the next deadline has already passed): hand the thread to the runtime
+        // before the next wake-up. Without this an overloaded worker's timer task never
+        // returned to it (the timerfd was always ready), so the receive tasks and the
+        // once-a-second interval task starved: one run's seconds came out as one interval
+        // holding seconds' worth of datagrams, then zeros, then nothing until the end.
+        // `yield_now` resumes this task after the runtime has polled its driver, so those
+        // tasks run within one wake-up of their time.
+        let behind = (shared.timers.borrow().next_due()).is_some_and(|n| n <= Instant::now());
+        if behind {
+            tokio::task::yield_now().await;
+        }
     }
 }
 

@@ -44,6 +44,7 @@ mod layers;
 mod limits;
 mod merge_hostile;
 mod netsim;
+mod overload;
 mod phases;
 mod progress_tty;
 mod prometheus;
