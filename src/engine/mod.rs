@@ -107,6 +107,7 @@ pub fn run_observed(
     mut progress: impl FnMut(&IntervalPoint, u64, &Second),
 ) -> Result<RunOutcome, EngineError> {
     limits::ensure_fd_limit(plan.planned)?;
+    limits::reserve_fd_table(plan.planned);
     // The first bot's source address is tried before anything starts (a bind, nothing
     // sent): a pool this machine lacks fails the run at once, saying how to add it. Later
     // bots whose address is missing fail one by one (`socket.address_not_available`).
