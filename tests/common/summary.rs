@@ -2,7 +2,27 @@
 //! instead of reading as 0 (a declared counter that never fired is absent or 0; an undeclared
 //! one is a typo or a rename).
 
+use std::path::Path;
+use std::process::Command;
+
 use serde_json::Value;
+
+/// `tickswarm run FILE ARGS... --out OUT`, whose verdict may pass or fail (exit 0 or 1; any
+/// other exit fails the test, with the run's stderr), and its summary.json.
+pub fn run_and_read(file: &Path, args: &[&str], out: &Path) -> Value {
+    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
+        .arg("run")
+        .arg(file)
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{err}");
+    let text = std::fs::read_to_string(out.join("summary.json")).expect("summary.json");
+    serde_json::from_str(&text).expect("summary.json is JSON")
+}
 
 /// A protocol (or transport) counter of `s["protocol_metrics"]`: the run must declare it in
 /// `s["protocol_metric_info"]`; a declared counter that never fired reads 0.

@@ -8,11 +8,8 @@
 //! is overloaded on any machine: 300 bots at 1,000 inputs a second on one worker is 300,000
 //! datagrams a second, more than a release build's worker sends on one core.
 
-use std::process::Command;
-
-use serde_json::Value;
-
 use crate::common::scenario::Scenario;
+use crate::common::summary::run_and_read;
 
 #[test]
 fn an_overloaded_worker_still_reports_each_second_with_what_it_sent_in_it() {
@@ -27,20 +24,11 @@ fn an_overloaded_worker_still_reports_each_second_with_what_it_sent_in_it() {
             serde_json::json!({ "workers": 1, "timer_coalesce": "1ms" }),
         )
         .write(&file);
-    let out = tmp.path().join("out");
-    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .arg("run")
-        .arg(&file)
-        .args(["--bots", "300", "--duration", "4s", "--out"])
-        .arg(&out)
-        .output()
-        .expect("run");
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(matches!(o.status.code(), Some(0 | 1)), "{err}");
-    let s: Value = serde_json::from_str(
-        &std::fs::read_to_string(out.join("summary.json")).expect("summary.json"),
-    )
-    .expect("json");
+    let s = run_and_read(
+        &file,
+        &["--bots", "300", "--duration", "4s"],
+        &tmp.path().join("out"),
+    );
     let g = &s["generator"];
     let skipped = g["inputs_skipped"].as_u64().expect("inputs_skipped");
     assert!(

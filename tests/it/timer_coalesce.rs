@@ -7,9 +7,8 @@
 
 use std::process::Command;
 
-use serde_json::Value;
-
 use crate::common::scenario::Scenario;
+use crate::common::summary::run_and_read;
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tickswarm"))
@@ -25,20 +24,11 @@ fn a_10ms_step_delays_sends_to_its_grid_and_batches_them() {
             serde_json::json!({ "timer_coalesce": "10ms", "workers": 1 }),
         )
         .write(&file);
-    let out = tmp.path().join("out");
-    let o = bin()
-        .arg("run")
-        .arg(&file)
-        .args(["--bots", "100", "--duration", "3s", "--out"])
-        .arg(&out)
-        .output()
-        .expect("run");
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(matches!(o.status.code(), Some(0 | 1)), "{err}");
-    let s: Value = serde_json::from_str(
-        &std::fs::read_to_string(out.join("summary.json")).expect("summary.json"),
-    )
-    .expect("json");
+    let s = run_and_read(
+        &file,
+        &["--bots", "100", "--duration", "3s"],
+        &tmp.path().join("out"),
+    );
     let g = &s["generator"];
     // On a loaded machine a few handshakes may not finish; the bots that play are enough.
     assert!(
