@@ -1212,16 +1212,27 @@ async fn timer_loop<T: BotTransport + 'static>(shared: Rc<Shared<T>>) {
         // Already at the end of its step when the worker has one.
         let next = shared.timers.borrow().next_due();
         shared.timer_target.set(next);
-        let sleep_until = next.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
-        match &precise {
-            Some(t) => tokio::select! {
-                _ = shared.timer_wake.notified() => continue,
-                _ = timer::sleep_until(t, sleep_until) => {}
-            },
-            None => tokio::select! {
-                _ = shared.timer_wake.notified() => continue,
-                _ = tokio::time::sleep_until(sleep_until.into()) => {}
-            },
+        if next.is_some_and(|n| n <= Instant::now()) {
+            // Behind: the deadline has already passed, so no timer is armed for it. Instead
+            // the thread goes back to the runtime first: without this an overloaded worker's
+            // timer task never returned to it (an expired timer is always ready), so the
+            // receive tasks and the once-a-second interval task starved: one run's seconds
+            // came out as one interval holding seconds' worth of datagrams, then zeros, then
+            // nothing until the end. `yield_now` resumes this task after the runtime has
+            // polled its driver, so those tasks run within one wake-up of their time.
+            tokio::task::yield_now().await;
+        } else {
+            let sleep_until = next.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+            match &precise {
+                Some(t) => tokio::select! {
+                    _ = shared.timer_wake.notified() => continue,
+                    _ = timer::sleep_until(t, sleep_until) => {}
+                },
+                None => tokio::select! {
+                    _ = shared.timer_wake.notified() => continue,
+                    _ = tokio::time::sleep_until(sleep_until.into()) => {}
+                },
+            }
         }
         let now = Instant::now();
         // Every entry due at `now` (with a step: of every step that ended by `now`), then
@@ -1239,17 +1250,6 @@ async fn timer_loop<T: BotTransport + 'static>(shared: Rc<Shared<T>>) {
         }
         // Every bot due at `now` has queued its datagrams: out with them together.
         shared.submit();
-        // Behind (the next deadline has already passed): hand the thread to the runtime
-        // before the next wake-up. Without this an overloaded worker's timer task never
-        // returned to it (the timerfd was always ready), so the receive tasks and the
-        // once-a-second interval task starved: one run's seconds came out as one interval
-        // holding seconds' worth of datagrams, then zeros, then nothing until the end.
-        // `yield_now` resumes this task after the runtime has polled its driver, so those
-        // tasks run within one wake-up of their time.
-        let behind = (shared.timers.borrow().next_due()).is_some_and(|n| n <= Instant::now());
-        if behind {
-            tokio::task::yield_now().await;
-        }
     }
 }
 
