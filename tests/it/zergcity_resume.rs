@@ -5,11 +5,9 @@
 //! (`Bot::resume_state`) and sends Reconnect. Counts are exact, per group: who resumed, who
 //! was refused and joined anew, and the time from the drop to play, one sample each.
 
-use std::process::Command;
-
 use serde_json::Value;
 
-use crate::common::summary::server_event;
+use crate::common::summary::{run_and_read, server_event};
 
 /// 4 bots over 2 four-player servers (2 each: a refused bot's rejoin always finds a free
 /// player id), half of them in the `stormy` group, whose every session drops at 2 s; 4 s
@@ -57,18 +55,7 @@ fn run(text: &str) -> Value {
     let tmp = tempfile::tempdir().expect("tempdir");
     let scenario = tmp.path().join("resume.yaml");
     std::fs::write(&scenario, text).expect("write the scenario");
-    let out = tmp.path().join("out");
-    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .arg("run")
-        .arg(&scenario)
-        .args(["--quiet", "--out"])
-        .arg(&out)
-        .output()
-        .expect("run tickswarm");
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(matches!(o.status.code(), Some(0 | 1)), "{err}");
-    let text = std::fs::read_to_string(out.join("summary.json")).expect("summary.json");
-    serde_json::from_str(&text).expect("summary is JSON")
+    run_and_read(&scenario, &["--quiet"], &tmp.path().join("out"))
 }
 
 fn u(v: &Value) -> u64 {
