@@ -6,11 +6,11 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use tickswarm::metrics::Recorder;
-use tickswarm::protocol::cafe::codec::{
+use tickswarm::games::cafe::codec::{
     self, Dialect, EntityRecord, GameStats, Message, SnapshotEncoder,
 };
-use tickswarm::protocol::cafe::{CafeBot, CafeOptions};
+use tickswarm::games::cafe::{CafeBot, CafeOptions};
+use tickswarm::metrics::Recorder;
 use tickswarm::protocol::{Bot, BotParams, MAX_DATAGRAM};
 
 fn snapshot(seq: u32, tick: u32) -> Vec<u8> {

@@ -8,10 +8,8 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use tickswarm::protocol::darkages::bot::apply_snapshot;
-use tickswarm::protocol::darkages::codec::{
-    self, decode, field, EntityState, Packet, SnapshotWriter,
-};
+use tickswarm::games::darkages::bot::apply_snapshot;
+use tickswarm::games::darkages::codec::{self, decode, field, EntityState, Packet, SnapshotWriter};
 
 const ENTITIES: u32 = 45;
 

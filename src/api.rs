@@ -1,8 +1,8 @@
 //! The public, semver-stable API in one place: everything a protocol implements and uses
 //! ([`crate::protocol::prelude`], re-exported whole), a datagram bot's whole lifecycle
 //! ([`lifecycle`]), two helpers for protocols with deltas on acknowledged baselines
-//! ([`baselines`], [`reported`]), and the entry point [`main_with`] that runs the command line
-//! with a user's protocols. See the crate docs, "What is stable".
+//! ([`baselines`], [`reported`]), the catalogue's [`register`], and the entry point
+//! [`main_with`] that runs the command line with a user's protocols. See the crate docs, "What is stable".
 //!
 //! ```
 //! use tickswarm::api::*;
@@ -15,4 +15,5 @@ pub mod lifecycle;
 pub mod reported;
 
 pub use crate::cli::main_with;
+pub use crate::games::{register, RegisterError};
 pub use crate::protocol::prelude::*;

@@ -45,7 +45,7 @@
 //! Not stable: everything marked `#[doc(hidden)]` (the engine, the transports, the scenario
 //! model, metrics aggregation, the report writers, the CLI's internals). They are public only
 //! so the project's own tests and tools reach them, and change without notice. The built-in
-//! protocols' own types ([`protocol::cafe`] and the others) are shown for their wire-format
+//! protocols' own types ([`games::cafe`] and the others) are shown for their wire-format
 //! documentation and as examples; their codecs and options are not a stable API either.
 //! The command line, scenario files and `summary.json` (with its schema) are the stable
 //! interface of the binary, versioned with the crate.
@@ -66,6 +66,8 @@
 //!     ┌───┴────┐        │
 //!     ▼        ▼        │
 //! scenario  transport   │
+//!   │   ▼      │        │
+//!   │ games    │        │
 //!   │   └──┬───┘        │
 //!   │      ▼            │
 //!   │   protocol        │
@@ -85,7 +87,10 @@
 //!   server, and per transport the I/O that carries datagrams on real sockets (`engine::io`).
 //! - [`scenario`]: YAML to a validated plan.
 //! - [`transport`]: sans-IO transports under a protocol (ENet).
-//! - [`protocol`]: sans-IO codecs, bots and reference servers.
+//! - [`games`]: the five built-in protocols (codecs, sans-IO bots and reference servers), and
+//!   the catalogue of protocols a process knows.
+//! - [`protocol`]: the protocol toolkit: the traits a protocol implements, the registry entry,
+//!   the shared sans-IO pieces and the simulation harness.
 //! - [`metrics`]: per-worker histograms and counters, merged losslessly.
 //! - [`netsim`]: simulated network conditions per bot (latency, jitter, loss, ...), sans-IO.
 //! - [`duration`]: durations as scenarios write them.
@@ -99,6 +104,7 @@ pub mod cli;
 pub mod duration;
 #[doc(hidden)]
 pub mod engine;
+pub mod games;
 #[doc(hidden)]
 pub mod metrics;
 #[doc(hidden)]

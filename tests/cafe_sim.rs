@@ -9,9 +9,9 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use common::sim::*;
+use tickswarm::games::cafe::codec::{self, Message};
+use tickswarm::games::cafe::{CafeOptions, CafeServerConfig, Dialect, LossSource};
 use tickswarm::metrics::Recorder;
-use tickswarm::protocol::cafe::codec::{self, Message};
-use tickswarm::protocol::cafe::{CafeOptions, CafeServerConfig, Dialect, LossSource};
 use tickswarm::protocol::{Bot, BotParams, BotPhase, InputPattern, Keys, Server, MAX_DATAGRAM};
 
 /// The server's tick interval at 60 Hz: `1 s / 60` in whole nanoseconds. Tick k runs at
@@ -892,7 +892,7 @@ fn a_lost_pong_does_not_make_the_table_stale() {
     assert_table_matches_room(&sim, 0, "after the lost pong");
 }
 
-const PLAYER_SPEED: f32 = tickswarm::protocol::cafe::server::PLAYER_SPEED;
+const PLAYER_SPEED: f32 = tickswarm::games::cafe::server::PLAYER_SPEED;
 
 /// A full snapshot that arrives after newer deltas is older than the table: applying it
 /// would roll entities back (and cull ones that joined since). It is counted
@@ -1394,7 +1394,7 @@ fn simulation_is_deterministic() {
 /// through `poll_close`, after what was queued for it, so the transport can forget the id.
 #[test]
 fn every_dropped_session_is_reported_through_poll_close() {
-    use tickswarm::protocol::cafe::CafeServer;
+    use tickswarm::games::cafe::CafeServer;
     use tickswarm::protocol::ConnId;
     let t0 = std::time::Instant::now();
     let cfg = CafeServerConfig {

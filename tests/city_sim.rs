@@ -23,10 +23,10 @@ use common::city::{new_sim, new_sim_seeded, Link};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tickswarm::api::sim::rule;
+use tickswarm::games::city::bot::Stage;
+use tickswarm::games::city::codec::{self, Dialect, Message};
+use tickswarm::games::city::{CityBot, CityOptions, CityServer, CityServerConfig, Vec2f};
 use tickswarm::metrics::Recorder;
-use tickswarm::protocol::city::bot::Stage;
-use tickswarm::protocol::city::codec::{self, Dialect, Message};
-use tickswarm::protocol::city::{CityBot, CityOptions, CityServer, CityServerConfig, Vec2f};
 use tickswarm::protocol::{
     Bot, BotParams, BotPhase, ConnId, InputPattern, Keys, Server, ServerStats, Transmit,
     MAX_DATAGRAM,
@@ -995,7 +995,7 @@ fn enet_run(
     loss: f64,
     secs: u64,
 ) -> (CityBot, Recorder, CityServer, Option<Duration>) {
-    use tickswarm::protocol::city::CHANNELS;
+    use tickswarm::games::city::CHANNELS;
 
     let base = Instant::now();
     let (server_addr, _) = enet_addrs();

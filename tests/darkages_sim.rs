@@ -11,11 +11,11 @@ use std::collections::BinaryHeap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use tickswarm::metrics::Recorder;
-use tickswarm::protocol::darkages::codec::{self, Dialect};
-use tickswarm::protocol::darkages::{
+use tickswarm::games::darkages::codec::{self, Dialect};
+use tickswarm::games::darkages::{
     DarkAgesBot, DarkAgesOptions, DarkAgesServer, DarkAgesServerConfig,
 };
+use tickswarm::metrics::Recorder;
 use tickswarm::protocol::sim::{bot_addr, rule, Sim};
 use tickswarm::protocol::{
     Bot, BotParams, BotPhase, ConnId, InputPattern, Keys, Server, MAX_DATAGRAM,
@@ -740,8 +740,8 @@ fn a_connection_the_transport_closed_ends_its_session_at_once() {
 
 // --- Applying deltas: the merge against the plain definition, and the entity limit. ---
 
-use tickswarm::protocol::darkages::bot::{Applier, TooManyEntities};
-use tickswarm::protocol::darkages::codec::{EntityState, Packet};
+use tickswarm::games::darkages::bot::{Applier, TooManyEntities};
+use tickswarm::games::darkages::codec::{EntityState, Packet};
 
 /// A SNAPSHOT datagram: full when `base == tick`; records carry position x only (`x`).
 fn snapshot_bytes(tick: u32, base: u32, records: &[(u32, i16)], removed: &[u32]) -> Vec<u8> {
@@ -864,7 +864,7 @@ fn a_delta_past_the_entity_limit_is_refused_and_removals_count_first() {
 fn a_bot_flooded_with_new_low_ids_refuses_past_the_limit_within_its_budget() {
     // The least budget: the 7 states of the flood (6.3 MB) do not all fit.
     let opts = DarkAgesOptions {
-        max_state_bytes: tickswarm::protocol::darkages::MIN_STATE_BYTES,
+        max_state_bytes: tickswarm::games::darkages::MIN_STATE_BYTES,
         ..DarkAgesOptions::default()
     };
     let mut bot = DarkAgesBot::new(params(0), opts.clone());

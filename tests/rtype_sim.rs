@@ -9,9 +9,9 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 use tickswarm::protocol::ConnId;
 
+use tickswarm::games::rtype::codec::{self, FloatOrder, Packet};
+use tickswarm::games::rtype::{RtypeBot, RtypeOptions, RtypeServer, RtypeServerConfig};
 use tickswarm::metrics::Recorder;
-use tickswarm::protocol::rtype::codec::{self, FloatOrder, Packet};
-use tickswarm::protocol::rtype::{RtypeBot, RtypeOptions, RtypeServer, RtypeServerConfig};
 use tickswarm::protocol::sim::{rule, Dir};
 use tickswarm::protocol::{Bot, BotParams, BotPhase, InputPattern, Server, MAX_DATAGRAM};
 

@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 
 use common::zergcity::{add_bot, new_sim};
 use tickswarm::api::sim::{rule, Record};
+use tickswarm::games::zergcity::codec::{self, Decompressor, Message};
+use tickswarm::games::zergcity::world::World;
+use tickswarm::games::zergcity::{ZergCityBot, ZergCityOptions, ZergCityServerConfig};
 use tickswarm::metrics::Recorder;
-use tickswarm::protocol::zergcity::codec::{self, Decompressor, Message};
-use tickswarm::protocol::zergcity::world::World;
-use tickswarm::protocol::zergcity::{ZergCityBot, ZergCityOptions, ZergCityServerConfig};
 use tickswarm::protocol::{Bot, BotParams, BotPhase, Server, MAX_MESSAGE};
 
 fn ms(n: u64) -> Duration {
@@ -444,9 +444,9 @@ fn a_full_snapshot_in_a_foreign_layout_is_an_opaque_baseline_that_deltas_and_inp
 /// `max_state_bytes` by dropping the oldest baselines, and stays fast.
 #[test]
 fn a_bot_flooded_with_new_low_ids_refuses_past_the_limit_within_its_budget() {
-    use tickswarm::protocol::zergcity::world::{self, Metadata};
+    use tickswarm::games::zergcity::world::{self, Metadata};
     let opts = ZergCityOptions {
-        max_state_bytes: tickswarm::protocol::zergcity::MIN_STATE_BYTES,
+        max_state_bytes: tickswarm::games::zergcity::MIN_STATE_BYTES,
         ..ZergCityOptions::default()
     };
     let t0 = Instant::now();

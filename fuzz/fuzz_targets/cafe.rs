@@ -1,5 +1,5 @@
 #![no_main]
-use tickswarm::protocol::cafe::codec::{decode, Dialect};
+use tickswarm::games::cafe::codec::{decode, Dialect};
 use tickswarm::protocol::ProtocolName;
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {

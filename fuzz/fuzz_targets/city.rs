@@ -1,5 +1,5 @@
 #![no_main]
-use tickswarm::protocol::city::codec::{decode_all, Dialect};
+use tickswarm::games::city::codec::{decode_all, Dialect};
 use tickswarm::protocol::ProtocolName;
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {

@@ -1,5 +1,5 @@
 #![no_main]
-use tickswarm::protocol::darkages::codec::decode;
+use tickswarm::games::darkages::codec::decode;
 use tickswarm::protocol::ProtocolName;
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {

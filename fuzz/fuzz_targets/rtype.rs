@@ -1,5 +1,5 @@
 #![no_main]
-use tickswarm::protocol::rtype::codec::{decode, FloatOrder};
+use tickswarm::games::rtype::codec::{decode, FloatOrder};
 use tickswarm::protocol::ProtocolName;
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {

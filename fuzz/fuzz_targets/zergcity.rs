@@ -1,5 +1,5 @@
 #![no_main]
-use tickswarm::protocol::zergcity::codec::{decode, Decompressor};
+use tickswarm::games::zergcity::codec::{decode, Decompressor};
 use tickswarm::protocol::ProtocolName;
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {

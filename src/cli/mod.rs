@@ -273,7 +273,7 @@ pub fn main() -> ExitCode {
 /// 2 before anything runs.
 pub fn main_with(protocols: &[&'static dyn AnyProtocol]) -> ExitCode {
     for p in protocols {
-        if let Err(e) = crate::protocol::registry::register(*p) {
+        if let Err(e) = crate::games::register(*p) {
             eprintln!("error: {e}");
             return ExitCode::from(EXIT_USAGE);
         }

@@ -27,45 +27,10 @@ pub mod tail;
 pub mod timers;
 pub mod wire;
 
-// The built-in protocols: one folder each, and one line in `ProtocolName::ALL` below. They
-// are written against the public API only (`crate::protocol::prelude`, which tests/it/layers.rs
-// checks), exactly as a protocol in a user's crate is.
-#[allow(missing_docs)] // see above
-pub mod cafe;
-#[allow(missing_docs)] // see above
-pub mod city;
-#[allow(missing_docs)] // see above
-pub mod darkages;
-#[allow(missing_docs)] // see above
-pub mod rtype;
-#[allow(missing_docs)] // see above
-pub mod zergcity;
+// The built-in protocols (the games) live in `crate::games`, above this toolkit: they use
+// only `crate::protocol::prelude`, as a protocol in a user's crate does.
 
 pub use registry::{AnyProtocol, ProtocolName, ProtocolSection};
-
-#[allow(non_upper_case_globals)] // named as the protocols' marker types are
-impl ProtocolName {
-    /// The cafe protocol ([`cafe::Cafe`]).
-    pub const Cafe: ProtocolName = ProtocolName::new(&cafe::Cafe);
-    /// The rtype protocol ([`rtype::Rtype`]).
-    pub const Rtype: ProtocolName = ProtocolName::new(&rtype::Rtype);
-    /// The city protocol ([`city::City`]).
-    pub const City: ProtocolName = ProtocolName::new(&city::City);
-    /// The zergcity protocol ([`zergcity::ZergCity`]).
-    pub const ZergCity: ProtocolName = ProtocolName::new(&zergcity::ZergCity);
-    /// The darkages protocol ([`darkages::DarkAges`]).
-    pub const DarkAges: ProtocolName = ProtocolName::new(&darkages::DarkAges);
-
-    /// The built-in protocols, in the order `tickswarm protocols` lists them (registered
-    /// ones follow: [`ProtocolName::known`]).
-    pub const ALL: &'static [ProtocolName] = &[
-        Self::Cafe,
-        Self::Rtype,
-        Self::City,
-        Self::ZergCity,
-        Self::DarkAges,
-    ];
-}
 
 pub use registry::{
     DatagramBurst, EnetCompression, EnetNeeds, Protocol, ServerParams, TransportNeeds,

@@ -7,13 +7,13 @@
 //! [`Recorder`]. [`sim`] drives them on a simulated clock and a lossy link in tests, and
 //! `tickswarm::main_with` runs them under the whole command line.
 //!
-//! The five built-in protocols (`tickswarm::protocol::{cafe, rtype, city, zergcity,
+//! The five built-in protocols (`tickswarm::games::{cafe, rtype, city, zergcity,
 //! darkages}`) are written against this module and nothing else of the crate (a test reads
 //! their sources to keep it so); read them as larger examples. The toolkit modules re-exported
 //! here ([`wire`], [`seqwindow`], [`acks`], [`ping`], [`timers`], [`session`], [`predict`],
 //! [`hint`], ...) are the pieces they share; a protocol may use them or not.
 //!
-//! `tickswarm::api` re-exports this module and adds the entry point.
+//! `tickswarm::api` re-exports this module and adds the entry point and `register`.
 //!
 //! ```
 //! use tickswarm::protocol::prelude::*;
@@ -23,8 +23,8 @@
 //! ```
 
 pub use super::registry::{
-    register, AnyProtocol, DatagramBurst, EnetCompression, EnetNeeds, Protocol, ProtocolName,
-    ProtocolSection, RegisterError, ServerParams, TransportNeeds,
+    AnyProtocol, DatagramBurst, EnetCompression, EnetNeeds, Protocol, ProtocolName,
+    ProtocolSection, ServerParams, TransportNeeds,
 };
 pub use super::{
     Bot, BotParams, BotPhase, ConnId, InputPattern, Keys, PatternState, Phase, ProtocolInfo,

@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use tickswarm::games::city::codec::{self, Dialect, Message, MsgType, MAX_PACKET_SIZE};
+use tickswarm::games::city::{CityBot, CityOptions, CityServer, CityServerConfig};
 use tickswarm::metrics::Recorder;
-use tickswarm::protocol::city::codec::{self, Dialect, Message, MsgType, MAX_PACKET_SIZE};
-use tickswarm::protocol::city::{CityBot, CityOptions, CityServer, CityServerConfig};
 use tickswarm::protocol::sim::{self, rule, Dir, Seen};
 use tickswarm::protocol::BotParams;
 

@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use tickswarm::protocol::cafe::{CafeBot, CafeOptions, CafeServer, CafeServerConfig};
+use tickswarm::games::cafe::{CafeBot, CafeOptions, CafeServer, CafeServerConfig};
 #[allow(unused_imports)] // each test binary uses its own subset
 pub use tickswarm::protocol::sim::{
     always, at_indices, bot_addr, every_kth, random, rule, Dir, Meta, Path, Record, Rule,

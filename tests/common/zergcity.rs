@@ -15,12 +15,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use tickswarm::protocol::sim::{Dir, Link, Seen};
-use tickswarm::protocol::zergcity::codec::{self, Decompressor, Message};
-use tickswarm::protocol::zergcity::world::World;
-use tickswarm::protocol::zergcity::{
+use tickswarm::games::zergcity::codec::{self, Decompressor, Message};
+use tickswarm::games::zergcity::world::World;
+use tickswarm::games::zergcity::{
     ZergCityBot, ZergCityOptions, ZergCityServer, ZergCityServerConfig,
 };
+use tickswarm::protocol::sim::{Dir, Link, Seen};
 use tickswarm::protocol::BotParams;
 
 /// The harness over ZergCity.

@@ -12,12 +12,12 @@
 
 use proptest::prelude::*;
 
-use tickswarm::protocol::cafe::codec::{
+use tickswarm::games::cafe::codec::{
     self, decode, decode_header, encode, make_name, name_str, patch_last_input, patch_seq,
     BufferTooSmall, DecodeError, EntityRecord, GameStats, Message, MsgType, Snapshot,
     SnapshotEncoder, HEADER_LEN, NAME_LEN, RECORD_LEN, STATS_LEN,
 };
-use tickswarm::protocol::cafe::Dialect;
+use tickswarm::games::cafe::Dialect;
 use tickswarm::protocol::MAX_DATAGRAM;
 
 /// Hex fields, one string per field so each can carry a comment; whitespace is ignored.

@@ -4,10 +4,10 @@
 
 use std::time::{Duration, Instant};
 
+use tickswarm::games::cafe::codec::{self, GameStats, Message, SnapshotEncoder};
+use tickswarm::games::cafe::loss::CHUNK;
+use tickswarm::games::cafe::{CafeBot, CafeOptions, Dialect};
 use tickswarm::metrics::Recorder;
-use tickswarm::protocol::cafe::codec::{self, GameStats, Message, SnapshotEncoder};
-use tickswarm::protocol::cafe::loss::CHUNK;
-use tickswarm::protocol::cafe::{CafeBot, CafeOptions, Dialect};
 use tickswarm::protocol::{Bot, BotParams, BotPhase, MAX_MESSAGE};
 
 fn ms(v: u64) -> Duration {

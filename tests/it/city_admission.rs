@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use tickswarm::engine::io::enet::EnetServerSide;
 use tickswarm::engine::io::ServerTransport;
-use tickswarm::protocol::city::codec::{self, Dialect, Message, MsgType, PlayerInput, Vec2i};
-use tickswarm::protocol::city::{CityOptions, CityServer, CityServerConfig};
+use tickswarm::games::city::codec::{self, Dialect, Message, MsgType, PlayerInput, Vec2i};
+use tickswarm::games::city::{CityOptions, CityServer, CityServerConfig};
 use tickswarm::protocol::{ConnId, Server, MAX_DATAGRAM};
 use tickswarm::transport::{EnetClient, EnetConfig, EnetEvent};
 
@@ -127,7 +127,7 @@ fn a_first_input_instead_of_a_request_ends_the_content_stage() {
 fn a_refused_silent_client_does_not_hold_a_peer_slot() {
     let t0 = Instant::now();
     let opts = tickswarm::protocol::ProtocolSection::of(
-        &tickswarm::protocol::city::City,
+        &tickswarm::games::city::City,
         CityOptions::default(),
     );
     let mut server: Box<dyn Server> =

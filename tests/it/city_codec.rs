@@ -1,18 +1,18 @@
 //! City codec against golden bytes written by hand from docs/protocols/city.md (and the
 //! layouts the spec leaves to the reference server, documented in
-//! `src/protocol/city/codec.rs`). The expected bytes here never come from the encoder: each golden
+//! `src/games/city/codec.rs`). The expected bytes here never come from the encoder: each golden
 //! is checked both ways, the encoder must produce it and the decoder must read the values back from
 //! it.
 
 use proptest::prelude::*;
-use tickswarm::metrics::Recorder;
-use tickswarm::protocol::city::codec::{
+use tickswarm::games::city::codec::{
     self, decode_all, decode_body, decode_varint, encode, encode_content_manifest,
     encode_content_request, encode_delta_state, encode_full_state, encode_in, encode_varint,
     messages, AssetEntry, Components, DecodeError, Dialect, EntityData, EntityUpdate, Fnv64,
     GridState, Health, Message, MsgType, PlayerInput, Vec2f, Vec2i,
 };
-use tickswarm::protocol::city::{CityBot, CityOptions, CityServer, CityServerConfig};
+use tickswarm::games::city::{CityBot, CityOptions, CityServer, CityServerConfig};
+use tickswarm::metrics::Recorder;
 use tickswarm::protocol::{Bot, BotParams, Server};
 
 use Dialect::{Implementation as Impl, Spec};

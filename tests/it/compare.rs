@@ -76,7 +76,7 @@ fn row<'a>(c: &'a Value, metric: &str) -> &'a Value {
 fn a_delayed_server_fails_compare_and_the_same_conditions_pass() {
     let server = spawn_reference_server(
         (Ipv4Addr::LOCALHOST, 0).into(),
-        &ProtocolSection::of(&tickswarm::protocol::cafe::Cafe, Default::default()),
+        &ProtocolSection::of(&tickswarm::games::cafe::Cafe, Default::default()),
         &ServerSection::default(),
     )
     .unwrap();

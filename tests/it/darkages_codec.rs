@@ -3,7 +3,7 @@
 //! encoder under test.
 
 use proptest::prelude::*;
-use tickswarm::protocol::darkages::codec::{
+use tickswarm::games::darkages::codec::{
     self, decode, dequantize_pos, dequantize_unit, encode, field, quantize_pos, quantize_unit,
     yaw_quat, ConnectAck, EntityState, EventBody, Packet, SnapshotKind, SnapshotWriter,
 };

@@ -24,7 +24,7 @@ use crate::common::kernel::{
 };
 use crate::common::peer::Peer;
 use crate::common::summary::declared_counter;
-use tickswarm::protocol::cafe::{CafeOptions, Dialect, LossSource};
+use tickswarm::games::cafe::{CafeOptions, Dialect, LossSource};
 use tickswarm::protocol::ProtocolSection;
 use tickswarm::scenario::{self, Dur, Stage};
 
@@ -290,7 +290,7 @@ fn run_quickstart(dir: &Path, port: u16, loss_source: Option<LossSource>) -> (Ou
     let mut sc = scenario::load(&path).expect("quickstart.yaml parses");
     let Some(shipped) = sc
         .protocol
-        .options::<tickswarm::protocol::cafe::Cafe>()
+        .options::<tickswarm::games::cafe::Cafe>()
         .cloned()
     else {
         panic!("quickstart is a cafe scenario");
@@ -301,7 +301,7 @@ fn run_quickstart(dir: &Path, port: u16, loss_source: Option<LossSource>) -> (Ou
         "what quickstart ships"
     );
     sc.protocol = ProtocolSection::of(
-        &tickswarm::protocol::cafe::Cafe,
+        &tickswarm::games::cafe::Cafe,
         CafeOptions {
             dialect: Dialect::Implementation,
             loss_source: loss_source.unwrap_or(shipped.loss_source),

@@ -11,7 +11,7 @@ use crate::common::scenario::Scenario;
 use crate::common::summary::server_event;
 use serde_json::Value;
 use tickswarm::engine::spawn_reference_server;
-use tickswarm::protocol::city::CityOptions;
+use tickswarm::games::city::CityOptions;
 use tickswarm::scenario::{ProtocolSection, ServerSection};
 
 /// ENet packs what one service queued into one datagram (a snapshot with acknowledgements and
@@ -99,7 +99,7 @@ fn city_swarm_over_enet() {
 #[test]
 fn city_through_delay_and_loss() {
     let _one_at_a_time = serial();
-    let section = ProtocolSection::of(&tickswarm::protocol::city::City, CityOptions::default());
+    let section = ProtocolSection::of(&tickswarm::games::city::City, CityOptions::default());
     let server = ServerSection::default();
     let bind: SocketAddr = (Ipv4Addr::LOCALHOST, 0).into();
     let handle = spawn_reference_server(bind, &section, &server).unwrap();
@@ -192,7 +192,7 @@ fn sessions_are_closed_when_the_run_ends() {
     use tickswarm::engine::{self, StopSignal};
     use tickswarm::scenario::{self, Overrides, Plan};
 
-    let section = ProtocolSection::of(&tickswarm::protocol::city::City, CityOptions::default());
+    let section = ProtocolSection::of(&tickswarm::games::city::City, CityOptions::default());
     let handle = spawn_reference_server(
         (Ipv4Addr::LOCALHOST, 0).into(),
         &section,
@@ -233,7 +233,7 @@ fn wire_bytes_equal_what_a_counting_proxy_saw() {
     let _one_at_a_time = serial();
     use std::sync::atomic::Ordering;
 
-    let section = ProtocolSection::of(&tickswarm::protocol::city::City, CityOptions::default());
+    let section = ProtocolSection::of(&tickswarm::games::city::City, CityOptions::default());
     let handle = spawn_reference_server(
         (Ipv4Addr::LOCALHOST, 0).into(),
         &section,

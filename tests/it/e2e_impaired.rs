@@ -68,7 +68,7 @@ fn cafe_loss_and_delay_through_a_proxy() {
     let drops = UdpDrops::now();
     let (s, proxy) = run_through_proxy(
         "  cafe: {}",
-        ProtocolSection::of(&tickswarm::protocol::cafe::Cafe, Default::default()),
+        ProtocolSection::of(&tickswarm::games::cafe::Cafe, Default::default()),
         imp,
         "",
     );
@@ -124,7 +124,7 @@ fn rtype_delay_through_a_proxy() {
     let drops = UdpDrops::now();
     let (s, _proxy) = run_through_proxy(
         "  rtype: {}",
-        ProtocolSection::of(&tickswarm::protocol::rtype::Rtype, Default::default()),
+        ProtocolSection::of(&tickswarm::games::rtype::Rtype, Default::default()),
         imp,
         "",
     );
@@ -148,7 +148,7 @@ fn cafe_counts_malformed_datagrams_and_carries_on() {
     };
     let (s, proxy) = run_through_proxy(
         "  cafe: {}",
-        ProtocolSection::of(&tickswarm::protocol::cafe::Cafe, Default::default()),
+        ProtocolSection::of(&tickswarm::games::cafe::Cafe, Default::default()),
         imp,
         // The proxy corrupts one datagram in 7 on purpose: the default `decode_errors <= 0`
         // check would fail the run, so the scenario relaxes it by name.

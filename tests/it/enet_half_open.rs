@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::common::enet_forge::{first_message, forged_verify_ack};
 use tickswarm::engine::spawn_reference_server;
-use tickswarm::protocol::city::CityOptions;
+use tickswarm::games::city::CityOptions;
 use tickswarm::protocol::ProtocolName;
 use tickswarm::scenario::{ProtocolSection, ServerSection};
 use tickswarm::transport::{EnetClient, EnetConfig, EnetEvent, EnetHost};
@@ -45,7 +45,7 @@ fn half_open_flood_does_not_keep_real_bots_out() {
         players_per_instance: Some(5),
         ..ServerSection::default()
     };
-    let section = ProtocolSection::of(&tickswarm::protocol::city::City, CityOptions::default());
+    let section = ProtocolSection::of(&tickswarm::games::city::City, CityOptions::default());
     let handle =
         spawn_reference_server((Ipv4Addr::LOCALHOST, 0).into(), &section, &server).unwrap();
     // 200 half-open connects fill all 21 peer slots; a second wave arrives while the bots
@@ -104,7 +104,7 @@ fn spoofed_sessions_do_not_lock_real_bots_out_of_zergcity() {
         players_per_instance: Some(4),
         ..ServerSection::default()
     };
-    let section = ProtocolSection::of(&tickswarm::protocol::zergcity::ZergCity, Default::default());
+    let section = ProtocolSection::of(&tickswarm::games::zergcity::ZergCity, Default::default());
     let started = Instant::now();
     let handle =
         spawn_reference_server((Ipv4Addr::LOCALHOST, 0).into(), &section, &server).unwrap();

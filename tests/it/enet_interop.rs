@@ -547,10 +547,10 @@ fn several_tickswarm_peers_share_one_socket() {
 #[test]
 fn c_client_speaks_city_to_the_reference_server() {
     use tickswarm::engine::spawn_reference_server;
-    use tickswarm::protocol::city::CityOptions;
+    use tickswarm::games::city::CityOptions;
     use tickswarm::scenario::{ProtocolSection, ServerSection};
 
-    let section = ProtocolSection::of(&tickswarm::protocol::city::City, CityOptions::default());
+    let section = ProtocolSection::of(&tickswarm::games::city::City, CityOptions::default());
     let server_section = ServerSection::default();
     let server = spawn_reference_server("127.0.0.1:0".parse().unwrap(), &section, &server_section)
         .expect("start the City reference server");

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tickswarm::engine::spawn_reference_server;
-use tickswarm::protocol::city::CityOptions;
+use tickswarm::games::city::CityOptions;
 use tickswarm::scenario::{ProtocolSection, ServerSection};
 
 use crate::common::kernel::UdpDrops;
@@ -28,7 +28,7 @@ const BOTS: u64 = 40;
 /// City reference server in this process; `io` is `TICKSWARM_IO`. The summary, and the
 /// messages the server received.
 fn swarm(io: &str) -> (Value, u64, u64) {
-    let section = ProtocolSection::of(&tickswarm::protocol::city::City, CityOptions::default());
+    let section = ProtocolSection::of(&tickswarm::games::city::City, CityOptions::default());
     let server = ServerSection::default();
     let bind: SocketAddr = (Ipv4Addr::LOCALHOST, 0).into();
     let handle = spawn_reference_server(bind, &section, &server).expect("city server");

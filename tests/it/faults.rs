@@ -199,7 +199,7 @@ impl Hostile {
     /// A ZergCity DeltaSnapshot onto `acked` creating [`ZC_FLOOD`] new entities, to a target
     /// tick above every one sent before.
     fn zc_flood(&mut self, acked: u64) -> Vec<u8> {
-        use tickswarm::protocol::zergcity::codec::{encode_body, MsgType};
+        use tickswarm::games::zergcity::codec::{encode_body, MsgType};
         let mut body = Vec::with_capacity(20 + 9 * ZC_FLOOD as usize);
         // Target ticks keep rising whatever the client acknowledged: none is stale.
         self.tick = self.tick.max(acked) + 1;

@@ -11,6 +11,8 @@
 //!     ┌───┴────┐        │
 //!     ▼        ▼        │
 //! scenario  transport   │
+//!   │   ▼      │        │
+//!   │ games    │        │
 //!   │   └──┬───┘        │
 //!   │      ▼            │
 //!   │   protocol        │
@@ -33,7 +35,7 @@ use std::path::Path;
 /// Each top-level module and the modules it may use.
 const ALLOWED: &[(&str, &[&str])] = &[
     // The public API: re-exports of the protocol prelude and the CLI's entry point.
-    ("api", &["cli", "protocol"]),
+    ("api", &["cli", "games", "protocol"]),
     (
         "cli",
         &[
@@ -41,6 +43,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "engine",
             "scenario",
             "transport",
+            "games",
             "protocol",
             "metrics",
             "netsim",
@@ -52,14 +55,20 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &[
             "scenario",
             "transport",
+            "games",
             "protocol",
             "metrics",
             "netsim",
             "duration",
         ],
     ),
-    ("scenario", &["protocol", "metrics", "netsim", "duration"]),
+    (
+        "scenario",
+        &["games", "protocol", "metrics", "netsim", "duration"],
+    ),
     ("transport", &["protocol", "metrics", "duration"]),
+    // The games use the toolkit (and through its prelude, metrics and duration) only.
+    ("games", &["protocol", "metrics", "duration"]),
     ("protocol", &["metrics", "duration"]),
     ("report", &["metrics", "netsim", "duration"]),
     ("metrics", &["duration"]),
@@ -193,16 +202,16 @@ fn the_crate_docs_draw_the_layers_this_test_enforces() {
     );
 }
 
-/// The built-in protocols (every folder under `src/protocol/`) are written against the public
+/// The built-in protocols (every folder under `src/games/`) are written against the public
 /// protocol API only, as a protocol in a user's crate is: each `crate::` path in them goes
 /// through `crate::protocol::prelude` (what `tickswarm::api` re-exports) or stays inside the
-/// protocol's own folder, and a folder's `mod.rs` names nothing through `super::` (which
-/// would be the rest of `crate::protocol`, around the prelude).
+/// game's own folder, and a folder's `mod.rs` names nothing through `super::` (which
+/// would be `crate::games`, the catalogue, around the prelude).
 #[test]
 fn built_in_protocols_use_only_the_public_api() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/protocol");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/games");
     let mut folders: Vec<_> = std::fs::read_dir(&root)
-        .expect("read src/protocol")
+        .expect("read src/games")
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.is_dir())
@@ -216,7 +225,7 @@ fn built_in_protocols_use_only_the_public_api() {
             .file_name()
             .and_then(|n| n.to_str())
             .unwrap_or_default();
-        let own = format!("protocol::{name}");
+        let own = format!("games::{name}");
         let mut files = Vec::new();
         rust_files(folder, &mut files);
         for f in files {
@@ -231,7 +240,7 @@ fn built_in_protocols_use_only_the_public_api() {
                         violations.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
                     }
                 }
-                // `super::` in a folder's mod.rs is `crate::protocol`; `use super::*;` in its
+                // `super::` in a folder's mod.rs is `crate::games`; `use super::*;` in its
                 // test module (indented) is the folder itself.
                 if is_mod && code.starts_with("use super::") {
                     violations.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));

@@ -17,7 +17,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tickswarm::protocol::city::codec::{decode_all, encode, Dialect, Message};
+use tickswarm::games::city::codec::{decode_all, encode, Dialect, Message};
 use tickswarm::transport::enet::{EnetConfig, EnetEvent, EnetHost};
 
 const BOTS: u64 = 10;

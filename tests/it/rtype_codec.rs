@@ -7,7 +7,7 @@
 //! -0.5 = BF 00 00 00 · 0.0 = 00 00 00 00. Little-endian floats are the same bytes reversed.
 
 use proptest::prelude::*;
-use tickswarm::protocol::rtype::codec::{
+use tickswarm::games::rtype::codec::{
     decode, decode_header, encode, max_snapshot_entities, snapshot_len, DecodeError, FloatOrder,
     Packet, PacketType, SnapshotEncoder, SnapshotEntity,
 };

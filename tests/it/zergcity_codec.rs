@@ -5,11 +5,11 @@
 use std::time::Instant;
 
 use proptest::prelude::*;
-use tickswarm::metrics::Recorder;
-use tickswarm::protocol::zergcity::codec::{
+use tickswarm::games::zergcity::codec::{
     self, Action, DecodeError, Decompressor, Encoder, Message, MsgType, MAX_PAYLOAD,
 };
-use tickswarm::protocol::zergcity::{ZergCityBot, ZergCityOptions};
+use tickswarm::games::zergcity::{ZergCityBot, ZergCityOptions};
+use tickswarm::metrics::Recorder;
 use tickswarm::protocol::{Bot, BotParams};
 
 /// The header as the spec's table lays it out.

@@ -760,7 +760,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::protocol::cafe::codec::{GameStats, SnapshotEncoder};
+    use crate::games::cafe::codec::{GameStats, SnapshotEncoder};
     use crate::protocol::prelude::LossCounts;
     use crate::protocol::prelude::MAX_MESSAGE;
 

@@ -44,7 +44,7 @@
 //!   one only as the admission challenge (its snapshots keep NAT mappings alive), and does not
 //!   answer the client's echo of it, so echoes cannot loop. A client
 //!   silent for `client_timeout` is dropped.
-//! - **Handoff**: see [`crate::protocol::darkages`] and [`super::token`]. A player past a
+//! - **Handoff**: see [`crate::games::darkages`] and [`super::token`]. A player past a
 //!   border with a neighbour gets ZONE_HANDOFF (resent every 250 ms, as plain UDP may lose
 //!   it) and plays on until its DISCONNECT(ZONE_HANDOFF); if it has not left when the token
 //!   expires, the handoff is cancelled and the player is put back inside. The receiving zone

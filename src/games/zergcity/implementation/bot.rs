@@ -47,12 +47,12 @@ use rand_chacha::ChaCha8Rng;
 use super::codec::{
     self, input, Decompressor, Input, Message, CHANNEL_RELIABLE, CHANNEL_UNRELIABLE, TOKEN_LEN,
 };
+use crate::games::zergcity::enet_closed::phase_after_close;
+use crate::games::zergcity::ZergCityOptions;
 use crate::protocol::prelude::input_grid::InputGrid;
 use crate::protocol::prelude::timers::{earliest, Handshake, Periodic, Silence};
 use crate::protocol::prelude::Recorder;
 use crate::protocol::prelude::{Bot, BotParams, BotPhase, Relink, Transmit, MAX_TRACKED_ENTITIES};
-use crate::protocol::zergcity::enet_closed::phase_after_close;
-use crate::protocol::zergcity::ZergCityOptions;
 
 /// Heartbeats in flight at once; a heartbeat due while this many wait is skipped.
 pub const HEARTBEATS: usize = 8;
@@ -558,7 +558,7 @@ impl Bot for ImplementationBot {
                     }
                     Err(e) => {
                         rec.decode_error(e.message, e.reason);
-                        if crate::protocol::zergcity::benchmark::codec::fits(&data[at..]) {
+                        if crate::games::zergcity::benchmark::codec::fits(&data[at..]) {
                             rec.event("dialect_hint.benchmark");
                         } else if data[at..].starts_with(b"ZCNT") {
                             rec.event("dialect_hint.spec");
@@ -763,7 +763,7 @@ mod tests {
         p.input_rate_hz = 10.0;
         p.ping_interval = Duration::from_millis(500);
         let opts = ZergCityOptions {
-            dialect: crate::protocol::zergcity::Dialect::Implementation,
+            dialect: crate::games::zergcity::Dialect::Implementation,
             heartbeat_timeout_ms: 1000,
             ..ZergCityOptions::default()
         };

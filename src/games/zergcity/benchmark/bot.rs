@@ -29,12 +29,12 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use super::codec::{self, Decompressor, Delta, Full, Message, CHANNEL_ACK};
+use crate::games::zergcity::enet_closed::phase_after_close;
+use crate::games::zergcity::ZergCityOptions;
 use crate::protocol::prelude::seqwindow::SeqWindow;
 use crate::protocol::prelude::timers::{earliest, Handshake, Silence};
 use crate::protocol::prelude::Recorder;
 use crate::protocol::prelude::{Bot, BotParams, BotPhase, Transmit};
-use crate::protocol::zergcity::enet_closed::phase_after_close;
-use crate::protocol::zergcity::ZergCityOptions;
 
 /// A ResyncRequest without a FullSnapshot after this long is sent again.
 pub const RESYNC_RETRY: Duration = Duration::from_secs(2);
@@ -343,9 +343,9 @@ impl std::fmt::Debug for BenchmarkBot {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::games::zergcity::benchmark::server::{BenchmarkServer, BenchmarkServerConfig};
+    use crate::games::zergcity::Dialect;
     use crate::protocol::prelude::sim::{self, Dir, Link, Sim};
-    use crate::protocol::zergcity::benchmark::server::{BenchmarkServer, BenchmarkServerConfig};
-    use crate::protocol::zergcity::Dialect;
 
     fn opts() -> ZergCityOptions {
         ZergCityOptions {
@@ -512,7 +512,7 @@ mod tests {
         let (mut b, mut rec, t0) = bot();
         b.start(t0, &mut rec);
         let mut buf = [0u8; 128];
-        let n = crate::protocol::zergcity::implementation::codec::encode_server_status(
+        let n = crate::games::zergcity::implementation::codec::encode_server_status(
             &mut buf, 1, 4, 0, 0, b"z",
         )
         .unwrap();
@@ -530,7 +530,7 @@ mod tests {
     #[test]
     fn the_other_dialects_name_the_benchmark() {
         let t0 = Instant::now();
-        let spec = crate::protocol::zergcity::ZergCityBot::new(
+        let spec = crate::games::zergcity::ZergCityBot::new(
             BotParams::with_index(0, 1),
             ZergCityOptions::default(),
         );
@@ -540,7 +540,7 @@ mod tests {
         let f = full(3, &world(2));
         s.handle_datagram(t0, &f, &mut rec);
         assert_eq!(rec.events.get("dialect_hint.benchmark"), 1);
-        let mut i = crate::protocol::zergcity::implementation::ImplementationBot::new(
+        let mut i = crate::games::zergcity::implementation::ImplementationBot::new(
             BotParams::with_index(0, 1),
             ZergCityOptions {
                 dialect: Dialect::Implementation,

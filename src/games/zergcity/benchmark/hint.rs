@@ -9,11 +9,11 @@
 //!   itself is untouched.
 
 use super::codec;
+use crate::games::zergcity::codec as spec_codec;
+use crate::games::zergcity::implementation::codec as impl_codec;
+use crate::games::zergcity::ZergCityBot;
 use crate::protocol::prelude::hint::{Hint, WithHint};
 use crate::protocol::prelude::Recorder;
-use crate::protocol::zergcity::codec as spec_codec;
-use crate::protocol::zergcity::implementation::codec as impl_codec;
-use crate::protocol::zergcity::ZergCityBot;
 
 thread_local! {
     /// The spec codec's decompressor, for the rare datagram a hint needs to try (a wrong

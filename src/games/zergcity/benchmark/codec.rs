@@ -62,8 +62,8 @@ pub mod ty {
 }
 
 /// A malformed message, counted as `message.reason`: the one type of every ZergCity dialect.
-pub use crate::protocol::zergcity::codec::DecodeError;
-use crate::protocol::zergcity::lz4_sized::Lz4Sized;
+pub use crate::games::zergcity::codec::DecodeError;
+use crate::games::zergcity::lz4_sized::Lz4Sized;
 
 /// The 16-byte header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -37,13 +37,13 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::codec::{self, Datagram, Frame, FrameReader, TcpMessage};
+use crate::games::rtype::codec as spec_codec;
+use crate::games::rtype::FloatOrder;
 use crate::protocol::prelude::input_grid::InputGrid;
 use crate::protocol::prelude::ping::OneInFlight;
 use crate::protocol::prelude::timers::{earliest, Handshake, Silence};
 use crate::protocol::prelude::Recorder;
 use crate::protocol::prelude::{Bot, BotParams, BotPhase, PatternState, Transmit};
-use crate::protocol::rtype::codec as spec_codec;
-use crate::protocol::rtype::FloatOrder;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Out {

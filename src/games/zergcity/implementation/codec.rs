@@ -91,8 +91,8 @@ pub const DELTA_UPDATE: u8 = 1;
 pub const DELTA_DESTROY: u8 = 2;
 
 /// A malformed message, counted as `message.reason`: the one type of every ZergCity dialect.
-pub use crate::protocol::zergcity::codec::DecodeError;
-use crate::protocol::zergcity::lz4_sized::Lz4Sized;
+pub use crate::games::zergcity::codec::DecodeError;
+use crate::games::zergcity::lz4_sized::Lz4Sized;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 pub enum EncodeError {

@@ -2,7 +2,7 @@
 
 use super::*;
 
-/// A snapshot body whose bytes the codec validated the framing of; [`crate::protocol::zergcity::world`] parses
+/// A snapshot body whose bytes the codec validated the framing of; [`crate::games::zergcity::world`] parses
 /// the contents.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeltaSnapshot<'a> {

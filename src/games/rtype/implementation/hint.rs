@@ -6,8 +6,8 @@
 //! refuses (unknown type or malformed), then hands every datagram on unchanged.
 
 use super::codec;
+use crate::games::rtype::{codec as spec_codec, RtypeBot};
 use crate::protocol::prelude::hint::{Hint, WithHint};
-use crate::protocol::rtype::{codec as spec_codec, RtypeBot};
 
 /// The spec dialect's bot, with the real server's bytes named.
 pub type SpecWithHint = WithHint<RtypeBot, ImplementationBytes>;
@@ -30,8 +30,8 @@ mod tests {
     use std::time::Instant;
 
     use super::*;
+    use crate::games::rtype::RtypeOptions;
     use crate::protocol::prelude::{Bot, BotParams, BotPhase, Recorder};
-    use crate::protocol::rtype::RtypeOptions;
 
     /// The real server's ACCEPT (0x10) is an unknown type to the spec dialect: named.
     #[test]

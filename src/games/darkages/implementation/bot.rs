@@ -41,9 +41,9 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::codec::{self, subtype, Event, Input, ServerPacket};
-use crate::protocol::darkages::allow::HandoffPolicy;
-use crate::protocol::darkages::client::{keys_to_flags, record_ticks, Pings, Session};
-use crate::protocol::darkages::DarkAgesOptions;
+use crate::games::darkages::allow::HandoffPolicy;
+use crate::games::darkages::client::{keys_to_flags, record_ticks, Pings, Session};
+use crate::games::darkages::DarkAgesOptions;
 use crate::protocol::prelude::input_grid::InputGrid;
 use crate::protocol::prelude::seqwindow::TickStep;
 use crate::protocol::prelude::tail::SnapshotArrivals;
@@ -419,7 +419,7 @@ impl Bot for ImplementationBot {
         let packet = match codec::decode_server(data) {
             Ok(p) => p,
             Err(e) => {
-                if crate::protocol::darkages::codec::decode(data).is_ok() {
+                if crate::games::darkages::codec::decode(data).is_ok() {
                     rec.event("dialect_hint.spec");
                     rec.decode_error(e.message, "fits_spec_dialect");
                 } else {
@@ -583,7 +583,7 @@ mod tests {
 
     fn bot() -> ImplementationBot {
         let opts = DarkAgesOptions {
-            dialect: crate::protocol::darkages::Dialect::Implementation,
+            dialect: crate::games::darkages::Dialect::Implementation,
             ..DarkAgesOptions::default()
         };
         ImplementationBot::new(BotParams::with_index(0, 7), opts)
@@ -707,7 +707,7 @@ mod tests {
         let t0 = Instant::now();
         let mut rec = Recorder::new();
         let opts = DarkAgesOptions {
-            dialect: crate::protocol::darkages::Dialect::Implementation,
+            dialect: crate::games::darkages::Dialect::Implementation,
             handoff_allow: vec!["127.0.0.1".into()],
             ..DarkAgesOptions::default()
         };
