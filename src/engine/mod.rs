@@ -752,6 +752,8 @@ fn point(index: u64, r: &Recorder, connected: u64) -> IntervalPoint {
         bytes_down: r.bytes_down,
         inputs_sent: r.inputs_sent,
         snapshots_applied: r.snapshots_applied,
+        snapshot_rate_hz: r.snapshot_rate.hz(),
+        snapshot_rate: r.snapshot_rate,
         ..IntervalPoint::default()
     };
     p.set_percentiles(Some(&r.rtt_us), Some(&r.send_lateness_us));

@@ -130,6 +130,10 @@ pub(super) struct Slot {
     /// Application bytes sent and received in the current second.
     second_up: u64,
     second_down: u64,
+    /// Snapshots the server sent the bot in the current second (`Recorder::snapshots_sent`
+    /// as the bot moved it), and whether its protocol counts them at all.
+    second_snapshots: u32,
+    counts_snapshots: bool,
     /// In play when the current second began: only such a second is a whole second of a
     /// bot's traffic for the per-bot bytes/s histograms (the second a bot connects in holds
     /// a fraction of one, and drew their low percentiles down).
@@ -303,7 +307,13 @@ impl<T: BotTransport + 'static> Shared<T> {
                 return;
             };
             let mut rec = self.rec(slot.group);
+            let sent_before = rec.snapshots_sent;
             f(slot.bot.as_mut(), &mut rec);
+            let sent = rec.snapshots_sent.wrapping_sub(sent_before);
+            if sent > 0 {
+                slot.second_snapshots = slot.second_snapshots.saturating_add(sent as u32);
+                slot.counts_snapshots = true;
+            }
             let mut buf = self.tx_buf.borrow_mut();
             let mut transport = self.transport.borrow_mut();
             while let Some(t) = slot.bot.poll_transmit(&mut buf) {
@@ -1007,6 +1017,8 @@ fn spawn_bot<T: BotTransport + 'static>(
         closing: false,
         second_up: 0,
         second_down: 0,
+        second_snapshots: 0,
+        counts_snapshots: false,
         in_play_at_second_start: false,
         last_rx: None,
         stopping: false,
@@ -1346,6 +1358,7 @@ async fn interval_loop<T: BotTransport + 'static>(
             }
             for (idx, s) in slots.iter_mut().enumerate() {
                 let (up, down) = (s.second_up, s.second_down);
+                let snapshots = std::mem::take(&mut s.second_snapshots);
                 s.second_up = 0;
                 s.second_down = 0;
                 let in_play = s.bot.phase() == BotPhase::Connected;
@@ -1360,6 +1373,9 @@ async fn interval_loop<T: BotTransport + 'static>(
                 let rec = &mut recs[s.group.min(last)];
                 if whole {
                     rec.record_bot_second(up, down);
+                    if s.counts_snapshots {
+                        rec.record_bot_snapshot_second(u64::from(snapshots));
+                    }
                 }
                 // The transport's own view, next to the protocol's: one sample per bot a second.
                 transport.sample(idx, rec);

@@ -11,11 +11,13 @@ mod named;
 pub mod phases;
 pub mod run;
 pub mod server_series;
+pub mod snapshot_rate;
 pub mod sources;
 pub mod summary;
 pub mod threshold;
 
 use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
 
 pub use describe::{MetricDesc, MetricInfo};
 pub use named::NamedCounters;
@@ -66,6 +68,36 @@ impl LossCounts {
     }
 }
 
+/// The bots' snapshot rate as sums that merge exactly (across workers, seconds and shards):
+/// whole seconds bots spent in play, and the snapshots the server sent them in those seconds.
+/// Their ratio is the rate per bot.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotRateCounts {
+    /// Whole seconds in play, one per bot per second, of bots whose protocol counts
+    /// snapshots sent.
+    pub bot_seconds: u64,
+    /// Snapshots the server sent those bots in those seconds.
+    pub snapshots: u64,
+}
+
+impl SnapshotRateCounts {
+    /// Add `o` (exact).
+    pub fn merge(&mut self, o: &SnapshotRateCounts) {
+        self.bot_seconds += o.bot_seconds;
+        self.snapshots += o.snapshots;
+    }
+
+    /// No sample.
+    pub fn is_empty(&self) -> bool {
+        self.bot_seconds == 0
+    }
+
+    /// Snapshots per bot per second; `None` without a sample.
+    pub fn hz(&self) -> Option<f64> {
+        (self.bot_seconds > 0).then(|| self.snapshots as f64 / self.bot_seconds as f64)
+    }
+}
+
 /// All a worker measures. Protocols write into it through the methods below.
 #[derive(Debug, Clone)]
 pub struct Recorder {
@@ -92,6 +124,12 @@ pub struct Recorder {
     pub inputs_skipped: u64,
     /// Snapshots the bot understood and applied (a default check needs this above 0).
     pub snapshots_applied: u64,
+    /// Snapshots the server sent the bots as their snapshot ticks tell: those received plus
+    /// those counted lost (`TickNews::sent`), so a server's send rate reads true under loss.
+    /// Written by the bots of protocols that number their snapshots; 0 for others.
+    pub snapshots_sent: u64,
+    /// The bots' snapshot rate, sampled by the engine over whole seconds in play.
+    pub snapshot_rate: SnapshotRateCounts,
     /// Downstream loss: what the server sent against what arrived.
     pub loss_down: LossCounts,
     /// Upstream loss, where the server reports what it received.
@@ -210,6 +248,8 @@ impl Recorder {
             inputs_sent: 0,
             inputs_skipped: 0,
             snapshots_applied: 0,
+            snapshots_sent: 0,
+            snapshot_rate: SnapshotRateCounts::default(),
             loss_down: LossCounts::default(),
             loss_up: LossCounts::default(),
             connects_ok: 0,
@@ -299,6 +339,13 @@ impl Recorder {
         self.wire.bytes_down += bytes as u64;
     }
 
+    /// A bot's snapshots (sent to it, by [`Recorder::snapshots_sent`]) over the last whole
+    /// second in play.
+    pub fn record_bot_snapshot_second(&mut self, snapshots: u64) {
+        self.snapshot_rate.bot_seconds += 1;
+        self.snapshot_rate.snapshots += snapshots;
+    }
+
     /// A bot's application bytes over the last second, up and down.
     pub fn record_bot_second(&mut self, up: u64, down: u64) {
         self.bot_up_bytes_per_s.saturating_record(up.max(1));
@@ -327,6 +374,8 @@ impl Recorder {
         self.inputs_sent += o.inputs_sent;
         self.inputs_skipped += o.inputs_skipped;
         self.snapshots_applied += o.snapshots_applied;
+        self.snapshots_sent += o.snapshots_sent;
+        self.snapshot_rate.merge(&o.snapshot_rate);
         self.loss_down.merge(&o.loss_down);
         self.loss_up.merge(&o.loss_up);
         self.connects_ok += o.connects_ok;
@@ -374,6 +423,8 @@ impl Recorder {
         self.inputs_sent = 0;
         self.inputs_skipped = 0;
         self.snapshots_applied = 0;
+        self.snapshots_sent = 0;
+        self.snapshot_rate = SnapshotRateCounts::default();
         self.loss_down = LossCounts::default();
         self.loss_up = LossCounts::default();
         self.connects_ok = 0;

@@ -7,7 +7,9 @@ use std::time::{Duration, SystemTime};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use super::{HistSummary, NamedCounters, PhaseCounts, Recorder, TargetPoint, Waiting};
+use super::{
+    HistSummary, NamedCounters, PhaseCounts, Recorder, SnapshotRateCounts, TargetPoint, Waiting,
+};
 
 /// Counters every reference server keeps; the serve command prints them.
 #[derive(Debug, Default, Clone)]
@@ -105,6 +107,14 @@ pub struct IntervalPoint {
     pub lateness_p99_us: Option<u64>,
     pub inputs_sent: u64,
     pub snapshots_applied: u64,
+    /// The snapshot rate per bot in the second (snapshots the server sent a bot in a whole
+    /// second in play, on average over the bots); `null` when no bot was in play for the whole
+    /// second or the protocol counts no snapshots. `snapshot_rate` holds its sums.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_rate_hz: Option<f64>,
+    /// The sums the rate is made of, which merge exactly across shards.
+    #[serde(default, skip_serializing_if = "SnapshotRateCounts::is_empty")]
+    pub snapshot_rate: SnapshotRateCounts,
     /// Bots per phase at the end of the interval (connecting, transport handshake, protocol
     /// handshake, content, in game, reconnecting, failed, closed).
     #[serde(default)]

@@ -11,6 +11,9 @@
 //!   (`1%`) or a fraction (`0.01`).
 //! - Count metrics (`decode_errors`, `bots_failed`, `bots_never_connected`, `inputs_skipped`, ...)
 //!   take a plain number.
+//! - `snapshot_rate` (the server's snapshots per bot per second, by whole second) takes `min`,
+//!   `mean`, `median` (`p50`) or `max` and a rate in `Hz` (or a plain number):
+//!   `snapshot_rate min >= 20Hz` fails a run in which the server lowered its rate.
 //!
 //! A metric may name a group of the population (`groups:` in the scenario) in braces right
 //! after its name: `rtt{group=mobile} p99 < 250ms`, `downstream_loss{group=wifi} < 5%`. The
@@ -180,6 +183,9 @@ pub enum Metric {
     SnapshotsApplied,
     /// 1 when the generator was saturated (the report's one rule), else 0.
     GeneratorSaturated,
+    /// The server's snapshot rate per bot, in Hz: a statistic over the run's whole seconds
+    /// (`min`, `mean`, `p50`, `max`).
+    SnapshotRate(Stat),
     /// A series the target's own `/metrics` exposed (`server_metrics:`), as
     /// `server.NAME STAT` ([`ServerFigure`]).
     Server(ServerFigure),
@@ -241,6 +247,7 @@ impl Metric {
     pub fn same_figure(self, other: Metric) -> bool {
         match (self, other) {
             (Metric::Time(a, _), Metric::Time(b, _)) => a == b,
+            (Metric::SnapshotRate(_), Metric::SnapshotRate(_)) => true,
             (a, b) => a == b,
         }
     }
@@ -261,6 +268,7 @@ impl Metric {
             Metric::BotsSilentAtEnd => "bots.silent_at_end".into(),
             Metric::SnapshotsApplied => "snapshots_applied".into(),
             Metric::GeneratorSaturated => "generator.saturated".into(),
+            Metric::SnapshotRate(st) => format!("snapshot_rate.{}_hz", st.key()),
             // The report files the observed value there; `_us` names the unit of a
             // time-limited figure for the report's formatter.
             Metric::Server(f) => format!(
@@ -417,6 +425,21 @@ impl Threshold {
             ["bots_silent_at_end"] => Metric::BotsSilentAtEnd,
             ["snapshots_applied"] => Metric::SnapshotsApplied,
             ["generator_saturated"] => Metric::GeneratorSaturated,
+            ["snapshot_rate", stat] => match Stat::parse(stat) {
+                Some(st @ (Stat::Min | Stat::Mean | Stat::Max | Stat::P50)) => {
+                    Metric::SnapshotRate(st)
+                }
+                _ => {
+                    return Err(format!(
+                        "`snapshot_rate` takes min, mean, median (p50) or max, not `{stat}`"
+                    ))
+                }
+            },
+            ["snapshot_rate"] => {
+                return Err(
+                    "`snapshot_rate` needs a statistic, e.g. `snapshot_rate min >= 20Hz`".into(),
+                )
+            }
             [name, stat] if name.starts_with("server.") && name.len() > "server.".len() => {
                 let stat = Stat::parse(stat).ok_or_else(|| {
                     format!("unknown statistic `{stat}`; use {STAT_FORMS}")
@@ -437,7 +460,7 @@ impl Threshold {
                     "unknown metric `{}`; use rtt, handshake, send_lateness, snapshot_interarrival \
                      (with a statistic), downstream_loss, upstream_loss, connect_success, \
                      decode_errors, bots_failed, bots_never_connected, bots_lost, bots_silent_at_end, snapshots_applied, \
-                     generator_saturated, inputs_skipped, or server.NAME (with a statistic)",
+                     generator_saturated, inputs_skipped, snapshot_rate or server.NAME (with a statistic)",
                     lhs.join(" ")
                 ))
             }
@@ -464,6 +487,13 @@ impl Threshold {
                     return Err(format!("`{rhs}` is not between 0% and 100%"));
                 }
                 v
+            }
+            Metric::SnapshotRate(_) => {
+                let num = rhs.strip_suffix("Hz").unwrap_or(rhs).trim();
+                num.parse::<f64>()
+                    .ok()
+                    .filter(|v| v.is_finite() && *v >= 0.0)
+                    .ok_or_else(|| format!("`{rhs}` is not a rate; write e.g. 20Hz"))?
             }
             _ => rhs
                 .parse::<f64>()
@@ -549,6 +579,26 @@ impl Serialize for Threshold {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn snapshot_rate_takes_four_statistics_and_hertz() {
+        let t = Threshold::parse("snapshot_rate min >= 20Hz").unwrap();
+        assert_eq!(t.metric, Metric::SnapshotRate(Stat::Min));
+        assert_eq!((t.op, t.limit), (Op::Ge, 20.0));
+        assert_eq!(t.path(), "snapshot_rate.min_hz");
+        let t = Threshold::parse("snapshot_rate median > 9.5").unwrap();
+        assert_eq!((t.metric, t.limit), (Metric::SnapshotRate(Stat::P50), 9.5));
+        assert_eq!(t.path(), "snapshot_rate.p50_hz");
+        assert!(Threshold::parse("snapshot_rate p99 > 10Hz")
+            .unwrap_err()
+            .contains("min, mean, median (p50) or max"));
+        assert!(Threshold::parse("snapshot_rate > 10Hz")
+            .unwrap_err()
+            .contains("needs a statistic"));
+        assert!(Threshold::parse("snapshot_rate min > fast")
+            .unwrap_err()
+            .contains("not a rate"));
+    }
 
     #[test]
     fn server_figures_take_times_sizes_and_numbers() {

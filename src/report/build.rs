@@ -305,6 +305,7 @@ fn summarize_one(info: &RunInfo, run: &RunOutcome) -> Summary {
         },
         inputs_sent: t.inputs_sent,
         snapshots_applied: t.snapshots_applied,
+        snapshot_rate: crate::metrics::snapshot_rate::SnapshotRate::of(&run.intervals),
         errors: Errors {
             decode: counters(&t.decode_errors),
             connect: counters(&t.connect_failures),
@@ -436,6 +437,16 @@ pub fn observe(metric: Metric, s: &Summary, exact: Exact<'_>) -> Option<f64> {
         Metric::GeneratorSaturated => Some(if s.generator.saturated { 1.0 } else { 0.0 }),
         Metric::BotsLost => Some(s.bots.lost as f64),
         Metric::BotsSilentAtEnd => Some(s.bots.silent_at_end as f64),
+        Metric::SnapshotRate(st) => {
+            let r = s.snapshot_rate.as_ref()?;
+            match st {
+                Stat::Min => Some(r.min_hz),
+                Stat::Mean => Some(r.mean_hz),
+                Stat::Max => Some(r.max_hz),
+                Stat::P50 => Some(r.p50_hz),
+                Stat::Quantile(_) => None,
+            }
+        }
         Metric::Server(f) => {
             let series = s.server_metrics.as_ref()?.find(f.name)?;
             let v = match f.stat {

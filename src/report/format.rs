@@ -20,6 +20,8 @@ pub enum Unit {
     Rate,
     Bytes,
     BytesPerSec,
+    /// Per second: a rate of events (snapshots per bot per second).
+    Hertz,
     /// A number without a known unit.
     Plain,
 }
@@ -31,6 +33,8 @@ pub fn metric_unit(metric: &str) -> Unit {
     let parts: Vec<&str> = m.split('.').collect();
     if parts.iter().any(|p| p.ends_with("_us")) {
         Unit::Micros
+    } else if parts.iter().any(|p| p.ends_with("_hz")) {
+        Unit::Hertz
     } else if parts
         .iter()
         .any(|p| p.contains("rate") || p.starts_with("loss"))
@@ -55,6 +59,7 @@ pub fn fmt_unit(unit: Unit, v: f64) -> String {
         Unit::Rate => fmt_pct(v),
         Unit::Bytes => fmt_bytes(v),
         Unit::BytesPerSec => format!("{}/s", fmt_bytes(v)),
+        Unit::Hertz => fmt_hz(v),
     }
 }
 
@@ -74,6 +79,16 @@ pub fn metric_value(info: &MetricInfo, v: f64) -> String {
             let decimals = f64::from(scale).log10().ceil() as usize;
             format!("{} {unit}", group_f(shown, decimals))
         }
+    }
+}
+
+/// A rate per second: `20 Hz`, `19.87 Hz` (two decimals, none when whole).
+pub fn fmt_hz(v: f64) -> String {
+    let r = (v * 100.0).round() / 100.0;
+    if r.fract() == 0.0 {
+        format!("{r:.0} Hz")
+    } else {
+        format!("{r:.2} Hz")
     }
 }
 

@@ -175,6 +175,7 @@ mod tests {
             bandwidth: Default::default(),
             inputs_sent: 0,
             snapshots_applied: 0,
+            snapshot_rate: None,
             errors: Default::default(),
             source_addresses: None,
             network: None,

@@ -474,6 +474,8 @@ pub fn merge_runs(dirs: &[PathBuf], allow_missing: bool) -> Result<Merged, Merge
         logs,
     } = merged;
     m.intervals = points.into_values().collect();
+    // From the merged seconds: every shard's bots in each second.
+    m.snapshot_rate = crate::metrics::snapshot_rate::SnapshotRate::of(&m.intervals);
     for (g, points) in m.groups.0.iter_mut().zip(group_points) {
         g.intervals = points;
     }
@@ -989,6 +991,17 @@ fn add_intervals(
             p.snapshots_applied,
             &at("snapshots_applied"),
         )?;
+        e.snapshot_rate.bot_seconds = sum(
+            e.snapshot_rate.bot_seconds,
+            p.snapshot_rate.bot_seconds,
+            &at("snapshot_rate.bot_seconds"),
+        )?;
+        e.snapshot_rate.snapshots = sum(
+            e.snapshot_rate.snapshots,
+            p.snapshot_rate.snapshots,
+            &at("snapshot_rate.snapshots"),
+        )?;
+        e.snapshot_rate_hz = e.snapshot_rate.hz();
         // Each run's bots are its own: phases, waiting groups and targets add up (checked
         // first: the merges themselves add unchecked).
         check_phases(&e.phases, &p.phases, &at("phases"))?;

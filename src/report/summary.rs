@@ -373,6 +373,13 @@ pub struct Summary {
     pub bandwidth: Bandwidth,
     pub inputs_sent: u64,
     pub snapshots_applied: u64,
+    /// The server's snapshot rate per bot: snapshots it sent a bot in a whole second in play
+    /// (received or counted lost, so loss does not lower it; ZergCity and R-Type's
+    /// implementation dialect count what arrived), the slowest, median and fastest second,
+    /// and each sustained change with when it began and the players in game then. Absent
+    /// when no bot was in play for a whole second or the protocol counts no snapshots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_rate: Option<crate::metrics::snapshot_rate::SnapshotRate>,
     pub errors: Errors,
     /// Bots per source address (`engine.source_addresses`), planned and connected; per
     /// network for pools of more than 1,024 addresses (`grouped_by`). Absent without a pool.

@@ -163,6 +163,7 @@ impl DownLoss {
     pub fn on_tick(&mut self, tick: u32, rec: &mut Recorder) -> TickNews {
         let news = self.ticks.on_tick(tick);
         self.count_ticks(news.loss, rec);
+        news.record_rate(rec);
         self.chunk_snapshots += 1;
         news
     }
@@ -203,8 +204,11 @@ impl DownLoss {
         rec: &mut Recorder,
     ) -> Option<Settled> {
         let start = self.chunk_start?;
+        // Not while the ticks hold snapshots that may be a new snapshot rate: their gaps are in
+        // neither count yet, and the chunk's two counts must have seen the same datagrams.
         if !self.by_seq
             || self.ticks.step().is_none()
+            || self.ticks.held() > 0
             || self.chunk_snapshots < MIN_CHUNK_SNAPSHOTS
             || now.saturating_duration_since(start) < CHUNK
         {
@@ -223,6 +227,7 @@ impl DownLoss {
     ) -> Option<Settled> {
         let news = self.ticks.finish();
         self.count_ticks(news.loss, rec);
+        news.record_rate(rec);
         if !self.by_seq {
             return None;
         }

@@ -62,7 +62,7 @@ use crate::protocol::prelude::acks::PendingAcks;
 use crate::protocol::prelude::input_grid::InputGrid;
 use crate::protocol::prelude::ping::OneInFlight;
 use crate::protocol::prelude::predict::{self as shared, Motion, Rebase};
-use crate::protocol::prelude::seqwindow::{SeqOutcome, SeqWindow};
+use crate::protocol::prelude::seqwindow::{SeqOutcome, TickStep};
 use crate::protocol::prelude::tail::SnapshotArrivals;
 use crate::protocol::prelude::timers::{earliest, Handshake, Periodic, Silence};
 use crate::protocol::prelude::Recorder;
@@ -177,7 +177,7 @@ pub struct CityBot {
 
     // World.
     bounds: Option<(f32, f32)>,
-    ticks: SeqWindow,
+    ticks: TickStep,
     /// Newest server tick and when it arrived.
     newest_tick: Option<(u32, Instant)>,
     /// DeltaState arrival times (one a tick): inter-arrival, and the tail a dead server
@@ -248,7 +248,7 @@ impl CityBot {
             content_bytes: 0,
             content_complete: false,
             bounds: None,
-            ticks: SeqWindow::new(),
+            ticks: TickStep::new(Some(1)),
             newest_tick: None,
             arrivals: SnapshotArrivals::new(),
             own: None,
@@ -464,6 +464,7 @@ impl CityBot {
             }
             BotPhase::Connected => {
                 rec.events.add2("server_disconnect", reason.name(), 1);
+                self.ticks.finish().record(rec);
                 self.close(BotPhase::Closed);
             }
             _ => {}
@@ -570,6 +571,7 @@ impl Bot for CityBot {
                 if self.silence.expired(now) {
                     rec.event("server_silence_timeout");
                     self.arrivals.finish(now, rec);
+                    self.ticks.finish().record(rec);
                     self.close(BotPhase::Closed);
                     self.out
                         .push_back(Out::Disconnect(DisconnectReason::Timeout));
@@ -590,6 +592,7 @@ impl Bot for CityBot {
         match self.phase {
             BotPhase::Connecting | BotPhase::Connected => {
                 self.arrivals.finish(now, rec);
+                self.ticks.finish().record(rec);
                 self.close(BotPhase::Closed);
                 self.out
                     .push_back(Out::Disconnect(DisconnectReason::ClientQuit));
@@ -693,6 +696,7 @@ impl Bot for CityBot {
             BotPhase::Connected => {
                 rec.event("transport_closed");
                 self.arrivals.finish(now, rec);
+                self.ticks.finish().record(rec);
                 self.close(BotPhase::Closed);
             }
             BotPhase::Idle => self.close(BotPhase::Failed),

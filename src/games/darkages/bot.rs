@@ -73,7 +73,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::allow::HandoffPolicy;
-use super::client::{keys_to_flags, record_ticks, Pings, Session};
+use super::client::{keys_to_flags, Pings, Session};
 use super::codec::{
     self, event, fixed_text, input, reason, result, EntityState, EventBody, Packet, Snapshot,
 };

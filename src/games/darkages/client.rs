@@ -9,7 +9,6 @@
 
 use std::time::{Duration, Instant};
 
-use crate::protocol::prelude::seqwindow::TickNews;
 use crate::protocol::prelude::timers::{Handshake, Periodic};
 use crate::protocol::prelude::{BotParams, Keys, Recorder};
 
@@ -132,24 +131,6 @@ impl Pings {
     /// Forget the pings in flight (they went to a server the bot has left).
     pub(crate) fn forget(&mut self) {
         self.sent = [None; PINGS];
-    }
-}
-
-/// Loss counts from the snapshot ticks, and what learning the tick step decided, into the
-/// recorder.
-pub(crate) fn record_ticks(news: &TickNews, rec: &mut Recorder) {
-    rec.loss_down.add(news.loss.0, news.loss.1);
-    if news.reset {
-        rec.event("snapshot_tick_reset");
-    }
-    if let Some(l) = news.learned {
-        rec.record_extra("snapshot_tick_step", u64::from(l.step));
-        if l.irregular {
-            rec.event("tick_step_irregular");
-        }
-        if l.contradicted.is_some() {
-            rec.event("snapshot_tick_step_contradicted");
-        }
     }
 }
 

@@ -439,27 +439,13 @@ impl RtypeBot {
     /// the tick was seen before (a duplicate datagram).
     fn account_tick(&mut self, tick: u32, rec: &mut Recorder) -> bool {
         let news = self.ticks.on_tick(tick);
-        Self::record_ticks(&news, rec);
-        if news.reset {
-            rec.event("snapshot_tick_reset");
-        }
+        news.record(rec);
         news.duplicate
     }
 
     /// Set the step from the ticks collected so far and replay them into the loss count.
     fn finish_learning(&mut self, rec: &mut Recorder) {
-        let news = self.ticks.finish();
-        Self::record_ticks(&news, rec);
-    }
-
-    fn record_ticks(news: &seqwindow::TickNews, rec: &mut Recorder) {
-        rec.loss_down.add(news.loss.0, news.loss.1);
-        if let Some(l) = news.learned {
-            if l.irregular {
-                rec.event("tick_step_irregular");
-            }
-            rec.record_extra("snapshot_tick_step", u64::from(l.step));
-        }
+        self.ticks.finish().record(rec);
     }
 
     fn on_snapshot(&mut self, now: Instant, s: &Snapshot<'_>, rec: &mut Recorder) {

@@ -68,7 +68,7 @@ impl Unit {
     /// Smallest y-axis span, so flat or near-zero series don't blow up noise.
     fn min_span(self) -> f64 {
         match self {
-            Unit::Count | Unit::Plain => 5.0,
+            Unit::Count | Unit::Plain | Unit::Hertz => 5.0,
             Unit::Micros => 100.0,
             Unit::Rate => 0.001,
             Unit::Bytes | Unit::BytesPerSec => 1000.0,
@@ -131,6 +131,7 @@ fn decimals_for(step: f64) -> usize {
 fn tick_label(unit: Unit, v: f64, step: f64, top: f64) -> String {
     match unit {
         Unit::Count | Unit::Plain => group_f(v, decimals_for(step)),
+        Unit::Hertz => format!("{} Hz", group_f(v, decimals_for(step))),
         Unit::Micros if top >= 1000.0 => {
             format!("{} ms", group_f(v / 1000.0, decimals_for(step / 1000.0)))
         }

@@ -201,6 +201,7 @@ mod tests {
             bandwidth: Bandwidth::default(),
             inputs_sent: 0,
             snapshots_applied: 0,
+            snapshot_rate: None,
             errors: Errors::default(),
             source_addresses: None,
             network: None,
@@ -263,6 +264,11 @@ mod tests {
                 lateness_p99_us: Some(if spike { 3_400 } else { 40 + (i % 5) * 9 }),
                 inputs_sent: bots * 60,
                 snapshots_applied: bots * 30,
+                snapshot_rate_hz: Some(30.0),
+                snapshot_rate: crate::metrics::SnapshotRateCounts {
+                    bot_seconds: bots,
+                    snapshots: bots * 30,
+                },
                 phases: demo_phases(bots),
                 waiting: Vec::new(),
                 targets: Vec::new(),
@@ -327,6 +333,7 @@ mod tests {
         };
         s.inputs_sent = sum(|p| p.inputs_sent);
         s.snapshots_applied = sum(|p| p.snapshots_applied);
+        s.snapshot_rate = crate::metrics::snapshot_rate::SnapshotRate::of(&intervals);
         s.errors = Errors {
             decode: [("snapshot.truncated".to_string(), 3u64)].into(),
             connect: [("timeout".to_string(), 4u64)].into(),

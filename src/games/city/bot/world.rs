@@ -113,16 +113,18 @@ impl CityBot {
             rec.event("delta_before_world");
             return;
         }
-        let outcome = self.ticks.on_seq(d.tick);
-        let (e, r) = outcome.deltas();
-        rec.loss_down.add(e, r);
+        let news = self.ticks.on_tick(d.tick);
+        news.record(rec);
+        // A step is configured (one delta a tick), so every tick has a verdict.
+        let outcome = news.outcome.unwrap_or(SeqOutcome::Duplicate);
         match outcome {
             SeqOutcome::Duplicate | SeqOutcome::TooOld => {
                 rec.event("delta_duplicate_or_old");
                 return;
             }
             SeqOutcome::Reordered => rec.event("delta_reordered"),
-            SeqOutcome::Reset => rec.event("delta_tick_reset"),
+            // Counted as `snapshot_tick_reset` by the record above.
+            SeqOutcome::Reset => {}
             SeqOutcome::Advanced { .. } => {}
         }
         self.note_tick(now, d.tick);

@@ -278,7 +278,7 @@ impl DarkAgesBot {
     /// End of a zone session's snapshots: count the ticks still held back for learning.
     pub(super) fn finish_ticks(&mut self, rec: &mut Recorder) {
         let news = self.ticks.finish();
-        record_ticks(&news, rec);
+        news.record(rec);
     }
 
     pub(super) fn on_snapshot(
@@ -289,7 +289,7 @@ impl DarkAgesBot {
         rec: &mut Recorder,
     ) {
         let news = self.ticks.on_tick(s.server_tick);
-        record_ticks(&news, rec);
+        news.record(rec);
         // Whether to apply is decided by the tick itself, never by the loss mapping: a step
         // that does not fit the server must not freeze the world (and the ack) on one tick.
         if self.baselines.find(s.server_tick).is_some() {

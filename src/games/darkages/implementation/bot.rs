@@ -42,7 +42,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::codec::{self, subtype, Event, Input, ServerPacket};
 use crate::games::darkages::allow::HandoffPolicy;
-use crate::games::darkages::client::{keys_to_flags, record_ticks, Pings, Session};
+use crate::games::darkages::client::{keys_to_flags, Pings, Session};
 use crate::games::darkages::DarkAgesOptions;
 use crate::protocol::prelude::input_grid::InputGrid;
 use crate::protocol::prelude::seqwindow::TickStep;
@@ -149,7 +149,7 @@ impl ImplementationBot {
     /// stream ended unexpectedly (`tail`).
     fn end_stream(&mut self, now: Instant, tail: bool, rec: &mut Recorder) {
         let news = self.ticks.finish();
-        record_ticks(&news, rec);
+        news.record(rec);
         if tail {
             self.arrivals.finish(now, rec);
         } else {
@@ -215,7 +215,7 @@ impl ImplementationBot {
             self.enter_play(now, rec);
         }
         let news = self.ticks.on_tick(s.server_tick);
-        record_ticks(&news, rec);
+        news.record(rec);
         if news.duplicate && self.newest_tick == Some(s.server_tick) {
             rec.event("snapshot_duplicate");
             return;

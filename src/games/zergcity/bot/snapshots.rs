@@ -16,6 +16,8 @@ impl ZergCityBot {
                 .saturating_record(now.saturating_duration_since(prev).as_micros().max(1) as u64);
         }
         rec.snapshots_applied += 1;
+        // No lost snapshot is counted here: the rate reads what arrived.
+        rec.snapshots_sent += 1;
     }
 
     pub(super) fn on_full(&mut self, now: Instant, tick: u64, data: &[u8], rec: &mut Recorder) {

@@ -321,6 +321,8 @@ impl ImplementationBot {
                     }
                 }
                 rec.snapshots_applied += 1;
+                // No lost snapshot is counted here: the rate reads what arrived.
+                rec.snapshots_sent += 1;
             }
             Message::Rejection { .. } => rec.event("input_rejected"),
             Message::Chat { .. } => rec.event("chat_received"),
