@@ -164,6 +164,23 @@ pub fn print_result(s: &Summary) {
             None => "not measurable".into(),
         }
     );
+    // The server's snapshot rate, and when it changed: a server that lowers its rate on
+    // purpose shows here, not as loss.
+    if let Some(r) = &s.snapshot_rate {
+        let hz = crate::report::format::fmt_hz;
+        let changes: Vec<String> = r.changes.iter().map(|c| c.describe()).collect();
+        say!(
+            "rate     {} snapshots per bot (slowest second {}, fastest {}){}",
+            hz(r.mean_hz),
+            hz(r.min_hz),
+            hz(r.max_hz),
+            if changes.is_empty() {
+                String::new()
+            } else {
+                format!("; rate changed {}", changes.join("; "))
+            }
+        );
+    }
     // No input due, no lateness: "–", never "0 µs".
     let lateness = Some(&s.generator.send_lateness_us).filter(|h| h.count > 0);
     say!(

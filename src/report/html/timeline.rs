@@ -413,6 +413,7 @@ pub(super) fn figures(s: &Summary, log: Option<&HistLog>) -> Vec<Figure> {
         ),
         loss_caption,
     ));
+    out.extend(snapshot_rate_figure(s, active_bots(iv)));
     out.push(Figure::new(
         "bandwidth",
         "Bandwidth",
@@ -477,6 +478,67 @@ pub(super) fn figures(s: &Summary, log: Option<&HistLog>) -> Vec<Figure> {
         }
     }
     out
+}
+
+/// The server's snapshot rate per bot, second by second, with the bots in game on the right
+/// axis, the scenario's `snapshot_rate` thresholds as lines and each sustained change named
+/// in the caption. `None` when the run has no rate (a protocol that counts no snapshots).
+fn snapshot_rate_figure(s: &Summary, overlay: Option<Overlay>) -> Option<Figure> {
+    let rate = s.snapshot_rate.as_ref()?;
+    let points: Vec<(f64, f64)> = s
+        .intervals
+        .iter()
+        .filter(|p| !p.partial)
+        .filter_map(|p| Some((p.t, p.snapshot_rate.hz()?)))
+        .collect();
+    let marks: Vec<Mark> = thresholds(s)
+        .filter_map(|t| match t.metric {
+            Metric::SnapshotRate(stat) => Some(Mark {
+                label: format!("threshold {} {}", stat.name(), op_text(&t)),
+                value: t.limit,
+            }),
+            _ => None,
+        })
+        .collect();
+    let expected: Vec<Expected> = s
+        .expected
+        .and_then(|e| e.snapshot_interval_us)
+        .filter(|us| *us > 0.0)
+        .map(|us| Expected {
+            id: "snapshot-rate",
+            label: format!("stated {}", hz_text(1e6 / us)),
+            value: 1e6 / us,
+        })
+        .into_iter()
+        .collect();
+    let changes = if rate.changes.is_empty() {
+        "The rate held through the run.".to_string()
+    } else {
+        let said: Vec<String> = rate.changes.iter().map(|c| c.describe()).collect();
+        format!("The rate changed: {}.", said.join("; "))
+    };
+    Some(Figure::new(
+        "snapshot-rate",
+        "Snapshot rate per bot",
+        line_chart_with(
+            "Snapshot rate per bot",
+            &[Series {
+                name: "snapshots per bot per second",
+                color: TEAL,
+                points,
+            }],
+            Unit::Hertz,
+            &Opts {
+                clip_at: None,
+                marks,
+                expected,
+                overlay,
+            },
+        ),
+        format!(
+            "Snapshots the server sent each bot per second (received, or counted lost), over              the bots in game for the whole second: a server that lowers its rate shows here,              not as loss. {changes}"
+        ),
+    ))
 }
 
 /// The summary's seven statistics as percentile points (no log to read).
