@@ -7,6 +7,7 @@
 #[macro_use]
 mod term;
 
+mod capacity;
 mod compare;
 mod metrics_listen;
 mod progress;
@@ -71,6 +72,9 @@ pub(crate) struct Console {
 enum Command {
     /// Run a scenario: spawn the bots, measure, write summary.json and report.html.
     Run(RunArgs),
+    /// Find how many players the server holds at the scenario's thresholds: steps of growing
+    /// population, each judged on its own window, narrowed to the `capacity:` resolution.
+    Capacity(capacity::CapacityArgs),
     /// Run a protocol's reference server as a standalone process (a stand-in staging server).
     Serve(serve::ServeArgs),
     /// Check a scenario file and print what it would run.
@@ -297,6 +301,7 @@ pub fn main_with(protocols: &[&'static dyn AnyProtocol]) -> ExitCode {
     };
     let result = match cli.command {
         Command::Run(a) => cmd_run(&a, console),
+        Command::Capacity(a) => capacity::cmd_capacity(&a),
         Command::Serve(a) => serve::cmd_serve(&a, console),
         Command::Relay(a) => relay::cmd_relay(&a),
         Command::Validate(a) => cmd_validate(&a),
@@ -562,35 +567,8 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
     let mut embedded_metrics: Option<metrics_listen::MetricsServer> = None;
     let mut scrapers: Option<scrape::Scrapers> = None;
     let on_start = |start: &engine::RunStart| {
-        let shard = plan.shard.map_or(0, |s| s.index);
-        let mine: Vec<_> = plan
-            .server_metrics
-            .iter()
-            .filter(|e| e.shard == shard)
-            .cloned()
-            .collect();
-        if mine.is_empty() {
-            return;
-        }
-        if mine.iter().any(|e| e.is_embedded()) && !start.servers.is_empty() {
-            match serve::live_endpoint(
-                (std::net::Ipv4Addr::LOCALHOST, 0).into(),
-                plan.protocol.name().as_str(),
-                start.servers.clone(),
-            ) {
-                Ok(m) => embedded_metrics = Some(m),
-                Err(e) => say!("warning: the embedded server's /metrics: {e:#}"),
-            }
-        }
-        let url = embedded_metrics
-            .as_ref()
-            .map(|m| format!("http://{}/metrics", m.addr()));
-        scrapers = Some(scrape::Scrapers::start(
-            &mine,
-            url.as_deref(),
-            start.at,
-            plan.duration,
-        ));
+        (embedded_metrics, scrapers) =
+            start_server_metrics(&plan, start, Duration::ZERO, plan.duration);
     };
     // Each group's per-second RTT goes into the log beside the whole run's (`merge` reads
     // the groups' per-second percentiles again from it).
@@ -721,6 +699,46 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
 }
 
 /// The scenario and protocol facts the report prints beside the measurements.
+/// `server_metrics:`: the embedded server's own endpoint (when one names it) and the scrapers
+/// of this shard's endpoints, scraping from `offset` after the run's start for `duration`
+/// (a capacity step scrapes its judged window only). Both `None` when nothing is scraped.
+pub(crate) fn start_server_metrics(
+    plan: &Plan,
+    start: &engine::RunStart,
+    offset: Duration,
+    duration: Duration,
+) -> (
+    Option<metrics_listen::MetricsServer>,
+    Option<scrape::Scrapers>,
+) {
+    let shard = plan.shard.map_or(0, |s| s.index);
+    let mine: Vec<_> = plan
+        .server_metrics
+        .iter()
+        .filter(|e| e.shard == shard)
+        .cloned()
+        .collect();
+    if mine.is_empty() {
+        return (None, None);
+    }
+    let mut embedded = None;
+    if mine.iter().any(|e| e.is_embedded()) && !start.servers.is_empty() {
+        match serve::live_endpoint(
+            (std::net::Ipv4Addr::LOCALHOST, 0).into(),
+            plan.protocol.name().as_str(),
+            start.servers.clone(),
+        ) {
+            Ok(m) => embedded = Some(m),
+            Err(e) => say!("warning: the embedded server's /metrics: {e:#}"),
+        }
+    }
+    let url = embedded
+        .as_ref()
+        .map(|m: &metrics_listen::MetricsServer| format!("http://{}/metrics", m.addr()));
+    let scrapers = scrape::Scrapers::start(&mine, url.as_deref(), start.at + offset, duration);
+    (embedded, Some(scrapers))
+}
+
 fn run_info(plan: &Plan, ov: &OverrideArgs) -> report::RunInfo {
     let info = plan.protocol.info();
     report::RunInfo {

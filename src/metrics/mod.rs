@@ -5,6 +5,7 @@
 //! with three significant figures; adding two histograms is exact, so intervals merge into
 //! totals, and shards from several machines merge into one report, without losing anything.
 
+pub mod capacity;
 pub mod describe;
 pub mod groups;
 mod named;

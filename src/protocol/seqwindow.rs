@@ -481,7 +481,6 @@ impl TickStep {
     }
 }
 
-
 impl TickStep {
     /// The verdict of the window on one tick, as news.
     fn news_of(outcome: SeqOutcome) -> TickNews {

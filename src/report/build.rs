@@ -323,6 +323,7 @@ fn summarize_one(info: &RunInfo, run: &RunOutcome) -> Summary {
         thresholds: Vec::new(),
         verdict: String::new(),
         intervals: run.intervals.clone(),
+        capacity: None,
     };
     summary
         .generator

@@ -416,6 +416,11 @@ pub struct Summary {
     pub verdict: String,
     /// Per-second series (also drawn in report.html).
     pub intervals: Vec<IntervalPoint>,
+    /// A capacity search's answer (`tickswarm capacity`): the players the server held, the
+    /// interval, what limited it and every step; the rest of this file is then the window of
+    /// the step the answer stands on. Absent for a plain run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<crate::metrics::capacity::Capacity>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

@@ -72,6 +72,10 @@ pub struct ScenarioFile {
         skip_serializing_if = "Option::is_none"
     )]
     pub groups: Option<Vec<super::groups::GroupSpec>>,
+    /// How `tickswarm capacity` searches for the most players the server holds
+    /// ([`super::capacity`]); `tickswarm run` ignores it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<super::capacity::CapacitySection>,
 }
 
 /// `groups:`, checked as a whole where it is read (shares adding up, names unique, at most

@@ -3,6 +3,7 @@
 //! Parsing is strict: unknown keys are rejected (with a suggestion when a known key is close),
 //! and every error names the file, line and column.
 
+pub mod capacity;
 mod file;
 pub mod groups;
 pub mod lifecycle;

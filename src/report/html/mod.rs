@@ -213,6 +213,7 @@ mod tests {
             thresholds: Vec::new(),
             verdict: String::new(),
             intervals: Vec::new(),
+            capacity: None,
         }
     }
 

@@ -1,0 +1,509 @@
+//! `tickswarm capacity SCENARIO`: how many players one server holds at the scenario's
+//! objectives (its thresholds), found by a search over populations ([`search`]).
+//!
+//! Each step is a run of its own: the bots ramp to the step's population at the scenario's
+//! spawn rate, the server settles, and the step is judged on its window alone (the seconds
+//! after settling, and the server's own series scraped over exactly those seconds). The run
+//! then ends and every bot disconnects, so a step that broke an objective holds its load no
+//! longer than its window, and the next step starts from an empty server. A step in which the
+//! load machine was saturated says nothing of the server: the search stops there and the
+//! answer is a lower bound, the load machine's limit.
+
+pub mod search;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+
+use super::{
+    check_out_dir, install_ctrl_c, run_info, sanitize, start_server_metrics, OutputArgs,
+    OverrideArgs, EXIT_FAIL, EXIT_PASS, EXIT_USAGE,
+};
+use crate::engine::{self, EngineError, StopSignal};
+use crate::metrics::capacity::{Capacity, CapacityLimit, CapacityStep, ObjectiveResult};
+use crate::metrics::{IntervalPoint, Recorder};
+use crate::report::{self, Summary};
+use crate::scenario::capacity::{parse_resolution, CapacitySection};
+use crate::scenario::{self, Dur, Plan, ScenarioFile, Stage};
+use search::{Search, Verdict};
+
+/// Ramp speed when the scenario sets no spawn rate and its first stage has no ramp time.
+const DEFAULT_SPAWN_RATE: f64 = 100.0;
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct CapacityArgs {
+    /// Scenario YAML file; its `capacity:` block holds the search's settings, its thresholds
+    /// are the objectives.
+    #[arg(env = "TICKSWARM_SCENARIO")]
+    scenario: PathBuf,
+    #[command(flatten)]
+    ov: OverrideArgs,
+    /// Players of the first step (capacity.start).
+    #[arg(long, value_name = "N")]
+    start: Option<u64>,
+    /// Never more players than this (capacity.max_players).
+    #[arg(long, value_name = "N")]
+    max_players: Option<u64>,
+    /// The answer's precision, e.g. 5% (capacity.resolution).
+    #[arg(long, value_name = "SHARE")]
+    resolution: Option<String>,
+    /// The whole search's time, e.g. 8m (capacity.time_budget).
+    #[arg(long, value_name = "D", value_parser = scenario::parse_duration)]
+    time_budget: Option<Duration>,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+/// The settings: the scenario's block with the command line's overrides, checked.
+fn settings(file: &ScenarioFile, a: &CapacityArgs) -> Result<CapacitySection, String> {
+    let mut c = file.capacity.clone().unwrap_or_default();
+    if let Some(n) = a.start {
+        c.start = n;
+    }
+    if let Some(n) = a.max_players {
+        c.max_players = n;
+    }
+    if let Some(r) = &a.resolution {
+        c.resolution = parse_resolution(r)?;
+    }
+    if let Some(d) = a.time_budget {
+        c.time_budget = Dur(d);
+    }
+    c.check()?;
+    Ok(c)
+}
+
+/// Players per second the steps ramp at: the scenario's spawn rate, else its first ramp's
+/// pace, else [`DEFAULT_SPAWN_RATE`].
+fn spawn_rate(file: &ScenarioFile) -> f64 {
+    file.population
+        .spawn_rate
+        .or_else(|| {
+            file.population.stages.iter().find_map(|s| match s {
+                Stage::Ramp { ramp_to, over } if !over.0.is_zero() && *ramp_to > 0 => {
+                    Some(*ramp_to as f64 / over.0.as_secs_f64())
+                }
+                _ => None,
+            })
+        })
+        .filter(|r| r.is_finite() && *r > 0.0)
+        .unwrap_or(DEFAULT_SPAWN_RATE)
+}
+
+/// One step's shape: ramp to `players` at `rate`, then hold through settle and window.
+struct StepShape {
+    ramp: Duration,
+    /// From the run's start to the window's start: the ramp and the settle, in whole seconds
+    /// (the window starts on a second of the run's clock, as its points do).
+    window_start_s: u64,
+    window_s: u64,
+}
+
+impl StepShape {
+    fn new(players: u64, rate: f64, c: &CapacitySection) -> Self {
+        let ramp = Duration::from_secs_f64(players as f64 / rate);
+        let window_start_s = (ramp + c.settle.0).as_secs_f64().ceil() as u64;
+        Self {
+            ramp,
+            window_start_s,
+            window_s: c.window.0.as_secs_f64().ceil() as u64,
+        }
+    }
+
+    /// The run's whole length.
+    fn duration(&self) -> Duration {
+        Duration::from_secs(self.window_start_s + self.window_s)
+    }
+}
+
+/// What one step measured.
+struct StepOutcome {
+    verdict: Option<Verdict>,
+    record: CapacityStep,
+    summary: Summary,
+}
+
+pub(crate) fn cmd_capacity(a: &CapacityArgs) -> anyhow::Result<u8> {
+    let usage = |e: &dyn std::fmt::Display| {
+        say!("error: {e}");
+        Ok(EXIT_USAGE)
+    };
+    let file = match scenario::load(&a.scenario) {
+        Ok(f) => f,
+        Err(e) => return usage(&e),
+    };
+    let cap = match settings(&file, a) {
+        Ok(c) => c,
+        Err(e) => return usage(&format!("{}: {e}", a.scenario.display())),
+    };
+    let mut overrides = match a.ov.to_overrides() {
+        Ok(o) => o,
+        Err(e) => return usage(&e),
+    };
+    // Each step sets its own population and length.
+    overrides.bots = None;
+    overrides.duration = None;
+    let rate = spawn_rate(&file);
+    let plan_for = |players: u64| -> Result<(Plan, StepShape), String> {
+        let shape = StepShape::new(players, rate, &cap);
+        let mut f = file.clone();
+        f.population.stages = vec![
+            Stage::Ramp {
+                ramp_to: players,
+                over: Dur(shape.ramp),
+            },
+            Stage::Hold {
+                hold: Dur(shape.duration().saturating_sub(shape.ramp)),
+            },
+        ];
+        f.duration = Some(Dur(shape.duration()));
+        let plan = Plan::build(f, &a.scenario, &overrides).map_err(|e| e.to_string())?;
+        Ok((plan, shape))
+    };
+    // Objectives the protocol cannot measure would break every step: refused now.
+    let first = match plan_for(cap.start) {
+        Ok((p, _)) => p,
+        Err(e) => return usage(&e),
+    };
+    let unmeasurable = super::unmeasurable_thresholds(&first);
+    if let Some((t, why)) = unmeasurable.first() {
+        return usage(&format!(
+            "{}: objective `{}` cannot be measured with {} (dialect {}): {why}; remove it \
+             for a capacity search",
+            a.scenario.display(),
+            t.text,
+            first.protocol.name(),
+            first.protocol.dialect_name()
+        ));
+    }
+    let dir = first.out_dir.clone().unwrap_or_else(|| {
+        PathBuf::from("reports").join(format!(
+            "{}-capacity-{}",
+            sanitize(&first.name),
+            report::build::folder_stamp(std::time::SystemTime::now())
+        ))
+    });
+    if let Err(e) = check_out_dir(&dir, a.output.force) {
+        return usage(&e);
+    }
+    let stop = StopSignal::new();
+    install_ctrl_c(stop.clone());
+    say!(
+        "tickswarm capacity: {} over {}, target {}, from {} players ({}) up to {}, resolution \
+         {:.1}%, budget {}",
+        first.protocol.name(),
+        first.protocol.transport().describe(),
+        first.target_text,
+        cap.start,
+        match cap.step {
+            scenario::capacity::Growth::Double => "doubling".to_string(),
+            scenario::capacity::Growth::By(k) => format!("+{k} a step"),
+        },
+        cap.max_players,
+        cap.resolution * 100.0,
+        scenario::format_duration(cap.time_budget.0)
+    );
+    say!(
+        "objectives: {}",
+        first
+            .thresholds
+            .iter()
+            .map(|t| t.text.as_str())
+            .collect::<Vec<_>>()
+            .join(" · ")
+    );
+
+    let t0 = Instant::now();
+    let mut search = Search::new(&cap);
+    let mut steps: Vec<CapacityStep> = Vec::new();
+    let mut summaries: Vec<Summary> = Vec::new();
+    let mut note: Option<String> = None;
+    while let Some(players) = search.next() {
+        let (plan, shape) = match plan_for(players) {
+            Ok(p) => p,
+            Err(e) => return usage(&e),
+        };
+        let left = cap.time_budget.0.saturating_sub(t0.elapsed());
+        if shape.duration() + Duration::from_secs(1) > left {
+            note = Some(format!(
+                "the time budget ({}) ended the search before a step of {players} players",
+                scenario::format_duration(cap.time_budget.0)
+            ));
+            search.give_up();
+            break;
+        }
+        say!(
+            "step {}: {players} players (ramp {}, settle {}, window {} s)",
+            steps.len() + 1,
+            scenario::format_duration(shape.ramp),
+            scenario::format_duration(cap.settle.0),
+            shape.window_s
+        );
+        let step = match run_step(&plan, a, &shape, &stop, t0, cap.min_samples) {
+            Ok(s) => s,
+            Err(e @ (EngineError::FdLimit(_) | EngineError::SourceAddress(_))) => {
+                return usage(&e);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        say!("  {}", step_line(&step.record));
+        let verdict = step.verdict;
+        steps.push(step.record);
+        summaries.push(step.summary);
+        if stop.is_stopped() {
+            note = Some("interrupted: the search ended early".into());
+            search.give_up();
+            break;
+        }
+        match verdict {
+            Some(v) => search.record(v),
+            None => {
+                note = steps.last().map(|s| s.why.clone());
+                search.give_up();
+                break;
+            }
+        }
+    }
+
+    let capacity = conclude(&search, &cap, steps, t0.elapsed(), note);
+    say!("{}", capacity.answer);
+    // The summary beside the answer is the window of the step the answer stands on (the last
+    // held one at that population), else the last step's.
+    let at = capacity.players;
+    let pick = capacity
+        .steps
+        .iter()
+        .rposition(|s| Some(s.players) == at && s.verdict == "held")
+        .or_else(|| capacity.steps.len().checked_sub(1));
+    let Some(mut summary) = pick.and_then(|i| summaries.get(i).cloned()) else {
+        say!("error: no step ran; nothing to report");
+        return Ok(EXIT_FAIL);
+    };
+    let found = matches!(
+        capacity.limit,
+        Some(CapacityLimit::Server | CapacityLimit::MaxPlayers | CapacityLimit::LoadMachine)
+    );
+    summary.capacity = Some(capacity);
+    let written = report::write_all(&dir, &summary, first.junit)
+        .with_context(|| format!("writing the report to {}", dir.display()))?;
+    say!("summary  {}", written.summary_json.display());
+    say!("report   {}", written.report_html.display());
+    Ok(if found { EXIT_PASS } else { EXIT_FAIL })
+}
+
+/// Run one step and judge its window.
+fn run_step(
+    plan: &Plan,
+    a: &CapacityArgs,
+    shape: &StepShape,
+    stop: &StopSignal,
+    t0: Instant,
+    min_samples: u64,
+) -> Result<StepOutcome, EngineError> {
+    let mut embedded = None;
+    let mut scrapers = None;
+    let window = shape.window_start_s..shape.window_start_s + shape.window_s;
+    let mut started = t0;
+    let on_start = |start: &engine::RunStart| {
+        started = start.at;
+        (embedded, scrapers) = start_server_metrics(
+            plan,
+            start,
+            Duration::from_secs(window.start),
+            Duration::from_secs(shape.window_s),
+        );
+    };
+    let mut points: Vec<IntervalPoint> = Vec::new();
+    let mut rec = Recorder::new();
+    let outcome = engine::run_observed(plan, stop, on_start, |p, _, second| {
+        let s = p.t.round() as u64;
+        if !p.partial && s > window.start && s <= window.end {
+            points.push(p.clone());
+            rec.merge(&second.rec);
+        }
+    })?;
+    let server_metrics = scrapers.and_then(|s| s.finish());
+    drop(embedded);
+    let in_game = points.iter().map(|p| p.phases.in_game).min().unwrap_or(0);
+    let whole = points.len() as u64 == shape.window_s;
+    let mut w = outcome;
+    w.total = rec;
+    w.tail = Recorder::new();
+    w.elapsed = Duration::from_secs(points.len() as u64);
+    w.intervals = points;
+    w.server_metrics = server_metrics;
+    let mut summary = report::summarize(&run_info(plan, &a.ov), &w);
+    report::build::record_server_figures(&mut summary);
+    let from = started.saturating_duration_since(t0).as_secs_f64() + window.start as f64;
+    let objectives: Vec<ObjectiveResult> = summary
+        .thresholds
+        .iter()
+        .filter(|t| !t.skipped)
+        .map(|t| ObjectiveResult {
+            condition: t.condition.clone(),
+            metric: t.metric.clone(),
+            observed: t.observed,
+            ok: t.ok,
+        })
+        .collect();
+    let failed: Vec<&str> = objectives
+        .iter()
+        .filter(|o| !o.ok)
+        .map(|o| o.condition.as_str())
+        .collect();
+    let judges_rtt = summary
+        .thresholds
+        .iter()
+        .any(|t| t.metric.starts_with("rtt_us"));
+    let load_machine = summary.generator.saturated || summary.generator.cpu_bound_seconds > 0;
+    let (verdict, name, why) = if !whole {
+        (
+            None,
+            "inconclusive",
+            format!(
+                "the step ended after {} of its {} window seconds",
+                w.intervals.len(),
+                shape.window_s
+            ),
+        )
+    } else if load_machine {
+        (
+            Some(Verdict::LoadMachine),
+            "load_machine",
+            format!(
+                "the load machine was the limit in the window ({} CPU-bound seconds, {} grid \
+                 slots skipped): nothing is known of the server here",
+                summary.generator.cpu_bound_seconds, summary.generator.inputs_skipped
+            ),
+        )
+    } else if judges_rtt && summary.rtt_us.count < min_samples {
+        (
+            None,
+            "inconclusive",
+            format!(
+                "the window held {} round-trip samples, fewer than capacity.min_samples ({}): \
+                 lengthen capacity.window",
+                summary.rtt_us.count, min_samples
+            ),
+        )
+    } else if failed.is_empty() {
+        (Some(Verdict::Held), "held", "every objective held".into())
+    } else {
+        (
+            Some(Verdict::Broke),
+            "broke",
+            format!("broke {}", failed.join(", ")),
+        )
+    };
+    let record = CapacityStep {
+        players: plan.planned,
+        in_game,
+        window_s: [from, from + shape.window_s as f64],
+        verdict: name.into(),
+        objectives,
+        why,
+    };
+    Ok(StepOutcome {
+        verdict,
+        record,
+        summary,
+    })
+}
+
+/// A step's result in one line: verdict, then each objective's figure.
+fn step_line(s: &CapacityStep) -> String {
+    let figures: Vec<String> = s
+        .objectives
+        .iter()
+        .filter(|o| !o.condition.starts_with("bots_") && !o.condition.starts_with("decode_"))
+        .map(|o| {
+            format!(
+                "{} {}{}",
+                o.condition,
+                report::build::format_observed(&o.metric, o.observed),
+                if o.ok { "" } else { " ✗" }
+            )
+        })
+        .collect();
+    format!(
+        "{} ({} in game): {}{}",
+        s.verdict,
+        s.in_game,
+        s.why,
+        if figures.is_empty() {
+            String::new()
+        } else {
+            format!(" · {}", figures.join(" · "))
+        }
+    )
+}
+
+/// The answer, from how the search ended and its steps.
+fn conclude(
+    search: &Search,
+    cap: &CapacitySection,
+    steps: Vec<CapacityStep>,
+    elapsed: Duration,
+    note: Option<String>,
+) -> Capacity {
+    let players = search.players();
+    let interval = search.interval();
+    let limit = search.limit();
+    // The objectives the smallest broken step failed.
+    let first_broken = steps
+        .iter()
+        .filter(|s| s.verdict == "broke")
+        .min_by_key(|s| s.players);
+    let limiting: Vec<String> = first_broken
+        .map(|s| {
+            s.objectives
+                .iter()
+                .filter(|o| !o.ok)
+                .map(|o| o.condition.clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    let took = scenario::format_duration(Duration::from_secs(elapsed.as_secs()));
+    let answer = match (limit, players) {
+        (Some(CapacityLimit::Server), Some(p)) => format!(
+            "capacity {p} players (interval {p}–{}); first to break: {} at {} players; {took}",
+            interval[1].map_or("?".into(), |h| h.to_string()),
+            limiting.join(", "),
+            first_broken.map_or(0, |s| s.players),
+        ),
+        (Some(CapacityLimit::LoadMachine), p) => format!(
+            "capacity at least {} players (the load machine's limit); the server held every \
+             objective up to there; {took}",
+            p.unwrap_or(0)
+        ),
+        (Some(CapacityLimit::MaxPlayers), Some(p)) => format!(
+            "capacity at least {p} players (capacity.max_players); the server held every \
+             objective; {took}"
+        ),
+        (Some(CapacityLimit::BelowStart), _) | (_, None) => format!(
+            "capacity below {} players: the smallest step tried broke {}; {took}",
+            steps.iter().map(|s| s.players).min().unwrap_or(cap.start),
+            if limiting.is_empty() {
+                "its objectives".to_string()
+            } else {
+                limiting.join(", ")
+            }
+        ),
+        (_, Some(p)) => format!(
+            "capacity between {p} and {} players, unfinished ({}); {took}",
+            interval[1].map_or("?".into(), |h| h.to_string()),
+            note.as_deref().unwrap_or("the search ended early")
+        ),
+    };
+    Capacity {
+        players,
+        interval,
+        limit,
+        limiting,
+        resolution: cap.resolution,
+        elapsed_s: elapsed.as_secs_f64(),
+        steps,
+        answer,
+    }
+}
