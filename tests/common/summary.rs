@@ -78,3 +78,36 @@ fn source_mentions(needle: &str) -> bool {
         needle,
     )
 }
+
+/// The value at a dotted path into summary.json (`capacity.steps.0.verdict`; list indices as
+/// numbers). A missing key fails the test, naming the path: a renamed key never reads as 0.
+pub fn at<'a>(s: &'a Value, path: &str) -> &'a Value {
+    path.split('.').fold(s, |v, key| {
+        let next = match key.parse::<usize>() {
+            Ok(i) if v.is_array() => v.get(i),
+            _ => v.get(key),
+        };
+        next.unwrap_or_else(|| panic!("summary.json has no `{path}` (missing at `{key}`)"))
+    })
+}
+
+/// A whole number at `path` (see [`at`]); anything else fails the test.
+pub fn u64_at(s: &Value, path: &str) -> u64 {
+    let v = at(s, path);
+    v.as_u64()
+        .unwrap_or_else(|| panic!("`{path}` is not a whole number: {v}"))
+}
+
+/// A number at `path` (see [`at`]); anything else fails the test.
+pub fn f64_at(s: &Value, path: &str) -> f64 {
+    let v = at(s, path);
+    v.as_f64()
+        .unwrap_or_else(|| panic!("`{path}` is not a number: {v}"))
+}
+
+/// A string at `path` (see [`at`]); anything else fails the test.
+pub fn str_at<'a>(s: &'a Value, path: &str) -> &'a str {
+    let v = at(s, path);
+    v.as_str()
+        .unwrap_or_else(|| panic!("`{path}` is not a string: {v}"))
+}

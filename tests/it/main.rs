@@ -11,6 +11,7 @@ mod common;
 mod amplification;
 mod cafe_codec;
 mod cafe_variant;
+mod capacity;
 mod city_admission;
 mod city_codec;
 mod cli_env;

@@ -1,0 +1,157 @@
+//! `tickswarm capacity`: the search run for real against the embedded reference server, on
+//! the paths a test can make happen for sure on a busy 2-core machine in a debug build:
+//! - a server that holds every step up to `max_players` (a lower bound, never a capacity);
+//! - a load machine that cannot carry the load (one worker, 1,000 inputs a second per bot):
+//!   the answer names the load machine, and no step is blamed on the server;
+//! - a server whose capacity is known (a simulated cost per player per tick): the search
+//!   lands on the population whose ticks still fit the budget, within the resolution;
+//! - settings a search cannot run with, refused at their line before anything starts.
+//!
+//! The search's own logic (growth, narrowing, re-measure, cap, budget) is tested on made-up
+//! verdicts in `src/cli/capacity/search.rs`.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::common::scenario::Scenario;
+use crate::common::summary::{at, str_at, u64_at};
+
+/// `tickswarm capacity FILE --out OUT ARGS`: its exit code, stderr and summary.json (when
+/// one was written).
+fn capacity(file: &Path, out: &Path, args: &[&str]) -> (Option<i32>, String, Option<Value>) {
+    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
+        .arg("capacity")
+        .arg(file)
+        .arg("--out")
+        .arg(out)
+        .args(args)
+        .output()
+        .expect("run tickswarm capacity");
+    let summary = std::fs::read_to_string(out.join("summary.json"))
+        .ok()
+        .map(|t| serde_json::from_str(&t).expect("summary.json is JSON"));
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+        summary,
+    )
+}
+
+fn schema_check(s: &Value) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/summary.schema.json");
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("schema")).expect("JSON");
+    let v = jsonschema::validator_for(&schema).expect("a valid schema");
+    let errors: Vec<String> = v
+        .iter_errors(s)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+}
+
+#[test]
+fn a_server_that_holds_every_step_gets_a_lower_bound_at_max_players() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let file = tmp.path().join("cap.yaml");
+    Scenario::file("quickstart.yaml")
+        .add(
+            "capacity",
+            serde_json::json!({
+                "start": 4, "max_players": 8, "settle": "1s", "window": "2s",
+                "min_samples": 4, "time_budget": "2m"
+            }),
+        )
+        .write(&file);
+    let (code, err, s) = capacity(&file, &tmp.path().join("out"), &[]);
+    let s = s.unwrap_or_else(|| panic!("no summary: {err}"));
+    assert_eq!(code, Some(0), "{err}");
+    schema_check(&s);
+    assert_eq!(str_at(&s, "capacity.limit"), "max_players");
+    assert_eq!(u64_at(&s, "capacity.players"), 8);
+    assert!(at(&s, "capacity.interval.1").is_null());
+    let steps = at(&s, "capacity.steps").as_array().expect("steps");
+    let tried: Vec<u64> = steps.iter().map(|st| u64_at(st, "players")).collect();
+    assert_eq!(tried, vec![4, 8]);
+    for st in steps {
+        assert_eq!(str_at(st, "verdict"), "held", "{st}");
+        assert_eq!(u64_at(st, "in_game"), u64_at(st, "players"), "{st}");
+        assert!(!at(st, "objectives").as_array().expect("list").is_empty());
+    }
+    // The rest of the summary is the answer's window: its bots and its seconds only.
+    assert_eq!(u64_at(&s, "bots.planned"), 8);
+    assert_eq!(at(&s, "intervals").as_array().expect("list").len(), 2);
+    assert!(
+        err.contains("capacity at least 8 players (capacity.max_players)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_saturated_load_machine_is_never_taken_for_the_servers_limit() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let file = tmp.path().join("cap.yaml");
+    // 300 bots at 1,000 inputs a second on one worker: more than any core sends (the overload
+    // test's load), so the generator is the limit at the first step already or the second.
+    Scenario::file("quickstart.yaml")
+        .set("behaviour.input_rate", 1000)
+        .set("server.tick_rate", 10)
+        .add(
+            "engine",
+            serde_json::json!({ "workers": 1, "timer_coalesce": "1ms" }),
+        )
+        .add(
+            "capacity",
+            serde_json::json!({
+                "start": 150, "max_players": 600, "settle": "1s", "window": "2s",
+                "min_samples": 1, "time_budget": "2m"
+            }),
+        )
+        .write(&file);
+    let (_, err, s) = capacity(&file, &tmp.path().join("out"), &[]);
+    let s = s.unwrap_or_else(|| panic!("no summary: {err}"));
+    schema_check(&s);
+    assert_eq!(str_at(&s, "capacity.limit"), "load_machine", "{err}");
+    let steps = at(&s, "capacity.steps").as_array().expect("steps");
+    assert_eq!(
+        str_at(steps.last().expect("a step"), "verdict"),
+        "load_machine"
+    );
+    assert!(
+        steps.iter().all(|st| str_at(st, "verdict") != "broke"),
+        "a step was blamed on the server: {steps:?}"
+    );
+    assert!(err.contains("the load machine's limit"), "{err}");
+}
+
+#[test]
+fn settings_a_search_cannot_run_with_are_refused_at_their_line() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    for (block, says) in [
+        ("  resolution: 0%\n", "above 0% and below 100%"),
+        ("  start: 100\n  max_players: 50\n", "below capacity.start"),
+        ("  time_budget: 3s\n", "shorter than one step"),
+    ] {
+        let text = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/quickstart.yaml"),
+        )
+        .expect("quickstart");
+        let file = tmp.path().join("bad.yaml");
+        std::fs::write(&file, format!("{text}\ncapacity:\n{block}")).expect("write");
+        for cmd in ["validate", "capacity"] {
+            let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
+                .arg(cmd)
+                .arg(&file)
+                .arg("--out")
+                .arg(tmp.path().join("never"))
+                .output()
+                .expect("run");
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{cmd} {block}: {err}");
+            assert!(err.contains(says), "{cmd} {block}: {err}");
+            assert!(err.contains("bad.yaml:"), "{cmd}: names no file: {err}");
+        }
+        assert!(!tmp.path().join("never").exists());
+    }
+}
