@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# The capacity search against a server whose capacity is known: `tickswarm serve cafe` with a
+# simulated cost per player per tick (docs/guide/tick-cost.md), so its tick time grows with
+# the players and the most it holds at a 60 Hz budget (16.7 ms) can be read from its own tick
+# log. For each cost, RUNS searches; each prints its answer beside the truth from the same
+# server's tick log (the least-squares line tick_p99 = a + b * players over its seconds,
+# solved for the budget) and how long the search took. Not run in CI: a search takes minutes.
+#
+#   scripts/capacity_truth.sh                 # costs 100us and 25us, 3 runs each
+#   COSTS="60us" RUNS=1 scripts/capacity_truth.sh
+#   TICKSWARM_BIN=target/release/tickswarm scripts/capacity_truth.sh
+#
+# Traffic stays on loopback; every search is bounded by its time_budget.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+COSTS=${COSTS:-"100us 25us"}
+RUNS=${RUNS:-3}
+BUDGET_US=${BUDGET_US:-16700}
+if [ -z "${TICKSWARM_BIN:-}" ]; then
+    cargo build --release --quiet
+    TICKSWARM_BIN=target/release/tickswarm
+fi
+work=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# The truth from a tick log: `t_s players ticks tick_p50_us tick_p99_us tick_max_us` lines.
+truth() {
+    python3 - "$1" "$BUDGET_US" <<'PY'
+import sys
+rows = []
+for line in open(sys.argv[1]):
+    if line.startswith('#') or not line.strip():
+        continue
+    t, players, ticks, p50, p99, mx = line.split()[:6]
+    players, ticks, p99 = int(players), int(ticks), float(p99)
+    if players > 0 and ticks > 0:
+        rows.append((players, p99))
+# Seconds past the budget are the server falling behind (ticks late, not longer): the line
+# is fitted on the seconds that fit it with room, which is where the cost is linear.
+budget = float(sys.argv[2])
+fit = [(n, p) for n, p in rows if p <= budget]
+if len(fit) < 3:
+    print("nan")
+    sys.exit()
+k = len(fit)
+mx = sum(n for n, _ in fit) / k
+my = sum(p for _, p in fit) / k
+sxx = sum((n - mx) ** 2 for n, _ in fit)
+sxy = sum((n - mx) * (p - my) for n, p in fit)
+b = sxy / sxx if sxx else float("nan")
+a = my - b * mx
+print(f"{(budget - a) / b:.0f}")
+PY
+}
+
+printf '%-6s %-4s %8s %8s %8s %8s\n' cost run answer truth error time
+for cost in $COSTS; do
+    for run in $(seq 1 "$RUNS"); do
+        port=$(free_port)
+        mport=$(free_port)
+        log="$work/ticks-$cost-$run.log"
+        "$TICKSWARM_BIN" serve cafe --port "$port" --tick-cost-per-player "$cost" \
+            --tick-log "$log" --metrics-listen "127.0.0.1:$mport" --quiet &
+        server=$!
+        sleep 1
+        cat > "$work/cap.yaml" <<YAML
+name: capacity-truth
+protocol:
+  cafe: {}
+target: 127.0.0.1:$port
+population:
+  stages:
+    - ramp_to: 10
+      over: 1s
+  spawn_rate: 200
+behaviour:
+  input_rate: 60
+  ping_interval: 1s
+server_metrics:
+  - url: http://127.0.0.1:$mport/metrics
+    interval: 1s
+    series: [tickswarm_server_tick_seconds]
+thresholds:
+  - server.tick_seconds p99 < 16.7ms
+capacity:
+  start: 50
+  max_players: 2000
+  resolution: 5%
+  settle: 2s
+  window: 6s
+  min_samples: 1
+  time_budget: 8m
+YAML
+        start=$(date +%s)
+        out="$work/out-$cost-$run"
+        "$TICKSWARM_BIN" capacity "$work/cap.yaml" --out "$out" --quiet 2>"$work/err" || true
+        took=$(( $(date +%s) - start ))
+        kill "$server" 2>/dev/null || true
+        wait "$server" 2>/dev/null || true
+        answer=$(python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["capacity"]; print(c["players"] if c["limit"]=="server" else "%s(%s)" % (c["players"], c["limit"]))' "$out/summary.json" 2>/dev/null || echo "none")
+        t=$(truth "$log")
+        err=$(python3 -c 'import sys
+try: print("%+.1f%%" % ((float(sys.argv[1]) / float(sys.argv[2]) - 1) * 100))
+except Exception: print("-")' "$answer" "$t")
+        printf '%-6s %-4s %8s %8s %8s %7ss\n' "$cost" "$run" "$answer" "$t" "$err" "$took"
+        grep -m1 '^capacity' "$work/err" >&2 || tail -3 "$work/err" >&2
+    done
+done
