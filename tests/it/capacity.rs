@@ -3,8 +3,8 @@
 //! - a server that holds every step up to `max_players` (a lower bound, never a capacity);
 //! - a load machine that cannot carry the load (one worker, 1,000 inputs a second per bot):
 //!   the answer names the load machine, and no step is blamed on the server;
-//! - a server whose capacity is known (a simulated cost per player per tick): the search
-//!   lands on the population whose ticks still fit the budget, within the resolution;
+//! - a server whose capacity is exact (a session cap: the 31st player is refused): the search
+//!   finds it to the player, measured twice, and names the objectives that broke;
 //! - settings a search cannot run with, refused at their line before anything starts.
 //!
 //! The search's own logic (growth, narrowing, re-measure, cap, budget) is tested on made-up
@@ -86,6 +86,62 @@ fn a_server_that_holds_every_step_gets_a_lower_bound_at_max_players() {
         err.contains("capacity at least 8 players (capacity.max_players)"),
         "{err}"
     );
+}
+
+#[test]
+fn a_server_that_refuses_the_31st_player_holds_exactly_30() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let file = tmp.path().join("cap.yaml");
+    Scenario::file("quickstart.yaml")
+        .add("server.max_clients", 30)
+        .add(
+            "capacity",
+            serde_json::json!({
+                "start": 8, "max_players": 200, "settle": "1s", "window": "2s",
+                "min_samples": 4, "time_budget": "4m"
+            }),
+        )
+        .write(&file);
+    let (code, err, s) = capacity(&file, &tmp.path().join("out"), &[]);
+    let s = s.unwrap_or_else(|| panic!("no summary: {err}"));
+    assert_eq!(code, Some(0), "{err}");
+    schema_check(&s);
+    assert_eq!(str_at(&s, "capacity.limit"), "server", "{err}");
+    assert_eq!(u64_at(&s, "capacity.players"), 30, "{err}");
+    assert_eq!(u64_at(&s, "capacity.interval.1"), 30);
+    let limiting: Vec<&str> = at(&s, "capacity.limiting")
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(limiting.contains(&"bots_failed <= 0"), "{limiting:?}");
+    let steps = at(&s, "capacity.steps").as_array().expect("steps");
+    let tried: Vec<(u64, &str)> = steps
+        .iter()
+        .map(|st| (u64_at(st, "players"), str_at(st, "verdict")))
+        .collect();
+    // Doubling to the first break, halving the bracket, then 30 once more.
+    assert_eq!(
+        tried,
+        vec![
+            (8, "held"),
+            (16, "held"),
+            (32, "broke"),
+            (24, "held"),
+            (28, "held"),
+            (30, "held"),
+            (31, "broke"),
+            (30, "held")
+        ],
+        "{err}"
+    );
+    assert!(err.contains("capacity 30 players"), "{err}");
+    // The report opens with the answer and draws a knee chart per objective that failed.
+    let html = std::fs::read_to_string(tmp.path().join("out/report.html")).expect("report");
+    assert!(html.contains("capacity 30 players"));
+    assert!(html.contains("data-chart=\"knee-"), "no knee chart");
+    assert!(html.contains("data-step=\"failed\""));
 }
 
 #[test]

@@ -467,8 +467,11 @@ fn conclude(
     let took = scenario::format_duration(Duration::from_secs(elapsed.as_secs()));
     let answer = match (limit, players) {
         (Some(CapacityLimit::Server), Some(p)) => format!(
-            "capacity {p} players (interval {p}–{}); first to break: {} at {} players; {took}",
-            interval[1].map_or("?".into(), |h| h.to_string()),
+            "capacity {p} players ({}); first to break: {} at {} players; {took}",
+            match interval[1] {
+                Some(h) if h > p => format!("interval {p}–{h}"),
+                _ => "exact: one more broke".to_string(),
+            },
             limiting.join(", "),
             first_broken.map_or(0, |s| s.players),
         ),

@@ -38,6 +38,8 @@ pub(super) const ORANGE: &str = "#ea580c";
 pub(super) const RED: &str = "#dc2626";
 pub(super) const PURPLE: &str = "#7c3aed";
 pub(super) const TEAL: &str = "#0d9488";
+/// A step that held (knee charts).
+const GREEN: &str = "#16a34a";
 pub(super) const AMBER: &str = "#b45309";
 /// The active-bots overlay (its stroke is set in the style sheet; this is its legend swatch).
 const OVERLAY: &str = "#9ca3af";
@@ -389,6 +391,8 @@ struct TimeAxis {
     xdiv: f64,
     xunit: &'static str,
     xstep: f64,
+    /// What the axis counts: `time since start (s)`, or `players`.
+    title: &'static str,
 }
 
 impl TimeAxis {
@@ -412,6 +416,20 @@ impl TimeAxis {
             xdiv,
             xunit,
             xstep,
+            title: "time since start",
+        }
+    }
+
+    /// An axis of players (whole numbers) from 0 to past `x_max`.
+    fn players(x_max: f64) -> Self {
+        let span = if x_max > 0.0 { x_max * 1.05 } else { 1.0 };
+        Self {
+            x0: 0.0,
+            span,
+            xdiv: 1.0,
+            xunit: "",
+            xstep: nice_step(span, 8, false).max(1.0),
+            title: "players",
         }
     }
 
@@ -442,11 +460,15 @@ impl TimeAxis {
         w!(
             svg,
             "<line class=\"axis\" x1=\"{ML}\" x2=\"{ML}\" y1=\"{MT}\" y2=\"{:.1}\"/>\n\
-             <text class=\"xl\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">time since start ({})</text>\n",
+             <text class=\"xl\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>\n",
             MT + PH,
             ML + PW / 2.0,
             CH - 6.0,
-            self.xunit
+            if self.xunit.is_empty() {
+                self.title.to_string()
+            } else {
+                format!("{} ({})", self.title, self.xunit)
+            }
         );
     }
 }
@@ -557,6 +579,75 @@ pub(super) fn line_chart_with(label: &str, series: &[Series], unit: Unit, opts: 
     draw_expected(&mut svg, unit, top, &opts.expected, &py);
     draw_marks(&mut svg, unit, top, &opts.marks, &py);
     if !has_data {
+        no_data(&mut svg);
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+/// One point of a knee chart: a step's population, its figure, and whether it held.
+pub(super) struct KneePoint {
+    pub players: f64,
+    pub value: f64,
+    pub held: bool,
+}
+
+/// A figure against the players of each step of a capacity search: a grey line through the
+/// steps in population order, each step a dot (green where the objective held, red where it
+/// failed), the objective's limit as a threshold line.
+pub(super) fn knee_chart(label: &str, points: &[KneePoint], unit: Unit, marks: &[Mark]) -> String {
+    let mut pts: Vec<&KneePoint> = points
+        .iter()
+        .filter(|p| p.players.is_finite() && p.value.is_finite())
+        .collect();
+    pts.sort_by(|a, b| a.players.total_cmp(&b.players));
+    let xa = TimeAxis::players(pts.iter().map(|p| p.players).fold(0.0, f64::max));
+    let opts = Opts {
+        marks: marks
+            .iter()
+            .map(|m| Mark {
+                label: m.label.clone(),
+                value: m.value,
+            })
+            .collect(),
+        ..Opts::default()
+    };
+    let y_max = pts.iter().map(|p| p.value).fold(0.0, f64::max);
+    let (top, ystep) = axis_range(fit_top(y_max, &opts), unit.min_span(), 5, unit.integral());
+    let py = |v: f64| MT + PH - (v / top).clamp(0.0, 1.0) * PH;
+    let mut svg = String::new();
+    open_svg(&mut svg, "knee", label);
+    y_axis(&mut svg, unit, top, ystep, &py);
+    xa.draw(&mut svg);
+    legend(&mut svg, &[("held", GREEN), ("failed", RED)]);
+    let coords: Vec<String> = pts
+        .iter()
+        .map(|p| format!("{:.1},{:.1}", xa.px(p.players), py(p.value)))
+        .collect();
+    if !coords.is_empty() {
+        w!(
+            svg,
+            "<polyline data-series=\"steps\" fill=\"none\" stroke=\"{OVERLAY}\" stroke-width=\"1.5\" points=\"{}\"/>\n",
+            coords.join(" ")
+        );
+    }
+    for p in &pts {
+        let (color, word) = if p.held {
+            (GREEN, "held")
+        } else {
+            (RED, "failed")
+        };
+        w!(
+            svg,
+            "<circle data-step=\"{word}\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"4\" fill=\"{color}\"><title>{} players: {} ({word})</title></circle>\n",
+            xa.px(p.players),
+            py(p.value.min(top)),
+            fmt_plain(p.players),
+            esc(&fmt_unit(unit, p.value))
+        );
+    }
+    draw_marks(&mut svg, unit, top, &opts.marks, &py);
+    if pts.is_empty() {
         no_data(&mut svg);
     }
     svg.push_str("</svg>\n");

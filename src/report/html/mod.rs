@@ -14,6 +14,7 @@
 //! JavaScript, no fonts, no images, no external references; a Content-Security-Policy forbids
 //! fetching anything).
 
+mod capacity;
 mod chart;
 mod group_charts;
 pub mod hists;
@@ -42,6 +43,8 @@ struct Page<'a> {
     reasons: Vec<String>,
     /// The run's length when it was interrupted.
     interrupted: Option<String>,
+    /// A capacity search's answer, knee charts and steps (`tickswarm capacity`).
+    capacity: Option<capacity::CapacityView>,
     thresholds: Vec<ThresholdRow>,
     key_figures: Vec<Card>,
     highlights: Vec<Card>,
@@ -80,6 +83,7 @@ impl<'a> Page<'a> {
             meta: view::meta(s),
             reasons: crate::report::reasons::verdict_reasons(s),
             interrupted: s.interrupted.then(|| fmt_duration(s.duration_s)),
+            capacity: s.capacity.as_ref().map(capacity::view),
             thresholds: view::thresholds(&s.thresholds),
             key_figures: view::mark_failed(view::key_figures(s), &s.thresholds),
             highlights: protocol::highlights(s),
