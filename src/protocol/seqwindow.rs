@@ -340,73 +340,8 @@ impl TickStep {
 
     /// Account one arriving snapshot tick.
     pub fn on_tick(&mut self, tick: u32) -> TickNews {
-        if let Some(mapper) = self.mapper.as_mut() {
-            let step = mapper.step;
-            let Some(newest) = mapper.newest() else {
-                let outcome = self.window.on_seq(mapper.seq(tick));
-                return Self::news_of(outcome);
-            };
-            let ahead = tick.wrapping_sub(newest) as i32;
-            if ahead <= 0 {
-                // Late or duplicate: the window tells which. A late snapshot fills a hole, so
-                // the held gaps were not all a new step: they are loss after all.
-                let outcome = self.window.on_seq(mapper.seq(tick));
-                let mut news = Self::news_of(outcome);
-                if outcome == SeqOutcome::Reordered {
-                    news.loss = add(news.loss, self.commit_held());
-                }
-                return news;
-            }
-            let gap = ahead as u32;
-            if gap > MAX_JUMP.saturating_mul(step) {
-                // A restarted counter, not a rate: the window starts over.
-                let outcome = self.window.on_seq(mapper.seq(tick));
-                let mut news = Self::news_of(outcome);
-                news.loss = add(self.commit_held(), news.loss);
-                return news;
-            }
-            if gap % step != 0 {
-                // Proof of a finer step: the rate went up (or the server is irregular).
-                let held = self.commit_held();
-                let to = gcd(step, gap);
-                self.restart_at(tick, to);
-                let mut news = Self::news_of(SeqOutcome::Advanced { gap: 0 });
-                news.loss = add(news.loss, held);
-                news.rate_change = Some(RateChange { from: step, to });
-                return news;
-            }
-            let outcome = self.window.on_seq(mapper.seq(tick));
-            let mut news = Self::news_of(outcome);
-            let multiple = matches!(outcome, SeqOutcome::Advanced { gap } if gap > 0);
-            if !multiple {
-                news.loss = add(self.commit_held(), news.loss);
-                return news;
-            }
-            // Held: this snapshot's own counts wait with the others'.
-            let common = gcd(self.held.step, gap);
-            if self.held.count > 0 && common == step {
-                // This gap and the held ones share no coarser step: those were loss.
-                news.loss = self.commit_held();
-                self.held = Held {
-                    step: gap,
-                    count: 1,
-                    ticks: u64::from(gap),
-                };
-            } else {
-                news.loss = (0, 0);
-                self.held.step = common;
-                self.held.ticks += u64::from(gap);
-                self.held.count += 1;
-            }
-            if self.held.count >= RATE_CHANGE_SNAPSHOTS {
-                let to = self.held.step;
-                let counted = (self.held.ticks / u64::from(to), u64::from(self.held.count));
-                self.held = Held::default();
-                self.restart_at(tick, to);
-                news.loss = add(news.loss, counted);
-                news.rate_change = Some(RateChange { from: step, to });
-            }
-            return news;
+        if self.mapper.is_some() {
+            return self.on_known_tick(tick);
         }
         if self.learn.contains(&tick) {
             return TickNews {
@@ -425,6 +360,80 @@ impl TickStep {
             ..TickNews::default()
         }
     }
+    /// One tick once the step is known: the window's verdict, holding gaps that may be a new
+    /// step (see the type's docs).
+    fn on_known_tick(&mut self, tick: u32) -> TickNews {
+        let Some(mapper) = self.mapper.as_mut() else {
+            return TickNews::default();
+        };
+        let step = mapper.step;
+        let Some(newest) = mapper.newest() else {
+            let outcome = self.window.on_seq(mapper.seq(tick));
+            return Self::news_of(outcome);
+        };
+        let ahead = tick.wrapping_sub(newest) as i32;
+        if ahead <= 0 {
+            // Late or duplicate: the window tells which. A late snapshot fills a hole, so
+            // the held gaps were not all a new step: they are loss after all.
+            let outcome = self.window.on_seq(mapper.seq(tick));
+            let mut news = Self::news_of(outcome);
+            if outcome == SeqOutcome::Reordered {
+                news.loss = add(news.loss, self.commit_held());
+            }
+            return news;
+        }
+        let gap = ahead as u32;
+        if gap > MAX_JUMP.saturating_mul(step) {
+            // A restarted counter, not a rate: the window starts over.
+            let outcome = self.window.on_seq(mapper.seq(tick));
+            let mut news = Self::news_of(outcome);
+            news.loss = add(self.commit_held(), news.loss);
+            return news;
+        }
+        if gap % step != 0 {
+            // Proof of a finer step: the rate went up (or the server is irregular).
+            let held = self.commit_held();
+            let to = gcd(step, gap);
+            self.restart_at(tick, to);
+            let mut news = Self::news_of(SeqOutcome::Advanced { gap: 0 });
+            news.loss = add(news.loss, held);
+            news.rate_change = Some(RateChange { from: step, to });
+            return news;
+        }
+        let outcome = self.window.on_seq(mapper.seq(tick));
+        let mut news = Self::news_of(outcome);
+        let multiple = matches!(outcome, SeqOutcome::Advanced { gap } if gap > 0);
+        if !multiple {
+            news.loss = add(self.commit_held(), news.loss);
+            return news;
+        }
+        // Held: this snapshot's own counts wait with the others'.
+        let common = gcd(self.held.step, gap);
+        if self.held.count > 0 && common == step {
+            // This gap and the held ones share no coarser step: those were loss.
+            news.loss = self.commit_held();
+            self.held = Held {
+                step: gap,
+                count: 1,
+                ticks: u64::from(gap),
+            };
+        } else {
+            news.loss = (0, 0);
+            self.held.step = common;
+            self.held.ticks += u64::from(gap);
+            self.held.count += 1;
+        }
+        if self.held.count >= RATE_CHANGE_SNAPSHOTS {
+            let to = self.held.step;
+            let counted = (self.held.ticks / u64::from(to), u64::from(self.held.count));
+            self.held = Held::default();
+            self.restart_at(tick, to);
+            news.loss = add(news.loss, counted);
+            news.rate_change = Some(RateChange { from: step, to });
+        }
+        news
+    }
+
     /// Set the step from the ticks held back so far (at least two) and replay them into the
     /// count; once the step is known, commit the snapshots held for a possible rate change as
     /// loss (nothing follows to tell). Call it when the session ends, so a short one is
@@ -469,13 +478,15 @@ impl TickStep {
                 learned.contradicted = Some(c);
             }
         }
-        let mut mapper = TickSeq::new(learned.step);
+        // Replayed as if they had come with the step known, so gaps that are already a
+        // coarser step (the server lowered its rate before or while the bot learned) are held
+        // as any later ones would be, not counted lost.
+        self.mapper = Some(TickSeq::new(learned.step));
         for t in std::mem::take(&mut self.learn) {
-            let (e, r) = self.window.on_seq(mapper.seq(t)).deltas();
-            news.loss.0 += e;
-            news.loss.1 += r;
+            let n = self.on_known_tick(t);
+            news.loss = add(news.loss, n.loss);
+            news.rate_change = news.rate_change.or(n.rate_change);
         }
-        self.mapper = Some(mapper);
         news.learned = Some(learned);
         news
     }
@@ -770,5 +781,22 @@ mod tests {
         let (loss, _, changes) = run(&mut t, &[0, 3, 6, far, far + 3]);
         assert_eq!(loss, (5, 5));
         assert!(changes.is_empty());
+    }
+
+    #[test]
+    fn a_rate_change_while_learning_is_no_loss() {
+        // The learning window straddles the change: gaps 3, 3, 3, then 6 from tick 9 on.
+        let ticks: Vec<u32> = sent(0, 3, 4).chain(sent(15, 6, 30)).collect();
+        let mut t = TickStep::new(None);
+        let (loss, sent_sum, changes) = run(&mut t, &ticks);
+        assert_eq!(loss, (34, 34));
+        assert_eq!(sent_sum, 34);
+        assert_eq!(changes, vec![RateChange { from: 3, to: 6 }]);
+        // A configured step the server is already below when the bot joins (every gap 6):
+        // kept while learning (it divides the gaps), then the coarser step is taken.
+        let mut t = TickStep::checked(Some(3));
+        let (loss, _, changes) = run(&mut t, &sent(300, 6, 30).collect::<Vec<_>>());
+        assert_eq!(loss, (30, 30));
+        assert_eq!(changes, vec![RateChange { from: 3, to: 6 }]);
     }
 }
