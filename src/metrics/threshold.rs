@@ -14,6 +14,7 @@
 //! - `snapshot_rate` (the server's snapshots per bot per second, by whole second) takes `min`,
 //!   `mean`, `median` (`p50`) or `max` and a rate in `Hz` (or a plain number):
 //!   `snapshot_rate min >= 20Hz` fails a run in which the server lowered its rate.
+//! - `capacity` (players, `tickswarm capacity` only) takes a plain number: `capacity >= 400`.
 //!
 //! A metric may name a group of the population (`groups:` in the scenario) in braces right
 //! after its name: `rtt{group=mobile} p99 < 250ms`, `downstream_loss{group=wifi} < 5%`. The
@@ -186,6 +187,9 @@ pub enum Metric {
     /// The server's snapshot rate per bot, in Hz: a statistic over the run's whole seconds
     /// (`min`, `mean`, `p50`, `max`).
     SnapshotRate(Stat),
+    /// A capacity search's answer in players (`tickswarm capacity`): judged on the answer,
+    /// never on a step; a plain run cannot measure it.
+    Capacity,
     /// A series the target's own `/metrics` exposed (`server_metrics:`), as
     /// `server.NAME STAT` ([`ServerFigure`]).
     Server(ServerFigure),
@@ -269,6 +273,7 @@ impl Metric {
             Metric::SnapshotsApplied => "snapshots_applied".into(),
             Metric::GeneratorSaturated => "generator.saturated".into(),
             Metric::SnapshotRate(st) => format!("snapshot_rate.{}_hz", st.key()),
+            Metric::Capacity => "capacity.players".into(),
             // The report files the observed value there; `_us` names the unit of a
             // time-limited figure for the report's formatter.
             Metric::Server(f) => format!(
@@ -435,6 +440,7 @@ impl Threshold {
                     ))
                 }
             },
+            ["capacity"] => Metric::Capacity,
             ["snapshot_rate"] => {
                 return Err(
                     "`snapshot_rate` needs a statistic, e.g. `snapshot_rate min >= 20Hz`".into(),
@@ -460,7 +466,7 @@ impl Threshold {
                     "unknown metric `{}`; use rtt, handshake, send_lateness, snapshot_interarrival \
                      (with a statistic), downstream_loss, upstream_loss, connect_success, \
                      decode_errors, bots_failed, bots_never_connected, bots_lost, bots_silent_at_end, snapshots_applied, \
-                     generator_saturated, inputs_skipped, snapshot_rate or server.NAME (with a statistic)",
+                     generator_saturated, inputs_skipped, snapshot_rate, capacity or server.NAME (with a statistic)",
                     lhs.join(" ")
                 ))
             }
@@ -579,6 +585,13 @@ impl Serialize for Threshold {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn capacity_is_a_number_of_players() {
+        let t = Threshold::parse("capacity >= 400").unwrap();
+        assert_eq!((t.metric, t.op, t.limit), (Metric::Capacity, Op::Ge, 400.0));
+        assert_eq!(t.path(), "capacity.players");
+    }
 
     #[test]
     fn snapshot_rate_takes_four_statistics_and_hertz() {

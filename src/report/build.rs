@@ -56,6 +56,11 @@ pub struct RunInfo {
 impl RunInfo {
     /// Why the protocol cannot take `metric` (any statistic of a time metric), if it cannot.
     fn cannot_measure(&self, metric: Metric) -> Option<&str> {
+        if metric == Metric::Capacity {
+            return Some(
+                "a capacity is what `tickswarm capacity` finds; a run of one population has none",
+            );
+        }
         self.cannot_measure
             .iter()
             .find(|(m, _)| m.same_figure(metric))
@@ -438,6 +443,7 @@ pub fn observe(metric: Metric, s: &Summary, exact: Exact<'_>) -> Option<f64> {
         Metric::GeneratorSaturated => Some(if s.generator.saturated { 1.0 } else { 0.0 }),
         Metric::BotsLost => Some(s.bots.lost as f64),
         Metric::BotsSilentAtEnd => Some(s.bots.silent_at_end as f64),
+        Metric::Capacity => s.capacity.as_ref()?.players.map(|p| p as f64),
         Metric::SnapshotRate(st) => {
             let r = s.snapshot_rate.as_ref()?;
             match st {

@@ -101,6 +101,8 @@ enum Source {
     BotsLost,
     BotsSilentAtEnd,
     InputsSkipped,
+    /// A capacity search's answer (`capacity.players`, `tickswarm capacity`).
+    Capacity,
     /// A series scraped from the target's own metrics (`server_metrics:`): `server.NAME.STAT`,
     /// read from summary.json; `_seconds` series in µs.
     Server {
@@ -253,6 +255,9 @@ impl MetricRef {
             "inputs_skipped" | "generator.inputs_skipped" => {
                 return Ok(simple(Source::InputsSkipped, Kind::Count, false))
             }
+            "capacity" | "capacity.players" => {
+                return Ok(simple(Source::Capacity, Kind::Count, true))
+            }
             _ => {}
         }
         if let Some((series, stat)) = name
@@ -362,7 +367,13 @@ impl Limit {
         };
         let m = MetricRef::parse(metric).map_err(err)?;
         let text = limit.trim().to_string();
-        let body = text.strip_prefix('+').unwrap_or(&text).trim();
+        // Worse is up for most metrics (`+2ms`) and down for those where more is better:
+        // `capacity=-5%` reads as the drop it allows.
+        let body = text
+            .strip_prefix('+')
+            .or_else(|| text.strip_prefix('-').filter(|_| m.higher_is_better))
+            .unwrap_or(&text)
+            .trim();
         let number = |s: &str| -> Result<f64, CompareError> {
             s.trim()
                 .parse::<f64>()
@@ -511,6 +522,7 @@ impl RunData {
             Source::BotsLost => Some(s.bots.lost as f64),
             Source::BotsSilentAtEnd => Some(s.bots.silent_at_end as f64),
             Source::InputsSkipped => Some(s.generator.inputs_skipped as f64),
+            Source::Capacity => s.capacity.as_ref()?.players.map(|p| p as f64),
             Source::Server { name, stat } => {
                 let series = s.server_metrics.as_ref()?.find(name)?;
                 let v = match stat {
@@ -567,6 +579,8 @@ pub const DEFAULT_ROWS: &[&str] = &[
     // The server's own figures, when either run scraped them (`server_metrics:`).
     "server.tick_seconds.p99",
     "server.process_resident_memory_bytes.max",
+    // A capacity search's answer, when either run was one.
+    "capacity",
 ];
 
 #[derive(Debug, Clone, Serialize)]

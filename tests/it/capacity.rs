@@ -16,7 +16,7 @@ use std::process::Command;
 use serde_json::Value;
 
 use crate::common::scenario::Scenario;
-use crate::common::summary::{at, str_at, u64_at};
+use crate::common::summary::{at, f64_at, str_at, u64_at};
 
 /// `tickswarm capacity FILE --out OUT ARGS`: its exit code, stderr and summary.json (when
 /// one was written).
@@ -94,6 +94,15 @@ fn a_server_that_refuses_the_31st_player_holds_exactly_30() {
     let file = tmp.path().join("cap.yaml");
     Scenario::file("quickstart.yaml")
         .add("server.max_clients", 30)
+        .set(
+            "thresholds",
+            serde_json::json!([
+                "rtt p99 < 50ms",
+                "downstream_loss < 1%",
+                "connect_success > 99.9%",
+                "capacity >= 25"
+            ]),
+        )
         .add(
             "capacity",
             serde_json::json!({
@@ -137,6 +146,17 @@ fn a_server_that_refuses_the_31st_player_holds_exactly_30() {
         "{err}"
     );
     assert!(err.contains("capacity 30 players"), "{err}");
+    // The threshold on the answer was judged on the answer, not on any step.
+    let on_answer = at(&s, "thresholds")
+        .as_array()
+        .expect("list")
+        .iter()
+        .find(|t| str_at(t, "condition") == "capacity >= 25")
+        .expect("the capacity threshold in the summary");
+    assert_eq!(str_at(on_answer, "metric"), "capacity.players");
+    assert_eq!(f64_at(on_answer, "observed"), 30.0);
+    assert_eq!(at(on_answer, "ok"), &Value::Bool(true));
+    assert_eq!(str_at(&s, "verdict"), "pass");
     // The report opens with the answer and draws a knee chart per objective that failed.
     let html = std::fs::read_to_string(tmp.path().join("out/report.html")).expect("report");
     assert!(html.contains("capacity 30 players"));

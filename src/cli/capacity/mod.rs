@@ -25,7 +25,7 @@ use crate::metrics::capacity::{Capacity, CapacityLimit, CapacityStep, ObjectiveR
 use crate::metrics::{IntervalPoint, Recorder};
 use crate::report::{self, Summary};
 use crate::scenario::capacity::{parse_resolution, CapacitySection};
-use crate::scenario::{self, Dur, Plan, ScenarioFile, Stage};
+use crate::scenario::{self, Dur, Metric, Plan, ScenarioFile, Stage, Threshold};
 use search::{Search, Verdict};
 
 /// Ramp speed when the scenario sets no spawn rate and its first stage has no ramp time.
@@ -158,9 +158,18 @@ pub(crate) fn cmd_capacity(a: &CapacityArgs) -> anyhow::Result<u8> {
             },
         ];
         f.duration = Some(Dur(shape.duration()));
-        let plan = Plan::build(f, &a.scenario, &overrides).map_err(|e| e.to_string())?;
+        let mut plan = Plan::build(f, &a.scenario, &overrides).map_err(|e| e.to_string())?;
+        // A threshold on the answer is judged on the answer, never on a step.
+        plan.thresholds.retain(|t| t.metric != Metric::Capacity);
         Ok((plan, shape))
     };
+    // Thresholds on the answer (`capacity >= 400`), judged once the search ends.
+    let on_answer: Vec<Threshold> = file
+        .thresholds
+        .iter()
+        .filter(|t| t.metric == Metric::Capacity)
+        .cloned()
+        .collect();
     // Objectives the protocol cannot measure would break every step: refused now.
     let first = match plan_for(cap.start) {
         Ok((p, _)) => p,
@@ -285,11 +294,36 @@ pub(crate) fn cmd_capacity(a: &CapacityArgs) -> anyhow::Result<u8> {
         Some(CapacityLimit::Server | CapacityLimit::MaxPlayers | CapacityLimit::LoadMachine)
     );
     summary.capacity = Some(capacity);
+    for th in &on_answer {
+        let r = report::build::evaluate_with(
+            th,
+            &summary,
+            &|_, _| None,
+            None,
+            scenario::threshold::Unmeasurable::Fail,
+        );
+        say!(
+            "{}  {:<28} {}",
+            if r.ok { "PASS" } else { "FAIL" },
+            th.text,
+            report::build::describe_outcome(&r)
+        );
+        summary.thresholds.push(r);
+    }
+    if !on_answer.is_empty() {
+        summary.verdict = report::build::verdict_of(&summary.thresholds);
+    }
     let written = report::write_all(&dir, &summary, first.junit)
         .with_context(|| format!("writing the report to {}", dir.display()))?;
     say!("summary  {}", written.summary_json.display());
     say!("report   {}", written.report_html.display());
-    Ok(if found { EXIT_PASS } else { EXIT_FAIL })
+    // With a threshold on the answer, its verdict decides; without, whether there is one.
+    let pass = if on_answer.is_empty() {
+        found
+    } else {
+        summary.verdict == "pass"
+    };
+    Ok(if pass { EXIT_PASS } else { EXIT_FAIL })
 }
 
 /// Run one step and judge its window.
