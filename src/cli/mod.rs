@@ -577,10 +577,20 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
         .iter()
         .map(|g| crate::metrics::groups::rtt_tag(&g.name))
         .collect();
+    // `abort_on_fail:`: each second judged on its own; a sustained failure stops the run.
+    let mut abort = plan
+        .abort_on_fail
+        .map(|after| report::abort::AbortJudge::new(&plan.thresholds, after));
     let outcome = match engine::run_observed(&plan, &stop, on_start, |p, c, second| {
         let rec = &second.rec;
         if !console.quiet {
             printer.line(p, c);
+        }
+        if let Some(a) = abort.as_mut().and_then(|j| j.second(p, rec)) {
+            if !stop.is_stopped() {
+                say!("stopping: {}", a.describe());
+                stop.stop();
+            }
         }
         if console.verbose >= 2 {
             if let Ok(line) = serde_json::to_string(p) {
@@ -651,7 +661,11 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
             }
         }
     }
-    let summary = report::summarize(&run_info(&plan, &a.ov), &outcome);
+    let mut summary = report::summarize(&run_info(&plan, &a.ov), &outcome);
+    if let Some(fired) = abort.and_then(report::abort::AbortJudge::fired) {
+        summary.aborted = Some(fired);
+        summary.verdict = "fail".into();
+    }
     let written = report::write_all(&dir, &summary, plan.junit)
         .with_context(|| format!("writing the report to {}", dir.display()))?;
     if !console.quiet {

@@ -242,6 +242,7 @@ fn summarize_one(info: &RunInfo, run: &RunOutcome) -> Summary {
         started_at: started,
         duration_s: (run.elapsed.as_secs_f64() * 1000.0).round() / 1000.0,
         interrupted: run.interrupted,
+        aborted: None,
         seed: info.seed,
         shard: info.shard,
         scenario_hash: info.scenario_hash.clone(),

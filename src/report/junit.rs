@@ -160,6 +160,7 @@ mod tests {
             started_at: hostile.into(),
             duration_s: 1.5,
             interrupted: false,
+            aborted: None,
             seed: 0,
             shard: None,
             scenario_hash: None,

@@ -1,5 +1,6 @@
 //! Run outputs: summary.json (the contract), report.html, JUnit XML.
 
+pub mod abort;
 pub mod build;
 pub mod compare;
 pub mod format;

@@ -18,6 +18,12 @@ pub fn verdict_reasons(s: &Summary) -> Vec<String> {
         return Vec::new();
     }
     let mut out = Vec::new();
+    if let Some(a) = &s.aborted {
+        out.push(format!(
+            "The run stopped itself (abort_on_fail): {}.",
+            a.describe()
+        ));
+    }
     let other_dialect = other_dialect(s);
     if let (true, Some((other, n))) = (
         s.bots.planned > 0 && s.bots.connected == 0 && !s.interrupted,

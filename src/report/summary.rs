@@ -344,6 +344,10 @@ pub struct Summary {
     pub duration_s: f64,
     /// True when the run was cut short (Ctrl-C).
     pub interrupted: bool,
+    /// The run stopped itself: a threshold failed `abort_on_fail` seconds in a row (which,
+    /// for how long, and its last figure). The verdict is then a failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aborted: Option<super::abort::Aborted>,
     pub seed: u64,
     /// Which slice of a sharded run this is (`--shard I/N`); absent for a whole run.
     #[serde(default, skip_serializing_if = "Option::is_none")]

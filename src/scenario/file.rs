@@ -42,6 +42,12 @@ pub struct ScenarioFile {
     /// nobody took) or `skip` (shown with the reason, left out of the verdict).
     #[serde(default)]
     pub unmeasurable_thresholds: Unmeasurable,
+    /// Stop the run early when one of its thresholds fails this long, judged second by
+    /// second (k6's `abortOnFail` with a delay): the report is written and names the threshold
+    /// that stopped it, and the run fails. Only figures a second can hold are judged that way
+    /// (times, loss, snapshot rate). Unset: every run lasts its duration.
+    #[serde(default, deserialize_with = "abort_on_fail")]
+    pub abort_on_fail: Option<Dur>,
     #[serde(default)]
     pub output: OutputSection,
     #[serde(default)]
@@ -76,6 +82,17 @@ pub struct ScenarioFile {
     /// ([`super::capacity`]); `tickswarm run` ignores it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<super::capacity::CapacitySection>,
+}
+
+/// `abort_on_fail:`, at least one second (whole seconds are judged).
+fn abort_on_fail<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Dur>, D::Error> {
+    let v = Dur::deserialize(d)?;
+    if v.0 < std::time::Duration::from_secs(1) {
+        return Err(serde::de::Error::custom(
+            "abort_on_fail must be at least 1s: whole seconds are judged",
+        ));
+    }
+    Ok(Some(v))
 }
 
 /// `groups:`, checked as a whole where it is read (shares adding up, names unique, at most

@@ -153,6 +153,8 @@ pub struct Plan {
     pub compare_limits: std::collections::BTreeMap<String, String>,
     /// `unmeasurable_thresholds:`: fail (default) or skip a threshold the run cannot measure.
     pub unmeasurable: crate::metrics::threshold::Unmeasurable,
+    /// `abort_on_fail:`: stop the run when a threshold fails this long, second after second.
+    pub abort_on_fail: Option<Duration>,
     /// `network:`, when it changes anything: the simulated link of every bot.
     pub network: Option<crate::netsim::NetworkConditions>,
     /// `server_metrics:`: the target's Prometheus endpoints to scrape during the run.
@@ -673,6 +675,7 @@ impl Plan {
             source_pool,
             compare_limits: file.compare.max_regress.clone(),
             unmeasurable: file.unmeasurable_thresholds,
+            abort_on_fail: file.abort_on_fail.map(|d| d.0),
             server_metrics: file.server_metrics.clone(),
         })
     }

@@ -8,6 +8,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod abort;
 mod amplification;
 mod cafe_codec;
 mod cafe_variant;

@@ -190,6 +190,7 @@ mod tests {
             started_at: String::new(),
             duration_s: 0.0,
             interrupted: false,
+            aborted: None,
             seed: 0,
             shard: None,
             scenario_hash: None,
