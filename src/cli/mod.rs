@@ -14,6 +14,7 @@ mod progress;
 mod relay;
 mod scrape;
 mod serve;
+mod signals;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -441,45 +442,15 @@ fn cmd_protocols() {
 /// stop as gracefully as Ctrl-C: without a handler it killed the run before the report was
 /// written, and a process that is PID 1 in a container (this image's entrypoint) ignores it
 /// altogether (the kernel gives PID 1 no default action), so it was killed 10 s later.
+/// Ctrl-C or SIGTERM stops the run (its report is still written); a second one exits.
 pub(crate) fn install_ctrl_c(stop: StopSignal) {
-    // The handlers are in place when this returns: a SIGTERM that comes right after the start
-    // must already find them.
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
-    let spawned = std::thread::Builder::new()
-        .name("tickswarm-signals".into())
-        .spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                return;
-            };
-            rt.block_on(async {
-                use tokio::signal::unix::{signal, SignalKind};
-                let Ok(mut term) = signal(SignalKind::terminate()) else {
-                    return;
-                };
-                let Ok(mut int) = signal(SignalKind::interrupt()) else {
-                    return;
-                };
-                let _ = ready_tx.send(());
-                let first = tokio::select! {
-                    _ = int.recv() => "Ctrl-C",
-                    _ = term.recv() => "SIGTERM",
-                };
-                say!("\nstopping ({first}): writing the report (again to abort)");
-                stop.stop();
-                let code = tokio::select! {
-                    _ = int.recv() => 130,
-                    _ = term.recv() => 143,
-                };
-                std::process::exit(code);
-            });
-        });
-    if spawned.is_ok() {
-        // An error means the thread ended without handlers (no runtime): nothing to wait for.
-        let _ = ready_rx.recv_timeout(Duration::from_secs(5));
-    }
+    signals::on_stop(
+        move |name| {
+            say!("\nstopping ({name}): writing the report (again to abort)");
+            stop.stop();
+        },
+        true,
+    );
 }
 
 fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {

@@ -186,35 +186,7 @@ pub(crate) fn cmd_relay(a: &RelayArgs) -> anyhow::Result<u8> {
 
 /// Ctrl-C or SIGTERM sets `stop`; the loop sees it within [`TICK`].
 fn install_stop(stop: Arc<AtomicBool>) {
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
-    let spawned = std::thread::Builder::new()
-        .name("tickswarm-signals".into())
-        .spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                return;
-            };
-            rt.block_on(async {
-                use tokio::signal::unix::{signal, SignalKind};
-                let (Ok(mut term), Ok(mut int)) = (
-                    signal(SignalKind::terminate()),
-                    signal(SignalKind::interrupt()),
-                ) else {
-                    return;
-                };
-                let _ = ready_tx.send(());
-                tokio::select! {
-                    _ = int.recv() => {},
-                    _ = term.recv() => {},
-                }
-                stop.store(true, Ordering::Relaxed);
-            });
-        });
-    if spawned.is_ok() {
-        let _ = ready_rx.recv_timeout(Duration::from_secs(5));
-    }
+    super::signals::on_stop(move |_| stop.store(true, Ordering::Relaxed), false);
 }
 
 impl Relay {
