@@ -10,6 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::format::{fmt_unit, metric_unit};
 use crate::metrics::threshold::{Metric, Stat, Threshold, TimeMetric};
 use crate::metrics::{IntervalPoint, Recorder};
 
@@ -33,11 +34,13 @@ impl Aborted {
             "`{}` failed {} s in a row (last {}); the run was stopped at {} s",
             self.condition,
             self.seconds,
-            crate::report::build::format_observed(
-                &Threshold::parse(&self.condition)
-                    .map(|t| t.path())
-                    .unwrap_or_default(),
-                Some(self.observed)
+            fmt_unit(
+                metric_unit(
+                    &Threshold::parse(&self.condition)
+                        .map(|t| t.path())
+                        .unwrap_or_default()
+                ),
+                self.observed
             ),
             self.at_s
         )
