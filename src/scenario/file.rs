@@ -46,7 +46,11 @@ pub struct ScenarioFile {
     /// second (k6's `abortOnFail` with a delay): the report is written and names the threshold
     /// that stopped it, and the run fails. Only figures a second can hold are judged that way
     /// (times, loss, snapshot rate). Unset: every run lasts its duration.
-    #[serde(default, deserialize_with = "abort_on_fail")]
+    #[serde(
+        default,
+        deserialize_with = "abort_on_fail",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub abort_on_fail: Option<Dur>,
     #[serde(default)]
     pub output: OutputSection,
@@ -86,13 +90,13 @@ pub struct ScenarioFile {
 
 /// `abort_on_fail:`, at least one second (whole seconds are judged).
 fn abort_on_fail<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Dur>, D::Error> {
-    let v = Dur::deserialize(d)?;
-    if v.0 < std::time::Duration::from_secs(1) {
+    let v = Option::<Dur>::deserialize(d)?;
+    if v.is_some_and(|v| v.0 < std::time::Duration::from_secs(1)) {
         return Err(serde::de::Error::custom(
             "abort_on_fail must be at least 1s: whole seconds are judged",
         ));
     }
-    Ok(Some(v))
+    Ok(v)
 }
 
 /// `groups:`, checked as a whole where it is read (shares adding up, names unique, at most

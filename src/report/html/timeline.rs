@@ -491,6 +491,9 @@ fn snapshot_rate_figure(s: &Summary, overlay: Option<Overlay>) -> Option<Figure>
         .filter(|p| !p.partial)
         .filter_map(|p| Some((p.t, p.snapshot_rate.hz()?)))
         .collect();
+    if points.is_empty() {
+        return None;
+    }
     let marks: Vec<Mark> = thresholds(s)
         .filter_map(|t| match t.metric {
             Metric::SnapshotRate(stat) => Some(Mark {

@@ -2,7 +2,7 @@
 # Build the real DarkAges zone server (11hideout11/DarkAges, src/server, from its own sources)
 # in its plain-UDP configuration, so the `dialect: implementation` bots can be run against the
 # real code, not only against the independent peer (tests/peers/darkages-implementation).
-# Not run in CI: it clones two projects and compiles ~80 C++20 files (20-30 minutes on 2 cores).
+# Not run in CI: it clones two projects and compiles ~80 C++20 files (about 10 minutes on 2 cores).
 #
 #   tests/peers/darkages-real/build.sh [SOURCE_DIR] [OUT_DIR]
 #   OUT_DIR/darkages_server --port 7777 &         # UDP 0.0.0.0:7777, Prometheus on 8080
@@ -40,6 +40,11 @@ if [ -z "$src" ]; then
     git -C "$src" checkout --quiet "$commit"
 fi
 src="$(cd "$src" && pwd)"
+head=""
+[ -e "$src/.git" ] && head="$(git -C "$src" rev-parse HEAD 2>/dev/null || true)"
+if [ -n "$head" ] && [ "$head" != "$commit" ]; then
+    echo "warning: $src is at $head, not $commit (the fixes below are made for $commit)" >&2
+fi
 
 entt="${ENTT_DIR:-}"
 if [ -z "$entt" ]; then
