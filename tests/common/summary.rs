@@ -58,6 +58,22 @@ pub fn server_event(s: &Value, key: &str) -> u64 {
     }
 }
 
+/// A counter the crate records without declaring it in the protocol's metric table (the ping
+/// exchange's `ping_timeout`, a netsim counter): the key must be one a source file in `src/`
+/// names, so a renamed counter fails the test; it reads 0 when it never fired.
+pub fn emitted_counter(s: &Value, key: &str) -> u64 {
+    assert!(
+        source_mentions(&format!("\"{key}\"")),
+        "no source file in src/ records the counter `{key}`"
+    );
+    match at(s, "protocol_metrics").get(key) {
+        None => 0,
+        Some(v) => v
+            .as_u64()
+            .unwrap_or_else(|| panic!("`{key}` is not a count: {v}")),
+    }
+}
+
 fn source_mentions(needle: &str) -> bool {
     fn walk(dir: &std::path::Path, needle: &str) -> bool {
         let Ok(entries) = std::fs::read_dir(dir) else {

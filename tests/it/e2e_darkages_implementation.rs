@@ -16,6 +16,7 @@ use std::sync::{Mutex, MutexGuard};
 use serde_json::Value;
 
 use crate::common::peer::Peer;
+use crate::common::summary::{at, declared_counter, f64_at, u64_at};
 
 /// One run at a time: the Python peer and a 200-bot swarm share two cores.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -62,8 +63,29 @@ fn run(out: &Path, flags: &[&str]) -> (Output, Value) {
     )
 }
 
-fn u(v: &Value) -> u64 {
-    v.as_u64().unwrap_or(0)
+/// The count under `key` of an object read from summary.json (`key` may hold a dot, as
+/// `game_message.inventory_sync` does): a missing key fails the test.
+fn count(v: &Value, key: &str) -> u64 {
+    let n = v.get(key).unwrap_or_else(|| panic!("no `{key}` in {v}"));
+    n.as_u64()
+        .unwrap_or_else(|| panic!("`{key}` is not a count: {n}"))
+}
+
+/// One of the peer's totals (a Python `Counter`: a count that never moved is absent and
+/// reads 0). The key must be one the peer counts, so a renamed total fails the test.
+fn peer_count(totals: &Value, key: &str) -> u64 {
+    let src = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/darkages-implementation/server.py"),
+    )
+    .expect("the peer's source");
+    assert!(
+        src.contains(&format!("\"{key}\"")),
+        "the peer counts no `{key}`"
+    );
+    totals.get(key).map_or(0, |v| {
+        v.as_u64()
+            .unwrap_or_else(|| panic!("`{key}` is not a count: {v}"))
+    })
 }
 
 fn stderr(o: &Output) -> String {
@@ -115,46 +137,53 @@ fn swarm_of_200_from_16_subnets_against_the_peer() {
     eprintln!("{err}\npeer totals: {totals}");
 
     // In play, every one, from at least 10 /24s and never more than 20 from one.
-    assert_eq!(u(&s["bots"]["connected"]), 200, "{}", s["bots"]);
-    assert_eq!(u(&totals["admitted"]), 200);
+    assert_eq!(u64_at(&s, "bots.connected"), 200, "{}", s["bots"]);
+    assert_eq!(peer_count(&totals, "admitted"), 200);
     assert_eq!(totals["refused"], serde_json::json!({}), "no refusal");
     let subnets = totals["admitted_per_subnet"]
         .as_object()
         .expect("per subnet");
     assert!(subnets.len() >= 10, "{subnets:?}");
-    assert!(subnets.values().all(|n| u(n) <= 20), "{subnets:?}");
+    assert!(
+        subnets.values().all(|n| n.as_u64().expect("a count") <= 20),
+        "{subnets:?}"
+    );
     assert_eq!(s["source_addresses"]["grouped_by"], "/24");
 
     // Inputs: at most 60 a second, none kicked, what the bots sent is what the peer read.
-    let sent = u(&s["inputs_sent"]);
-    let read = u(&totals["inputs"]);
+    let sent = u64_at(&s, "inputs_sent");
+    let read = peer_count(&totals, "inputs");
     assert!(sent >= 200 * 60 * 2, "inputs sent {sent}");
-    assert_eq!(u(&totals["kicked_input_rate"]), 0);
+    assert_eq!(peer_count(&totals, "kicked_input_rate"), 0);
     assert!(
         read <= sent && read * 1000 >= sent * 995,
         "peer read {read} of {sent}"
     );
 
     // Snapshots applied, nothing undecodable, damage events and the inventory read.
-    let applied = u(&s["snapshots_applied"]);
+    let applied = u64_at(&s, "snapshots_applied");
     assert!(applied >= 200 * 20 * 2, "applied {applied}");
-    assert_eq!(u(&s["errors"]["decode_total"]), 0, "{}", s["errors"]);
-    let pm = &s["protocol_metrics"];
-    assert!(u(&pm["event_damage"]) >= 200, "{pm}");
-    assert_eq!(u(&pm["game_message.inventory_sync"]), 200, "{pm}");
-    assert_eq!(u(&pm["snapshot_tick_step"]["max"]), 3);
-    assert!(u(&pm["input_ack_us"]["count"]) > applied / 2, "{pm}");
+    assert_eq!(u64_at(&s, "errors.decode_total"), 0, "{}", s["errors"]);
+    let pm = at(&s, "protocol_metrics");
+    assert!(declared_counter(&s, "event_damage") >= 200, "{pm}");
+    assert_eq!(count(pm, "game_message.inventory_sync"), 200, "{pm}");
+    assert_eq!(u64_at(&s, "protocol_metrics.snapshot_tick_step.max"), 3);
+    assert!(
+        u64_at(&s, "protocol_metrics.input_ack_us.count") > applied / 2,
+        "{pm}"
+    );
 
     // Downstream loss against the peer's own count of what it left out.
-    let l = &s["loss"]["downstream"];
-    let measured = l["rate"].as_f64().expect("loss rate");
-    let truth = u(&totals["interior_lost"]) as f64 / u(&totals["interior_expected"]) as f64;
+    let l = at(&s, "loss.downstream");
+    let measured = f64_at(&s, "loss.downstream.rate");
+    let truth = peer_count(&totals, "interior_lost") as f64
+        / peer_count(&totals, "interior_expected") as f64;
     eprintln!(
         "figures: loss measured {:.4} ({} of {}), peer {truth:.4} ({} of {}); rtt min {} µs; \
          inputs {read} of {sent}; applied {applied}",
         measured,
-        u(&l["expected"]) - u(&l["received"]),
-        u(&l["expected"]),
+        u64_at(l, "expected") - u64_at(l, "received"),
+        u64_at(l, "expected"),
         totals["interior_lost"],
         totals["interior_expected"],
         s["rtt_us"]["min"]
@@ -166,8 +195,8 @@ fn swarm_of_200_from_16_subnets_against_the_peer() {
     assert!(truth > 0.09, "drops were injected: {truth}");
 
     // RTT: never under the injected 30 ms.
-    assert!(u(&s["rtt_us"]["count"]) >= 200 * 4, "{}", s["rtt_us"]);
-    assert!(u(&s["rtt_us"]["min"]) >= 30_000, "{}", s["rtt_us"]);
+    assert!(u64_at(&s, "rtt_us.count") >= 200 * 4, "{}", s["rtt_us"]);
+    assert!(u64_at(&s, "rtt_us.min") >= 30_000, "{}", s["rtt_us"]);
 
     // The injected loss fails the scenario's loss gate, and only that (upstream loss is not
     // measurable in this dialect and says so).
@@ -184,7 +213,7 @@ fn swarm_of_200_from_16_subnets_against_the_peer() {
             .all(|c| c == "downstream_loss < 1%" || c == "rtt p99 < 50ms"),
         "{failed:?}"
     );
-    assert!(s["loss"]["upstream"].is_null());
+    assert!(at(&s, "loss.upstream").is_null(), "{}", s["loss"]);
 }
 
 /// 25 bots from one /24: the peer admits 20, refuses the rest without a word, and keeps the
@@ -209,9 +238,9 @@ fn more_than_20_from_one_subnet_are_refused_and_the_places_never_freed() {
     let (o, s) = run(&tmp.path().join("first"), &flags);
     let err = stderr(&o);
     eprintln!("{err}");
-    assert_eq!(u(&s["bots"]["connected"]), 20, "{}", s["bots"]);
+    assert_eq!(u64_at(&s, "bots.connected"), 20, "{}", s["bots"]);
     assert_eq!(
-        u(&s["errors"]["connect"]["unanswered"]),
+        count(at(&s, "errors.connect"), "unanswered"),
         5,
         "{}",
         s["errors"]
@@ -225,12 +254,12 @@ fn more_than_20_from_one_subnet_are_refused_and_the_places_never_freed() {
     let (o2, s2) = run(&tmp.path().join("second"), &flags);
     let totals = peer.stop_for_totals();
     eprintln!("{}\npeer totals: {totals}", stderr(&o2));
-    assert_eq!(u(&s2["bots"]["connected"]), 0, "{}", s2["bots"]);
-    assert_eq!(u(&s2["errors"]["connect"]["unanswered"]), 25);
-    assert_eq!(u(&totals["admitted"]), 20);
+    assert_eq!(u64_at(&s2, "bots.connected"), 0, "{}", s2["bots"]);
+    assert_eq!(count(at(&s2, "errors.connect"), "unanswered"), 25);
+    assert_eq!(peer_count(&totals, "admitted"), 20);
     assert_eq!(totals["admitted_per_subnet"]["127.20.1"], 20);
-    assert!(u(&totals["refused"]["per_subnet"]) >= 30, "{totals}");
-    assert_eq!(u(&totals["replies_sent"]), 20);
+    assert!(count(&totals["refused"], "per_subnet") >= 30, "{totals}");
+    assert_eq!(peer_count(&totals, "replies_sent"), 20);
 }
 
 /// Without drops and delays the shipped scenario passes against the peer, and against its
@@ -251,8 +280,8 @@ fn the_shipped_scenario_passes_against_the_peer_and_embedded() {
     eprintln!("{err}\npeer totals: {totals}");
     assert_eq!(o.status.code(), Some(0), "{err}");
     assert_eq!(s["verdict"], "pass");
-    assert_eq!(u(&s["bots"]["connected"]), 50);
-    assert_eq!(u(&totals["admitted"]), 50);
+    assert_eq!(u64_at(&s, "bots.connected"), 50);
+    assert_eq!(peer_count(&totals, "admitted"), 50);
     assert_eq!(s["dialect"], "implementation");
 
     // The embedded server shares the 2 cores with the swarm (and, in CI, with the rest of the
@@ -264,9 +293,9 @@ fn the_shipped_scenario_passes_against_the_peer_and_embedded() {
         o.status.code() == Some(0) || (o.status.code() == Some(1) && failed == ["rtt p99 < 50ms"]),
         "{failed:?}\n{err}"
     );
-    assert_eq!(u(&s["bots"]["connected"]), 50);
+    assert_eq!(u64_at(&s, "bots.connected"), 50);
     assert_eq!(
-        u(&s["protocol_metrics"]["embedded_server"]["accepted"]),
+        u64_at(&s, "protocol_metrics.embedded_server.accepted"),
         50,
         "{}",
         s["protocol_metrics"]["embedded_server"]

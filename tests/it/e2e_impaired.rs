@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::common::kernel::{assert_loopback_loss, UdpDrops};
 use crate::common::proxy::{Impairment, Proxy};
+use crate::common::summary::at;
 use serde_json::Value;
 use tickswarm::engine::spawn_reference_server;
 use tickswarm::scenario::{ProtocolSection, ServerSection};
@@ -155,9 +156,11 @@ fn cafe_counts_malformed_datagrams_and_carries_on() {
         "thresholds:\n  - decode_errors <= 100000\n",
     );
     let corrupted = proxy.counts.down_corrupted.load(Ordering::Relaxed);
-    let counted = s["errors"]["decode"]["header.bad_magic"]
-        .as_u64()
-        .unwrap_or(0);
+    // Present: the proxy corrupted over 100 datagrams (asserted below), each a bad magic.
+    let counted = at(&s, "errors.decode")
+        .get("header.bad_magic")
+        .and_then(Value::as_u64)
+        .unwrap_or_else(|| panic!("no header.bad_magic decode error: {}", s["errors"]));
     assert!(corrupted > 100, "proxy corrupted {corrupted}");
     // Junk still in flight when the bots stop is not a decode error of a live session.
     assert!(

@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use crate::common::kernel::{assert_loopback_loss, UdpDrops};
 use crate::common::scenario::Scenario;
+use crate::common::summary::{at, u64_at};
 
 /// Every bot is accepted; RTT, snapshot and entity metrics land in summary.json; nothing is
 /// lost on loopback; the report is written.
@@ -42,7 +43,7 @@ fn rtype_swarm_against_embedded_server() {
     let down = &s["loss"]["downstream"];
     assert!(down["expected"].as_u64().unwrap() > 200 * 20 * 2, "{down}");
     assert_loopback_loss(down, dropped, 1, "downstream");
-    assert!(s["loss"]["upstream"].is_null());
+    assert!(at(&s, "loss.upstream").is_null(), "{}", s["loss"]);
     let pm = &s["protocol_metrics"];
     for h in [
         "entities",
@@ -51,7 +52,7 @@ fn rtype_swarm_against_embedded_server() {
         "interp_delay_us",
     ] {
         assert!(
-            pm[h]["count"].as_u64().unwrap_or(0) > 0,
+            u64_at(&s, &format!("protocol_metrics.{h}.count")) > 0,
             "protocol_metrics.{h}: {pm}"
         );
     }

@@ -18,6 +18,7 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 use crate::common::peer::Peer;
+use crate::common::summary::{at, declared_counter, emitted_counter, str_at, u64_at};
 
 const BOTS: u64 = 20;
 /// The peer holds each PONG this long after its game step.
@@ -60,8 +61,12 @@ fn run(scenario: &str, flags: &[&str]) -> (Output, Value) {
     )
 }
 
-fn u(v: &Value) -> u64 {
-    v.as_u64().unwrap_or(0)
+/// The count under `key` of an object read from summary.json (`key` may hold a dot, as
+/// `tcp_login.refused` does): a missing key fails the test.
+fn count(v: &Value, key: &str) -> u64 {
+    let n = v.get(key).unwrap_or_else(|| panic!("no `{key}` in {v}"));
+    n.as_u64()
+        .unwrap_or_else(|| panic!("`{key}` is not a count: {n}"))
 }
 
 fn stderr(o: &Output) -> String {
@@ -99,44 +104,52 @@ fn twenty_bots_log_in_over_tcp_and_play_over_udp() {
     // shows a starved machine (nothing is lost on this path that the peer did not drop).
     crate::common::kernel::assert_pass_on_a_loaded_machine(&s, 0);
     assert_eq!(s["dialect"], "implementation");
-    assert_eq!(u(&s["bots"]["connected"]), BOTS);
-    assert_eq!(u(&s["bots"]["failed"]), 0);
+    assert_eq!(u64_at(&s, "bots.connected"), BOTS);
+    assert_eq!(u64_at(&s, "bots.failed"), 0);
 
     // The login: one HELLO and one WELCOME per bot, each bot its own UDP session and room
     // (the real server gives every first CONNECT a room of its own), one CONNECT each.
-    assert_eq!(u(&t["tcp_accepted"]), BOTS);
-    assert_eq!(u(&t["welcomes_sent"]), BOTS);
-    assert_eq!(u(&t["rooms_created"]), BOTS);
-    assert_eq!(u(&t["connects"]), BOTS, "no CONNECT resent on loopback");
-    assert_eq!(u(&t["disconnects"]), BOTS, "every bot said goodbye");
+    assert_eq!(u64_at(&t, "tcp_accepted"), BOTS);
+    assert_eq!(u64_at(&t, "welcomes_sent"), BOTS);
+    assert_eq!(u64_at(&t, "rooms_created"), BOTS);
+    assert_eq!(
+        u64_at(&t, "connects"),
+        BOTS,
+        "no CONNECT resent on loopback"
+    );
+    assert_eq!(u64_at(&t, "disconnects"), BOTS, "every bot said goodbye");
     let pm = &s["protocol_metrics"];
     for timed in ["login_us", "transport_handshake_us", "connect_total_us"] {
-        assert_eq!(u(&pm[timed]["count"]), BOTS, "{timed}: {}", pm[timed]);
+        assert_eq!(
+            u64_at(&s, &format!("protocol_metrics.{timed}.count")),
+            BOTS,
+            "{timed}: {}",
+            pm[timed]
+        );
     }
-    assert_eq!(u(&s["handshake_us"]["count"]), BOTS);
+    assert_eq!(u64_at(&s, "handshake_us.count"), BOTS);
 
     // Nothing dropped as malformed on either side, no wrong-dialect hint.
-    let decode = s["errors"]["decode"]
+    let decode = at(&s, "errors.decode")
         .as_object()
-        .cloned()
-        .unwrap_or_default();
+        .expect("errors.decode is an object");
     assert!(decode.is_empty(), "decode errors: {decode:?}");
-    assert_eq!(u(&t["malformed"]), 0);
-    assert_eq!(u(&t["unknown_type"]), 0);
-    assert_eq!(u(&pm["dialect_hint.spec"]), 0);
+    assert_eq!(u64_at(&t, "malformed"), 0);
+    assert_eq!(u64_at(&t, "unknown_type"), 0);
+    assert_eq!(declared_counter(&s, "dialect_hint.spec"), 0);
 
     // Inputs: every one sent reached the peer (4 MB of socket buffer on loopback).
-    let inputs = u(&s["inputs_sent"]);
+    let inputs = u64_at(&s, "inputs_sent");
     assert!(inputs >= BOTS * 60 * 3, "inputs sent {inputs}");
-    assert_eq!(u(&t["inputs"]), inputs, "peer received every INPUT");
+    assert_eq!(u64_at(&t, "inputs"), inputs, "peer received every INPUT");
 
     // Snapshots: the bots applied what the peer sent (a snapshot or two per bot may be in
     // flight when it stops), after 1 in 10 was withheld.
-    let applied = u(&s["snapshots_applied"]);
-    let sent = u(&t["snapshots_sent"]);
-    let dropped = u(&t["snapshots_dropped"]);
+    let applied = u64_at(&s, "snapshots_applied");
+    let sent = u64_at(&t, "snapshots_sent");
+    let dropped = u64_at(&t, "snapshots_dropped");
     assert!(dropped >= BOTS * 5, "dropped {dropped}");
-    assert_eq!(u(&t["snapshots_generated"]), sent + dropped);
+    assert_eq!(u64_at(&t, "snapshots_generated"), sent + dropped);
     assert!(applied <= sent, "applied {applied} of {sent} sent");
     assert!(
         applied + BOTS * 2 >= sent,
@@ -144,27 +157,30 @@ fn twenty_bots_log_in_over_tcp_and_play_over_udp() {
     );
 
     // Loss: not measurable, and said so; never a figure.
-    assert!(s["loss"]["downstream"].is_null(), "{}", s["loss"]);
-    let method = s["loss_method"]["downstream"].as_str().unwrap_or_default();
+    assert!(at(&s, "loss.downstream").is_null(), "{}", s["loss"]);
+    let method = str_at(&s, "loss_method.downstream");
     assert!(method.starts_with("not measurable"), "{method}");
 
     // RTT: never under the injected hold; one sample per PONG delivered (bar those in flight
     // at the end), one ping timeout per PONG withheld (bar those not yet timed out).
     let rtt = &s["rtt_us"];
-    assert!(u(&rtt["min"]) >= PONG_DELAY_MS * 1000, "rtt {rtt}");
-    let pongs = u(&t["pongs_sent"]);
     assert!(
-        u(&rtt["count"]) <= pongs && u(&rtt["count"]) + BOTS >= pongs,
+        u64_at(&s, "rtt_us.min") >= PONG_DELAY_MS * 1000,
+        "rtt {rtt}"
+    );
+    let pongs = u64_at(&t, "pongs_sent");
+    assert!(
+        u64_at(&s, "rtt_us.count") <= pongs && u64_at(&s, "rtt_us.count") + BOTS >= pongs,
         "rtt {rtt}, pongs {pongs}"
     );
-    let withheld = u(&t["pongs_dropped"]);
-    let timeouts = u(&pm["ping_timeout"]);
+    let withheld = u64_at(&t, "pongs_dropped");
+    let timeouts = emitted_counter(&s, "ping_timeout");
     assert!(withheld > 0);
     assert!(
         timeouts <= withheld && timeouts + BOTS >= withheld,
         "timeouts {timeouts} of {withheld}"
     );
-    assert_eq!(u(&pm["pong_late"]), 0);
+    assert_eq!(emitted_counter(&s, "pong_late"), 0);
 }
 
 /// Nothing listens on the TCP port: every bot fails at once, counted with that reason, and
@@ -181,10 +197,10 @@ fn a_closed_login_port_is_counted_refused() {
         &["--target", &target, "--duration", "3s"],
     );
     assert_ne!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!(u(&s["bots"]["connected"]), 0);
-    assert_eq!(u(&s["bots"]["failed"]), BOTS, "{}", s["bots"]);
-    let connect = &s["errors"]["connect"];
-    assert_eq!(u(&connect["tcp_login.refused"]), BOTS, "{connect}");
+    assert_eq!(u64_at(&s, "bots.connected"), 0);
+    assert_eq!(u64_at(&s, "bots.failed"), BOTS, "{}", s["bots"]);
+    let connect = at(&s, "errors.connect");
+    assert_eq!(count(connect, "tcp_login.refused"), BOTS, "{connect}");
 }
 
 /// An ERROR_MESSAGE answers HELLO: a bad reply, counted per bot.
@@ -198,14 +214,14 @@ fn an_error_reply_to_the_login_is_counted_a_bad_reply() {
     );
     let t = peer.stop_for_totals();
     assert_ne!(o.status.code(), Some(0));
-    assert_eq!(u(&t["errors_sent"]), 5);
+    assert_eq!(u64_at(&t, "errors_sent"), 5);
     assert_eq!(
-        u(&s["errors"]["connect"]["login_bad_reply"]),
+        count(at(&s, "errors.connect"), "login_bad_reply"),
         5,
         "{}",
         s["errors"]
     );
-    assert_eq!(u(&t["connects"]), 0, "no bot went on to UDP");
+    assert_eq!(u64_at(&t, "connects"), 0, "no bot went on to UDP");
 }
 
 /// The spec dialect pointed at the real server's UDP port: its datagrams are named.
@@ -230,11 +246,11 @@ fn the_spec_dialect_names_the_real_servers_bytes() {
     );
     // The spec bot's 8-byte CONNECT passes the real server's checks: it answers ACCEPT
     // (0x10), which the spec dialect does not know.
-    assert!(u(&t["connects"]) >= 3);
-    assert_eq!(u(&t["accepts_sent"]), u(&t["connects"]));
-    assert_eq!(u(&s["bots"]["connected"]), 0);
+    assert!(u64_at(&t, "connects") >= 3);
+    assert_eq!(u64_at(&t, "accepts_sent"), u64_at(&t, "connects"));
+    assert_eq!(u64_at(&s, "bots.connected"), 0);
     assert!(
-        u(&s["protocol_metrics"]["dialect_hint.implementation"]) >= 3,
+        declared_counter(&s, "dialect_hint.implementation") >= 3,
         "{}",
         s["protocol_metrics"]
     );

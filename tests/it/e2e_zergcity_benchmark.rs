@@ -26,7 +26,7 @@ use serde_json::Value;
 use crate::common::kernel::{assert_loopback_loss, assert_pass_on_a_loaded_machine, UdpDrops};
 use crate::common::peer::Peer;
 use crate::common::proxy::{Impairment, Proxy};
-use crate::common::summary::declared_counter;
+use crate::common::summary::{at, declared_counter, f64_at, u64_at};
 
 const INSTALL_HINT: &str = "run scripts/install-test-deps.sh (installs libenet-dev, liblz4-dev)";
 const SCENARIO: &str = "scenarios/zergcity-benchmark.yaml";
@@ -129,7 +129,7 @@ fn the_shipped_scenario_passes_against_three_peers() {
 
     // Acks are the bots' upstream messages (inputs_sent): reliable, so all reach the peers
     // bar those queued when the bots left.
-    let acks_sent = s["inputs_sent"].as_u64().unwrap_or(0);
+    let acks_sent = u64_at(&s, "inputs_sent");
     let acks_got = sum(&peers, "acks");
     assert!(acks_sent > 20 * 20 * 10, "{acks_sent} acks sent");
     assert!(
@@ -137,7 +137,7 @@ fn the_shipped_scenario_passes_against_three_peers() {
         "bots sent {acks_sent}, peers got {acks_got}"
     );
     // Every snapshot applied was one the peers sent.
-    let applied = s["snapshots_applied"].as_u64().unwrap_or(0);
+    let applied = u64_at(&s, "snapshots_applied");
     let sent = sum(&peers, "sent");
     assert!(
         applied > 20 * 20 * 10 && applied <= sent,
@@ -147,18 +147,22 @@ fn the_shipped_scenario_passes_against_three_peers() {
     // The peers lose nothing (their ENet throttle is held open), so on loopback a delta is
     // lost only where the kernel dropped a datagram for a starved receiver: none on a quiet
     // machine.
-    let down = &s["loss"]["downstream"];
+    let down = at(&s, "loss.downstream");
     assert_loopback_loss(down, dropped, 1, "downstream");
     // Nothing lost, no desync: no mismatch counted, no ResyncRequest at the peers. A delta
     // the kernel dropped can desync at most its own bot once.
-    let lost = down["expected"].as_u64().unwrap_or(0) - down["received"].as_u64().unwrap_or(0);
+    let lost = u64_at(down, "expected") - u64_at(down, "received");
     let mismatches = declared_counter(&s, "checksum_mismatch");
     assert!(
         mismatches <= lost,
         "{mismatches} desyncs, {lost} lost: {pm}"
     );
     assert!(sum(&peers, "resyncs") <= lost);
-    assert_eq!(s["loss"]["upstream"], Value::Null, "not measurable");
+    assert!(
+        at(&s, "loss.upstream").is_null(),
+        "not measurable: {}",
+        s["loss"]
+    );
     assert_eq!(s["rtt_source"], "enet_acks");
 }
 
@@ -194,16 +198,16 @@ fn loss_and_rtt_match_the_injected_faults() {
     assert_eq!(s["bots"]["connected"], 20, "{}", s["errors"]);
     assert_eq!(s["bots"]["lost"], 0);
     assert_eq!(s["errors"]["decode_total"], 0, "{}", s["errors"]);
-    assert!(s["inputs_sent"].as_u64().unwrap_or(0) > 20 * 20 * 5);
-    assert!(s["snapshots_applied"].as_u64().unwrap_or(0) > 20 * 20 * 5);
+    assert!(u64_at(&s, "inputs_sent") > 20 * 20 * 5);
+    assert!(u64_at(&s, "snapshots_applied") > 20 * 20 * 5);
 
     // Downstream loss against the peers' own counts: one message a tick per bot, the
     // dropped deltas among them.
     let dropped = sum(&peers, "dropped");
     let generated = sum(&peers, "fulls") + sum(&peers, "deltas");
     let truth = dropped as f64 / generated as f64;
-    let down = &s["loss"]["downstream"];
-    let measured = down["rate"].as_f64().expect("downstream loss measured");
+    let down = at(&s, "loss.downstream");
+    let measured = f64_at(&s, "loss.downstream.rate");
     eprintln!(
         "downstream loss: bots {measured:.4} ({down}), peers {dropped}/{generated} = {truth:.4}"
     );
@@ -216,7 +220,7 @@ fn loss_and_rtt_match_the_injected_faults() {
     // RTT from ENet's acknowledgements: never under the injected round trip (the histogram
     // keeps 3 significant figures: a value reads back at most 16 µs low here).
     assert_eq!(s["rtt_source"], "enet_acks");
-    let rtt_min = s["rtt_us"]["min"].as_u64().expect("rtt measured");
+    let rtt_min = u64_at(&s, "rtt_us.min");
     let injected = 2 * ONE_WAY_DELAY.as_micros() as u64;
     eprintln!("rtt_us {}", s["rtt_us"]);
     assert!(
@@ -249,7 +253,7 @@ fn the_other_dialects_name_the_benchmark() {
             "{dialect}: a server that answers is reachable"
         );
         let pm = &s["protocol_metrics"];
-        let hints = pm["dialect_hint.benchmark"].as_u64().unwrap_or(0);
+        let hints = declared_counter(&s, "dialect_hint.benchmark");
         assert!(hints >= 1, "{dialect}: {pm}");
         assert_eq!(
             s["errors"]["decode_total"], hints,

@@ -22,6 +22,7 @@ use serde_json::Value;
 
 use crate::common::kernel::{assert_pass_on_a_loaded_machine, UdpDrops};
 use crate::common::peer::Peer;
+use crate::common::summary::{at, declared_counter, emitted_counter, f64_at, u64_at};
 
 const INSTALL_HINT: &str = "run scripts/install-test-deps.sh (installs libenet-dev, liblz4-dev)";
 
@@ -115,7 +116,7 @@ fn the_shipped_scenario_passes_against_five_peers() {
         assert_eq!(p.stat("dropped"), 0);
     }
     assert_eq!(s["errors"]["decode_total"], 0, "{}", s["errors"]);
-    let sent = s["inputs_sent"].as_u64().unwrap_or(0);
+    let sent = u64_at(&s, "inputs_sent");
     let received = sum(&peers, "inputs");
     // Inputs are reliable: all arrive, bar those still queued when the bots left (one
     // second's worth at most: 20 bots at 5 a second).
@@ -124,35 +125,31 @@ fn the_shipped_scenario_passes_against_five_peers() {
         received <= sent && received + 100 >= sent,
         "sent {sent}, peers got {received}"
     );
-    let applied = s["snapshots_applied"].as_u64().unwrap_or(0);
+    let applied = u64_at(&s, "snapshots_applied");
     assert!(
         applied > 0 && applied <= 4 * sum(&peers, "updates"),
         "{applied}"
     );
     let pm = &s["protocol_metrics"];
-    assert!(
-        pm["server_heartbeats"].as_u64().unwrap_or(0) >= 20 * 10,
-        "{pm}"
-    );
+    assert!(declared_counter(&s, "server_heartbeats") >= 20 * 10, "{pm}");
     assert_eq!(s["loss"]["upstream"]["rate"], 0.0, "{}", s["loss"]);
-    assert_eq!(
-        s["loss"]["downstream"],
-        Value::Null,
+    assert!(
+        at(&s, "loss.downstream").is_null(),
         "not measurable: {}",
         s["loss"]
     );
     // A quarter of the bots dropped their session once and came back with Reconnect and
     // their token, to the same player id.
-    let reconnects = pm["reconnect_attempts"].as_u64().unwrap_or(0);
+    let reconnects = declared_counter(&s, "reconnect_attempts");
     assert!(reconnects > 0, "{pm}");
     assert_eq!(
-        pm["reconnect_slot_restored"].as_u64(),
-        Some(reconnects),
+        declared_counter(&s, "reconnect_slot_restored"),
+        reconnects,
         "{pm}"
     );
     assert_eq!(
-        pm["reconnect_us"]["count"].as_u64(),
-        Some(reconnects),
+        u64_at(&s, "protocol_metrics.reconnect_us.count"),
+        reconnects,
         "{pm}"
     );
     assert_eq!(sum(&peers, "reconnects"), reconnects);
@@ -222,8 +219,7 @@ fn loss_and_rtt_match_the_injected_faults_and_the_fifth_bot_is_refused() {
     let dropped = sum(&peers, "dropped");
     let heartbeats = sum(&peers, "heartbeats");
     let truth = dropped as f64 / heartbeats as f64;
-    let up = &s["loss"]["upstream"];
-    let measured = up["rate"].as_f64().expect("upstream loss measured");
+    let measured = f64_at(&s, "loss.upstream.rate");
     eprintln!("upstream loss: bots {measured:.4}, peers {dropped}/{heartbeats} = {truth:.4}");
     assert!(dropped > 50, "{dropped} heartbeats dropped");
     assert!(
@@ -234,26 +230,28 @@ fn loss_and_rtt_match_the_injected_faults_and_the_fifth_bot_is_refused() {
     // Every drop is seen as a loss, except those still within the echo timeout when their
     // bot dropped its session on purpose (abandoned, not counted: at most the 4 heartbeats
     // of the 1 s timeout per reconnection).
-    let lost = pm["heartbeat_lost"].as_u64().unwrap_or(0);
-    let reconnects = pm["reconnect_attempts"].as_u64().unwrap_or(0);
+    let lost = declared_counter(&s, "heartbeat_lost");
+    let reconnects = declared_counter(&s, "reconnect_attempts");
     assert!(
         lost <= dropped && lost + 4 * reconnects >= dropped,
         "bots {lost}, peers {dropped}, {reconnects} reconnections"
     );
-    assert_eq!(pm["heartbeat_echo_unmatched"], Value::Null, "{pm}");
+    // No echo the bots could not match (a counter the bots record undeclared, absent
+    // when it never fired).
+    assert_eq!(emitted_counter(&s, "heartbeat_echo_unmatched"), 0, "{pm}");
 
     // Reconnections (the scenario's reconnect_share): Reconnect with the token restored the
     // player id every time, as the peers counted.
     assert!(reconnects > 0, "{pm}");
     assert_eq!(
-        pm["reconnect_slot_restored"].as_u64(),
-        Some(reconnects),
+        declared_counter(&s, "reconnect_slot_restored"),
+        reconnects,
         "{pm}"
     );
     assert_eq!(sum(&peers, "reconnects"), reconnects);
 
     // RTT from the echoes: never under the hold.
-    let rtt_min = s["rtt_us"]["min"].as_u64().expect("rtt measured");
+    let rtt_min = u64_at(&s, "rtt_us.min");
     assert_eq!(s["rtt_source"], "protocol_ping");
     assert!(
         rtt_min >= 30_000,
@@ -262,13 +260,13 @@ fn loss_and_rtt_match_the_injected_faults_and_the_fifth_bot_is_refused() {
 
     // StateUpdates: the LZ4 ones decoded too.
     let compressed = sum(&peers, "compressed");
-    let got_compressed = pm["state_update_compressed"].as_u64().unwrap_or(0);
+    let got_compressed = declared_counter(&s, "state_update_compressed");
     assert!(compressed > 0, "the peers compressed none");
     assert!(
         got_compressed > 0 && got_compressed <= 4 * compressed,
         "bots applied {got_compressed} compressed of {compressed} sent to up to 4 each"
     );
-    let sent = s["inputs_sent"].as_u64().unwrap_or(0);
+    let sent = u64_at(&s, "inputs_sent");
     let received = sum(&peers, "inputs");
     assert!(
         received <= sent && received + 100 >= sent,
@@ -292,7 +290,7 @@ fn the_spec_dialect_names_the_implementation() {
     assert_eq!(code, Some(1), "a server that answers is reachable");
     settle(&mut peer);
     let pm = &s["protocol_metrics"];
-    let hints = pm["dialect_hint.implementation"].as_u64().unwrap_or(0);
+    let hints = declared_counter(&s, "dialect_hint.implementation");
     assert!(hints >= 1, "{pm}");
     assert_eq!(
         s["errors"]["decode_total"], hints,

@@ -14,6 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use crate::common::proxy::{Impairment, Proxy};
+use crate::common::summary::{f64_at, u64_at};
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
@@ -181,7 +182,7 @@ fn city_implementation_rtt_is_the_injected_round_trip() {
     // Every sample is also an enet_ack_rtt_us sample; ENet's own estimate stays beside them.
     let pm = &s["protocol_metrics"];
     assert_eq!(pm["enet_ack_rtt_us"]["count"], rtt["count"]);
-    assert!(pm["enet_rtt_us"]["count"].as_u64().unwrap_or(0) > 0);
+    assert!(u64_at(&s, "protocol_metrics.enet_rtt_us.count") > 0);
 
     // At least one sample per bot per second in play: ENet pings each bot's session at the
     // scenario's ping_interval (500 ms) when nothing else was acknowledged.
@@ -197,7 +198,7 @@ fn city_implementation_rtt_is_the_injected_round_trip() {
             continue;
         }
         // The interval ending at t covers second t - 1.
-        let sec = after["t"].as_f64().unwrap_or(0.0).round() as u64 - 1;
+        let sec = f64_at(after, "t").round() as u64 - 1;
         let n = counts.get(&sec).copied().unwrap_or(0);
         assert!(
             n >= BOTS,

@@ -16,6 +16,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+
+use crate::common::summary::{at, declared_counter, emitted_counter, u64_at};
 use tickswarm::engine::io::server_transport;
 use tickswarm::protocol::registry::ServerParams;
 use tickswarm::protocol::{ConnId, ProtocolName, Server, ServerStats, Transmit};
@@ -630,19 +632,26 @@ fn run_opts(
     }
 }
 
-fn decode_errors(s: &Value) -> u64 {
-    s["errors"]["decode"]
+/// `errors.decode`, the decode errors by reason (always written, empty when there were none).
+fn decode_counts(s: &Value) -> &serde_json::Map<String, Value> {
+    at(s, "errors.decode")
         .as_object()
-        .map_or(0, |m| m.values().filter_map(Value::as_u64).sum())
+        .expect("errors.decode is an object")
+}
+
+fn decode_errors(s: &Value) -> u64 {
+    decode_counts(s)
+        .values()
+        .map(|v| v.as_u64().expect("a count"))
+        .sum()
 }
 
 fn decode_reason(s: &Value, needle: &str) -> u64 {
-    s["errors"]["decode"].as_object().map_or(0, |m| {
-        m.iter()
-            .filter(|(k, _)| k.contains(needle))
-            .filter_map(|(_, v)| v.as_u64())
-            .sum()
-    })
+    decode_counts(s)
+        .iter()
+        .filter(|(k, _)| k.contains(needle))
+        .map(|(_, v)| v.as_u64().expect("a count"))
+        .sum()
 }
 
 /// Peak RSS allowed for a few bots: far above the ~10-30 MB a healthy run takes, far below
@@ -701,9 +710,11 @@ fn killed_mid_run_fails_and_send_errors_are_counted() {
     assert_eq!(o.s["bots"]["connected"], 5);
     assert_eq!(o.s["bots"]["lost"], 5, "{}", o.s["bots"]);
     // Datagrams to the closed port come back as ICMP port unreachable.
-    let refused = o.s["generator"]["send_errors"]["connection_refused"]
-        .as_u64()
-        .unwrap_or(0);
+    // Present: the test's closed port guarantees the reason was counted.
+    let refused = at(&o.s, "generator.send_errors")
+        .get("connection_refused")
+        .and_then(Value::as_u64)
+        .unwrap_or_else(|| panic!("no connection_refused count: {}", o.s["generator"]));
     assert!(refused > 0, "{}", o.s["generator"]);
 }
 
@@ -728,7 +739,7 @@ fn garbage_is_counted_and_fails_the_default_decode_check() {
     let srv = HostileServer::start(ProtocolName::Cafe, Fault::Garbage, None);
     let o = run("cafe", srv.addr, 5, "2s", "");
     assert!(decode_reason(&o.s, "bad_magic") > 50, "{}", o.s["errors"]);
-    assert!(o.s["snapshots_applied"].as_u64().unwrap_or(0) > 100);
+    assert!(u64_at(&o.s, "snapshots_applied") > 100);
     assert_eq!(o.code, Some(1), "{}", o.stderr);
     assert_eq!(o.s["verdict"], "fail");
     assert_eq!(failed_default_checks(&o.s), ["errors.decode_total"]);
@@ -742,15 +753,13 @@ fn garbage_is_counted_and_fails_the_default_decode_check() {
 
 /// The default checks that failed, by metric path.
 fn failed_default_checks(s: &Value) -> Vec<String> {
-    s["thresholds"]
+    at(s, "thresholds")
         .as_array()
-        .map(|t| {
-            t.iter()
-                .filter(|c| c["default"] == true && c["ok"] == false)
-                .filter_map(|c| c["metric"].as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
+        .expect("thresholds is a list")
+        .iter()
+        .filter(|c| c["default"] == true && at(c, "ok") == false)
+        .map(|c| at(c, "metric").as_str().expect("metric").to_string())
+        .collect()
 }
 
 #[test]
@@ -795,7 +804,7 @@ fn entity_floods_are_capped_and_memory_stays_bounded() {
     // Each snapshot (the room's whole world) culls what it did not carry; between two
     // snapshots the table stops at MAX_TRACKED_ENTITIES (65,536). Both are counted.
     let pm = &o.s["protocol_metrics"];
-    let n = |k: &str| pm[k].as_u64().unwrap_or(0);
+    let n = |k: &str| emitted_counter(&o.s, k);
     assert!(
         n("snapshot_stale_removed") + n("entity_refused_table_full") > 10_000,
         "the flood is counted: {pm}"
@@ -980,13 +989,20 @@ impl Drop for Witness {
     }
 }
 
+/// The refused handoffs, by reason (`handoff_refused.*`): the run must declare them, so a
+/// renamed counter fails instead of reading 0.
 fn handoffs_refused(s: &Value) -> u64 {
-    s["protocol_metrics"].as_object().map_or(0, |m| {
-        m.iter()
-            .filter(|(k, _)| k.starts_with("handoff_refused"))
-            .filter_map(|(_, v)| v.as_u64())
-            .sum()
-    })
+    let declared: Vec<&String> = at(s, "protocol_metric_info")
+        .as_object()
+        .expect("protocol_metric_info is an object")
+        .keys()
+        .filter(|k| k.starts_with("handoff_refused."))
+        .collect();
+    assert!(
+        !declared.is_empty(),
+        "no handoff_refused.* counter declared"
+    );
+    declared.iter().map(|k| declared_counter(s, k)).sum()
 }
 
 /// A hostile zone hands every bot to an address on another host that the scenario never
@@ -1001,7 +1017,7 @@ fn darkages_handoffs_to_an_unlisted_address_send_it_nothing() {
     assert!(handoffs_refused(&o.s) >= 20, "{}", o.s["protocol_metrics"]);
     assert_eq!(o.s["bots"]["connected"], 20);
     assert_eq!(
-        o.s["protocol_metrics"]["handoffs"].as_u64().unwrap_or(0),
+        declared_counter(&o.s, "handoffs"),
         0,
         "{}",
         o.s["protocol_metrics"]

@@ -29,8 +29,16 @@ fn run(body: &str, dir: &Path) -> (Output, Value) {
         .arg(&out)
         .output()
         .expect("run tickswarm");
-    let text = std::fs::read_to_string(out.join("summary.json")).unwrap_or_default();
-    (o, serde_json::from_str(&text).unwrap_or(Value::Null))
+    let text = std::fs::read_to_string(out.join("summary.json")).unwrap_or_else(|e| {
+        panic!(
+            "summary.json written ({e}): {}",
+            String::from_utf8_lossy(&o.stderr)
+        )
+    });
+    (
+        o,
+        serde_json::from_str(&text).expect("summary.json is JSON"),
+    )
 }
 
 fn u(v: &Value) -> u64 {
@@ -45,7 +53,20 @@ struct Link {
 
 fn link(g: &Value, dir: &str) -> Link {
     let m = &g["protocol_metrics"];
-    let n = |k: String| m[k].as_u64().unwrap_or(0);
+    assert!(m.is_object(), "a group without protocol_metrics: {g}");
+    // The link's counters (src/engine/io/sim_path.rs): one that never moved is absent and
+    // reads 0, so the key must be one the link records (a renamed counter fails).
+    let source = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("src/engine/io/sim_path.rs"),
+    )
+    .expect("src/engine/io/sim_path.rs");
+    let n = |k: String| {
+        assert!(
+            source.contains(&format!("\"{k}\"")),
+            "the simulated link records no `{k}`"
+        );
+        m.get(&k).map_or(0, u)
+    };
     Link {
         offered: n(format!("netsim_{dir}_offered")),
         dropped: ["loss", "outage", "queue"]

@@ -7,6 +7,8 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+use crate::common::summary::{emitted_counter, u64_at};
+
 fn run(dir: &Path, scenario: &str) -> (Output, Value) {
     let file = dir.join("s.yaml");
     std::fs::write(&file, scenario).expect("write scenario");
@@ -18,14 +20,21 @@ fn run(dir: &Path, scenario: &str) -> (Output, Value) {
         .arg(&out)
         .output()
         .expect("run tickswarm");
-    let text = std::fs::read_to_string(out.join("summary.json")).unwrap_or_default();
-    (o, serde_json::from_str(&text).unwrap_or(Value::Null))
+    let text = std::fs::read_to_string(out.join("summary.json")).unwrap_or_else(|e| {
+        panic!(
+            "summary.json written ({e}): {}",
+            String::from_utf8_lossy(&o.stderr)
+        )
+    });
+    (
+        o,
+        serde_json::from_str(&text).expect("summary.json is JSON"),
+    )
 }
 
+/// A link counter the run must have written.
 fn count(s: &Value, name: &str) -> u64 {
-    let v = &s["protocol_metrics"][name];
-    assert!(v.is_u64(), "summary has protocol_metrics.{name}");
-    v.as_u64().unwrap_or_default()
+    u64_at(s, &format!("protocol_metrics.{name}"))
 }
 
 /// cafe over raw UDP: 15 ms each way, 10 % of the server's datagrams lost. The bots' header-
@@ -45,8 +54,9 @@ fn udp_loss_and_delay_are_what_the_link_applied() {
         String::from_utf8_lossy(&o.stderr)
     );
     let dropped = count(&s, "netsim_down_lost_loss");
-    assert!(
-        s["protocol_metrics"]["netsim_up_lost_loss"].is_null(),
+    assert_eq!(
+        emitted_counter(&s, "netsim_up_lost_loss"),
+        0,
         "no upstream loss set"
     );
     let down = &s["loss"]["downstream"];

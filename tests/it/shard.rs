@@ -12,6 +12,8 @@ use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
 use serde_json::Value;
 
+use crate::common::summary::{at, u64_at};
+
 const SHARDS: u32 = 3;
 const BOTS: u64 = 30;
 
@@ -153,20 +155,21 @@ fn three_shards_against_one_server_merge_into_one_run() {
 
     // Bots by phase, second by second: the shards' sums (every bot of each shard in game
     // or on its way there, none lost between the shards).
-    let phases_at = |s: &Value, i: usize| s["intervals"][i]["phases"].clone();
-    let whole = m["intervals"].as_array().unwrap().len();
+    // A shard that had not reported second `i` adds no bots to it; a second it reported
+    // must name every phase.
+    let phase_at = |s: &Value, i: usize, phase: &str| {
+        at(s, "intervals")
+            .as_array()
+            .expect("intervals is a list")
+            .get(i)
+            .map_or(0, |p| u64_at(p, &format!("phases.{phase}")))
+    };
+    let whole = at(&m, "intervals").as_array().unwrap().len();
     for i in 0..whole.saturating_sub(1) {
-        let got = phases_at(&m, i);
+        let got = at(&m, &format!("intervals.{i}.phases"));
         for phase in ["in_game", "protocol_handshake", "connecting"] {
-            let want: u64 = shards
-                .iter()
-                .map(|s| phases_at(s, i)[phase].as_u64().unwrap_or(0))
-                .sum();
-            assert_eq!(
-                got[phase].as_u64().unwrap_or(0),
-                want,
-                "second {i}: {phase} in {got}"
-            );
+            let want: u64 = shards.iter().map(|s| phase_at(s, i, phase)).sum();
+            assert_eq!(u64_at(got, phase), want, "second {i}: {phase} in {got}");
         }
     }
 
