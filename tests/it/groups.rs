@@ -18,7 +18,9 @@ fn root() -> PathBuf {
 }
 
 fn json(path: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap_or_default()).unwrap_or(Value::Null)
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))
 }
 
 fn run(scenario: &Path, out: &Path, extra: &[&str]) -> (Output, Value) {
