@@ -1,12 +1,16 @@
 //! `tickswarm serve <protocol>`: a reference server as a standalone process.
 
+use std::collections::BTreeMap;
+use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use crate::duration::{parse_duration, Dur};
-use crate::engine::spawn_reference_server;
+use crate::duration::{format_duration, parse_duration, Dur};
+use crate::engine::server_driver::{spawn_reference_server_logged, TickSecond, TickSeconds};
+use crate::metrics::run::TickHistogram;
 use crate::protocol::{ProtocolName, ProtocolSection, ServerParams, ServerStats};
 
 #[derive(clap::Args, Debug)]
@@ -69,6 +73,16 @@ pub struct ServeArgs {
     /// dropped; no world, no snapshots. One instance takes thousands of bots.
     #[arg(long)]
     sink: bool,
+    /// A test aid that burns CPU on purpose, never for production load: simulated work per
+    /// player per tick (`50us`, `1ms`; at most 100ms), so the tick time grows linearly with
+    /// the players and the server's capacity is known (the scenario's
+    /// `server.tick_cost_per_player`).
+    #[arg(long, value_name = "D", value_parser = parse_duration)]
+    tick_cost_per_player: Option<Duration>,
+    /// Write one line per second to FILE: `t_s players ticks tick_p50_us tick_p99_us
+    /// tick_max_us`, over the ticks that began in that second (all instances together).
+    #[arg(long, value_name = "FILE")]
+    tick_log: Option<PathBuf>,
     /// Stop after this long (default: until Ctrl-C).
     #[arg(long, value_name = "D", value_parser = parse_duration)]
     duration: Option<Duration>,
@@ -130,6 +144,9 @@ fn configure(a: &ServeArgs) -> Result<(ProtocolSection, ServerParams), String> {
     if a.max_players.is_some() {
         server.players_per_instance = a.max_players;
     }
+    if let Some(v) = a.tick_cost_per_player {
+        server.tick_cost_per_player = Some(Dur(v));
+    }
     server.instances = Some(a.instances);
     if a.sink && !section.has_sink() {
         return Err(format!(
@@ -141,6 +158,105 @@ fn configure(a: &ServeArgs) -> Result<(ProtocolSection, ServerParams), String> {
     server.enet_throttle |= a.enet_throttle;
     section.validate(&server)?;
     Ok((section, server))
+}
+
+/// `serve --tick-log`: the servers' whole seconds, added up over the instances, one line each
+/// once every instance has sent it.
+struct TickLog {
+    path: PathBuf,
+    file: std::fs::File,
+    rx: mpsc::Receiver<TickSecond>,
+    instances: usize,
+    /// Seconds some instances have sent: how many did, their players, their ticks.
+    pending: BTreeMap<u64, (usize, usize, TickHistogram)>,
+}
+
+impl TickLog {
+    /// Create `path` (truncated), write its header, and the sink the drivers send to.
+    fn create(
+        path: &Path,
+        section: &ProtocolSection,
+        server: &ServerParams,
+        instances: usize,
+    ) -> std::io::Result<(Self, TickSeconds)> {
+        let mut file = std::fs::File::create(path)?;
+        let cost = server
+            .tick_cost_per_player
+            .map_or_else(|| "none".to_string(), |d| format_duration(d.0));
+        let budget_us = 1_000_000 / u64::from(server.tick_rate.max(1));
+        file.write_all(
+            format!(
+                "# tickswarm serve {}: tick_rate {} Hz (budget {budget_us} us), \
+                 tick_cost_per_player {cost}, {instances} instance(s); one line per second, \
+                 over the ticks that began in it\n\
+                 # t_s players ticks tick_p50_us tick_p99_us tick_max_us\n",
+                section.name(),
+                server.tick_rate,
+            )
+            .as_bytes(),
+        )?;
+        let (to, rx) = mpsc::channel();
+        let log = Self {
+            path: path.to_path_buf(),
+            file,
+            rx,
+            instances,
+            pending: BTreeMap::new(),
+        };
+        let seconds = TickSeconds {
+            origin: Instant::now(),
+            to,
+        };
+        Ok((log, seconds))
+    }
+
+    /// Take what the drivers sent and write the seconds every instance has sent, in order.
+    /// A log that cannot be written is reported once and closed; the servers go on.
+    fn write_due(log: &mut Option<TickLog>) {
+        let Some(l) = log.as_mut() else {
+            return;
+        };
+        if let Err(e) = l.write() {
+            say!("error: --tick-log {}: {e}; no more lines", l.path.display());
+            *log = None;
+        }
+    }
+
+    fn write(&mut self) -> std::io::Result<()> {
+        while let Ok(s) = self.rx.try_recv() {
+            let e = self
+                .pending
+                .entry(s.t_s)
+                .or_insert_with(|| (0, 0, TickHistogram::default()));
+            e.0 += 1;
+            e.1 += s.players;
+            // Same bounds on both sides: the add cannot fail.
+            let _ = e.2 .0.add(&s.tick_us.0);
+        }
+        // Each instance sends its seconds in order, so a second all have sent is preceded
+        // by seconds all have sent.
+        while let Some(first) = self.pending.first_entry() {
+            if first.get().0 < self.instances {
+                break;
+            }
+            let (t, (_, players, h)) = first.remove_entry();
+            let h = &h.0;
+            let line = if h.is_empty() {
+                format!("{t} {players} 0 - - -\n")
+            } else {
+                format!(
+                    "{t} {players} {} {} {} {}\n",
+                    h.len(),
+                    h.value_at_quantile(0.5),
+                    h.value_at_quantile(0.99),
+                    h.max()
+                )
+            };
+            // One write a line, unbuffered: a reader (or a killed process) sees whole lines.
+            self.file.write_all(line.as_bytes())?;
+        }
+        Ok(())
+    }
 }
 
 /// `section` with `pairs` set, through serde: the section is written out as YAML, the pairs
@@ -193,6 +309,14 @@ pub fn cmd_serve(a: &ServeArgs, console: super::Console) -> anyhow::Result<u8> {
         );
         return Ok(super::EXIT_USAGE);
     }
+    let (mut tick_log, seconds) = match &a.tick_log {
+        Some(path) => {
+            let (log, seconds) = TickLog::create(path, &section, &server, instances)
+                .map_err(|e| anyhow::anyhow!("--tick-log {}: {e}", path.display()))?;
+            (Some(log), Some(seconds))
+        }
+        None => (None, None),
+    };
     let mut handles: Vec<crate::engine::ServerHandle> = Vec::new();
     for i in 0..instances {
         // Consecutive ports after the first (after the first one picked, when it is 0).
@@ -209,7 +333,7 @@ pub fn cmd_serve(a: &ServeArgs, console: super::Console) -> anyhow::Result<u8> {
             instance: i,
             ..server.clone()
         };
-        let handle = spawn_reference_server(bind, &section, &params)
+        let handle = spawn_reference_server_logged(bind, &section, &params, seconds.clone())
             .map_err(|e| anyhow::anyhow!("cannot bind {bind}: {e}"))?;
         out!(
             "tickswarm {} reference server listening on {} ({})",
@@ -242,6 +366,7 @@ pub fn cmd_serve(a: &ServeArgs, console: super::Console) -> anyhow::Result<u8> {
     };
     while !stop.is_stopped() {
         std::thread::sleep(Duration::from_millis(200));
+        TickLog::write_due(&mut tick_log);
         if a.duration.is_some_and(|d| start.elapsed() >= d) {
             break;
         }
@@ -263,6 +388,8 @@ pub fn cmd_serve(a: &ServeArgs, console: super::Console) -> anyhow::Result<u8> {
     }
     let s = total(&handles);
     drop(handles);
+    // The servers have stopped: every whole second they saw is in.
+    TickLog::write_due(&mut tick_log);
     // The server's and its transport's counters (refusals, ENet admission, superseded
     // sessions): what a soak reads to tell what happened over thousands of sessions.
     let listed = |c: &crate::metrics::NamedCounters| {

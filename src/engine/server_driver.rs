@@ -64,6 +64,28 @@ impl Drop for ServerHandle {
     }
 }
 
+/// One whole second of a server's ticks, for a tick log (`serve --tick-log`): exact, not a
+/// sample, as every tick is counted in the second it began in.
+#[derive(Debug, Clone)]
+pub struct TickSecond {
+    /// Which of the instances started together sent it ([`ServerParams::instance`]).
+    pub instance: usize,
+    /// The second's end, in whole seconds since the log's origin (1 for the first second).
+    pub t_s: u64,
+    /// Sessions open at the second's end (when the driver noticed it was over).
+    pub players: usize,
+    /// The ticks that began in the second, in µs each (empty when none did).
+    pub tick_us: TickHistogram,
+}
+
+/// Where a server's driver sends a [`TickSecond`] at the end of each whole second since
+/// `origin` (the same origin for every instance of one `serve`).
+#[derive(Clone)]
+pub struct TickSeconds {
+    pub origin: Instant,
+    pub to: std::sync::mpsc::Sender<TickSecond>,
+}
+
 /// Bind `bind` and run the reference server of `protocol` there, over the protocol's own
 /// transport, with `params`: what `serve` and an embedded target do for each instance.
 pub fn spawn_reference_server(
@@ -71,22 +93,102 @@ pub fn spawn_reference_server(
     protocol: &ProtocolSection,
     params: &ServerParams,
 ) -> std::io::Result<ServerHandle> {
+    spawn_reference_server_logged(bind, protocol, params, None)
+}
+
+/// [`spawn_reference_server`], with the figures of every second's ticks sent to `seconds`
+/// when it is given (`serve --tick-log`).
+pub fn spawn_reference_server_logged(
+    bind: SocketAddr,
+    protocol: &ProtocolSection,
+    params: &ServerParams,
+    seconds: Option<TickSeconds>,
+) -> std::io::Result<ServerHandle> {
+    let extras = Extras {
+        tick_cost: params
+            .tick_cost_per_player
+            .map(|d| d.0)
+            .filter(|d| !d.is_zero()),
+        seconds: seconds.map(|to| SecondLog::new(to, params.instance)),
+    };
     let peers = protocol
         .players_per_instance(params)
         .unwrap_or(params.max_clients);
     let needs = protocol.transport();
     let throttle = params.enet_throttle;
     let (section, server) = (protocol.clone(), params.clone());
-    spawn_server_with(bind, move |now, bind| {
-        let transport = server_transport(needs, bind, peers, throttle, now)?;
-        Ok((transport, move |local| {
-            let server = ServerParams {
-                bind: Some(local),
-                ..server
-            };
-            section.make_server(&server, now)
-        }))
-    })
+    spawn_server_with(
+        bind,
+        move |now, bind| {
+            let transport = server_transport(needs, bind, peers, throttle, now)?;
+            Ok((transport, move |local| {
+                let server = ServerParams {
+                    bind: Some(local),
+                    ..server
+                };
+                section.make_server(&server, now)
+            }))
+        },
+        extras,
+    )
+}
+
+/// What a driver does besides serving, both off unless asked for: the simulated cost of a
+/// tick ([`ServerParams::tick_cost_per_player`]) and the per-second tick log.
+struct Extras {
+    /// Busy time a tick spends per session open (never zero when set).
+    tick_cost: Option<Duration>,
+    seconds: Option<SecondLog>,
+}
+
+/// The ticks of the second under way, and where each whole second goes once it is over.
+struct SecondLog {
+    to: TickSeconds,
+    instance: usize,
+    /// Whole seconds since the origin already sent.
+    sent: u64,
+    /// When the second under way ends.
+    next: Instant,
+    tick_us: TickHistogram,
+}
+
+impl SecondLog {
+    fn new(to: TickSeconds, instance: usize) -> Self {
+        let next = to.origin + Duration::from_secs(1);
+        Self {
+            to,
+            instance,
+            sent: 0,
+            next,
+            tick_us: TickHistogram::default(),
+        }
+    }
+
+    /// Send every second over by `now`: the one under way with its ticks, and any the loop
+    /// slept or spun through with none (a tick is counted in the second it began in, and
+    /// the loop records a tick before it looks at the clock again).
+    fn roll(&mut self, now: Instant, players: usize) {
+        let over = now.saturating_duration_since(self.to.origin).as_secs();
+        while self.sent < over {
+            self.sent += 1;
+            let tick_us = std::mem::take(&mut self.tick_us);
+            // A log whose reader has gone is not the server's concern.
+            let _ = self.to.to.send(TickSecond {
+                instance: self.instance,
+                t_s: self.sent,
+                players,
+                tick_us,
+            });
+        }
+        self.next = self.to.origin + Duration::from_secs(self.sent + 1);
+    }
+}
+
+/// Spin until `until`, reading the clock: the simulated work of a tick, on this core.
+fn burn_until(until: Instant) {
+    while Instant::now() < until {
+        std::hint::spin_loop();
+    }
 }
 
 /// Serve in a new thread. `make` builds the transport there, given the time and `bind`; a
@@ -97,6 +199,7 @@ fn spawn_server_with<M>(
     make: impl FnOnce(Instant, SocketAddr) -> std::io::Result<(Box<dyn ServerTransport + Send>, M)>
         + Send
         + 'static,
+    extras: Extras,
 ) -> std::io::Result<ServerHandle>
 where
     M: FnOnce(SocketAddr) -> Box<dyn Server>,
@@ -140,7 +243,7 @@ where
                 };
                 let server = make_server(local);
                 let _ = addr_tx.send(Ok(local));
-                serve_loop(sock, server, transport, stop_rx, stats2).await;
+                serve_loop(sock, server, transport, stop_rx, stats2, extras).await;
             });
         })?;
     let addr = addr_rx
@@ -156,14 +259,21 @@ where
 
 /// Datagrams in to the transport (which hands the server what is its), timers, and the
 /// server's output back out in `sendmmsg` batches; counters published every 100 ms. Without
-/// a socket (the transport has its own) only the timers run.
+/// a socket (the transport has its own) only the timers run. With a tick cost, each tick
+/// spins until its cost has passed (before its end is measured, so the tick time holds it);
+/// with a second log, each whole second's ticks are sent once it is over.
 async fn serve_loop(
     sock: Option<Socket>,
     mut server: Box<dyn Server>,
     mut transport: Box<dyn ServerTransport + Send>,
     mut stop: watch::Receiver<bool>,
     stats: Arc<Mutex<ServerStats>>,
+    extras: Extras,
 ) {
+    let Extras {
+        tick_cost,
+        mut seconds,
+    } = extras;
     let mut rx = RxBatch::new();
     let mut tx = TxBatch::new();
     // A transport polled on its timer (GNS, every millisecond) needs a timer that wakes on
@@ -208,10 +318,20 @@ async fn serve_loop(
             _ = sleep_until(precise.as_ref(), wake) => {}
         }
         let now = Instant::now();
+        if let Some(log) = seconds.as_mut().filter(|l| now >= l.next) {
+            log.roll(now, server.stats().clients);
+        }
         // A tick is the server's timer coming due; it lasts until its output is flushed.
         let ticked = server.poll_timeout().is_some_and(|t| t <= now);
         if ticked {
             server.handle_timeout(now);
+            if let Some(cost) = tick_cost {
+                // The test aid: `cost` of work for each session open, from the tick's start.
+                let players = u32::try_from(server.stats().clients).unwrap_or(u32::MAX);
+                if let Some(until) = now.checked_add(cost.saturating_mul(players)) {
+                    burn_until(until);
+                }
+            }
         }
         transport.service(now, server.as_mut());
         while let Some((to, len)) = transport.poll_datagram(now, server.as_mut(), tx.next_buf()) {
@@ -232,7 +352,11 @@ async fn serve_loop(
         if ticked {
             // The one extra clock read per tick: its end (its start is `now`).
             let us = Instant::now().saturating_duration_since(now).as_micros();
-            tick_us.record(u64::try_from(us).unwrap_or(u64::MAX));
+            let us = u64::try_from(us).unwrap_or(u64::MAX);
+            tick_us.record(us);
+            if let Some(log) = seconds.as_mut() {
+                log.tick_us.record(us);
+            }
         }
         if now >= next_report {
             next_report = now + Duration::from_millis(100);

@@ -167,6 +167,14 @@ pub struct ServerParams {
     /// connection drops, so every resume is refused.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session_grace: Option<Dur>,
+    /// A test aid that burns CPU on purpose, never for production load: simulated work per
+    /// player per tick, in wall time (`50us`, `1ms`). After each tick the server driver
+    /// busy-spins until `tick_cost_per_player × sessions open` has passed since the tick
+    /// began, so the tick time grows linearly with the players and the server's capacity at
+    /// a tick budget is known (`docs/guide/tick-cost.md`). Unset: no added cost. At most
+    /// 100ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tick_cost_per_player: Option<Dur>,
     /// Which of the instances started together this one is (0 for the first): set by
     /// whoever starts them (`serve --instances`, an embedded target), never by a scenario.
     /// A protocol whose instances are parts of one world (DarkAges' zones) reads it.
@@ -197,6 +205,7 @@ impl Default for ServerParams {
             instances: None,
             enet_throttle: false,
             session_grace: None,
+            tick_cost_per_player: None,
             instance: 0,
             bind: None,
             sink: false,
@@ -227,6 +236,15 @@ impl ServerParams {
         }
         if self.snapshot_rate == Some(0) {
             return Err("server.snapshot_rate must be above 0".into());
+        }
+        if let Some(Dur(cost)) = self.tick_cost_per_player {
+            if cost > Duration::from_millis(100) {
+                return Err(format!(
+                    "server.tick_cost_per_player must be at most 100ms (it is simulated work \
+                     a tick spends per player, a test aid), got {}",
+                    crate::duration::format_duration(cost)
+                ));
+            }
         }
         Ok(())
     }

@@ -62,6 +62,7 @@ mod source_addresses;
 mod stop;
 mod test_peer;
 mod threshold_percentiles;
+mod tick_cost;
 mod timer_coalesce;
 mod zergcity_codec;
 mod zergcity_resume;
