@@ -10,7 +10,11 @@
 #   COSTS="60us" RUNS=1 scripts/capacity_truth.sh
 #   TICKSWARM_BIN=target/release/tickswarm scripts/capacity_truth.sh
 #
-# Traffic stays on loopback; every search is bounded by its time_budget.
+# Traffic stays on loopback; every search is bounded by its time_budget. On a machine of few
+# cores the server (which burns a core once the cost is high) and the swarm must not share
+# one: the server runs on the last core and the swarm on the others (taskset), else the
+# generator's lateness is the server's spin and the search rightly stops at the load
+# machine's limit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -64,7 +68,9 @@ for cost in $COSTS; do
         port=$(free_port)
         mport=$(free_port)
         log="$work/ticks-$cost-$run.log"
-        "$TICKSWARM_BIN" serve cafe --port "$port" --tick-cost-per-player "$cost" \
+        last=$(( $(nproc) - 1 ))
+        others="0-$(( last > 0 ? last - 1 : 0 ))"
+        taskset -c "$last" "$TICKSWARM_BIN" serve cafe --port "$port" --tick-cost-per-player "$cost" \
             --tick-log "$log" --metrics-listen "127.0.0.1:$mport" --quiet &
         server=$!
         sleep 1
@@ -98,7 +104,8 @@ capacity:
 YAML
         start=$(date +%s)
         out="$work/out-$cost-$run"
-        "$TICKSWARM_BIN" capacity "$work/cap.yaml" --out "$out" --quiet 2>"$work/err" || true
+        taskset -c "$others" "$TICKSWARM_BIN" capacity "$work/cap.yaml" --out "$out" --quiet \
+            2>"$work/err" || true
         took=$(( $(date +%s) - start ))
         kill "$server" 2>/dev/null || true
         wait "$server" 2>/dev/null || true

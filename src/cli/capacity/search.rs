@@ -11,8 +11,10 @@
 //!    edge is noisy there) makes it the new upper end and narrowing goes on below it, at most
 //!    [`MAX_REMEASURES`] times.
 //!
-//! A step at which the load machine was the limit ends the search at once: the answer is the
-//! last step that held, as a lower bound, never a server capacity.
+//! A step at which the load machine was the limit is a ceiling, never a server's break: the
+//! search narrows below it as below a broken step. When a step below the ceiling breaks, the
+//! answer is the server's; when none does, it is the largest population that held under the
+//! ceiling, as a lower bound (the load machine's limit), never a server capacity.
 
 use crate::metrics::capacity::CapacityLimit;
 use crate::scenario::capacity::CapacitySection;
@@ -48,6 +50,8 @@ pub struct Search {
     lo: u64,
     /// Smallest population that broke, if any.
     hi: Option<u64>,
+    /// Smallest population at which the load machine was the limit, if any.
+    ceiling: Option<u64>,
     /// Populations that held, in order (for stepping back below a contradicted one).
     held: Vec<u64>,
     /// The population asked for and not yet recorded.
@@ -62,6 +66,7 @@ impl Search {
             stage: Stage::Growing,
             lo: 0,
             hi: None,
+            ceiling: None,
             held: Vec::new(),
             pending: None,
             remeasures: 0,
@@ -78,8 +83,14 @@ impl Search {
             Stage::Growing if self.held.is_empty() => self.cfg.start,
             Stage::Growing => self.cfg.grow(self.lo),
             Stage::Narrowing => {
-                let hi = self.hi.unwrap_or(self.lo);
-                if self.narrow_enough(hi) {
+                let upper = self.upper();
+                if self.narrow_enough(upper) {
+                    // The server broke below the load machine's limit: its capacity, measured
+                    // once more. Otherwise the load machine bounds what could be learned.
+                    if self.hi.is_none_or(|h| self.ceiling.is_some_and(|c| c < h)) {
+                        self.stage = Stage::Done(CapacityLimit::LoadMachine);
+                        return None;
+                    }
                     if self.lo == 0 {
                         self.stage = Stage::Done(CapacityLimit::BelowStart);
                         return None;
@@ -87,13 +98,22 @@ impl Search {
                     self.stage = Stage::Confirming;
                     self.lo
                 } else {
-                    self.lo + (hi - self.lo) / 2
+                    self.lo + (upper - self.lo) / 2
                 }
             }
             Stage::Confirming => self.lo,
         };
         self.pending = Some(n);
         Some(n)
+    }
+
+    /// The bracket's upper end: the smallest broken or load-limited population.
+    fn upper(&self) -> u64 {
+        match (self.hi, self.ceiling) {
+            (Some(h), Some(c)) => h.min(c),
+            (Some(x), None) | (None, Some(x)) => x,
+            (None, None) => self.lo,
+        }
     }
 
     /// Whether `lo` and `hi` are close enough: at most `resolution` of `lo` apart (and never
@@ -110,7 +130,13 @@ impl Search {
         };
         match (self.stage, v) {
             (Stage::Done(_), _) => {}
-            (_, Verdict::LoadMachine) => self.stage = Stage::Done(CapacityLimit::LoadMachine),
+            (Stage::Confirming, Verdict::LoadMachine) => {
+                self.stage = Stage::Done(CapacityLimit::LoadMachine)
+            }
+            (_, Verdict::LoadMachine) => {
+                self.ceiling = Some(self.ceiling.map_or(n, |c| c.min(n)));
+                self.stage = Stage::Narrowing;
+            }
             (Stage::Growing, Verdict::Held) => {
                 self.hold(n);
                 if n >= self.cfg.max_players {
@@ -242,14 +268,27 @@ mod tests {
     }
 
     #[test]
-    fn a_saturated_load_machine_ends_the_search_with_a_lower_bound() {
+    fn a_saturated_load_machine_is_a_ceiling_and_the_answer_a_lower_bound_under_it() {
         let c = cfg(50, 5000, 0.05);
         let (steps, s) = against(&c, 10_000, |n, _| {
-            (n >= 400).then_some(Verdict::LoadMachine)
+            (n >= 380).then_some(Verdict::LoadMachine)
         });
-        assert_eq!(steps, vec![50, 100, 200, 400]);
+        assert_eq!(&steps[..4], &[50, 100, 200, 400]);
         assert_eq!(s.limit(), Some(CapacityLimit::LoadMachine));
-        assert_eq!(s.players(), Some(200));
+        let p = s.players().expect("a lower bound");
+        assert!(p < 380 && p as f64 >= 380.0 * 0.95, "{p}: {steps:?}");
+        // Never a step past the first saturated one.
+        assert!(steps.iter().skip(4).all(|&n| n < 400), "{steps:?}");
+    }
+
+    #[test]
+    fn a_server_that_breaks_below_the_load_machines_limit_gets_its_capacity() {
+        let c = cfg(50, 5000, 0.05);
+        // The generator saturates at 800; the server breaks past 511.
+        let (_, s) = against(&c, 511, |n, _| (n >= 800).then_some(Verdict::LoadMachine));
+        assert_eq!(s.limit(), Some(CapacityLimit::Server));
+        let p = s.players().expect("an answer");
+        assert!(p <= 511 && p as f64 >= 511.0 * 0.95, "{p}");
     }
 
     #[test]
