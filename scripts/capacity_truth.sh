@@ -9,6 +9,7 @@
 #   scripts/capacity_truth.sh                 # costs 100us and 25us, 3 runs each
 #   COSTS="60us" RUNS=1 scripts/capacity_truth.sh
 #   TICKSWARM_BIN=target/release/tickswarm scripts/capacity_truth.sh
+#   INPUT_RATE=20 COSTS=25us scripts/capacity_truth.sh   # a lighter swarm, for a larger capacity
 #
 # Traffic stays on loopback; every search is bounded by its time_budget. On a machine of few
 # cores the server (which burns a core once the cost is high) and the swarm must not share
@@ -85,7 +86,7 @@ population:
       over: 1s
   spawn_rate: 200
 behaviour:
-  input_rate: 60
+  input_rate: ${INPUT_RATE:-60}
   ping_interval: 1s
 server_metrics:
   - url: http://127.0.0.1:$mport/metrics
