@@ -1089,6 +1089,13 @@ mod tests {
         assert!(Limit::parse_assignment("loss.downstream=0.5").is_err());
         assert!(Limit::parse_assignment("rtt.p99").is_err());
         assert!(Limit::parse_assignment("rtt.p99=-5%").is_err());
+        // Where more is better, a minus says the drop allowed: a capacity may fall 5 %.
+        let l = Limit::parse_assignment("capacity=-5%").unwrap();
+        assert_eq!(l.allowance, Allowance::Relative(0.05));
+        assert!(l.metric.higher_is_better);
+        assert_eq!(worsening(&l.metric, 400.0, 380.0), 20.0);
+        let l = Limit::parse_assignment("capacity.players=-20").unwrap();
+        assert_eq!(l.allowance, Allowance::Absolute(20.0));
     }
 
     #[test]
