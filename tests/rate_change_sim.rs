@@ -528,7 +528,12 @@ fn cafe_by_seq(loss: f64) -> (Vec<Figures>, Vec<u32>, Vec<u64>) {
     let figs = drive(&mut sim, CAFE, Halving::AtTheServer, loss);
     let w = &sim.server.withheld;
     let per_bot = (0..BOTS)
-        .map(|i| w.get(&sim::bot_addr(i)).copied().unwrap_or(0))
+        .map(|i| {
+            // Every bot played through the halving: one that had nothing withheld means the
+            // wrapper never halved its stream, and the test would check nothing.
+            *w.get(&sim::bot_addr(i))
+                .unwrap_or_else(|| panic!("bot {i}: the server withheld no snapshot"))
+        })
         .collect();
     let shared = sim
         .recs
