@@ -168,7 +168,11 @@ pub fn print_result(s: &Summary) {
     // purpose shows here, not as loss.
     if let Some(r) = &s.snapshot_rate {
         let hz = crate::report::format::fmt_hz;
-        let changes: Vec<String> = r.changes.iter().map(|c| c.describe()).collect();
+        let changes: Vec<String> = r
+            .changes
+            .iter()
+            .map(crate::report::format::rate_change)
+            .collect();
         say!(
             "rate     {} snapshots per bot (slowest second {}, fastest {}){}",
             hz(r.mean_hz),

@@ -340,6 +340,17 @@ impl Recorder {
         self.wire.bytes_down += bytes as u64;
     }
 
+    /// The histogram a time threshold reads (`rtt`, `handshake`, `send_lateness`,
+    /// `snapshot_interarrival`).
+    pub fn time_histogram(&self, m: threshold::TimeMetric) -> &Histogram<u64> {
+        match m {
+            threshold::TimeMetric::Rtt => &self.rtt_us,
+            threshold::TimeMetric::Handshake => &self.handshake_us,
+            threshold::TimeMetric::SendLateness => &self.send_lateness_us,
+            threshold::TimeMetric::SnapshotInterarrival => &self.snapshot_interarrival_us,
+        }
+    }
+
     /// A bot's snapshots (sent to it, by [`Recorder::snapshots_sent`]) over the last whole
     /// second in play.
     pub fn record_bot_snapshot_second(&mut self, snapshots: u64) {

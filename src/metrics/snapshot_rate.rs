@@ -41,7 +41,7 @@ pub struct SnapshotRate {
     pub changes: Vec<RateChangeAt>,
 }
 
-/// One sustained change of the snapshot rate.
+/// One sustained change of the snapshot rate (in words: `report::format::rate_change`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct RateChangeAt {
     /// Seconds since the run started: the start of the first second that left the old rate.
@@ -52,29 +52,6 @@ pub struct RateChangeAt {
     pub to_hz: f64,
     /// Bots in game at the end of that first second.
     pub bots_in_game: u64,
-}
-
-impl RateChangeAt {
-    /// As the console and the report say it: `20 Hz → 10 Hz at 6 s, 196 players`.
-    pub fn describe(&self) -> String {
-        format!(
-            "{} Hz → {} Hz at {} s, {} players",
-            hz(self.from_hz),
-            hz(self.to_hz),
-            hz(self.t),
-            self.bots_in_game
-        )
-    }
-}
-
-/// A rate (or time) with one decimal, none when whole.
-fn hz(v: f64) -> String {
-    let r = (v * 10.0).round() / 10.0;
-    if r.fract() == 0.0 {
-        format!("{r:.0}")
-    } else {
-        format!("{r:.1}")
-    }
 }
 
 impl SnapshotRate {
@@ -218,7 +195,6 @@ mod tests {
                 bots_in_game: 196
             }
         );
-        assert_eq!(r.changes[0].describe(), "20 Hz → 10 Hz at 5 s, 196 players");
         assert_eq!((r.changes[1].t, r.changes[1].to_hz), (10.0, 20.0));
         assert_eq!((r.min_hz, r.max_hz), (10.0, 20.0));
     }

@@ -130,6 +130,16 @@ impl Stat {
         })
     }
 
+    /// This statistic of `h`; `None` when it is empty (no sample is not zero).
+    pub fn of(self, h: &hdrhistogram::Histogram<u64>) -> Option<f64> {
+        (!h.is_empty()).then(|| match self {
+            Stat::Min => h.min() as f64,
+            Stat::Mean => h.mean(),
+            Stat::Max => h.max() as f64,
+            Stat::Quantile(m) => h.value_at_quantile(f64::from(m) / 1e6) as f64,
+        })
+    }
+
     /// The quantile in 0..=1 this statistic is, for percentiles.
     pub fn quantile(self) -> Option<f64> {
         match self {

@@ -11,7 +11,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::format::{fmt_unit, metric_unit};
-use crate::metrics::threshold::{Metric, Stat, Threshold, TimeMetric};
+use crate::metrics::threshold::{Metric, Threshold};
 use crate::metrics::{IntervalPoint, Recorder};
 
 /// Why a run stopped early (summary.json `aborted`).
@@ -57,28 +57,12 @@ pub struct AbortJudge {
 
 /// A threshold's figure in one second, when a second holds it.
 fn observe_second(metric: Metric, rec: &Recorder, p: &IntervalPoint) -> Option<f64> {
-    let stat_of = |h: &hdrhistogram::Histogram<u64>, st: Stat| -> Option<f64> {
-        (!h.is_empty()).then(|| match st {
-            Stat::Min => h.min() as f64,
-            Stat::Mean => h.mean(),
-            Stat::Max => h.max() as f64,
-            Stat::Quantile(m) => h.value_at_quantile(f64::from(m) / 1e6) as f64,
-        })
-    };
     match metric {
-        Metric::Time(m, st) => stat_of(
-            match m {
-                TimeMetric::Rtt => &rec.rtt_us,
-                TimeMetric::Handshake => &rec.handshake_us,
-                TimeMetric::SendLateness => &rec.send_lateness_us,
-                TimeMetric::SnapshotInterarrival => &rec.snapshot_interarrival_us,
-            },
-            st,
-        ),
+        Metric::Time(m, st) => st.of(rec.time_histogram(m)),
         Metric::DownstreamLoss => (rec.loss_down.expected > 0).then(|| rec.loss_down.rate()),
         Metric::UpstreamLoss => (rec.loss_up.expected > 0).then(|| rec.loss_up.rate()),
         // The second's own rate; min, mean, median and max of one second are that rate.
-        Metric::SnapshotRate(_) => p.snapshot_rate_hz,
+        Metric::SnapshotRate(_) => p.snapshot_rate.hz(),
         _ => None,
     }
 }

@@ -103,7 +103,7 @@ pub fn summarize(info: &RunInfo, run: &RunOutcome) -> Summary {
         results.push(match found {
             Some(((g, upstream_method), outcome)) => {
                 let t = &outcome.total;
-                let exact = |m: TimeMetric, q: f64| quantile_of(time_hist(t, m), q);
+                let exact = |m: TimeMetric, q: f64| quantile_of(t.time_histogram(m), q);
                 let why = info
                     .cannot_measure(th.metric)
                     .map(str::to_string)
@@ -153,16 +153,6 @@ pub fn no_such_group(th: &Threshold) -> ThresholdResult {
             .as_ref()
             .map(|g| format!("the run has no group `{g}`")),
         skipped: false,
-    }
-}
-
-/// A recorder's histogram of a time metric.
-fn time_hist(t: &crate::metrics::Recorder, m: TimeMetric) -> &hdrhistogram::Histogram<u64> {
-    match m {
-        TimeMetric::Rtt => &t.rtt_us,
-        TimeMetric::Handshake => &t.handshake_us,
-        TimeMetric::SendLateness => &t.send_lateness_us,
-        TimeMetric::SnapshotInterarrival => &t.snapshot_interarrival_us,
     }
 }
 
@@ -334,7 +324,7 @@ fn summarize_one(info: &RunInfo, run: &RunOutcome) -> Summary {
     summary
         .generator
         .judge_saturation(summary.inputs_sent, info.input_rate_hz);
-    let exact = |m: TimeMetric, q: f64| quantile_of(time_hist(t, m), q);
+    let exact = |m: TimeMetric, q: f64| quantile_of(t.time_histogram(m), q);
     summary.thresholds = info
         .thresholds
         .iter()

@@ -84,12 +84,30 @@ pub fn metric_value(info: &MetricInfo, v: f64) -> String {
 
 /// A rate per second: `20 Hz`, `19.87 Hz` (two decimals, none when whole).
 pub fn fmt_hz(v: f64) -> String {
-    let r = (v * 100.0).round() / 100.0;
+    fmt_hz_to(v, 2)
+}
+
+/// A rate per second to `decimals` decimals, none when whole after rounding.
+pub fn fmt_hz_to(v: f64, decimals: i32) -> String {
+    let scale = 10f64.powi(decimals);
+    let r = (v * scale).round() / scale;
     if r.fract() == 0.0 {
         format!("{r:.0} Hz")
     } else {
-        format!("{r:.2} Hz")
+        format!("{r:.*} Hz", decimals.max(0) as usize)
     }
+}
+
+/// A change of the snapshot rate as the console and the report say it:
+/// `20 Hz → 10 Hz at 6 s, 196 players`.
+pub fn rate_change(c: &crate::metrics::snapshot_rate::RateChangeAt) -> String {
+    format!(
+        "{} → {} at {} s, {} players",
+        fmt_hz_to(c.from_hz, 1),
+        fmt_hz_to(c.to_hz, 1),
+        c.t,
+        c.bots_in_game
+    )
 }
 
 /// Microseconds: `850 µs`, `12.3 µs`, or `1.25 ms` from 1000 µs up.
@@ -302,6 +320,22 @@ pub fn group_f(v: f64, decimals: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rates_and_rate_changes_read_as_people_write_them() {
+        assert_eq!(fmt_hz(60.0), "60 Hz");
+        assert_eq!(fmt_hz(1e6 / 16_667.0), "60 Hz");
+        assert_eq!(fmt_hz(19.87), "19.87 Hz");
+        let c = crate::metrics::snapshot_rate::RateChangeAt {
+            t: 5.0,
+            from_hz: 20.0,
+            to_hz: 9.94,
+            bots_in_game: 196,
+        };
+        assert_eq!(rate_change(&c), "20 Hz → 9.9 Hz at 5 s, 196 players");
+        let c = crate::metrics::snapshot_rate::RateChangeAt { to_hz: 10.0, ..c };
+        assert_eq!(rate_change(&c), "20 Hz → 10 Hz at 5 s, 196 players");
+    }
     use crate::metrics::describe::Display;
 
     fn info(unit: &str, scale: u32) -> MetricInfo {

@@ -112,15 +112,6 @@ fn active_bots(iv: &[IntervalPoint]) -> Option<Overlay> {
     })
 }
 
-/// `hz` for a label: whole where it is whole (`60 Hz`), else to two decimals.
-fn hz_text(hz: f64) -> String {
-    if (hz - hz.round()).abs() < 1e-6 {
-        format!("{} Hz", hz.round())
-    } else {
-        format!("{hz:.2} Hz")
-    }
-}
-
 /// The expected-value line on histogram `tag`'s chart, where the scenario implies one:
 /// snapshots a server-stated snapshot interval apart (`server.snapshot_rate`), inputs one
 /// input interval apart (drawn on the send-lateness chart: lateness of a whole interval is a
@@ -132,7 +123,7 @@ fn expected_for(s: &Summary, tag: &str) -> Vec<Expected> {
     let line = |id: &'static str, what: &str, us: Option<f64>| {
         us.filter(|v| v.is_finite() && *v > 0.0).map(|v| Expected {
             id,
-            label: format!("{what} (1 s / {})", hz_text(1e6 / v)),
+            label: format!("{what} (1 s / {})", crate::report::format::fmt_hz(1e6 / v)),
             value: v,
         })
     };
@@ -509,7 +500,7 @@ fn snapshot_rate_figure(s: &Summary, overlay: Option<Overlay>) -> Option<Figure>
         .filter(|us| *us > 0.0)
         .map(|us| Expected {
             id: "snapshot-rate",
-            label: format!("stated {}", hz_text(1e6 / us)),
+            label: format!("stated {}", crate::report::format::fmt_hz(1e6 / us)),
             value: 1e6 / us,
         })
         .into_iter()
@@ -517,7 +508,11 @@ fn snapshot_rate_figure(s: &Summary, overlay: Option<Overlay>) -> Option<Figure>
     let changes = if rate.changes.is_empty() {
         "The rate held through the run.".to_string()
     } else {
-        let said: Vec<String> = rate.changes.iter().map(|c| c.describe()).collect();
+        let said: Vec<String> = rate
+            .changes
+            .iter()
+            .map(crate::report::format::rate_change)
+            .collect();
         format!("The rate changed: {}.", said.join("; "))
     };
     Some(Figure::new(
