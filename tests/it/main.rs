@@ -57,6 +57,7 @@ mod schema;
 mod self_contained;
 mod server_metrics;
 mod shard;
+mod snapshot_rate;
 mod socket_memory;
 mod source_addresses;
 mod stop;
