@@ -351,7 +351,7 @@ impl TickStep {
         }
         self.learn.push(tick);
         if self.learn.len() >= LEARN_SNAPSHOTS {
-            let mut news = self.finish();
+            let mut news = self.learn_step();
             news.arrived = true;
             return news;
         }
@@ -434,16 +434,24 @@ impl TickStep {
         news
     }
 
-    /// Set the step from the ticks held back so far (at least two) and replay them into the
-    /// count; once the step is known, commit the snapshots held for a possible rate change as
-    /// loss (nothing follows to tell). Call it when the session ends, so a short one is
-    /// counted too.
+    /// The session ended: set the step from the ticks held back so far (at least two) and
+    /// replay them into the count, then commit the snapshots held for a possible rate change
+    /// as loss at the current step (nothing follows to tell). Call it when the session ends,
+    /// so a short one is counted too, and so the count is whole.
     pub fn finish(&mut self) -> TickNews {
+        let mut news = if self.mapper.is_some() {
+            TickNews::default()
+        } else {
+            self.learn_step()
+        };
+        news.loss = add(news.loss, self.commit_held());
+        news
+    }
+
+    /// Set the step from the ticks held back (at least two) and replay them into the count.
+    /// Gaps of a coarser step among them stay held, as later ones would be.
+    fn learn_step(&mut self) -> TickNews {
         let mut news = TickNews::default();
-        if self.mapper.is_some() {
-            news.loss = self.commit_held();
-            return news;
-        }
         if self.learn.len() < 2 {
             return news;
         }
