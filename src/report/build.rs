@@ -320,6 +320,7 @@ fn summarize_one(info: &RunInfo, run: &RunOutcome) -> Summary {
         verdict: String::new(),
         intervals: run.intervals.clone(),
         capacity: None,
+        staircase: None,
     };
     summary
         .generator

@@ -236,7 +236,9 @@ fn tagged(rec: &Recorder) -> Vec<(&str, &Histogram<u64>)> {
     v
 }
 
-fn encode_all(rec: &Recorder) -> BTreeMap<String, String> {
+/// Every non-empty histogram of `rec`, encoded by its hlog tag (at most
+/// [`MAX_GROUP_HISTOGRAMS`]): a window's histograms kept in summary.json, as a group's are.
+pub fn encode_all(rec: &Recorder) -> BTreeMap<String, String> {
     tagged(rec)
         .into_iter()
         .filter_map(|(tag, h)| Some((tag.to_string(), encode(h)?)))

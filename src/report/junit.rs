@@ -197,6 +197,7 @@ mod tests {
             verdict: "fail".into(),
             intervals: Vec::new(),
             capacity: None,
+            staircase: None,
         };
         let doc = render(&s);
         let escaped = "&lt;x a=&quot;1&quot;&gt; &amp; &apos;q&apos; ]]&gt; \u{fffd}end";

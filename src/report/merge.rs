@@ -332,15 +332,20 @@ pub fn merge_runs(dirs: &[PathBuf], allow_missing: bool) -> Result<Merged, Merge
     let project = Project::default();
     let mut total: BTreeMap<String, Histogram<u64>> = BTreeMap::new();
     let mut runs = Vec::new();
-    let mut logs = Vec::new();
     for d in dirs {
         runs.push(read_summary(&d.join("summary.json"))?);
-        logs.push(read_hlog(&d.join("histograms.hlog"), &project, &mut total)?);
     }
     let Some(first) = runs.first() else {
         return Err(MergeError::Empty);
     };
     let shards = check_shards(&runs, dirs, allow_missing)?;
+    if runs.iter().any(|s| s.staircase.is_some()) {
+        return merge_staircase_runs(&runs, dirs, shards);
+    }
+    let mut logs = Vec::new();
+    for d in dirs {
+        logs.push(read_hlog(&d.join("histograms.hlog"), &project, &mut total)?);
+    }
     let mut m = first.clone();
     m.shard = None;
     m.merged_shards = shards.clone();
@@ -547,6 +552,94 @@ pub fn merge_runs(dirs: &[PathBuf], allow_missing: bool) -> Result<Merged, Merge
     Ok(Merged { summary: m, logs })
 }
 
+/// The shards of a sharded capacity search: the answer from their staircases' windows added
+/// step by step ([`super::capacity::merge_staircases`]); the rest of the merged summary is the
+/// merged window of the step the answer stands on. The verdict passes when the staircase
+/// found an answer (a server capacity, or a lower bound) and every condition on it holds;
+/// a shard missing (`--allow-missing`) fails it, as in any merge.
+fn merge_staircase_runs(
+    runs: &[Summary],
+    dirs: &[PathBuf],
+    shards: Option<MergedShards>,
+) -> Result<Merged, MergeError> {
+    let at = |i: usize| {
+        dirs.get(i)
+            .cloned()
+            .unwrap_or_default()
+            .join("summary.json")
+    };
+    let mut stairs = Vec::new();
+    for (i, s) in runs.iter().enumerate() {
+        match (&s.staircase, s.shard) {
+            (Some(st), Some(_)) => stairs.push(st),
+            _ => {
+                return Err(input_err(
+                    &at(i),
+                    "is not a shard of a sharded capacity search, and the others are: merge \
+                     the shards of one search",
+                ))
+            }
+        }
+    }
+    let merged = super::capacity::merge_staircases(&stairs).map_err(|e| input_err(&at(0), e))?;
+    let Some(first) = runs.first() else {
+        return Err(MergeError::Empty);
+    };
+    let mut m = first.clone();
+    m.shard = None;
+    m.staircase = None;
+    m.merged_shards = shards.clone();
+    m.intervals = Vec::new();
+    m.snapshot_rate = None;
+    m.groups = super::groups::Groups::default();
+    if let Some((w, server)) = merged.window {
+        let mut figures = super::groups::as_summary(&w);
+        figures.server_metrics = server;
+        m.bots = figures.bots;
+        m.rtt_us = figures.rtt_us;
+        m.handshake_us = figures.handshake_us;
+        m.snapshot_interarrival_us = figures.snapshot_interarrival_us;
+        m.generator = figures.generator;
+        m.loss = figures.loss;
+        m.bandwidth = figures.bandwidth;
+        m.inputs_sent = figures.inputs_sent;
+        m.snapshots_applied = figures.snapshots_applied;
+        m.errors = figures.errors;
+        m.protocol_metrics = figures.protocol_metrics;
+        m.server_metrics = figures.server_metrics;
+    }
+    let found = matches!(
+        merged.capacity.limit,
+        Some(
+            crate::metrics::capacity::CapacityLimit::Server
+                | crate::metrics::capacity::CapacityLimit::MaxPlayers
+                | crate::metrics::capacity::CapacityLimit::LoadMachine
+        )
+    );
+    m.thresholds = merged.on_answer;
+    if let Some(sh) = shards.as_ref().filter(|sh| !sh.missing.is_empty()) {
+        m.thresholds.push(ThresholdResult {
+            metric: "merged_shards.missing".into(),
+            condition: format!("all {} shards merged", sh.count),
+            observed: Some(sh.missing.len() as f64),
+            ok: false,
+            default: true,
+            unmeasurable: None,
+            skipped: false,
+        });
+    }
+    m.capacity = Some(merged.capacity);
+    m.verdict = if found && m.thresholds.iter().all(|t| t.ok) {
+        "pass".into()
+    } else {
+        "fail".into()
+    };
+    Ok(Merged {
+        summary: m,
+        logs: Vec::new(),
+    })
+}
+
 /// Shards of one run, all there (or `allow_missing`), or whole runs of one scenario: anything
 /// else is refused, naming the run folder and why.
 fn check_shards(
@@ -747,7 +840,7 @@ fn add_summary(m: &mut Summary, s: &Summary) -> Result<(), String> {
 
 /// Add run `s`'s groups into the merged ones, by name: counters as the whole run's, and
 /// histograms exactly (decoded, added, encoded again).
-fn add_groups(
+pub(super) fn add_groups(
     into: &mut super::groups::Groups,
     from: &super::groups::Groups,
 ) -> Result<(), String> {
@@ -903,7 +996,7 @@ fn sparse(h: &Histogram<u64>) -> Vec<(u64, u64)> {
 
 /// After every run is added: each group's statistics again from its merged histograms, and
 /// its saturation rule from its merged counts.
-fn finish_groups(groups: &mut super::groups::Groups) -> Result<(), String> {
+pub(super) fn finish_groups(groups: &mut super::groups::Groups) -> Result<(), String> {
     for g in &mut groups.0 {
         let mut digests: BTreeMap<String, HistSummary> = BTreeMap::new();
         for (tag, text) in &g.histograms {

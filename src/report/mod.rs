@@ -2,6 +2,7 @@
 
 pub mod abort;
 pub mod build;
+pub mod capacity;
 pub mod compare;
 pub mod format;
 pub mod groups;

@@ -425,6 +425,11 @@ pub struct Summary {
     /// the step the answer stands on. Absent for a plain run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<crate::metrics::capacity::Capacity>,
+    /// One shard's part of a sharded capacity search (`tickswarm capacity --shard I/N`): the
+    /// fixed staircase it followed and every step's window, which `merge` adds up across the
+    /// shards to find the answer (see [`super::capacity`]). Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staircase: Option<super::capacity::Staircase>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

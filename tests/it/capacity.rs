@@ -96,14 +96,18 @@ fn a_server_that_holds_every_step_gets_a_lower_bound_at_max_players() {
 fn a_server_that_refuses_the_31st_player_holds_exactly_30() {
     let tmp = tempfile::tempdir().expect("tmp");
     let file = tmp.path().join("cap.yaml");
-    // 10 inputs a second, as above: the load machine must not be the limit here.
+    // 5 inputs a second: the load machine must not be the limit here. At 10 a busy machine
+    // (57 ms of send lateness, over half the 100 ms period) once made a step the load
+    // machine's; half the rate doubles that margin.
     Scenario::file("quickstart.yaml")
-        .set("behaviour.input_rate", 10)
+        .set("behaviour.input_rate", 5)
         .add("server.max_clients", 30)
         .set(
             "thresholds",
+            // The session cap is the limit under test: the RTT objective is loose enough that
+            // a saturated debug build on 2 busy cores (RTT p99 57 ms was seen) never breaks it.
             serde_json::json!([
-                "rtt p99 < 50ms",
+                "rtt p99 < 1s",
                 "downstream_loss < 1%",
                 "connect_success > 99.9%",
                 "capacity >= 25"
@@ -243,5 +247,141 @@ fn settings_a_search_cannot_run_with_are_refused_at_their_line() {
             assert!(err.contains("bad.yaml:"), "{cmd}: names no file: {err}");
         }
         assert!(!tmp.path().join("never").exists());
+    }
+}
+
+/// A sharded search: two `--shard I/2` processes follow one staircase (4, 8, 12, 16 players)
+/// from one shared start time against one `tickswarm serve cafe --max-clients 12`, and
+/// `merge` finds the answer from both shards' step windows: 12 players, the 16-player step
+/// broken by connect_success (4 refused, whichever shard they were on).
+#[test]
+fn shards_follow_one_staircase_and_merge_finds_the_answer() {
+    let (mut server, addr) =
+        crate::common::serve::serve("cafe", &["--max-clients", "12", "--duration", "120s"]);
+    let tmp = tempfile::tempdir().expect("tmp");
+    let file = tmp.path().join("cap.yaml");
+    Scenario::file("quickstart.yaml")
+        .set("target", addr.as_str())
+        .set("behaviour.input_rate", 5)
+        .set(
+            "thresholds",
+            serde_json::json!([
+                "connect_success > 99.9%",
+                "downstream_loss < 5%",
+                "capacity >= 10"
+            ]),
+        )
+        .add(
+            "capacity",
+            serde_json::json!({
+                "start": 4, "step": 4, "max_players": 16, "settle": "1s", "window": "2s",
+                "min_samples": 1, "time_budget": "2m"
+            }),
+        )
+        .write(&file);
+    let start_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs()
+        + 3;
+    let dirs: Vec<_> = (0..2)
+        .map(|i| tmp.path().join(format!("shard-{i}")))
+        .collect();
+    let children: Vec<_> = dirs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            Command::new(env!("CARGO_BIN_EXE_tickswarm"))
+                .arg("capacity")
+                .arg(&file)
+                .arg("--out")
+                .arg(d)
+                .args([
+                    "--shard",
+                    &format!("{i}/2"),
+                    "--start-at",
+                    &start_at.to_string(),
+                ])
+                .output_async()
+        })
+        .collect();
+    for (i, c) in children.into_iter().enumerate() {
+        let o = c.wait_with_output().expect("shard ran");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "shard {i}: {err}");
+        assert!(err.contains("staircase (shard"), "shard {i}: {err}");
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+    for d in &dirs {
+        let s: Value =
+            serde_json::from_str(&std::fs::read_to_string(d.join("summary.json")).expect("part"))
+                .expect("JSON");
+        schema_check(&s);
+        let plan: Vec<u64> = at(&s, "staircase.plan")
+            .as_array()
+            .expect("plan")
+            .iter()
+            .map(|v| v.as_u64().expect("players"))
+            .collect();
+        assert_eq!(plan, [4, 8, 12, 16]);
+    }
+    let merged = tmp.path().join("merged");
+    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
+        .arg("merge")
+        .args(&dirs)
+        .arg("--out")
+        .arg(&merged)
+        .output()
+        .expect("merge");
+    let err = String::from_utf8_lossy(&o.stderr);
+    let s: Value = serde_json::from_str(
+        &std::fs::read_to_string(merged.join("summary.json"))
+            .unwrap_or_else(|e| panic!("{e}: {err}")),
+    )
+    .expect("JSON");
+    schema_check(&s);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_eq!(str_at(&s, "capacity.limit"), "server", "{err}");
+    assert_eq!(u64_at(&s, "capacity.players"), 12);
+    assert_eq!(u64_at(&s, "capacity.interval.1"), 15);
+    let steps = at(&s, "capacity.steps").as_array().expect("steps");
+    let verdicts: Vec<&str> = steps.iter().map(|st| str_at(st, "verdict")).collect();
+    assert_eq!(verdicts, ["held", "held", "held", "broke"]);
+    // Both shards' bots in each held step's window, and 12 of 16 in the broken one.
+    let in_game: Vec<u64> = steps.iter().map(|st| u64_at(st, "in_game")).collect();
+    assert_eq!(in_game, [4, 8, 12, 12]);
+    assert!(
+        at(&s, "capacity.limiting")
+            .as_array()
+            .expect("list")
+            .iter()
+            .any(|c| c == "connect_success > 99.9%"),
+        "{s}"
+    );
+    // The merged file's figures are the answer's window (12 players, both shards).
+    assert_eq!(u64_at(&s, "bots.planned"), 12);
+    assert_eq!(str_at(&s, "verdict"), "pass");
+    assert!(
+        at(&s, "thresholds")
+            .as_array()
+            .expect("list")
+            .iter()
+            .any(|t| t["condition"] == "capacity >= 10" && t["ok"] == true),
+        "{s}"
+    );
+}
+
+/// A spawned process whose output is collected when it ends.
+trait OutputAsync {
+    fn output_async(&mut self) -> std::process::Child;
+}
+
+impl OutputAsync for Command {
+    fn output_async(&mut self) -> std::process::Child {
+        self.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn")
     }
 }

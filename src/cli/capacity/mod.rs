@@ -10,6 +10,7 @@
 //! answer is a lower bound, the load machine's limit.
 
 pub mod search;
+mod staircase;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -51,6 +52,12 @@ pub(crate) struct CapacityArgs {
     /// The whole search's time, e.g. 8m (capacity.time_budget).
     #[arg(long, value_name = "D", value_parser = scenario::parse_duration)]
     time_budget: Option<Duration>,
+    /// With --shard: the time every shard starts the staircase at, the same on all (seconds
+    /// since the Unix epoch, or RFC 3339 such as 2026-11-28T10:00:00Z). A sharded search
+    /// follows a staircase fixed in advance; `tickswarm merge` on the shards' folders gives
+    /// the answer.
+    #[arg(long, value_name = "TIME", env = "TICKSWARM_START_AT")]
+    start_at: Option<String>,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -93,6 +100,8 @@ fn spawn_rate(file: &ScenarioFile) -> f64 {
 
 /// One step's shape: ramp to `players` at `rate`, then hold through settle and window.
 struct StepShape {
+    /// The whole step's players (every shard's).
+    players: u64,
     ramp: Duration,
     /// From the run's start to the window's start: the ramp and the settle, in whole seconds
     /// (the window starts on a second of the run's clock, as its points do).
@@ -105,6 +114,7 @@ impl StepShape {
         let ramp = Duration::from_secs_f64(players as f64 / rate);
         let window_start_s = (ramp + c.settle.0).as_secs_f64().ceil() as u64;
         Self {
+            players,
             ramp,
             window_start_s,
             window_s: c.window.0.as_secs_f64().ceil() as u64,
@@ -122,6 +132,10 @@ struct StepOutcome {
     verdict: Option<Verdict>,
     record: CapacityStep,
     summary: Summary,
+    /// The window's histograms, encoded by tag (a shard's staircase keeps them for merge).
+    histograms: std::collections::BTreeMap<String, String>,
+    /// When the window started.
+    window_at: Instant,
 }
 
 pub(crate) fn cmd_capacity(a: &CapacityArgs) -> anyhow::Result<u8> {
@@ -222,6 +236,10 @@ pub(crate) fn cmd_capacity(a: &CapacityArgs) -> anyhow::Result<u8> {
             .collect::<Vec<_>>()
             .join(" · ")
     );
+
+    if first.shard.is_some() {
+        return run_shard(a, &cap, &on_answer, &plan_for, rate, &dir, &stop);
+    }
 
     let t0 = Instant::now();
     let mut search = Search::new(&cap);
@@ -326,6 +344,126 @@ pub(crate) fn cmd_capacity(a: &CapacityArgs) -> anyhow::Result<u8> {
     Ok(if pass { EXIT_PASS } else { EXIT_FAIL })
 }
 
+/// A shard's part of a sharded search: the fixed staircase at the shared start time, each
+/// step's window kept for `merge` (see [`staircase`]). Exits 0 when the staircase ran (to its
+/// end, or to a step that broke on this shard): the answer is merge's.
+fn run_shard(
+    a: &CapacityArgs,
+    cap: &CapacitySection,
+    on_answer: &[Threshold],
+    plan_for: &dyn Fn(u64) -> Result<(Plan, StepShape), String>,
+    rate: f64,
+    dir: &std::path::Path,
+    stop: &StopSignal,
+) -> anyhow::Result<u8> {
+    let usage = |e: &dyn std::fmt::Display| {
+        say!("error: {e}");
+        Ok(EXIT_USAGE)
+    };
+    let first = match plan_for(cap.start) {
+        Ok((p, _)) => p,
+        Err(e) => return usage(&e),
+    };
+    let Some(text) = &a.start_at else {
+        return usage(
+            &"a sharded capacity search needs --start-at TIME (or TICKSWARM_START_AT), \
+             the same on every shard, e.g. $(date -u -d '+2 min' +%FT%TZ): its steps are fixed \
+             in advance and start together",
+        );
+    };
+    let start_at = match staircase::parse_start_at(text)
+        .and_then(|t| staircase::check_start(t, std::time::SystemTime::now()).map(|()| t))
+    {
+        Ok(t) => t,
+        Err(e) => return usage(&e),
+    };
+    if let Some(t) = staircase::unjudgeable(&first.thresholds) {
+        return usage(&format!(
+            "{}: objective `{}` has no figure per step window that shards can add up; a \
+             sharded capacity search judges latency, loss, counters and the server's series",
+            a.scenario.display(),
+            t.text
+        ));
+    }
+    let populations = staircase::populations(cap);
+    let mut steps = Vec::new();
+    for (players, offset) in staircase::schedule(
+        &populations,
+        |n| StepShape::new(n, rate, cap),
+        cap.time_budget.0,
+    ) {
+        let (plan, shape) = match plan_for(players) {
+            Ok(p) => p,
+            Err(e) => return usage(&e),
+        };
+        steps.push(staircase::PlannedStep {
+            players,
+            offset,
+            plan,
+            shape,
+        });
+    }
+    if steps.is_empty() {
+        return usage(&format!(
+            "{}: capacity.time_budget ({}) is shorter than the staircase's first step",
+            a.scenario.display(),
+            scenario::format_duration(cap.time_budget.0)
+        ));
+    }
+    let planned: Vec<String> = steps.iter().map(|s| s.players.to_string()).collect();
+    say!(
+        "staircase (shard {}): {} players, starting {}{}",
+        first.shard.map(|s| s.to_string()).unwrap_or_default(),
+        planned.join(" → "),
+        text,
+        if steps.len() < populations.len() {
+            format!(
+                " (the time budget cuts it short of {} players)",
+                cap.max_players
+            )
+        } else {
+            String::new()
+        }
+    );
+    let setup = staircase::Setup {
+        cap,
+        start_at,
+        objectives: first.thresholds.iter().map(|t| t.text.clone()).collect(),
+        on_answer: on_answer.iter().map(|t| t.text.clone()).collect(),
+        stop,
+    };
+    let result = match staircase::run(setup, a, &steps) {
+        Ok(r) => r,
+        Err(e @ (EngineError::FdLimit(_) | EngineError::SourceAddress(_))) => return usage(&e),
+        Err(e) => return Err(e.into()),
+    };
+    let Some(mut summary) = result.summary else {
+        say!("error: no step ran; nothing to report");
+        return Ok(EXIT_FAIL);
+    };
+    if let Some(why) = &result.staircase.stopped {
+        say!("stopped: {why}");
+    }
+    say!(
+        "ran {} of {} steps; the answer is `tickswarm merge` of every shard's folder",
+        result.staircase.steps.len(),
+        steps.len()
+    );
+    // This folder is a part, not a result: the objectives are judged per step on every
+    // shard's window by merge.
+    summary.thresholds.clear();
+    summary.verdict = "pass".into();
+    summary.staircase = Some(result.staircase);
+    let written = report::write_all(dir, &summary, first.junit)
+        .with_context(|| format!("writing the report to {}", dir.display()))?;
+    say!("summary  {}", written.summary_json.display());
+    Ok(if stop.is_stopped() {
+        EXIT_FAIL
+    } else {
+        EXIT_PASS
+    })
+}
+
 /// Run one step and judge its window.
 fn run_step(
     plan: &Plan,
@@ -339,10 +477,19 @@ fn run_step(
     let mut scrapers = None;
     let window = shape.window_start_s..shape.window_start_s + shape.window_s;
     let mut started = t0;
+    // A shard of a staircase judges its own steps on the server's series too, so every shard
+    // scrapes every endpoint (not only those the scenario gives its index).
+    let scrape_plan = if plan.shard.is_some() {
+        let mut p = plan.clone();
+        p.shard = None;
+        std::borrow::Cow::Owned(p)
+    } else {
+        std::borrow::Cow::Borrowed(plan)
+    };
     let on_start = |start: &engine::RunStart| {
         started = start.at;
         (embedded, scrapers) = start_server_metrics(
-            plan,
+            &scrape_plan,
             start,
             Duration::from_secs(window.start),
             Duration::from_secs(shape.window_s),
@@ -361,6 +508,7 @@ fn run_step(
     drop(embedded);
     let in_game = points.iter().map(|p| p.phases.in_game).min().unwrap_or(0);
     let whole = points.len() as u64 == shape.window_s;
+    let histograms = report::groups::encode_all(&rec);
     let mut w = outcome;
     w.total = rec;
     w.tail = Recorder::new();
@@ -407,8 +555,14 @@ fn run_step(
             "load_machine",
             format!(
                 "the load machine was the limit in the window ({} CPU-bound seconds, {} grid \
-                 slots skipped): nothing is known of the server here",
-                summary.generator.cpu_bound_seconds, summary.generator.inputs_skipped
+                 slots skipped, send lateness p99 {} of the input period): nothing is known of \
+                 the server here",
+                summary.generator.cpu_bound_seconds,
+                summary.generator.inputs_skipped,
+                summary
+                    .generator
+                    .lateness_p99_of_period
+                    .map_or("–".into(), |x| format!("{:.0}%", x * 100.0))
             ),
         )
     } else if judges_rtt && summary.rtt_us.count < min_samples {
@@ -431,7 +585,7 @@ fn run_step(
         )
     };
     let record = CapacityStep {
-        players: plan.planned,
+        players: plan.shard.map_or(plan.planned, |_| shape.players),
         in_game,
         window_s: [from, from + shape.window_s as f64],
         verdict: name.into(),
@@ -442,6 +596,8 @@ fn run_step(
         verdict,
         record,
         summary,
+        histograms,
+        window_at: started + Duration::from_secs(window.start),
     })
 }
 
@@ -481,66 +637,16 @@ fn conclude(
     elapsed: Duration,
     note: Option<String>,
 ) -> Capacity {
-    let players = search.players();
-    let interval = search.interval();
-    let limit = search.limit();
-    // The objectives the smallest broken step failed.
-    let first_broken = steps
-        .iter()
-        .filter(|s| s.verdict == "broke")
-        .min_by_key(|s| s.players);
-    let limiting: Vec<String> = first_broken
-        .map(|s| {
-            s.objectives
-                .iter()
-                .filter(|o| !o.ok)
-                .map(|o| o.condition.clone())
-                .collect()
-        })
-        .unwrap_or_default();
-    let took = scenario::format_duration(Duration::from_secs(elapsed.as_secs()));
-    let answer = match (limit, players) {
-        (Some(CapacityLimit::Server), Some(p)) => format!(
-            "capacity {p} players ({}); first to break: {} at {} players; {took}",
-            match interval[1] {
-                Some(h) if h > p => format!("interval {p}–{h}"),
-                _ => "exact: one more broke".to_string(),
-            },
-            limiting.join(", "),
-            first_broken.map_or(0, |s| s.players),
-        ),
-        (Some(CapacityLimit::LoadMachine), p) => format!(
-            "capacity at least {} players (the load machine's limit); the server held every \
-             objective up to there; {took}",
-            p.unwrap_or(0)
-        ),
-        (Some(CapacityLimit::MaxPlayers), Some(p)) => format!(
-            "capacity at least {p} players (capacity.max_players); the server held every \
-             objective; {took}"
-        ),
-        (Some(CapacityLimit::BelowStart), _) | (_, None) => format!(
-            "capacity below {} players: the smallest step tried broke {}; {took}",
-            steps.iter().map(|s| s.players).min().unwrap_or(cap.start),
-            if limiting.is_empty() {
-                "its objectives".to_string()
-            } else {
-                limiting.join(", ")
-            }
-        ),
-        (_, Some(p)) => format!(
-            "capacity between {p} and {} players, unfinished ({}); {took}",
-            interval[1].map_or("?".into(), |h| h.to_string()),
-            note.as_deref().unwrap_or("the search ended early")
-        ),
-    };
-    Capacity {
-        players,
-        interval,
-        limit,
-        limiting,
-        resolution: cap.resolution,
-        elapsed_s: elapsed.as_secs_f64(),
+    report::capacity::conclude(
+        report::capacity::Conclusion {
+            players: search.players(),
+            interval: search.interval(),
+            limit: search.limit(),
+            resolution: cap.resolution,
+            start: cap.start,
+            elapsed,
+            note: note.as_deref(),
+        },
         steps,
-        answer,
-    }
+    )
 }

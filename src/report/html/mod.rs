@@ -219,6 +219,7 @@ mod tests {
             verdict: String::new(),
             intervals: Vec::new(),
             capacity: None,
+            staircase: None,
         }
     }
 
