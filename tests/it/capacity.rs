@@ -1,6 +1,7 @@
 //! `tickswarm capacity`: the search run for real against the embedded reference server, on
 //! the paths a test can make happen for sure on a busy 2-core machine in a debug build:
-//! - a server that holds every step up to `max_players` (a lower bound, never a capacity);
+//! - a server that holds every step up to `max_players` (a lower bound, never a capacity),
+//!   the population's groups keeping their shares at every step;
 //! - a load machine that cannot carry the load (one worker, 1,000 inputs a second per bot):
 //!   the answer names the load machine, no step is blamed on the server, and no step goes
 //!   past the first saturated one;
@@ -58,8 +59,13 @@ fn a_server_that_holds_every_step_gets_a_lower_bound_at_max_players() {
     let file = tmp.path().join("cap.yaml");
     // 10 inputs a second: the generator is judged saturated only past 50 ms of lateness
     // (half an input period), which a busy 2-core machine running other tests stays under.
+    // Two groups: each step's population is split by their shares, as a run's is.
     Scenario::file("quickstart.yaml")
         .set("behaviour.input_rate", 10)
+        .add(
+            "groups",
+            serde_json::json!([{"name": "big", "share": "75%"}, {"name": "small", "share": "25%"}]),
+        )
         .add(
             "capacity",
             serde_json::json!({
@@ -85,6 +91,9 @@ fn a_server_that_holds_every_step_gets_a_lower_bound_at_max_players() {
     }
     // The rest of the summary is the answer's window: its bots and its seconds only.
     assert_eq!(u64_at(&s, "bots.planned"), 8);
+    // The groups kept their shares at the answer's 8 players: 6 and 2.
+    assert_eq!(u64_at(&s, "groups.big.bots.planned"), 6);
+    assert_eq!(u64_at(&s, "groups.small.bots.planned"), 2);
     assert_eq!(at(&s, "intervals").as_array().expect("list").len(), 2);
     assert!(
         err.contains("capacity at least 8 players (capacity.max_players)"),
