@@ -318,16 +318,6 @@ fn report_renders_at_desktop_and_phone_widths() {
     let tmp = tempfile::tempdir().unwrap();
     let html = generate_report(tmp.path());
     let page = std::fs::read_to_string(&html).unwrap();
-    // The probe copy: CSP meta out (else the probe may not run), the probe in.
-    let csp_at = page
-        .find("<meta http-equiv=\"Content-Security-Policy\"")
-        .expect("CSP meta");
-    let csp_end = csp_at + page[csp_at..].find('>').unwrap() + 1;
-    let probed = format!("{}{}", &page[..csp_at], &page[csp_end..])
-        .replace("</body>", &format!("{PROBE}</body>"));
-    let probed_path = tmp.path().join("probed.html");
-    std::fs::write(&probed_path, probed).unwrap();
-    let url = format!("file://{}", html.display());
 
     // What the expected-value lines are drawn from.
     let summary: serde_json::Value = serde_json::from_slice(
@@ -362,9 +352,40 @@ fn report_renders_at_desktop_and_phone_widths() {
             "no {id} chart in the report"
         );
     }
+    at_both_widths(
+        tmp.path(),
+        &html,
+        expected_charts,
+        "report",
+        &overlays_and_expected_lines,
+    );
+}
+
+/// The report at `html` (in `dir/out/`) in Chromium at 1280 and 420 px: no console message,
+/// `expected_charts` charts each drawing something, no horizontal overflow, every chart laid
+/// out inside the viewport, and what `also` checks of the charts; a screenshot
+/// `NAME-WIDTH.png` of each width for a person.
+fn at_both_widths(
+    tmp: &Path,
+    html: &Path,
+    expected_charts: usize,
+    name: &str,
+    also: &dyn Fn(&[(String, String)], u32),
+) {
+    let page = std::fs::read_to_string(&html).unwrap();
+    // The probe copy: CSP meta out (else the probe may not run), the probe in.
+    let csp_at = page
+        .find("<meta http-equiv=\"Content-Security-Policy\"")
+        .expect("CSP meta");
+    let csp_end = csp_at + page[csp_at..].find('>').unwrap() + 1;
+    let probed = format!("{}{}", &page[..csp_at], &page[csp_end..])
+        .replace("</body>", &format!("{PROBE}</body>"));
+    let probed_path = tmp.join("probed.html");
+    std::fs::write(&probed_path, probed).unwrap();
+    let url = format!("file://{}", html.display());
     let shots = shots_dir();
     for width in [1280u32, 420] {
-        let profile = tmp.path().join(format!("profile-{width}"));
+        let profile = tmp.join(format!("profile-{width}"));
         let window = width.max(500);
         // As written: no console message, every chart drawn.
         let (dom, err) = chromium(
@@ -390,9 +411,9 @@ fn report_renders_at_desktop_and_phone_widths() {
             assert!(!id.is_empty(), "a chart without an id: {fig}");
             assert!(drew_something(fig), "chart {id} drew nothing at {width} px");
         }
-        overlays_and_expected_lines(&figs, width);
+        also(&figs, width);
         // Laid out `width` px wide: sizes and overflow from the probe.
-        let frame = tmp.path().join(format!("frame-{width}.html"));
+        let frame = tmp.join(format!("frame-{width}.html"));
         std::fs::write(&frame, frame_page("probed.html", width, 1000)).unwrap();
         let (dom, err) = chromium(
             &profile,
@@ -426,10 +447,10 @@ fn report_renders_at_desktop_and_phone_widths() {
             );
         }
         // For a person: the page as rendered.
-        let shot = shots.join(format!("report-{width}.png"));
+        let shot = shots.join(format!("{name}-{width}.png"));
         let _ = std::fs::remove_file(&shot);
         let height = p.height.clamp(1000, 16_000);
-        let frame = tmp.path().join(format!("shot-{width}.html"));
+        let frame = tmp.join(format!("shot-{width}.html"));
         std::fs::write(&frame, frame_page("out/report.html", width, height)).unwrap();
         let arg = format!("--screenshot={}", shot.display());
         chromium(
@@ -447,6 +468,53 @@ fn report_renders_at_desktop_and_phone_widths() {
         );
         eprintln!("screenshot: {}", shot.display());
     }
+}
+
+/// A capacity search's report (two steps against the embedded server, each with its window's
+/// figures): the answer first, and a knee chart per objective, drawn and laid out at both
+/// widths as every other chart.
+#[test]
+fn a_capacity_report_renders_its_knee_charts_at_desktop_and_phone_widths() {
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = tmp.path().join("cap.yaml");
+    std::fs::write(
+        &scenario,
+        "name: knee\nprotocol:\n  cafe: {}\ntarget: embedded\npopulation:\n  stages:\n    \
+         - ramp_to: 4\n      over: 1s\nbehaviour:\n  input_rate: 10\n  ping_interval: 200ms\n\
+         thresholds:\n  - rtt p99 < 1s\n  - downstream_loss < 5%\ncapacity:\n  start: 4\n  \
+         max_players: 8\n  settle: 1s\n  window: 2s\n  min_samples: 4\n  time_budget: 2m\n",
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
+        .arg("capacity")
+        .arg(&scenario)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("run tickswarm capacity");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let html = out.join("report.html");
+    let page = std::fs::read_to_string(&html).expect("report.html");
+    assert!(
+        page.find("capacity at least 8 players") < page.find("data-chart=\"knee-0\""),
+        "the answer before the knee charts"
+    );
+    for id in ["knee-0", "knee-1"] {
+        assert!(
+            page.contains(&format!("data-chart=\"{id}\"")),
+            "no {id} chart in the report"
+        );
+    }
+    // A knee chart marks each step: one point per step tried (4 and 8 players).
+    let knees = |figs: &[(String, String)], width: u32| {
+        for (id, fig) in figs.iter().filter(|(id, _)| id.starts_with("knee-")) {
+            let steps = fig.matches("<circle data-step=").count();
+            assert_eq!(steps, 2, "{id} marks {steps} steps at {width} px, not 2");
+        }
+    };
+    at_both_widths(tmp.path(), &html, figures(&page).len(), "capacity", &knees);
 }
 
 /// A run against a port where nothing answers (exit 3): the report opens with why it failed,
