@@ -26,6 +26,9 @@ pub mod ty {
 pub mod len {
     pub const CONNECT: usize = 9;
     pub const CONNECT_REPLY: usize = 10;
+    /// The CONNECT reply cut to what the public client reads (type, success, entity id):
+    /// what the reference server sends, so the reply is smaller than the 9-byte CONNECT.
+    pub const CONNECT_REPLY_SHORT: usize = 6;
     pub const INPUT: usize = 19;
     pub const PING: usize = 5;
     pub const PONG: usize = 5;
@@ -237,14 +240,19 @@ pub fn decode_server(data: &[u8]) -> Result<ServerPacket<'_>, DecodeError> {
             Ok(ServerPacket::Pong(r.u32().map_err(short("pong"))?))
         }
         ty::CONNECT_REPLY => {
-            if data.len() != len::CONNECT_REPLY {
+            if data.len() != len::CONNECT_REPLY && data.len() != len::CONNECT_REPLY_SHORT {
                 return Err(err("connect_reply", "bad_size"));
             }
             let e = short("connect_reply");
             Ok(ServerPacket::ConnectReply {
                 success: r.u8().map_err(&e)?,
                 entity_id: r.u32().map_err(&e)?,
-                zone_id: r.u32().map_err(&e)?,
+                // The short reply (the reference server's) leaves the zone off: 0.
+                zone_id: if r.is_empty() {
+                    0
+                } else {
+                    r.u32().map_err(&e)?
+                },
             })
         }
         ty::DISCONNECT => {
@@ -436,6 +444,17 @@ pub fn encode_entity(w: &mut Writer<'_, Le>, e: &Entity) -> Result<(), WireError
 }
 
 /// CONNECT reply (success 1).
+/// The CONNECT reply cut to the 6 bytes the public client reads (`[7][1][entity_id u32]`;
+/// it checks only that a reply has at least 6): the reference server's, which must not be
+/// larger than the 9-byte CONNECT it answers (see [`super::admission`]).
+pub fn encode_connect_reply_short(buf: &mut [u8], entity_id: u32) -> Result<usize, WireError> {
+    let mut w = Writer::<Le>::new(buf);
+    w.u8(ty::CONNECT_REPLY)?;
+    w.u8(1)?;
+    w.u32(entity_id)?;
+    Ok(w.position())
+}
+
 pub fn encode_connect_reply(
     buf: &mut [u8],
     entity_id: u32,

@@ -5,7 +5,9 @@
 //! - [`codec`]: every wire rule.
 //! - [`bot`]: the simulated client.
 //! - [`server`]: a small reference server of the same wire.
+//! - [`admission`]: how that server proves a source's address on a wire with no cookie.
 
+pub mod admission;
 pub mod bot;
 pub mod codec;
 pub mod server;

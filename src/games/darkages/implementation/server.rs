@@ -4,14 +4,19 @@
 //!
 //! - CONNECT from a connection it does not hold: admitted (up to `max_clients`), answered
 //!   with the reply; from one it holds: no reply, as the public server does. Refusals get
-//!   no reply either (`refused`).
+//!   no reply either (`refused`). A full server gives the slot of an unproven session to a
+//!   new CONNECT ([`admission`](super::admission), rule 3).
 //! - 60 Hz ticks; every 3rd tick (20 Hz) each client gets a full snapshot: its own entity
 //!   first, then up to [`MAX_OTHERS`] others nearest first (a snapshot fits a 1500-byte
 //!   buffer), `last_input_seq` = the newest input applied.
+//! - Nothing goes to a session that has not proven its address beyond the bytes it sent
+//!   ([`admission`](super::admission)): the reply is the 6 bytes the client reads and a
+//!   snapshot is cut to the credit left, so a forged CONNECT is not a reflector.
 //! - PING answered with PONG at once; INPUT applied (the newest per tick moves the player);
 //!   more than 65 inputs in a one-second window: DISCONNECT `[6][19]` ("Rate limit
 //!   exceeded") and the connection is closed.
-//! - A client silent for 30 s is dropped without a word.
+//! - A client silent for 30 s is dropped without a word; one never proven, after 2 s
+//!   without a datagram other than CONNECT.
 //!
 //! It sees connections, not addresses (the transport hands it [`ConnId`]s), so the public
 //! server's per-address and per-/24 admission tables are not modelled here; the test peer
@@ -20,7 +25,8 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use super::codec::{self, flag, ClientPacket, Entity};
+use super::admission::Admission;
+use super::codec::{self, flag, len, ClientPacket, Entity};
 use crate::protocol::prelude::wire::{Le, Writer};
 use crate::protocol::prelude::ServerStats;
 use crate::protocol::prelude::{ConnId, Server, Transmit};
@@ -55,6 +61,8 @@ struct Client {
     last_heard: Instant,
     window_start: Instant,
     window_inputs: u32,
+    /// Address proof: the byte budget until the client has paid for it.
+    adm: Admission,
 }
 
 /// The reference server. See the module docs.
@@ -97,10 +105,16 @@ impl ImplementationServer {
             c.window_inputs += 1;
         }
         if c.window_inputs > MAX_INPUTS_PER_WINDOW {
+            // The DISCONNECT is paid for here (the session is gone when it is polled).
+            let say = c.adm.spend(len::DISCONNECT);
             self.stats.events.add("kicked_input_rate", 1);
             self.stats.disconnected += 1;
             self.clients.remove(&from);
-            self.out.push_back(Pending::Kick(from));
+            if say {
+                self.out.push_back(Pending::Kick(from));
+            } else {
+                self.close.push_back(from);
+            }
             return;
         }
         c.last_input_seq = i.sequence;
@@ -127,13 +141,22 @@ impl ImplementationServer {
                 *p = (*p + v * dt).clamp(-5000.0, 5000.0);
             }
         }
-        let silent: Vec<ConnId> = self
-            .clients
-            .iter()
-            .filter(|(_, c)| now.saturating_duration_since(c.last_heard) > SILENCE)
-            .map(|(id, _)| *id)
-            .collect();
+        let mut silent = Vec::new();
+        let mut unproven = Vec::new();
+        for (id, c) in self.clients.iter_mut() {
+            c.adm.roll(now);
+            if now.saturating_duration_since(c.last_heard) > SILENCE {
+                silent.push(*id);
+            } else if c.adm.expired(now) {
+                unproven.push(*id);
+            }
+        }
         for id in silent {
+            self.clients.remove(&id);
+            self.stats.timed_out += 1;
+            self.close.push_back(id);
+        }
+        for id in unproven {
             self.clients.remove(&id);
             self.stats.timed_out += 1;
             self.close.push_back(id);
@@ -163,8 +186,13 @@ impl ImplementationServer {
         }
     }
 
+    /// The snapshot for `to`, cut to its credit while it is unproven: the header, then as
+    /// many records (its own first) as the credit covers. `None` when not even the header
+    /// fits (or `to` is gone).
     fn encode_snapshot(&mut self, buf: &mut [u8], to: ConnId, tick: u32) -> Option<usize> {
         let me = self.clients.get(&to)?;
+        let limit = me.adm.credit().min(buf.len());
+        let records = limit.checked_sub(len::SNAPSHOT_HEADER)? / len::ENTITY;
         self.scratch.clear();
         for (id, c) in &self.clients {
             if *id != to {
@@ -172,21 +200,57 @@ impl ImplementationServer {
                 self.scratch.push((d, *id));
             }
         }
-        let n = self.scratch.len().min(MAX_OTHERS);
+        let n = self
+            .scratch
+            .len()
+            .min(MAX_OTHERS)
+            .min(records.saturating_sub(1));
         if n < self.scratch.len() {
             self.scratch
                 .select_nth_unstable_by(n, |a, b| a.0.total_cmp(&b.0));
         }
         self.scratch.truncate(n);
+        let own = usize::from(records > 0);
         let mut w = Writer::<Le>::new(buf);
-        codec::encode_snapshot_header(&mut w, tick, me.last_input_seq, n as u32 + 1).ok()?;
-        codec::encode_entity(&mut w, &Self::entity_of(me)).ok()?;
+        codec::encode_snapshot_header(&mut w, tick, me.last_input_seq, (n + own) as u32).ok()?;
+        if own == 1 {
+            codec::encode_entity(&mut w, &Self::entity_of(me)).ok()?;
+        }
         for &(_, id) in &self.scratch {
             if let Some(c) = self.clients.get(&id) {
                 codec::encode_entity(&mut w, &Self::entity_of(c)).ok()?;
             }
         }
         Some(w.position())
+    }
+}
+
+impl ImplementationServer {
+    /// Take `n` bytes to `to` from its budget; counted as withheld when they do not fit.
+    fn spend(&mut self, to: ConnId, n: usize) -> bool {
+        let ok = self.clients.get_mut(&to).is_some_and(|c| c.adm.spend(n));
+        if !ok {
+            self.stats.events.add("unproven_budget_withheld", 1);
+        }
+        ok
+    }
+
+    /// A full server's room for a new CONNECT: the least recently heard unproven session
+    /// admitted long enough ago is dropped. `false` when there is none.
+    fn evict_unproven(&mut self, now: Instant) -> bool {
+        let Some(id) = self
+            .clients
+            .iter()
+            .filter(|(_, c)| c.adm.evictable(now))
+            .min_by_key(|(_, c)| c.adm.last_paid())
+            .map(|(id, _)| *id)
+        else {
+            return false;
+        };
+        self.clients.remove(&id);
+        self.stats.events.add("unproven_evicted", 1);
+        self.close.push_back(id);
+        true
     }
 }
 
@@ -201,14 +265,16 @@ impl Server for ImplementationServer {
                 return;
             }
         };
+        let connect = matches!(p, ClientPacket::Connect { .. });
         if let Some(c) = self.clients.get_mut(&from) {
             c.last_heard = now;
+            c.adm.on_datagram(now, data.len(), connect);
         }
         match p {
             ClientPacket::Connect { .. } => {
                 if self.clients.contains_key(&from) {
                     self.stats.events.add("connect_repeated_unanswered", 1);
-                } else if self.clients.len() >= self.max_clients {
+                } else if self.clients.len() >= self.max_clients && !self.evict_unproven(now) {
                     self.stats.refused += 1;
                 } else {
                     let entity = self.next_entity;
@@ -225,6 +291,7 @@ impl Server for ImplementationServer {
                             last_heard: now,
                             window_start: now,
                             window_inputs: 0,
+                            adm: Admission::new(now, data.len()),
                         },
                     );
                     self.stats.accepted += 1;
@@ -268,10 +335,23 @@ impl Server for ImplementationServer {
                 Pending::Reply(to) => self
                     .clients
                     .get(&to)
-                    .and_then(|c| codec::encode_connect_reply(buf, c.entity, 1).ok())
+                    .and_then(|c| codec::encode_connect_reply_short(buf, c.entity).ok())
+                    .filter(|&n| self.spend(to, n))
                     .map(|n| (to, n)),
-                Pending::Pong(to, t) => codec::encode_pong(buf, t).ok().map(|n| (to, n)),
-                Pending::Snapshot(to, tick) => self.encode_snapshot(buf, to, tick).map(|n| (to, n)),
+                Pending::Pong(to, t) => codec::encode_pong(buf, t)
+                    .ok()
+                    .filter(|&n| self.spend(to, n))
+                    .map(|n| (to, n)),
+                Pending::Snapshot(to, tick) => match self.encode_snapshot(buf, to, tick) {
+                    Some(n) if self.spend(to, n) => Some((to, n)),
+                    Some(_) => None,
+                    None => {
+                        if self.clients.contains_key(&to) {
+                            self.stats.events.add("unproven_budget_withheld", 1);
+                        }
+                        None
+                    }
+                },
                 Pending::Kick(to) => {
                     self.close.push_back(to);
                     codec::encode_disconnect(buf, KICK_REASON)
