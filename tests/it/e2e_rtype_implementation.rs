@@ -255,3 +255,59 @@ fn the_spec_dialect_names_the_real_servers_bytes() {
         s["protocol_metrics"]
     );
 }
+
+/// A login server that, once it has sent WELCOME, streams room frames on the login stream as
+/// fast as the bots take them (issue 35, break 12: that stream was still read whole every
+/// poll and parsed frame by frame, and a run of 8 s took 11.6 s with RTT p50 0.98 s). The
+/// bots read at most a budget a poll and parse nothing after WELCOME: the run ends on time,
+/// every bot plays, its inputs keep their rate and reach the peer, its round trips stay
+/// those of the peer's game loop, and the bytes thrown away are counted.
+#[test]
+fn a_login_stream_flooded_after_welcome_costs_the_run_nothing() {
+    const BOTS: u64 = 5;
+    const SECONDS: u64 = 4;
+    let mut peer = start_peer(&["--stream-after-welcome"]);
+    let target = format!("127.0.0.1:{}", port(&peer, "tcp_port"));
+    let started = std::time::Instant::now();
+    let (o, s) = run(
+        "scenarios/rtype-implementation.yaml",
+        &[
+            "--target",
+            &target,
+            "--duration",
+            &format!("{SECONDS}s"),
+            "--bots",
+            &BOTS.to_string(),
+        ],
+    );
+    let took = started.elapsed();
+    let t = peer.stop_for_totals();
+    eprintln!("took {took:?}\npeer totals: {t}\n{}", stderr(&o));
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
+    assert_eq!(u64_at(&s, "bots.connected"), BOTS, "{}", s["bots"]);
+    let streamed = u64_at(&t, "stream_bytes");
+    let discarded = emitted_counter(&s, "login_stream_discarded_bytes");
+    assert!(
+        streamed > 0 && discarded > 0,
+        "streamed {streamed}, discarded {discarded}"
+    );
+    assert!(discarded <= streamed, "discarded {discarded} of {streamed}");
+    // Ends on time: the run's own duration plus process start, ramp and the final drain,
+    // generous for a debug build on two busy cores (the flood made 8 s take 11.6 s).
+    assert!(
+        took.as_secs_f64() < SECONDS as f64 + 4.0,
+        "a {SECONDS} s run took {took:?}, {streamed} bytes streamed at it"
+    );
+    // Inputs keep their rate (60 a second, the first second given to the ramp) and all
+    // reach the peer.
+    let inputs = u64_at(&s, "inputs_sent");
+    assert!(
+        inputs >= BOTS * 60 * (SECONDS - 1),
+        "inputs sent {inputs} in {SECONDS} s by {BOTS} bots"
+    );
+    assert_eq!(u64_at(&t, "inputs"), inputs, "peer received every INPUT");
+    // PONGs come from a 60 Hz game loop: a median round trip far under 100 ms (0.98 s under
+    // the flood before).
+    let p50 = u64_at(&s, "rtt_us.p50");
+    assert!(p50 < 100_000, "rtt p50 {p50} µs: {}", s["rtt_us"]);
+}

@@ -11,7 +11,8 @@
 //! a refused connect is [`DownReason::Refused`], a connect that never completes is the
 //! worker's `transport connect timed out` at the bot's `handshake_timeout`. Stream bytes the
 //! bot sends are `Transmit { reliable: true }`; everything else is a datagram. Received
-//! stream bytes reach the bot through `Bot::handle_stream`, unframed. The end of the stream
+//! stream bytes reach the bot through `Bot::handle_stream`, unframed, at most `READ_BUDGET`
+//! bytes a poll (`tcp_login_read_budget_spent` counts the polls that stopped there). The end of the stream
 //! (or a reset) is [`DownReason::ClosedByServer`]: the bot decides whether that ends it.
 //!
 //! [`TransportNeeds::UdpTcpLogin`]: crate::protocol::TransportNeeds::UdpTcpLogin
@@ -34,8 +35,14 @@ const BUSY_FOR: Duration = Duration::from_millis(250);
 const BUSY_POLL: Duration = Duration::from_millis(1);
 /// Poll an idle stream this often.
 const IDLE_POLL: Duration = Duration::from_millis(100);
-/// Bytes read from a stream per poll at most (a login reply is a few dozen).
+/// Bytes read from a stream per read call (a login reply is a few dozen).
 const READ_CHUNK: usize = 4096;
+/// Bytes read from a stream per poll at most: what a server streams beyond it waits in the
+/// kernel (and TCP's window then holds the server back) until the next poll, at most every
+/// `BUSY_POLL` during a login and every `IDLE_POLL` after it. Without it a server writing
+/// as fast as loopback carries kept one poll reading for seconds and the bots' inputs
+/// waited behind it (issue 35, break 12).
+const READ_BUDGET: usize = 4 * READ_CHUNK;
 
 enum TcpState {
     Connecting(Socket),
@@ -212,7 +219,12 @@ impl Tcp {
             return None;
         };
         let mut buf = [0u8; READ_CHUNK];
+        let mut budget = READ_BUDGET;
         loop {
+            if budget == 0 {
+                rec.event("tcp_login_read_budget_spent");
+                break;
+            }
             match stream.read(&mut buf) {
                 Ok(0) => {
                     out.down(slot, DownReason::ClosedByServer);
@@ -221,6 +233,7 @@ impl Tcp {
                 Ok(n) => {
                     rec.wire_down(n);
                     out.stream(slot, &buf[..n]);
+                    budget = budget.saturating_sub(n);
                     if n < buf.len() {
                         break;
                     }

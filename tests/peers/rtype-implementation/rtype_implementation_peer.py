@@ -52,11 +52,13 @@ from __future__ import annotations
 import argparse
 import heapq
 import json
+import select
 import selectors
 import signal
 import socket
 import struct
 import sys
+import threading
 import time
 
 MAX_FRAME = 64 * 1024
@@ -140,7 +142,10 @@ class Peer:
                       errors_sent=0, udp_sessions=0, connects=0, accepts_sent=0,
                       rooms_created=0, inputs=0, pings=0, pongs_sent=0, pongs_dropped=0,
                       snapshots_generated=0, snapshots_dropped=0, snapshots_sent=0,
-                      snapshot_entities_max=0, malformed=0, unknown_type=0, disconnects=0)
+                      snapshot_entities_max=0, malformed=0, unknown_type=0, disconnects=0,
+                      stream_bytes=0)
+        self.stopping = False
+        self.lock = threading.Lock()
 
     # --- TCP ---------------------------------------------------------------------------
     def session_tcp(self, addr) -> int:
@@ -179,6 +184,24 @@ class Peer:
         (ver,) = struct.unpack(">H", body)
         self.send_frame(c, struct.pack(">BIHIH", WELCOME, req, ver, sid, 0))
         self.t["welcomes_sent"] += 1
+        if self.a.stream_after_welcome:
+            threading.Thread(target=self.stream_frames, args=(c,), daemon=True).start()
+
+    def stream_frames(self, c: socket.socket):
+        """--stream-after-welcome: room frames (ROOMS_LIST, 0x12) on the login stream as fast
+        as the client takes them, until the peer stops or the client goes."""
+        frame = struct.pack(">IBIH", 7, 0x12, 0, 0)
+        block = frame * (65536 // len(frame))
+        while not self.stopping:
+            try:
+                n = c.send(block)
+            except BlockingIOError:
+                select.select([], [c], [], 0.05)
+                continue
+            except OSError:
+                return
+            with self.lock:
+                self.t["stream_bytes"] += n
 
     def on_tcp_read(self, c: socket.socket):
         try:
@@ -366,7 +389,10 @@ class Peer:
                     next_snap = now
                 self.send_snapshots()
         self.on_udp(time.monotonic())
-        print(json.dumps(self.t, separators=(",", ":")), flush=True)
+        self.stopping = True
+        with self.lock:
+            totals = dict(self.t)
+        print(json.dumps(totals, separators=(",", ":")), flush=True)
 
 
 def main():
@@ -377,6 +403,8 @@ def main():
     p.add_argument("--pong-delay-ms", type=float, default=0.0, help="hold each PONG this long")
     p.add_argument("--enemies", type=int, default=3, help="enemies per room after 5 s")
     p.add_argument("--login-error", action="store_true", help="answer HELLO with ERROR_MESSAGE")
+    p.add_argument("--stream-after-welcome", action="store_true",
+                   help="after WELCOME, stream room frames on the login stream without pause")
     p.add_argument("--max-seconds", type=float, default=120.0)
     Peer(p.parse_args()).run()
 

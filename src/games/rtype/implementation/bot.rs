@@ -27,7 +27,8 @@
 //!   is applied (no tick to order them by). Loss is not measured: no datagram carries a
 //!   sequence or tick (see the dialect's `cannot_measure`).
 //! - Events: `score_updates`, `damage_events`, `gameover`, `accept_duplicate`,
-//!   `login_message_ignored` (a room message the bot did not ask for), `dialect_hint.spec`
+//!   `login_message_ignored` (a room message the bot did not ask for, before WELCOME),
+//!   `login_stream_discarded_bytes` (the stream after WELCOME: not parsed), `dialect_hint.spec`
 //!   (a datagram this dialect drops that reads cleanly as the spec dialect's).
 
 use std::collections::VecDeque;
@@ -44,6 +45,9 @@ use crate::protocol::prelude::ping::OneInFlight;
 use crate::protocol::prelude::timers::{earliest, Handshake, Silence};
 use crate::protocol::prelude::Recorder;
 use crate::protocol::prelude::{Bot, BotParams, BotPhase, PatternState, Transmit};
+
+/// Bytes of the login stream read after WELCOME (or after the bot failed), not parsed.
+const STREAM_DISCARDED: &str = "login_stream_discarded_bytes";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Out {
@@ -121,6 +125,11 @@ impl ImplementationBot {
     /// Entities in the last snapshot applied.
     pub fn entity_count(&self) -> usize {
         self.entities
+    }
+
+    /// HELLO sent, WELCOME not read yet: the only time the stream is parsed.
+    fn logging_in(&self) -> bool {
+        self.phase == BotPhase::Connecting && self.stage == Stage::Login
     }
 
     fn fail(&mut self, reason: &'static str, rec: &mut Recorder) {
@@ -258,6 +267,13 @@ impl Bot for ImplementationBot {
     }
 
     fn handle_stream(&mut self, now: Instant, data: &[u8], rec: &mut Recorder) {
+        if !self.logging_in() {
+            // After WELCOME the stream carries nothing this bot asked for (room messages
+            // answer room requests it never sends): it is not parsed, only counted, so a
+            // server streaming frames costs a copy, not a decode per frame.
+            rec.events.add(STREAM_DISCARDED, data.len() as u64);
+            return;
+        }
         self.frames.push(data);
         let mut used = 0;
         loop {
@@ -266,16 +282,20 @@ impl Bot for ImplementationBot {
                 Frame::Payload(p) => codec::decode_tcp(p),
                 Frame::BadLength(_) => {
                     rec.decode_error("tcp", "frame_length");
-                    if self.phase == BotPhase::Connecting && self.stage == Stage::Login {
-                        self.fail("login_bad_reply", rec);
-                    }
+                    self.fail("login_bad_reply", rec);
                     // The stream cannot be followed past a bad length.
                     self.frames = FrameReader::default();
                     break;
                 }
             };
             self.on_frame(now, msg, rec);
-            if matches!(self.phase, BotPhase::Failed | BotPhase::Closed) {
+            if !self.logging_in() {
+                // Logged in (or failed): what followed WELCOME in the same read is not read.
+                let rest = self.frames.buffered().saturating_sub(used);
+                if rest > 0 {
+                    rec.events.add(STREAM_DISCARDED, rest as u64);
+                }
+                self.frames = FrameReader::default();
                 break;
             }
         }
@@ -520,5 +540,29 @@ mod tests {
         b.handle_datagram(now, &[10, 1, 0, 4], &mut rec);
         assert_eq!(rec.events.get("dialect_hint.spec"), 1);
         assert_eq!(b.phase(), BotPhase::Connecting);
+    }
+
+    /// After WELCOME the stream is not parsed: frames after it in the same read, and every
+    /// byte after, are counted and thrown away (a malformed length among them fails nothing).
+    #[test]
+    fn the_stream_after_welcome_is_counted_not_parsed() {
+        let mut b = bot();
+        let mut rec = Recorder::new();
+        let now = Instant::now();
+        b.start(now, &mut rec);
+        // WELCOME, then a ROOMS_LIST frame by hand: len 5, type 0x12, request id 0.
+        let mut w = welcome(5);
+        w.extend_from_slice(&[0, 0, 0, 5, 0x12, 0, 0, 0, 0]);
+        b.handle_stream(now, &w, &mut rec);
+        // A length of 0 would fail a login; after it, it is just 4 bytes.
+        b.handle_stream(now, &[0, 0, 0, 0], &mut rec);
+        assert_eq!(rec.events.get("login_stream_discarded_bytes"), 9 + 4);
+        assert_eq!(rec.events.get("login_message_ignored"), 0);
+        assert!(
+            rec.decode_errors.total() == 0,
+            "nothing decoded after WELCOME"
+        );
+        assert!(rec.connect_failures.total() == 0);
+        assert_eq!(b.phase(), BotPhase::Connecting, "awaiting ACCEPT");
     }
 }

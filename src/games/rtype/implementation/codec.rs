@@ -283,6 +283,11 @@ impl FrameReader {
         self.buf.extend_from_slice(bytes);
     }
 
+    /// Bytes held: the frame returned last included, until the next call consumes it.
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
     /// Drop the frame [`FrameReader::next_frame`] returned last (call after using it).
     fn consume(&mut self, n: usize) {
         self.buf.drain(..n.min(self.buf.len()));
