@@ -361,6 +361,9 @@ fn report_renders_at_desktop_and_phone_widths() {
     );
 }
 
+/// A check of the charts of a page (id, DOM text) at a width.
+type ChartCheck = dyn Fn(&[(String, String)], u32);
+
 /// The report at `html` (in `dir/out/`) in Chromium at 1280 and 420 px: no console message,
 /// `expected_charts` charts each drawing something, no horizontal overflow, every chart laid
 /// out inside the viewport, and what `also` checks of the charts; a screenshot
@@ -370,9 +373,9 @@ fn at_both_widths(
     html: &Path,
     expected_charts: usize,
     name: &str,
-    also: &dyn Fn(&[(String, String)], u32),
+    also: &ChartCheck,
 ) {
-    let page = std::fs::read_to_string(&html).unwrap();
+    let page = std::fs::read_to_string(html).unwrap();
     // The probe copy: CSP meta out (else the probe may not run), the probe in.
     let csp_at = page
         .find("<meta http-equiv=\"Content-Security-Policy\"")
