@@ -62,8 +62,6 @@ struct Group {
     deferred: std::collections::VecDeque<EnetEvent>,
     /// The simulated network path between the host and its socket (`network:`).
     path: Option<SimPath>,
-    /// The host's forged and early acknowledgements already counted as events.
-    acks_counted: (u64, u64),
 }
 
 /// The ENet hosts of one worker's bots.
@@ -165,18 +163,6 @@ impl EnetBots {
                 rec.record_rtt(us);
             }
         }
-        // Acknowledgements that were no samples because they were forged or came back
-        // sooner than the session's floor (`transport/enet/ack_rtt.rs`): events, so a run
-        // says why its RTT count is short.
-        let a = g.host.stats().ack_rtt;
-        let (forged, early) = g.acks_counted;
-        if a.forged > forged {
-            rec.events.add("enet_ack_forged", a.forged - forged);
-        }
-        if a.early > early {
-            rec.events.add("enet_ack_early", a.early - early);
-        }
-        g.acks_counted = (a.forged, a.early);
     }
 
     /// Service group `gi` and turn its events into link events.
@@ -344,7 +330,6 @@ impl BotTransport for EnetBots {
                     dirty: false,
                     flush_pending: false,
                     deferred: Default::default(),
-                    acks_counted: (0, 0),
                     path: self
                         .network
                         .get(group)
@@ -702,8 +687,6 @@ impl ServerTransport for EnetServerSide {
             ("enet_gated_datagrams_out", h.gated_out),
             ("enet_sessions_superseded", h.superseded),
             ("enet_forged_proofs", h.forged_proofs),
-            ("enet_ack_forged", h.ack_rtt.forged),
-            ("enet_ack_early", h.ack_rtt.early),
         ] {
             if n > 0 {
                 stats.events.add(name, n);

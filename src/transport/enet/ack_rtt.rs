@@ -11,35 +11,9 @@
 //!   keyed by channel and reliable sequence number. A retransmission overwrites both.
 //! - When an ACKNOWLEDGE arrives for a stamped command whose echoed sent time equals the
 //!   stamp's, the sample is its arrival instant minus the stamp. An acknowledgement of an
-//!   earlier transmission (its echo names an older sent time of the same command) gives no
-//!   sample: the retransmission's acknowledgement may still come and is measured from the
-//!   retransmission (Karn's rule, made exact by the echo). A command is measured once.
-//!
-//! # Forged acknowledgements
-//! The sender of the acknowledgements (a hostile server, or anyone on the path) can predict
-//! the channel, the sequence number and the 16-bit sent time of what the bot sends next, and
-//! answer it before it could have arrived. What it cannot do is name a transmission that
-//! never happened without this host noticing, so each ACKNOWLEDGE is judged ([`Judged`]):
-//! - *Forged* (counted [`AckRttStats::forged`], and the whole datagram is withheld from ENet,
-//!   whose own estimate would otherwise take the echo as a round trip): an echo newer than
-//!   any datagram sent to that session (a sent time not yet used); a sequence number newer
-//!   than the last one sent on its channel; an echo that names no transmission of a stamped
-//!   command (older than its first transmission, "past-dated", or newer than its last); the
-//!   same transmission acknowledged twice. ENet never sends any of these (a network that
-//!   duplicates a datagram makes the last; its copy is worth nothing to ENet either).
-//! - *Early* (counted [`AckRttStats::early`], not a sample, but passed to ENet): an
-//!   acknowledgement of the right transmission that came back sooner than
-//!   [`floor`](PeerLog::floor_us) after it left. The floor is half the session's own
-//!   handshake (our CONNECT's last transmission to the VERIFY_CONNECT that answered it, which
-//!   must carry the CONNECT's random connect id, so it cannot be answered before it
-//!   arrives) less [`FLOOR_SLACK_US`]. The stamp stays, so the genuine acknowledgement that
-//!   follows is still measured.
-//!
-//! Limits (docs/measurements/rtt.md): an acknowledgement whose stamp is gone (more than
-//! [`SLOTS`] newer commands on its channel, or a collision between channels) and a channel
-//! beyond the first [`HIGH_CHANNELS`] one sent on cannot be judged and is passed on
-//! unmeasured; a forger that sees the bot's traffic can still answer at any time after the
-//! floor, so a sample is never lower than the floor, not never lower than the path.
+//!   earlier transmission (its echo names an older sent time) gives no sample: the
+//!   retransmission's acknowledgement may still come and is measured from the retransmission
+//!   (Karn's rule, made exact by the echo). A command is measured once.
 //!
 //! Sends are keyed by the remote's peer id (the header of what we send names the receiver's
 //! id for us), acknowledgements by ours (the header of what we receive names our id): the
@@ -62,8 +36,8 @@ use std::time::{Duration, Instant};
 use super::first_map::FirstMap;
 use super::handshake::OUTGOING_PEER_ID_AT;
 use super::wire::{
-    Datagram, COMMAND_ACKNOWLEDGE, COMMAND_CONNECT, COMMAND_VERIFY_CONNECT, FLAG_ACKNOWLEDGE,
-    NO_PEER_ID, PEER_ID_MASK,
+    Datagram, COMMAND_ACKNOWLEDGE, COMMAND_VERIFY_CONNECT, FLAG_ACKNOWLEDGE, NO_PEER_ID,
+    PEER_ID_MASK,
 };
 
 /// Stamps kept per peer: commands of one channel in flight at once beyond this lose theirs.
@@ -73,19 +47,12 @@ pub(super) const SLOTS: usize = 64;
 pub(crate) const STAMP_TABLE_BYTES: usize = SLOTS * std::mem::size_of::<Stamp>();
 /// Samples waiting for the host's owner; beyond it they are counted and dropped.
 pub(super) const SAMPLE_LIMIT: usize = 65_536;
-/// Subtracted from half the handshake's round trip to make a session's floor: the generator
-/// reads a VERIFY_CONNECT as late as its worker wakes, so a handshake can read long where
-/// the path is short (on loopback).
-pub(super) const FLOOR_SLACK_US: u32 = 1_000;
-/// Channels per session whose last sequence number sent is kept (the handshake channel and
-/// a protocol's few): an acknowledgement on another channel is not judged "not yet sent".
-pub(super) const HIGH_CHANNELS: usize = 4;
 /// Where an ACKNOWLEDGE holds the acknowledged sequence number and the echoed sent time.
 const ACK_SEQ_AT: usize = 4;
 const ACK_SENT_TIME_AT: usize = 6;
 
-/// The transmissions of an acknowledge-requesting command: 12 bytes (packed to the 2-byte
-/// alignment of its sequence numbers), so a peer's table is 768 bytes.
+/// One transmission of an acknowledge-requesting command: 10 bytes (packed to the 2-byte
+/// alignment of its sequence numbers), so a peer's table is 640 bytes where it was 1 KiB.
 #[derive(Debug, Clone, Copy, Default)]
 #[repr(C, packed(2))]
 struct Stamp {
@@ -96,34 +63,9 @@ struct Stamp {
     /// session's stamps go with it.
     at_us: u32,
     seq: u16,
-    /// The sent time of its last transmission (the one measured).
     sent_time: u16,
-    /// The sent time of its first transmission: an echo older than this is past-dated.
-    first_sent: u16,
     channel: u8,
-    state: StampState,
-}
-
-/// Where a stamped command stands.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[repr(u8)]
-enum StampState {
-    /// Nothing stamped here in this session.
-    #[default]
-    Empty,
-    /// Sent, its last transmission not acknowledged yet.
-    Sent,
-    /// Its last transmission was acknowledged (and measured).
-    Acked,
-}
-
-/// What became of one ACKNOWLEDGE.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Judged {
-    /// Not ours to judge (no session, another address), or nothing against it.
-    Passed,
-    /// Names a transmission that never happened, or one already acknowledged.
-    Forged,
+    live: bool,
 }
 
 /// What is known of one local peer slot.
@@ -132,21 +74,6 @@ struct PeerLog {
     /// The session's remote: its address and its peer id for us.
     session: Option<(SocketAddr, u16)>,
     stamps: Option<Box<[Stamp; SLOTS]>>,
-    /// The sent time of the last datagram to the session that asked for an
-    /// acknowledgement: an echo newer than it names a datagram not sent yet.
-    last_sent: Option<u16>,
-    /// The last sequence number sent per channel, for the first [`HIGH_CHANNELS`] used.
-    high: [Option<(u8, u16)>; HIGH_CHANNELS],
-    /// No acknowledgement is a sample below this (µs; see the module docs). 0 until the
-    /// session's handshake was timed.
-    floor_us: u32,
-    /// When our CONNECT from this slot last left (µs since the epoch, mod 2^32).
-    connect_at: Option<u32>,
-}
-
-/// `a` is after `b` in ENet's 16-bit wrapping order (sequence numbers, sent times).
-fn newer(a: u16, b: u16) -> bool {
-    (1..0x8000).contains(&a.wrapping_sub(b))
 }
 
 /// Counts of what the tracker saw, for tests and diagnostics.
@@ -156,18 +83,11 @@ pub struct AckRttStats {
     pub samples: u64,
     /// Acknowledgements of an earlier transmission than the last one (no sample: Karn).
     pub earlier_transmission: u64,
-    /// Acknowledgements with no stamp to pair with (a command not timed, or one whose stamp
-    /// was overwritten): not judged.
+    /// Acknowledgements with no stamp to pair with (a duplicate, a command not timed, or one
+    /// whose stamp was overwritten).
     pub unmatched: u64,
     /// Samples dropped because the queue was full.
     pub dropped: u64,
-    /// Acknowledgements that named a transmission that never happened (a sent time not
-    /// used yet, a sequence number not sent yet, a past-dated echo) or one already
-    /// acknowledged; their datagrams never reach ENet (`enet_ack_forged`).
-    pub forged: u64,
-    /// Acknowledgements of the right transmission that came back sooner than the session's
-    /// floor: no sample (`enet_ack_early`).
-    pub early: u64,
 }
 
 /// Per-peer stamps and the samples they produced. See the module docs.
@@ -182,25 +102,6 @@ pub(super) struct AckRtt {
     by_remote: FirstMap<(SocketAddr, u16), usize>,
     samples: VecDeque<(usize, Duration)>,
     pub stats: AckRttStats,
-}
-
-/// `seq` was sent on `channel`: raise the channel's last sequence number.
-fn raise_high(high: &mut [Option<(u8, u16)>; HIGH_CHANNELS], channel: u8, seq: u16) {
-    for h in high.iter_mut() {
-        match h {
-            Some((ch, last)) if *ch == channel => {
-                if newer(seq, *last) {
-                    *last = seq;
-                }
-                return;
-            }
-            Some(_) => {}
-            None => {
-                *h = Some((channel, seq));
-                return;
-            }
-        }
-    }
 }
 
 fn index(channel: u8, seq: u16) -> usize {
@@ -263,12 +164,9 @@ impl AckRtt {
         let p = &mut self.peers[local];
         if let Some(stamps) = p.stamps.as_deref_mut() {
             for s in stamps.iter_mut() {
-                s.state = StampState::Empty;
+                s.live = false;
             }
         }
-        p.last_sent = None;
-        p.high = [None; HIGH_CHANNELS];
-        p.floor_us = 0;
     }
 
     /// Slot `local`'s session ended: its stamps and queued samples go.
@@ -287,23 +185,13 @@ impl AckRtt {
 
     /// A datagram this host sent to `to`.
     pub(super) fn outbound(&mut self, to: SocketAddr, d: Datagram<'_>) {
+        if d.peer_id == NO_PEER_ID {
+            return;
+        }
         let Some(sent_time) = d.sent_time else {
             // Nothing in it asks for an acknowledgement.
             return;
         };
-        let now_us = self.now_us as u32;
-        if d.peer_id == NO_PEER_ID {
-            // A CONNECT: the session's handshake is timed from its last transmission.
-            for c in d.commands {
-                if c.number == COMMAND_CONNECT {
-                    let slot = c.u16_at(OUTGOING_PEER_ID_AT).map(|id| id & PEER_ID_MASK);
-                    if let Some(p) = slot.and_then(|id| self.peers.get_mut(usize::from(id))) {
-                        p.connect_at = Some(now_us);
-                    }
-                }
-            }
-            return;
-        }
         let remote = d.peer_id;
         let mut local = self.by_remote.get(&(to, remote)).copied();
         for c in d.commands {
@@ -321,50 +209,31 @@ impl AckRtt {
             let Some(p) = local.and_then(|l| self.peers.get_mut(l)) else {
                 continue;
             };
-            p.last_sent = Some(match p.last_sent {
-                Some(t) if newer(t, sent_time) => t,
-                _ => sent_time,
-            });
-            raise_high(&mut p.high, c.channel, c.reliable_seq);
             let Some(stamps) = p.stamps.as_deref_mut() else {
                 continue;
             };
-            let s = &mut stamps[index(c.channel, c.reliable_seq)];
-            let again =
-                s.state != StampState::Empty && s.channel == c.channel && s.seq == c.reliable_seq;
-            *s = Stamp {
-                at_us: now_us,
+            stamps[index(c.channel, c.reliable_seq)] = Stamp {
+                at_us: self.now_us as u32,
                 seq: c.reliable_seq,
                 sent_time,
-                first_sent: if again { s.first_sent } else { sent_time },
                 channel: c.channel,
-                state: StampState::Sent,
+                live: true,
             };
         }
     }
 
-    /// A datagram that arrived from `from` at `now`: [`Judged::Forged`] when an
-    /// acknowledgement in it was (see the module docs), and ENet must not read it.
-    pub(super) fn inbound(&mut self, now: Instant, from: SocketAddr, d: Datagram<'_>) -> Judged {
+    /// A datagram that arrived from `from` at `now`.
+    pub(super) fn inbound(&mut self, now: Instant, from: SocketAddr, d: Datagram<'_>) {
         let local = usize::from(d.peer_id);
         if d.peer_id == NO_PEER_ID || local >= self.peers.len() {
-            return Judged::Passed;
+            return;
         }
-        let now_us = self.micros(now) as u32;
-        let mut verdict = Judged::Passed;
+        let now_us = self.micros(now);
         for c in d.commands {
             if c.number == COMMAND_VERIFY_CONNECT {
                 // We connected: the remote names its slot for us.
                 if let Some(id) = c.u16_at(OUTGOING_PEER_ID_AT) {
-                    let connect_at = self.peers[local].connect_at.take();
                     self.learn(local, from, id & PEER_ID_MASK);
-                    if let Some(at) = connect_at {
-                        let handshake = now_us.wrapping_sub(at);
-                        if handshake <= i32::MAX as u32 {
-                            self.peers[local].floor_us =
-                                (handshake / 2).saturating_sub(FLOOR_SLACK_US);
-                        }
-                    }
                 }
                 continue;
             }
@@ -374,79 +243,38 @@ impl AckRtt {
             let (Some(seq), Some(echo)) = (c.u16_at(ACK_SEQ_AT), c.u16_at(ACK_SENT_TIME_AT)) else {
                 continue;
             };
-            if self.judge(local, from, now_us, c.channel, seq, echo) == Judged::Forged {
-                self.stats.forged += 1;
-                verdict = Judged::Forged;
+            let p = &mut self.peers[local];
+            if p.session.map(|(a, _)| a) != Some(from) {
+                continue;
             }
-        }
-        verdict
-    }
-
-    /// One ACKNOWLEDGE of (`channel`, `seq`) echoing `echo`, to slot `local` from `from`.
-    fn judge(
-        &mut self,
-        local: usize,
-        from: SocketAddr,
-        now_us: u32,
-        channel: u8,
-        seq: u16,
-        echo: u16,
-    ) -> Judged {
-        let p = &mut self.peers[local];
-        if p.session.map(|(a, _)| a) != Some(from) {
-            return Judged::Passed;
-        }
-        let Some(last_sent) = p.last_sent else {
-            // Nothing timed sent yet (the CONNECT's acknowledgement, before the session).
-            return Judged::Passed;
-        };
-        if newer(echo, last_sent) {
-            // A sent time not used yet: an answer to a datagram before it left.
-            return Judged::Forged;
-        }
-        if let Some((_, high)) = p.high.iter().flatten().find(|(ch, _)| *ch == channel) {
-            if newer(seq, *high) {
-                return Judged::Forged;
+            let Some(stamps) = p.stamps.as_deref_mut() else {
+                continue;
+            };
+            let s = &mut stamps[index(c.channel, seq)];
+            if !s.live || s.seq != seq || s.channel != c.channel {
+                self.stats.unmatched += 1;
+                continue;
             }
-        }
-        let floor = p.floor_us;
-        let Some(stamps) = p.stamps.as_deref_mut() else {
-            return Judged::Passed;
-        };
-        let s = &mut stamps[index(channel, seq)];
-        if s.state == StampState::Empty || s.seq != seq || s.channel != channel {
-            self.stats.unmatched += 1;
-            return Judged::Passed;
-        }
-        let (first, last) = (s.first_sent, s.sent_time);
-        if echo != last {
-            // Only a transmission between the first and the last one made can be named.
-            if newer(first, echo) || newer(echo, last) {
-                return Judged::Forged;
+            if s.sent_time != echo {
+                self.stats.earlier_transmission += 1;
+                continue;
             }
-            self.stats.earlier_transmission += 1;
-            return Judged::Passed;
+            s.live = false;
+            // An acknowledgement timed before its send (a caller's `now` that went back)
+            // is 0, as the full-width times gave.
+            let waited = (now_us as u32).wrapping_sub(s.at_us);
+            let rtt = Duration::from_micros(if waited > i32::MAX as u32 {
+                0
+            } else {
+                u64::from(waited)
+            });
+            if self.samples.len() >= SAMPLE_LIMIT {
+                self.stats.dropped += 1;
+                continue;
+            }
+            self.stats.samples += 1;
+            self.samples.push_back((local, rtt));
         }
-        if s.state == StampState::Acked {
-            return Judged::Forged;
-        }
-        // An acknowledgement timed before its send (a caller's `now` that went back)
-        // is 0, as the full-width times gave.
-        let waited = now_us.wrapping_sub(s.at_us);
-        let waited = if waited > i32::MAX as u32 { 0 } else { waited };
-        if waited < floor {
-            self.stats.early += 1;
-            return Judged::Passed;
-        }
-        s.state = StampState::Acked;
-        if self.samples.len() >= SAMPLE_LIMIT {
-            self.stats.dropped += 1;
-            return Judged::Passed;
-        }
-        self.stats.samples += 1;
-        self.samples
-            .push_back((local, Duration::from_micros(u64::from(waited))));
-        Judged::Passed
     }
 
     /// The oldest sample not taken yet: the local peer slot and the round trip.
@@ -543,7 +371,7 @@ mod tests {
             t.stats,
             AckRttStats {
                 samples: 2,
-                forged: 1,
+                unmatched: 1,
                 ..AckRttStats::default()
             }
         );
@@ -608,114 +436,5 @@ mod tests {
         a[1] = 9;
         t.inbound(at(t0, 19), client, r.open(&a).unwrap());
         assert_eq!(t.pop(), Some((9, Duration::from_millis(3))));
-    }
-
-    /// Our CONNECT from slot 0, as C ENet writes it by hand: header peer id 0xFFF with the
-    /// sent-time flag (0x8FFF), sent time 0x0010; CONNECT (acknowledge flag, channel 0xFF,
-    /// sequence 1), outgoingPeerID 0, session ids 0xFF 0xFF, then ten u32 (mtu ..
-    /// connectID, data) left 0.
-    fn connect() -> Vec<u8> {
-        let mut d = vec![0x8F, 0xFF, 0x00, 0x10];
-        d.extend_from_slice(&[0x82, 0xFF, 0x00, 0x01, 0x00, 0x00, 0xFF, 0xFF]);
-        d.extend_from_slice(&[0; 40]);
-        d
-    }
-
-    /// A session whose handshake took 40 ms (CONNECT at 0, VERIFY_CONNECT at 40 ms): its
-    /// floor is 40 / 2 - 1 = 19 ms.
-    fn connected_through_a_40_ms_handshake(t0: Instant) -> (AckRtt, Reader, SocketAddr) {
-        let server: SocketAddr = SERVER.parse().unwrap();
-        let mut t = AckRtt::new(t0, 1);
-        let mut r = Reader::new(false, false);
-        t.set_now(t0);
-        t.outbound(server, r.open(&connect()).unwrap());
-        t.inbound(at(t0, 40), server, r.open(&verify_connect()).unwrap());
-        assert_eq!(t.peers[0].floor_us, 19_000, "half of 40 ms, less 1 ms");
-        (t, r, server)
-    }
-
-    #[test]
-    fn an_acknowledgement_sooner_than_the_floor_is_early_and_the_genuine_one_is_measured() {
-        let t0 = Instant::now();
-        let (mut t, mut r, server) = connected_through_a_40_ms_handshake(t0);
-        t.set_now(at(t0, 100));
-        t.outbound(server, r.open(&reliable_and_ping(100, 1, 2)).unwrap());
-        // A forger that predicted channel, sequence and sent time answers 0.5 ms later.
-        let early = t.inbound(
-            t0 + Duration::from_micros(100_500),
-            server,
-            r.open(&ack(0, 1, 100)).unwrap(),
-        );
-        assert_eq!(
-            early,
-            Judged::Passed,
-            "ENet may read it: it names a real send"
-        );
-        assert_eq!(t.pop(), None, "0.5 ms on a path whose handshake took 40 ms");
-        // 18.9 ms: still under the floor.
-        t.inbound(
-            t0 + Duration::from_micros(118_900),
-            server,
-            r.open(&ack(0xFF, 2, 100)).unwrap(),
-        );
-        assert_eq!(t.pop(), None);
-        // The genuine acknowledgements, one round trip later, are the samples.
-        t.inbound(at(t0, 140), server, r.open(&ack(0, 1, 100)).unwrap());
-        t.inbound(at(t0, 141), server, r.open(&ack(0xFF, 2, 100)).unwrap());
-        assert_eq!(t.pop(), Some((0, Duration::from_millis(40))));
-        assert_eq!(t.pop(), Some((0, Duration::from_millis(41))));
-        assert_eq!(
-            t.stats,
-            AckRttStats {
-                samples: 2,
-                early: 2,
-                ..AckRttStats::default()
-            }
-        );
-    }
-
-    #[test]
-    fn acknowledgements_naming_no_transmission_are_forged_and_never_samples() {
-        let t0 = Instant::now();
-        let (mut t, mut r, server) = connected(t0);
-        t.set_now(at(t0, 100));
-        t.outbound(server, r.open(&reliable_and_ping(100, 1, 2)).unwrap());
-        t.set_now(at(t0, 400));
-        t.outbound(server, r.open(&reliable_and_ping(400, 1, 2)).unwrap());
-        let mut judge = |ms: u64, a: Vec<u8>| t.inbound(at(t0, ms), server, r.open(&a).unwrap());
-        // A sent time not used yet (the next datagram's, predicted).
-        assert_eq!(judge(410, ack(0, 1, 401)), Judged::Forged, "future echo");
-        // A sequence number not sent yet on channel 0, with a real sent time.
-        assert_eq!(
-            judge(410, ack(0, 2, 400)),
-            Judged::Forged,
-            "unsent sequence"
-        );
-        // Past-dated: 20 s before the command's first transmission.
-        assert_eq!(
-            judge(410, ack(0, 1, 100u16.wrapping_sub(20_000))),
-            Judged::Forged
-        );
-        assert_eq!(
-            judge(410, ack(0, 1, 99)),
-            Judged::Forged,
-            "1 ms before the first"
-        );
-        // The first transmission's: Karn, no sample, not forged.
-        assert_eq!(judge(410, ack(0, 1, 100)), Judged::Passed);
-        // The retransmission's: the sample; then the same again is a duplicate.
-        assert_eq!(judge(430, ack(0, 1, 400)), Judged::Passed);
-        assert_eq!(judge(431, ack(0, 1, 400)), Judged::Forged, "duplicate");
-        assert_eq!(t.pop(), Some((0, Duration::from_millis(30))));
-        assert_eq!(t.pop(), None);
-        assert_eq!(
-            t.stats,
-            AckRttStats {
-                samples: 1,
-                earlier_transmission: 1,
-                forged: 5,
-                ..AckRttStats::default()
-            }
-        );
     }
 }

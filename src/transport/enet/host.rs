@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use rusty_enet as enet;
 
-use super::ack_rtt::{AckRtt, Judged};
+use super::ack_rtt::AckRtt;
 use super::admission::{Proof, CONNECT_PEER_ID};
 use super::clock::Clock;
 use super::config::{EnetConfig, DEFAULT_THROTTLE, MAX_ENET_DATAGRAM};
@@ -367,26 +367,15 @@ impl EnetHost {
             sock.gate.received(from, data.len());
             return;
         }
-        if data.len() > MAX_ENET_DATAGRAM {
+        if data.len() > MAX_ENET_DATAGRAM || !sock.inbound.push(from, data) {
             sock.stats.dropped_in += 1;
             return;
         }
         if let Some(acks) = sock.acks.as_mut() {
-            // Acknowledgements are timed at arrival (`now`), not when ENet reads them; one
-            // that names a transmission that never happened keeps its datagram from ENet,
-            // whose round-trip estimate would take its echo at face value.
+            // Acknowledgements are timed at arrival (`now`), not when ENet reads them.
             if let Some(d) = sock.reader.open(data) {
-                if acks.inbound(now, from, d) == Judged::Forged {
-                    sock.stats.datagrams_in += 1;
-                    sock.stats.bytes_in += data.len() as u64;
-                    sock.gate.received(from, data.len());
-                    return;
-                }
+                acks.inbound(now, from, d);
             }
-        }
-        if !sock.inbound.push(from, data) {
-            sock.stats.dropped_in += 1;
-            return;
         }
         sock.stats.datagrams_in += 1;
         sock.stats.bytes_in += data.len() as u64;
