@@ -264,7 +264,7 @@ mod tests {
     /// Issue 35, break 5: empty datagrams cost no payload but a slot each. 100,000 of them
     /// held 10 s under a 1 MiB bound: the line holds what 1 MiB pays for, refuses and
     /// counts the rest, and its account is what its parts hold. Before (payload counted):
-    /// all 100,000 held, 5.5 MB actually held under the 1 MiB bound.
+    /// all 100,000 held, 8,388,608 bytes actually held under the 1 MiB bound.
     #[test]
     fn empty_datagrams_are_bounded_by_memory() {
         const BOUND: usize = 1 << 20;
@@ -311,7 +311,7 @@ mod tests {
     /// 64 KB pass through while 1-byte datagrams take every pooled slot, so every round
     /// adds slots that once held 64 KB. Under a 1 MiB bound the line's memory stays under
     /// it at every step, its account matches its parts, and the refusals are counted.
-    /// Before (payload counted, buffers kept): 20 MiB held under the 1 MiB bound.
+    /// Before (payload counted, buffers kept): 20,999,104 bytes held under the 1 MiB bound.
     #[test]
     fn large_then_small_datagrams_stay_under_the_memory_bound() {
         const BOUND: usize = 1 << 20;
