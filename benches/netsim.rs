@@ -9,7 +9,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use tickswarm::netsim::{Conditions, DelayLine, Fate, Link, NetworkConditions};
+use tickswarm::netsim::{Conditions, DelayLine, Fate, HeldBound, Link, NetworkConditions};
 
 fn conditions(yaml: &str) -> Conditions {
     let n: NetworkConditions = serde_saphyr::from_str(yaml).expect("valid network section");
@@ -67,7 +67,10 @@ fn main() {
     let c = conditions("{ latency: 100ms, jitter: { normal: 8ms }, loss: 1% }");
     let t0 = Instant::now();
     let mut link = Link::new(&c, 1, t0);
-    let mut line: DelayLine<()> = DelayLine::new(4 << 20);
+    let mut line: DelayLine<()> = DelayLine::new(HeldBound {
+        datagrams: 16_384,
+        bytes: 4 << 20,
+    });
     let payload = [7u8; 100];
     let gap = Duration::from_micros(16_667);
     let mut delivered = 0u64;
@@ -86,16 +89,14 @@ fn main() {
     });
     black_box(delivered);
     println!(
-        "held at the end: {} datagrams, peak {} payload bytes",
+        "held at the end: {} datagrams, peak {} bytes held (buffers and bookkeeping)",
         line.len(),
-        line.peak_bytes()
+        line.peak_memory()
     );
     // A held datagram: its heap entry (due time, order, slot), its slot (key and buffer
     // header), its place in the free list when delivered, and the buffer's capacity (its
-    // payload; a reused slot keeps the largest payload it held).
-    let overhead = std::mem::size_of::<(Instant, u64, usize)>()
-        + std::mem::size_of::<(Option<()>, Vec<u8>)>()
-        + std::mem::size_of::<usize>();
+    // payload; a pooled buffer keeps at most POOL_BUFFER).
+    let overhead = DelayLine::<()>::SLOT_BYTES;
     println!("memory per held datagram: {overhead} bytes + its payload");
     for (bots, bytes) in [(4_000u64, 100u64), (4_000, 1_200)] {
         let total = bots * 6 * (overhead as u64 + bytes);

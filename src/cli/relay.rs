@@ -6,7 +6,14 @@
 //! (`up`: client to server, `down`: server to client) seeded from `--seed` and the order in
 //! which clients appeared. Datagrams wait in two [`DelayLine`]s whose buffers are reused, so
 //! once the relay has seen its busiest moment it allocates nothing per datagram. The lines
-//! are bounded (`--max-held`); a datagram past the bound is counted as dropped.
+//! are bounded by the memory they hold (`--max-held`: buffers' capacity and each datagram's
+//! bookkeeping, not payload, which an empty datagram has none of) and by count
+//! (`--max-held-datagrams`); a datagram past either is dropped and counted.
+//!
+//! The relay is no amplifier towards an address that never answers: until a client has
+//! shown that it receives, it sends on no more, either way, than came in for it (duplicates
+//! included); see [`budget`] for the rule and its limits. Its upstream sockets are connected
+//! to the target, so only the target's datagrams come back through them.
 //!
 //! The client table is bounded (`--max-clients`) and clients idle for `--idle` are forgotten
 //! (their upstream socket closed). Ctrl-C or SIGTERM ends the relay with one summary line,
@@ -24,7 +31,11 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
-use crate::netsim::{DelayLine, Fate, Link, NetworkConditions};
+use crate::netsim::{DelayLine, Fate, HeldBound, Link, NetworkConditions};
+
+mod budget;
+
+use budget::{Budget, Proof};
 
 /// The largest UDP payload.
 const MAX_DATAGRAM: usize = 65_536;
@@ -57,9 +68,14 @@ pub(crate) struct RelayArgs {
     /// A client that sent and received nothing for this long is forgotten.
     #[arg(long, default_value = "60s", value_parser = crate::scenario::parse_duration)]
     idle: Duration,
-    /// Payload bytes each direction may hold back at once; past it datagrams are dropped.
+    /// Memory each direction may hold for datagrams in flight, in bytes: their buffers'
+    /// capacity and each one's bookkeeping, not just their payload. Past it datagrams are
+    /// dropped (counted as over the bound).
     #[arg(long, default_value_t = 64 << 20)]
     max_held: usize,
+    /// Datagrams each direction may hold at once; past it they are dropped (counted).
+    #[arg(long, default_value_t = 65_536)]
+    max_held_datagrams: usize,
 }
 
 /// The profile file: just a `network:` section (other keys are refused).
@@ -97,6 +113,9 @@ struct Counts {
     /// Lost to the link (outage, loss, its queue) or to the relay's bound.
     dropped: u64,
     duplicated: u64,
+    /// Copies the link made that were not sent: the client was not yet proven and had no
+    /// budget left (see [`budget`]).
+    unproven: u64,
 }
 
 struct Client {
@@ -107,6 +126,10 @@ struct Client {
     upstream: UdpSocket,
     up: Link,
     down: Link,
+    /// What may go up and down for this client until it is proven.
+    up_budget: Budget,
+    down_budget: Budget,
+    proof: Proof,
     last_seen: Instant,
 }
 
@@ -158,6 +181,10 @@ pub(crate) fn cmd_relay(a: &RelayArgs) -> anyhow::Result<u8> {
     let stop = Arc::new(AtomicBool::new(false));
     install_stop(stop.clone());
     let local = listen.local_addr()?;
+    let bound = HeldBound {
+        datagrams: a.max_held_datagrams,
+        bytes: a.max_held,
+    };
     out!("relay: listening on {local}, forwarding to {}", a.target);
     let mut r = Relay {
         listen,
@@ -171,8 +198,8 @@ pub(crate) fn cmd_relay(a: &RelayArgs) -> anyhow::Result<u8> {
         generations: Vec::new(),
         by_addr: HashMap::new(),
         clients_seen: 0,
-        up_line: DelayLine::new(a.max_held),
-        down_line: DelayLine::new(a.max_held),
+        up_line: DelayLine::new(bound),
+        down_line: DelayLine::new(bound),
         up: Counts::default(),
         down: Counts::default(),
         refused: 0,
@@ -277,9 +304,18 @@ impl Relay {
                 continue;
             };
             c.last_seen = now;
+            c.proof.heard_from();
+            c.up_budget.received(len);
             let fate = c.up.submit(now, len);
             let key = (slot, c.generation);
-            hold(&mut self.up_line, &mut self.up, fate, key, &buf[..len]);
+            let proven = c.proof.proven();
+            let held = Hold {
+                line: &mut self.up_line,
+                counts: &mut self.up,
+                budget: &mut c.up_budget,
+                proven,
+            };
+            held.hold(fate, key, &buf[..len]);
         }
     }
 
@@ -297,26 +333,28 @@ impl Relay {
             let now = Instant::now();
             self.down.r#in += 1;
             c.last_seen = now;
+            c.down_budget.received(len);
             let fate = c.down.submit(now, len);
             let key = (slot, c.generation);
-            hold(&mut self.down_line, &mut self.down, fate, key, &buf[..len]);
+            let proven = c.proof.proven();
+            let held = Hold {
+                line: &mut self.down_line,
+                counts: &mut self.down,
+                budget: &mut c.down_budget,
+                proven,
+            };
+            held.hold(fate, key, &buf[..len]);
         }
     }
 
     /// Send what is due in both directions.
     fn deliver(&mut self, now: Instant) {
-        let slots = &self.slots;
-        let alive = |(slot, generation): Key| {
-            slots
-                .get(slot)
-                .and_then(|c| c.as_ref())
-                .filter(|c| c.generation == generation)
-        };
+        let slots = &mut self.slots;
         let up = &mut self.up;
         while let Some(due) = self.up_line.next_due().filter(|&at| at <= now) {
             record_late(&mut self.up_late, now, due);
             self.up_line.pop_due(now, |key, bytes| {
-                if let Some(c) = alive(key) {
+                if let Some(c) = alive(slots, key) {
                     if c.upstream.send(bytes).is_ok() {
                         up.out += 1;
                     }
@@ -328,9 +366,10 @@ impl Relay {
         while let Some(due) = self.down_line.next_due().filter(|&at| at <= now) {
             record_late(&mut self.down_late, now, due);
             self.down_line.pop_due(now, |key, bytes| {
-                if let Some(c) = alive(key) {
+                if let Some(c) = alive(slots, key) {
                     if listen.send_to(bytes, c.addr).is_ok() {
                         down.out += 1;
+                        c.proof.sent_to();
                     }
                 }
             });
@@ -373,6 +412,9 @@ impl Relay {
             upstream,
             up: Link::new(&self.up_cond, seed, now),
             down: Link::new(&self.down_cond, seed ^ 0xD0D0_D0D0, now),
+            up_budget: Budget::default(),
+            down_budget: Budget::default(),
+            proof: Proof::default(),
             last_seen: now,
         });
         self.by_addr.insert(addr, slot);
@@ -407,12 +449,25 @@ impl Relay {
                 h.max()
             )
         };
+        let held = |name: &str, l: &DelayLine<Key>| {
+            format!(
+                "holding {name} peak {} datagrams {} bytes, over bound {}",
+                l.peak_len(),
+                l.peak_memory(),
+                l.refused()
+            )
+        };
         format!(
-            "relay: {}; {}; clients {} (refused {}); late_us up {} down {} (p50/p90/max)",
+            "relay: {}; {}; clients {} (refused {}); {}; {}; copies withheld from unproven \
+             clients up {} down {}; late_us up {} down {} (p50/p90/max)",
             d("up", &self.up),
             d("down", &self.down),
             self.clients_seen,
             self.refused,
+            held("up", &self.up_line),
+            held("down", &self.down_line),
+            self.up.unproven,
+            self.down.unproven,
             late(&self.up_late),
             late(&self.down_late)
         )
@@ -425,20 +480,45 @@ fn record_late(h: &mut hdrhistogram::Histogram<u64>, now: Instant, due: Instant)
     h.saturating_record(u64::try_from(us).unwrap_or(u64::MAX));
 }
 
-/// Hold a datagram (and its copy) until the link delivers it, or count its loss.
-fn hold(line: &mut DelayLine<Key>, counts: &mut Counts, fate: Fate, key: Key, bytes: &[u8]) {
-    match fate {
-        Fate::Dropped(_) => counts.dropped += 1,
-        Fate::Deliver { at, copy_at } => {
-            if !line.push(at, key, bytes) {
-                counts.dropped += 1;
-                return;
-            }
-            if let Some(copy_at) = copy_at {
-                if line.push(copy_at, key, bytes) {
-                    counts.duplicated += 1;
-                }
-            }
+/// The live client a held datagram is for (`None` once its slot was forgotten or reused).
+fn alive(slots: &mut [Option<Client>], (slot, generation): Key) -> Option<&mut Client> {
+    slots
+        .get_mut(slot)
+        .and_then(|c| c.as_mut())
+        .filter(|c| c.generation == generation)
+}
+
+/// Where one direction of one client holds a datagram.
+struct Hold<'a> {
+    line: &'a mut DelayLine<Key>,
+    counts: &'a mut Counts,
+    budget: &'a mut Budget,
+    /// The client has shown that it receives: its copies need no budget.
+    proven: bool,
+}
+
+impl Hold<'_> {
+    /// Hold a datagram (and its copy) until the link delivers it, or count its loss. The
+    /// original always fits the budget (it came in with it); a copy for a client not yet
+    /// proven only where the link dropped enough before it.
+    fn hold(self, fate: Fate, key: Key, bytes: &[u8]) {
+        let Fate::Deliver { at, copy_at } = fate else {
+            self.counts.dropped += 1;
+            return;
+        };
+        if !self.line.push(at, key, bytes) {
+            self.counts.dropped += 1;
+            return;
+        }
+        self.budget.spend(bytes.len());
+        let Some(copy_at) = copy_at else {
+            return;
+        };
+        if !self.proven && !self.budget.allows(bytes.len()) {
+            self.counts.unproven += 1;
+        } else if self.line.push(copy_at, key, bytes) {
+            self.budget.spend(bytes.len());
+            self.counts.duplicated += 1;
         }
     }
 }

@@ -30,7 +30,7 @@ mod delay_line;
 mod link;
 
 pub use config::{Conditions, ConfigError, Jitter, LossModel, NetworkConditions, Share};
-pub use delay_line::DelayLine;
+pub use delay_line::{DelayLine, HeldBound, POOL_BUFFER};
 pub use link::{DropReason, Fate, Link, LinkStats};
 
 #[cfg(test)]

@@ -77,6 +77,17 @@ struct Relay {
 
 impl Relay {
     fn start(dir: &Path, profile: &str, target: SocketAddr, seed: u64) -> Relay {
+        Relay::start_with(dir, profile, target, seed, &[])
+    }
+
+    /// As [`Relay::start`], with more command-line arguments.
+    fn start_with(
+        dir: &Path,
+        profile: &str,
+        target: SocketAddr,
+        seed: u64,
+        extra: &[&str],
+    ) -> Relay {
         let file = dir.join(format!("profile-{seed}.yaml"));
         std::fs::write(&file, profile).expect("write profile");
         let mut child = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
@@ -85,6 +96,7 @@ impl Relay {
             .arg("--profile")
             .arg(&file)
             .args(["--seed", &seed.to_string()])
+            .args(extra)
             .stdout(Stdio::piped())
             .spawn()
             .expect("start relay");
@@ -141,6 +153,34 @@ impl Summary {
             .and_then(|v| v.parse().ok())
             .unwrap_or_else(|| panic!("bad lateness {part:?}"));
         us as f64 / 1e3
+    }
+
+    /// The numbers in the summary's part that starts with `marker`, up to the next `;`.
+    fn after(&self, marker: &str) -> Vec<u64> {
+        let part = self
+            .line
+            .split(marker)
+            .nth(1)
+            .and_then(|r| r.split(';').next())
+            .unwrap_or_else(|| panic!("no {marker:?} in {:?}", self.line));
+        part.split(|c: char| !c.is_ascii_digit())
+            .filter_map(|w| w.parse().ok())
+            .collect()
+    }
+
+    /// One direction's (`"up"` or `"down"`) delay line: `[peak datagrams, peak bytes held,
+    /// datagrams refused over the bound]`.
+    fn holding(&self, dir: &str) -> [u64; 3] {
+        let n = self.after(&format!("holding {dir} "));
+        assert_eq!(n.len(), 3, "holding {dir}: {:?}", self.line);
+        [n[0], n[1], n[2]]
+    }
+
+    /// Copies the relay refused to send for clients not yet proven: `(up, down)`.
+    fn unproven(&self) -> (u64, u64) {
+        let n = self.after("unproven clients ");
+        assert_eq!(n.len(), 2, "unproven: {:?}", self.line);
+        (n[0], n[1])
     }
 
     /// The relay's own lateness p90 per direction (`late_us up P50/P90/MAX down ...`), ms.
@@ -485,4 +525,261 @@ fn a_bad_profile_names_its_place() {
         err.contains("bad.yaml:3:12: `fast` is not a duration"),
         "{err}"
     );
+}
+
+/// Issue 35, break 5: the bound is memory held, not payload. 20,000 empty datagrams held
+/// 20 s behind a 256 KiB `--max-held`: they are 0 payload bytes, but each costs the relay its
+/// bookkeeping (at least its 32-byte place in the timing heap), so at most 8,192 fit; the
+/// relay holds what its own accounting (buffers' capacity plus per-entry cost) allows, and
+/// counts each one past it. Before: all 20,000 held, 0 bytes accounted.
+#[test]
+fn empty_datagrams_are_bounded_by_the_memory_they_hold() {
+    const BOUND: u64 = 256 * 1024;
+    let dir = tempfile::tempdir().expect("tmp");
+    let echo = Echo::start();
+    let relay = Relay::start_with(
+        dir.path(),
+        "network:\n  up: { latency: 20s }\n",
+        echo.addr,
+        11,
+        &["--max-held", &BOUND.to_string()],
+    );
+    let c = client(relay.addr);
+    for i in 0..20_000u32 {
+        c.send(&[]).expect("send");
+        if i % 200 == 199 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let s = relay.stop();
+    echo.finish();
+    let held = s.up[0] - s.up[2];
+    assert!(
+        held * 32 <= BOUND,
+        "{held} of {} empty datagrams held: at least {} bytes of bookkeeping under a \
+         {BOUND}-byte bound ({})",
+        s.up[0],
+        held * 32,
+        s.line.trim()
+    );
+    let [peak, bytes, over] = s.holding("up");
+    assert_eq!(peak, held, "the peak is what is held: {}", s.line.trim());
+    assert!(
+        bytes <= BOUND && bytes >= held * 32,
+        "{bytes} bytes held for {held} datagrams, bound {BOUND}"
+    );
+    assert!(over > 0, "{} datagrams came in: {}", s.up[0], s.line.trim());
+    assert_eq!(
+        over,
+        s.up[2],
+        "every drop is the bound's: {}",
+        s.line.trim()
+    );
+    assert_eq!(s.up[1], 0, "nothing is due yet");
+}
+
+/// `--max-held-datagrams 1000`: 5,000 datagrams held 20 s, exactly 1,000 are held and the
+/// other 4,000 counted as over the bound.
+#[test]
+fn the_datagram_count_bound_holds_exactly() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let echo = Echo::start();
+    let relay = Relay::start_with(
+        dir.path(),
+        "network:\n  up: { latency: 20s }\n",
+        echo.addr,
+        12,
+        &["--max-held-datagrams", "1000"],
+    );
+    let c = client(relay.addr);
+    for i in 0..5_000u32 {
+        c.send(&i.to_be_bytes()).expect("send");
+        if i % 200 == 199 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let s = relay.stop();
+    echo.finish();
+    assert_eq!(s.up[0], 5_000, "{}", s.line.trim());
+    let [peak, _, over] = s.holding("up");
+    assert_eq!(
+        (peak, over, s.up[2]),
+        (1_000, 4_000, 4_000),
+        "{}",
+        s.line.trim()
+    );
+}
+
+/// A UDP peer that answers nothing until it is opened, then echoes what it got and
+/// everything after: its answers reach the sources only after they have fallen silent.
+struct GatedEcho {
+    addr: SocketAddr,
+    open: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<u64>,
+}
+
+impl GatedEcho {
+    fn start() -> GatedEcho {
+        let sock = UdpSocket::bind("127.0.0.1:0").expect("bind echo");
+        roomy(&sock);
+        sock.set_read_timeout(Some(Duration::from_millis(10)))
+            .expect("timeout");
+        let addr = sock.local_addr().expect("addr");
+        let (open, stop) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let (o, st) = (open.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let mut got = 0u64;
+            let mut waiting: Vec<(Vec<u8>, SocketAddr)> = Vec::new();
+            let mut buf = vec![0u8; 65_536];
+            while !st.load(Ordering::Relaxed) {
+                if let Ok((n, from)) = sock.recv_from(&mut buf) {
+                    got += 1;
+                    waiting.push((buf[..n].to_vec(), from));
+                }
+                if o.load(Ordering::Relaxed) {
+                    for (b, to) in waiting.drain(..) {
+                        let _ = sock.send_to(&b, to);
+                    }
+                }
+            }
+            got
+        });
+        GatedEcho {
+            addr,
+            open,
+            stop,
+            thread,
+        }
+    }
+
+    fn finish(self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().expect("echo thread")
+    }
+}
+
+/// Everything waiting on a socket nobody read: `(datagrams, payload bytes)`.
+fn unread(c: &UdpSocket) -> (u64, u64) {
+    c.set_read_timeout(Some(Duration::from_millis(50)))
+        .expect("timeout");
+    let mut buf = vec![0u8; 65_536];
+    let (mut n, mut bytes) = (0, 0);
+    while let Ok(len) = c.recv(&mut buf) {
+        n += 1;
+        bytes += len as u64;
+    }
+    (n, bytes)
+}
+
+/// One profile for each thing a relay profile can say (`Conditions` in
+/// src/netsim/config.rs), each alone, with `duplicate: 100%` both ways, and all at once.
+const PROFILES: [&str; 17] = [
+    "latency: 20ms",
+    "jitter: { uniform: 5ms }",
+    "jitter: { normal: 3ms }",
+    "jitter: { percentiles: { p50: 2ms, p99: 8ms } }",
+    "loss: 10%",
+    "loss: { rate: 10%, mean_burst: 3 }",
+    "loss: { p: 5%, r: 40%, loss_good: 1%, loss_bad: 90% }",
+    "duplicate: 100%",
+    "duplicate: 50%\n  duplicate_delay: 5ms",
+    "reorder: 50%\n  reorder_delay: 10ms",
+    "bandwidth_bps: 2000000\n  queue_bytes: 20000",
+    "outage: { every: 40ms, down_for: 10ms }",
+    "up: { duplicate: 100% }\n  down: { duplicate: 100% }",
+    "up: { duplicate: 100%, latency: 5ms }",
+    "down: { duplicate: 100%, reorder: 30% }",
+    "loss: 10%\n  duplicate: 100%\n  reorder: 20%\n  latency: 5ms",
+    "latency: 10ms\n  jitter: { normal: 2ms }\n  loss: { rate: 5%, mean_burst: 2 }\n  \
+     duplicate: 100%\n  duplicate_delay: 2ms\n  reorder: 10%\n  reorder_delay: 5ms\n  \
+     bandwidth_bps: 5000000\n  queue_bytes: 50000\n  outage: { every: 60ms, down_for: 5ms }",
+];
+
+/// Issue 35, break 8: a relay must not amplify toward sources that never answer (the victim
+/// of a spoofed source address never does). For every profile, 8 sources each send 8
+/// datagrams (0 to 1,400 bytes) through the relay to an echo server and never read; the
+/// server answers only once they are all silent. What each source got back is at most what
+/// it sent, in datagrams and in bytes. Before: `duplicate: 100%` both ways gave 4×.
+#[test]
+fn no_profile_sends_sources_that_never_answer_more_than_they_sent() {
+    const SIZES: [usize; 8] = [0, 1, 40, 200, 600, 1200, 1400, 64];
+    let dir = tempfile::tempdir().expect("tmp");
+    for (k, profile) in PROFILES.iter().enumerate() {
+        let echo = GatedEcho::start();
+        let relay = Relay::start(
+            dir.path(),
+            &format!("network:\n  {profile}\n"),
+            echo.addr,
+            100 + k as u64,
+        );
+        let sources: Vec<UdpSocket> = (0..8).map(|_| client(relay.addr)).collect();
+        for s in &sources {
+            for &n in &SIZES {
+                s.send(&vec![7u8; n]).expect("send");
+            }
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        echo.open.store(true, Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(500));
+        let s = relay.stop();
+        echo.finish();
+        let sent: u64 = SIZES.iter().map(|&n| n as u64).sum();
+        let mut back = (0, 0);
+        for (i, src) in sources.iter().enumerate() {
+            let (n, bytes) = unread(src);
+            back = (back.0 + n, back.1 + bytes);
+            assert!(
+                n <= 8 && bytes <= sent,
+                "profile {profile:?}, source {i}: sent 8 datagrams, {sent} bytes; got back \
+                 {n} datagrams ({:.2}×), {bytes} bytes ({:.2}×): {}",
+                n as f64 / 8.0,
+                bytes as f64 / sent as f64,
+                s.line.trim()
+            );
+        }
+        assert_eq!(s.up[0], 64, "{profile:?}: {}", s.line.trim());
+        assert_eq!(
+            back.0, s.down[1],
+            "{profile:?}: the sources got what went down"
+        );
+        if *profile == "up: { duplicate: 100% }\n  down: { duplicate: 100% }" {
+            // Every copy withheld, both ways, and counted.
+            assert_eq!(s.unproven(), (64, s.down[0]), "{}", s.line.trim());
+            assert_eq!((s.up[3], s.down[3]), (0, 0), "{}", s.line.trim());
+        }
+    }
+}
+
+/// The rule that proves a client: it sent a datagram after the relay had sent it one. With
+/// `duplicate: 100%` up, a client's first datagram goes up once (its copy withheld, counted),
+/// the echo comes back, and every datagram it sends after that goes up twice.
+#[test]
+fn a_client_that_answers_gets_the_profiles_duplicates() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let echo = Echo::start();
+    let relay = Relay::start(
+        dir.path(),
+        "network:\n  up: { duplicate: 100% }\n",
+        echo.addr,
+        13,
+    );
+    let c = client(relay.addr);
+    c.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    c.send(&0u32.to_be_bytes()).expect("send");
+    let mut buf = [0u8; 64];
+    c.recv(&mut buf).expect("the first echo");
+    let back = send_windows(&c, 100, 32, 10, Duration::from_millis(50));
+    let s = relay.stop();
+    let at_peer = echo.finish();
+    assert_eq!(s.unproven(), (1, 0), "{}", s.line.trim());
+    assert_eq!(s.up[3], 100, "{}", s.line.trim());
+    assert_eq!(at_peer.len(), 1 + 200, "{}", s.line.trim());
+    assert_eq!(back.len() as u64 + 1, s.down[1], "{}", s.line.trim());
 }

@@ -4,16 +4,24 @@
 //!
 //! One per socket (a bot's UDP socket, or an ENet host's socket shared by bots with the same
 //! conditions), with its own seed. Datagrams that are delayed are copied into the path's
-//! [`DelayLine`]s (buffers reused) and sent or delivered when the source's timer fires.
+//! [`DelayLine`]s (buffers reused) and sent or delivered when the source's timer fires. The
+//! lines are bounded by count and by the memory they hold, not by payload (an empty
+//! datagram has none, but costs its bookkeeping): a peer flooding a delayed path costs at
+//! most [`MAX_HELD`] per direction, and what does not fit is counted as lost to the queue.
 
 use std::time::Instant;
 
 use crate::metrics::Recorder;
-use crate::netsim::{Conditions, DelayLine, DropReason, Fate, Link, NetworkConditions};
+use crate::netsim::{Conditions, DelayLine, DropReason, Fate, HeldBound, Link, NetworkConditions};
 
-/// Payload bytes one path may hold in each direction: 4 MiB, far above what a link in play
-/// holds (a second of a 1 Mbit/s stream is 125 KB); past it a datagram is lost to the queue.
-const MAX_HELD_BYTES: usize = 4 << 20;
+/// What one path may hold in each direction: 4 MiB of memory (buffers' capacity and each
+/// datagram's bookkeeping), far above what a link in play holds (a second of a 1 Mbit/s
+/// stream is 125 KB), and 16,384 datagrams (a second of 64 bots sharing an ENet socket at
+/// 256 Hz); past either a datagram is lost to the queue.
+const MAX_HELD: HeldBound = HeldBound {
+    datagrams: 16_384,
+    bytes: 4 << 20,
+};
 
 /// The two directions of one socket's simulated path.
 pub struct SimPath(Box<Path>);
@@ -80,8 +88,8 @@ impl SimPath {
         SimPath(Box::new(Path {
             up: Link::new(&c.up, seed, now),
             down: Link::new(&c.down, seed ^ 0xD0D0_D0D0, now),
-            up_line: DelayLine::new(MAX_HELD_BYTES),
-            down_line: DelayLine::new(MAX_HELD_BYTES),
+            up_line: DelayLine::new(MAX_HELD),
+            down_line: DelayLine::new(MAX_HELD),
             counts: [0; EVENTS.len()],
         }))
     }
@@ -173,5 +181,45 @@ impl SimPath {
     /// Deliver the held datagrams due at `now`.
     pub fn deliver_due(&mut self, now: Instant, mut deliver: impl FnMut(&[u8])) {
         while self.0.down_line.pop_due(now, |(), b| deliver(b)) {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// Issue 35, break 5, in the engine: a server flooding a bot behind a 10 s delay with
+    /// 100,000 empty datagrams. Payload counted, all were held (0 bytes of a 4 MiB bound);
+    /// now the path holds what its count and memory bounds allow, each direction's memory
+    /// under 4 MiB by its own account, and the rest is counted as lost to the queue.
+    #[test]
+    fn a_flood_of_empty_datagrams_is_bounded_and_counted() {
+        let n: NetworkConditions = serde_saphyr::from_str("latency: 10s").expect("network");
+        let t0 = Instant::now();
+        let mut path = SimPath::new(&PathConditions::new(&n, 1), 0, t0);
+        let mut at_once = 0;
+        for _ in 0..100_000 {
+            path.receive(t0, &[], |_| at_once += 1);
+        }
+        let mut rec = Recorder::new();
+        path.record(&mut rec);
+        let line = &path.0.down_line;
+        let held = line.len() as u64;
+        let lost = rec.events.get("netsim_down_lost_queue");
+        assert_eq!(at_once, 0, "all delayed");
+        assert_eq!(held, MAX_HELD.datagrams as u64, "the count bound binds");
+        assert_eq!(lost, 100_000 - held, "every one past it counted");
+        assert_eq!(rec.events.get("netsim_down_offered"), 100_000);
+        assert!(
+            line.memory() <= MAX_HELD.bytes,
+            "{held} held in {} bytes, bound {}",
+            line.memory(),
+            MAX_HELD.bytes
+        );
+        // And none is lost once it is due.
+        let mut delivered = 0;
+        path.deliver_due(t0 + Duration::from_secs(10), |_| delivered += 1);
+        assert_eq!(delivered, held);
     }
 }
