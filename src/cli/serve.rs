@@ -112,7 +112,13 @@ fn configure(a: &ServeArgs) -> Result<(ProtocolSection, ServerParams), String> {
     };
     let mut pairs: Vec<(String, String)> = Vec::new();
     if let Some(d) = &a.dialect {
-        pairs.push((a.protocol.dialect_key().to_string(), d.clone()));
+        // The protocol's dialect option, else `dialect` itself: rtype's float orders are
+        // `float_order: big|little`, its implementation dialect `dialect: implementation`.
+        let key = [a.protocol.dialect_key(), "dialect"]
+            .into_iter()
+            .find(|k| with_options(&section, &[(k.to_string(), d.clone())]).is_ok())
+            .unwrap_or(a.protocol.dialect_key());
+        pairs.push((key.to_string(), d.clone()));
     }
     for o in &a.options {
         let (k, v) = o

