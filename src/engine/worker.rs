@@ -1242,7 +1242,6 @@ pub(super) async fn recv_loop<T: BotTransport + 'static>(
         // What the bots answered to these datagrams.
         shared.submit();
         if turn_over {
-            drop(ready);
             tokio::task::yield_now().await;
         }
     }
