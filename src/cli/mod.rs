@@ -594,6 +594,13 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
             return Err(e.into());
         }
     };
+    for w in &outcome.unfinished_workers {
+        say!(
+            "worker {w} did not end within {} s of the stop: the report holds what it handed \
+             in until then",
+            engine::END_GRACE.as_secs()
+        );
+    }
     let last = outcome
         .intervals
         .iter()

@@ -233,13 +233,39 @@ pub fn run_observed(
         plan.groups.len()
     };
     let mut collector = Collector::new(workers, reported_groups);
-    while let Ok(msg) = rx.recv() {
-        if let Some((point, connected, rec)) = collector.accept(msg) {
-            progress(&point, connected, &rec);
+    // Every worker hands in its end; one that has not by the deadline (a stop, or the run's
+    // end, plus END_GRACE) is left behind, named, and the report written from what it sent.
+    let mut deadline = run_end + END_GRACE;
+    let mut stop_seen = false;
+    loop {
+        let now = Instant::now();
+        if !stop_seen && stop.is_stopped() {
+            stop_seen = true;
+            deadline = deadline.min(now + END_GRACE);
+        }
+        if now >= deadline {
+            break;
+        }
+        let wait = deadline.saturating_duration_since(now).min(STOP_POLL);
+        match rx.recv_timeout(wait) {
+            Ok(msg) => {
+                if let Some((point, connected, rec)) = collector.accept(msg) {
+                    progress(&point, connected, &rec);
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
     }
-    for t in threads {
-        let _ = t.join();
+    let unfinished_workers: Vec<usize> = (0..workers)
+        .filter(|w| !collector.done.contains(w))
+        .collect();
+    for (id, t) in threads.into_iter().enumerate() {
+        // A worker left behind keeps its thread until the process ends; it holds nothing the
+        // report needs.
+        if !unfinished_workers.contains(&id) {
+            let _ = t.join();
+        }
     }
     let elapsed = Instant::now()
         .saturating_duration_since(run_start)
@@ -260,6 +286,7 @@ pub fn run_observed(
         elapsed,
         interrupted,
         workers,
+        unfinished_workers,
         tail: collector.tail,
         server: server_stats,
         target,
@@ -437,9 +464,20 @@ fn merge_server_stats(stats: impl Iterator<Item = ServerStats>) -> Option<Server
     })
 }
 
+/// Longest the run's end waits for the workers to hand in their ends, counted from the stop
+/// (Ctrl-C, SIGTERM) or from the planned end, whichever comes first. A worker ends within
+/// about its CLOSE_GRACE (1 s) of either; this leaves room for a busy machine, and bounds the
+/// wait when a worker cannot end at all.
+pub const END_GRACE: Duration = Duration::from_secs(5);
+
+/// How often the wait for the workers looks at the stop signal.
+const STOP_POLL: Duration = Duration::from_millis(50);
+
 /// Merges worker intervals into per-second points and run totals.
 struct Collector {
     workers: usize,
+    /// Workers that handed in their end, by id.
+    done: Vec<usize>,
     total: Recorder,
     /// Interval index -> (merged recorder, workers reported, bots connected).
     open: std::collections::BTreeMap<u64, (Recorder, usize, u64)>,
@@ -483,6 +521,7 @@ impl Collector {
             group_points: vec![Vec::new(); groups],
             group_tails: vec![crate::metrics::groups::GroupSecond::new(); groups],
             workers,
+            done: Vec::with_capacity(workers),
             total: Recorder::new(),
             open: Default::default(),
             open_cpu: Default::default(),
@@ -548,6 +587,7 @@ impl Collector {
                 None
             }
             WorkerMsg::Done {
+                worker,
                 rec,
                 groups,
                 ever_connected,
@@ -558,6 +598,7 @@ impl Collector {
                 census,
                 connected_by_source,
             } => {
+                self.done.push(worker);
                 self.add_groups(&rec, groups.iter().map(|(r, b)| (r, Some(b))));
                 if groups.is_empty() {
                     if let Some(t) = self.group_tails.first_mut() {

@@ -77,6 +77,8 @@ pub enum WorkerMsg {
     },
     /// The worker has stopped its bots; `rec` holds what came after the last interval.
     Done {
+        /// This worker's id.
+        worker: usize,
         rec: Recorder,
         /// `rec` and the bot counts per group, when the plan has more than one.
         groups: Vec<(Recorder, GroupBots)>,
@@ -680,6 +682,7 @@ pub fn run_worker(spec: WorkerSpec, tx: Sender<WorkerMsg>, stop: watch::Receiver
         Ok(rt) => rt,
         Err(_) => {
             let _ = tx.send(WorkerMsg::Done {
+                worker: spec.id,
                 rec: Recorder::new(),
                 groups: Vec::new(),
                 ever_connected: 0,
@@ -959,6 +962,7 @@ async fn worker_main<T: BotTransport + 'static>(
     }
     let (rec, groups) = take_recorders(&shared.recs);
     let _ = tx.send(WorkerMsg::Done {
+        worker: spec.id,
         rec,
         groups: groups.into_iter().zip(by_group).collect(),
         ever_connected: total.connected,
@@ -1178,7 +1182,18 @@ fn stop_bot<T: BotTransport + 'static>(shared: &Rc<Shared<T>>, idx: usize, now: 
     }
 }
 
+/// Datagrams a receive task handles before it gives the worker's other tasks their turn.
+pub const RECV_TURN_DATAGRAMS: usize = 64;
+/// Time a receive task spends handling datagrams before it gives the other tasks their turn.
+pub const RECV_TURN: Duration = Duration::from_millis(5);
+
 /// Receive on a source's socket: one clock read per batch.
+///
+/// A turn ends after [`RECV_TURN_DATAGRAMS`] datagrams or [`RECV_TURN`] of handling them,
+/// whichever comes first, even with more waiting: the task then goes back to the runtime,
+/// so the timers, the stop signal and the end of the run are seen between turns. Before
+/// issue 35 a socket that never ran dry (a server flooding the bots) kept this loop, and so
+/// the whole worker thread, from everything else: the run never ended, Ctrl-C did nothing.
 pub(super) async fn recv_loop<T: BotTransport + 'static>(
     shared: Rc<Shared<T>>,
     src: Source,
@@ -1188,6 +1203,9 @@ pub(super) async fn recv_loop<T: BotTransport + 'static>(
         let Ok(mut ready) = sock.readable().await else {
             return;
         };
+        let turn_start = Instant::now();
+        let mut handled = 0usize;
+        let mut turn_over = false;
         loop {
             let got = {
                 let mut rx = shared.rx.borrow_mut();
@@ -1195,8 +1213,18 @@ pub(super) async fn recv_loop<T: BotTransport + 'static>(
             };
             match got {
                 Ok(n) => {
-                    shared.on_datagrams(src, Instant::now(), n);
+                    let now = Instant::now();
+                    shared.on_datagrams(src, now, n);
+                    handled += n;
                     if n < RECV_BATCH {
+                        break;
+                    }
+                    if handled >= RECV_TURN_DATAGRAMS
+                        || now.saturating_duration_since(turn_start) >= RECV_TURN
+                    {
+                        // More may be waiting: the readiness stays set, so the next turn
+                        // starts as soon as the other tasks had theirs.
+                        turn_over = true;
                         break;
                     }
                 }
@@ -1213,6 +1241,9 @@ pub(super) async fn recv_loop<T: BotTransport + 'static>(
         }
         // What the bots answered to these datagrams.
         shared.submit();
+        if turn_over {
+            tokio::task::yield_now().await;
+        }
     }
 }
 

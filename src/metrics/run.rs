@@ -208,6 +208,10 @@ pub struct RunOutcome {
     pub elapsed: Duration,
     pub interrupted: bool,
     pub workers: usize,
+    /// Workers that had not handed in their end when the run's end stopped waiting
+    /// (`engine::END_GRACE` after the stop or the planned end): the report holds what they
+    /// sent until then.
+    pub unfinished_workers: Vec<usize>,
     /// What was measured after the last whole second (the stop), so that the per-second
     /// histograms plus this add up to `total`.
     pub tail: Recorder,

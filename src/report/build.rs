@@ -589,6 +589,7 @@ mod tests {
             elapsed: Duration::from_secs(1),
             interrupted: false,
             workers: 1,
+            unfinished_workers: Vec::new(),
             tail: crate::metrics::Recorder::new(),
             server: None,
             target: "t".into(),

@@ -141,6 +141,7 @@ fn as_run(run: &RunOutcome, g: &GroupOutcome) -> RunOutcome {
         elapsed: run.elapsed,
         interrupted: run.interrupted,
         workers: run.workers,
+        unfinished_workers: run.unfinished_workers.clone(),
         tail: Recorder::new(),
         server: None,
         target: run.target.clone(),

@@ -263,3 +263,91 @@ fn the_other_dialects_name_the_benchmark() {
         assert_eq!(s["bots"]["connected"], 0);
     }
 }
+
+/// Issue 35: a hostile benchmark server on a 65,536-entity world (1.5 MiB) floods every bot
+/// with empty deltas (300 a tick, 6,000 a second, each with the right checksum). Each one
+/// cost a bot a checksum pass over its whole world, and the worker read its socket without
+/// end: the run never ended and SIGTERM did nothing. Now an empty delta costs no hashing and
+/// a worker's receive turn is bounded, so SIGTERM ends the run with its report within the
+/// stated bound (engine::END_GRACE, 5 s, plus writing the report: 10 s allowed here for a
+/// busy machine). Before the fix, at 100 a tick, the run took 8.2 s to end after SIGTERM
+/// (the worker handled the flood already queued first) with 512 snapshots applied; after,
+/// 0.17 s with 6,542.
+#[test]
+fn sigterm_ends_a_run_flooded_with_empty_deltas_on_a_large_world_with_its_report() {
+    let _one = one_at_a_time();
+    let mut peer = start_peer(&[
+        "--seconds",
+        "120",
+        "--entities",
+        "65536",
+        "--flood-empty",
+        "300",
+    ]);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out = tmp.path().join("out");
+    let err_path = tmp.path().join("stderr");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
+        .arg("run")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(SCENARIO))
+        .arg("--target")
+        .arg(addr(&peer).to_string())
+        .args(["--bots", "4", "--duration", "90s", "--out"])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&err_path).expect("stderr file"))
+        .spawn()
+        .expect("start tickswarm run");
+    // The flood starts once a bot acknowledged its FullSnapshot; then let it run a while.
+    let flooding = peer.wait_for(Duration::from_secs(60), |l| {
+        l.starts_with("STATS ") && !l.contains(" flooded=0")
+    });
+    assert!(flooding, "the peer never flooded: {:?}", peer.log.last());
+    std::thread::sleep(Duration::from_secs(3));
+    // SAFETY: signalling our own child process by its pid.
+    let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(rc, 0);
+    let t0 = std::time::Instant::now();
+    let limit = Duration::from_secs(30);
+    let bound = tickswarm::engine::END_GRACE + Duration::from_secs(5);
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait for the run") {
+            break Some(s);
+        }
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let took = t0.elapsed();
+    let err = std::fs::read_to_string(&err_path).unwrap_or_default();
+    peer.drain();
+    let flooded = peer.stat("flooded");
+    assert!(
+        status.is_some(),
+        "the run did not end within {limit:?} of SIGTERM under a flood of {flooded} empty \
+         deltas (before the fix: never):\n{err}"
+    );
+    eprintln!("ended {took:?} after SIGTERM; {flooded} empty deltas flooded");
+    assert!(
+        took <= bound,
+        "the run took {took:?} to end after SIGTERM (bound {bound:?}) under a flood of \
+         {flooded} empty deltas:\n{err}"
+    );
+    let text = std::fs::read_to_string(out.join("summary.json"))
+        .unwrap_or_else(|e| panic!("summary.json after SIGTERM ({took:?}): {e}\n{err}"));
+    let s: Value = serde_json::from_str(&text).expect("summary is JSON");
+    assert_eq!(s["interrupted"], true, "{err}");
+    let applied = u64_at(&s, "snapshots_applied");
+    eprintln!(
+        "the bots applied {applied} snapshots; connected {}; events {}; errors {}",
+        s["bots"]["connected"], s["protocol_metrics"], s["errors"]
+    );
+    assert!(
+        applied > 1_000,
+        "{applied} snapshots applied: the flood did not reach the bots"
+    );
+    assert_eq!(s["errors"]["decode_total"], 0, "{}", s["errors"]);
+}

@@ -6,7 +6,7 @@
  * tests/it/e2e_zergcity_benchmark.rs.
  *
  *     zergcity_bench_peer PORT [--max-peers N] [--seconds S] [--entities N]
- *                              [--drop-delta-every K]
+ *                              [--drop-delta-every K] [--flood-empty K]
  *
  * What it does, as the benchmark server does:
  *   - ENet host with 8 peers (--max-peers) and 3 channels, no handshake of its own: every
@@ -29,6 +29,10 @@
  * Injected faults (ground truth for the tests):
  *   - --drop-delta-every K: every K-th DeltaSnapshot generated for a peer (counted per peer)
  *     is not sent: lost on the way. Counted in `dropped`.
+ *   - --flood-empty K: hostile (issue 35). Each tick, every peer that has acknowledged a
+ *     snapshot also gets K empty DeltaSnapshots (count 0, the right checksum, 31 bytes on
+ *     the wire): each one cost a bot a checksum pass over its whole world before the fix.
+ *     Counted in `flooded`.
  * ENet's sender-side packet throttle is held open (see the CONNECT event), so no delta is
  * lost that `dropped` does not count.
  * Delay is not the peer's to inject: the bots' round trips in this dialect are ENet's own
@@ -49,11 +53,12 @@
 #include <time.h>
 
 #define TICK_MS 50u
-#define MAX_ENTITIES 2500
+#define MAX_ENTITIES 65536
 
 typedef struct {
     int used;
     int needs_full;
+    int acked_any;
     uint32_t last_acked;
     unsigned long generated_deltas;
     uint8_t pending[MAX_ENTITIES];
@@ -72,7 +77,7 @@ static size_t max_peers = 8;
 static uint32_t n_entities = 1000, tick, rng = 42;
 static uint8_t world[MAX_ENTITIES * 24];
 static uint8_t dirty[MAX_ENTITIES];
-static unsigned long connects, fulls, deltas, sent, dropped, acks, resyncs, bad;
+static unsigned long connects, fulls, deltas, sent, dropped, acks, resyncs, bad, flooded;
 
 static uint32_t next_rng(void)
 {
@@ -129,7 +134,7 @@ static ENetPacket *message(uint8_t type, uint32_t seq, const uint8_t *body, size
     return p;
 }
 
-static void run_tick(unsigned drop_every)
+static void run_tick(unsigned drop_every, unsigned flood)
 {
     static uint8_t body[10 + MAX_ENTITIES * 27 + 16];
     tick++;
@@ -142,6 +147,8 @@ static void run_tick(unsigned drop_every)
         dirty[id] |= (uint8_t)(1u << f);
     }
     uint64_t checksum = fnv1a(world, (size_t)n_entities * 24);
+    uint8_t empty[10] = {0};
+    for (int k = 0; k < 8; k++) empty[k] = (uint8_t)(checksum >> (8 * k));
     for (size_t ci = 0; ci < max_peers; ci++) {
         Client *c = &clients[ci];
         if (!c->used) continue;
@@ -179,6 +186,13 @@ static void run_tick(unsigned drop_every)
         if (!p) continue;
         sent++;
         enet_peer_send(peer, 2, p);
+        /* After the tick's delta, so the bot's world is at this tick's checksum. */
+        if (c->acked_any) {
+            for (unsigned k = 0; k < flood; k++) {
+                ENetPacket *e = message(2, tick, empty, sizeof empty, ENET_PACKET_FLAG_UNSEQUENCED);
+                if (e) { enet_peer_send(peer, 2, e); flooded++; }
+            }
+        }
     }
 }
 
@@ -187,8 +201,8 @@ static void print_stats(void)
     size_t peers = 0;
     for (size_t i = 0; i < max_peers; i++) peers += clients[i].used;
     printf("STATS connects=%lu fulls=%lu deltas=%lu sent=%lu dropped=%lu acks=%lu resyncs=%lu "
-           "bad=%lu peers=%zu tick=%u\n",
-           connects, fulls, deltas, sent, dropped, acks, resyncs, bad, peers, tick);
+           "bad=%lu peers=%zu tick=%u flooded=%lu\n",
+           connects, fulls, deltas, sent, dropped, acks, resyncs, bad, peers, tick, flooded);
     fflush(stdout);
 }
 
@@ -196,16 +210,17 @@ int main(int argc, char **argv)
 {
     if (argc < 2) {
         fprintf(stderr, "usage: %s PORT [--max-peers N] [--seconds S] [--entities N] "
-                        "[--drop-delta-every K]\n", argv[0]);
+                        "[--drop-delta-every K] [--flood-empty K]\n", argv[0]);
         return 2;
     }
     unsigned port = (unsigned)atoi(argv[1]);
-    unsigned seconds = 30, drop_every = 0;
+    unsigned seconds = 30, drop_every = 0, flood = 0;
     for (int i = 2; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--max-peers")) max_peers = (size_t)atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--seconds")) seconds = (unsigned)atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--entities")) n_entities = (uint32_t)atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--drop-delta-every")) drop_every = (unsigned)atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--flood-empty")) flood = (unsigned)atoi(argv[i + 1]);
     }
     if (max_peers == 0 || n_entities == 0 || n_entities > MAX_ENTITIES) return 2;
     for (uint32_t i = 0; i < n_entities; i++)
@@ -253,6 +268,7 @@ int main(int argc, char **argv)
                     bad++;
                 } else if (d[5] == 3) {
                     acks++;
+                    c->acked_any = 1;
                     uint32_t t = get32(d + 12);
                     if (t > c->last_acked) {
                         c->last_acked = t;
@@ -270,7 +286,7 @@ int main(int argc, char **argv)
         }
         now = now_us() / 1000u;
         while (now >= next_tick) {
-            run_tick(drop_every);
+            run_tick(drop_every, flood);
             next_tick += TICK_MS;
         }
         if (now >= next_second) {

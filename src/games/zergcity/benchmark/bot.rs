@@ -6,7 +6,9 @@
 //! acknowledged with a bare SnapshotAck carrying its tick (reliable, channel 0), as the real
 //! client does; a delta after which the world's FNV-1a checksum differs from the server's is a
 //! desync (`checksum_mismatch`): the bot sends one ResyncRequest and ignores deltas until the
-//! next FullSnapshot (`resync_us` times it).
+//! next FullSnapshot (`resync_us` times it). The checksum is kept by [`WorldChecksum`]: a
+//! delta's hashing is paid for by what the datagrams carried, never the world's size, and a
+//! delta it could not afford to check is counted (`checksum_unverified`).
 //!
 //! # What it measures
 //! - **Downstream loss**: the header's `sequence` is the server tick, and the server sends
@@ -28,6 +30,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use super::checksum::WorldChecksum;
 use super::codec::{self, Decompressor, Delta, Full, Message, CHANNEL_ACK};
 use crate::games::zergcity::enet_closed::phase_after_close;
 use crate::games::zergcity::ZergCityOptions;
@@ -61,6 +64,8 @@ pub struct BenchmarkBot {
     silence: Silence,
     /// Positions then data components, 24 bytes an entity: the server's two arrays.
     world: Vec<u8>,
+    /// The world's checksum as far as what the datagrams paid for can tell it.
+    sum: WorldChecksum,
     count: u32,
     /// Tick of the newest snapshot applied.
     applied_tick: Option<u32>,
@@ -81,6 +86,7 @@ impl BenchmarkBot {
             started_at: None,
             handshake: Handshake::new(),
             world: Vec::new(),
+            sum: WorldChecksum::default(),
             count: 0,
             applied_tick: None,
             resync: None,
@@ -93,9 +99,14 @@ impl BenchmarkBot {
         self.count
     }
 
-    /// The world checksum as the server computes it.
+    /// The world checksum as the server computes it (a pass of its own, for tests).
     pub fn checksum(&self) -> u64 {
         codec::fnv1a(&self.world)
+    }
+
+    /// Bytes of world the bot hashed to check deltas so far: the work the checksum cost.
+    pub fn checksum_bytes_hashed(&self) -> u64 {
+        self.sum.bytes_hashed()
     }
 
     fn close(&mut self, phase: BotPhase) {
@@ -127,6 +138,8 @@ impl BenchmarkBot {
         } else {
             self.world.copy_from_slice(f.world);
         }
+        self.sum.changed();
+        self.sum.earn(body, self.world.len());
         self.applied_tick = Some(f.tick);
         rec.snapshots_applied += 1;
         // No lost snapshot is counted here: the rate reads what arrived.
@@ -175,7 +188,9 @@ impl BenchmarkBot {
             rec.decode_error("delta_snapshot", "entity_out_of_range");
             return;
         }
+        self.sum.earn(body, self.world.len());
         let n = self.count as usize;
+        let mut changed = false;
         for e in d.entries() {
             let id = usize::from(e.id);
             for (bit, v) in e.values.iter().enumerate() {
@@ -189,7 +204,11 @@ impl BenchmarkBot {
                     n * 12 + id * 12 + (bit - 3) * 4
                 };
                 if let Some(dst) = self.world.get_mut(at..at + 4) {
-                    dst.copy_from_slice(v);
+                    // A write of the value already there keeps the world's hash known.
+                    if dst != v {
+                        dst.copy_from_slice(v);
+                        changed = true;
+                    }
                 }
             }
         }
@@ -199,11 +218,20 @@ impl BenchmarkBot {
         if self.applied_tick.is_some_and(|t| d.tick > t) {
             self.applied_tick = Some(d.tick);
         }
-        if self.opts.verify_checksum && codec::fnv1a(&self.world) != d.checksum {
-            rec.event("checksum_mismatch");
-            self.resync = Some((now, now));
-            self.queue(Out::Resync, rec);
-            return;
+        if changed {
+            self.sum.changed();
+        }
+        if self.opts.verify_checksum {
+            match self.sum.current(&self.world) {
+                Some(h) if h != d.checksum => {
+                    rec.event("checksum_mismatch");
+                    self.resync = Some((now, now));
+                    self.queue(Out::Resync, rec);
+                    return;
+                }
+                Some(_) => {}
+                None => rec.event("checksum_unverified"),
+            }
         }
         self.queue(Out::Ack(d.tick), rec);
     }
@@ -656,5 +684,160 @@ mod tests {
         let sent = down.len() as u64;
         assert!(received + dropped <= sent && sent <= received + dropped + 3);
         assert!(expected - received <= dropped && expected - received + 3 >= dropped);
+    }
+
+    /// A message of type `t` at `tick` with `body`, compressed, in a buffer its size.
+    fn message(t: u8, tick: u32, body: &[u8]) -> Vec<u8> {
+        let mut b =
+            vec![0u8; codec::HEADER_LEN + 4 + lz4_flex::block::get_maximum_output_size(body.len())];
+        let n = codec::encode_compressed(&mut b, t, tick, body).unwrap();
+        b.truncate(n);
+        b
+    }
+
+    /// An empty delta (no entity changed) carrying `checksum`: 26 bytes on the wire.
+    fn empty_delta(tick: u32, checksum: u64) -> Vec<u8> {
+        let mut body = checksum.to_le_bytes().to_vec();
+        body.extend_from_slice(&0u16.to_le_bytes());
+        message(codec::ty::DELTA_SNAPSHOT, tick, &body)
+    }
+
+    /// Bytes the bot hashed for each of 1,000 empty deltas with the right checksum, after a
+    /// FullSnapshot of `entities` entities, and the deltas it left unchecked.
+    fn hashing_per_empty_delta(entities: u32) -> (Vec<u64>, u64) {
+        let (mut b, mut rec, t0) = bot();
+        b.start(t0, &mut rec);
+        let w = world(entities);
+        let mut body = entities.to_le_bytes().to_vec();
+        body.extend_from_slice(&w);
+        b.handle_datagram(t0, &message(codec::ty::FULL_SNAPSHOT, 1, &body), &mut rec);
+        assert_eq!(b.phase(), BotPhase::Connected);
+        let sum = codec::fnv1a(&w);
+        // The first delta checks the world the FullSnapshot brought (and paid for).
+        b.handle_datagram(t0, &empty_delta(2, sum), &mut rec);
+        assert_eq!(
+            b.checksum_bytes_hashed(),
+            w.len() as u64,
+            "{entities} entities"
+        );
+        let mut per_delta = Vec::with_capacity(1000);
+        for tick in 3..1003 {
+            let before = b.checksum_bytes_hashed();
+            b.handle_datagram(t0, &empty_delta(tick, sum), &mut rec);
+            per_delta.push(b.checksum_bytes_hashed() - before);
+        }
+        assert_eq!(
+            rec.events.get("checksum_mismatch"),
+            0,
+            "{entities} entities"
+        );
+        assert_eq!(rec.snapshots_applied, 1002);
+        (per_delta, rec.events.get("checksum_unverified"))
+    }
+
+    /// Issue 35: a server streaming 26-byte empty deltas made every one cost a pass over the
+    /// whole world (1.5 MiB at 65,536 entities), and stalled the run. An empty delta changes
+    /// nothing, so its checksum is checked against the hash already known: no bytes hashed,
+    /// whatever the world's size, and every one of them checked.
+    #[test]
+    fn an_empty_delta_costs_no_hashing_whatever_the_worlds_size() {
+        for entities in [1, 1_000, 65_536] {
+            let (per_delta, unverified) = hashing_per_empty_delta(entities);
+            let total: u64 = per_delta.iter().sum();
+            assert_eq!(
+                total,
+                0,
+                "{entities} entities: {total} bytes hashed over 1,000 empty deltas \
+                 (before the fix: 1,000 x {} bytes)",
+                entities as usize * codec::ENTITY_BYTES
+            );
+            assert_eq!(
+                unverified, 0,
+                "{entities} entities: every empty delta is checked"
+            );
+        }
+    }
+
+    /// An empty delta whose checksum is wrong is still a desync: the kept hash is the real one.
+    #[test]
+    fn an_empty_delta_with_a_wrong_checksum_is_a_mismatch() {
+        let (mut b, mut rec, t0) = bot();
+        b.start(t0, &mut rec);
+        let w = world(65_536);
+        let mut body = 65_536u32.to_le_bytes().to_vec();
+        body.extend_from_slice(&w);
+        b.handle_datagram(t0, &message(codec::ty::FULL_SNAPSHOT, 1, &body), &mut rec);
+        sent(&mut b);
+        let sum = codec::fnv1a(&w);
+        b.handle_datagram(t0, &empty_delta(2, sum), &mut rec);
+        b.handle_datagram(t0, &empty_delta(3, sum ^ 1), &mut rec);
+        assert_eq!(rec.events.get("checksum_mismatch"), 1);
+        assert_eq!(
+            sent(&mut b),
+            vec![(3, 2, CHANNEL_ACK, true), (4, 0, CHANNEL_ACK, true)],
+            "an ack for the right delta, then a ResyncRequest"
+        );
+        assert_eq!(b.checksum_bytes_hashed(), w.len() as u64, "one pass in all");
+    }
+
+    /// Deltas that change a 65,536-entity world: each pays 32 KiB and its body of hashing,
+    /// so the world (1.5 MiB) is hashed about once in 48 deltas, not at every one; the rest
+    /// are counted unchecked. A delta lost on the way still shows as a mismatch at the next
+    /// delta that is checked.
+    #[test]
+    fn changing_deltas_on_a_large_world_are_checked_at_a_bounded_rate_and_still_find_a_desync() {
+        use super::super::checksum::HASH_ALLOWANCE;
+        let (mut b, mut rec, t0) = bot();
+        b.start(t0, &mut rec);
+        let mut w = world(65_536);
+        let world_len = w.len() as u64;
+        let mut body = 65_536u32.to_le_bytes().to_vec();
+        body.extend_from_slice(&w);
+        b.handle_datagram(t0, &message(codec::ty::FULL_SNAPSHOT, 1, &body), &mut rec);
+        let n = w.len() / 24;
+        let change = |tick: u32, w: &mut [u8], id: usize| {
+            let at = n * 12 + id * 12 + 4;
+            w[at..at + 4].copy_from_slice(&tick.to_le_bytes());
+            let mut body = codec::fnv1a(w).to_le_bytes().to_vec();
+            body.extend_from_slice(&1u16.to_le_bytes());
+            body.extend_from_slice(&(id as u16).to_le_bytes());
+            body.push(0x10);
+            body.extend_from_slice(&tick.to_le_bytes());
+            message(codec::ty::DELTA_SNAPSHOT, tick, &body)
+        };
+        let deltas = 200u64;
+        for tick in 2..2 + deltas as u32 {
+            let d = change(tick, &mut w, tick as usize % n);
+            b.handle_datagram(t0, &d, &mut rec);
+        }
+        let hashed = b.checksum_bytes_hashed();
+        let paid = world_len + deltas * (HASH_ALLOWANCE as u64 + 17);
+        assert!(
+            hashed <= paid,
+            "{hashed} bytes hashed over {deltas} one-entity deltas; paid for: {paid} \
+             (before the fix: {} bytes)",
+            deltas * world_len
+        );
+        let checked = hashed / world_len;
+        assert!(checked >= 4, "{checked} passes over {deltas} deltas");
+        assert_eq!(
+            rec.events.get("checksum_unverified") + checked,
+            deltas,
+            "every delta is checked or counted unchecked"
+        );
+        assert_eq!(rec.events.get("checksum_mismatch"), 0);
+        // A delta lost: the world the bot holds now differs from the server's for good.
+        let _lost = change(1000, &mut w, 7);
+        let mut found_after = None;
+        for (k, tick) in (1001..1101u32).enumerate() {
+            let d = change(tick, &mut w, 9);
+            b.handle_datagram(t0, &d, &mut rec);
+            if rec.events.get("checksum_mismatch") > 0 {
+                found_after = Some(k + 1);
+                break;
+            }
+        }
+        let found_after = found_after.expect("the desync is found within 100 deltas");
+        assert!(found_after <= 50, "found after {found_after} deltas");
     }
 }

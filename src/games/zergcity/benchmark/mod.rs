@@ -6,11 +6,13 @@
 //!
 //! - [`codec`]: the header and the four messages.
 //! - [`bot`]: the client, and what it can and cannot measure against this server.
+//! - [`checksum`]: the world checksum the bot checks deltas against, at a bounded cost.
 //! - [`server`]: a reference server with the benchmark's rules, for embedded runs and tests.
 //! - [`hint`]: naming the benchmark to the spec dialect's bots, and the other dialects to
 //!   the benchmark's.
 
 pub mod bot;
+pub mod checksum;
 pub mod codec;
 pub mod hint;
 pub mod server;
