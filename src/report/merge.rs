@@ -529,17 +529,12 @@ pub fn merge_runs(dirs: &[PathBuf], allow_missing: bool) -> Result<Merged, Merge
         results.push(evaluate_with(&th, &m, &exact, unmeasurable, policy));
     }
     // Missing shards (`--allow-missing`): the load the run asked for was not all measured.
-    if let Some(sh) = shards.as_ref().filter(|sh| !sh.missing.is_empty()) {
-        let missing: Vec<String> = sh.missing.iter().map(u32::to_string).collect();
-        results.push(ThresholdResult {
-            metric: "merged_shards.missing".into(),
-            condition: format!("all {} shards merged", sh.count),
-            observed: Some(sh.missing.len() as f64),
-            ok: false,
-            default: true,
-            unmeasurable: None,
-            skipped: false,
-        });
+    if let Some(check) = missing_shards_check(shards.as_ref()) {
+        let missing: Vec<String> = shards
+            .iter()
+            .flat_map(|sh| sh.missing.iter().map(u32::to_string))
+            .collect();
+        results.push(check);
         m.scenario = format!("{} (shards {} missing)", m.scenario, missing.join(", "));
     }
     m.thresholds = results;
@@ -617,17 +612,7 @@ fn merge_staircase_runs(
         )
     );
     m.thresholds = merged.on_answer;
-    if let Some(sh) = shards.as_ref().filter(|sh| !sh.missing.is_empty()) {
-        m.thresholds.push(ThresholdResult {
-            metric: "merged_shards.missing".into(),
-            condition: format!("all {} shards merged", sh.count),
-            observed: Some(sh.missing.len() as f64),
-            ok: false,
-            default: true,
-            unmeasurable: None,
-            skipped: false,
-        });
-    }
+    m.thresholds.extend(missing_shards_check(shards.as_ref()));
     m.capacity = Some(merged.capacity);
     m.verdict = if found && m.thresholds.iter().all(|t| t.ok) {
         "pass".into()
@@ -637,6 +622,21 @@ fn merge_staircase_runs(
     Ok(Merged {
         summary: m,
         logs: Vec::new(),
+    })
+}
+
+/// The check a merge with shards missing (`--allow-missing`) fails: the load the run asked
+/// for was not all measured. `None` when every shard is there.
+fn missing_shards_check(shards: Option<&MergedShards>) -> Option<ThresholdResult> {
+    let sh = shards.filter(|sh| !sh.missing.is_empty())?;
+    Some(ThresholdResult {
+        metric: "merged_shards.missing".into(),
+        condition: format!("all {} shards merged", sh.count),
+        observed: Some(sh.missing.len() as f64),
+        ok: false,
+        default: true,
+        unmeasurable: None,
+        skipped: false,
     })
 }
 
