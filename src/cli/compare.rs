@@ -5,11 +5,11 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
-
-use super::{check_out_dir, print_json, Console, OutputArgs, EXIT_FAIL, EXIT_PASS, EXIT_USAGE};
+use super::{print_json, Console, OutputArgs, EXIT_FAIL, EXIT_PASS, EXIT_USAGE};
+use crate::report;
 use crate::report::compare::{self, Limit, RunData};
 use crate::scenario;
+use std::io::Write as _;
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct CompareArgs {
@@ -77,11 +77,15 @@ pub(crate) fn cmd_compare(a: &CompareArgs, console: Console) -> anyhow::Result<u
         say!("error: {e}");
         Ok(EXIT_USAGE)
     };
-    if let Some(out) = &a.out {
-        if let Err(e) = check_out_dir(out, a.output.force) {
-            return usage(e);
-        }
-    }
+    let run_dir = match a
+        .out
+        .as_deref()
+        .map(|o| report::RunDir::open(o, a.output.force))
+    {
+        None => None,
+        Some(Ok(d)) => Some(d),
+        Some(Err(e)) => return usage(e.to_string()),
+    };
     let mut limits = Vec::new();
     for text in &a.max_regress {
         match Limit::parse_assignment(text) {
@@ -127,14 +131,24 @@ pub(crate) fn cmd_compare(a: &CompareArgs, console: Console) -> anyhow::Result<u
         say!("new      {}", a.new.display());
         say_inline!("{c}");
     }
-    if let Some(out) = &a.out {
-        std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-        let html = out.join("compare.html");
-        std::fs::write(&html, compare::render_html(&c, &base, &new))
-            .with_context(|| format!("writing {}", html.display()))?;
-        let json = out.join("compare.json");
-        std::fs::write(&json, serde_json::to_string_pretty(&c)? + "\n")
-            .with_context(|| format!("writing {}", json.display()))?;
+    if let Some(out) = &run_dir {
+        // Both staged before either is renamed: a failure leaves the previous pair whole.
+        let stage = |name: &str, bytes: &[u8]| -> Result<report::Staged<'_>, report::RunDirError> {
+            let mut f = out.stage(name)?;
+            f.write_all(bytes).map_err(|e| f.error(e))?;
+            Ok(f)
+        };
+        let html = stage(
+            "compare.html",
+            compare::render_html(&c, &base, &new).as_bytes(),
+        )?;
+        let json = stage(
+            "compare.json",
+            (serde_json::to_string_pretty(&c)? + "\n").as_bytes(),
+        )?;
+        let html = html.commit()?;
+        json.commit()?;
+        super::warn_if_moved(out);
         if !console.quiet {
             say!("report   {}", html.display());
         }

@@ -125,27 +125,17 @@ pub(crate) struct OutputArgs {
     json: bool,
 }
 
-/// Refuse an output folder that already holds something, unless `force`: a run must not mix
-/// its files with another run's.
-pub(crate) fn check_out_dir(dir: &Path, force: bool) -> Result<(), String> {
-    match std::fs::read_dir(dir) {
-        Ok(mut entries) => {
-            if !force && entries.next().is_some() {
-                Err(format!(
-                    "output folder {} is not empty; choose another --out, or add --force to \
-                     write into it (files of the same name are replaced)",
-                    dir.display()
-                ))
-            } else {
-                Ok(())
-            }
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(_) if dir.exists() && !dir.is_dir() => Err(format!(
-            "output folder {} is a file, not a folder",
-            dir.display()
-        )),
-        Err(e) => Err(format!("output folder {}: {e}", dir.display())),
+/// Said when the output folder's path no longer names the folder opened at the start (moved,
+/// or replaced by a symlink during the run): the files are in the folder that was checked,
+/// and this says where that is now, never where the path points.
+pub(crate) fn warn_if_moved(dir: &report::RunDir) {
+    if !dir.still_at_path() {
+        say!(
+            "warning: {} was moved or replaced during the run; the files were written to the \
+             folder opened at its start, now {}",
+            dir.path().display(),
+            dir.location().display()
+        );
     }
 }
 
@@ -465,10 +455,14 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
             report::build::folder_stamp(std::time::SystemTime::now())
         ))
     });
-    if let Err(e) = check_out_dir(&dir, a.output.force) {
-        say!("error: {e}");
-        return Ok(EXIT_USAGE);
-    }
+    // Opened once, now: the files go into this folder however its path changes during the run.
+    let run_dir = match report::RunDir::open(&dir, a.output.force) {
+        Ok(d) => d,
+        Err(e) => {
+            say!("error: {e}");
+            return Ok(EXIT_USAGE);
+        }
+    };
     let stop = StopSignal::new();
     install_ctrl_c(stop.clone());
     // Said now, not after a long run: a threshold nothing can measure against this server.
@@ -498,20 +492,19 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
         say_inline!("{}", plan.describe_with(send_path(&plan).as_deref()));
     }
     let mut printer = progress::Progress::new(plan.planned);
-    // A run refused before it starts leaves no folder behind.
-    let dir_is_new = !dir.exists();
-    let discard = |dir: &Path| {
-        if dir_is_new {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-    };
-    let hlog_path = dir.join("histograms.hlog");
-    let mut hlog = report::hlog::HlogWriter::create(
-        &hlog_path,
+    // A run refused before it starts leaves no folder behind: the staged log is removed when
+    // dropped, and the folder (if this run created it) when `run_dir` is.
+    let mut hlog = report::hlog::HlogWriter::new(
+        run_dir.stage("histograms.hlog")?,
         std::time::SystemTime::now(),
         &format!("{} ({})", plan.name, plan.protocol.name()),
     )
-    .with_context(|| format!("creating {}", hlog_path.display()))?;
+    .with_context(|| {
+        format!(
+            "creating {}",
+            run_dir.file_path("histograms.hlog").display()
+        )
+    })?;
     let mut hlog_error = None;
     let metrics = match a.metrics_listen {
         Some(addr) => match metrics_listen::MetricsServer::start(addr) {
@@ -520,8 +513,6 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
                 Some(m)
             }
             Err(e) => {
-                drop(hlog);
-                discard(&dir);
                 say!("error: {e:#}");
                 return Ok(EXIT_USAGE);
             }
@@ -583,16 +574,10 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
     }) {
         Ok(o) => o,
         Err(e @ (EngineError::FdLimit(_) | EngineError::SourceAddress(_))) => {
-            drop(hlog);
-            discard(&dir);
             say!("error: {e}");
             return Ok(EXIT_USAGE);
         }
-        Err(e) => {
-            drop(hlog);
-            discard(&dir);
-            return Err(e.into());
-        }
+        Err(e) => return Err(e.into()),
     };
     for w in &outcome.unfinished_workers {
         say!(
@@ -618,10 +603,24 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
                 .err();
         }
     }
+    // A log that could not be written whole is not kept (nor read by the report): a
+    // truncated one would pass for the run's.
+    let hlog = match hlog_error {
+        None => match hlog.finish() {
+            Ok(staged) => Some(staged),
+            Err(e) => {
+                hlog_error = Some(e);
+                None
+            }
+        },
+        Some(_) => None,
+    };
     if let Some(e) = hlog_error {
-        say!("warning: histograms.hlog is incomplete: {e}");
+        say!(
+            "warning: {} not written: {e}",
+            run_dir.file_path("histograms.hlog").display()
+        );
     }
-    drop(hlog);
     if let Some(m) = &metrics {
         exposition.finish(&outcome.tail, outcome.elapsed.as_secs_f64());
         m.publish(exposition.render());
@@ -644,8 +643,9 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
         summary.aborted = Some(fired);
         summary.verdict = "fail".into();
     }
-    let written = report::write_all(&dir, &summary, plan.junit)
-        .with_context(|| format!("writing the report to {}", dir.display()))?;
+    let written = report::write_all(&run_dir, &summary, plan.junit, hlog)
+        .context("the report was not written")?;
+    warn_if_moved(&run_dir);
     if !console.quiet {
         progress::print_result(&summary);
         say!("summary  {}", written.summary_json.display());
@@ -653,7 +653,9 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
         if let Some(j) = &written.junit_xml {
             say!("junit    {}", j.display());
         }
-        say!("hlog     {}", hlog_path.display());
+        if let Some(h) = &written.hlog {
+            say!("hlog     {}", h.display());
+        }
     }
     if a.output.json {
         print_json(&summary)?;
@@ -848,10 +850,13 @@ fn write_stdout(bytes: &[u8]) -> std::io::Result<()> {
 }
 
 fn cmd_merge(a: &MergeArgs, console: Console) -> anyhow::Result<u8> {
-    if let Err(e) = check_out_dir(&a.out, a.output.force) {
-        say!("error: {e}");
-        return Ok(EXIT_USAGE);
-    }
+    let run_dir = match report::RunDir::open(&a.out, a.output.force) {
+        Ok(d) => d,
+        Err(e) => {
+            say!("error: {e}");
+            return Ok(EXIT_USAGE);
+        }
+    };
     let merged = match report::merge::merge_runs(&a.runs, a.allow_missing) {
         Ok(m) => m,
         Err(e) => {
@@ -860,11 +865,11 @@ fn cmd_merge(a: &MergeArgs, console: Console) -> anyhow::Result<u8> {
         }
     };
     let s = &merged.summary;
-    // The merged log first: the report is drawn from it, and only from it (with --force, a
-    // stale histograms.hlog in the folder is replaced before the report reads the folder).
-    let hlog_path = a.out.join("histograms.hlog");
-    let mut hlog = report::hlog::HlogWriter::create(
-        &hlog_path,
+    // The merged log first: the report is drawn from it, and only from it (staged, so an
+    // older run's histograms.hlog in a --force folder is never read in its place).
+    let hlog_path = run_dir.file_path("histograms.hlog");
+    let mut hlog = report::hlog::HlogWriter::new(
+        run_dir.stage("histograms.hlog")?,
         std::time::SystemTime::now(),
         &format!("merge of {} runs of {}", a.runs.len(), s.scenario),
     )
@@ -873,8 +878,6 @@ fn cmd_merge(a: &MergeArgs, console: Console) -> anyhow::Result<u8> {
         let (sec, tags) = match second {
             Ok(x) => x,
             Err(e) => {
-                drop(hlog);
-                let _ = std::fs::remove_file(&hlog_path);
                 say!("error: {e}");
                 return Ok(EXIT_USAGE);
             }
@@ -882,9 +885,12 @@ fn cmd_merge(a: &MergeArgs, console: Console) -> anyhow::Result<u8> {
         hlog.interval_tags(sec, &tags)
             .with_context(|| format!("writing {}", hlog_path.display()))?;
     }
-    drop(hlog);
-    let written = report::write_all(&a.out, s, true)
-        .with_context(|| format!("writing the merged report to {}", a.out.display()))?;
+    let hlog = hlog
+        .finish()
+        .with_context(|| format!("writing {}", hlog_path.display()))?;
+    let written = report::write_all(&run_dir, s, true, Some(hlog))
+        .context("the merged report was not written")?;
+    warn_if_moved(&run_dir);
     if !console.quiet {
         progress::print_result(s);
         match &s.merged_shards {

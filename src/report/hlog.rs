@@ -29,8 +29,10 @@ use crate::metrics::{Recorder, HIST_MAX_US, HIST_SIGFIG};
 /// The interval log format version written in the header (HdrHistogram's current one).
 pub const FORMAT_VERSION: &str = "1.3";
 
-pub struct HlogWriter {
-    out: BufWriter<File>,
+/// Writes to `W`: a plain file, or a run folder's staged file
+/// ([`crate::report::run_dir::Staged`]), renamed into place when the run ends.
+pub struct HlogWriter<W: Write = File> {
+    out: BufWriter<W>,
     ser: V2DeflateSerializer,
     line: Vec<u8>,
     project: Project,
@@ -99,13 +101,22 @@ fn to_io<E: std::fmt::Debug>(e: E) -> io::Error {
     io::Error::other(format!("{e:?}"))
 }
 
-impl HlogWriter {
-    /// Create the log with its header; `start` is the run's start (the timestamps' base).
+impl HlogWriter<File> {
+    /// Create the log with its header at `path` (written in place: tests and tools; a run
+    /// writes through [`HlogWriter::new`] on a staged file).
     pub fn create(path: &Path, start: SystemTime, what: &str) -> io::Result<Self> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        let mut out = BufWriter::new(File::create(path)?);
+        Self::new(File::create(path)?, start, what)
+    }
+}
+
+impl<W: Write> HlogWriter<W> {
+    /// Start the log on `out` with its header; `start` is the run's start (the timestamps'
+    /// base).
+    pub fn new(out: W, start: SystemTime, what: &str) -> io::Result<Self> {
+        let mut out = BufWriter::new(out);
         let mut ser = V2DeflateSerializer::new();
         {
             let mut b = IntervalLogWriterBuilder::new();
@@ -129,6 +140,11 @@ impl HlogWriter {
             v2: Vec::new(),
             compressed: Vec::new(),
         })
+    }
+
+    /// Everything written, flushed: the writer underneath (a staged file, to commit).
+    pub fn finish(self) -> io::Result<W> {
+        self.out.into_inner().map_err(|e| e.into_error())
     }
 
     fn write(&mut self, tag: &str, h: &Histogram<u64>, start: Duration) -> io::Result<()> {

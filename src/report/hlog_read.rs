@@ -357,9 +357,19 @@ fn file_err(path: &Path, message: impl Into<String>) -> HlogError {
 /// histogram; `visit` may refuse an entry (its message is given the file and entry).
 pub fn read(
     path: &Path,
-    mut visit: impl FnMut(Entry<'_>) -> Result<(), String>,
+    visit: impl FnMut(Entry<'_>) -> Result<(), String>,
 ) -> Result<(), HlogError> {
     let file = File::open(path).map_err(|e| file_err(path, e.to_string()))?;
+    read_file(file, path, visit)
+}
+
+/// [`read`] from a file already open (a run folder's staged log, opened through the folder
+/// the run holds: `report::run_dir`); `path` names it in messages.
+pub fn read_file(
+    file: File,
+    path: &Path,
+    mut visit: impl FnMut(Entry<'_>) -> Result<(), String>,
+) -> Result<(), HlogError> {
     let too_big = || {
         file_err(
             path,

@@ -335,12 +335,21 @@ fn parse_entry(s: &str) -> Result<(bool, Entry), String> {
                      out for that"
                 ));
             }
-            if prefix == 0 {
-                return Err(format!("source range `{s}`: ::/0 is not a pool"));
-            }
-            if a.segments()[0] >> 8 == 0xff {
+            // The rule that refuses ::/0 is coverage, judged on the range's every address
+            // (its last as well as its first), so it holds for any list: no entry reaches
+            // into ff00::/8, and entries do not overlap, so no pool covers any of it.
+            // `::/1` with `8000::/1` (the whole space in two halves) is refused by the second.
+            if last >> 120 == 0xff {
                 return Err(format!(
-                    "source address `{s}`: multicast addresses (ff00::/8) cannot be a source"
+                    "source range `{s}` reaches into ff00::/8: multicast addresses cannot be \
+                     a source (list unicast ranges; the widest that avoids it from the top is \
+                     8000::/2)"
+                ));
+            }
+            if let Some(mapped) = reaches_ipv4_mapped(n, last) {
+                return Err(format!(
+                    "source range `{s}` covers {mapped}: an IPv4-mapped address is an IPv4 \
+                     source, not an IPv6 one (list it as IPv4)"
                 ));
             }
             // The all-zero interface id is the subnet-router anycast address (RFC 4291).
@@ -352,6 +361,13 @@ fn parse_entry(s: &str) -> Result<(bool, Entry), String> {
             Ok((true, entry(skip, count)))
         }
     }
+}
+
+/// IPv4-mapped addresses, `::ffff:0:0/96`, when `[n, last]` reaches them.
+fn reaches_ipv4_mapped(n: u128, last: u128) -> Option<&'static str> {
+    const MAPPED: u128 = 0xffff << 32;
+    const MAPPED_LAST: u128 = MAPPED | 0xffff_ffff;
+    (n <= MAPPED_LAST && last >= MAPPED).then_some("::ffff:0:0/96")
 }
 
 #[cfg(test)]
@@ -496,6 +512,37 @@ mod tests {
         let e = SourcePool::parse_list("10.0.0.0/24, 10.0.0.7").unwrap_err();
         assert!(e.contains("overlap"), "{e}");
         assert!(SourcePool::parse_list(" , ").unwrap_err().contains("empty"));
+    }
+
+    /// ::/0 is refused for what it covers, so any list covering the same is refused too,
+    /// however it is cut: every range is judged on its last address as well as its first.
+    #[test]
+    fn a_list_covering_what_a_range_may_not_is_refused_like_the_range() {
+        let refused = [
+            ("::/0", "ff00::/8"),
+            // The first half is refused for the IPv4-mapped block, the second for ff00::/8.
+            ("::/1, 8000::/1", "::ffff:0:0/96"),
+            ("4000::/2, 8000::/1", "ff00::/8"),
+            ("8000::/1", "ff00::/8"),
+            ("fe00::/7", "ff00::/8"),
+            ("f000::/4", "ff00::/8"),
+            ("::/1", "::ffff:0:0/96"),
+            ("::/64", "::ffff:0:0/96"),
+            ("::ffff:10.0.0.0/120", "::ffff:0:0/96"),
+        ];
+        for (list, covered) in refused {
+            match SourcePool::parse_list(list) {
+                Ok(p) => panic!("`{list}` accepted as a pool of {} addresses", p.len()),
+                Err(e) => assert!(e.contains(covered), "`{list}`: {e}"),
+            }
+        }
+        // Wide unicast lists that avoid both stay pools, whatever their size.
+        let p = pool(&["8000::/2", "c000::/3", "2000::/3"]);
+        assert_eq!(
+            p.len(),
+            (1u128 << 126) - 1 + (1u128 << 125) - 1 + (1u128 << 125) - 1
+        );
+        assert_eq!(pool(&["fe80::/10"]).len(), (1u128 << 118) - 1);
     }
 
     /// Shards of one run (bots 0, 2, 4, ... and 1, 3, 5, ...) merge into the whole run's

@@ -53,6 +53,7 @@ mod prometheus;
 mod relay;
 mod report_browser;
 mod rtype_codec;
+mod run_files;
 mod schema;
 mod self_contained;
 mod server_metrics;

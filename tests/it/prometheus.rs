@@ -361,3 +361,97 @@ fn hostile_clients_cannot_starve_the_run_or_the_endpoint() {
     assert_eq!(s["bots"]["connected"], 50, "every bot got its socket: {s}");
     assert_eq!(status.code(), Some(0), "verdict {}", s["verdict"]);
 }
+
+/// Break 15: 300 connections that never send a byte and 100 that send a byte a second,
+/// reopened as soon as the endpoint closes them, are held against the endpoint while a
+/// scraper asks for /metrics 30 times: every scrape is answered. The held connections
+/// take the oldest idle place (MAX_CONNECTIONS: 32); a scraper's request is read at once,
+/// so it is never the oldest idle. Before: at the cap a newcomer was closed on accept, so
+/// the idle and slow connections refused the scraper (a review saw 40 of 80 fail).
+#[test]
+fn a_scraper_is_answered_while_idle_and_slow_connections_are_held() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+    const IDLE: usize = 300;
+    const SLOW: usize = 100;
+    const SCRAPES: usize = 30;
+    let tmp = tempfile::tempdir().unwrap();
+    let sc = scenario(tmp.path(), 40);
+    let out = tmp.path().join("out");
+    let (mut child, addr) = start_run(&sc, &out, "127.0.0.1:0");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let reopened = Arc::new(AtomicU64::new(0));
+    let attacker = {
+        let (stop, reopened) = (stop.clone(), reopened.clone());
+        std::thread::spawn(move || {
+            let open = || {
+                let s = TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
+                s.set_nonblocking(true).ok()?;
+                Some(s)
+            };
+            let mut conns: Vec<Option<TcpStream>> = (0..IDLE + SLOW).map(|_| open()).collect();
+            let deadline = Instant::now() + Duration::from_secs(120);
+            let mut pass = 0usize;
+            while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
+                for (i, c) in conns.iter_mut().enumerate() {
+                    let alive = match c {
+                        None => false,
+                        Some(s) => {
+                            let mut b = [0u8; 64];
+                            let readable = match s.read(&mut b) {
+                                Err(e) => e.kind() == std::io::ErrorKind::WouldBlock,
+                                // Closed, or answered (a 400/431) and about to be.
+                                Ok(_) => false,
+                            };
+                            // The slow ones: a never-ending request head, a byte a second.
+                            let byte = b"GET /metrics HTTP/1.1\r\nX-Slow: "
+                                .get(pass)
+                                .copied()
+                                .unwrap_or(b'a');
+                            readable && (i < IDLE || s.write(&[byte]).is_ok())
+                        }
+                    };
+                    if !alive {
+                        *c = open();
+                        reopened.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                pass += 1;
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            conns.iter().filter(|c| c.is_some()).count()
+        })
+    };
+    // Let the held connections fill the endpoint before scraping.
+    std::thread::sleep(Duration::from_secs(2));
+    let scrape = || {
+        let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        write!(s, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+        let mut raw = String::new();
+        s.read_to_string(&mut raw).ok()?;
+        raw.contains("tickswarm_bots_connected").then_some(())
+    };
+    let t0 = Instant::now();
+    let answered = (0..SCRAPES)
+        .filter(|_| {
+            let ok = scrape().is_some();
+            std::thread::sleep(Duration::from_millis(200));
+            ok
+        })
+        .count();
+    let took = t0.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let held = attacker.join().unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(held >= IDLE, "the attack held only {held} connections");
+    assert_eq!(
+        answered,
+        SCRAPES,
+        "{answered} of {SCRAPES} scrapes answered in {took:?} with {IDLE} idle and {SLOW} slow \
+         connections held ({} reopened after the endpoint closed them)",
+        reopened.load(Ordering::Relaxed)
+    );
+}

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use super::{
-    check_out_dir, install_ctrl_c, run_info, sanitize, start_server_metrics, OutputArgs,
-    OverrideArgs, EXIT_FAIL, EXIT_PASS, EXIT_USAGE,
+    install_ctrl_c, run_info, sanitize, start_server_metrics, OutputArgs, OverrideArgs, EXIT_FAIL,
+    EXIT_PASS, EXIT_USAGE,
 };
 use crate::engine::{self, EngineError, StopSignal};
 use crate::metrics::capacity::{Capacity, CapacityLimit, CapacityStep, ObjectiveResult};
@@ -207,9 +207,10 @@ pub(crate) fn cmd_capacity(a: &CapacityArgs) -> anyhow::Result<u8> {
             report::build::folder_stamp(std::time::SystemTime::now())
         ))
     });
-    if let Err(e) = check_out_dir(&dir, a.output.force) {
-        return usage(&e);
-    }
+    let run_dir = match report::RunDir::open(&dir, a.output.force) {
+        Ok(d) => d,
+        Err(e) => return usage(&e.to_string()),
+    };
     let stop = StopSignal::new();
     install_ctrl_c(stop.clone());
     say!(
@@ -331,8 +332,10 @@ pub(crate) fn cmd_capacity(a: &CapacityArgs) -> anyhow::Result<u8> {
     if !on_answer.is_empty() {
         summary.verdict = report::build::verdict_of(&summary.thresholds);
     }
-    let written = report::write_all(&dir, &summary, first.junit)
-        .with_context(|| format!("writing the report to {}", dir.display()))?;
+    // No histograms.hlog: a search's steps are separate runs (the summary draws the report).
+    let written = report::write_all(&run_dir, &summary, first.junit, None)
+        .context("the report was not written")?;
+    super::warn_if_moved(&run_dir);
     say!("summary  {}", written.summary_json.display());
     say!("report   {}", written.report_html.display());
     // With a threshold on the answer, its verdict decides; without, whether there is one.

@@ -81,10 +81,16 @@ impl HistLog {
     /// The entries of one second are consecutive in the log (as the run and `merge` write
     /// them); an entry for a second already closed is an error too.
     pub fn read(path: &Path) -> Result<HistLog, String> {
+        let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Self::read_file(file, path)
+    }
+
+    /// [`HistLog::read`] from a file already open; `path` names it in messages.
+    pub fn read_file(file: std::fs::File, path: &Path) -> Result<HistLog, String> {
         let p = Project::default();
         let mut out = HistLog::default();
         let mut open = OpenSecond::default();
-        hlog_read::read(path, |e| {
+        hlog_read::read_file(file, path, |e| {
             match open.second {
                 Some(s) if e.second < s => {
                     return Err(format!(
