@@ -56,6 +56,7 @@ mod rtype_codec;
 mod schema;
 mod self_contained;
 mod server_metrics;
+mod server_metrics_hostile;
 mod shard;
 mod snapshot_rate;
 mod socket_memory;
