@@ -632,8 +632,14 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
         for e in &sm.endpoints {
             if e.failed.total() > 0 {
                 say!(
-                    "warning: server_metrics {}: {} of {} scrapes gave nothing ({} connect, {} timeout, {} HTTP status, {} not metrics)",
-                    e.url, e.failed.total(), e.scrapes, e.failed.connect, e.failed.timeout, e.failed.http_status, e.failed.garbage
+                    "warning: server_metrics {}: {} of {} scrapes gave nothing ({} connect, {} timeout, {} HTTP status, {} not metrics, {} cut short, {} left behind at the run's end)",
+                    e.url, e.failed.total(), e.scrapes, e.failed.connect, e.failed.timeout, e.failed.http_status, e.failed.garbage, e.failed.truncated, e.failed.abandoned
+                );
+            }
+            if e.dropped.total() > 0 {
+                say!(
+                    "warning: server_metrics {}: samples not kept: {} not finite, {} bad histograms, {} over a series cap ({} series), {} points over the run's cap",
+                    e.url, e.dropped.non_finite, e.dropped.bad_histogram, e.dropped.samples_left_out, e.series_left_out, e.dropped.points_over_cap
                 );
             }
         }

@@ -5,7 +5,12 @@
 //! Each thread scrapes on the run's clock (slot `k` at `k × interval` from the run's start,
 //! slot 0 the baseline); a scrape that outlasts its slot makes the next ones that are already
 //! past be skipped, never queued. The series are built by
-//! [`crate::metrics::server_series::Builder`].
+//! [`crate::metrics::server_series::Builder`], within the caps of
+//! [`crate::metrics::server_budget`].
+//!
+//! The run's end never waits on an endpoint: a scrape's deadline is its timeout or the run's
+//! end plus [`FINISH_GRACE`], whichever is first, and [`Scrapers::finish`] (the run's end, or
+//! Ctrl-C) waits at most [`FINISH_GRACE`] before it leaves a scrape under way behind.
 //!
 //! The HTTP client is the minimum a `/metrics` scrape needs, on `std::net` with `httparse`
 //! (already here for `--metrics-listen`): one `GET` as HTTP/1.0 (so no chunked encoding comes
@@ -14,20 +19,41 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::metrics::server_budget::{RunBudget, MAX_NAMED_SERIES_PER_ENDPOINT};
 use crate::metrics::server_series::{Builder, Endpoint, Failure, ServerMetrics};
 use crate::scenario::server_metrics::{ServerMetricsEndpoint, MAX_SERIES_PER_ENDPOINT};
 
-/// The largest response read (a node exporter's page is ~100 KB).
-pub const MAX_BODY: usize = 8 * 1024 * 1024;
+/// The largest response read. A node exporter's page is ~100 KB and a game server's own a
+/// few KB; 4 MiB is room for forty times that, and bounds what one endpoint holds in memory
+/// at once (the parsed samples of a body are a few times its size).
+pub const MAX_BODY: usize = 4 * 1024 * 1024;
+
+/// How long the run's end (or Ctrl-C) waits for scrapes under way: past it they are left
+/// behind, counted as `failed.abandoned`, and the report is written without them. A scrape's
+/// own deadline never reaches past the run's end by more than this either, so even a thread
+/// left behind is gone this long after the run ends (or, after a Ctrl-C, within its
+/// timeout, at most 10 s).
+pub const FINISH_GRACE: Duration = Duration::from_secs(1);
+
+/// One endpoint's builder, shared between its thread and [`Scrapers::finish`], which takes
+/// it (so a scrape that comes back after that is dropped).
+#[derive(Default)]
+struct Slot {
+    builder: Option<Builder>,
+    /// A scrape is under way (between its request and its result added).
+    scraping: bool,
+}
+
+type Shared = Arc<Mutex<Slot>>;
 
 /// The scrapers of one run.
 pub struct Scrapers {
     stop: Vec<mpsc::Sender<()>>,
-    threads: Vec<JoinHandle<Endpoint>>,
+    threads: Vec<(Shared, JoinHandle<()>)>,
 }
 
 impl Scrapers {
@@ -40,6 +66,9 @@ impl Scrapers {
         start: Instant,
         duration: Duration,
     ) -> Self {
+        let budget = Arc::new(RunBudget::default());
+        // No scrape's deadline passes the run's end by more than the grace.
+        let hard_end = start + duration + FINISH_GRACE;
         let mut stop = Vec::new();
         let mut threads = Vec::new();
         for e in endpoints {
@@ -58,29 +87,68 @@ impl Scrapers {
                 .auth_header_env
                 .as_ref()
                 .and_then(|v| std::env::var(v).ok());
+            let max_series = if e.series.is_empty() {
+                MAX_SERIES_PER_ENDPOINT
+            } else {
+                MAX_NAMED_SERIES_PER_ENDPOINT
+            };
+            let shared: Shared = Arc::new(Mutex::new(Slot {
+                builder: Some(Builder::sharing(
+                    &shown,
+                    e.interval.0.as_secs_f64(),
+                    max_series,
+                    budget.clone(),
+                )),
+                scraping: false,
+            }));
             let (tx, rx) = mpsc::channel();
             let e = e.clone();
+            let mine = shared.clone();
             let spawned = std::thread::Builder::new()
                 .name("server-metrics".into())
-                .spawn(move || scrape_loop(&e, &url, &shown, auth.as_deref(), start, duration, rx));
+                .spawn(move || {
+                    let clock = Clock {
+                        start,
+                        duration,
+                        hard_end,
+                    };
+                    scrape_loop(&e, &url, auth.as_deref(), clock, &mine, rx)
+                });
             if let Ok(t) = spawned {
                 stop.push(tx);
-                threads.push(t);
+                threads.push((shared, t));
             }
         }
         Self { stop, threads }
     }
 
-    /// Stop scraping (a scrape under way finishes within its timeout) and collect the series.
+    /// Stop scraping and collect the series, waiting at most [`FINISH_GRACE`] for scrapes
+    /// under way: one still running then is counted as abandoned and its thread left to end
+    /// at its own deadline.
     pub fn finish(self) -> Option<ServerMetrics> {
         for s in &self.stop {
             let _ = s.send(());
         }
-        let endpoints: Vec<Endpoint> = self
-            .threads
-            .into_iter()
-            .filter_map(|t| t.join().ok())
-            .collect();
+        let deadline = Instant::now() + FINISH_GRACE;
+        while Instant::now() < deadline && self.threads.iter().any(|(_, t)| !t.is_finished()) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let mut endpoints: Vec<Endpoint> = Vec::new();
+        for (shared, t) in self.threads {
+            let taken = shared.lock().ok().and_then(|mut slot| {
+                let scraping = slot.scraping;
+                slot.builder.take().map(|mut b| {
+                    if scraping {
+                        b.abandoned();
+                    }
+                    b
+                })
+            });
+            if t.is_finished() {
+                let _ = t.join();
+            }
+            endpoints.extend(taken.map(Builder::finish));
+        }
         (!endpoints.is_empty()).then_some(ServerMetrics {
             endpoints,
             ..ServerMetrics::default()
@@ -88,23 +156,26 @@ impl Scrapers {
     }
 }
 
+/// Where a scraper is on the run's clock.
+#[derive(Clone, Copy)]
+struct Clock {
+    start: Instant,
+    duration: Duration,
+    /// No scrape's deadline is later than this.
+    hard_end: Instant,
+}
+
 fn scrape_loop(
     e: &ServerMetricsEndpoint,
     url: &str,
-    shown: &str,
     auth: Option<&str>,
-    start: Instant,
-    duration: Duration,
+    clock: Clock,
+    shared: &Shared,
     stop: mpsc::Receiver<()>,
-) -> Endpoint {
+) {
     let interval = e.interval.0;
-    let max_series = if e.series.is_empty() {
-        MAX_SERIES_PER_ENDPOINT
-    } else {
-        usize::MAX
-    };
-    let mut b = Builder::new(shown, interval.as_secs_f64(), max_series);
-    let last_slot = (duration.as_nanos() / interval.as_nanos().max(1)) as u64;
+    let start = clock.start;
+    let last_slot = (clock.duration.as_nanos() / interval.as_nanos().max(1)) as u64;
     let mut slot = 0u64;
     while slot <= last_slot {
         let due = start + interval.saturating_mul(u32::try_from(slot).unwrap_or(u32::MAX));
@@ -114,21 +185,40 @@ fn scrape_loop(
             // Stopped, or the run is gone.
             _ => break,
         }
-        let got = get(url, auth, e.timeout()).and_then(|body| {
+        match shared.lock() {
+            Ok(mut s) if s.builder.is_some() => s.scraping = true,
+            _ => return,
+        }
+        let deadline = (Instant::now() + e.timeout()).min(clock.hard_end);
+        let got = get_until(url, auth, deadline).and_then(|body| {
             crate::metrics::server_series::parse(&body, &e.series).ok_or(Failure::Garbage)
         });
-        b.add(slot, got);
+        match shared.lock() {
+            Ok(mut s) => {
+                s.scraping = false;
+                match s.builder.as_mut() {
+                    Some(b) => b.add(slot, got),
+                    // Finished without us: this scrape was counted as abandoned.
+                    None => return,
+                }
+            }
+            Err(_) => return,
+        }
         // The next slot not yet past: a slow scrape skips slots, never queues them.
         let since = Instant::now().saturating_duration_since(start);
         let next = (since.as_nanos() / interval.as_nanos().max(1)) as u64 + 1;
         slot = next.max(slot + 1);
     }
-    b.finish()
 }
 
 /// `GET url` within `timeout`: the body of a 200 response.
 pub fn get(url: &str, auth: Option<&str>, timeout: Duration) -> Result<String, Failure> {
-    let deadline = Instant::now() + timeout;
+    get_until(url, auth, Instant::now() + timeout)
+}
+
+/// `GET url` by `deadline`: the body of a 200 response, whole (a body shorter than its
+/// `Content-Length` is [`Failure::Truncated`], never a page that happens to parse).
+pub fn get_until(url: &str, auth: Option<&str>, deadline: Instant) -> Result<String, Failure> {
     let rest = url.strip_prefix("http://").ok_or(Failure::Connect)?;
     let (hostport, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
@@ -196,14 +286,22 @@ pub fn get(url: &str, auth: Option<&str>, timeout: Duration) -> Result<String, F
         return Err(Failure::Status);
     }
     let body = &buf[head..];
-    let len = resp
+    // HTTP/1.0 without a length: the body is what came before the close.
+    let body = match resp
         .headers
         .iter()
         .find(|h| h.name.eq_ignore_ascii_case("content-length"))
-        .and_then(|h| std::str::from_utf8(h.value).ok())
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .map_or(body.len(), |n| n.min(body.len()));
-    String::from_utf8(body[..len].to_vec()).map_err(|_| Failure::Garbage)
+    {
+        None => body,
+        Some(h) => {
+            let declared = std::str::from_utf8(h.value)
+                .ok()
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .ok_or(Failure::Garbage)?;
+            body.get(..declared).ok_or(Failure::Truncated)?
+        }
+    };
+    String::from_utf8(body.to_vec()).map_err(|_| Failure::Garbage)
 }
 
 #[cfg(test)]
@@ -243,6 +341,25 @@ mod tests {
             req.contains("\r\nAuthorization: Bearer s3cret\r\n"),
             "{req}"
         );
+    }
+
+    #[test]
+    fn a_body_short_of_its_content_length_is_truncated_not_a_page() {
+        let (url, t) = once(Some("HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\ng 1\n"));
+        assert_eq!(
+            get(&url, None, Duration::from_secs(2)),
+            Err(Failure::Truncated)
+        );
+        t.join().unwrap();
+        let (url, t) = once(Some("HTTP/1.0 200 OK\r\nContent-Length: x\r\n\r\ng 1\n"));
+        assert_eq!(
+            get(&url, None, Duration::from_secs(2)),
+            Err(Failure::Garbage)
+        );
+        t.join().unwrap();
+        let (url, t) = once(Some("HTTP/1.0 200 OK\r\n\r\ng 1\n"));
+        assert_eq!(get(&url, None, Duration::from_secs(2)), Ok("g 1\n".into()));
+        t.join().unwrap();
     }
 
     #[test]

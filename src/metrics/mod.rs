@@ -11,6 +11,7 @@ pub mod groups;
 mod named;
 pub mod phases;
 pub mod run;
+pub mod server_budget;
 pub mod server_series;
 pub mod snapshot_rate;
 pub mod sources;

@@ -18,9 +18,13 @@
 //! The text exposition format is parsed by the `prometheus-parse` crate. Summaries and a
 //! histogram's `_sum`/`_count` samples are not stored.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+
+use super::server_budget::{self, RunBudget};
 
 /// One series' value in one scrape.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,11 +69,27 @@ pub enum Failure {
     Status,
     /// Not HTTP, not UTF-8, over the size limit, or no sample in it.
     Garbage,
+    /// A body shorter than its `Content-Length`: the connection closed part way, and what
+    /// came is not what the server meant (a `10` cut to `1`).
+    Truncated,
+}
+
+/// One body, parsed: the series kept, and the samples dropped for their values.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Parsed {
+    pub series: Scraped,
+    /// Gauge, counter and untyped samples whose value was NaN or ±Inf (JSON has no number for
+    /// them, and no rate or statistic can be taken of one).
+    pub non_finite: u64,
+    /// Histograms whose buckets fail [`sane_buckets`].
+    pub bad_histograms: u64,
 }
 
 /// Parse one exposition-format body, keeping the series of the families in `wanted` (all
 /// when empty). `None` when the text holds no sample at all: not a metrics endpoint.
-pub fn parse(text: &str, wanted: &[String]) -> Option<Scraped> {
+/// Non-finite values and insane histograms are dropped here and counted, so nothing past
+/// this point ever holds a NaN or an infinity but a histogram's `+Inf` bound.
+pub fn parse(text: &str, wanted: &[String]) -> Option<Parsed> {
     let lines = text.lines().map(|l| Ok(l.to_string()));
     let scrape = prometheus_parse::Scrape::parse(lines).ok()?;
     if scrape.samples.is_empty() {
@@ -81,7 +101,7 @@ pub fn parse(text: &str, wanted: &[String]) -> Option<Scraped> {
         .filter(|s| matches!(s.value, prometheus_parse::Value::Histogram(_)))
         .map(|s| s.metric.as_str())
         .collect();
-    let mut out = Scraped::new();
+    let mut out = Parsed::default();
     for s in &scrape.samples {
         let family = s.metric.as_str();
         // A histogram's `_sum` and `_count` come as untyped samples of their own.
@@ -94,20 +114,49 @@ pub fn parse(text: &str, wanted: &[String]) -> Option<Scraped> {
             continue;
         }
         let value = match &s.value {
-            prometheus_parse::Value::Counter(v) => Value::Counter(*v),
-            prometheus_parse::Value::Gauge(v) | prometheus_parse::Value::Untyped(v) => {
+            prometheus_parse::Value::Counter(v) if v.is_finite() => Value::Counter(*v),
+            prometheus_parse::Value::Gauge(v) | prometheus_parse::Value::Untyped(v)
+                if v.is_finite() =>
+            {
                 Value::Gauge(*v)
+            }
+            prometheus_parse::Value::Counter(_)
+            | prometheus_parse::Value::Gauge(_)
+            | prometheus_parse::Value::Untyped(_) => {
+                out.non_finite += 1;
+                continue;
             }
             prometheus_parse::Value::Histogram(b) => {
                 let mut b: Vec<(f64, f64)> = b.iter().map(|c| (c.less_than, c.count)).collect();
                 b.sort_by(|x, y| x.0.total_cmp(&y.0));
+                if !sane_buckets(&b) {
+                    out.bad_histograms += 1;
+                    continue;
+                }
                 Value::Histogram(b)
             }
             prometheus_parse::Value::Summary(_) => continue,
         };
-        out.insert(key(family, &s.labels), value);
+        out.series.insert(key(family, &s.labels), value);
     }
     Some(out)
+}
+
+/// Whether cumulative `buckets` (sorted by bound) can be read as a histogram: bounds finite,
+/// at least 0 and strictly ascending, the last one `+Inf`; counts finite, at least 0 and
+/// never decreasing. Anything else is no histogram: a negative bound breaks the reading of
+/// the first bucket as starting at 0 (and no time or size is negative), and a count that
+/// goes down gives a negative number of observations in its bucket. Either gave a p99 of
+/// -0.495 s that passed `server.tick_seconds p99 < 16.7ms`.
+pub fn sane_buckets(buckets: &[(f64, f64)]) -> bool {
+    let Some((&(last, _), finite)) = buckets.split_last() else {
+        return false;
+    };
+    last == f64::INFINITY
+        && finite.iter().all(|&(le, _)| le.is_finite() && le >= 0.0)
+        && finite.windows(2).all(|w| w[0].0 < w[1].0)
+        && buckets.iter().all(|&(_, n)| n.is_finite() && n >= 0.0)
+        && buckets.windows(2).all(|w| w[0].1 <= w[1].1)
 }
 
 /// `name` or `name{a="b",c="d"}`, labels sorted by name.
@@ -227,11 +276,45 @@ pub struct Failures {
     pub timeout: u64,
     pub http_status: u64,
     pub garbage: u64,
+    /// Bodies shorter than their `Content-Length`.
+    #[serde(default)]
+    pub truncated: u64,
+    /// Scrapes still under way when the run ended, left behind (the run's end waits for a
+    /// scrape at most `FINISH_GRACE`, src/cli/scrape.rs).
+    #[serde(default)]
+    pub abandoned: u64,
 }
 
 impl Failures {
     pub fn total(&self) -> u64 {
-        self.connect + self.timeout + self.http_status + self.garbage
+        self.connect
+            + self.timeout
+            + self.http_status
+            + self.garbage
+            + self.truncated
+            + self.abandoned
+    }
+}
+
+/// Samples of successful scrapes that were not kept, by reason (the caps are in
+/// [`crate::metrics::server_budget`]).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Dropped {
+    /// Gauge, counter and untyped samples whose value was NaN or ±Inf, and derived values
+    /// (a rate) that would have been.
+    pub non_finite: u64,
+    /// Histogram samples whose buckets were not a histogram ([`sane_buckets`]).
+    pub bad_histogram: u64,
+    /// Samples of series not kept (over a series, family, key-length or run cap), once per
+    /// scrape each: exact where `series_left_out` stops counting names.
+    pub samples_left_out: u64,
+    /// Points of kept series beyond the run's point budget.
+    pub points_over_cap: u64,
+}
+
+impl Dropped {
+    pub fn total(&self) -> u64 {
+        self.non_finite + self.bad_histogram + self.samples_left_out + self.points_over_cap
     }
 }
 
@@ -244,8 +327,12 @@ pub struct Endpoint {
     /// Scrapes attempted, and those that gave nothing.
     pub scrapes: u64,
     pub failed: Failures,
-    /// Series beyond the stored maximum, left out (only when the scenario names none).
+    /// Distinct series left out (over a cap), counted up to
+    /// [`crate::metrics::server_budget::MAX_LEFT_OUT_NAMES`].
     pub series_left_out: u64,
+    /// Samples not kept, by reason.
+    #[serde(default)]
+    pub dropped: Dropped,
     pub series: BTreeMap<String, Series>,
 }
 
@@ -270,14 +357,20 @@ impl ServerMetrics {
     }
 }
 
-/// Builds one endpoint's series from its scrapes, slot by slot.
+/// Builds one endpoint's series from its scrapes, slot by slot, within its caps.
 pub struct Builder {
     url: String,
     interval_s: f64,
     max_series: usize,
+    budget: Arc<RunBudget>,
     scrapes: u64,
     failed: Failures,
-    left_out: std::collections::BTreeSet<String>,
+    dropped: Dropped,
+    /// Hashes of the series left out, to count each once; at most
+    /// [`server_budget::MAX_LEFT_OUT_NAMES`].
+    left_out: HashSet<u64>,
+    /// Series kept per family, for [`server_budget::MAX_SERIES_PER_FAMILY`].
+    per_family: BTreeMap<String, usize>,
     /// The previous successful scrape and its slot.
     prev: Option<(u64, Scraped)>,
     first: Option<Scraped>,
@@ -286,15 +379,24 @@ pub struct Builder {
 }
 
 impl Builder {
-    /// `max_series`: how many series to keep (the first by key; more are counted as left out).
+    /// `max_series`: how many series to keep (the first by key; more are counted as left
+    /// out), within a budget of its own.
     pub fn new(url: &str, interval_s: f64, max_series: usize) -> Self {
+        Self::sharing(url, interval_s, max_series, Arc::default())
+    }
+
+    /// [`Builder::new`], drawing series and points from the run's `budget`.
+    pub fn sharing(url: &str, interval_s: f64, max_series: usize, budget: Arc<RunBudget>) -> Self {
         Self {
             url: url.to_string(),
             interval_s,
             max_series,
+            budget,
             scrapes: 0,
             failed: Failures::default(),
-            left_out: Default::default(),
+            dropped: Dropped::default(),
+            left_out: HashSet::new(),
+            per_family: BTreeMap::new(),
             prev: None,
             first: None,
             last: None,
@@ -302,30 +404,65 @@ impl Builder {
         }
     }
 
-    /// Slot `slot`'s scrape: what it parsed to, or why it failed.
-    pub fn add(&mut self, slot: u64, got: Result<Scraped, Failure>) {
+    /// A scrape under way when the run ended, left behind: a scrape, failed.
+    pub fn abandoned(&mut self) {
         self.scrapes += 1;
-        let mut now = match got {
-            Ok(s) => s,
+        self.failed.abandoned += 1;
+    }
+
+    /// Whether a new series `k` may be kept: room in the endpoint, its family and the run,
+    /// and a key of a sane length.
+    fn admit(&mut self, k: &str) -> bool {
+        let family = k.split_once('{').map_or(k, |(f, _)| f);
+        let in_family = self.per_family.get(family).copied().unwrap_or(0);
+        let ok = k.len() <= server_budget::MAX_KEY_BYTES
+            && self.series.len() < self.max_series
+            && in_family < server_budget::MAX_SERIES_PER_FAMILY
+            && self.budget.take_series();
+        if ok {
+            *self.per_family.entry(family.to_string()).or_insert(0) += 1;
+        }
+        ok
+    }
+
+    /// Count a sample of series `k` as left out (its name once, while there is room).
+    fn leave_out(&mut self, k: &str) {
+        self.dropped.samples_left_out += 1;
+        if self.left_out.len() < server_budget::MAX_LEFT_OUT_NAMES {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            k.hash(&mut h);
+            self.left_out.insert(h.finish());
+        }
+    }
+
+    /// Slot `slot`'s scrape: what it parsed to, or why it failed.
+    pub fn add(&mut self, slot: u64, got: Result<Parsed, Failure>) {
+        self.scrapes += 1;
+        let parsed = match got {
+            Ok(p) => p,
             Err(f) => {
                 match f {
                     Failure::Connect => self.failed.connect += 1,
                     Failure::Timeout => self.failed.timeout += 1,
                     Failure::Status => self.failed.http_status += 1,
                     Failure::Garbage => self.failed.garbage += 1,
+                    Failure::Truncated => self.failed.truncated += 1,
                 }
                 return;
             }
         };
+        self.dropped.non_finite += parsed.non_finite;
+        self.dropped.bad_histogram += parsed.bad_histograms;
+        let mut now = parsed.series;
         // Keep the series already kept, then new ones while there is room.
         let keys: Vec<String> = now.keys().cloned().collect();
         for k in keys {
             if self.series.contains_key(&k) {
                 continue;
             }
-            if self.series.len() >= self.max_series {
+            if !self.admit(&k) {
                 now.remove(&k);
-                self.left_out.insert(k);
+                self.leave_out(&k);
             } else if let Some(kind) = now.get(&k).map(Value::kind) {
                 self.series.insert(
                     k,
@@ -377,8 +514,15 @@ impl Builder {
                 // The baseline of a counter or histogram: nothing to difference yet.
                 _ => None,
             };
-            if let (Some(p), Some(s)) = (point, self.series.get_mut(k)) {
-                s.points.push(p);
+            let Some(p) = point.and_then(|p| self.finite(p)) else {
+                continue;
+            };
+            if let Some(s) = self.series.get_mut(k) {
+                if self.budget.take_point() {
+                    s.points.push(p);
+                } else {
+                    self.dropped.points_over_cap += 1;
+                }
             }
         }
         if self.first.is_none() {
@@ -386,6 +530,19 @@ impl Builder {
         }
         self.last = Some(now.clone());
         self.prev = Some((slot, now));
+    }
+
+    /// `p` with only finite figures (a rate of two finite counters can still overflow to
+    /// infinity): a point with a non-finite figure is dropped and counted, never written as
+    /// JSON's `null` where summary.json's schema wants a number.
+    fn finite(&mut self, p: Point) -> Option<Point> {
+        let figures = [p.value, p.p50, p.p99, p.rate];
+        if figures.iter().flatten().all(|v| v.is_finite()) {
+            Some(p)
+        } else {
+            self.dropped.non_finite += 1;
+            None
+        }
     }
 
     /// The endpoint's series with their whole-run figures.
@@ -404,7 +561,10 @@ impl Builder {
                 .collect();
             s.min = vals.iter().copied().reduce(f64::min);
             s.max = vals.iter().copied().reduce(f64::max);
-            s.mean = (!vals.is_empty()).then(|| vals.iter().sum::<f64>() / vals.len() as f64);
+            // Finite points can still sum past f64's range: then there is no mean, not `inf`.
+            s.mean = (!vals.is_empty())
+                .then(|| vals.iter().sum::<f64>() / vals.len() as f64)
+                .filter(|m| m.is_finite());
             if let (Some(Value::Histogram(a)), Some(Value::Histogram(b))) = (
                 self.last.as_ref().and_then(|l| l.get(k)),
                 self.first.as_ref().and_then(|f| f.get(k)),
@@ -420,6 +580,7 @@ impl Builder {
             scrapes: self.scrapes,
             failed: self.failed,
             series_left_out: self.left_out.len() as u64,
+            dropped: self.dropped,
             series: self.series,
         }
     }
@@ -507,7 +668,7 @@ mod tests {
     fn garbage_is_not_a_scrape_and_named_series_are_kept_alone() {
         assert_eq!(parse("<html>nope</html>", &[]), None);
         let only = parse(&text(1), &["g".to_string()]).unwrap();
-        assert_eq!(only.keys().collect::<Vec<_>>(), vec!["g"]);
+        assert_eq!(only.series.keys().collect::<Vec<_>>(), vec!["g"]);
         let mut b = Builder::new("x", 1.0, 1);
         b.add(0, Ok(parse(&text(1), &[]).unwrap()));
         assert_eq!(b.finish().series_left_out, 2);
@@ -529,6 +690,59 @@ mod tests {
             back.find("h_seconds").and_then(|s| s.quantile(1.0)),
             Some(0.1)
         );
+    }
+
+    #[test]
+    fn only_sane_buckets_are_a_histogram() {
+        let inf = f64::INFINITY;
+        assert!(sane_buckets(&[(0.0, 0.0), (0.1, 2.0), (inf, 2.0)]));
+        for bad in [
+            vec![(-1.0, 99.0), (1.0, 99.0), (inf, 100.0)],
+            vec![(0.01, 100.0), (0.1, 50.0), (inf, 100.0)],
+            vec![(0.01, 1.0), (0.1, 2.0)],
+            vec![(0.01, 1.0), (0.01, 2.0), (inf, 2.0)],
+            vec![(f64::NAN, 1.0), (inf, 2.0)],
+            vec![(0.01, f64::NAN), (inf, 2.0)],
+            vec![],
+        ] {
+            assert!(!sane_buckets(&bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_rate_past_f64_s_range_is_dropped_and_counted() {
+        let mut b = Builder::new("x", 1.0, 64);
+        b.add(
+            0,
+            Ok(parse("# TYPE c_total counter\nc_total -1e308\n", &[]).unwrap()),
+        );
+        b.add(
+            1,
+            Ok(parse("# TYPE c_total counter\nc_total 1e308\n", &[]).unwrap()),
+        );
+        let e = b.finish();
+        assert_eq!(e.dropped.non_finite, 1);
+        assert!(e.series["c_total"].points.is_empty());
+    }
+
+    #[test]
+    fn the_run_s_budget_and_the_key_length_cap_what_is_kept() {
+        let budget = Arc::new(RunBudget::new(3, 4));
+        let body = "a 1\nb 1\nc 1\nd 1\n";
+        let mut one = Builder::sharing("x", 1.0, 64, budget.clone());
+        let mut two = Builder::sharing("y", 1.0, 64, budget);
+        one.add(0, Ok(parse(body, &[]).unwrap()));
+        two.add(0, Ok(parse(body, &[]).unwrap()));
+        one.add(1, Ok(parse(body, &[]).unwrap()));
+        let (one, two) = (one.finish(), two.finish());
+        // 3 series for the run: `one` took them all; 4 points: 3 then 1.
+        assert_eq!((one.series.len(), two.series.len()), (3, 0));
+        assert_eq!((one.series_left_out, two.series_left_out), (1, 4));
+        assert_eq!(one.dropped.points_over_cap, 2);
+        let long = format!("g{{l=\"{}\"}} 1\n", "x".repeat(300));
+        let mut b = Builder::new("x", 1.0, 64);
+        b.add(0, Ok(parse(&long, &[]).unwrap()));
+        assert_eq!(b.finish().dropped.samples_left_out, 1);
     }
 
     #[test]

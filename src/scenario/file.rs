@@ -71,7 +71,11 @@ pub struct ScenarioFile {
     pub network: Option<NetworkConditions>,
     /// The target's own Prometheus endpoints, scraped during the run
     /// ([`super::server_metrics`]).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "super::server_metrics::endpoints",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub server_metrics: Vec<super::server_metrics::ServerMetricsEndpoint>,
     /// Named groups of bots, each a share of the population (or a fixed count) with its own
     /// behaviour, network, target and source addresses (see [`super::groups`]). Unset: one

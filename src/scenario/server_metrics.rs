@@ -22,6 +22,19 @@ use crate::duration::Dur;
 /// of the first scrape, by name (a node exporter exposes thousands).
 pub const MAX_SERIES_PER_ENDPOINT: usize = 64;
 
+/// The longest `timeout:` of one scrape. Prometheus' own default scrape timeout is 10 s, and a
+/// `/metrics` page that takes longer is not one to sample every second; the cap bounds how
+/// long a hung endpoint can hold a scraper thread (and the process's exit) after the run.
+/// Before it, `timeout: 1000000000s` made a run that never ended.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The most endpoints one shard scrapes: each is a thread and up to
+/// 4 MiB of body in flight (src/cli/scrape.rs), so 32 is at most 32 threads and 128 MiB at
+/// once. 20,000 endpoints passed `validate` and then ran out of threads; a fleet larger than
+/// 32 servers per load machine is Prometheus' to scrape, or spread over shards with
+/// `shard:`.
+pub const MAX_ENDPOINTS_PER_SHARD: usize = 32;
+
 /// One endpoint to scrape.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -35,8 +48,14 @@ pub struct ServerMetricsEndpoint {
     pub auth_header_env: Option<String>,
     #[serde(default = "one_second")]
     pub interval: Dur,
-    /// How long one scrape may take (connect, request, response); default: the interval.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// How long one scrape may take (connect, request, response), at most [`MAX_TIMEOUT`]
+    /// (checked where it is read, so the error names its line); default: the interval, up to
+    /// [`MAX_TIMEOUT`].
+    #[serde(
+        default,
+        deserialize_with = "capped_timeout",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub timeout: Option<Dur>,
     /// Metric family names to store; empty: every family, up to [`MAX_SERIES_PER_ENDPOINT`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -50,15 +69,52 @@ fn one_second() -> Dur {
     Dur(Duration::from_secs(1))
 }
 
+/// `timeout:`, refused above [`MAX_TIMEOUT`] at its own line and column.
+fn capped_timeout<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Dur>, D::Error> {
+    let t = Option::<Dur>::deserialize(d)?;
+    match t {
+        Some(Dur(t)) if t > MAX_TIMEOUT => Err(serde::de::Error::custom(format!(
+            "server_metrics timeout {} is above the most a scrape may take, {}",
+            crate::duration::format_duration(t),
+            crate::duration::format_duration(MAX_TIMEOUT)
+        ))),
+        t => Ok(t),
+    }
+}
+
+/// `server_metrics:` as a whole: at most [`MAX_ENDPOINTS_PER_SHARD`] endpoints for any one
+/// shard, refused where the list is read (so the error names its line and column).
+pub fn endpoints<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Vec<ServerMetricsEndpoint>, D::Error> {
+    let list = Vec::<ServerMetricsEndpoint>::deserialize(d)?;
+    let mut per_shard = std::collections::BTreeMap::<u32, usize>::new();
+    for e in &list {
+        *per_shard.entry(e.shard).or_insert(0) += 1;
+    }
+    if let Some((shard, n)) = per_shard
+        .into_iter()
+        .find(|&(_, n)| n > MAX_ENDPOINTS_PER_SHARD)
+    {
+        return Err(serde::de::Error::custom(format!(
+            "server_metrics: {n} endpoints for shard {shard}, at most {MAX_ENDPOINTS_PER_SHARD} \
+             (one scraper thread each); spread them over shards with `shard:`"
+        )));
+    }
+    Ok(list)
+}
+
 impl ServerMetricsEndpoint {
     /// Whether this is the embedded server's own endpoint.
     pub fn is_embedded(&self) -> bool {
         self.url == "embedded"
     }
 
-    /// The timeout of one scrape.
+    /// The timeout of one scrape: as written, else the interval, never above [`MAX_TIMEOUT`].
     pub fn timeout(&self) -> Duration {
-        self.timeout.map_or(self.interval.0, |d| d.0)
+        self.timeout
+            .map_or(self.interval.0, |d| d.0)
+            .min(MAX_TIMEOUT)
     }
 
     /// What is wrong with it, if anything.

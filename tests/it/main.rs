@@ -57,6 +57,7 @@ mod run_files;
 mod schema;
 mod self_contained;
 mod server_metrics;
+mod server_metrics_hostile;
 mod shard;
 mod snapshot_rate;
 mod socket_memory;

@@ -14,13 +14,13 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-fn bin() -> Command {
+pub(crate) fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tickswarm"))
 }
 
 /// 4 cafe bots at 2 inputs a second for 3.2 s against the embedded server, with
 /// `server_metrics` appended.
-fn scenario(dir: &Path, server_metrics: &str) -> std::path::PathBuf {
+pub(crate) fn scenario(dir: &Path, server_metrics: &str) -> std::path::PathBuf {
     let p = dir.join("s.yaml");
     std::fs::write(
         &p,
@@ -33,7 +33,7 @@ fn scenario(dir: &Path, server_metrics: &str) -> std::path::PathBuf {
     p
 }
 
-fn run(dir: &Path, server_metrics: &str) -> (i32, Value, String) {
+pub(crate) fn run(dir: &Path, server_metrics: &str) -> (i32, Value, String) {
     let out = dir.join("out");
     let o = bin()
         .arg("run")
