@@ -192,38 +192,6 @@ impl Drop for Leave {
     }
 }
 
-/// Take `stream` in: held under the next number, its task spawned; at the cap, the held
-/// connection it displaces (to abort once the lock is released). `None`: the lock is gone.
-fn admit(conns: &Arc<Mutex<Conns>>, stream: TcpStream, body: &Body) -> Option<Option<Held>> {
-    let mut c = conns.lock().ok()?;
-    let dropped = if c.held.len() >= MAX_CONNECTIONS {
-        c.evict()
-    } else {
-        None
-    };
-    let seq = c.next;
-    c.next += 1;
-    let answering = Arc::new(AtomicBool::new(false));
-    let leave = Leave {
-        conns: conns.clone(),
-        seq,
-    };
-    let (flag, body) = (answering.clone(), body.clone());
-    // On this one thread the task cannot run (nor leave) before it is entered below.
-    let task = tokio::spawn(async move {
-        let _leave = leave;
-        serve_one(stream, &*body, &flag).await;
-    });
-    c.held.insert(
-        seq,
-        Held {
-            answering,
-            task: task.abort_handle(),
-        },
-    );
-    Some(dropped)
-}
-
 async fn accept_loop(listener: TcpListener, body: Body) {
     let conns = Arc::new(Mutex::new(Conns::default()));
     loop {
@@ -236,9 +204,35 @@ async fn accept_loop(listener: TcpListener, body: Body) {
                 continue;
             }
         };
-        let Some(dropped) = admit(&conns, stream, &body) else {
+        let Ok(mut c) = conns.lock() else {
             return;
         };
+        let dropped = if c.held.len() >= MAX_CONNECTIONS {
+            c.evict()
+        } else {
+            None
+        };
+        let seq = c.next;
+        c.next += 1;
+        let answering = Arc::new(AtomicBool::new(false));
+        let leave = Leave {
+            conns: conns.clone(),
+            seq,
+        };
+        let (flag, body) = (answering.clone(), body.clone());
+        // On this one thread the task cannot run (nor leave) before it is entered below.
+        let task = tokio::spawn(async move {
+            let _leave = leave;
+            serve_one(stream, &*body, &flag).await;
+        });
+        c.held.insert(
+            seq,
+            Held {
+                answering,
+                task: task.abort_handle(),
+            },
+        );
+        drop(c);
         // Dropped outside the lock: its descriptor is closed when the runtime drops the task.
         if let Some(d) = dropped {
             d.task.abort();
