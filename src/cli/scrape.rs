@@ -211,7 +211,9 @@ fn scrape_loop(
     }
 }
 
-/// `GET url` within `timeout`: the body of a 200 response.
+/// `GET url` within `timeout`: the body of a 200 response (the tests' shorthand for
+/// [`get_until`]).
+#[cfg(test)]
 pub fn get(url: &str, auth: Option<&str>, timeout: Duration) -> Result<String, Failure> {
     get_until(url, auth, Instant::now() + timeout)
 }

@@ -239,7 +239,7 @@ pub(crate) fn cmd_capacity(a: &CapacityArgs) -> anyhow::Result<u8> {
     );
 
     if first.shard.is_some() {
-        return run_shard(a, &cap, &on_answer, &plan_for, rate, &dir, &stop);
+        return run_shard(a, &cap, &on_answer, &plan_for, rate, &run_dir, &stop);
     }
 
     let t0 = Instant::now();
@@ -356,7 +356,7 @@ fn run_shard(
     on_answer: &[Threshold],
     plan_for: &dyn Fn(u64) -> Result<(Plan, StepShape), String>,
     rate: f64,
-    dir: &std::path::Path,
+    dir: &report::RunDir,
     stop: &StopSignal,
 ) -> anyhow::Result<u8> {
     let usage = |e: &dyn std::fmt::Display| {
@@ -457,8 +457,9 @@ fn run_shard(
     summary.thresholds.clear();
     summary.verdict = "pass".into();
     summary.staircase = Some(result.staircase);
-    let written = report::write_all(dir, &summary, first.junit)
-        .with_context(|| format!("writing the report to {}", dir.display()))?;
+    let written = report::write_all(dir, &summary, first.junit, None)
+        .context("the report was not written")?;
+    super::warn_if_moved(dir);
     say!("summary  {}", written.summary_json.display());
     Ok(if stop.is_stopped() {
         EXIT_FAIL
