@@ -12,16 +12,9 @@
 //! - **One thread**, whatever the number of clients: connections are tasks on a
 //!   current-thread tokio runtime of its own (a thread per connection let 3,000 idle
 //!   connections start 2,351 threads);
-//! - **At most [`MAX_CONNECTIONS`] held at once, the oldest idle one dropped for a newcomer**:
-//!   the cap keeps the endpoint within the descriptors the run's budget keeps for it, and the
-//!   order decides who gets a place. Refusing newcomers at the cap (as before) let 32 idle or
-//!   slow connections, renewed as they timed out, refuse a real scraper (a review's 1,000
-//!   slow or 3,000 idle connections failed 40 of 80 scrapes). A scraper sends its whole
-//!   request at once, so it is idle (its head not yet read) for moments only, and answering
-//!   (never dropped for an idle one) after; a connection that sends nothing, or a byte a
-//!   second, stays idle and is the first to go. Only when every held connection is being
-//!   answered is the oldest of those dropped. What this cannot protect: a scraper that takes
-//!   longer to send its request than others take to open 32 connections;
+//! - **At most [`MAX_CONNECTIONS`] open at once**: one more is accepted and closed at once, so
+//!   it holds no file descriptor the bots' sockets need (the run's descriptor budget keeps
+//!   room for these);
 //! - **A request head of at most [`MAX_HEAD`] bytes, within [`HEAD_TIMEOUT`]**: a huge request
 //!   line or endless headers get 431 and the connection is closed; a client that sends
 //!   nothing is closed when the timeout runs out (each held 1 GB or a thread before);
@@ -30,9 +23,8 @@
 //!
 //! The request head is parsed with `httparse` (hyper's parser).
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -41,11 +33,10 @@ use anyhow::Context;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
-use tokio::task::AbortHandle;
 
 /// Content type of the text exposition format.
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
-/// Connections held at once; a newcomer beyond it takes the place of the oldest idle one.
+/// Connections served at once; more are closed on accept.
 pub const MAX_CONNECTIONS: usize = 32;
 /// The longest request head (request line and headers) read.
 pub const MAX_HEAD: usize = 8 * 1024;
@@ -150,50 +141,8 @@ impl Drop for MetricsServer {
     }
 }
 
-/// A held connection: whether its request head is in (then it is being answered), and how
-/// to drop it.
-struct Held {
-    answering: Arc<AtomicBool>,
-    task: AbortHandle,
-}
-
-/// The connections held, by age (accept order).
-#[derive(Default)]
-struct Conns {
-    held: BTreeMap<u64, Held>,
-    next: u64,
-}
-
-impl Conns {
-    /// At the cap, the connection to drop for a newcomer: the oldest idle one, else the
-    /// oldest.
-    fn evict(&mut self) -> Option<Held> {
-        let seq = self
-            .held
-            .iter()
-            .find(|(_, h)| !h.answering.load(Ordering::Relaxed))
-            .or_else(|| self.held.iter().next())
-            .map(|(&seq, _)| seq)?;
-        self.held.remove(&seq)
-    }
-}
-
-/// Takes a connection out of [`Conns`] when its task ends or is dropped.
-struct Leave {
-    conns: Arc<Mutex<Conns>>,
-    seq: u64,
-}
-
-impl Drop for Leave {
-    fn drop(&mut self) {
-        if let Ok(mut c) = self.conns.lock() {
-            c.held.remove(&self.seq);
-        }
-    }
-}
-
 async fn accept_loop(listener: TcpListener, body: Body) {
-    let conns = Arc::new(Mutex::new(Conns::default()));
+    let open = Arc::new(AtomicUsize::new(0));
     loop {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
@@ -204,42 +153,16 @@ async fn accept_loop(listener: TcpListener, body: Body) {
                 continue;
             }
         };
-        let Ok(mut c) = conns.lock() else {
-            return;
-        };
-        let dropped = if c.held.len() >= MAX_CONNECTIONS {
-            c.evict()
-        } else {
-            None
-        };
-        let seq = c.next;
-        c.next += 1;
-        let answering = Arc::new(AtomicBool::new(false));
-        let leave = Leave {
-            conns: conns.clone(),
-            seq,
-        };
-        let (flag, body) = (answering.clone(), body.clone());
-        // On this one thread the task cannot run (nor leave) before it is entered below.
-        let task = tokio::spawn(async move {
-            let _leave = leave;
-            serve_one(stream, &*body, &flag).await;
-        });
-        c.held.insert(
-            seq,
-            Held {
-                answering,
-                task: task.abort_handle(),
-            },
-        );
-        drop(c);
-        // Dropped outside the lock: its descriptor is closed when the runtime drops the task.
-        if let Some(d) = dropped {
-            d.task.abort();
+        if open.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
+            drop(stream);
+            continue;
         }
-        // Let the newcomer read its head before more are accepted: a burst of connections
-        // must not push out a scraper whose request is already there.
-        tokio::task::yield_now().await;
+        open.fetch_add(1, Ordering::Relaxed);
+        let (open, body) = (open.clone(), body.clone());
+        tokio::spawn(async move {
+            serve_one(stream, &*body).await;
+            open.fetch_sub(1, Ordering::Relaxed);
+        });
     }
 }
 
@@ -255,18 +178,13 @@ enum Ask {
 }
 
 /// Read one request head and answer it; the connection is closed afterwards.
-async fn serve_one(
-    mut stream: TcpStream,
-    body: &(dyn Fn() -> Arc<String> + Send + Sync),
-    answering: &AtomicBool,
-) {
+async fn serve_one(mut stream: TcpStream, body: &(dyn Fn() -> Arc<String> + Send + Sync)) {
     let mut head = [0u8; MAX_HEAD];
     let ask = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut stream, &mut head)).await {
         Ok(Some(ask)) => ask,
         // Timed out, closed, or a read error: nothing to answer.
         _ => return,
     };
-    answering.store(true, Ordering::Relaxed);
     let body_text;
     let (status, content_type, body): (&str, &str, &[u8]) = match ask {
         Ask::Metrics => {
