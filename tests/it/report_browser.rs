@@ -368,13 +368,7 @@ type ChartCheck = dyn Fn(&[(String, String)], u32);
 /// `expected_charts` charts each drawing something, no horizontal overflow, every chart laid
 /// out inside the viewport, and what `also` checks of the charts; a screenshot
 /// `NAME-WIDTH.png` of each width for a person.
-fn at_both_widths(
-    tmp: &Path,
-    html: &Path,
-    expected_charts: usize,
-    name: &str,
-    also: &ChartCheck,
-) {
+fn at_both_widths(tmp: &Path, html: &Path, expected_charts: usize, name: &str, also: &ChartCheck) {
     let page = std::fs::read_to_string(html).unwrap();
     // The probe copy: CSP meta out (else the probe may not run), the probe in.
     let csp_at = page
