@@ -7,7 +7,7 @@
 //! [`DelayLine`]s (buffers reused) and sent or delivered when the source's timer fires. The
 //! lines are bounded by count and by the memory they hold, not by payload (an empty
 //! datagram has none, but costs its bookkeeping): a peer flooding a delayed path costs at
-//! most [`MAX_HELD`] per direction, and what does not fit is counted as lost to the queue.
+//! most `MAX_HELD` per direction, and what does not fit is counted as lost to the queue.
 
 use std::time::Instant;
 
