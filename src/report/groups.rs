@@ -178,20 +178,25 @@ pub fn project(name: &str, size: &str, network: Option<Value>, s: Summary) -> Gr
 /// A summary holding only the group's figures, for reading a threshold's value from it as
 /// from a whole run's.
 pub fn as_summary(g: &GroupSummary) -> Summary {
-    Summary {
-        bots: g.bots.clone(),
-        rtt_us: g.rtt_us,
-        handshake_us: g.handshake_us,
-        snapshot_interarrival_us: g.snapshot_interarrival_us,
-        generator: g.generator.clone(),
-        loss: g.loss.clone(),
-        bandwidth: g.bandwidth.clone(),
-        inputs_sent: g.inputs_sent,
-        snapshots_applied: g.snapshots_applied,
-        errors: g.errors.clone(),
-        protocol_metrics: g.protocol_metrics.clone(),
-        ..Summary::default()
-    }
+    let mut s = Summary::default();
+    set_figures(&mut s, g);
+    s
+}
+
+/// Put the group's figures in `s` under the whole run's keys, leaving the rest of `s` (what
+/// was run, its thresholds, its series) as it is.
+pub fn set_figures(s: &mut Summary, g: &GroupSummary) {
+    s.bots = g.bots.clone();
+    s.rtt_us = g.rtt_us;
+    s.handshake_us = g.handshake_us;
+    s.snapshot_interarrival_us = g.snapshot_interarrival_us;
+    s.generator = g.generator.clone();
+    s.loss = g.loss.clone();
+    s.bandwidth = g.bandwidth.clone();
+    s.inputs_sent = g.inputs_sent;
+    s.snapshots_applied = g.snapshots_applied;
+    s.errors = g.errors.clone();
+    s.protocol_metrics = g.protocol_metrics.clone();
 }
 
 /// Each group's summary (with its histograms) and how its upstream loss was measured (or

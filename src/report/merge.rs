@@ -588,20 +588,8 @@ fn merge_staircase_runs(
     m.snapshot_rate = None;
     m.groups = super::groups::Groups::default();
     if let Some((w, server)) = merged.window {
-        let mut figures = super::groups::as_summary(&w);
-        figures.server_metrics = server;
-        m.bots = figures.bots;
-        m.rtt_us = figures.rtt_us;
-        m.handshake_us = figures.handshake_us;
-        m.snapshot_interarrival_us = figures.snapshot_interarrival_us;
-        m.generator = figures.generator;
-        m.loss = figures.loss;
-        m.bandwidth = figures.bandwidth;
-        m.inputs_sent = figures.inputs_sent;
-        m.snapshots_applied = figures.snapshots_applied;
-        m.errors = figures.errors;
-        m.protocol_metrics = figures.protocol_metrics;
-        m.server_metrics = figures.server_metrics;
+        super::groups::set_figures(&mut m, &w);
+        m.server_metrics = server;
     }
     let found = matches!(
         merged.capacity.limit,

@@ -322,7 +322,7 @@ fn sigterm_ends_a_run_flooded_with_empty_deltas_on_a_large_world_with_its_report
         std::thread::sleep(Duration::from_millis(20));
     };
     let took = t0.elapsed();
-    let err = std::fs::read_to_string(&err_path).unwrap_or_default();
+    let err = std::fs::read_to_string(&err_path).expect("the run's stderr file");
     peer.drain();
     let flooded = peer.stat("flooded");
     assert!(

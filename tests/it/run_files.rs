@@ -3,6 +3,7 @@
 //! that fills leaves the previous file or none, never a truncated one
 //! (`docs/security/run-folders.md`).
 
+use crate::common::summary::u64_at;
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -102,10 +103,10 @@ fn a_folder_swapped_for_a_symlink_mid_run_is_not_followed() {
         ["summary.json"],
         "files in the link's target"
     );
-    let s: serde_json::Value =
-        serde_json::from_str(&read(&moved.join("summary.json"))).unwrap_or_default();
+    let s: serde_json::Value = serde_json::from_str(&read(&moved.join("summary.json")))
+        .expect("the moved folder's summary.json is JSON");
     assert_eq!(
-        s["bots"]["planned"],
+        u64_at(&s, "bots.planned"),
         3,
         "the run's summary is in the folder it opened, now {}: {}",
         moved.display(),
@@ -173,8 +174,8 @@ fn a_write_that_fails_leaves_the_previous_files_whole() {
     );
     let size = |f: &str| {
         std::fs::metadata(sizes.join(f))
-            .map(|m| m.len())
-            .unwrap_or(0)
+            .unwrap_or_else(|e| panic!("{f} of the sizing run: {e}"))
+            .len()
     };
     let (summary, report) = (size("summary.json"), size("report.html"));
     assert!(

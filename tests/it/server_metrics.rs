@@ -73,9 +73,12 @@ fn scripted(n: u64) -> String {
     )
 }
 
-/// A one-thread HTTP endpoint answering each request with `answer(request number)`; `None`
-/// holds the connection open without a word (a hung target).
-fn endpoint(answer: fn(u64) -> Option<String>) -> (SocketAddr, Arc<AtomicU64>) {
+/// A one-thread HTTP endpoint answering request `n` (0, 1, 2, ...) with the raw response
+/// `answer(n)`, then closing; `None` holds the connection open without a word (a hung
+/// target). Hands back its address and how many requests it has read.
+pub(crate) fn raw_endpoint(
+    answer: impl Fn(u64) -> Option<String> + Send + 'static,
+) -> (SocketAddr, Arc<AtomicU64>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     let served = Arc::new(AtomicU64::new(0));
@@ -89,18 +92,27 @@ fn endpoint(answer: fn(u64) -> Option<String>) -> (SocketAddr, Arc<AtomicU64>) {
             let _ = s.read(&mut buf);
             let n = count.fetch_add(1, Ordering::SeqCst);
             match answer(n) {
-                Some(body) => {
-                    let _ = write!(
-                        s,
-                        "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
+                Some(reply) => {
+                    let _ = s.write_all(reply.as_bytes());
                 }
                 None => held.push(s),
             }
         }
     });
     (addr, served)
+}
+
+/// A 200 response carrying `body` with its true length.
+pub(crate) fn ok(body: &str) -> String {
+    format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// [`raw_endpoint`] answering each request with a 200 carrying `answer(request number)`.
+fn endpoint(answer: fn(u64) -> Option<String>) -> (SocketAddr, Arc<AtomicU64>) {
+    raw_endpoint(move |n| answer(n).map(|body| ok(&body)))
 }
 
 fn series<'a>(s: &'a Value, name: &str) -> &'a Value {

@@ -3,52 +3,14 @@
 //! nothing it sends that is not a measurement gates the run. Each endpoint here is a loopback
 //! HTTP server written in the test, answering each request with a scripted response.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::server_metrics::{bin, run, scenario};
+use super::server_metrics::{bin, ok, raw_endpoint, run, scenario};
 use crate::common::summary::{at, u64_at};
-
-/// A one-thread HTTP endpoint answering request `n` (0, 1, 2, ...) with the raw response
-/// `answer(n)`, then closing; `None` holds the connection open without a word (a hung
-/// target). Hands back its address and how many requests it has read.
-fn raw_endpoint(answer: fn(u64) -> Option<String>) -> (SocketAddr, Arc<AtomicU64>) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    let served = Arc::new(AtomicU64::new(0));
-    let count = served.clone();
-    std::thread::spawn(move || {
-        let mut held: Vec<TcpStream> = Vec::new();
-        for s in l.incoming() {
-            let Ok(mut s) = s else { continue };
-            let mut buf = [0u8; 4096];
-            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-            let _ = s.read(&mut buf);
-            let n = count.fetch_add(1, Ordering::SeqCst);
-            match answer(n) {
-                Some(reply) => {
-                    let _ = s.write_all(reply.as_bytes());
-                }
-                None => held.push(s),
-            }
-        }
-    });
-    (addr, served)
-}
-
-/// A 200 response carrying `body` with its true length.
-fn ok(body: &str) -> String {
-    format!(
-        "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-}
 
 /// `tickswarm validate` of the 3.2 s swarm with `server_metrics` appended: exit code, stderr.
 fn validate(dir: &Path, server_metrics: &str) -> (i32, String) {
