@@ -45,7 +45,19 @@
 //!    that many replies, each smaller than its request.
 //! 4. **Unproven sessions expire quickly**: [`UNPROVEN_TIMEOUT`] after the handshake, however
 //!    often it is repeated, and a full server gives the slot of the oldest unproven session
-//!    (older than [`EVICTABLE_AFTER`]) to a new client, so forged handshakes cannot keep real players out.
+//!    to a new client, so forged handshakes cannot keep real players out. A session younger
+//!    than its *protection window* keeps its slot (a real client between its reply and its
+//!    first input must not be pushed out by the next handshake). The window is
+//!    [`EVICTABLE_AFTER`] on a calm server and shrinks under a flood of new sources to half
+//!    the time the flood takes to turn the table over (sessions held ÷ sessions admitted a
+//!    second), never below [`MIN_EVICTABLE_AFTER`] ([`protection_window`]). A fixed 500 ms
+//!    locked every newcomer out once forged handshakes came faster than the table's size
+//!    every 500 ms (3,000 a second against 1,000 places): each session became evictable just
+//!    as the next forged one arrived to take its place. With the window at half the turnover
+//!    the oldest half of the table is always evictable, and a newcomer keeps its place for a
+//!    whole turnover (333 ms in that case); what still locks it out is a flood that turns the
+//!    table over faster than the client proves its address (its first input: one input
+//!    interval), or faster than [`MIN_EVICTABLE_AFTER`] twice over.
 //!
 //! `tests/it/amplification.rs` measures each protocol's factor (bytes sent to an address that
 //! never answers ÷ bytes received from it, over 5 s of simulated time), for forged
@@ -69,6 +81,22 @@ pub const UNPROVEN_TIMEOUT: Duration = Duration::from_secs(2);
 /// A full server evicts an unproven session only once it is this old, so a real client
 /// between its reply and its first input is not pushed out by the next handshake.
 pub const EVICTABLE_AFTER: Duration = Duration::from_millis(500);
+
+/// The shortest protection window a flood can push an unproven session's down to (rule 4):
+/// a client at 10 inputs a second still proves its address within it.
+pub const MIN_EVICTABLE_AFTER: Duration = Duration::from_millis(100);
+
+/// Rule 4's protection window: how old an unproven session must be before a full server
+/// gives its slot to a newcomer, for a table holding `held` sessions into which
+/// `admitted_per_s` new sessions came in the last second. Half the table's turnover time
+/// (`held / admitted_per_s`), within [`MIN_EVICTABLE_AFTER`]..=[`EVICTABLE_AFTER`].
+pub fn protection_window(held: usize, admitted_per_s: u64) -> Duration {
+    if admitted_per_s == 0 {
+        return EVICTABLE_AFTER;
+    }
+    let half_turnover = Duration::from_secs_f64(held as f64 / admitted_per_s as f64 / 2.0);
+    half_turnover.clamp(MIN_EVICTABLE_AFTER, EVICTABLE_AFTER)
+}
 
 /// Handshake replies an unproven session gets (its first and up to three answers to retries,
 /// which a client sends when a reply was lost).

@@ -47,6 +47,47 @@ pub struct SessionTable<T> {
     slots: Vec<Option<Session<T>>>,
     by_conn: HashMap<ConnId, usize>,
     closed: VecDeque<ConnId>,
+    /// Sessions created per second, for rule 4's protection window
+    /// ([`admission::protection_window`]).
+    admissions: AdmissionRate,
+}
+
+/// Sessions created in the current one-second window and the one before it.
+#[derive(Debug, Clone, Default)]
+struct AdmissionRate {
+    window_start: Option<Instant>,
+    this_window: u64,
+    last_window: u64,
+}
+
+impl AdmissionRate {
+    fn roll(&mut self, now: Instant) {
+        let start = *self.window_start.get_or_insert(now);
+        let elapsed = now.saturating_duration_since(start);
+        if elapsed >= Duration::from_secs(2) {
+            // A whole window or more with no admission in it.
+            self.last_window = 0;
+            self.this_window = 0;
+            self.window_start = Some(now);
+        } else if elapsed >= Duration::from_secs(1) {
+            self.last_window = self.this_window;
+            self.this_window = 0;
+            self.window_start = Some(start + Duration::from_secs(1));
+        }
+    }
+
+    fn count(&mut self, now: Instant) {
+        self.roll(now);
+        self.this_window += 1;
+    }
+
+    /// Admissions a second: the last whole window's, or the current one's when it already
+    /// holds more (a flood that started this second).
+    fn per_second(&self, now: Instant) -> u64 {
+        let mut r = self.clone();
+        r.roll(now);
+        r.last_window.max(r.this_window)
+    }
 }
 
 impl<T> Default for SessionTable<T> {
@@ -62,6 +103,7 @@ impl<T> SessionTable<T> {
             slots: Vec::new(),
             by_conn: HashMap::new(),
             closed: VecDeque::new(),
+            admissions: AdmissionRate::default(),
         }
     }
 
@@ -97,6 +139,7 @@ impl<T> SessionTable<T> {
             return slot;
         }
         let slot = self.free_slot();
+        self.admissions.count(now);
         self.slots[slot] = Some(Session {
             conn,
             last_seen: now,
@@ -243,17 +286,22 @@ impl<T> SessionTable<T> {
         self.iter().filter(|(_, s)| !s.proven).count()
     }
 
-    /// The slot of the oldest unproven session created at least
-    /// [`admission::EVICTABLE_AFTER`] before `now`: the one a full server gives up for a new
+    /// The slot of the oldest unproven session older than its protection window
+    /// ([`SessionTable::protection_window`]): the one a full server gives up for a new
     /// client, so forged handshakes cannot hold every slot (a client still within a round
     /// trip of its reply keeps its slot).
     pub fn oldest_unproven(&self, now: Instant) -> Option<usize> {
+        let window = self.protection_window(now);
         self.iter()
-            .filter(|(_, s)| {
-                !s.proven && now.saturating_duration_since(s.admitted) >= admission::EVICTABLE_AFTER
-            })
+            .filter(|(_, s)| !s.proven && now.saturating_duration_since(s.admitted) >= window)
             .min_by_key(|(_, s)| s.admitted)
             .map(|(slot, _)| slot)
+    }
+
+    /// How old an unproven session must be before [`SessionTable::oldest_unproven`] offers
+    /// it: [`admission::protection_window`] for the sessions held and admitted a second now.
+    pub fn protection_window(&self, now: Instant) -> Duration {
+        admission::protection_window(self.len(), self.admissions.per_second(now))
     }
 
     /// Take the session out of `slot` and queue its connection for `poll_close`.
@@ -428,6 +476,64 @@ mod tests {
         let mut out = Vec::new();
         tab.expired_into(t + Duration::from_secs(5), Duration::from_secs(5), &mut out);
         assert_eq!(out, vec![0]);
+    }
+
+    #[test]
+    fn the_protection_window_is_half_the_turnover_within_its_bounds() {
+        let ms = Duration::from_millis;
+        // Calm: nothing admitted, or a table that turns over slowly.
+        assert_eq!(admission::protection_window(1_000, 0), ms(500));
+        assert_eq!(admission::protection_window(1_000, 100), ms(500));
+        // 3,000 forged handshakes a second against 1,000 places: 333 ms to turn over.
+        let w = admission::protection_window(1_000, 3_000);
+        assert!(w > ms(166) && w < ms(167), "{w:?}");
+        // A flood that turns the table over in 40 ms: the floor.
+        assert_eq!(admission::protection_window(1_000, 25_000), ms(100));
+    }
+
+    /// The lock-out of issue 35: with a fixed 500 ms window, 3 new sources a millisecond
+    /// against 1,000 places left no session evictable when a newcomer came (each became so
+    /// just as a forged handshake took its place). Now half the table is.
+    #[test]
+    fn a_flood_faster_than_the_fixed_window_leaves_the_oldest_half_evictable() {
+        let t0 = Instant::now();
+        let mut table = SessionTable::new();
+        let mut next_conn = 0u64;
+        let mut refused_while_full = 0;
+        for ms in 0..3_000u64 {
+            let now = t0 + Duration::from_millis(ms);
+            for _ in 0..3 {
+                if table.len() >= 1_000 {
+                    match table.oldest_unproven(now) {
+                        Some(slot) => {
+                            table.remove(slot);
+                        }
+                        None => {
+                            refused_while_full += 1;
+                            continue;
+                        }
+                    }
+                }
+                table.insert(ConnId(next_conn), now, ());
+                next_conn += 1;
+            }
+        }
+        let now = t0 + Duration::from_millis(3_000);
+        // The flood ran at 3,000 a second; the window is half of 1,000 / 3,000 s.
+        let window = table.protection_window(now);
+        assert!(
+            window > Duration::from_millis(150) && window < Duration::from_millis(180),
+            "{window:?}"
+        );
+        let evictable = table
+            .iter()
+            .filter(|(_, s)| now.saturating_duration_since(s.admitted) >= window)
+            .count();
+        assert!((400..=600).contains(&evictable), "{evictable} of 1,000 evictable");
+        assert!(table.oldest_unproven(now).is_some());
+        // Only while the window still stood at 500 ms (the first second) were sources
+        // refused.
+        assert!(refused_while_full > 0 && refused_while_full < 1_000, "{refused_while_full}");
     }
 
     #[test]
