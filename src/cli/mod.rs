@@ -649,6 +649,7 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
         summary.aborted = Some(fired);
         summary.verdict = "fail".into();
     }
+    report::interruption::apply(&mut summary, plan.duration, plan.interrupted);
     let written = report::write_all(&run_dir, &summary, plan.junit, hlog)
         .context("the report was not written")?;
     warn_if_moved(&run_dir);

@@ -274,7 +274,15 @@ pub fn print_result(s: &Summary) {
             describe_outcome(t)
         );
     }
-    say!("verdict  {}", s.verdict.to_uppercase());
+    if s.interrupted {
+        say!(
+            "verdict  {} (INTERRUPTED after {})",
+            s.verdict.to_uppercase(),
+            crate::report::format::fmt_duration(s.duration_s)
+        );
+    } else {
+        say!("verdict  {}", s.verdict.to_uppercase());
+    }
     for r in crate::report::reasons::verdict_reasons(s) {
         say!("why      {r}");
     }

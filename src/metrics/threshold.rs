@@ -311,6 +311,19 @@ pub enum Unmeasurable {
     Skip,
 }
 
+/// What an interrupted run (Ctrl-C, SIGTERM) does to the verdict (`interrupted:` in a
+/// scenario). A run stopped by its `duration` is not interrupted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Interrupted {
+    /// The run fails: its figures cover only part of the load it was asked for, so a CI
+    /// job cancelled mid-run must not read as a pass.
+    #[default]
+    Fail,
+    /// The verdict is the thresholds' alone (a run stopped by hand once it showed enough).
+    Pass,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
     Lt,

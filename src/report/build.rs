@@ -528,6 +528,9 @@ pub fn format_observed(metric_path: &str, v: Option<f64>) -> String {
     let Some(v) = v else {
         return "no data".into();
     };
+    if metric_path == super::interruption::METRIC {
+        return super::format::fmt_duration(v);
+    }
     // The report's formatter, so the console, junit.xml and report.html print one figure alike.
     super::format::fmt_unit(super::format::metric_unit(metric_path), v)
 }

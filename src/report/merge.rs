@@ -489,6 +489,10 @@ pub fn merge_runs(dirs: &[PathBuf], allow_missing: bool) -> Result<Merged, Merge
     // so (and skipped where they skipped it).
     let mut results = Vec::new();
     for t in &first.thresholds {
+        if super::interruption::is_check(t) {
+            // Not a threshold: carried over below from every run.
+            continue;
+        }
         let mut th = Threshold::parse(&t.condition).map_err(|e| input_err(&dirs[0], e))?;
         th.default = t.default;
         let policy = if t.skipped {
@@ -536,6 +540,16 @@ pub fn merge_runs(dirs: &[PathBuf], allow_missing: bool) -> Result<Merged, Merge
             .collect();
         results.push(check);
         m.scenario = format!("{} (shards {} missing)", m.scenario, missing.join(", "));
+    }
+    // A shard cut short: the merged run covers less than the load asked for, and says so
+    // as that shard's own check did (its policy, its figure).
+    if let Some(c) = runs
+        .iter()
+        .flat_map(|r| &r.thresholds)
+        .filter(|t| super::interruption::is_check(t))
+        .min_by_key(|t| t.ok)
+    {
+        results.push(c.clone());
     }
     m.thresholds = results;
     super::build::record_server_figures(&mut m);

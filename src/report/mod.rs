@@ -9,6 +9,7 @@ pub mod groups;
 pub mod hlog;
 pub mod hlog_read;
 pub mod html;
+pub mod interruption;
 pub mod junit;
 pub mod merge;
 pub mod noise;

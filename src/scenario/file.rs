@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::threshold::{Threshold, Unmeasurable};
+use super::threshold::{Interrupted, Threshold, Unmeasurable};
 use crate::duration::Dur;
 use crate::netsim::NetworkConditions;
 use crate::protocol::{ProtocolSection, ServerParams};
@@ -42,6 +42,10 @@ pub struct ScenarioFile {
     /// nobody took) or `skip` (shown with the reason, left out of the verdict).
     #[serde(default)]
     pub unmeasurable_thresholds: Unmeasurable,
+    /// A run cut short by Ctrl-C or SIGTERM: `fail` (default; the run's report says
+    /// INTERRUPTED and it exits 1) or `pass` (the thresholds alone decide).
+    #[serde(default)]
+    pub interrupted: Interrupted,
     /// Stop the run early when one of its thresholds fails this long, judged second by
     /// second (k6's `abortOnFail` with a delay): the report is written and names the threshold
     /// that stopped it, and the run fails. Only figures a second can hold are judged that way

@@ -153,6 +153,9 @@ pub struct Plan {
     pub compare_limits: std::collections::BTreeMap<String, String>,
     /// `unmeasurable_thresholds:`: fail (default) or skip a threshold the run cannot measure.
     pub unmeasurable: crate::metrics::threshold::Unmeasurable,
+    /// `interrupted:`: whether a run cut short by a signal fails (default) or passes on its
+    /// thresholds.
+    pub interrupted: crate::metrics::threshold::Interrupted,
     /// `abort_on_fail:`: stop the run when a threshold fails this long, second after second.
     pub abort_on_fail: Option<Duration>,
     /// `network:`, when it changes anything: the simulated link of every bot.
@@ -675,6 +678,7 @@ impl Plan {
             source_pool,
             compare_limits: file.compare.max_regress.clone(),
             unmeasurable: file.unmeasurable_thresholds,
+            interrupted: file.interrupted,
             abort_on_fail: file.abort_on_fail.map(|d| d.0),
             server_metrics: file.server_metrics.clone(),
         })

@@ -313,11 +313,33 @@ fn ctrl_c_still_writes_the_report() {
     let started = std::time::Instant::now();
     let status = child.wait().unwrap();
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
-    assert_eq!(status.code(), Some(0));
     let s = summary(&out);
     assert_eq!(s["interrupted"], true);
     assert_eq!(s["bots"]["connected"], 20);
-    assert!(s["duration_s"].as_f64().unwrap() < 10.0);
+    let ran = s["duration_s"].as_f64().expect("duration_s");
+    assert!(ran < 10.0);
+    // Cut short of its 60 s, the run fails by default (`interrupted: fail`), whatever its
+    // thresholds say of the part that ran, and says why in every output.
+    assert_eq!(s["verdict"], "fail", "{s}");
+    assert_eq!(status.code(), Some(1));
+    let check = s["thresholds"]
+        .as_array()
+        .expect("thresholds")
+        .iter()
+        .find(|t| t["metric"] == "duration_s")
+        .expect("the interruption's row among the thresholds");
+    assert_eq!(
+        check["condition"],
+        "not interrupted: ran its whole 1 min 00 s (interrupted: fail)"
+    );
+    assert_eq!(check["ok"], false);
+    assert_eq!(check["observed"].as_f64(), Some(ran));
+    let junit = std::fs::read_to_string(out.join("junit.xml")).expect("junit.xml");
+    assert!(
+        junit.contains("name=\"not interrupted: ran its whole 1 min 00 s (interrupted: fail)\"")
+            && junit.contains("<failure message=\"observed "),
+        "{junit}"
+    );
 }
 
 /// More bots than file descriptors: a plain message and exit 2 before anything starts.

@@ -63,11 +63,22 @@ fn serve_stops_on_the_first_sigint_with_its_summary_line() {
 
 /// A `tickswarm run` of the embedded cafe server, `bots` bots for `duration`, into `out`.
 fn start_run(dir: &Path, bots: u32, duration: &str, stderr: Stdio) -> std::process::Child {
+    start_run_with(dir, bots, duration, stderr, "")
+}
+
+/// [`start_run`] with `extra` appended to the scenario.
+fn start_run_with(
+    dir: &Path,
+    bots: u32,
+    duration: &str,
+    stderr: Stdio,
+    extra: &str,
+) -> std::process::Child {
     let scenario = dir.join("s.yaml");
     std::fs::write(
         &scenario,
         format!(
-            "name: stop\nprotocol:\n  cafe: {{}}\npopulation:\n  stages:\n    - ramp_to: {bots}\n      over: 0s\nduration: {duration}\n"
+            "name: stop\nprotocol:\n  cafe: {{}}\npopulation:\n  stages:\n    - ramp_to: {bots}\n      over: 0s\nduration: {duration}\n{extra}"
         ),
     )
     .expect("write the scenario");
@@ -101,11 +112,12 @@ fn wait_for(child: &mut std::process::Child, limit: Duration) -> Option<std::pro
 
 /// SIGTERM is what `docker stop`, Kubernetes and CI runners send: it stops the run as the first
 /// Ctrl-C does, with the whole report written and `interrupted: true`, and the exit code is the
-/// verdict's, not 143.
+/// verdict's, not 143. With `interrupted: pass` the thresholds alone decide it (the default,
+/// `fail`, is `e2e_cafe::ctrl_c_still_writes_the_report`).
 #[test]
 fn sigterm_stops_a_run_with_its_report_written() {
     let tmp = tempfile::tempdir().expect("temp dir");
-    let mut child = start_run(tmp.path(), 5, "60s", Stdio::null());
+    let mut child = start_run_with(tmp.path(), 5, "60s", Stdio::null(), "interrupted: pass\n");
     // Let the swarm start playing (a debug build on a busy machine: a few seconds).
     std::thread::sleep(Duration::from_secs(3));
     // SAFETY: signalling our own child process by its pid.
@@ -122,7 +134,24 @@ fn sigterm_stops_a_run_with_its_report_written() {
     )
     .expect("summary.json parses");
     assert_eq!(s["interrupted"], true, "{s}");
+    let check = s["thresholds"]
+        .as_array()
+        .expect("thresholds")
+        .iter()
+        .find(|t| t["metric"] == "duration_s")
+        .expect("the interruption's row");
+    assert_eq!(check["ok"], true, "interrupted: pass");
     let verdict = s["verdict"].as_str().expect("a verdict");
+    let others_held = s["thresholds"]
+        .as_array()
+        .expect("thresholds")
+        .iter()
+        .all(|t| t["ok"] == true);
+    assert_eq!(
+        verdict == "pass",
+        others_held,
+        "the thresholds alone decide"
+    );
     let expected = if verdict == "pass" { 0 } else { 1 };
     assert_eq!(status.code(), Some(expected), "exit by verdict ({verdict})");
     assert!(
