@@ -1,6 +1,7 @@
 //! `tickswarm compare BASE_DIR NEW_DIR`: the console edge of [`report::compare`].
 //!
-//! Exit codes: 0 no limited metric got worse than its limit, 1 one did (or has no data),
+//! Exit codes: 0 no limited metric got worse than its limit (with no limits given, the
+//! defaults in [`crate::report::compare::DEFAULT_LIMITS`]), 1 one did (or has no data),
 //! 2 bad usage (a limit that does not parse, a folder that is not a run).
 
 use std::path::{Path, PathBuf};
@@ -108,12 +109,40 @@ pub(crate) fn cmd_compare(a: &CompareArgs, console: Console) -> anyhow::Result<u
             new.summary.protocol
         );
     }
+    // Two runs of different scenario contents (or `--bots`/`--duration` overrides) differ by
+    // design, not by a build: said, not refused (a scenario edited between builds is common).
+    if let (Some(b), Some(n)) = (&base.summary.scenario_hash, &new.summary.scenario_hash) {
+        if b != n && !console.quiet {
+            say!(
+                "warning: the runs came from different scenarios (scenario_hash {b} and {n}: \
+                 the file's bytes or the --bots/--duration overrides changed), so a change \
+                 below may be the scenario's, not the server's"
+            );
+        }
+    }
     // The scenario's limits first: a command-line limit on the same metric comes later and wins.
     let mut all = match scenario_limits(a, &new, console) {
         Ok(l) => l,
         Err(e) => return usage(e),
     };
     all.extend(limits);
+    if all.is_empty() {
+        all = compare::default_limits(&base, &new);
+        if !console.quiet {
+            let texts: Vec<String> = all
+                .iter()
+                .map(|l| format!("{}={}", l.metric.name, l.text))
+                .collect();
+            say!(
+                "limits   {} (the defaults: no --max-regress or compare: block given)",
+                if texts.is_empty() {
+                    "none: neither default metric was measured in both runs".to_string()
+                } else {
+                    texts.join(", ")
+                }
+            );
+        }
+    }
     // The per-second histograms of the limited metrics, for the noise test.
     let tags = compare::limited_tags(&all);
     let (mut base, mut new) = (base, new);
@@ -121,9 +150,6 @@ pub(crate) fn cmd_compare(a: &CompareArgs, console: Console) -> anyhow::Result<u
         if let Err(e) = run.load_seconds(&tags) {
             return usage(format!("{}: {e}", dir.display()));
         }
-    }
-    if all.is_empty() && !console.quiet {
-        say!("note: no limits given (--max-regress or a compare: block): nothing can regress");
     }
     let c = compare::compare(&base, &new, &all);
     if !console.quiet {

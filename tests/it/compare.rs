@@ -164,6 +164,46 @@ fn a_delayed_server_fails_compare_and_the_same_conditions_pass() {
     assert_eq!(o.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("REGRESSED rtt.p50 rose by +"), "{stderr}");
 
+    // No limits at all: the shipped defaults gate (rtt.p50=+1ms, loss.downstream=+0.5pp) and
+    // say so; the delay's 20 ms on every sample is caught (it compared as "no regression").
+    let o = compare(&base, &slow, &[]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains(
+            "limits   rtt.p50=+1ms, loss.downstream=+0.5pp (the defaults: no --max-regress or compare: block given)"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("REGRESSED rtt.p50 rose by +"), "{stderr}");
+
+    // Runs of different scenario contents are compared, with a warning naming both hashes.
+    let edited = t.join("edited");
+    std::fs::create_dir(&edited).unwrap();
+    for f in ["histograms.hlog", "summary.json"] {
+        std::fs::copy(same.join(f), edited.join(f)).unwrap();
+    }
+    let mut sj = json(&edited.join("summary.json"));
+    let hash = sj["scenario_hash"]
+        .as_str()
+        .expect("scenario_hash")
+        .to_string();
+    sj["scenario_hash"] = Value::from("00000000deadbeef");
+    std::fs::write(edited.join("summary.json"), sj.to_string()).unwrap();
+    let o = compare(&base, &edited, &generous);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "warning: the runs came from different scenarios (scenario_hash {hash} and 00000000deadbeef"
+        )),
+        "{stderr}"
+    );
+    let o = compare(&base, &same, &generous);
+    assert!(
+        !String::from_utf8_lossy(&o.stderr).contains("different scenarios"),
+        "one scenario, no warning"
+    );
+
     // A merged base (two runs) compares with its merged histograms' exact percentiles.
     let merged = t.join("merged");
     let m = bin()
