@@ -62,6 +62,8 @@ struct Group {
     deferred: std::collections::VecDeque<EnetEvent>,
     /// The simulated network path between the host and its socket (`network:`).
     path: Option<SimPath>,
+    /// The host's forged and early acknowledgements already counted as events.
+    acks_counted: (u64, u64),
 }
 
 /// The ENet hosts of one worker's bots.
@@ -91,6 +93,10 @@ pub struct EnetBots {
     /// The worker's way to the kernel: every host's datagrams of one wake-up leave together
     /// at [`BotTransport::submit`] through io_uring, or one `send()` each.
     sends: WorkerSends,
+    /// The shortest handshake any of the worker's hosts timed, per server: every host to
+    /// that server gets it as the base of its floor under acknowledgement samples
+    /// (`transport/enet/ack_rtt.rs`). A handful of servers at most: a list.
+    shortest_handshake: Vec<(SocketAddr, Duration)>,
 }
 
 /// A host's datagram carries messages ENet already counted when the bots queued them: it is
@@ -132,6 +138,7 @@ impl EnetBots {
             flush_at: None,
             socket_buffers: None,
             network: Vec::new(),
+            shortest_handshake: Vec::new(),
         }
     }
 
@@ -163,6 +170,36 @@ impl EnetBots {
                 rec.record_rtt(us);
             }
         }
+        // The floor under this host's samples: half the shortest handshake to its server
+        // that any host of the worker timed.
+        if let Some(own) = g.host.ack_handshake() {
+            match self
+                .shortest_handshake
+                .iter_mut()
+                .find(|(a, _)| *a == g.peer_addr)
+            {
+                Some((_, d)) => *d = (*d).min(own),
+                None => self.shortest_handshake.push((g.peer_addr, own)),
+            }
+        }
+        if let Some(&(_, d)) = self
+            .shortest_handshake
+            .iter()
+            .find(|(a, _)| *a == g.peer_addr)
+        {
+            g.host.share_ack_handshake(d);
+        }
+        // Acknowledgements that were no samples (forged, or back sooner than the floor):
+        // events, so a run says why its RTT count is short.
+        let a = g.host.stats().ack_rtt;
+        let (forged, early) = g.acks_counted;
+        if a.forged > forged {
+            rec.events.add("enet_ack_forged", a.forged - forged);
+        }
+        if a.early > early {
+            rec.events.add("enet_ack_early", a.early - early);
+        }
+        g.acks_counted = (a.forged, a.early);
     }
 
     /// Service group `gi` and turn its events into link events.
@@ -330,6 +367,7 @@ impl BotTransport for EnetBots {
                     dirty: false,
                     flush_pending: false,
                     deferred: Default::default(),
+                    acks_counted: (0, 0),
                     path: self
                         .network
                         .get(group)

@@ -15,6 +15,31 @@
 //!   retransmission's acknowledgement may still come and is measured from the retransmission
 //!   (Karn's rule, made exact by the echo). A command is measured once.
 //!
+//! # Acknowledgements that are no samples
+//! An ACKNOWLEDGE carries nothing its sender could not predict: the channel, the reliable
+//! sequence number and the 16-bit sent time (the bot's clock, readable off its traffic). A
+//! hostile server can answer a command before it could have arrived, or echo a sent time
+//! that never was. Each acknowledgement is judged before it is a sample; the datagram
+//! carrying it reaches ENet whatever the verdict, so the judging changes no session (an
+//! earlier attempt withheld "forged" datagrams from ENet and broke genuine sessions):
+//! - *forged* ([`AckRttStats::forged`]): it names a stamped command with a sent time that
+//!   none of its transmissions had (older than its first, "past-dated", or newer than its
+//!   last, a sent time not used yet). No sample.
+//! - *early* ([`AckRttStats::early`]): the right transmission, back sooner than the
+//!   session's *floor* after it left. No sample; the stamp stays, so the acknowledgement that
+//!   really answers it is still measured. The floor is half the shortest handshake round trip
+//!   seen to that server (our CONNECT's last transmission to the VERIFY_CONNECT answering it,
+//!   which must carry the CONNECT's random connect id and so cannot be sent before the
+//!   CONNECT arrives), less [`FLOOR_SLACK_US`]. The shortest over every session of the
+//!   worker to that server ([`AckRtt::share_handshake`]), not the session's own: a session
+//!   that connected while the server worked through a crowd of handshakes reads a long one,
+//!   and its genuine acknowledgements would fall under half of it.
+//!
+//! Limits (docs/measurements/rtt.md): a forger that reads the bot's traffic can still answer
+//! any command right after the floor, so a sample can read as low as half the path's round
+//! trip, not lower; ENet itself still takes every echo into its own estimate
+//! (`enet_rtt_us`); a command whose stamp is gone is not judged.
+//!
 //! Sends are keyed by the remote's peer id (the header of what we send names the receiver's
 //! id for us), acknowledgements by ours (the header of what we receive names our id): the
 //! pairing of both per session is read from VERIFY_CONNECT, in whichever direction it passes
@@ -36,8 +61,8 @@ use std::time::{Duration, Instant};
 use super::first_map::FirstMap;
 use super::handshake::OUTGOING_PEER_ID_AT;
 use super::wire::{
-    Datagram, COMMAND_ACKNOWLEDGE, COMMAND_VERIFY_CONNECT, FLAG_ACKNOWLEDGE, NO_PEER_ID,
-    PEER_ID_MASK,
+    Datagram, COMMAND_ACKNOWLEDGE, COMMAND_CONNECT, COMMAND_VERIFY_CONNECT, FLAG_ACKNOWLEDGE,
+    NO_PEER_ID, PEER_ID_MASK,
 };
 
 /// Stamps kept per peer: commands of one channel in flight at once beyond this lose theirs.
@@ -47,12 +72,15 @@ pub(super) const SLOTS: usize = 64;
 pub(crate) const STAMP_TABLE_BYTES: usize = SLOTS * std::mem::size_of::<Stamp>();
 /// Samples waiting for the host's owner; beyond it they are counted and dropped.
 pub(super) const SAMPLE_LIMIT: usize = 65_536;
+/// Subtracted from half the shortest handshake to make the floor: a worker reads a
+/// VERIFY_CONNECT as late as it wakes, so even the shortest handshake can read a little long.
+pub(super) const FLOOR_SLACK_US: u32 = 1_000;
 /// Where an ACKNOWLEDGE holds the acknowledged sequence number and the echoed sent time.
 const ACK_SEQ_AT: usize = 4;
 const ACK_SENT_TIME_AT: usize = 6;
 
-/// One transmission of an acknowledge-requesting command: 10 bytes (packed to the 2-byte
-/// alignment of its sequence numbers), so a peer's table is 640 bytes where it was 1 KiB.
+/// The transmissions of an acknowledge-requesting command: 12 bytes (packed to the 2-byte
+/// alignment of its sequence numbers), so a peer's table is 768 bytes (1 KiB unpacked).
 #[derive(Debug, Clone, Copy, Default)]
 #[repr(C, packed(2))]
 struct Stamp {
@@ -63,7 +91,10 @@ struct Stamp {
     /// session's stamps go with it.
     at_us: u32,
     seq: u16,
+    /// The sent time of its last transmission (the one measured).
     sent_time: u16,
+    /// The sent time of its first transmission: an echo older than this is past-dated.
+    first_sent: u16,
     channel: u8,
     live: bool,
 }
@@ -74,6 +105,14 @@ struct PeerLog {
     /// The session's remote: its address and its peer id for us.
     session: Option<(SocketAddr, u16)>,
     stamps: Option<Box<[Stamp; SLOTS]>>,
+    /// When our CONNECT from this slot last left (µs since the epoch, mod 2^32), until the
+    /// VERIFY_CONNECT answering it arrives.
+    connect_at: Option<u32>,
+}
+
+/// `a` is after `b` in ENet's 16-bit wrapping order (sent times).
+fn newer(a: u16, b: u16) -> bool {
+    (1..0x8000).contains(&a.wrapping_sub(b))
 }
 
 /// Counts of what the tracker saw, for tests and diagnostics.
@@ -88,6 +127,12 @@ pub struct AckRttStats {
     pub unmatched: u64,
     /// Samples dropped because the queue was full.
     pub dropped: u64,
+    /// Acknowledgements echoing a sent time none of the command's transmissions had
+    /// (past-dated, or not used yet): no sample (`enet_ack_forged`).
+    pub forged: u64,
+    /// Acknowledgements of the right transmission back sooner than the floor: no sample
+    /// (`enet_ack_early`).
+    pub early: u64,
 }
 
 /// Per-peer stamps and the samples they produced. See the module docs.
@@ -101,6 +146,10 @@ pub(super) struct AckRtt {
     /// One entry at a bots' host: kept inline ([`FirstMap`]).
     by_remote: FirstMap<(SocketAddr, u16), usize>,
     samples: VecDeque<(usize, Duration)>,
+    /// The shortest handshake round trip this host timed (µs), and the shortest its owner
+    /// saw to the same server across its hosts ([`AckRtt::share_handshake`]).
+    own_handshake_us: Option<u32>,
+    shared_handshake_us: Option<u32>,
     pub stats: AckRttStats,
 }
 
@@ -118,8 +167,34 @@ impl AckRtt {
             peers: (0..peers).map(|_| PeerLog::default()).collect(),
             by_remote: FirstMap::default(),
             samples: VecDeque::new(),
+            own_handshake_us: None,
+            shared_handshake_us: None,
             stats: AckRttStats::default(),
         }
+    }
+
+    /// The shortest handshake round trip this host timed, in µs (`None` before any: a
+    /// server's host times none).
+    pub(super) fn handshake_us(&self) -> Option<u32> {
+        self.own_handshake_us
+    }
+
+    /// The shortest handshake round trip to this host's server that its owner saw across
+    /// all its hosts: the floor is half of it (or of this host's own, if shorter).
+    pub(super) fn share_handshake(&mut self, us: u32) {
+        self.shared_handshake_us = Some(self.shared_handshake_us.map_or(us, |s| s.min(us)));
+    }
+
+    /// No acknowledgement is a sample sooner than this after its command left (µs).
+    pub(super) fn floor_us(&self) -> u32 {
+        let shortest = match (self.own_handshake_us, self.shared_handshake_us) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => match a.or(b) {
+                Some(x) => x,
+                None => return 0,
+            },
+        };
+        (shortest / 2).saturating_sub(FLOOR_SLACK_US)
     }
 
     /// Sessions known (by remote address and peer id), and the hash table's capacity (0:
@@ -186,6 +261,19 @@ impl AckRtt {
     /// A datagram this host sent to `to`.
     pub(super) fn outbound(&mut self, to: SocketAddr, d: Datagram<'_>) {
         if d.peer_id == NO_PEER_ID {
+            // A CONNECT (no session yet): when it left starts the handshake's round trip.
+            for c in d.commands {
+                if c.number != COMMAND_CONNECT {
+                    continue;
+                }
+                let Some(id) = c.u16_at(OUTGOING_PEER_ID_AT) else {
+                    continue;
+                };
+                let now = self.now_us as u32;
+                if let Some(p) = self.peers.get_mut(usize::from(id & PEER_ID_MASK)) {
+                    p.connect_at = Some(now);
+                }
+            }
             return;
         }
         let Some(sent_time) = d.sent_time else {
@@ -212,10 +300,19 @@ impl AckRtt {
             let Some(stamps) = p.stamps.as_deref_mut() else {
                 continue;
             };
-            stamps[index(c.channel, c.reliable_seq)] = Stamp {
+            let slot = &mut stamps[index(c.channel, c.reliable_seq)];
+            // A retransmission keeps its command's first sent time.
+            let first_sent = if slot.live && slot.seq == c.reliable_seq && slot.channel == c.channel
+            {
+                slot.first_sent
+            } else {
+                sent_time
+            };
+            *slot = Stamp {
                 at_us: self.now_us as u32,
                 seq: c.reliable_seq,
                 sent_time,
+                first_sent,
                 channel: c.channel,
                 live: true,
             };
@@ -229,11 +326,19 @@ impl AckRtt {
             return;
         }
         let now_us = self.micros(now);
+        let floor = self.floor_us();
         for c in d.commands {
             if c.number == COMMAND_VERIFY_CONNECT {
                 // We connected: the remote names its slot for us.
                 if let Some(id) = c.u16_at(OUTGOING_PEER_ID_AT) {
                     self.learn(local, from, id & PEER_ID_MASK);
+                }
+                if let Some(sent) = self.peers[local].connect_at.take() {
+                    let hs = (now_us as u32).wrapping_sub(sent);
+                    if hs <= i32::MAX as u32 {
+                        self.own_handshake_us =
+                            Some(self.own_handshake_us.map_or(hs, |h| h.min(hs)));
+                    }
                 }
                 continue;
             }
@@ -256,18 +361,25 @@ impl AckRtt {
                 continue;
             }
             if s.sent_time != echo {
-                self.stats.earlier_transmission += 1;
+                // One of its earlier transmissions (Karn), or none of them at all.
+                if newer(s.first_sent, echo) || newer(echo, s.sent_time) {
+                    self.stats.forged += 1;
+                } else {
+                    self.stats.earlier_transmission += 1;
+                }
                 continue;
             }
-            s.live = false;
             // An acknowledgement timed before its send (a caller's `now` that went back)
             // is 0, as the full-width times gave.
             let waited = (now_us as u32).wrapping_sub(s.at_us);
-            let rtt = Duration::from_micros(if waited > i32::MAX as u32 {
-                0
-            } else {
-                u64::from(waited)
-            });
+            let waited = if waited > i32::MAX as u32 { 0 } else { waited };
+            if waited < floor {
+                // Sooner than any genuine answer: the stamp stays for the real one.
+                self.stats.early += 1;
+                continue;
+            }
+            s.live = false;
+            let rtt = Duration::from_micros(u64::from(waited));
             if self.samples.len() >= SAMPLE_LIMIT {
                 self.stats.dropped += 1;
                 continue;
@@ -418,6 +530,105 @@ mod tests {
         t.inbound(at(t0, 220), server, r.open(&ack(0, 1, 100)).unwrap());
         assert_eq!(t.pop(), None);
         assert!(!t.tracks(0));
+    }
+
+    /// Our CONNECT from slot 0, at ENet time `sent_time`, written out by hand: header peer
+    /// id 0xFFF with the sent-time flag, CONNECT (acknowledge flag, channel 0xFF, sequence
+    /// 1) with `outgoingPeerID` 0.
+    fn connect(sent_time: u16) -> Vec<u8> {
+        let [t0, t1] = sent_time.to_be_bytes();
+        let mut d = vec![0x8F, 0xFF, t0, t1];
+        d.extend_from_slice(&[0x82, 0xFF, 0x00, 0x01]);
+        d.extend_from_slice(&[0x00, 0x00]); // outgoingPeerID 0
+        d.extend_from_slice(&[0xFF, 0xFF]); // session ids
+        d.extend_from_slice(&[0; 32]); // mtu .. throttle deceleration: 8 u32
+        d.extend_from_slice(&[0, 0, 0, 5]); // connectID
+        d.extend_from_slice(&[0, 0, 0, 0]); // data
+        d
+    }
+
+    /// A session whose handshake took 40 ms (CONNECT at 0, VERIFY_CONNECT at 40 ms).
+    fn connected_over_40ms(t0: Instant) -> (AckRtt, Reader, SocketAddr) {
+        let server: SocketAddr = SERVER.parse().unwrap();
+        let mut t = AckRtt::new(t0, 1);
+        let mut r = Reader::new(false, false);
+        t.set_now(t0);
+        t.outbound(server, r.open(&connect(0)).unwrap());
+        t.inbound(at(t0, 40), server, r.open(&verify_connect()).unwrap());
+        assert!(t.tracks(0));
+        (t, r, server)
+    }
+
+    /// Issue 35, break 6: a server that predicts the bot's sequence numbers and sent times
+    /// answered commands before they could arrive (min 167 µs on a 40 ms path). The
+    /// handshake (which cannot be answered early: VERIFY_CONNECT carries the CONNECT's random
+    /// id) took 40 ms, so nothing comes back sooner than 19 ms: an acknowledgement at
+    /// 0.5 ms is early, no sample, and the genuine one after it is measured.
+    #[test]
+    fn an_acknowledgement_sooner_than_half_the_handshake_is_early_and_no_sample() {
+        let t0 = Instant::now();
+        let (mut t, mut r, server) = connected_over_40ms(t0);
+        assert_eq!(t.handshake_us(), Some(40_000));
+        assert_eq!(t.floor_us(), 19_000);
+        t.set_now(at(t0, 100));
+        t.outbound(server, r.open(&reliable_and_ping(100, 1, 2)).unwrap());
+        t.inbound(
+            t0 + Duration::from_micros(100_500),
+            server,
+            r.open(&ack(0, 1, 100)).unwrap(),
+        );
+        assert_eq!(t.pop(), None);
+        assert_eq!(t.stats.early, 1);
+        t.inbound(at(t0, 140), server, r.open(&ack(0, 1, 100)).unwrap());
+        assert_eq!(t.pop(), Some((0, Duration::from_millis(40))));
+        assert_eq!(t.stats.samples, 1);
+    }
+
+    /// The floor is half the shortest handshake the worker saw to that server: a session
+    /// that connected amid a crowd (a 40 ms handshake on a 2 ms path) keeps its genuine
+    /// samples once another session's 2 ms handshake is shared.
+    #[test]
+    fn a_shorter_handshake_shared_by_the_worker_lowers_the_floor() {
+        let t0 = Instant::now();
+        let (mut t, mut r, server) = connected_over_40ms(t0);
+        t.share_handshake(2_000);
+        assert_eq!(t.floor_us(), 0);
+        t.share_handshake(10_000);
+        assert_eq!(t.floor_us(), 0, "the shortest stays");
+        t.set_now(at(t0, 100));
+        t.outbound(server, r.open(&reliable_and_ping(100, 1, 2)).unwrap());
+        t.inbound(at(t0, 102), server, r.open(&ack(0, 1, 100)).unwrap());
+        assert_eq!(t.pop(), Some((0, Duration::from_millis(2))));
+        assert_eq!(t.stats.early, 0);
+    }
+
+    /// An echo that names none of the command's transmissions: past-dated (older than its
+    /// first, as a server pushing ENet's estimate to 20 s sent) or a sent time not used yet.
+    /// Counted forged, no sample; the earlier transmission's echo stays Karn's case.
+    #[test]
+    fn an_echo_of_no_transmission_is_forged_and_no_sample() {
+        let t0 = Instant::now();
+        let (mut t, mut r, server) = connected(t0);
+        t.set_now(at(t0, 100));
+        t.outbound(server, r.open(&reliable_and_ping(100, 1, 2)).unwrap());
+        t.set_now(at(t0, 400));
+        t.outbound(server, r.open(&reliable_and_ping(400, 1, 2)).unwrap());
+        // Past-dated: 20 s before the first transmission (ENet time wraps at 65,536 ms).
+        t.inbound(
+            at(t0, 410),
+            server,
+            r.open(&ack(0, 1, 100u16.wrapping_sub(20_000))).unwrap(),
+        );
+        // Not used yet.
+        t.inbound(at(t0, 410), server, r.open(&ack(0, 1, 450)).unwrap());
+        // The first transmission's: Karn, not forged.
+        t.inbound(at(t0, 410), server, r.open(&ack(0, 1, 100)).unwrap());
+        assert_eq!(t.pop(), None);
+        assert_eq!(t.stats.forged, 2);
+        assert_eq!(t.stats.earlier_transmission, 1);
+        // The retransmission's own: measured from it.
+        t.inbound(at(t0, 430), server, r.open(&ack(0, 1, 400)).unwrap());
+        assert_eq!(t.pop(), Some((0, Duration::from_millis(30))));
     }
 
     #[test]

@@ -544,6 +544,22 @@ impl EnetHost {
         Some((PeerId(peer), rtt))
     }
 
+    /// The shortest handshake round trip this host timed ([`EnetConfig::ack_rtt`]): what
+    /// the floor under acknowledgement samples is half of.
+    pub fn ack_handshake(&self) -> Option<Duration> {
+        let us = self.host.socket().acks.as_ref()?.handshake_us()?;
+        Some(Duration::from_micros(u64::from(us)))
+    }
+
+    /// The shortest handshake round trip to this host's server seen by its owner across
+    /// its hosts: this host's floor under acknowledgement samples is half the shortest of
+    /// this and its own (a session that connected amid a crowd reads a long handshake).
+    pub fn share_ack_handshake(&mut self, shortest: Duration) {
+        if let Some(acks) = self.host.socket_mut().acks.as_mut() {
+            acks.share_handshake(u32::try_from(shortest.as_micros()).unwrap_or(u32::MAX));
+        }
+    }
+
     /// The next datagram to write to the socket: copied into `buf`, returns its destination and
     /// length. `buf` must hold the host's MTU (see [`MAX_ENET_DATAGRAM`]).
     pub fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<(SocketAddr, usize)> {
