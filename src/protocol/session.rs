@@ -529,11 +529,17 @@ mod tests {
             .iter()
             .filter(|(_, s)| now.saturating_duration_since(s.admitted) >= window)
             .count();
-        assert!((400..=600).contains(&evictable), "{evictable} of 1,000 evictable");
+        assert!(
+            (400..=600).contains(&evictable),
+            "{evictable} of 1,000 evictable"
+        );
         assert!(table.oldest_unproven(now).is_some());
         // Only while the window still stood at 500 ms (the first second) were sources
         // refused.
-        assert!(refused_while_full > 0 && refused_while_full < 1_000, "{refused_while_full}");
+        assert!(
+            refused_while_full > 0 && refused_while_full < 1_000,
+            "{refused_while_full}"
+        );
     }
 
     #[test]
