@@ -390,6 +390,129 @@ mod parse_tests {
         }
     }
 
+    /// The parse error of `body` after a valid head (lines 1-7), first line only.
+    fn first_line_of_error(body: &str) -> String {
+        let head = "name: x\nprotocol:\n  cafe: {}\npopulation:\n  stages:\n    - ramp_to: 10\n      over: 1s\n";
+        let text = format!("{head}{body}");
+        let e = parse(&text, Path::new("s.yaml")).unwrap_err().to_string();
+        e.lines().next().unwrap().to_string()
+    }
+
+    /// Issue 37: a value of the wrong type names its key, the value as written and what the
+    /// key takes, at the value's line and column, whatever the key's type.
+    #[test]
+    fn a_wrong_value_names_its_key_the_value_and_what_is_allowed() {
+        for (body, want) in [
+            (
+                "behaviour:\n  input_rate: fast\n",
+                "s.yaml:9:15: input_rate: `fast` is not a number; write a number of inputs per \
+                 second, above 0 and at most 1000, e.g. 60",
+            ),
+            (
+                "duration: fast\n",
+                "s.yaml:8:11: duration: `fast` is not a duration; write e.g. 15s, 500ms or 2m",
+            ),
+            (
+                "    - hold: forever # comment\n",
+                "s.yaml:8:13: hold: `forever` is not a duration; write e.g. 15s, 500ms or 2m",
+            ),
+            (
+                "  spawn_rate: \"fast\"\n",
+                "s.yaml:8:15: spawn_rate: `\"fast\"` is not a number; write a number of bots per \
+                 second above 0, e.g. 50",
+            ),
+            (
+                "seed: fast\n",
+                "s.yaml:8:7: seed: `fast` is not a whole number; write a whole number (0 or \
+                 more), e.g. 42",
+            ),
+            (
+                "engine:\n  workers: many\n",
+                "s.yaml:9:12: workers: `many` is not a whole number; write a whole number (0 or \
+                 more)",
+            ),
+            (
+                "output:\n  junit: maybe\n",
+                "s.yaml:9:10: junit: `maybe` is not true or false",
+            ),
+            (
+                "network: { latency: fast, loss: 1% }\n",
+                "s.yaml:8:21: latency: `fast` is not a duration; write e.g. 15s, 500ms or 2m",
+            ),
+            (
+                "behaviour:\n  input_mode: fats\n",
+                "s.yaml:9:15: input_mode: unknown variant `fats`, expected one of rate, on_change",
+            ),
+            (
+                "thresholds:\n  - rtt p99 < fast\n",
+                "s.yaml:9:5: threshold `rtt p99 < fast`: `fast` is not a duration; write e.g. \
+                 15s, 500ms or 2m",
+            ),
+            // A message that names its key already is left as it is.
+            (
+                "behaviour:\n  input_rate: 0\n",
+                "s.yaml:9:15: input_rate must be above 0 and at most 1000 inputs per second, got 0",
+            ),
+        ] {
+            assert_eq!(first_line_of_error(body), want, "{body}");
+        }
+        // ramp_to is in the head: replace it there.
+        let text = "name: x\nprotocol:\n  cafe: {}\npopulation:\n  stages:\n    - ramp_to: lots\n";
+        let e = parse(text, Path::new("s.yaml")).unwrap_err().to_string();
+        assert!(
+            e.starts_with(
+                "s.yaml:6:16: ramp_to: `lots` is not a whole number; write a whole number of \
+                 bots (0 or more), e.g. 100"
+            ),
+            "{e}"
+        );
+    }
+
+    /// Issue 37: a `[` never closed is reported where it opened, not at the next key's `:`
+    /// where the parser noticed.
+    #[test]
+    fn an_unclosed_bracket_is_reported_where_it_opened() {
+        let e = first_line_of_error("thresholds: [rtt p99 < 5ms, loss < 1%\nseed: 4\n");
+        assert_eq!(
+            e,
+            "s.yaml:8:13: unclosed `[` opened at 8:13: close it with `]` (the parser read on \
+             and stopped at 9:5: illegal placement of ':' indicator)"
+        );
+        let e = first_line_of_error("network: { latency: 5ms\nseed: 4\n");
+        assert!(
+            e.starts_with("s.yaml:8:10: unclosed `{` opened at 8:10"),
+            "{e}"
+        );
+        // Brackets in quotes, comments and plain text, and a list over two lines, are not it.
+        assert_eq!(
+            unclosed_flow("a: \"[x\" # [\nb: x[y\nc: [1,\n  2]\nd: :\n", 5, 4),
+            None
+        );
+    }
+
+    /// Issue 37: port 0 in a target passed validate and the run ended "unreachable"; it is
+    /// refused where it is written, in the scenario's target and in a group's.
+    #[test]
+    fn port_zero_in_a_target_is_refused_at_its_place() {
+        let port0 = "port 0 is not a server's port (to a server it means \"any free port\"); \
+                     give the port the server listens on, 1 to 65535";
+        assert_eq!(
+            first_line_of_error("target: \"127.0.0.1:0\"\n"),
+            format!("s.yaml:8:9: target `127.0.0.1:0`: {port0}")
+        );
+        let e = first_line_of_error("target: 127.0.0.1:0-5\n");
+        assert!(
+            e.starts_with("s.yaml:8:9: target `127.0.0.1:0-5`: port 0"),
+            "{e}"
+        );
+        let e = first_line_of_error("target:\n  - 127.0.0.1:7777\n  - 127.0.0.1:0\n");
+        assert!(e.contains("target `127.0.0.1:0`: port 0"), "{e}");
+        assert!(e.starts_with("s.yaml:"), "{e}");
+        let e =
+            first_line_of_error("groups:\n  - name: a\n    share: 100%\n    target: \"[::1]:0\"\n");
+        assert_eq!(e, format!("s.yaml:11:13: target `[::1]:0`: {port0}"));
+    }
+
     #[test]
     fn errors_name_file_line_and_column() {
         let text = "name: x\nprotocol:\n  cafe:\n    dialectt: spec\npopulation:\n  stages: []\n";

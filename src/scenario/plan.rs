@@ -1207,6 +1207,14 @@ mod tests {
         assert!(e.contains("write `[::1]:4242`"), "{e}");
         assert_eq!(expand_port_range("[::1]:9", 1).unwrap(), vec!["[::1]:9"]);
         assert!(expand_port_range("h:9-3", 1).is_err());
+        // Port 0 (issue 37), also from --target, which replaces the scenario's.
+        let e = expand_port_range("127.0.0.1:0", 1).unwrap_err();
+        assert!(
+            e.starts_with("target `127.0.0.1:0`: port 0 is not a server's port"),
+            "{e}"
+        );
+        assert!(expand_port_range("h:0-3", 1).is_err());
+        assert!(expand_port_range("h:10", 1).is_ok());
     }
 
     /// The shards partition the whole run's population: every bot in exactly one shard, with
