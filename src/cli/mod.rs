@@ -54,10 +54,6 @@ struct Cli {
         value_parser = BoolishValueParser::new()
     )]
     quiet: bool,
-    /// More detail: -v prints the plan before a run; -vv also prints each second's figures as
-    /// a JSON line on stderr.
-    #[arg(short, long, global = true, action = ArgAction::Count)]
-    verbose: u8,
     #[command(subcommand)]
     command: Command,
 }
@@ -146,6 +142,12 @@ struct RunArgs {
     scenario: PathBuf,
     #[command(flatten)]
     ov: OverrideArgs,
+    #[command(flatten)]
+    out: OutDirArg,
+    /// More detail: -v prints the plan before the run; -vv also prints each second's figures
+    /// as a JSON line on stderr.
+    #[arg(short, long, action = ArgAction::Count)]
+    verbose: u8,
     /// Serve live metrics for Prometheus at http://ADDR/metrics while the run goes on
     /// (updated each second; e.g. 127.0.0.1:9464, or port 0 for a free one).
     #[arg(long, value_name = "ADDR", env = "TICKSWARM_METRICS_LISTEN")]
@@ -161,8 +163,30 @@ struct ValidateArgs {
     scenario: PathBuf,
     #[command(flatten)]
     ov: OverrideArgs,
+    /// Refused with why: `validate` writes nothing, and clap's own "unexpected argument"
+    /// suggested `--bots` for it. (TICKSWARM_OUT is not read: CI sets it for every step.)
+    #[arg(long, hide = true, value_name = "DIR", value_parser = no_out_for_validate)]
+    out: Option<String>,
 }
 
+fn no_out_for_validate(_: &str) -> Result<String, String> {
+    Err(
+        "validate writes no files, so it takes no --out; the output folder is an option of \
+         `run` and `capacity`"
+            .into(),
+    )
+}
+
+/// `--out`, for the commands that write a run folder (`run`, `capacity`); `validate` writes
+/// nothing and refuses it rather than ignore it.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub(crate) struct OutDirArg {
+    /// Output folder (default: reports/SCENARIO-TIMESTAMP/, the time in UTC).
+    #[arg(long, value_name = "DIR", env = "TICKSWARM_OUT")]
+    pub out: Option<PathBuf>,
+}
+
+/// What changes the plan: `run`, `capacity` and `validate` (which prints the plan) take them.
 #[derive(clap::Args, Debug, Clone)]
 struct OverrideArgs {
     /// Server to load instead of the scenario's target: HOST:PORT, HOST:FIRST-LAST (servers on
@@ -175,9 +199,6 @@ struct OverrideArgs {
     /// Run time, e.g. 15s, 2m.
     #[arg(long, value_name = "D", value_parser = parse_duration, env = "TICKSWARM_DURATION")]
     duration: Option<Duration>,
-    /// Output folder (default: reports/SCENARIO-TIMESTAMP/, the time in UTC).
-    #[arg(long, value_name = "DIR", env = "TICKSWARM_OUT")]
-    out: Option<PathBuf>,
     /// Seed for every bot decision (same seed, same decisions).
     #[arg(long, value_name = "S", env = "TICKSWARM_SEED")]
     seed: Option<u64>,
@@ -199,12 +220,13 @@ struct OverrideArgs {
 }
 
 impl OverrideArgs {
-    fn to_overrides(&self) -> Result<Overrides, String> {
+    /// The overrides, with the output folder of the commands that write one.
+    fn to_overrides(&self, out: &OutDirArg) -> Result<Overrides, String> {
         Ok(Overrides {
             target: self.target.clone(),
             bots: self.bots,
             duration: self.duration,
-            out: self.out.clone(),
+            out: out.out.clone(),
             seed: self.seed,
             workers: self.workers,
             shard: self.resolve_shard(std::env::var("JOB_COMPLETION_INDEX").ok())?,
@@ -286,12 +308,19 @@ pub fn main_with(protocols: &[&'static dyn AnyProtocol]) -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    // `-v` is an option of `run` alone, the one command it changes.
     let console = Console {
         quiet: cli.quiet,
-        verbose: cli.verbose,
+        verbose: 0,
     };
     let result = match cli.command {
-        Command::Run(a) => cmd_run(&a, console),
+        Command::Run(a) => cmd_run(
+            &a,
+            Console {
+                verbose: a.verbose,
+                ..console
+            },
+        ),
         Command::Capacity(a) => capacity::cmd_capacity(&a),
         Command::Serve(a) => serve::cmd_serve(&a, console),
         Command::Relay(a) => relay::cmd_relay(&a),
@@ -332,13 +361,13 @@ pub fn main_with(protocols: &[&'static dyn AnyProtocol]) -> ExitCode {
 }
 
 /// Load and plan a scenario, printing a scenario error the way an editor can jump to.
-fn load_plan(path: &Path, ov: &OverrideArgs) -> Result<Plan, u8> {
+fn load_plan(path: &Path, ov: &OverrideArgs, out: &OutDirArg) -> Result<Plan, u8> {
     let usage = |e: &dyn std::fmt::Display| {
         say!("error: {e}");
         EXIT_USAGE
     };
     let file = scenario::load(path).map_err(|e| usage(&e))?;
-    let overrides = ov.to_overrides().map_err(|e| usage(&e))?;
+    let overrides = ov.to_overrides(out).map_err(|e| usage(&e))?;
     let plan = Plan::build(file, path, &overrides).map_err(|e| usage(&e))?;
     // The compare block is parsed where comparisons are made; a bad one fails here, early.
     for (metric, limit) in &plan.compare_limits {
@@ -367,7 +396,7 @@ fn send_path(plan: &scenario::Plan) -> Option<String> {
 }
 
 fn cmd_validate(a: &ValidateArgs) -> anyhow::Result<u8> {
-    let plan = match load_plan(&a.scenario, &a.ov) {
+    let plan = match load_plan(&a.scenario, &a.ov, &OutDirArg::default()) {
         Ok(p) => p,
         Err(code) => return Ok(code),
     };
@@ -444,7 +473,7 @@ pub(crate) fn install_ctrl_c(stop: StopSignal) {
 }
 
 fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
-    let plan = match load_plan(&a.scenario, &a.ov) {
+    let plan = match load_plan(&a.scenario, &a.ov, &a.out) {
         Ok(p) => p,
         Err(code) => return Ok(code),
     };

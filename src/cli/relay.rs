@@ -89,16 +89,8 @@ struct Profile {
 pub(crate) fn load_profile(path: &Path) -> Result<NetworkConditions, String> {
     let shown = path.display().to_string();
     let text = crate::scenario::read_bounded(path).map_err(|e| format!("{shown}: {e}"))?;
-    let p: Profile = serde_saphyr::from_str(&text).map_err(|e| {
-        let msg = e.to_string().replace("<input>", &shown);
-        msg.strip_prefix("error: line ")
-            .and_then(|rest| rest.split_once(" column "))
-            .and_then(|(line, rest)| {
-                rest.split_once(": ")
-                    .map(|(col, rest)| format!("{shown}:{line}:{col}: {rest}"))
-            })
-            .unwrap_or_else(|| format!("{shown}: {msg}"))
-    })?;
+    let p: Profile =
+        serde_saphyr::from_str(&text).map_err(|e| crate::scenario::yaml_error(&e, &text, path))?;
     p.network.validate().map_err(|e| format!("{shown}: {e}"))?;
     Ok(p.network)
 }

@@ -112,13 +112,7 @@ fn configure(a: &ServeArgs) -> Result<(ProtocolSection, ServerParams), String> {
     };
     let mut pairs: Vec<(String, String)> = Vec::new();
     if let Some(d) = &a.dialect {
-        // The protocol's dialect option, else `dialect` itself: rtype's float orders are
-        // `float_order: big|little`, its implementation dialect `dialect: implementation`.
-        let key = [a.protocol.dialect_key(), "dialect"]
-            .into_iter()
-            .find(|k| with_options(&section, &[(k.to_string(), d.clone())]).is_ok())
-            .unwrap_or(a.protocol.dialect_key());
-        pairs.push((key.to_string(), d.clone()));
+        pairs.push(dialect_option(a.protocol, &section, d)?);
     }
     for o in &a.options {
         let (k, v) = o
@@ -163,7 +157,71 @@ fn configure(a: &ServeArgs) -> Result<(ProtocolSection, ServerParams), String> {
     server.sink = a.sink;
     server.enet_throttle |= a.enet_throttle;
     section.validate(&server)?;
+    if let Err(why) = section.transport().check_servable() {
+        return Err(unservable(a.protocol, &section, &why));
+    }
     Ok((section, server))
+}
+
+/// The dialects `tickswarm protocols` lists for `protocol`.
+fn dialects(protocol: ProtocolName) -> Vec<&'static str> {
+    protocol.info().dialects.iter().map(|(d, _)| *d).collect()
+}
+
+/// `--dialect D` as the protocol option that selects it: the protocol's dialect key (cafe and
+/// city `dialect`, rtype `float_order`), else `dialect` itself (rtype's implementation
+/// dialect is `dialect: implementation`, beside its float orders). A dialect `protocols` does
+/// not list is refused with the ones it does.
+fn dialect_option(
+    protocol: ProtocolName,
+    section: &ProtocolSection,
+    d: &str,
+) -> Result<(String, String), String> {
+    let listed = dialects(protocol);
+    if !listed.contains(&d) {
+        return Err(format!(
+            "--dialect {d}: {protocol} has no dialect `{d}`; its dialects are {} (see \
+             `tickswarm protocols`)",
+            listed.join(", ")
+        ));
+    }
+    [protocol.dialect_key(), "dialect"]
+        .into_iter()
+        .map(|k| (k.to_string(), d.to_string()))
+        .find(|pair| with_options(section, std::slice::from_ref(pair)).is_ok())
+        .ok_or_else(|| {
+            format!(
+                "--dialect {d}: {protocol} lists the dialect `{d}` but neither its `{}` nor \
+                 its `dialect` option takes it",
+                protocol.dialect_key()
+            )
+        })
+}
+
+/// Why `serve` cannot run `section`'s dialect, in words, with the dialects it can.
+fn unservable(protocol: ProtocolName, section: &ProtocolSection, why: &str) -> String {
+    let base = protocol.default_section();
+    let servable: Vec<&str> = dialects(protocol)
+        .into_iter()
+        .filter(|d| {
+            dialect_option(protocol, &base, d)
+                .and_then(|pair| with_options(&base, &[pair]))
+                .is_ok_and(|s| s.transport().check_servable().is_ok())
+        })
+        .collect();
+    let can = if servable.is_empty() {
+        format!("no dialect of {protocol} can be served")
+    } else {
+        format!(
+            "`tickswarm serve {protocol}` serves the dialect{} {}",
+            if servable.len() == 1 { "" } else { "s" },
+            servable.join(", ")
+        )
+    };
+    format!(
+        "the {protocol} reference server cannot serve dialect `{}`: {why}; {can}",
+        section.dialect_name()
+    )
 }
 
 /// `serve --tick-log`: the servers' whole seconds, added up over the instances, one line each
@@ -267,8 +325,28 @@ impl TickLog {
 
 /// `section` with `pairs` set, through serde: the section is written out as YAML, the pairs
 /// replace its keys, and the result is parsed as a scenario's `protocol:` section would be
-/// (unknown keys and bad values are refused with the scenario's messages).
+/// (unknown keys and bad values are refused with the scenario's messages, naming the pair).
 fn with_options(
+    section: &ProtocolSection,
+    pairs: &[(String, String)],
+) -> Result<ProtocolSection, String> {
+    let name = section.name();
+    set_options(section, pairs).map_err(|what| {
+        // The parser's place is in a document the user never saw (and is the section's first
+        // key for some mistakes): the pair that fails alone is the one to name.
+        match pairs.iter().find_map(|p| {
+            set_options(section, std::slice::from_ref(p))
+                .err()
+                .map(|w| (p, w))
+        }) {
+            Some(((k, v), what)) => format!("{name} option {k}={v}: {what}"),
+            None => format!("{name} options: {what}"),
+        }
+    })
+}
+
+/// [`with_options`]' parse; the error is the parser's message without its place.
+fn set_options(
     section: &ProtocolSection,
     pairs: &[(String, String)],
 ) -> Result<ProtocolSection, String> {
@@ -286,13 +364,16 @@ fn with_options(
     for (k, v) in pairs {
         doc.push_str(&format!("  {k}: {v}\n"));
     }
-    // The parser's message points into the document built here; its first line says what is
-    // wrong with which key, which is what the user typed.
     serde_saphyr::from_str::<ProtocolSection>(&doc).map_err(|e| {
         let e = e.to_string();
         let first = e.lines().next().unwrap_or_default();
-        let what = first.split_once(": ").map_or(first, |(_, w)| w);
-        format!("{name} option: {}", what.trim_start_matches("error: "))
+        let first = first.trim_start_matches("error: ");
+        // "line 2 column 3: what" -> "what"
+        first
+            .strip_prefix("line ")
+            .and_then(|r| r.split_once(": "))
+            .map_or(first, |(_, what)| what)
+            .to_string()
     })
 }
 

@@ -595,7 +595,8 @@ impl fmt::Display for Threshold {
 impl<'de> Deserialize<'de> for Threshold {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        Threshold::parse(&s).map_err(de::Error::custom)
+        // A threshold is a list item, with no key to name: its text says which one it is.
+        Threshold::parse(&s).map_err(|m| de::Error::custom(format!("threshold `{s}`: {m}")))
     }
 }
 

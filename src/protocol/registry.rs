@@ -117,6 +117,20 @@ impl TransportNeeds {
         }
     }
 
+    /// Whether a reference server of this crate can speak it, so `serve` and an embedded
+    /// target can start one: none speaks a TCP login (R-Type's implementation dialect loads
+    /// the real server only). The reason, in words, when not.
+    pub fn check_servable(&self) -> Result<(), String> {
+        match self {
+            TransportNeeds::UdpTcpLogin { .. } => Err(
+                "it logs in over TCP before playing over UDP, and no reference server speaks \
+                 that login: point a scenario's target at the real server"
+                    .into(),
+            ),
+            _ => Ok(()),
+        }
+    }
+
     /// Whether this build can carry the transport: a scenario asking for GNS in a build
     /// without the `gns` feature is refused when it is validated, with how to get it.
     pub fn check_built(&self) -> Result<(), String> {

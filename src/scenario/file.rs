@@ -15,7 +15,7 @@ pub struct ScenarioFile {
     pub name: String,
     pub protocol: ProtocolSection,
     /// `embedded` (default) runs the reference server in-process on a loopback port.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "target")]
     pub target: Target,
     /// Options of the embedded reference server (ignored for a real target).
     #[serde(default)]
@@ -107,6 +107,25 @@ fn abort_on_fail<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Dur>, 
     Ok(v)
 }
 
+/// `target:`, refused where it is read when an entry's port is 0, so the message points at it
+/// (the rest of a target, which needs the protocol's default port, is checked by the plan).
+fn target<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Target, D::Error> {
+    let t = Target::deserialize(d)?;
+    t.check_ports().map_err(serde::de::Error::custom)?;
+    Ok(t)
+}
+
+/// A group's `target:`, checked as the scenario's is.
+pub(super) fn group_target<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Target>, D::Error> {
+    let t = Option::<Target>::deserialize(d)?;
+    if let Some(t) = &t {
+        t.check_ports().map_err(serde::de::Error::custom)?;
+    }
+    Ok(t)
+}
+
 /// `groups:`, checked as a whole where it is read (shares adding up, names unique, at most
 /// [`super::groups::MAX_GROUPS`]), so the message points at it.
 fn groups<'de, D: serde::Deserializer<'de>>(
@@ -156,6 +175,21 @@ pub enum Target {
     One(String),
     /// Several servers; bots are spread over them round-robin.
     Many(Vec<String>),
+}
+
+impl Target {
+    /// Refuses an entry with port 0 ([`super::plan::port_zero`]).
+    pub fn check_ports(&self) -> Result<(), String> {
+        let entries: Vec<&str> = match self {
+            Target::Embedded => Vec::new(),
+            Target::One(s) => s.split(',').collect(),
+            Target::Many(v) => v.iter().flat_map(|s| s.split(',')).collect(),
+        };
+        match entries.into_iter().find_map(super::plan::port_zero) {
+            Some(m) => Err(m),
+            None => Ok(()),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -220,6 +254,23 @@ pub struct Behaviour {
     #[serde(deserialize_with = "positive::silence_timeout")]
     pub silence_timeout: Dur,
 }
+
+/// What a scenario key takes, in words, where its type alone does not say it (a unit, a
+/// range): the message for a value of the wrong type names it ([`super::yaml_error`]).
+pub(super) fn allowed(key: &str) -> Option<&'static str> {
+    Some(match key {
+        "input_rate" => INPUT_RATE,
+        "spawn_rate" => SPAWN_RATE,
+        "ramp_to" => "a whole number of bots (0 or more), e.g. 100",
+        "seed" => "a whole number (0 or more), e.g. 42",
+        _ => return None,
+    })
+}
+
+/// What `behaviour.input_rate` takes.
+const INPUT_RATE: &str = "a number of inputs per second, above 0 and at most 1000, e.g. 60";
+/// What `population.spawn_rate` takes.
+const SPAWN_RATE: &str = "a number of bots per second above 0, e.g. 50";
 
 /// `behaviour.input_rate`, checked where it is read, so a bad value is reported at its own
 /// line and column as a syntax error is.

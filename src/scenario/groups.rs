@@ -79,7 +79,7 @@ struct GroupRaw {
     behaviour: BehaviourOverride,
     #[serde(default, deserialize_with = "super::file::network")]
     network: Option<NetworkConditions>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::file::group_target")]
     target: Option<Target>,
     #[serde(default)]
     source_addresses: Option<SourcePool>,

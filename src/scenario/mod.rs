@@ -83,36 +83,195 @@ pub fn parse(text: &str, path: &Path) -> Result<ScenarioFile, ScenarioError> {
             path.display()
         )));
     }
-    let file = serde_saphyr::from_str::<ScenarioFile>(text).map_err(|e| {
-        let shown = path.display().to_string();
-        let mut msg = e.to_string().replace("<input>", &shown);
-        // "error: line 4 column 3: ..." -> "scenario.yaml:4:3: ..." so editors can jump to it.
-        if let Some(rest) = msg.strip_prefix("error: line ") {
-            if let Some((line, rest)) = rest.split_once(" column ") {
-                if let Some((col, rest)) = rest.split_once(": ") {
-                    msg = format!("{shown}:{line}:{col}: {rest}");
-                }
-            }
-        }
-        // The parser names Rust's types; a scenario's author thinks in numbers.
-        for (rust, plain) in [
-            ("invalid u64", "expected a whole number (0 or more)"),
-            ("invalid u32", "expected a whole number (0 or more)"),
-            ("invalid u16", "expected a whole number from 0 to 65535"),
-            ("invalid u8", "expected a whole number from 0 to 255"),
-            ("invalid usize", "expected a whole number (0 or more)"),
-            ("invalid f64", "expected a number"),
-            ("invalid f32", "expected a number"),
-        ] {
-            msg = msg.replace(rust, plain);
-        }
-        if let Some(hint) = suggest_key(&msg) {
-            msg.push_str(&format!("\nhelp: did you mean `{hint}`?"));
-        }
-        ScenarioError::Parse(msg)
-    })?;
+    let file = serde_saphyr::from_str::<ScenarioFile>(text)
+        .map_err(|e| ScenarioError::Parse(yaml_error(&e, text, path)))?;
     check_threshold_groups(&file, text, path)?;
     Ok(file)
+}
+
+/// A YAML parser's error as a scenario's author reads it (scenario files and relay profiles):
+/// `file:line:column: message` so editors can jump to it, then the parser's snippet with a
+/// caret. The message is reworded where the parser's own names neither the key nor the value
+/// nor what is allowed ("invalid floating point"): [`name_key_and_value`] for a refused
+/// value, [`unclosed_flow`] for a `[` or `{` never closed, and a did-you-mean for an unknown
+/// key or variant.
+pub fn yaml_error(e: &serde_saphyr::Error, text: &str, path: &Path) -> String {
+    let shown = path.display().to_string();
+    let mut msg = e.to_string().replace("<input>", &shown);
+    // "error: line 4 column 3: ..." -> "scenario.yaml:4:3: ..." so editors can jump to it.
+    let mut at = None;
+    if let Some(rest) = msg.strip_prefix("error: line ") {
+        if let Some((line, rest)) = rest.split_once(" column ") {
+            if let Some((col, rest)) = rest.split_once(": ") {
+                at = line.parse::<usize>().ok().zip(col.parse::<usize>().ok());
+                msg = format!("{shown}:{line}:{col}: {rest}");
+            }
+        }
+    }
+    let Some((line, col)) = at else {
+        return format!("{shown}: {}", msg.trim_start_matches("error: "));
+    };
+    if let Some(opened) = unclosed_flow(text, line, col) {
+        return opened.message(&shown, text, &msg);
+    }
+    let head = format!("{shown}:{line}:{col}: ");
+    let primary = msg[head.len()..]
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    if let Some(reworded) = name_key_and_value(&primary, text, line, col) {
+        // The head and the caret's line say the same.
+        msg = msg.replace(&primary, &reworded);
+    }
+    if let Some(hint) = suggest_key(&msg) {
+        msg.push_str(&format!("\nhelp: did you mean `{hint}`?"));
+    }
+    msg
+}
+
+/// A refused scalar's type ("invalid u64") in words: what the value is not, and what to write
+/// (when the key says nothing more, [`file::allowed`]).
+fn type_in_words(ty: &str) -> Option<(&'static str, Option<&'static str>)> {
+    Some(match ty {
+        "u64" | "u32" | "usize" => ("a whole number", Some("a whole number (0 or more)")),
+        "u16" => ("a whole number", Some("a whole number from 0 to 65535")),
+        "u8" => ("a whole number", Some("a whole number from 0 to 255")),
+        "i64" | "i32" => ("a whole number", Some("a whole number")),
+        "floating point" | "f64" | "f32" => ("a number", Some("a number, e.g. 2 or 0.5")),
+        "boolean" => ("true or false", None),
+        _ => return None,
+    })
+}
+
+/// The message for a value the parser refused at `line`:`col`, naming the key it was written
+/// under and the value as written, when the parser's message names no key (one rule for every
+/// key, whatever its type: numbers, durations, enum variants). `None` when the place is not a
+/// `key: value` (a key itself, a sequence item) or the message already names the key. What is
+/// allowed comes from the key's own description where it has one ([`file::allowed`]: units
+/// and ranges), else from the type.
+fn name_key_and_value(primary: &str, text: &str, line: usize, col: usize) -> Option<String> {
+    let row = text.lines().nth(line.checked_sub(1)?)?;
+    let before: String = row.chars().take(col.checked_sub(1)?).collect();
+    let value_text: String = row.chars().skip(col - 1).collect();
+    let key = before.trim_end().strip_suffix(':')?;
+    let start = key
+        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+        .map_or(0, |i| i + 1);
+    let key = &key[start..];
+    if !key.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+        return None;
+    }
+    // "input_rate must be ...", "behaviour.ping_interval must be ...", "target `x`: ...".
+    let first_word = primary.split([' ', ':', '`']).next().unwrap_or_default();
+    if first_word == key || first_word.ends_with(&format!(".{key}")) {
+        return None;
+    }
+    let in_flow = before.contains(['[', '{']);
+    let value = scalar_at(&value_text, in_flow);
+    if value.is_empty() {
+        return None;
+    }
+    let ty = primary.strip_prefix("invalid ");
+    match ty.and_then(type_in_words) {
+        Some((noun, by_type)) => match file::allowed(key).or(by_type) {
+            Some(allowed) => Some(format!("{key}: `{value}` is not {noun}; write {allowed}")),
+            None => Some(format!("{key}: `{value}` is not {noun}")),
+        },
+        None => Some(format!("{key}: {primary}")),
+    }
+}
+
+/// The scalar that starts `rest` as written: a quoted one whole, a plain one up to a comment
+/// (and, inside `[...]` or `{...}`, up to the next `,`, `]` or `}`).
+fn scalar_at(rest: &str, in_flow: bool) -> String {
+    let rest = rest.trim_start();
+    if let Some(q) = rest.chars().next().filter(|c| *c == '"' || *c == '\'') {
+        let end = rest[1..].find(q).map_or(rest.len(), |i| i + 2);
+        return rest[..end].to_string();
+    }
+    let mut end = rest.find(" #").unwrap_or(rest.len());
+    if in_flow {
+        end = end.min(rest.find([',', ']', '}']).unwrap_or(rest.len()));
+    }
+    rest[..end].trim_end().to_string()
+}
+
+/// A `[` or `{` that opens a flow list or mapping.
+#[derive(Debug, PartialEq)]
+struct Unclosed {
+    bracket: char,
+    line: usize,
+    col: usize,
+}
+
+impl Unclosed {
+    fn message(&self, shown: &str, text: &str, parser: &str) -> String {
+        let Unclosed { bracket, line, col } = self;
+        let close = if *bracket == '[' { ']' } else { '}' };
+        let stopped = parser
+            .strip_prefix(shown)
+            .and_then(|r| r.strip_prefix(':'))
+            .and_then(|r| r.lines().next())
+            .unwrap_or_default();
+        let row = text.lines().nth(line - 1).unwrap_or_default();
+        let pad = " ".repeat(line.to_string().len());
+        format!(
+            "{shown}:{line}:{col}: unclosed `{bracket}` opened at {line}:{col}: close it with \
+             `{close}` (the parser read on and stopped at {stopped})\n\
+             {pad}--> {shown}:{line}:{col}\n\
+             {pad} |\n\
+             {line} | {row}\n\
+             {pad} | {}^ never closed\n\
+             {pad} |",
+            " ".repeat(col - 1)
+        )
+    }
+}
+
+/// The first `[` or `{` still open at the end of `text`, if it opened before the place the
+/// parser stopped (`line`:`col`): YAML lets a flow collection run over several lines, so the
+/// parser only notices a missing `]` lines later, at some `:` of the next key. A bracket opens
+/// a collection where a value starts (after `key:`, `- `, or inside another collection);
+/// brackets inside quoted strings, comments and plain text are not counted.
+fn unclosed_flow(text: &str, line: usize, col: usize) -> Option<Unclosed> {
+    let mut open: Vec<Unclosed> = Vec::new();
+    for (l, row) in text.lines().enumerate() {
+        // The last character that is not a space, on this line so far.
+        let mut last: Option<char> = None;
+        let mut quote: Option<char> = None;
+        let mut prev = ' ';
+        for (c, ch) in row.chars().enumerate() {
+            let after_space = std::mem::replace(&mut prev, ch).is_whitespace();
+            if let Some(q) = quote {
+                if ch == q {
+                    quote = None;
+                    last = Some(ch);
+                }
+                continue;
+            }
+            let starts_value = matches!(last, None | Some(':' | '-' | '?'))
+                || (!open.is_empty() && matches!(last, Some(',' | '[' | '{')));
+            match ch {
+                '#' if after_space => break,
+                '"' | '\'' if starts_value => quote = Some(ch),
+                '[' | '{' if starts_value => open.push(Unclosed {
+                    bracket: ch,
+                    line: l + 1,
+                    col: c + 1,
+                }),
+                ']' | '}' if !open.is_empty() => {
+                    open.pop();
+                }
+                _ => {}
+            }
+            if !ch.is_whitespace() {
+                last = Some(ch);
+            }
+        }
+    }
+    let first = open.into_iter().next()?;
+    ((first.line, first.col) < (line, col)).then_some(first)
 }
 
 /// Every group a threshold names is one of the scenario's `groups:`; otherwise the error
@@ -229,6 +388,129 @@ mod parse_tests {
                 .to_string();
             assert!(e.contains(at), "want {at}: {e}");
         }
+    }
+
+    /// The parse error of `body` after a valid head (lines 1-7), first line only.
+    fn first_line_of_error(body: &str) -> String {
+        let head = "name: x\nprotocol:\n  cafe: {}\npopulation:\n  stages:\n    - ramp_to: 10\n      over: 1s\n";
+        let text = format!("{head}{body}");
+        let e = parse(&text, Path::new("s.yaml")).unwrap_err().to_string();
+        e.lines().next().unwrap().to_string()
+    }
+
+    /// Issue 37: a value of the wrong type names its key, the value as written and what the
+    /// key takes, at the value's line and column, whatever the key's type.
+    #[test]
+    fn a_wrong_value_names_its_key_the_value_and_what_is_allowed() {
+        for (body, want) in [
+            (
+                "behaviour:\n  input_rate: fast\n",
+                "s.yaml:9:15: input_rate: `fast` is not a number; write a number of inputs per \
+                 second, above 0 and at most 1000, e.g. 60",
+            ),
+            (
+                "duration: fast\n",
+                "s.yaml:8:11: duration: `fast` is not a duration; write e.g. 15s, 500ms or 2m",
+            ),
+            (
+                "    - hold: forever # comment\n",
+                "s.yaml:8:13: hold: `forever` is not a duration; write e.g. 15s, 500ms or 2m",
+            ),
+            (
+                "  spawn_rate: \"fast\"\n",
+                "s.yaml:8:15: spawn_rate: `\"fast\"` is not a number; write a number of bots per \
+                 second above 0, e.g. 50",
+            ),
+            (
+                "seed: fast\n",
+                "s.yaml:8:7: seed: `fast` is not a whole number; write a whole number (0 or \
+                 more), e.g. 42",
+            ),
+            (
+                "engine:\n  workers: many\n",
+                "s.yaml:9:12: workers: `many` is not a whole number; write a whole number (0 or \
+                 more)",
+            ),
+            (
+                "output:\n  junit: maybe\n",
+                "s.yaml:9:10: junit: `maybe` is not true or false",
+            ),
+            (
+                "network: { latency: fast, loss: 1% }\n",
+                "s.yaml:8:21: latency: `fast` is not a duration; write e.g. 15s, 500ms or 2m",
+            ),
+            (
+                "behaviour:\n  input_mode: fats\n",
+                "s.yaml:9:15: input_mode: unknown variant `fats`, expected one of rate, on_change",
+            ),
+            (
+                "thresholds:\n  - rtt p99 < fast\n",
+                "s.yaml:9:5: threshold `rtt p99 < fast`: `fast` is not a duration; write e.g. \
+                 15s, 500ms or 2m",
+            ),
+            // A message that names its key already is left as it is.
+            (
+                "behaviour:\n  input_rate: 0\n",
+                "s.yaml:9:15: input_rate must be above 0 and at most 1000 inputs per second, got 0",
+            ),
+        ] {
+            assert_eq!(first_line_of_error(body), want, "{body}");
+        }
+        // ramp_to is in the head: replace it there.
+        let text = "name: x\nprotocol:\n  cafe: {}\npopulation:\n  stages:\n    - ramp_to: lots\n";
+        let e = parse(text, Path::new("s.yaml")).unwrap_err().to_string();
+        assert!(
+            e.starts_with(
+                "s.yaml:6:16: ramp_to: `lots` is not a whole number; write a whole number of \
+                 bots (0 or more), e.g. 100"
+            ),
+            "{e}"
+        );
+    }
+
+    /// Issue 37: a `[` never closed is reported where it opened, not at the next key's `:`
+    /// where the parser noticed.
+    #[test]
+    fn an_unclosed_bracket_is_reported_where_it_opened() {
+        let e = first_line_of_error("thresholds: [rtt p99 < 5ms, loss < 1%\nseed: 4\n");
+        assert_eq!(
+            e,
+            "s.yaml:8:13: unclosed `[` opened at 8:13: close it with `]` (the parser read on \
+             and stopped at 9:5: illegal placement of ':' indicator)"
+        );
+        let e = first_line_of_error("network: { latency: 5ms\nseed: 4\n");
+        assert!(
+            e.starts_with("s.yaml:8:10: unclosed `{` opened at 8:10"),
+            "{e}"
+        );
+        // Brackets in quotes, comments and plain text, and a list over two lines, are not it.
+        assert_eq!(
+            unclosed_flow("a: \"[x\" # [\nb: x[y\nc: [1,\n  2]\nd: :\n", 5, 4),
+            None
+        );
+    }
+
+    /// Issue 37: port 0 in a target passed validate and the run ended "unreachable"; it is
+    /// refused where it is written, in the scenario's target and in a group's.
+    #[test]
+    fn port_zero_in_a_target_is_refused_at_its_place() {
+        let port0 = "port 0 is not a server's port (to a server it means \"any free port\"); \
+                     give the port the server listens on, 1 to 65535";
+        assert_eq!(
+            first_line_of_error("target: \"127.0.0.1:0\"\n"),
+            format!("s.yaml:8:9: target `127.0.0.1:0`: {port0}")
+        );
+        let e = first_line_of_error("target: 127.0.0.1:0-5\n");
+        assert!(
+            e.starts_with("s.yaml:8:9: target `127.0.0.1:0-5`: port 0"),
+            "{e}"
+        );
+        let e = first_line_of_error("target:\n  - 127.0.0.1:7777\n  - 127.0.0.1:0\n");
+        assert!(e.contains("target `127.0.0.1:0`: port 0"), "{e}");
+        assert!(e.starts_with("s.yaml:"), "{e}");
+        let e =
+            first_line_of_error("groups:\n  - name: a\n    share: 100%\n    target: \"[::1]:0\"\n");
+        assert_eq!(e, format!("s.yaml:11:13: target `[::1]:0`: {port0}"));
     }
 
     #[test]

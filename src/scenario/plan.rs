@@ -226,6 +226,9 @@ pub fn expand_port_range(t: &str, default_port: u16) -> Result<Vec<String>, Stri
         ));
     };
     let bad = || format!("target `{t}`: the port must be a number or a range like 7777-7786");
+    if let Some(m) = port_zero(t) {
+        return Err(m);
+    }
     match ports.split_once('-') {
         None => {
             let p: u16 = ports.parse().map_err(|_| bad())?;
@@ -239,6 +242,22 @@ pub fn expand_port_range(t: &str, default_port: u16) -> Result<Vec<String>, Stri
             Ok((a..=b).map(|p| format!("{host}:{p}")).collect())
         }
     }
+}
+
+/// What is wrong with a target entry (`host:port` or `host:FIRST-LAST`) whose port is 0, if it
+/// is. To a listening socket 0 means "any free port"; nothing listens on port 0, so a swarm
+/// sent there found no server and the run ended "unreachable" after its handshake timeout.
+/// Checked where the scenario is read (so the message has the key's line and column) and again
+/// when `--target` replaces it.
+pub fn port_zero(t: &str) -> Option<String> {
+    let (_, ports) = t.trim().rsplit_once(':')?;
+    let first = ports.split_once('-').map_or(ports, |(a, _)| a);
+    (first.trim().parse::<u16>() == Ok(0)).then(|| {
+        format!(
+            "target `{t}`: port 0 is not a server's port (to a server it means \"any free \
+             port\"); give the port the server listens on, 1 to 65535"
+        )
+    })
 }
 
 /// SplitMix64: decorrelates per-bot seeds derived from one scenario seed.
@@ -269,6 +288,19 @@ impl Plan {
         };
         let targets =
             resolve_targets(&target_text, info.default_port).map_err(|m| invalid(path, m))?;
+        if matches!(targets, Targets::Embedded) {
+            // Refused now, not when the run starts its server.
+            protocol.transport().check_servable().map_err(|why| {
+                invalid(
+                    path,
+                    format!(
+                        "target embedded: the {} reference server cannot run dialect `{}`: {why}",
+                        protocol.name(),
+                        protocol.dialect_name()
+                    ),
+                )
+            })?;
+        }
 
         // Population.
         let stages = &file.population.stages;
@@ -1179,6 +1211,14 @@ mod tests {
         assert!(e.contains("write `[::1]:4242`"), "{e}");
         assert_eq!(expand_port_range("[::1]:9", 1).unwrap(), vec!["[::1]:9"]);
         assert!(expand_port_range("h:9-3", 1).is_err());
+        // Port 0 (issue 37), also from --target, which replaces the scenario's.
+        let e = expand_port_range("127.0.0.1:0", 1).unwrap_err();
+        assert!(
+            e.starts_with("target `127.0.0.1:0`: port 0 is not a server's port"),
+            "{e}"
+        );
+        assert!(expand_port_range("h:0-3", 1).is_err());
+        assert!(expand_port_range("h:10", 1).is_ok());
     }
 
     /// The shards partition the whole run's population: every bot in exactly one shard, with

@@ -172,7 +172,10 @@ fn value_errors_name_file_line_and_column() {
         (
             "lots.yaml",
             replace_once(base, "ramp_to: 10", "ramp_to: lots"),
-            &["lots.yaml:6:16", "expected a whole number (0 or more)"],
+            &[
+                "lots.yaml:6:16",
+                "ramp_to: `lots` is not a whole number; write a whole number of bots (0 or more)",
+            ],
         ),
         (
             "ping.yaml",

@@ -16,6 +16,7 @@ mod capacity;
 mod city_admission;
 mod city_codec;
 mod cli_env;
+mod cli_errors;
 mod cli_generate;
 mod cli_output;
 mod compare;

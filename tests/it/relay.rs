@@ -520,9 +520,9 @@ fn a_bad_profile_names_its_place() {
         .expect("run");
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
-    // The place is the bad value itself: line 3, column 12.
+    // The place is the bad value itself: line 3, column 12; the key is named (issue 37).
     assert!(
-        err.contains("bad.yaml:3:12: `fast` is not a duration"),
+        err.contains("bad.yaml:3:12: latency: `fast` is not a duration"),
         "{err}"
     );
 }

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use super::{
-    install_ctrl_c, run_info, sanitize, start_server_metrics, OutputArgs, OverrideArgs, EXIT_FAIL,
-    EXIT_PASS, EXIT_USAGE,
+    install_ctrl_c, run_info, sanitize, start_server_metrics, OutDirArg, OutputArgs, OverrideArgs,
+    EXIT_FAIL, EXIT_PASS, EXIT_USAGE,
 };
 use crate::engine::{self, EngineError, StopSignal};
 use crate::metrics::capacity::{Capacity, CapacityLimit, CapacityStep, ObjectiveResult};
@@ -40,6 +40,8 @@ pub(crate) struct CapacityArgs {
     scenario: PathBuf,
     #[command(flatten)]
     ov: OverrideArgs,
+    #[command(flatten)]
+    out: OutDirArg,
     /// Players of the first step (capacity.start).
     #[arg(long, value_name = "N")]
     start: Option<u64>,
@@ -151,7 +153,7 @@ pub(crate) fn cmd_capacity(a: &CapacityArgs) -> anyhow::Result<u8> {
         Ok(c) => c,
         Err(e) => return usage(&format!("{}: {e}", a.scenario.display())),
     };
-    let mut overrides = match a.ov.to_overrides() {
+    let mut overrides = match a.ov.to_overrides(&a.out) {
         Ok(o) => o,
         Err(e) => return usage(&e),
     };

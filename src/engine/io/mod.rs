@@ -429,7 +429,7 @@ pub fn server_transport(
         TransportNeeds::UdpTcpLogin { .. } => {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::Unsupported,
-                "no reference server speaks a TCP login: point the target at the real server",
+                needs.check_servable().err().unwrap_or_default(),
             ))
         }
         TransportNeeds::Enet(e) => {
