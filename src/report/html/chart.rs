@@ -910,12 +910,25 @@ pub(super) fn percentile_plot(
     // nines) keeps its grid line and loses its text; widths at the phone's larger size.
     let mut last_right = f64::NEG_INFINITY;
     for (x, text) in &ticks {
-        // The last label ends at the plot's edge rather than running past the chart.
-        let end = *x >= x_max;
-        let anchor = if end { "end" } else { "middle" };
+        // The last label ends at the plot's edge rather than running past the chart; the
+        // first starts at the axis, clear of the value axis's 0 in the corner.
+        let (end, start) = (*x >= x_max, *x <= 0.0);
+        let anchor = if end {
+            "end"
+        } else if start {
+            "start"
+        } else {
+            "middle"
+        };
         let x = px(*x);
         let width = text_width(text, TICK_FONT_MAX);
-        let left = if end { x - width } else { x - width / 2.0 };
+        let left = if end {
+            x - width
+        } else if start {
+            x
+        } else {
+            x - width / 2.0
+        };
         w!(
             svg,
             "<line class=\"grid\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{MT}\" y2=\"{:.1}\"/>",
@@ -1286,7 +1299,11 @@ mod tests {
     /// plot moves down), and a legend too long for one row wraps inside the chart.
     #[test]
     fn labels_are_stacked_and_legends_wrap() {
-        let names = ["a rather long series name", "another long series name", "third"];
+        let names = [
+            "a rather long series name",
+            "another long series name",
+            "third",
+        ];
         let series: Vec<Series> = names
             .iter()
             .map(|n| Series {
@@ -1321,21 +1338,31 @@ mod tests {
                 ..Default::default()
             },
         );
-        let at = svg.find("<g transform=\"translate(0 ").expect("the plot moved down");
+        let at = svg
+            .find("<g transform=\"translate(0 ")
+            .expect("the plot moved down");
         let shift: f64 = svg[at + 26..].split(')').next().unwrap().parse().unwrap();
         // Two legend rows, two labels above the axis.
-        assert!((shift - (LEGEND_ROW + 2.0 * ABOVE_ROW)).abs() < 0.01, "{shift}");
+        assert!(
+            (shift - (LEGEND_ROW + 2.0 * ABOVE_ROW)).abs() < 0.01,
+            "{shift}"
+        );
         assert!(svg.contains(&format!("viewBox=\"0 0 {CW} {}\"", CH + shift)));
         // Text boxes as the layout estimates them, in the SVG's units: (text, x0, y0, x1, y1).
         let mut boxes = Vec::new();
         for part in svg.split("<text ").skip(1) {
             let attr = |k: &str| -> f64 {
                 let at = part.find(&format!(" {k}=\"")).expect("attribute") + k.len() + 3;
-                part[at..at + part[at..].find('"').unwrap()].parse().unwrap()
+                part[at..at + part[at..].find('"').unwrap()]
+                    .parse()
+                    .unwrap()
             };
             let text = &part[part.find('>').unwrap() + 1..part.find("</text>").unwrap()];
             let legend = part.starts_with("class=\"lg\"");
-            if !(legend || part.starts_with("class=\"thr\"") || part.starts_with("class=\"expected\"")) {
+            if !(legend
+                || part.starts_with("class=\"thr\"")
+                || part.starts_with("class=\"expected\""))
+            {
                 continue;
             }
             let (size, mut y) = if legend {
@@ -1353,8 +1380,17 @@ mod tests {
             } else {
                 attr("x")
             };
-            assert!(x0 >= 0.0 && x0 + w <= CW, "{text} runs out of the chart: {x0} + {w}");
-            boxes.push((text.to_string(), x0, y - ASCENT * size, x0 + w, y + DESCENT * size));
+            assert!(
+                x0 >= 0.0 && x0 + w <= CW,
+                "{text} runs out of the chart: {x0} + {w}"
+            );
+            boxes.push((
+                text.to_string(),
+                x0,
+                y - ASCENT * size,
+                x0 + w,
+                y + DESCENT * size,
+            ));
         }
         assert_eq!(boxes.len(), 4 + 2 + 2, "{boxes:?}");
         for (i, a) in boxes.iter().enumerate() {

@@ -653,9 +653,15 @@ mod tests {
         );
         assert_eq!(lines("loss"), ["threshold &lt; 5.00%"]);
         assert_eq!(lines("dist-rtt_us").len(), 1, "{:?}", lines("dist-rtt_us"));
-        assert_eq!(lines("group-rtt-mobile"), ["▲ threshold p99 &lt; 30.00 ms (above the axis)"]);
+        assert_eq!(
+            lines("group-rtt-mobile"),
+            ["▲ threshold p99 &lt; 30.00 ms (above the axis)"]
+        );
         assert_eq!(lines("group-loss-mobile"), ["threshold &lt; 1.00%"]);
-        assert_eq!(lines("group-loss-wifi"), ["▲ threshold &lt; 8.00% (above the axis)"]);
+        assert_eq!(
+            lines("group-loss-wifi"),
+            ["▲ threshold &lt; 8.00% (above the axis)"]
+        );
     }
 
     /// A failing threshold's row is tinted (the docs say failing rows are red); a passing or
@@ -665,11 +671,14 @@ mod tests {
         let doc = render(&sample_summary());
         let t = section(&doc, "Thresholds");
         assert_eq!(t.matches("<tr class=\"failed\">").count(), 1, "{t}");
-        assert!(t.contains(
-            "<tr class=\"failed\"><td><code>generator.send_lateness_us.p99</code></td>"
-        ));
+        assert!(
+            t.contains("<tr class=\"failed\"><td><code>generator.send_lateness_us.p99</code></td>")
+        );
         let css = include_str!("../../../templates/report/report.css");
-        assert!(css.contains("tr.failed td"), "the style sheet tints the row");
+        assert!(
+            css.contains("tr.failed td"),
+            "the style sheet tints the row"
+        );
     }
 
     /// The banner's reasons print what the console writes between backticks as `<code>`,
@@ -713,13 +722,16 @@ mod tests {
         assert!(!render(&s).contains("INTERRUPTED"));
         s.interrupted = true;
         let doc = render(&s);
-        let header = &doc[doc.find("<header").expect("header")..doc.find("</header>").expect("end")];
+        let header =
+            &doc[doc.find("<header").expect("header")..doc.find("</header>").expect("end")];
         assert!(header.contains("<div class=\"verdict fail\" role=\"status\">FAIL</div>"));
         assert!(
             header.contains("<div class=\"verdict interrupted\" role=\"status\" title=\"cut short after 20.0 s\">INTERRUPTED</div>"),
             "{header}"
         );
-        assert!(doc.contains("<title>lunch rush &#60;1000 bots&#62; · FAIL · INTERRUPTED · tickswarm</title>"));
+        assert!(doc.contains(
+            "<title>lunch rush &#60;1000 bots&#62; · FAIL · INTERRUPTED · tickswarm</title>"
+        ));
     }
 
     /// Injected network conditions are named in the header: the whole run's, or each
@@ -732,7 +744,10 @@ mod tests {
         let doc = render(&s);
         let header = &doc[..doc.find("</header>").expect("header")];
         assert!(header.contains("<strong>Simulated network:</strong>"));
-        assert!(header.contains("<li>all bots: <code>latency: 75ms, loss: 2%</code></li>"), "{header}");
+        assert!(
+            header.contains("<li>all bots: <code>latency: 75ms, loss: 2%</code></li>"),
+            "{header}"
+        );
         s.network = None;
         s.groups.0.push(crate::report::groups::GroupSummary {
             name: "wifi".into(),
@@ -745,8 +760,14 @@ mod tests {
         });
         let doc = render(&s);
         let header = &doc[..doc.find("</header>").expect("header")];
-        assert!(header.contains("<li>group wifi: <code>latency: 4ms</code></li>"), "{header}");
-        assert!(header.contains("<li>group lan: <code>real link</code></li>"), "{header}");
+        assert!(
+            header.contains("<li>group wifi: <code>latency: 4ms</code></li>"),
+            "{header}"
+        );
+        assert!(
+            header.contains("<li>group lan: <code>real link</code></li>"),
+            "{header}"
+        );
     }
 
     /// The bandwidth cards show a rate over the run, the total beside it.
@@ -769,7 +790,9 @@ mod tests {
     /// direction a line; its tick time reads in ms like the rest of the report.
     #[test]
     fn server_counts_are_charted() {
-        use crate::metrics::server_series::{Endpoint, Kind, Point, Series as Scraped, ServerMetrics};
+        use crate::metrics::server_series::{
+            Endpoint, Kind, Point, Series as Scraped, ServerMetrics,
+        };
         let series = |kind: Kind, v: f64| Scraped {
             kind,
             points: (1..=3)
@@ -787,12 +810,30 @@ mod tests {
             p99: None,
         };
         let mut sm = BTreeMap::new();
-        sm.insert("tickswarm_server_sessions".to_string(), series(Kind::Gauge, 10.0));
-        sm.insert("tickswarm_server_bytes_total{direction=\"in\"}".to_string(), series(Kind::Counter, 5_000.0));
-        sm.insert("tickswarm_server_bytes_total{direction=\"out\"}".to_string(), series(Kind::Counter, 90_000.0));
-        sm.insert("tickswarm_server_datagrams_total{direction=\"in\"}".to_string(), series(Kind::Counter, 300.0));
-        sm.insert("tickswarm_server_datagrams_total{direction=\"out\"}".to_string(), series(Kind::Counter, 600.0));
-        sm.insert("tickswarm_server_send_errors_total".to_string(), series(Kind::Counter, 0.0));
+        sm.insert(
+            "tickswarm_server_sessions".to_string(),
+            series(Kind::Gauge, 10.0),
+        );
+        sm.insert(
+            "tickswarm_server_bytes_total{direction=\"in\"}".to_string(),
+            series(Kind::Counter, 5_000.0),
+        );
+        sm.insert(
+            "tickswarm_server_bytes_total{direction=\"out\"}".to_string(),
+            series(Kind::Counter, 90_000.0),
+        );
+        sm.insert(
+            "tickswarm_server_datagrams_total{direction=\"in\"}".to_string(),
+            series(Kind::Counter, 300.0),
+        );
+        sm.insert(
+            "tickswarm_server_datagrams_total{direction=\"out\"}".to_string(),
+            series(Kind::Counter, 600.0),
+        );
+        sm.insert(
+            "tickswarm_server_send_errors_total".to_string(),
+            series(Kind::Counter, 0.0),
+        );
         let mut s = sample_summary();
         s.server_metrics = Some(ServerMetrics {
             endpoints: vec![Endpoint {
@@ -823,7 +864,10 @@ mod tests {
             for l in lines {
                 assert!(f.contains(&format!("data-series=\"{l}\"")), "{id}: no {l}");
             }
-            assert!(f.contains("data-overlay=\"active-bots\""), "{id}: bots in game");
+            assert!(
+                f.contains("data-overlay=\"active-bots\""),
+                "{id}: bots in game"
+            );
         }
         assert!(figure(&doc, "server-0-bytes").contains(" kB/s</text>"));
         let t = section(&doc, "Thresholds");

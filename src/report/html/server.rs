@@ -97,8 +97,14 @@ const COUNTERS: &[CountChart] = &[
         families: &[
             ("tickswarm_server_send_errors_total", "send errors"),
             ("tickswarm_server_dropped_total", "datagrams dropped"),
-            ("tickswarm_server_admission_refused_total", "handshakes refused"),
-            ("tickswarm_server_sessions_timed_out_total", "sessions timed out"),
+            (
+                "tickswarm_server_admission_refused_total",
+                "handshakes refused",
+            ),
+            (
+                "tickswarm_server_sessions_timed_out_total",
+                "sessions timed out",
+            ),
         ],
         caption: "Per second, from the server's own counters: batches it failed to send, \
                   malformed or unexpected datagrams it dropped (by reason), handshakes it \
