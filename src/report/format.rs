@@ -110,11 +110,13 @@ pub fn rate_change(c: &crate::metrics::snapshot_rate::RateChangeAt) -> String {
     )
 }
 
-/// Microseconds: `850 µs`, `12.3 µs`, or `1.25 ms` from 1000 µs up.
+/// Microseconds: `850 µs`, `12.3 µs`, or `1.25 ms` from 1000 µs up. The unit is chosen on
+/// the value as printed: 999.97 µs (a scraped 0.00099997 s) would print as `1000 µs`, so it
+/// is `1.00 ms`.
 pub fn fmt_us(v: f64) -> String {
     if !v.is_finite() {
         "n/a".into()
-    } else if v.abs() >= 1000.0 {
+    } else if (v * 10.0).round().abs() >= 10_000.0 {
         format!("{} ms", group_f(v / 1000.0, 2))
     } else {
         let s = format!("{v:.1}");
@@ -352,6 +354,11 @@ mod tests {
     #[test]
     fn times_switch_to_ms_at_one_thousand_us() {
         assert_eq!(fmt_us(999.0), "999 µs");
+        // A value that rounds to 1000 µs is a millisecond, never "1000 µs".
+        assert_eq!(fmt_us(999.96), "1.00 ms");
+        assert_eq!(fmt_us(0.000_999_999_9 * 1e6), "1.00 ms");
+        assert_eq!(fmt_us(-999.96), "-1.00 ms");
+        assert_eq!(fmt_us(999.94), "999.9 µs");
         assert_eq!(fmt_us(12.34), "12.3 µs");
         assert_eq!(fmt_us(1234.0), "1.23 ms");
         assert_eq!(fmt_us(12_345_678.0), "12,345.68 ms");

@@ -253,6 +253,64 @@ window.addEventListener('load', function () {
     lines.push('chart ' + f.dataset.chart + ' ' + Math.round(r.width) + ' ' +
                Math.round(r.height) + ' ' + Math.round(r.right));
   });
+  // Layout: text that overprints other text, or runs out of its chart.
+  var boxes = function (root) {
+    var out = [];
+    if (root instanceof SVGElement) {
+      root.querySelectorAll('text').forEach(function (t) {
+        if (t.textContent.trim()) out.push([t.textContent.trim(), t.getBoundingClientRect(), t]);
+      });
+      return out;
+    }
+    var walk = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    for (var n = walk.nextNode(); n; n = walk.nextNode()) {
+      if (!n.textContent.trim() || n.parentNode.closest('svg')) continue;
+      var range = document.createRange();
+      range.selectNodeContents(n);
+      Array.from(range.getClientRects()).forEach(function (r) {
+        if (r.width > 0 && r.height > 0) out.push([n.textContent.trim(), r, n]);
+      });
+    }
+    return out;
+  };
+  var overlaps = function (where, root) {
+    var b = boxes(root);
+    for (var i = 0; i < b.length; i++) for (var j = i + 1; j < b.length; j++) {
+      var p = b[i][1], q = b[j][1];
+      var w = Math.min(p.right, q.right) - Math.max(p.left, q.left);
+      var h = Math.min(p.bottom, q.bottom) - Math.max(p.top, q.top);
+      if (w > 1 && h > 1 && b[i][2] !== b[j][2]) {
+        lines.push('problem overlap in ' + where + ': "' + b[i][0] + '" and "' + b[j][0] + '"');
+      }
+    }
+  };
+  document.querySelectorAll('figure[data-chart]').forEach(function (f) {
+    var svg = f.querySelector('svg');
+    if (!svg) return;
+    var id = 'chart ' + f.dataset.chart;
+    overlaps(id, svg);
+    var sr = svg.getBoundingClientRect();
+    boxes(svg).forEach(function (t) {
+      var r = t[1];
+      if (r.right > sr.right + 0.5 || r.left < sr.left - 0.5 || r.right > de.clientWidth) {
+        lines.push('problem clipped in ' + id + ': "' + t[0] + '" spans ' + Math.round(r.left) +
+                   '..' + Math.round(r.right) + ', the chart ' + Math.round(sr.left) + '..' +
+                   Math.round(sr.right));
+      }
+    });
+  });
+  document.querySelectorAll('header.top, .banner, .notice').forEach(function (h, i) {
+    overlaps(h.className + ' ' + i, h);
+  });
+  var g = document.querySelector('table.groups');
+  if (g) {
+    var tallest = 0;
+    g.querySelectorAll('tr').forEach(function (tr) {
+      tallest = Math.max(tallest, tr.getBoundingClientRect().height);
+    });
+    lines.push('groups ' + g.parentNode.scrollWidth + ' ' + g.parentNode.clientWidth + ' ' +
+               Math.round(tallest));
+  }
   parent.postMessage(lines.join('\n'), '*');
 });
 </script>"#;
@@ -276,6 +334,11 @@ struct Probe {
     height: u32,
     /// id, width, height, right edge
     charts: Vec<(String, u32, u32, u32)>,
+    /// Text that overprints other text in a chart, the header or the banner, or runs out of
+    /// its chart.
+    problems: Vec<String>,
+    /// The groups table's box: its content's width, its own width, its tallest row (px).
+    groups: Option<(u32, u32, u32)>,
 }
 
 fn read_probe(dom: &str) -> Probe {
@@ -289,8 +352,19 @@ fn read_probe(dom: &str) -> Probe {
         scroll: 0,
         height: 0,
         charts: Vec::new(),
+        problems: Vec::new(),
+        groups: None,
     };
     for line in body.lines() {
+        if let Some(problem) = line.strip_prefix("problem ") {
+            p.problems.push(
+                problem
+                    .replace("&lt;", "<")
+                    .replace("&gt;", ">")
+                    .replace("&amp;", "&"),
+            );
+            continue;
+        }
         let w: Vec<&str> = line.split(' ').collect();
         let n = |i: usize| -> u32 { w.get(i).and_then(|x| x.parse().ok()).unwrap_or(0) };
         match w.first() {
@@ -298,6 +372,7 @@ fn read_probe(dom: &str) -> Probe {
             Some(&"scroll") => p.scroll = n(1),
             Some(&"height") => p.height = n(1),
             Some(&"chart") => p.charts.push((w[1].to_string(), n(2), n(3), n(4))),
+            Some(&"groups") => p.groups = Some((n(1), n(2), n(3))),
             _ => {}
         }
     }
@@ -433,6 +508,25 @@ fn at_both_widths(tmp: &Path, html: &Path, expected_charts: usize, name: &str, a
             p.scroll
         );
         assert_eq!(p.charts.len(), expected_charts);
+        assert!(
+            p.problems.is_empty(),
+            "{name} at {width} px: {} layout problem(s):\n{}",
+            p.problems.len(),
+            p.problems.join("\n")
+        );
+        if let Some((content, boxw, tallest)) = p.groups {
+            eprintln!("{name} at {width} px: groups table {content} px in a {boxw} px box, tallest row {tallest} px");
+            if width >= 1280 {
+                assert!(
+                    content <= boxw,
+                    "the groups table scrolls sideways at {width} px: {content} px in {boxw} px"
+                );
+                assert!(
+                    tallest <= 120,
+                    "a groups table row is {tallest} px tall at {width} px"
+                );
+            }
+        }
         for (id, w, h, right) in &p.charts {
             assert!(
                 *w > 100 && *h > 50,
@@ -577,5 +671,317 @@ fn a_failed_run_opens_with_why() {
             &url,
         );
         assert!(shot.exists(), "screenshot {}", shot.display());
+    }
+}
+
+/// Run `tickswarm run` on `scenario` (YAML) with `args` in `dir/out`; its exit code is one
+/// of `codes`. The report's path.
+fn run_report(dir: &Path, scenario: &str, args: &[&str], codes: &[i32]) -> PathBuf {
+    let path = dir.join("s.yaml");
+    std::fs::write(&path, scenario).unwrap();
+    let out = dir.join("out");
+    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
+        .arg("run")
+        .arg(&path)
+        .args(args)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("run tickswarm");
+    assert!(
+        o.status.code().is_some_and(|c| codes.contains(&c)),
+        "exit {:?}: {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let html = out.join("report.html");
+    assert!(html.exists(), "no report.html");
+    html
+}
+
+/// Nothing more to check of the charts than `at_both_widths` does.
+fn no_more(_: &[(String, String)], _: u32) {}
+
+/// A failed run against the embedded server with its own /metrics scraped: two loss limits
+/// a few pixels apart and a limit far above the data (labels that printed over each other
+/// and over the legend), the server's charts, a tinted failing row and the why with code.
+/// No text overprints other text in any chart, the header or the banner, and no text runs
+/// out of its chart, at 1280 and 420 px.
+#[test]
+fn a_failed_run_s_report_lays_out_without_overprinting() {
+    let tmp = tempfile::tempdir().unwrap();
+    let html = run_report(
+        tmp.path(),
+        "name: failed layout\nprotocol:\n  cafe: {}\ntarget: embedded\npopulation:\n  stages:\n    \
+         - ramp_to: 10\n      over: 1s\n    - hold: 1s\nbehaviour:\n  input_rate: 30\n  \
+         ping_interval: 200ms\nduration: 2s\nthresholds:\n  - rtt p99 < 1us\n  \
+         - rtt p99 < 2us\n  - downstream_loss < 0.01%\n  - downstream_loss <= 0.012%\n  - downstream_loss < 12%\n  \
+         - server.tick_seconds p99 < 1s\nserver_metrics:\n  - url: embedded\n",
+        &[],
+        &[1],
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("<tr class=\"failed\"><td><code>rtt_us.p99</code>"),
+        "tinted row"
+    );
+    assert!(
+        page.contains("<li><code>rtt p99 &#60; 1us</code> failed: observed "),
+        "code in the why"
+    );
+    for id in [
+        "server-0-sessions",
+        "server-0-bytes",
+        "server-0-datagrams",
+        "server-0-errors",
+    ] {
+        assert!(
+            page.contains(&format!("data-chart=\"{id}\"")),
+            "no {id} chart"
+        );
+    }
+    at_both_widths(
+        tmp.path(),
+        &html,
+        figures(&page).len(),
+        "failed-layout",
+        &no_more,
+    );
+}
+
+/// A run of two groups on injected network conditions, with thresholds on the whole run
+/// and on each group: the header names the conditions, each chart draws its own thresholds
+/// only, and the groups table fits a desktop's width without a tall, half-empty row.
+#[test]
+fn a_grouped_run_s_report_shows_its_network_and_fits() {
+    let tmp = tempfile::tempdir().unwrap();
+    let html = run_report(
+        tmp.path(),
+        "name: grouped layout\nprotocol:\n  cafe: {}\ntarget: embedded\npopulation:\n  stages:\n    \
+         - ramp_to: 12\n      over: 1s\n    - hold: 1s\nbehaviour:\n  input_rate: 30\n  \
+         ping_interval: 200ms\nduration: 2s\nnetwork:\n  latency: 2ms\ngroups:\n  \
+         - name: broadband\n    share: 50%\n  - name: mobile\n    share: 50%\n    network:\n      \
+         latency: 20ms\n      jitter: { normal: 2ms }\n      down:\n        loss: { rate: 3%, mean_burst: 4 }\n    \
+         lifecycle:\n      reconnect_storm: { at: 1s, share: 50%, over: 500ms }\n\
+         thresholds:\n  - rtt p99 < 500ms\n  - downstream_loss < 10%\n  \
+         - downstream_loss{group=mobile} < 8%\n  - downstream_loss{group=mobile} < 12%\n  \
+         - downstream_loss{group=broadband} < 1%\n  - rtt{group=mobile} p99 < 450ms\n",
+        &[],
+        &[0, 1],
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    let header = &page[..page.find("</header>").expect("header")];
+    assert!(
+        header.contains("<strong>Simulated network:</strong>"),
+        "{header}"
+    );
+    assert!(header.contains("group mobile: <code>"), "{header}");
+    // The whole run's loss chart: the whole run's limit only, none of the groups'.
+    let figs = figures(&page);
+    let fig = |id: &str| {
+        figs.iter()
+            .find(|(i, _)| i == id)
+            .map(|(_, f)| f.clone())
+            .unwrap_or_else(|| panic!("no {id} chart"))
+    };
+    let limits = |f: &str| f.matches("<text class=\"thr\"").count();
+    assert_eq!(limits(&fig("loss")), 1, "{}", fig("loss"));
+    assert_eq!(limits(&fig("group-loss-mobile")), 2);
+    assert_eq!(limits(&fig("group-loss-broadband")), 1);
+    assert_eq!(limits(&fig("group-rtt-broadband")), 0);
+    at_both_widths(tmp.path(), &html, figs.len(), "grouped", &no_more);
+}
+
+/// A run stopped by Ctrl-C: INTERRUPTED stands beside the verdict, laid out like the rest.
+#[cfg(unix)]
+#[test]
+fn an_interrupted_run_s_report_says_so_beside_the_verdict() {
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = tmp.path().join("s.yaml");
+    std::fs::write(
+        &scenario,
+        "name: cut short\nprotocol:\n  cafe: {}\ntarget: embedded\npopulation:\n  stages:\n    \
+         - ramp_to: 6\n      over: 0s\nbehaviour:\n  ping_interval: 200ms\nduration: 60s\n",
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
+        .arg("run")
+        .arg(&scenario)
+        .arg("--out")
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run tickswarm");
+    std::thread::sleep(Duration::from_millis(2500));
+    // SAFETY: a signal to our own child.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGINT);
+    }
+    let status = child.wait().unwrap();
+    assert!(status.code().is_some(), "{status}");
+    let html = out.join("report.html");
+    let page = std::fs::read_to_string(&html).expect("report.html");
+    let header = &page[..page.find("</header>").expect("header")];
+    assert!(
+        header.contains("<div class=\"verdict interrupted\" role=\"status\""),
+        "{header}"
+    );
+    at_both_widths(
+        tmp.path(),
+        &html,
+        figures(&page).len(),
+        "interrupted",
+        &no_more,
+    );
+}
+
+/// Against a port where nothing answers: cafe measures downstream loss, so the report does
+/// not call it unmeasurable; histograms.hlog is beside the report, so no caption says it
+/// was not. Laid out like the rest at both widths.
+#[test]
+fn an_unreachable_target_s_report_says_what_was_measurable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let html = run_report(
+        tmp.path(),
+        "name: nobody home\nprotocol:\n  cafe: {}\npopulation:\n  stages:\n    - ramp_to: 5\n      \
+         over: 0s\nbehaviour:\n  handshake_timeout: 500ms\n  handshake_retry: 100ms\nduration: 1500ms\n",
+        &["--target", &format!("127.0.0.1:{port}")],
+        &[3],
+    );
+    assert!(html.with_file_name("histograms.hlog").exists());
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        !page.contains("not measurable for this protocol"),
+        "loss sentence"
+    );
+    assert!(
+        page.contains("No downstream loss was measured"),
+        "loss sentence"
+    );
+    assert!(!page.contains("was not beside the report"), "hlog sentence");
+    assert!(
+        !page.contains("no histograms.hlog was read"),
+        "hlog sentence"
+    );
+    at_both_widths(
+        tmp.path(),
+        &html,
+        figures(&page).len(),
+        "unreachable",
+        &no_more,
+    );
+}
+
+/// compare.html on a phone: every column of the metrics table (base, new, change, limit) is
+/// on screen, none scrolled out of sight; nothing overflows the page at either width.
+#[test]
+fn compare_html_shows_change_and_limit_on_a_phone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario =
+        "name: compared\nprotocol:\n  cafe: {}\ntarget: embedded\npopulation:\n  stages:\n    \
+         - ramp_to: 4\n      over: 0s\nbehaviour:\n  ping_interval: 200ms\nduration: 1s\n";
+    let mut runs = Vec::new();
+    for name in ["base", "new"] {
+        let dir = tmp.path().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        runs.push(
+            run_report(&dir, scenario, &[], &[0, 1])
+                .parent()
+                .unwrap()
+                .to_path_buf(),
+        );
+    }
+    let out = tmp.path().join("cmp");
+    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
+        .arg("compare")
+        .args([&runs[0], &runs[1]])
+        .args(["--max-regress", "rtt.p99=1000%"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("run tickswarm compare");
+    assert!(
+        o.status.code().is_some_and(|c| c <= 1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let page = std::fs::read_to_string(out.join("compare.html")).expect("compare.html");
+    let csp_at = page
+        .find("<meta http-equiv=\"Content-Security-Policy\"")
+        .expect("CSP meta");
+    let csp_end = csp_at + page[csp_at..].find('>').unwrap() + 1;
+    const CELLS: &str = r#"<script>
+window.addEventListener('load', function () {
+  var de = document.documentElement, lines = ['viewport ' + de.clientWidth, 'scroll ' + de.scrollWidth];
+  document.querySelectorAll('table[data-table=metrics] td').forEach(function (td) {
+    var r = td.getBoundingClientRect();
+    if (td.textContent.trim() && (r.right > de.clientWidth + 0.5 || r.width === 0)) {
+      lines.push('problem cell "' + td.textContent.trim() + '" (' + (td.dataset.label || 'metric') +
+                 ') spans ' + Math.round(r.left) + '..' + Math.round(r.right));
+    }
+  });
+  var limits = document.querySelectorAll('table[data-table=metrics] td[data-label=limit]');
+  lines.push('limits ' + Array.from(limits).filter(function (td) { return td.textContent.trim(); }).length);
+  parent.postMessage(lines.join('\n'), '*');
+});
+</script>"#;
+    let probed = format!("{}{}", &page[..csp_at], &page[csp_end..])
+        .replace("</body>", &format!("{CELLS}</body>"));
+    std::fs::write(out.join("probed.html"), probed).unwrap();
+    for width in [1280u32, 420] {
+        let profile = tmp.path().join(format!("profile-{width}"));
+        let frame = out.join(format!("frame-{width}.html"));
+        std::fs::write(&frame, frame_page("probed.html", width, 1000)).unwrap();
+        let (dom, _) = chromium(
+            &profile,
+            width.max(500),
+            1000,
+            &["--virtual-time-budget=2000", "--dump-dom"],
+            &format!("file://{}", frame.display()),
+        );
+        let at = dom
+            .find("<pre id=\"probe\">")
+            .unwrap_or_else(|| panic!("no probe: {}", tail(&dom)));
+        let body = &dom[at + 16..];
+        let body = &body[..body.find("</pre>").unwrap()];
+        let problems: Vec<&str> = body.lines().filter(|l| l.starts_with("problem")).collect();
+        assert!(
+            problems.is_empty(),
+            "compare.html at {width} px:\n{}",
+            problems.join("\n")
+        );
+        let n = |k: &str| -> u32 {
+            body.lines()
+                .find_map(|l| l.strip_prefix(k))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or_else(|| panic!("no {k} in {body}"))
+        };
+        assert_eq!(n("viewport "), width);
+        assert!(
+            n("scroll ") <= width,
+            "compare.html overflows at {width} px"
+        );
+        assert!(n("limits ") >= 1, "a limit to show: {body}");
+        let shot = shots_dir().join(format!("compare-{width}.png"));
+        let frame = out.join(format!("shot-{width}.html"));
+        std::fs::write(&frame, frame_page("compare.html", width, 1400)).unwrap();
+        chromium(
+            &profile,
+            width.max(500),
+            1400,
+            &[
+                "--virtual-time-budget=2000",
+                &format!("--screenshot={}", shot.display()),
+            ],
+            &format!("file://{}", frame.display()),
+        );
+        eprintln!("screenshot: {}", shot.display());
     }
 }

@@ -234,42 +234,132 @@ fn y_axis(svg: &mut String, unit: Unit, top: f64, ystep: f64, py: &dyn Fn(f64) -
     }
 }
 
-/// Threshold lines: dashed, labelled at the right end; one above the axis is named at the
-/// top edge with an arrow.
-fn draw_marks(svg: &mut String, unit: Unit, top: f64, marks: &[Mark], py: &dyn Fn(f64) -> f64) {
+/// Estimated width in SVG units of `text` at `size` (font size in the same units): per-glyph
+/// advances of DejaVu Sans (the widest of the fonts the style sheet may pick, and Chromium's
+/// on Debian), rounded up, so a label laid out by this estimate does not run into the next.
+pub(super) fn text_width(text: &str, size: f64) -> f64 {
+    let em: f64 = text
+        .chars()
+        .map(|c| match c {
+            'i' | 'l' | 'j' | '.' | ',' | ':' | ';' | '\'' | '|' | '!' => 0.30,
+            ' ' => 0.32,
+            'f' | 't' | 'r' | 'I' | '(' | ')' | '[' | ']' | '{' | '}' | '/' | '-' => 0.42,
+            'm' | 'w' | 'M' | 'W' | '%' | '—' => 0.98,
+            '0'..='9' => 0.64,
+            'A'..='Z' | '→' | '≤' | '≥' | '<' | '>' | '▲' | '=' | '+' => 0.84,
+            _ => 0.63,
+        })
+        .sum();
+    em * size * 1.04
+}
+
+/// Font sizes (SVG units) of the chart texts the layout places, as the style sheet sets them.
+const LEGEND_FONT: f64 = 12.5;
+const MARK_FONT: f64 = 11.5;
+/// Axis tick labels at phone width (the style sheet's 14px there, 12px on a desktop).
+const TICK_FONT_MAX: f64 = 14.0;
+/// A text's box reaches this far above its baseline, and below it, as a share of its size.
+const ASCENT: f64 = 0.95;
+const DESCENT: f64 = 0.25;
+/// One legend row, and one row of a label named above the plot.
+const LEGEND_ROW: f64 = 18.0;
+const ABOVE_ROW: f64 = 15.0;
+
+/// A line's label that could not sit at its value (the value is above the axis): named in a
+/// row of its own between the legend and the plot.
+struct Above {
+    /// `class` and data attributes of the `<text>`.
+    attrs: String,
+    text: String,
+    /// Right-aligned at the plot's right edge (thresholds), else left-aligned (expected).
+    right: bool,
+}
+
+/// The labels of a chart's lines, placed so that no two overprint: those of lines inside the
+/// plot beside their line (above it, below it, or stacked further off), those above the axis
+/// in rows above the plot.
+#[derive(Default)]
+pub(super) struct Labels {
+    above: Vec<Above>,
+    /// Boxes (x0, y0, x1, y1) of the labels placed inside the plot so far.
+    placed: Vec<(f64, f64, f64, f64)>,
+}
+
+impl Labels {
+    /// The baseline for a label `width` wide spanning `x0..x0 + width`, for a line at `y`:
+    /// just above the line when that is free, else just below, else the nearest free row
+    /// either way; always inside the plot.
+    fn place(&mut self, x0: f64, width: f64, y: f64) -> f64 {
+        let (asc, desc) = (ASCENT * MARK_FONT, DESCENT * MARK_FONT);
+        let lo = MT + asc + 1.0;
+        let hi = MT + PH - desc - 1.0;
+        let step = asc + desc + 1.0;
+        let above = y - 4.0;
+        let below = y + asc + 3.0;
+        let mut tries = vec![above, below];
+        for k in 1..12 {
+            tries.push(above - k as f64 * step);
+            tries.push(below + k as f64 * step);
+        }
+        let free = |b: f64, placed: &[(f64, f64, f64, f64)]| {
+            placed.iter().all(|&(a0, b0, a1, b1)| {
+                x0 + width <= a0 || x0 >= a1 || b + desc <= b0 || b - asc >= b1
+            })
+        };
+        let base = tries
+            .iter()
+            .copied()
+            .filter(|b| (lo..=hi).contains(b))
+            .find(|&b| free(b, &self.placed))
+            .unwrap_or_else(|| above.clamp(lo, hi));
+        self.placed.push((x0, base - asc, x0 + width, base + desc));
+        base
+    }
+}
+
+/// Threshold lines: dashed, labelled at the right end (stacked clear of the other labels);
+/// one above the axis is named above the plot with an arrow.
+fn draw_marks(
+    svg: &mut String,
+    labels: &mut Labels,
+    unit: Unit,
+    top: f64,
+    marks: &[Mark],
+    py: &dyn Fn(f64) -> f64,
+) {
     for m in marks {
         if !m.value.is_finite() {
             continue;
         }
         let text = format!("{} {}", m.label, fmt_unit(unit, m.value));
         if m.value > top {
-            w!(
-                svg,
-                "<text class=\"thr\" data-mark=\"above\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">▲ {} (above the axis)</text>\n",
-                ML + PW,
-                MT - 4.0,
-                esc(&text)
-            );
+            labels.above.push(Above {
+                attrs: "class=\"thr\" data-mark=\"above\"".into(),
+                text: format!("▲ {text} (above the axis)"),
+                right: true,
+            });
             continue;
         }
         let y = py(m.value);
+        let width = text_width(&text, MARK_FONT);
+        let x1 = ML + PW - 2.0;
+        let base = labels.place(x1 - width, width, y);
         w!(
             svg,
             "<line class=\"thr\" data-mark=\"{}\" x1=\"{ML}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\"/>\
-             <text class=\"thr\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>\n",
+             <text class=\"thr\" x=\"{x1:.1}\" y=\"{base:.1}\" text-anchor=\"end\">{}</text>\n",
             esc(&m.label),
             ML + PW,
-            ML + PW - 2.0,
-            y - 4.0,
             esc(&text)
         );
     }
 }
 
 /// Expected-value lines: dashed, in their own colour, labelled at the left end (threshold
-/// labels sit at the right); one above the axis is named at the top edge, at the left.
+/// labels sit at the right); one above the axis is named above the plot, at the left.
 fn draw_expected(
     svg: &mut String,
+    labels: &mut Labels,
     unit: Unit,
     top: f64,
     expected: &[Expected],
@@ -281,27 +371,27 @@ fn draw_expected(
         }
         let text = format!("{} {}", e.label, fmt_unit(unit, e.value));
         if e.value > top {
-            w!(
-                svg,
-                "<text class=\"expected\" data-expected=\"{}\" data-above=\"true\" x=\"{:.1}\" y=\"{:.1}\">▲ {} (above the axis)</text>\n",
-                e.id,
-                ML + 2.0,
-                MT - 4.0,
-                esc(&text)
-            );
+            labels.above.push(Above {
+                attrs: format!(
+                    "class=\"expected\" data-expected=\"{}\" data-above=\"true\"",
+                    e.id
+                ),
+                text: format!("▲ {text} (above the axis)"),
+                right: false,
+            });
             continue;
         }
         let y = py(e.value);
+        let x0 = ML + 4.0;
         // A line at 0 sits on the axis: its label goes above it all the same.
+        let base = labels.place(x0, text_width(&text, MARK_FONT), y);
         w!(
             svg,
             "<line class=\"expected\" data-expected=\"{}\" data-value=\"{}\" x1=\"{ML}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\"/>\
-             <text class=\"expected\" x=\"{:.1}\" y=\"{:.1}\">{}</text>\n",
+             <text class=\"expected\" x=\"{x0:.1}\" y=\"{base:.1}\">{}</text>\n",
             e.id,
             e.value,
             ML + PW,
-            ML + 4.0,
-            y - 4.0,
             esc(&text)
         );
     }
@@ -347,21 +437,77 @@ fn draw_overlay(svg: &mut String, o: &Overlay, xa: &TimeAxis) {
     );
 }
 
-/// The legend, above the plot.
-fn legend(svg: &mut String, names: &[(&str, &str)]) {
-    let mut lx = ML;
-    for (name, color) in names {
+/// The legend's items laid out in rows from the plot's left edge, wrapping before an item
+/// would pass the chart's right edge: `(x, row, name, colour)`.
+fn legend_rows<'a>(names: &[(&'a str, &'a str)]) -> Vec<(f64, usize, &'a str, &'a str)> {
+    let mut out = Vec::new();
+    let (mut lx, mut row) = (ML, 0);
+    for &(name, color) in names {
+        let width = 22.0 + text_width(name, LEGEND_FONT);
+        if lx > ML && lx + width > CW - 4.0 {
+            lx = ML;
+            row += 1;
+        }
+        // An item too long for a row of its own starts further left.
+        let x = if lx + width > CW - 4.0 {
+            (CW - 4.0 - width).max(4.0)
+        } else {
+            lx
+        };
+        out.push((x, row, name, color));
+        lx = x + width + 18.0;
+    }
+    out
+}
+
+/// The whole `<svg>`: the legend above, the labels of lines above the axis in rows under it,
+/// and `body` (drawn for a plot at [`MT`]) moved down by what they take beyond the top margin.
+fn frame(class: &str, label: &str, names: &[(&str, &str)], labels: &Labels, body: &str) -> String {
+    let items = legend_rows(names);
+    let rows = items.iter().map(|i| i.1 + 1).max().unwrap_or(1);
+    let dy = (rows - 1) as f64 * LEGEND_ROW + labels.above.len() as f64 * ABOVE_ROW;
+    let mut svg = String::new();
+    w!(
+        svg,
+        "<svg class=\"lc {class}\" viewBox=\"0 0 {CW} {}\" role=\"img\" aria-label=\"{}\" \
+         preserveAspectRatio=\"xMidYMid meet\">\n",
+        CH + dy,
+        esc(label)
+    );
+    for (x, row, name, color) in items {
+        let y = 14.0 + row as f64 * LEGEND_ROW;
         w!(
             svg,
-            "<line x1=\"{lx:.1}\" x2=\"{:.1}\" y1=\"14\" y2=\"14\" stroke=\"{}\" stroke-width=\"3\" \
-             stroke-linecap=\"round\"/><text class=\"lg\" x=\"{:.1}\" y=\"14\" dy=\"0.32em\">{}</text>\n",
-            lx + 16.0,
+            "<line x1=\"{x:.1}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"{}\" stroke-width=\"3\" \
+             stroke-linecap=\"round\"/><text class=\"lg\" x=\"{:.1}\" y=\"{y:.1}\" dy=\"0.32em\">{}</text>\n",
+            x + 16.0,
             esc(color),
-            lx + 22.0,
+            x + 22.0,
             esc(name)
         );
-        lx += 22.0 + 7.0 * name.chars().count() as f64 + 20.0;
     }
+    let n = labels.above.len();
+    for (i, a) in labels.above.iter().enumerate() {
+        let y = MT + dy - 4.0 - (n - 1 - i) as f64 * ABOVE_ROW;
+        let (x, anchor) = if a.right {
+            (ML + PW, " text-anchor=\"end\"")
+        } else {
+            (ML + 2.0, "")
+        };
+        w!(
+            svg,
+            "<text {} x=\"{x:.1}\" y=\"{y:.1}\"{anchor}>{}</text>\n",
+            a.attrs,
+            esc(&a.text)
+        );
+    }
+    if dy > 0.0 {
+        w!(svg, "<g transform=\"translate(0 {dy:.1})\">\n{body}</g>\n");
+    } else {
+        svg.push_str(body);
+    }
+    svg.push_str("</svg>\n");
+    svg
 }
 
 fn no_data(svg: &mut String) {
@@ -473,15 +619,6 @@ impl TimeAxis {
     }
 }
 
-fn open_svg(svg: &mut String, class: &str, label: &str) {
-    w!(
-        svg,
-        "<svg class=\"lc {class}\" viewBox=\"0 0 {CW} {CH}\" role=\"img\" aria-label=\"{}\" \
-         preserveAspectRatio=\"xMidYMid meet\">\n",
-        esc(label)
-    );
-}
-
 /// One SVG line chart: axes with nice ticks, a legend, one polyline per series. The y axis
 /// starts at zero; the x axis is seconds since the start of the run.
 pub(super) fn line_chart(label: &str, series: &[Series], unit: Unit) -> String {
@@ -523,7 +660,7 @@ pub(super) fn line_chart_with(label: &str, series: &[Series], unit: Unit, opts: 
     let py = |v: f64| MT + PH - (v / top).clamp(0.0, 1.0) * PH;
 
     let mut svg = String::new();
-    open_svg(&mut svg, "ts", label);
+    let mut labels = Labels::default();
     y_axis(&mut svg, unit, top, ystep, &py);
     xa.draw(&mut svg);
     let mut names: Vec<(&str, &str)> = series.iter().map(|s| (s.name, s.color)).collect();
@@ -531,7 +668,6 @@ pub(super) fn line_chart_with(label: &str, series: &[Series], unit: Unit, opts: 
         names.push((o.name.as_str(), OVERLAY));
         draw_overlay(&mut svg, o, &xa);
     }
-    legend(&mut svg, &names);
 
     // Series.
     let cols = PW as usize;
@@ -576,13 +712,12 @@ pub(super) fn line_chart_with(label: &str, series: &[Series], unit: Unit, opts: 
             }
         }
     }
-    draw_expected(&mut svg, unit, top, &opts.expected, &py);
-    draw_marks(&mut svg, unit, top, &opts.marks, &py);
+    draw_expected(&mut svg, &mut labels, unit, top, &opts.expected, &py);
+    draw_marks(&mut svg, &mut labels, unit, top, &opts.marks, &py);
     if !has_data {
         no_data(&mut svg);
     }
-    svg.push_str("</svg>\n");
-    svg
+    frame("ts", label, &names, &labels, &svg)
 }
 
 /// One point of a knee chart: a step's population, its figure, and whether it held.
@@ -616,10 +751,9 @@ pub(super) fn knee_chart(label: &str, points: &[KneePoint], unit: Unit, marks: &
     let (top, ystep) = axis_range(fit_top(y_max, &opts), unit.min_span(), 5, unit.integral());
     let py = |v: f64| MT + PH - (v / top).clamp(0.0, 1.0) * PH;
     let mut svg = String::new();
-    open_svg(&mut svg, "knee", label);
+    let mut labels = Labels::default();
     y_axis(&mut svg, unit, top, ystep, &py);
     xa.draw(&mut svg);
-    legend(&mut svg, &[("held", GREEN), ("failed", RED)]);
     let coords: Vec<String> = pts
         .iter()
         .map(|p| format!("{:.1},{:.1}", xa.px(p.players), py(p.value)))
@@ -646,12 +780,17 @@ pub(super) fn knee_chart(label: &str, points: &[KneePoint], unit: Unit, marks: &
             esc(&fmt_unit(unit, p.value))
         );
     }
-    draw_marks(&mut svg, unit, top, &opts.marks, &py);
+    draw_marks(&mut svg, &mut labels, unit, top, &opts.marks, &py);
     if pts.is_empty() {
         no_data(&mut svg);
     }
-    svg.push_str("</svg>\n");
-    svg
+    frame(
+        "knee",
+        label,
+        &[("held", GREEN), ("failed", RED)],
+        &labels,
+        &svg,
+    )
 }
 
 /// Layers stacked on each other, second by second (bots per phase): each layer is an area
@@ -680,7 +819,6 @@ pub(super) fn stacked_chart(label: &str, layers: &[Series], unit: Unit) -> Strin
     let (top, ystep) = axis_range(y_max, unit.min_span(), 5, unit.integral());
     let py = |v: f64| MT + PH - (v / top).clamp(0.0, 1.0) * PH;
     let mut svg = String::new();
-    open_svg(&mut svg, "st", label);
     y_axis(&mut svg, unit, top, ystep, &py);
     xa.draw(&mut svg);
     let shown: Vec<(&str, &str)> = layers
@@ -688,7 +826,6 @@ pub(super) fn stacked_chart(label: &str, layers: &[Series], unit: Unit) -> Strin
         .filter(|l| l.points.iter().any(|p| p.1 > 0.0))
         .map(|l| (l.name, l.color))
         .collect();
-    legend(&mut svg, &shown);
     for l in layers {
         if !l.points.iter().any(|p| p.1 > 0.0) {
             continue;
@@ -718,8 +855,7 @@ pub(super) fn stacked_chart(label: &str, layers: &[Series], unit: Unit) -> Strin
     if !has_data {
         no_data(&mut svg);
     }
-    svg.push_str("</svg>\n");
-    svg
+    frame("st", label, &shown, &Labels::default(), &svg)
 }
 
 /// x of a percentile on the HdrHistogram plot: log10 of 1/(1-p), so 90 % is 1, 99 % is 2,
@@ -761,7 +897,7 @@ pub(super) fn percentile_plot(
     let (top, ystep) = axis_range(fit_top(y_max, opts), unit.min_span(), 5, unit.integral());
     let py = |v: f64| MT + PH - (v / top).clamp(0.0, 1.0) * PH;
     let mut svg = String::new();
-    open_svg(&mut svg, "pp", label);
+    let mut labels = Labels::default();
     y_axis(&mut svg, unit, top, ystep, &py);
     // Percentile ticks: 0 %, 50 %, then one per nine.
     let mut ticks = vec![(0.0, "0%".to_string()), (2f64.log10(), "50%".to_string())];
@@ -770,18 +906,44 @@ pub(super) fn percentile_plot(
         let text = format!("{}%", group_f(p, (k - 2).max(0) as usize));
         ticks.push((f64::from(k), text));
     }
+    // A label that would run into the one before it (50 % beside 0 % on an axis of many
+    // nines) keeps its grid line and loses its text; widths at the phone's larger size.
+    let mut last_right = f64::NEG_INFINITY;
     for (x, text) in &ticks {
-        // The last label ends at the plot's edge rather than running past the chart.
-        let anchor = if *x >= x_max { "end" } else { "middle" };
+        // The last label ends at the plot's edge rather than running past the chart; the
+        // first starts at the axis, clear of the value axis's 0 in the corner.
+        let (end, start) = (*x >= x_max, *x <= 0.0);
+        let anchor = if end {
+            "end"
+        } else if start {
+            "start"
+        } else {
+            "middle"
+        };
         let x = px(*x);
+        let width = text_width(text, TICK_FONT_MAX);
+        let left = if end {
+            x - width
+        } else if start {
+            x
+        } else {
+            x - width / 2.0
+        };
         w!(
             svg,
-            "<line class=\"grid\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{MT}\" y2=\"{:.1}\"/>\
-             <text class=\"xt\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"{anchor}\">{}</text>\n",
-            MT + PH,
-            MT + PH + 18.0,
-            esc(text)
+            "<line class=\"grid\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{MT}\" y2=\"{:.1}\"/>",
+            MT + PH
         );
+        if left > last_right + 4.0 {
+            last_right = left + width;
+            w!(
+                svg,
+                "<text class=\"xt\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"{anchor}\">{}</text>",
+                MT + PH + 18.0,
+                esc(text)
+            );
+        }
+        svg.push('\n');
     }
     w!(
         svg,
@@ -792,7 +954,6 @@ pub(super) fn percentile_plot(
         CH - 6.0
     );
     let names: Vec<(&str, &str)> = curves.iter().map(|c| (c.name, c.color)).collect();
-    legend(&mut svg, &names);
     for (c, p) in curves.iter().zip(&pts) {
         if p.is_empty() {
             continue;
@@ -819,12 +980,11 @@ pub(super) fn percentile_plot(
             );
         }
     }
-    draw_marks(&mut svg, unit, top, &opts.marks, &py);
+    draw_marks(&mut svg, &mut labels, unit, top, &opts.marks, &py);
     if !has_data {
         no_data(&mut svg);
     }
-    svg.push_str("</svg>\n");
-    svg
+    frame("pp", label, &names, &labels, &svg)
 }
 
 /// Thin a long series to about two points per pixel column (each column's min and max, in
@@ -1132,6 +1292,113 @@ mod tests {
         assert!(far.contains("threshold p99 &lt; 50.00 ms (above the axis)"));
         // The data still fill the chart: 900 µs under a 1 ms top.
         assert!(polyline(&far, "p99")[1].1 < MT + 0.2 * PH);
+    }
+
+    /// Labels never overprint (issue 37): two thresholds a few pixels apart are stacked,
+    /// each limit above the axis gets a row of its own between the legend and the plot (the
+    /// plot moves down), and a legend too long for one row wraps inside the chart.
+    #[test]
+    fn labels_are_stacked_and_legends_wrap() {
+        let names = [
+            "a rather long series name",
+            "another long series name",
+            "third",
+        ];
+        let series: Vec<Series> = names
+            .iter()
+            .map(|n| Series {
+                name: n,
+                color: BLUE,
+                points: vec![(1.0, 0.05), (2.0, 0.07)],
+            })
+            .collect();
+        let mark = |label: &str, value| Mark {
+            label: label.into(),
+            value,
+        };
+        let svg = line_chart_with(
+            "loss",
+            &series,
+            Unit::Rate,
+            &Opts {
+                marks: vec![
+                    mark("threshold <", 0.08),
+                    mark("threshold ≤", 0.081),
+                    mark("threshold < ", 1.0),
+                ],
+                expected: vec![Expected {
+                    id: "input-interval",
+                    label: "far".into(),
+                    value: 2.0,
+                }],
+                overlay: Some(Overlay {
+                    name: "bots in game (right axis)".into(),
+                    points: vec![(1.0, 5.0), (2.0, 5.0)],
+                }),
+                ..Default::default()
+            },
+        );
+        let at = svg
+            .find("<g transform=\"translate(0 ")
+            .expect("the plot moved down");
+        let shift: f64 = svg[at + 26..].split(')').next().unwrap().parse().unwrap();
+        // Two legend rows, two labels above the axis.
+        assert!(
+            (shift - (LEGEND_ROW + 2.0 * ABOVE_ROW)).abs() < 0.01,
+            "{shift}"
+        );
+        assert!(svg.contains(&format!("viewBox=\"0 0 {CW} {}\"", CH + shift)));
+        // Text boxes as the layout estimates them, in the SVG's units: (text, x0, y0, x1, y1).
+        let mut boxes = Vec::new();
+        for part in svg.split("<text ").skip(1) {
+            let attr = |k: &str| -> f64 {
+                let at = part.find(&format!(" {k}=\"")).expect("attribute") + k.len() + 3;
+                part[at..at + part[at..].find('"').unwrap()]
+                    .parse()
+                    .unwrap()
+            };
+            let text = &part[part.find('>').unwrap() + 1..part.find("</text>").unwrap()];
+            let legend = part.starts_with("class=\"lg\"");
+            if !(legend
+                || part.starts_with("class=\"thr\"")
+                || part.starts_with("class=\"expected\""))
+            {
+                continue;
+            }
+            let (size, mut y) = if legend {
+                (LEGEND_FONT, attr("y") + 0.32 * LEGEND_FONT)
+            } else {
+                (MARK_FONT, attr("y"))
+            };
+            // A label in the plot is drawn in the plot's coordinates, moved down by `shift`.
+            if !legend && !part.contains("data-mark=\"above\"") && !part.contains("data-above") {
+                y += shift;
+            }
+            let w = text_width(text, size);
+            let x0 = if part.contains("text-anchor=\"end\"") {
+                attr("x") - w
+            } else {
+                attr("x")
+            };
+            assert!(
+                x0 >= 0.0 && x0 + w <= CW,
+                "{text} runs out of the chart: {x0} + {w}"
+            );
+            boxes.push((
+                text.to_string(),
+                x0,
+                y - ASCENT * size,
+                x0 + w,
+                y + DESCENT * size,
+            ));
+        }
+        assert_eq!(boxes.len(), 4 + 2 + 2, "{boxes:?}");
+        for (i, a) in boxes.iter().enumerate() {
+            for b in &boxes[i + 1..] {
+                let overlap = a.1 < b.3 && b.1 < a.3 && a.2 < b.4 && b.2 < a.4;
+                assert!(!overlap, "{a:?} overprints {b:?}");
+            }
+        }
     }
 
     /// Layers stack: the second layer's upper edge is at the sum of both.

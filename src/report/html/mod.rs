@@ -39,8 +39,11 @@ struct Page<'a> {
     title: &'a str,
     verdict: Verdict,
     meta: Vec<Meta>,
-    /// Why the run failed, one sentence each, causes first (empty when it passed).
-    reasons: Vec<String>,
+    /// Why the run failed, one sentence each, causes first (empty when it passed), as runs
+    /// of text and code.
+    reasons: Vec<Vec<view::Run>>,
+    /// The simulated network the bots' datagrams went through: `(who, conditions)`.
+    network: Vec<(String, String)>,
     /// The run's length when it was interrupted.
     interrupted: Option<String>,
     /// A capacity search's answer, knee charts and steps (`tickswarm capacity`).
@@ -81,7 +84,11 @@ impl<'a> Page<'a> {
             },
             verdict: Verdict::of(&s.verdict),
             meta: view::meta(s),
-            reasons: crate::report::reasons::verdict_reasons(s),
+            reasons: crate::report::reasons::verdict_reasons(s)
+                .iter()
+                .map(|r| view::code_spans(r))
+                .collect(),
+            network: view::injected_network(s),
             interrupted: s.interrupted.then(|| fmt_duration(s.duration_s)),
             capacity: s.capacity.as_ref().map(capacity::view),
             thresholds: view::thresholds(&s.thresholds),
@@ -559,6 +566,372 @@ mod tests {
         assert!(bw.contains("No per-bot bandwidth"), "{bw}");
         // The sample's `rtt p99 < 50ms` threshold: a line on the RTT charts.
         assert!(doc.matches("data-mark=\"threshold p99 &lt;\"").count() >= 2);
+    }
+
+    fn threshold(condition: &str, metric: &str, observed: f64, ok: bool) -> ThresholdResult {
+        ThresholdResult {
+            metric: metric.into(),
+            condition: condition.into(),
+            observed: Some(observed),
+            ok,
+            default: false,
+            unmeasurable: None,
+            skipped: false,
+        }
+    }
+
+    /// The markup of chart `id` in `doc`, from its figure to the figure's end.
+    fn figure<'a>(doc: &'a str, id: &str) -> &'a str {
+        let at = doc
+            .find(&format!("data-chart=\"{id}\""))
+            .unwrap_or_else(|| panic!("no chart {id}"));
+        &doc[at..at + doc[at..].find("</figure>").expect("figure closed")]
+    }
+
+    /// The whole run's charts draw the whole run's thresholds only; a group's charts draw
+    /// that group's (issue 37: a group's 1 % line was crossed by the whole run's 1.03 %).
+    #[test]
+    fn each_chart_draws_only_its_own_thresholds() {
+        let mut s = sample_summary();
+        s.thresholds = vec![
+            threshold("rtt p99 < 50ms", "rtt_us.p99", 1_900.0, true),
+            threshold("downstream_loss < 5%", "loss.downstream.rate", 0.002, true),
+            threshold(
+                "rtt{group=mobile} p99 < 30ms",
+                "groups.mobile.rtt_us.p99",
+                1_900.0,
+                true,
+            ),
+            threshold(
+                "downstream_loss{group=mobile} < 1%",
+                "groups.mobile.loss.downstream.rate",
+                0.002,
+                true,
+            ),
+            threshold(
+                "downstream_loss{group=wifi} < 8%",
+                "groups.wifi.loss.downstream.rate",
+                0.002,
+                true,
+            ),
+        ];
+        let point = |t: f64| crate::metrics::groups::GroupPoint {
+            t,
+            bots_connected: 5,
+            rtt_p50_us: Some(1_000),
+            rtt_p99_us: Some(2_000),
+            loss_down: crate::metrics::groups::SecondLoss {
+                expected: 100,
+                received: 99,
+                rate: Some(0.01),
+            },
+            ..Default::default()
+        };
+        for name in ["mobile", "wifi"] {
+            s.groups.0.push(crate::report::groups::GroupSummary {
+                name: name.into(),
+                size: "share 50%".into(),
+                intervals: vec![point(1.0), point(2.0)],
+                ..Default::default()
+            });
+        }
+        let doc = render(&s);
+        let lines = |id: &str| -> Vec<String> {
+            let f = figure(&doc, id);
+            f.match_indices("class=\"thr\"")
+                .map(|(at, _)| {
+                    let tail = &f[at..];
+                    let text = &tail[tail.find('>').expect("closed") + 1..];
+                    text[..text.find('<').expect("text ends")].to_string()
+                })
+                .filter(|t| !t.is_empty())
+                .collect()
+        };
+        assert_eq!(
+            lines("over-time-rtt_us"),
+            ["▲ threshold p99 &lt; 50.00 ms (above the axis)"]
+        );
+        assert_eq!(lines("loss"), ["threshold &lt; 5.00%"]);
+        assert_eq!(lines("dist-rtt_us").len(), 1, "{:?}", lines("dist-rtt_us"));
+        assert_eq!(
+            lines("group-rtt-mobile"),
+            ["▲ threshold p99 &lt; 30.00 ms (above the axis)"]
+        );
+        assert_eq!(lines("group-loss-mobile"), ["threshold &lt; 1.00%"]);
+        assert_eq!(
+            lines("group-loss-wifi"),
+            ["▲ threshold &lt; 8.00% (above the axis)"]
+        );
+    }
+
+    /// A failing threshold's row is tinted (the docs say failing rows are red); a passing or
+    /// skipped one is not.
+    #[test]
+    fn a_failing_threshold_row_is_tinted() {
+        let doc = render(&sample_summary());
+        let t = section(&doc, "Thresholds");
+        assert_eq!(t.matches("<tr class=\"failed\">").count(), 1, "{t}");
+        assert!(
+            t.contains("<tr class=\"failed\"><td><code>generator.send_lateness_us.p99</code></td>")
+        );
+        let css = include_str!("../../../templates/report/report.css");
+        assert!(
+            css.contains("tr.failed td"),
+            "the style sheet tints the row"
+        );
+    }
+
+    /// The banner's reasons print what the console writes between backticks as `<code>`,
+    /// escaped, and no backtick.
+    #[test]
+    fn why_bullets_render_code_spans() {
+        let mut s = sample_summary();
+        s.thresholds[2].condition = "lateness p99 < 100us & <b>".into();
+        let doc = render(&s);
+        let banner = &doc[doc.find("role=\"alert\"").expect("banner")..];
+        let banner = &banner[..banner.find("</div>").expect("closed")];
+        assert!(
+            banner.contains("<li><code>lateness p99 &#60; 100us &#38; &#60;b&#62;</code> failed: observed 180 µs.</li>"),
+            "{banner}"
+        );
+        assert!(!banner.contains('`'), "{banner}");
+        assert_eq!(
+            view::code_spans("a `b` c `d"),
+            [
+                view::Run {
+                    code: false,
+                    text: "a ".into()
+                },
+                view::Run {
+                    code: true,
+                    text: "b".into()
+                },
+                view::Run {
+                    code: false,
+                    text: " c `d".into()
+                },
+            ]
+        );
+        assert_eq!(view::code_spans("``").len(), 0);
+    }
+
+    /// An interrupted run says so beside the verdict, in capitals, and in the page title.
+    #[test]
+    fn an_interrupted_run_says_so_beside_the_verdict() {
+        let mut s = sample_summary();
+        assert!(!render(&s).contains("INTERRUPTED"));
+        s.interrupted = true;
+        let doc = render(&s);
+        let header =
+            &doc[doc.find("<header").expect("header")..doc.find("</header>").expect("end")];
+        assert!(header.contains("<div class=\"verdict fail\" role=\"status\">FAIL</div>"));
+        assert!(
+            header.contains("<div class=\"verdict interrupted\" role=\"status\" title=\"cut short after 20.0 s\">INTERRUPTED</div>"),
+            "{header}"
+        );
+        assert!(doc.contains(
+            "<title>lunch rush &#60;1000 bots&#62; · FAIL · INTERRUPTED · tickswarm</title>"
+        ));
+    }
+
+    /// Injected network conditions are named in the header: the whole run's, or each
+    /// group's; nothing on the real link.
+    #[test]
+    fn the_header_names_injected_network_conditions() {
+        let mut s = sample_summary();
+        assert!(!render(&s).contains("Simulated network"));
+        s.network = Some(serde_json::json!({"latency": "75ms", "loss": "2%"}));
+        let doc = render(&s);
+        let header = &doc[..doc.find("</header>").expect("header")];
+        assert!(header.contains("<strong>Simulated network:</strong>"));
+        assert!(
+            header.contains("<li>all bots: <code>latency: 75ms, loss: 2%</code></li>"),
+            "{header}"
+        );
+        s.network = None;
+        s.groups.0.push(crate::report::groups::GroupSummary {
+            name: "wifi".into(),
+            network: Some(serde_json::json!({"latency": "4ms"})),
+            ..Default::default()
+        });
+        s.groups.0.push(crate::report::groups::GroupSummary {
+            name: "lan".into(),
+            ..Default::default()
+        });
+        let doc = render(&s);
+        let header = &doc[..doc.find("</header>").expect("header")];
+        assert!(
+            header.contains("<li>group wifi: <code>latency: 4ms</code></li>"),
+            "{header}"
+        );
+        assert!(
+            header.contains("<li>group lan: <code>real link</code></li>"),
+            "{header}"
+        );
+    }
+
+    /// The bandwidth cards show a rate over the run, the total beside it.
+    #[test]
+    fn bandwidth_cards_show_a_rate_and_the_total() {
+        let s = sample_summary();
+        let doc = render(&s);
+        let cards = section(&doc, "Key figures");
+        let total = crate::report::format::fmt_bytes(s.bandwidth.up_bytes as f64);
+        let rate = crate::report::format::fmt_bytes(s.bandwidth.up_bytes as f64 / 20.0);
+        assert!(
+            cards.contains(&format!(
+                "<div class=\"k\">Bandwidth up</div><div class=\"v\">{rate}/s</div><div class=\"s\">{total} in total over 20.0 s · "
+            )),
+            "{cards}"
+        );
+    }
+
+    /// A reference server's scraped sessions, bytes, datagrams and errors are charted, each
+    /// direction a line; its tick time reads in ms like the rest of the report.
+    #[test]
+    fn server_counts_are_charted() {
+        use crate::metrics::server_series::{
+            Endpoint, Kind, Point, Series as Scraped, ServerMetrics,
+        };
+        let series = |kind: Kind, v: f64| Scraped {
+            kind,
+            points: (1..=3)
+                .map(|t| Point {
+                    t: f64::from(t),
+                    value: Some(v * f64::from(t)),
+                    ..Default::default()
+                })
+                .collect(),
+            min: None,
+            mean: None,
+            max: None,
+            buckets: Vec::new(),
+            p50: None,
+            p99: None,
+        };
+        let mut sm = BTreeMap::new();
+        sm.insert(
+            "tickswarm_server_sessions".to_string(),
+            series(Kind::Gauge, 10.0),
+        );
+        sm.insert(
+            "tickswarm_server_bytes_total{direction=\"in\"}".to_string(),
+            series(Kind::Counter, 5_000.0),
+        );
+        sm.insert(
+            "tickswarm_server_bytes_total{direction=\"out\"}".to_string(),
+            series(Kind::Counter, 90_000.0),
+        );
+        sm.insert(
+            "tickswarm_server_datagrams_total{direction=\"in\"}".to_string(),
+            series(Kind::Counter, 300.0),
+        );
+        sm.insert(
+            "tickswarm_server_datagrams_total{direction=\"out\"}".to_string(),
+            series(Kind::Counter, 600.0),
+        );
+        sm.insert(
+            "tickswarm_server_send_errors_total".to_string(),
+            series(Kind::Counter, 0.0),
+        );
+        let mut s = sample_summary();
+        s.server_metrics = Some(ServerMetrics {
+            endpoints: vec![Endpoint {
+                url: "http://127.0.0.1:9/metrics".into(),
+                interval_s: 1.0,
+                scrapes: 4,
+                failed: Default::default(),
+                series_left_out: 0,
+                dropped: Default::default(),
+                series: sm,
+            }],
+            figures: BTreeMap::new(),
+        });
+        s.thresholds.push(threshold(
+            "server.tick_seconds p99 < 5ms",
+            "server_metrics.figures.tick_seconds.p99_us",
+            0.000_999_999_9 * 1e6,
+            true,
+        ));
+        let doc = render(&s);
+        for (id, lines) in [
+            ("server-0-sessions", &["sessions open"][..]),
+            ("server-0-bytes", &["bytes in", "bytes out"]),
+            ("server-0-datagrams", &["datagrams in", "datagrams out"]),
+            ("server-0-errors", &["send errors"]),
+        ] {
+            let f = figure(&doc, id);
+            for l in lines {
+                assert!(f.contains(&format!("data-series=\"{l}\"")), "{id}: no {l}");
+            }
+            assert!(
+                f.contains("data-overlay=\"active-bots\""),
+                "{id}: bots in game"
+            );
+        }
+        assert!(figure(&doc, "server-0-bytes").contains(" kB/s</text>"));
+        let t = section(&doc, "Thresholds");
+        assert!(t.contains("<td class=\"num\">1.00 ms</td>"), "{t}");
+        assert!(!doc.contains("1000 µs"));
+    }
+
+    /// The loss chart says "not measurable" only when the run could not measure loss; a
+    /// protocol that measures it in a run where no bot got in has no data, and names its
+    /// method.
+    #[test]
+    fn the_loss_caption_follows_what_the_run_could_measure() {
+        let mut s = empty_summary();
+        s.loss_method.downstream = "per-connection header seq gaps".into();
+        assert_eq!(
+            timeline::loss_caption(&s),
+            "No downstream loss was measured: nothing the server sent was expected (no bot \
+             was in the game). Measured by: per-connection header seq gaps"
+        );
+        s.loss_method.downstream = "not measurable: the protocol numbers nothing".into();
+        assert_eq!(
+            timeline::loss_caption(&s),
+            "Downstream loss is not measurable in this run: the protocol numbers nothing"
+        );
+        s.loss_method.downstream = "tick gaps".into();
+        s.loss.downstream = Some(LossSummary {
+            expected: 10,
+            received: 10,
+            rate: 0.0,
+        });
+        assert_eq!(timeline::loss_caption(&s), "Measured by: tick gaps");
+        s.loss_method.downstream.clear();
+        assert_eq!(
+            timeline::loss_caption(&s),
+            "Fraction of expected server datagrams never received."
+        );
+    }
+
+    /// A distribution says it was drawn from histograms.hlog when the log was read, even if
+    /// one of its curves had no sample at all (the unreachable run's message sizes: up in
+    /// the log, nothing down); from the summary only when it was.
+    #[test]
+    fn the_distribution_names_its_source_truly() {
+        assert_eq!(timeline::hist_source(true, false), "from histograms.hlog");
+        assert!(timeline::hist_source(false, false).contains("no histograms.hlog was read"));
+        assert!(timeline::hist_source(true, true).contains("holds none of these samples"));
+        let mut s = empty_summary();
+        s.bandwidth.packet_size_up_bytes = hist(24, 24, 24, 5);
+        let mut total = crate::metrics::new_histogram();
+        total.record(24).expect("record");
+        let mut log = HistLog::default();
+        log.tags.insert(
+            "packet_size_up_bytes".into(),
+            hists::TagHists {
+                total,
+                by_second: Vec::new(),
+            },
+        );
+        let doc = render_with(&s, Some(&log));
+        let f = figure(&doc, "dist-packet-size");
+        assert!(f.contains("1 samples, from histograms.hlog."), "{f}");
+        assert!(!doc.contains("was not beside"));
+        let doc = render(&s);
+        assert!(figure(&doc, "dist-packet-size").contains("no histograms.hlog was read"));
     }
 
     #[test]

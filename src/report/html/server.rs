@@ -1,9 +1,12 @@
 //! The server's side of the run (`server_metrics:`): the target's own histograms (tick time)
-//! as per-second p50/p99 against the bots in play, and its resident memory per player, on the
-//! run's time axis like the client charts beside them; and, for the other side of the same
+//! as per-second p50/p99 against the bots in play, its resident memory per player, and a
+//! reference server's sessions, bytes and datagrams per second and send errors, on the run's
+//! time axis like the client charts beside them; and, for the other side of the same
 //! question, the generator's own health per second (its busiest worker's CPU).
 
-use super::chart::{line_chart_with, Mark, Opts, Overlay, Series, BLUE, ORANGE, TEAL};
+use super::chart::{
+    line_chart_with, Mark, Opts, Overlay, Series, AMBER, BLUE, ORANGE, PURPLE, RED, TEAL,
+};
 use super::timeline::Figure;
 use crate::metrics::server_series::{Kind, Series as Scraped};
 use crate::metrics::threshold::{Metric, Threshold};
@@ -35,8 +38,171 @@ pub(super) fn figures(s: &Summary, overlay: impl Fn() -> Option<Overlay>) -> Vec
         if let Some(rss) = e.series.get(RSS) {
             out.push(rss_per_player(s, i, &e.url, rss));
         }
+        for c in COUNTERS {
+            out.extend(counters_figure(i, &e.url, c, &e.series, overlay()));
+        }
     }
     out
+}
+
+/// One chart of a reference server's own counts (what `tickswarm serve --metrics-listen` and
+/// the embedded server export): the families it draws, each series a line named by its
+/// family and labels.
+struct CountChart {
+    id: &'static str,
+    title: &'static str,
+    unit: Unit,
+    /// `(family, name of its line)`: a family with labels (`direction`) draws a line per
+    /// series, the label's value after the name.
+    families: &'static [(&'static str, &'static str)],
+    caption: &'static str,
+}
+
+/// The server's sessions, traffic and errors, as its `/metrics` counts them: gauges as
+/// scraped, counters as rates per second.
+const COUNTERS: &[CountChart] = &[
+    CountChart {
+        id: "sessions",
+        title: "Server sessions",
+        unit: Unit::Count,
+        families: &[
+            ("tickswarm_server_sessions", "sessions open"),
+            ("tickswarm_server_connections", "connections open"),
+        ],
+        caption: "Sessions (and transport connections) the server held at each scrape, \
+                  against the bots in game: a server that drops or refuses players shows \
+                  fewer sessions than bots.",
+    },
+    CountChart {
+        id: "bytes",
+        title: "Server traffic, bytes per second",
+        unit: Unit::BytesPerSec,
+        families: &[("tickswarm_server_bytes_total", "bytes")],
+        caption: "Bytes the server received (in) and sent (out) per second, from its own \
+                  counters: beside the bots' bandwidth chart, what left one side and reached \
+                  the other.",
+    },
+    CountChart {
+        id: "datagrams",
+        title: "Server datagrams per second",
+        unit: Unit::Count,
+        families: &[("tickswarm_server_datagrams_total", "datagrams")],
+        caption: "Datagrams (or messages) the server received (in) and sent (out) per \
+                  second, from its own counters.",
+    },
+    CountChart {
+        id: "errors",
+        title: "Server send errors and drops per second",
+        unit: Unit::Count,
+        families: &[
+            ("tickswarm_server_send_errors_total", "send errors"),
+            ("tickswarm_server_dropped_total", "datagrams dropped"),
+            (
+                "tickswarm_server_admission_refused_total",
+                "handshakes refused",
+            ),
+            (
+                "tickswarm_server_sessions_timed_out_total",
+                "sessions timed out",
+            ),
+        ],
+        caption: "Per second, from the server's own counters: batches it failed to send, \
+                  malformed or unexpected datagrams it dropped (by reason), handshakes it \
+                  refused and sessions it dropped for silence. Flat at 0 is a clean run.",
+    },
+];
+
+/// The series of `family` in an endpoint's scrapes, each with the text its labels add to the
+/// line's name (`in` for `{direction="in"}`, `reason=x` for other labels).
+fn family<'a>(
+    series: &'a std::collections::BTreeMap<String, Scraped>,
+    family: &str,
+) -> Vec<(String, &'a Scraped)> {
+    series
+        .iter()
+        .filter_map(|(key, v)| {
+            let (name, labels) = match key.split_once('{') {
+                Some((n, rest)) => (n, rest.trim_end_matches('}')),
+                None => (key.as_str(), ""),
+            };
+            if name != family {
+                return None;
+            }
+            let said: Vec<String> = labels
+                .split(',')
+                .filter(|l| !l.is_empty())
+                .filter_map(|l| {
+                    let (k, v) = l.split_once('=')?;
+                    let v = v.trim_matches('"');
+                    Some(if k == "direction" {
+                        v.to_string()
+                    } else {
+                        format!("{k}={v}")
+                    })
+                })
+                .collect();
+            Some((said.join(", "), v))
+        })
+        .collect()
+}
+
+/// Colours of a count chart's lines, in order.
+const LINE_COLORS: [&str; 6] = [BLUE, ORANGE, TEAL, RED, PURPLE, AMBER];
+
+/// One [`CountChart`] of endpoint `endpoint`; `None` when it exposes none of its families.
+fn counters_figure(
+    endpoint: usize,
+    url: &str,
+    c: &CountChart,
+    series: &std::collections::BTreeMap<String, Scraped>,
+    overlay: Option<Overlay>,
+) -> Option<Figure> {
+    let mut lines: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for (fam, what) in c.families {
+        for (labels, sc) in family(series, fam) {
+            if sc.kind == Kind::Histogram {
+                continue;
+            }
+            let name = if labels.is_empty() {
+                (*what).to_string()
+            } else {
+                format!("{what} {labels}")
+            };
+            let points = sc
+                .points
+                .iter()
+                .filter_map(|p| p.value.map(|v| (p.t, v)))
+                .collect();
+            lines.push((name, points));
+        }
+    }
+    if lines.is_empty() {
+        return None;
+    }
+    let drawn: Vec<Series> = lines
+        .iter()
+        .enumerate()
+        .map(|(k, (name, points))| Series {
+            name,
+            color: LINE_COLORS[k % LINE_COLORS.len()],
+            points: points.clone(),
+        })
+        .collect();
+    let title = c.title.to_string();
+    Some(Figure {
+        svg: line_chart_with(
+            &title,
+            &drawn,
+            c.unit,
+            &Opts {
+                overlay,
+                ..Opts::default()
+            },
+        ),
+        title,
+        caption: format!("{} Scraped from {url}.", c.caption),
+        id: format!("server-{endpoint}-{}", c.id),
+    })
 }
 
 /// The name a `server.NAME` threshold uses for the series `name`.

@@ -77,11 +77,14 @@ pub(super) fn op_text(t: &Threshold) -> &'static str {
     }
 }
 
-/// The scenario's thresholds as parsed conditions (those that parse).
+/// The scenario's whole-run thresholds as parsed conditions (those that parse): the lines
+/// of the whole run's charts. A group's threshold (`rtt{group=mobile} p99 < 250ms`) judges
+/// that group's figure, and is drawn on that group's chart only.
 fn thresholds(s: &Summary) -> impl Iterator<Item = Threshold> + '_ {
     s.thresholds
         .iter()
         .filter_map(|t| Threshold::parse(&t.condition).ok())
+        .filter(|t| t.group.is_none())
 }
 
 /// The bots in play at the end of each second, for the right-hand axis of the time-series
@@ -277,6 +280,48 @@ fn percentiles_over_time(s: &Summary, log: &HistLog, tag: &str) -> Option<Figure
     ))
 }
 
+/// What the loss chart's caption says of how downstream loss is measured. "Not measurable"
+/// only where the run says so (`loss_method.downstream` starts with it: the protocol cannot,
+/// or the server gave nothing it is read from); a protocol that measures loss in a run with
+/// nothing to measure it on (no bot got in) has no data, and its method is named.
+pub(super) fn loss_caption(s: &Summary) -> String {
+    let m = s.loss_method.downstream.trim();
+    if let Some(why) = m.strip_prefix("not measurable") {
+        let why = why.trim_start_matches([':', ' ']);
+        return if why.is_empty() {
+            "Downstream loss is not measurable in this run.".into()
+        } else {
+            format!("Downstream loss is not measurable in this run: {why}")
+        };
+    }
+    match (&s.loss.downstream, m) {
+        (Some(_), "") => "Fraction of expected server datagrams never received.".into(),
+        (Some(_), m) => format!("Measured by: {m}"),
+        (None, "") => "No downstream loss was measured: nothing the server sent was expected \
+                       (no bot was in the game)."
+            .into(),
+        (None, m) => format!(
+            "No downstream loss was measured: nothing the server sent was expected (no bot \
+             was in the game). Measured by: {m}"
+        ),
+    }
+}
+
+/// Where a distribution's curves come from, as its caption says it: `log` is whether the
+/// report read histograms.hlog; `from_summary` whether a drawn curve came from summary.json
+/// (its tag not in the log).
+pub(super) fn hist_source(log: bool, from_summary: bool) -> &'static str {
+    match (log, from_summary) {
+        (true, false) => "from histograms.hlog",
+        (true, true) => {
+            "from summary.json's percentiles where histograms.hlog holds none of these samples"
+        }
+        (false, _) => {
+            "from summary.json's percentiles (no histograms.hlog was read for this report)"
+        }
+    }
+}
+
 /// The shortest interval a per-second rate is drawn for (see `figures`).
 const MIN_RATE_WIDTH_S: f64 = 0.5;
 
@@ -305,12 +350,7 @@ pub(super) fn figures(s: &Summary, log: Option<&HistLog>) -> Vec<Figure> {
             .map(|(p, dt)| (p.t, f(p) as f64 / dt))
             .collect()
     };
-    let loss_caption = match (&s.loss.downstream, s.loss_method.downstream.as_str()) {
-        (None, "") => "Downstream loss is not measurable for this protocol.".into(),
-        (None, m) => format!("Downstream loss is not measurable for this protocol: {m}"),
-        (Some(_), "") => "Fraction of expected server datagrams never received.".into(),
-        (Some(_), m) => format!("Measured by: {m}"),
-    };
+    let loss_caption = loss_caption(s);
     let loss_marks: Vec<Mark> = thresholds(s)
         .filter(|t| t.metric == Metric::DownstreamLoss)
         .map(|t| Mark {
@@ -567,7 +607,7 @@ fn distribution(
     let mut max: f64 = 0.0;
     let mut series = Vec::new();
     let mut unit = Unit::Plain;
-    let mut from_log = true;
+    let mut from_summary = false;
     let mut marks = Vec::new();
     for (name, color, tag, fallback) in curves {
         let (u, scale, _) = describe(s, tag);
@@ -589,10 +629,13 @@ fn distribution(
                 )
             }
             _ => {
-                from_log = false;
                 let h = fallback.unwrap_or_default();
                 let reference = if h.count >= 1000 { h.p999 } else { h.p99 };
-                (summary_points(&h), h.count, reference as f64, h.max as f64)
+                let points = summary_points(&h);
+                // Only a curve drawn from the summary makes the caption say so: an empty
+                // one (a direction with no sample) is drawn from nothing.
+                from_summary |= !points.is_empty();
+                (points, h.count, reference as f64, h.max as f64)
             }
         };
         if points.is_empty() {
@@ -615,11 +658,7 @@ fn distribution(
         marks,
         ..Default::default()
     };
-    let source = if from_log {
-        "from histograms.hlog"
-    } else {
-        "from summary.json's percentiles (histograms.hlog was not beside the report)"
-    };
+    let source = hist_source(log.is_some(), from_summary);
     let clipped = if opts.clip_at.is_some() {
         " The value axis stops above p99.9; ▲ marks where the tail leaves it (hover for the max)."
     } else {

@@ -68,6 +68,59 @@ pub(super) fn meta(s: &Summary) -> Vec<Meta> {
     meta
 }
 
+/// The simulated network the run's datagrams went through (`network:`, a group's
+/// `network:`), for the header: `(who, conditions)`, one entry for the whole run or one per
+/// group; empty when every bot was on the real link.
+pub(super) fn injected_network(s: &Summary) -> Vec<(String, String)> {
+    use crate::report::groups::injected;
+    const REAL: &str = "real link";
+    let out: Vec<(String, String)> = if s.groups.is_empty() {
+        vec![("all bots".into(), injected(s.network.as_ref()))]
+    } else {
+        s.groups
+            .0
+            .iter()
+            .map(|g| (format!("group {}", g.name), injected(g.network.as_ref())))
+            .collect()
+    };
+    if out.iter().all(|(_, n)| n == REAL) {
+        return Vec::new();
+    }
+    out
+}
+
+/// A sentence as runs of plain text and `code` (what the sentence wrote between
+/// backticks, as the console shows it): the template prints the code runs in `<code>`,
+/// both escaped. An unpaired backtick is kept as text.
+#[derive(Debug, PartialEq)]
+pub(super) struct Run {
+    pub code: bool,
+    pub text: String,
+}
+
+pub(super) fn code_spans(sentence: &str) -> Vec<Run> {
+    let parts: Vec<&str> = sentence.split('`').collect();
+    // An odd number of backticks: the last one opens nothing.
+    let paired = parts.len() % 2 == 1;
+    let mut out: Vec<Run> = Vec::new();
+    for (i, part) in parts.iter().enumerate() {
+        let code = i % 2 == 1 && (paired || i + 1 < parts.len());
+        let text = if i % 2 == 1 && !code {
+            format!("`{part}")
+        } else {
+            (*part).to_string()
+        };
+        if text.is_empty() {
+            continue;
+        }
+        match out.last_mut() {
+            Some(last) if !last.code && !code => last.text.push_str(&text),
+            _ => out.push(Run { code, text }),
+        }
+    }
+    out
+}
+
 /// A threshold as a table row, the observed value in the metric's unit.
 pub(super) struct ThresholdRow {
     pub metric: String,
@@ -265,6 +318,33 @@ pub(super) fn key_figures(s: &Summary) -> Vec<Card> {
         bw.down_packets,
         &bw.per_bot_down_bytes_per_s,
     );
+    // The card's figure is a rate over the run (a total read where a rate is expected
+    // misleads); the total is in its sub-line.
+    let rate = |total: String, bytes: u64, sub: String| {
+        if s.duration_s.is_finite() && s.duration_s > 0.0 {
+            (
+                format!("{}/s", fmt_bytes(bytes as f64 / s.duration_s)),
+                format!(
+                    "{total} in total over {} · {sub}",
+                    fmt_duration(s.duration_s)
+                ),
+            )
+        } else {
+            (total, format!("in total · {sub}"))
+        }
+    };
+    // The bytes the card shows: on the wire when measured, as `side` chose.
+    let shown = |wire_packets: u64, wire: u64, payload: u64| {
+        if wire_packets > 0 {
+            wire
+        } else {
+            payload
+        }
+    };
+    let up_bytes = shown(bw.wire_up_packets, bw.wire_up_bytes, bw.up_bytes);
+    let down_bytes = shown(bw.wire_down_packets, bw.wire_down_bytes, bw.down_bytes);
+    let (up, up_sub) = rate(up, up_bytes, up_sub);
+    let (down, down_sub) = rate(down, down_bytes, down_sub);
     cards.push(Card::new("Bandwidth up", up, up_sub));
     cards.push(Card::new("Bandwidth down", down, down_sub));
     let skipped = s.generator.inputs_skipped;
