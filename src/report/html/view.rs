@@ -138,8 +138,8 @@ pub(super) fn thresholds(ts: &[ThresholdResult]) -> Vec<ThresholdRow> {
             condition: t.condition.clone(),
             observed: match (t.observed, &t.unmeasurable) {
                 (_, Some(why)) => format!("not measurable against this server ({why})"),
-                (Some(v), None) => fmt_unit(metric_unit(&t.metric), v),
-                (None, None) => "no data".into(),
+                // The console's and junit.xml's formatter: one figure, one text.
+                (v, None) => crate::report::build::format_observed(&t.metric, v),
             },
             ok: t.ok,
             skipped: t.skipped,
