@@ -4,7 +4,7 @@
 
 use crate::metrics::{HistSummary, LossSummary};
 use crate::report::format::{
-    fmt_bytes, fmt_duration, fmt_pct, fmt_unit, fmt_us, group_int, metric_unit, Unit,
+    fmt_bytes, fmt_duration, fmt_pct, fmt_unit, fmt_us, group_int, Unit,
 };
 use crate::report::summary::{IntervalPoint, Summary, ThresholdResult};
 
