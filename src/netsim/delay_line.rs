@@ -294,6 +294,35 @@ mod tests {
         assert_eq!((line.peak_len(), line.peak_memory()), (held, memory));
     }
 
+    /// Issue 35, break 5's second pattern: datagrams of 64 KB and of 1 byte alternating,
+    /// each held 100 ms, 20,000 of them at 10 a millisecond. Reused buffers used to keep the
+    /// capacity of the largest datagram they ever held while the account counted payload
+    /// (the relay held 811 MB under a 64 MiB bound). At every step the account is what the
+    /// line's parts hold and stays within the 4 MiB bound.
+    #[test]
+    fn alternating_large_and_tiny_datagrams_stay_within_the_bound_as_held() {
+        const BOUND: usize = 4 << 20;
+        let t0 = Instant::now();
+        let mut line = DelayLine::new(HeldBound {
+            datagrams: 1 << 20,
+            bytes: BOUND,
+        });
+        let big = vec![7u8; 65_507];
+        let mut peak = 0;
+        for i in 0..20_000u32 {
+            let now = t0 + Duration::from_micros(u64::from(i) * 100);
+            while line.pop_due(now, |_, _| {}) {}
+            let payload: &[u8] = if i % 2 == 0 { &big } else { &[1] };
+            line.push(now + 100 * MS, i, payload);
+            let memory = line.memory();
+            assert_eq!(memory, line.measured(), "step {i}: the account is what is held");
+            assert!(memory <= BOUND, "step {i}: {memory} bytes held under {BOUND}");
+            peak = peak.max(memory);
+        }
+        assert!(line.refused() > 0, "the bound was reached: {peak} bytes at most");
+        assert_eq!(line.peak_memory(), peak);
+    }
+
     /// The count bound: 1,000 of 5,000, exactly.
     #[test]
     fn the_count_bound_is_exact() {
