@@ -315,11 +315,21 @@ mod tests {
             let payload: &[u8] = if i % 2 == 0 { &big } else { &[1] };
             line.push(now + 100 * MS, i, payload);
             let memory = line.memory();
-            assert_eq!(memory, line.measured(), "step {i}: the account is what is held");
-            assert!(memory <= BOUND, "step {i}: {memory} bytes held under {BOUND}");
+            assert_eq!(
+                memory,
+                line.measured(),
+                "step {i}: the account is what is held"
+            );
+            assert!(
+                memory <= BOUND,
+                "step {i}: {memory} bytes held under {BOUND}"
+            );
             peak = peak.max(memory);
         }
-        assert!(line.refused() > 0, "the bound was reached: {peak} bytes at most");
+        assert!(
+            line.refused() > 0,
+            "the bound was reached: {peak} bytes at most"
+        );
         assert_eq!(line.peak_memory(), peak);
     }
 

@@ -52,6 +52,11 @@ pub const POLL_INTERVAL: Duration = Duration::from_millis(1);
 /// Messages taken from GNS per receive call.
 const RECV_BATCH: usize = 64;
 
+/// Messages taken from one connection per poll: a server that floods one bot leaves the rest
+/// in GNS's queue for the next poll, which then comes at once, instead of keeping the worker
+/// from its timers and the stop signal (the raw-UDP receive turn's rule, issue 35).
+const RECV_TURN_MESSAGES: usize = crate::engine::worker::RECV_TURN_DATAGRAMS;
+
 /// The one source all of a worker's GNS connections share: they are polled together.
 const SOURCE: Source = 0;
 
@@ -401,6 +406,8 @@ impl BotTransport for GnsBots {
         };
         // Connection-state callbacks reach each connection's queue from here.
         global.poll_callbacks();
+        // A connection with more waiting than one turn takes: poll again at once.
+        let mut more_waiting = false;
         let mut i = 0;
         while i < self.active.len() {
             let slot = self.active[i];
@@ -428,6 +435,7 @@ impl BotTransport for GnsBots {
             }
             // Messages that arrived before a close are still the bot's.
             if link.up {
+                let mut taken = 0;
                 loop {
                     let Ok(msgs) = link.sock.receive_messages::<RECV_BATCH>() else {
                         break;
@@ -436,7 +444,12 @@ impl BotTransport for GnsBots {
                     for m in msgs {
                         out.data(slot, m.payload());
                     }
+                    taken += n;
                     if n < RECV_BATCH {
+                        break;
+                    }
+                    if taken >= RECV_TURN_MESSAGES {
+                        more_waiting = true;
                         break;
                     }
                 }
@@ -462,7 +475,11 @@ impl BotTransport for GnsBots {
             i += 1;
         }
         if !self.active.is_empty() {
-            self.next_poll = Some(now + POLL_INTERVAL);
+            self.next_poll = Some(if more_waiting {
+                now
+            } else {
+                now + POLL_INTERVAL
+            });
         }
     }
 

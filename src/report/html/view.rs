@@ -3,9 +3,7 @@
 //! template decides the markup.
 
 use crate::metrics::{HistSummary, LossSummary};
-use crate::report::format::{
-    fmt_bytes, fmt_duration, fmt_pct, fmt_unit, fmt_us, group_int, Unit,
-};
+use crate::report::format::{fmt_bytes, fmt_duration, fmt_pct, fmt_unit, fmt_us, group_int, Unit};
 use crate::report::summary::{IntervalPoint, Summary, ThresholdResult};
 
 /// The verdict badge: its CSS class and its text.
