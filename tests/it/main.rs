@@ -41,6 +41,7 @@ mod enet_interop;
 mod enet_rtt;
 mod enet_send_batch;
 mod faults;
+mod init;
 mod group_truth;
 mod groups;
 mod layers;
