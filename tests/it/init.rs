@@ -134,7 +134,14 @@ fn init_keeps_an_existing_file_unless_forced() {
     assert_eq!(std::fs::read_to_string(&f).unwrap(), "mine\n");
     let o = tickswarm(
         tmp.path(),
-        &["init", "--protocol", "city", "--force", "--target", "10.0.0.5:7777"],
+        &[
+            "init",
+            "--protocol",
+            "city",
+            "--force",
+            "--target",
+            "10.0.0.5:7777",
+        ],
     );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let yaml = std::fs::read_to_string(&f).unwrap();
@@ -206,7 +213,10 @@ fn init_protocol_crate_writes_a_skeleton_on_the_public_api() {
     let toml = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
     let canonical = std::fs::canonicalize(repo).unwrap();
     assert!(
-        toml.contains(&format!("tickswarm = {{ path = \"{}\" }}", canonical.display())),
+        toml.contains(&format!(
+            "tickswarm = {{ path = \"{}\" }}",
+            canonical.display()
+        )),
         "{toml}"
     );
     assert!(toml.contains("name = \"my-game\""), "{toml}");
