@@ -371,7 +371,7 @@ impl ScenarioText {
 
     /// The thresholds this configuration can take, with what each says, and the figures left
     /// out with why.
-    fn thresholds(&self) -> (Vec<(&'static str, String)>, Vec<(&'static str, String)>) {
+    fn thresholds(&self) -> (Vec<Labelled>, Vec<Labelled>) {
         let s = &self.section;
         let mut on = Vec::new();
         let mut off = Vec::new();
@@ -419,6 +419,9 @@ impl ScenarioText {
         (on, off)
     }
 }
+
+/// A threshold (or a figure) with what it says (or why it is left out).
+type Labelled = (&'static str, String);
 
 /// One top-level option of a protocol section as YAML: its key and its lines (a map or list
 /// value takes several).
