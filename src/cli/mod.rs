@@ -9,6 +9,7 @@ mod term;
 
 mod capacity;
 mod compare;
+mod init;
 mod metrics_listen;
 mod progress;
 mod relay;
@@ -76,6 +77,9 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Check a scenario file and print what it would run.
     Validate(ValidateArgs),
+    /// Write a first scenario for a protocol (`--protocol P`), commented and ready to run, or
+    /// a crate skeleton for a protocol of your own (`--protocol-crate NAME`).
+    Init(init::InitArgs),
     /// List the protocols, their transports and what each can measure.
     Protocols,
     /// Merge runs from several load machines into one result (exact histogram merge).
@@ -325,6 +329,7 @@ pub fn main_with(protocols: &[&'static dyn AnyProtocol]) -> ExitCode {
         Command::Serve(a) => serve::cmd_serve(&a, console),
         Command::Relay(a) => relay::cmd_relay(&a),
         Command::Validate(a) => cmd_validate(&a),
+        Command::Init(a) => init::cmd_init(&a),
         Command::Merge(a) => cmd_merge(&a, console),
         Command::Compare(a) => compare::cmd_compare(&a, console),
         Command::Protocols => {

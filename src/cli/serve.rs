@@ -172,7 +172,7 @@ fn dialects(protocol: ProtocolName) -> Vec<&'static str> {
 /// city `dialect`, rtype `float_order`), else `dialect` itself (rtype's implementation
 /// dialect is `dialect: implementation`, beside its float orders). A dialect `protocols` does
 /// not list is refused with the ones it does.
-fn dialect_option(
+pub(crate) fn dialect_option(
     protocol: ProtocolName,
     section: &ProtocolSection,
     d: &str,
@@ -326,7 +326,7 @@ impl TickLog {
 /// `section` with `pairs` set, through serde: the section is written out as YAML, the pairs
 /// replace its keys, and the result is parsed as a scenario's `protocol:` section would be
 /// (unknown keys and bad values are refused with the scenario's messages, naming the pair).
-fn with_options(
+pub(crate) fn with_options(
     section: &ProtocolSection,
     pairs: &[(String, String)],
 ) -> Result<ProtocolSection, String> {

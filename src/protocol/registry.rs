@@ -393,6 +393,13 @@ pub trait Protocol: Send + Sync + 'static {
     fn check_input_rate(_opts: &Self::Options, _hz: f64) -> Result<(), String> {
         Ok(())
     }
+
+    /// The input rate a client of this configuration usually sends, in inputs a second: what
+    /// `tickswarm init` writes into a first scenario's `behaviour.input_rate` (a shooter's 60,
+    /// a city builder's few actions). It must pass [`Protocol::check_input_rate`].
+    fn usual_input_rate(_opts: &Self::Options) -> f64 {
+        60.0
+    }
 }
 
 /// A [`Protocol`] seen through a trait object, so the list of protocols can grow at run time
@@ -552,6 +559,7 @@ trait AnySection: Send + Sync {
     fn has_sink(&self) -> bool;
     fn cannot_measure(&self, metric: Metric) -> Option<&'static str>;
     fn check_input_rate(&self, hz: f64) -> Result<(), String>;
+    fn usual_input_rate(&self) -> f64;
 }
 
 impl<P: Protocol> AnySection for Section<P> {
@@ -607,6 +615,9 @@ impl<P: Protocol> AnySection for Section<P> {
     }
     fn check_input_rate(&self, hz: f64) -> Result<(), String> {
         P::check_input_rate(&self.opts, hz)
+    }
+    fn usual_input_rate(&self) -> f64 {
+        P::usual_input_rate(&self.opts)
     }
 }
 
@@ -713,6 +724,11 @@ impl ProtocolSection {
     /// See [`Protocol::check_input_rate`].
     pub fn check_input_rate(&self, hz: f64) -> Result<(), String> {
         self.0.check_input_rate(hz)
+    }
+
+    /// See [`Protocol::usual_input_rate`].
+    pub fn usual_input_rate(&self) -> f64 {
+        self.0.usual_input_rate()
     }
 }
 

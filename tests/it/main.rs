@@ -43,6 +43,7 @@ mod enet_send_batch;
 mod faults;
 mod group_truth;
 mod groups;
+mod init;
 mod layers;
 mod limits;
 mod merge_hostile;

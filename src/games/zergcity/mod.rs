@@ -642,6 +642,12 @@ impl Protocol for ZergCity {
         o.dialect != Dialect::Benchmark
     }
 
+    /// A city builder's few actions a second (the spec's server takes 60, the implementation
+    /// dialect's drops Building inputs above 10).
+    fn usual_input_rate(_: &ZergCityOptions) -> f64 {
+        5.0
+    }
+
     fn cannot_measure(o: &ZergCityOptions, metric: Metric) -> Option<&'static str> {
         if o.dialect == Dialect::Benchmark {
             return (metric == Metric::UpstreamLoss).then_some(
