@@ -525,7 +525,7 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
     if console.verbose >= 1 {
         say_inline!("{}", plan.describe_with(send_path(&plan).as_deref()));
     }
-    let mut printer = progress::Progress::new(plan.planned);
+    let mut printer = progress::Progress::new(plan.planned, plan.duration, plan.stages.clone());
     // A run refused before it starts leaves no folder behind: the staged log is removed when
     // dropped, and the folder (if this run created it) when `run_dir` is.
     let mut hlog = report::hlog::HlogWriter::new(

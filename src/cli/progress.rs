@@ -6,6 +6,7 @@ use crate::metrics::describe::Display;
 use crate::report::build::describe_outcome;
 use crate::report::format::{fit_line, fmt_count, fmt_counts, fmt_pct, fmt_us, group_int};
 use crate::report::summary::{IntervalPoint, Summary};
+use crate::scenario::plan::StageSpan;
 
 /// A group of bots stuck on their way in is reported once it has waited this long...
 const WAIT_REPORT_AFTER_S: u64 = 5;
@@ -14,8 +15,15 @@ const WAIT_REPORT_EVERY_S: f64 = 5.0;
 /// Width assumed when stderr is a terminal whose size cannot be read.
 const FALLBACK_COLUMNS: usize = 80;
 
+/// The bar's width in cells at most, and the fewest spare columns that make it worth showing.
+const BAR_MAX: usize = 30;
+const BAR_MIN: usize = 10;
+
 pub struct Progress {
     planned: u64,
+    /// The run's planned length (s) and its population stages.
+    total_s: f64,
+    stages: Vec<StageSpan>,
     tty: bool,
     /// When the "waiting for" lines were last printed (run seconds).
     waiting_printed_at: Option<f64>,
@@ -26,17 +34,33 @@ fn ms(us: Option<u64>) -> String {
     us.map_or_else(|| "–".to_string(), |us| fmt_us(us as f64))
 }
 
-/// The progress line's parts, most important first (the fitting drops from the end).
-fn progress_parts(p: &IntervalPoint, connected: u64, planned: u64) -> Vec<String> {
+/// The progress line's parts, most important first: `fit_line` drops from the end, so on a
+/// narrow terminal the figures go in this order: lateness, packets, stage, time left, loss,
+/// RTT; elapsed/total with its percentage and the bots stay.
+fn progress_parts(
+    p: &IntervalPoint,
+    connected: u64,
+    planned: u64,
+    total_s: f64,
+    stages: &[StageSpan],
+) -> Vec<String> {
     let in_game = p.phases.in_game;
+    let pct = if total_s > 0.0 {
+        (p.t / total_s * 100.0).clamp(0.0, 100.0)
+    } else {
+        100.0
+    };
+    let head = format!(
+        "[{:>4.0}s/{}s {:>3.0}%]",
+        p.t,
+        total_s.round() as u64,
+        pct.floor()
+    );
     let bots = if p.phases.is_empty() || in_game == connected {
-        format!("[{:>4.0}s] bots {connected}/{planned}", p.t)
+        format!("{head} bots {connected}/{planned}")
     } else {
         // Connected but not playing (City's content transfer): say so on the line itself.
-        format!(
-            "[{:>4.0}s] bots {connected}/{planned}, {in_game} in game",
-            p.t
-        )
+        format!("{head} bots {connected}/{planned}, {in_game} in game")
     };
     vec![
         bots,
@@ -45,6 +69,8 @@ fn progress_parts(p: &IntervalPoint, connected: u64, planned: u64) -> Vec<String
             "loss {}",
             p.loss_down_rate.map_or_else(|| "–".to_string(), fmt_pct)
         ),
+        format!("{}s left", (total_s - p.t).max(0.0).round() as u64),
+        stage_text(p.t, stages),
         format!(
             "pkt/s up {} down {}",
             fmt_count(p.packets_up as f64),
@@ -52,6 +78,54 @@ fn progress_parts(p: &IntervalPoint, connected: u64, planned: u64) -> Vec<String
         ),
         format!("lateness p99 {}", ms(p.lateness_p99_us)),
     ]
+}
+
+/// "stage 2/3 hold 100" for the stage under way at `t` seconds ("after the stages" once they
+/// are over and the run's `duration` goes on).
+fn stage_text(t: f64, stages: &[StageSpan]) -> String {
+    match stages.iter().position(|s| t < s.end_s - 1e-9) {
+        Some(i) => format!("stage {}/{} {}", i + 1, stages.len(), stages[i].label),
+        None => "after the stages".to_string(),
+    }
+}
+
+/// A bar of `cells` cells, filled to `fraction`, in whole and eighth blocks.
+fn bar(fraction: f64, cells: usize) -> String {
+    const EIGHTHS: [char; 8] = [' ', '▏', '▎', '▍', '▌', '▋', '▊', '▉'];
+    let eighths = (fraction.clamp(0.0, 1.0) * (cells * 8) as f64).round() as usize;
+    let full = eighths / 8;
+    let mut out = String::with_capacity(cells * 3 + 2);
+    out.push('▕');
+    out.extend(std::iter::repeat_n('█', full));
+    if full < cells {
+        out.push(EIGHTHS[eighths % 8]);
+        out.extend(std::iter::repeat_n(' ', cells - full - 1));
+    }
+    out.push('▏');
+    out
+}
+
+/// The terminal's line: the parts that fit `width`, and a bar after the elapsed/total when
+/// at least [`BAR_MIN`] cells are spare.
+fn terminal_line(parts: &[String], width: usize, fraction: f64) -> String {
+    let line = fit_line(parts, width);
+    let used = line.chars().count();
+    // The bar takes its cells plus its two ends and a space.
+    let spare = width.saturating_sub(used + 3);
+    if spare < BAR_MIN {
+        return line;
+    }
+    let cells = spare.min(BAR_MAX);
+    // Right after the bracketed elapsed/total.
+    match line.find(']') {
+        Some(end) => format!(
+            "{} {}{}",
+            &line[..=end],
+            bar(fraction, cells),
+            &line[end + 1..]
+        ),
+        None => line,
+    }
 }
 
 /// "20 bots waiting for ContentManifest for 15 s" for the groups that have waited at least
@@ -82,9 +156,11 @@ fn terminal_columns() -> usize {
 }
 
 impl Progress {
-    pub fn new(planned: u64) -> Self {
+    pub fn new(planned: u64, total: std::time::Duration, stages: Vec<StageSpan>) -> Self {
         Self {
             planned,
+            total_s: total.as_secs_f64(),
+            stages,
             tty: std::io::stderr().is_terminal(),
             waiting_printed_at: None,
         }
@@ -94,7 +170,7 @@ impl Progress {
     /// On a terminal the line is rewritten in place and fits its width (one column spare, so
     /// it never wraps); otherwise every second is a plain line, whole.
     pub fn line(&mut self, p: &IntervalPoint, connected: u64) {
-        let parts = progress_parts(p, connected, self.planned);
+        let parts = progress_parts(p, connected, self.planned, self.total_s, &self.stages);
         let waiting = waiting_lines(p);
         let due = self
             .waiting_printed_at
@@ -110,9 +186,14 @@ impl Progress {
         }
         if self.tty {
             let width = terminal_columns().saturating_sub(1).max(1);
+            let fraction = if self.total_s > 0.0 {
+                p.t / self.total_s
+            } else {
+                1.0
+            };
             super::term::raw_stderr(&format!(
                 "\r\x1b[2K{}",
-                super::term::clean(&fit_line(&parts, width))
+                super::term::clean(&terminal_line(&parts, width, fraction))
             ));
         } else {
             say!("{}", parts.join(" · "));
@@ -262,27 +343,47 @@ pub fn print_result(s: &Summary) {
             fmt_counts(&s.errors.decode)
         );
     }
+    // PASS green, FAIL red, on a terminal that takes colour (not with NO_COLOR, not in a
+    // pipe or a CI log). The text is cleaned before it is painted.
+    use super::term::{paint, Colour};
+    let colour = super::term::stderr_colour();
     for t in &s.thresholds {
-        say!(
-            "{}  {:<28} {}",
-            match (t.skipped, t.ok) {
-                (true, _) => "SKIP",
-                (false, true) => "PASS",
-                (false, false) => "FAIL",
-            },
-            t.condition,
-            describe_outcome(t)
-        );
+        let (word, c) = match (t.skipped, t.ok) {
+            (true, _) => ("SKIP", Colour::Yellow),
+            (false, true) => ("PASS", Colour::Green),
+            (false, false) => ("FAIL", Colour::Red),
+        };
+        super::term::raw_stderr(&format!(
+            "{}  {}\n",
+            paint(word, c, colour),
+            super::term::clean(&format!("{:<28} {}", t.condition, describe_outcome(t)))
+        ));
     }
-    if s.interrupted {
-        say!(
-            "verdict  {} (INTERRUPTED after {})",
-            s.verdict.to_uppercase(),
-            crate::report::format::fmt_duration(s.duration_s)
-        );
+    let verdict = s.verdict.to_uppercase();
+    let c = if s.verdict == "pass" {
+        Colour::Green
     } else {
-        say!("verdict  {}", s.verdict.to_uppercase());
-    }
+        Colour::Red
+    };
+    let interrupted = if s.interrupted {
+        format!(
+            " ({})",
+            paint(
+                &format!(
+                    "INTERRUPTED after {}",
+                    crate::report::format::fmt_duration(s.duration_s)
+                ),
+                Colour::Yellow,
+                colour
+            )
+        )
+    } else {
+        String::new()
+    };
+    super::term::raw_stderr(&format!(
+        "verdict  {}{interrupted}\n",
+        paint(&verdict, c, colour)
+    ));
     for r in crate::report::reasons::verdict_reasons(s) {
         say!("why      {r}");
     }
@@ -306,23 +407,76 @@ mod tests {
         }
     }
 
+    /// A 5 s ramp to 20 then a 25 s hold: a 30 s run.
+    fn stages() -> Vec<StageSpan> {
+        vec![
+            StageSpan {
+                end_s: 5.0,
+                label: "ramp to 20".into(),
+            },
+            StageSpan {
+                end_s: 30.0,
+                label: "hold 20".into(),
+            },
+        ]
+    }
+
+    fn parts(p: &IntervalPoint) -> Vec<String> {
+        progress_parts(p, 20, 20, 30.0, &stages())
+    }
+
     #[test]
     fn a_second_with_nothing_expected_shows_no_loss_figure() {
         let p = IntervalPoint {
             loss_down_rate: None,
             ..point()
         };
-        assert!(progress_parts(&p, 20, 20).contains(&"loss –".to_string()));
+        assert!(parts(&p).contains(&"loss –".to_string()));
     }
 
     #[test]
     fn one_unit_style_on_the_progress_line() {
-        let line = progress_parts(&point(), 20, 20).join(" · ");
+        let line = parts(&point()).join(" · ");
         assert_eq!(
             line,
-            "[  15s] bots 20/20 · rtt p50 995 µs p99 1.25 ms · loss 0.00% \
-             · pkt/s up 7.17k down 12.4k · lateness p99 40 µs"
+            "[  15s/30s  50%] bots 20/20 · rtt p50 995 µs p99 1.25 ms · loss 0.00% \
+             · 15s left · stage 2/2 hold 20 · pkt/s up 7.17k down 12.4k · lateness p99 40 µs"
         );
+    }
+
+    #[test]
+    fn the_stage_under_way_and_after_the_stages() {
+        assert_eq!(stage_text(0.0, &stages()), "stage 1/2 ramp to 20");
+        assert_eq!(stage_text(4.9, &stages()), "stage 1/2 ramp to 20");
+        assert_eq!(stage_text(5.0, &stages()), "stage 2/2 hold 20");
+        assert_eq!(stage_text(30.0, &stages()), "after the stages");
+    }
+
+    /// On a terminal: the figures drop from the end as the width shrinks, the bar comes
+    /// after the head when 10 cells or more are spare, and no line is wider than asked.
+    #[test]
+    fn the_terminal_line_fits_and_shows_a_bar_where_there_is_room() {
+        let ps = parts(&point());
+        let wide = terminal_line(&ps, 199, 0.5);
+        assert!(
+            wide.starts_with("[  15s/30s  50%] ▕███████████████               ▏ bots"),
+            "{wide}"
+        );
+        assert!(wide.ends_with("lateness p99 40 µs"), "{wide}");
+        for width in [20, 40, 60, 79, 99, 120, 160, 199] {
+            let line = terminal_line(&ps, width, 0.5);
+            assert!(line.chars().count() <= width, "{width}: {line}");
+        }
+        // 79 columns: no room for the bar; the head, bots, rtt and loss stay.
+        let narrow = terminal_line(&ps, 79, 0.5);
+        assert!(!narrow.contains('▕'), "{narrow}");
+        assert!(
+            narrow.starts_with("[  15s/30s  50%] bots 20/20 · rtt p50"),
+            "{narrow}"
+        );
+        assert_eq!(bar(0.0, 4), "▕    ▏");
+        assert_eq!(bar(1.0, 4), "▕████▏");
+        assert_eq!(bar(0.5625, 4), "▕██▎ ▏");
     }
 
     #[test]
@@ -332,10 +486,13 @@ mod tests {
             content: 20,
             ..Default::default()
         };
-        let parts = progress_parts(&p, 20, 20);
-        assert_eq!(parts[0], "[  15s] bots 20/20, 0 in game");
+        let parts = parts(&p);
+        assert_eq!(parts[0], "[  15s/30s  50%] bots 20/20, 0 in game");
         // Even at 40 columns the bot count survives.
-        assert_eq!(fit_line(&parts, 40), "[  15s] bots 20/20, 0 in game");
+        assert_eq!(
+            fit_line(&parts, 40),
+            "[  15s/30s  50%] bots 20/20, 0 in game"
+        );
     }
 
     #[test]

@@ -57,6 +57,37 @@ pub(crate) fn stdout(s: &str) {
     let _ = o.flush();
 }
 
+/// Colours the console uses: a verdict's PASS and FAIL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Colour {
+    Green,
+    Red,
+    Yellow,
+}
+
+/// Whether stderr takes colour: a terminal, `NO_COLOR` unset or empty (no-color.org), and a
+/// `TERM` other than `dumb`.
+pub(crate) fn stderr_colour() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        && std::env::var_os("TERM").is_none_or(|t| t != "dumb")
+}
+
+/// `text` cleaned and, when `on`, between the SGR codes of `colour` and a reset.
+pub(crate) fn paint(text: &str, colour: Colour, on: bool) -> String {
+    let text = clean(text);
+    if !on {
+        return text.into_owned();
+    }
+    let code = match colour {
+        Colour::Green => "32",
+        Colour::Red => "31",
+        Colour::Yellow => "33",
+    };
+    format!("\x1b[1;{code}m{text}\x1b[0m")
+}
+
 /// `eprintln!` that never panics and never passes a control character to the terminal.
 macro_rules! say {
     () => { $crate::cli::term::stderr("\n") };
@@ -98,6 +129,17 @@ mod tests {
         );
         // A C1 control (CSI as one code point) and DEL.
         assert_eq!(clean("a\u{9b}31mb\u{7f}"), "a\\u{9b}31mb\\u{7f}");
+    }
+
+    #[test]
+    fn paint_colours_only_when_asked_and_never_passes_control_characters() {
+        use super::{paint, Colour};
+        assert_eq!(paint("PASS", Colour::Green, true), "\x1b[1;32mPASS\x1b[0m");
+        assert_eq!(paint("FAIL", Colour::Red, false), "FAIL");
+        assert_eq!(
+            paint("x\u{1b}[2K", Colour::Red, true),
+            "\x1b[1;31mx\\u{1b}[2K\x1b[0m"
+        );
     }
 
     #[test]

@@ -114,6 +114,14 @@ pub enum Targets {
     Addrs(Vec<SocketAddr>),
 }
 
+/// One population stage as the progress line names it: when it ends (seconds from the
+/// start) and what it does ("ramp to 100", "hold 100").
+#[derive(Debug, Clone, PartialEq)]
+pub struct StageSpan {
+    pub end_s: f64,
+    pub label: String,
+}
+
 #[derive(Debug, Clone)]
 pub struct Plan {
     pub name: String,
@@ -126,6 +134,8 @@ pub struct Plan {
     /// Bots that start within the run's duration.
     pub planned: u64,
     pub spawns: Vec<SpawnEvent>,
+    /// The population stages (with `--bots` applied), for the progress line.
+    pub stages: Vec<StageSpan>,
     pub duration: Duration,
     pub seed: u64,
     /// Behaviour shared by every bot; `for_bot` fills in index, phase and seed.
@@ -373,6 +383,26 @@ impl Plan {
                 "the run lasts 0s: set `duration` or give the stages a length",
             ));
         }
+        let stage_spans = {
+            let (mut end, mut level) = (0.0, 0);
+            stages
+                .iter()
+                .map(|st| {
+                    let label = match st {
+                        Stage::Ramp { ramp_to, over } => {
+                            end += over.0.as_secs_f64();
+                            level = scale(*ramp_to);
+                            format!("ramp to {level}")
+                        }
+                        Stage::Hold { hold } => {
+                            end += hold.0.as_secs_f64();
+                            format!("hold {level}")
+                        }
+                    };
+                    StageSpan { end_s: end, label }
+                })
+                .collect()
+        };
         let mut spawns = spawn_schedule(stages, &scale).map_err(|m| invalid(path, m))?;
         // Every bot the stages ramp, before the run's length and the shard cut it: the
         // groups divide this population, so a bot's group is the same in every shard.
@@ -681,6 +711,7 @@ impl Plan {
             server: file.server.clone(),
             planned,
             spawns,
+            stages: stage_spans,
             duration,
             seed,
             bot_template,

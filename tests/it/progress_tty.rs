@@ -56,6 +56,33 @@ fn in_a_100_column_terminal_every_update_fits() {
     }
     // Cut by whole parts: the line still ends with a complete figure, never mid-word.
     assert!(ups.iter().all(|u| !u.ends_with(' ') && !u.ends_with('·')));
+    // Elapsed of the total, with its percentage, first.
+    assert!(ups.iter().all(|u| u.contains("s/3s ")), "{ups:?}");
+    // The verdict in colour: a terminal, and NO_COLOR unset.
+    assert!(text.contains("verdict  \x1b[1;32mPASS\x1b[0m"), "{text:?}");
+}
+
+/// NO_COLOR (no-color.org) turns the colour off on a terminal too.
+#[test]
+fn no_color_keeps_a_terminal_plain() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = scenario(tmp.path());
+    let cmd = format!(
+        "stty cols 100 rows 40; NO_COLOR=1 exec {} run {} --out {}",
+        env!("CARGO_BIN_EXE_tickswarm"),
+        s.display(),
+        tmp.path().join("out").display()
+    );
+    let o = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .output()
+        .expect("run `script` (util-linux)");
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(text.contains("verdict  PASS"), "{text:?}");
+    assert!(
+        !text.contains("\x1b[1;3"),
+        "colour under NO_COLOR: {text:?}"
+    );
 }
 
 #[test]
@@ -73,8 +100,15 @@ fn without_a_terminal_each_second_is_a_plain_whole_line() {
     assert!(!err.contains('\r') && !err.contains('\x1b'), "{err:?}");
     let lines: Vec<&str> = err.lines().filter(|l| l.starts_with('[')).collect();
     assert!(lines.len() >= 3, "{err}");
-    for l in lines {
+    for l in &lines {
         // Whole: every part, down to the last one, is there.
         assert!(l.contains(" · lateness p99 "), "{l}");
+        // Its one stage (a ramp over 0 s) is over at once; the run holds its 10 bots.
+        assert!(
+            l.contains("s/3s ") && l.contains("s left · after the stages"),
+            "{l}"
+        );
     }
+    // No colour and no bar in a log.
+    assert!(!err.contains('▕'), "{err}");
 }
