@@ -1182,8 +1182,7 @@ fn stop_bot<T: BotTransport + 'static>(shared: &Rc<Shared<T>>, idx: usize, now: 
     }
 }
 
-/// Datagrams a receive task handles before it gives the worker's other tasks their turn.
-pub const RECV_TURN_DATAGRAMS: usize = 64;
+use super::io::RECV_TURN_DATAGRAMS;
 /// Time a receive task spends handling datagrams before it gives the other tasks their turn.
 pub const RECV_TURN: Duration = Duration::from_millis(5);
 

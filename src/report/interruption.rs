@@ -49,7 +49,13 @@ pub fn is_check(t: &ThresholdResult) -> bool {
 pub fn apply(s: &mut Summary, planned: Duration, policy: Interrupted) {
     if let Some(c) = check(s, planned, policy) {
         s.thresholds.push(c);
-        s.verdict = super::build::verdict_of(&s.thresholds);
+        // `build::verdict_of`'s rule, here so that this module needs only the summary.
+        s.verdict = if s.thresholds.iter().all(|t| t.ok) {
+            "pass"
+        } else {
+            "fail"
+        }
+        .into();
     }
 }
 

@@ -178,14 +178,14 @@ pub enum Target {
 }
 
 impl Target {
-    /// Refuses an entry with port 0 ([`super::plan::port_zero`]).
+    /// Refuses an entry with port 0 ([`port_zero`]).
     pub fn check_ports(&self) -> Result<(), String> {
         let entries: Vec<&str> = match self {
             Target::Embedded => Vec::new(),
             Target::One(s) => s.split(',').collect(),
             Target::Many(v) => v.iter().flat_map(|s| s.split(',')).collect(),
         };
-        match entries.into_iter().find_map(super::plan::port_zero) {
+        match entries.into_iter().find_map(port_zero) {
             Some(m) => Err(m),
             None => Ok(()),
         }
@@ -448,4 +448,20 @@ pub struct EngineSection {
     /// family, bot `i` on the pool's `i % len`-th address (see [`super::SourcePool`]). Default:
     /// the wildcard address (the kernel picks one per route).
     pub source_addresses: Option<super::SourcePool>,
+}
+
+/// What is wrong with a target entry (`host:port` or `host:FIRST-LAST`) whose port is 0, if it
+/// is. To a listening socket 0 means "any free port"; nothing listens on port 0, so a swarm
+/// sent there found no server and the run ended "unreachable" after its handshake timeout.
+/// Checked where the scenario is read (so the message has the key's line and column) and again
+/// when `--target` replaces it.
+pub fn port_zero(t: &str) -> Option<String> {
+    let (_, ports) = t.trim().rsplit_once(':')?;
+    let first = ports.split_once('-').map_or(ports, |(a, _)| a);
+    (first.trim().parse::<u16>() == Ok(0)).then(|| {
+        format!(
+            "target `{t}`: port 0 is not a server's port (to a server it means \"any free \
+             port\"); give the port the server listens on, 1 to 65535"
+        )
+    })
 }

@@ -236,7 +236,7 @@ pub fn expand_port_range(t: &str, default_port: u16) -> Result<Vec<String>, Stri
         ));
     };
     let bad = || format!("target `{t}`: the port must be a number or a range like 7777-7786");
-    if let Some(m) = port_zero(t) {
+    if let Some(m) = super::file::port_zero(t) {
         return Err(m);
     }
     match ports.split_once('-') {
@@ -252,22 +252,6 @@ pub fn expand_port_range(t: &str, default_port: u16) -> Result<Vec<String>, Stri
             Ok((a..=b).map(|p| format!("{host}:{p}")).collect())
         }
     }
-}
-
-/// What is wrong with a target entry (`host:port` or `host:FIRST-LAST`) whose port is 0, if it
-/// is. To a listening socket 0 means "any free port"; nothing listens on port 0, so a swarm
-/// sent there found no server and the run ended "unreachable" after its handshake timeout.
-/// Checked where the scenario is read (so the message has the key's line and column) and again
-/// when `--target` replaces it.
-pub fn port_zero(t: &str) -> Option<String> {
-    let (_, ports) = t.trim().rsplit_once(':')?;
-    let first = ports.split_once('-').map_or(ports, |(a, _)| a);
-    (first.trim().parse::<u16>() == Ok(0)).then(|| {
-        format!(
-            "target `{t}`: port 0 is not a server's port (to a server it means \"any free \
-             port\"); give the port the server listens on, 1 to 65535"
-        )
-    })
 }
 
 /// SplitMix64: decorrelates per-bot seeds derived from one scenario seed.

@@ -55,7 +55,7 @@ const RECV_BATCH: usize = 64;
 /// Messages taken from one connection per poll: a server that floods one bot leaves the rest
 /// in GNS's queue for the next poll, which then comes at once, instead of keeping the worker
 /// from its timers and the stop signal (the raw-UDP receive turn's rule, issue 35).
-const RECV_TURN_MESSAGES: usize = crate::engine::worker::RECV_TURN_DATAGRAMS;
+const RECV_TURN_MESSAGES: usize = super::RECV_TURN_DATAGRAMS;
 
 /// The one source all of a worker's GNS connections share: they are polled together.
 const SOURCE: Source = 0;

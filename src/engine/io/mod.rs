@@ -169,6 +169,11 @@ impl LinkEvents {
     }
 }
 
+/// Datagrams (or messages) one receive turn hands the bots before the worker's other tasks
+/// get theirs: a server that floods a socket or a connection cannot keep a worker from its
+/// timers and the stop signal (issue 35). The raw-UDP receive loop and GNS's poll both keep it.
+pub const RECV_TURN_DATAGRAMS: usize = 64;
+
 /// The bot side of a transport, driven by one worker thread.
 pub trait BotTransport {
     /// Prefix of this transport's counters (`connect_failures`, `send_errors`).
