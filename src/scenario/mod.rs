@@ -92,8 +92,8 @@ pub fn parse(text: &str, path: &Path) -> Result<ScenarioFile, ScenarioError> {
 /// A YAML parser's error as a scenario's author reads it (scenario files and relay profiles):
 /// `file:line:column: message` so editors can jump to it, then the parser's snippet with a
 /// caret. The message is reworded where the parser's own names neither the key nor the value
-/// nor what is allowed ("invalid floating point"): [`name_key_and_value`] for a refused
-/// value, [`unclosed_flow`] for a `[` or `{` never closed, and a did-you-mean for an unknown
+/// nor what is allowed ("invalid floating point"): `name_key_and_value` for a refused
+/// value, `unclosed_flow` for a `[` or `{` never closed, and a did-you-mean for an unknown
 /// key or variant.
 pub fn yaml_error(e: &serde_saphyr::Error, text: &str, path: &Path) -> String {
     let shown = path.display().to_string();
