@@ -131,14 +131,7 @@ pub fn summarize(info: &RunInfo, run: &RunOutcome) -> Summary {
     summary
 }
 
-/// `pass` when every threshold held (or was skipped), else `fail`.
-pub fn verdict_of(results: &[ThresholdResult]) -> String {
-    if results.iter().all(|t| t.ok) {
-        "pass".into()
-    } else {
-        "fail".into()
-    }
-}
+pub use super::summary::verdict_of;
 
 /// A threshold on a group the run does not have: failed, with no data.
 pub fn no_such_group(th: &Threshold) -> ThresholdResult {
@@ -361,11 +354,7 @@ fn summarize_one(info: &RunInfo, run: &RunOutcome) -> Summary {
         })
         .collect();
     record_server_figures(&mut summary);
-    summary.verdict = if summary.thresholds.iter().all(|t| t.ok) {
-        "pass".into()
-    } else {
-        "fail".into()
-    };
+    summary.verdict = verdict_of(&summary.thresholds);
     summary
 }
 

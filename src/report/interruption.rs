@@ -40,22 +40,17 @@ pub fn check(s: &Summary, planned: Duration, policy: Interrupted) -> Option<Thre
     })
 }
 
-/// Whether `t` is this check (not a threshold to parse again, in `merge`).
+/// Whether `t` is this check (not a threshold to parse again, in `merge`): no threshold a
+/// scenario can write reads `duration_s`.
 pub fn is_check(t: &ThresholdResult) -> bool {
-    t.metric == METRIC && t.condition.starts_with("not interrupted:")
+    t.metric == METRIC
 }
 
 /// Add the check to an interrupted run's thresholds and judge the verdict again.
 pub fn apply(s: &mut Summary, planned: Duration, policy: Interrupted) {
     if let Some(c) = check(s, planned, policy) {
         s.thresholds.push(c);
-        // `build::verdict_of`'s rule, here so that this module needs only the summary.
-        s.verdict = if s.thresholds.iter().all(|t| t.ok) {
-            "pass"
-        } else {
-            "fail"
-        }
-        .into();
+        s.verdict = super::summary::verdict_of(&s.thresholds);
     }
 }
 

@@ -553,11 +553,7 @@ pub fn merge_runs(dirs: &[PathBuf], allow_missing: bool) -> Result<Merged, Merge
     }
     m.thresholds = results;
     super::build::record_server_figures(&mut m);
-    m.verdict = if m.thresholds.iter().all(|t| t.ok) {
-        "pass".into()
-    } else {
-        "fail".into()
-    };
+    m.verdict = super::summary::verdict_of(&m.thresholds);
     Ok(Merged { summary: m, logs })
 }
 
@@ -616,8 +612,8 @@ fn merge_staircase_runs(
     m.thresholds = merged.on_answer;
     m.thresholds.extend(missing_shards_check(shards.as_ref()));
     m.capacity = Some(merged.capacity);
-    m.verdict = if found && m.thresholds.iter().all(|t| t.ok) {
-        "pass".into()
+    m.verdict = if found {
+        super::summary::verdict_of(&m.thresholds)
     } else {
         "fail".into()
     };

@@ -469,3 +469,13 @@ pub fn fnv1a64(parts: &[&[u8]]) -> String {
     }
     format!("{h:016x}")
 }
+
+/// `pass` when every threshold held (or was skipped), else `fail`: the one rule every
+/// verdict is judged by (a run, a group, a merge, an interrupted run's check).
+pub fn verdict_of(results: &[ThresholdResult]) -> String {
+    if results.iter().all(|t| t.ok) {
+        "pass".into()
+    } else {
+        "fail".into()
+    }
+}
