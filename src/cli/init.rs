@@ -134,7 +134,7 @@ impl ScenarioText {
     ) -> Result<Self, String> {
         let info = protocol.info();
         let base = protocol.default_section();
-        let listed: Vec<&'static str> = info.dialects.iter().map(|(d, _)| *d).collect();
+        let listed = super::serve::dialects(protocol);
         let (dialect, dialect_key, section) = match dialect {
             Some(d) => {
                 if listed.is_empty() {

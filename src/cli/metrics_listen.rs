@@ -208,16 +208,14 @@ impl Held {
         if self.conns.len() < MAX_CONNECTIONS {
             return None;
         }
-        // The address holding most (the one whose connection came first among equals).
+        // The address holding most (the one whose connection came first among equals:
+        // `min_by_key` keeps the first of equal keys).
         let top = self
             .conns
             .iter()
-            .map(|c| (self.held_from(c.from), c.from))
-            .fold(None::<(usize, IpAddr)>, |best, (n, src)| match best {
-                Some((m, _)) if m >= n => best,
-                _ => Some((n, src)),
-            })?;
-        oldest_of(top.1)
+            .map(|c| c.from)
+            .min_by_key(|&src| std::cmp::Reverse(self.held_from(src)))?;
+        oldest_of(top)
     }
 }
 

@@ -164,7 +164,7 @@ fn configure(a: &ServeArgs) -> Result<(ProtocolSection, ServerParams), String> {
 }
 
 /// The dialects `tickswarm protocols` lists for `protocol`.
-fn dialects(protocol: ProtocolName) -> Vec<&'static str> {
+pub(crate) fn dialects(protocol: ProtocolName) -> Vec<&'static str> {
     protocol.info().dialects.iter().map(|(d, _)| *d).collect()
 }
 

@@ -82,11 +82,17 @@ impl AdmissionRate {
     }
 
     /// Admissions a second: the last whole window's, or the current one's when it already
-    /// holds more (a flood that started this second).
+    /// holds more (a flood that started this second), as [`Self::roll`] would leave them.
     fn per_second(&self, now: Instant) -> u64 {
-        let mut r = self.clone();
-        r.roll(now);
-        r.last_window.max(r.this_window)
+        let Some(start) = self.window_start else {
+            return 0;
+        };
+        match now.saturating_duration_since(start).as_secs() {
+            0 => self.last_window.max(self.this_window),
+            // The current window became the last one.
+            1 => self.this_window,
+            _ => 0,
+        }
     }
 }
 

@@ -172,22 +172,23 @@ impl EnetBots {
         }
         // The floor under this host's samples: half the shortest handshake to its server
         // that any host of the worker timed.
+        // A host that timed no handshake yet has no session to measure.
         if let Some(own) = g.host.ack_handshake() {
-            match self
+            let shortest = match self
                 .shortest_handshake
                 .iter_mut()
                 .find(|(a, _)| *a == g.peer_addr)
             {
-                Some((_, d)) => *d = (*d).min(own),
-                None => self.shortest_handshake.push((g.peer_addr, own)),
-            }
-        }
-        if let Some(&(_, d)) = self
-            .shortest_handshake
-            .iter()
-            .find(|(a, _)| *a == g.peer_addr)
-        {
-            g.host.share_ack_handshake(d);
+                Some((_, d)) => {
+                    *d = (*d).min(own);
+                    *d
+                }
+                None => {
+                    self.shortest_handshake.push((g.peer_addr, own));
+                    own
+                }
+            };
+            g.host.share_ack_handshake(shortest);
         }
         // Acknowledgements that were no samples (forged, or back sooner than the floor):
         // events, so a run says why its RTT count is short.

@@ -187,14 +187,11 @@ impl AckRtt {
 
     /// No acknowledgement is a sample sooner than this after its command left (µs).
     pub(super) fn floor_us(&self) -> u32 {
-        let shortest = match (self.own_handshake_us, self.shared_handshake_us) {
-            (Some(a), Some(b)) => a.min(b),
-            (a, b) => match a.or(b) {
-                Some(x) => x,
-                None => return 0,
-            },
-        };
-        (shortest / 2).saturating_sub(FLOOR_SLACK_US)
+        self.own_handshake_us
+            .into_iter()
+            .chain(self.shared_handshake_us)
+            .min()
+            .map_or(0, |shortest| (shortest / 2).saturating_sub(FLOOR_SLACK_US))
     }
 
     /// Sessions known (by remote address and peer id), and the hash table's capacity (0:
