@@ -809,31 +809,33 @@ mod tests {
             p50: None,
             p99: None,
         };
-        let mut sm = BTreeMap::new();
-        sm.insert(
-            "tickswarm_server_sessions".to_string(),
-            series(Kind::Gauge, 10.0),
-        );
-        sm.insert(
-            "tickswarm_server_bytes_total{direction=\"in\"}".to_string(),
-            series(Kind::Counter, 5_000.0),
-        );
-        sm.insert(
-            "tickswarm_server_bytes_total{direction=\"out\"}".to_string(),
-            series(Kind::Counter, 90_000.0),
-        );
-        sm.insert(
-            "tickswarm_server_datagrams_total{direction=\"in\"}".to_string(),
-            series(Kind::Counter, 300.0),
-        );
-        sm.insert(
-            "tickswarm_server_datagrams_total{direction=\"out\"}".to_string(),
-            series(Kind::Counter, 600.0),
-        );
-        sm.insert(
-            "tickswarm_server_send_errors_total".to_string(),
-            series(Kind::Counter, 0.0),
-        );
+        let sm: BTreeMap<String, Scraped> = [
+            ("tickswarm_server_sessions", Kind::Gauge, 10.0),
+            (
+                "tickswarm_server_bytes_total{direction=\"in\"}",
+                Kind::Counter,
+                5_000.0,
+            ),
+            (
+                "tickswarm_server_bytes_total{direction=\"out\"}",
+                Kind::Counter,
+                90_000.0,
+            ),
+            (
+                "tickswarm_server_datagrams_total{direction=\"in\"}",
+                Kind::Counter,
+                300.0,
+            ),
+            (
+                "tickswarm_server_datagrams_total{direction=\"out\"}",
+                Kind::Counter,
+                600.0,
+            ),
+            ("tickswarm_server_send_errors_total", Kind::Counter, 0.0),
+        ]
+        .into_iter()
+        .map(|(name, kind, v)| (name.to_string(), series(kind, v)))
+        .collect();
         let mut s = sample_summary();
         s.server_metrics = Some(ServerMetrics {
             endpoints: vec![Endpoint {
