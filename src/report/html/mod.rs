@@ -872,6 +872,23 @@ mod tests {
             );
         }
         assert!(figure(&doc, "server-0-bytes").contains(" kB/s</text>"));
+        // The values drawn are the scraped ones (5,000 and 90,000 B/s × t, t = 1..3 s): the
+        // out line's three points fix the axis (its zero and its pixels per 90,000), and the
+        // in line sits at 5,000 / 90,000 of the out line's height at each second.
+        let bytes = figure(&doc, "server-0-bytes");
+        let (out, inn) = (polyline(&bytes, "bytes out"), polyline(&bytes, "bytes in"));
+        assert_eq!((out.len(), inn.len()), (3, 3));
+        let unit = out[0].1 - out[1].1;
+        let zero = out[0].1 + unit;
+        assert!((zero - out[2].1 - 3.0 * unit).abs() < 0.2, "{out:?}");
+        for (k, p) in inn.iter().enumerate() {
+            let want = zero - (k + 1) as f64 * unit * 5_000.0 / 90_000.0;
+            assert!(
+                (p.1 - want).abs() < 0.2,
+                "second {}: {p:?} vs y {want}",
+                k + 1
+            );
+        }
         let t = section(&doc, "Thresholds");
         assert!(t.contains("<td class=\"num\">1.00 ms</td>"), "{t}");
         assert!(!doc.contains("1000 µs"));
