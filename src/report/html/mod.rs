@@ -876,7 +876,7 @@ mod tests {
         // out line's three points fix the axis (its zero and its pixels per 90,000), and the
         // in line sits at 5,000 / 90,000 of the out line's height at each second.
         let bytes = figure(&doc, "server-0-bytes");
-        let (out, inn) = (polyline(&bytes, "bytes out"), polyline(&bytes, "bytes in"));
+        let (out, inn) = (polyline(bytes, "bytes out"), polyline(bytes, "bytes in"));
         assert_eq!((out.len(), inn.len()), (3, 3));
         let unit = out[0].1 - out[1].1;
         let zero = out[0].1 + unit;
