@@ -9,6 +9,8 @@ mod term;
 
 mod capacity;
 mod compare;
+mod dashboard;
+mod http;
 mod init;
 mod metrics_listen;
 mod progress;
@@ -156,6 +158,18 @@ struct RunArgs {
     /// (updated each second; e.g. 127.0.0.1:9464, or port 0 for a free one).
     #[arg(long, value_name = "ADDR", env = "TICKSWARM_METRICS_LISTEN")]
     metrics_listen: Option<std::net::SocketAddr>,
+    /// Serve a live dashboard at http://ADDR/ while the run goes on: the report's charts
+    /// updated each second, the verdict so far and each threshold's state, then the final
+    /// report (ADDR defaults to 127.0.0.1:7465; port 0 picks a free one).
+    #[arg(
+        long,
+        value_name = "ADDR",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = dashboard::DEFAULT_ADDR,
+        env = "TICKSWARM_DASHBOARD"
+    )]
+    dashboard: Option<std::net::SocketAddr>,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -553,6 +567,28 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
         },
         None => None,
     };
+    let dashboard = match a.dashboard {
+        Some(addr) => {
+            let live = dashboard::LiveReport::new(
+                &run_info(&plan, &a.ov),
+                plan.planned,
+                plan.workers.max(1),
+                plan.target_text.clone(),
+                plan.duration,
+            );
+            match dashboard::Dashboard::start(addr, live) {
+                Ok(d) => {
+                    say!("dashboard http://{}/", d.addr());
+                    Some(d)
+                }
+                Err(e) => {
+                    say!("error: {e:#}");
+                    return Ok(EXIT_USAGE);
+                }
+            }
+        }
+        None => None,
+    };
     let mut exposition = report::prometheus::Exposition::new(
         &plan.name,
         plan.protocol.name().as_str(),
@@ -600,6 +636,9 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
             if hlog_error.is_none() {
                 hlog_error = hlog.histogram(p.t as u64 - 1, tag, rtt).err();
             }
+        }
+        if let Some(d) = &dashboard {
+            d.second(p, c, rec);
         }
         if let Some(m) = &metrics {
             exposition.update(p, c, rec);
@@ -687,6 +726,20 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
     let written = report::write_all(&run_dir, &summary, plan.junit, hlog)
         .context("the report was not written")?;
     warn_if_moved(&run_dir);
+    if let Some(d) = dashboard {
+        let path = written.report_html.display().to_string();
+        let html = std::fs::read_to_string(&written.report_html)
+            .unwrap_or_else(|e| format!("{path} could not be read back: {e}"));
+        let (stats, viewers) = d.finish(html, path);
+        if console.verbose >= 1 {
+            say!(
+                "dashboard: {} pages rendered, slowest {:.1} ms, {:.1} ms on average; at most {viewers} viewer(s) at once",
+                stats.frames,
+                stats.slowest.as_secs_f64() * 1e3,
+                stats.total.as_secs_f64() * 1e3 / stats.frames.max(1) as f64
+            );
+        }
+    }
     if !console.quiet {
         progress::print_result(&summary);
         say!("summary  {}", written.summary_json.display());

@@ -21,6 +21,7 @@ mod cli_generate;
 mod cli_output;
 mod compare;
 mod darkages_codec;
+mod dashboard;
 mod dead_server;
 mod docs_links;
 mod e2e_cafe;

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 const INSTALL_HINT: &str = "run scripts/install-test-deps.sh (installs chromium)";
 
 /// Where the screenshots stay after the test, for a person to open.
-fn shots_dir() -> PathBuf {
+pub(crate) fn shots_dir() -> PathBuf {
     let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report_browser");
     std::fs::create_dir_all(&d).expect("create the screenshot folder");
     d
@@ -86,7 +86,13 @@ fn generate_report(dir: &Path) -> PathBuf {
 
 /// Run headless Chromium with `args` (after the fixed flags) on `url`; its stdout and stderr.
 /// Bounded: killed after 90 s.
-fn chromium(profile: &Path, width: u32, height: u32, args: &[&str], url: &str) -> (String, String) {
+pub(crate) fn chromium(
+    profile: &Path,
+    width: u32,
+    height: u32,
+    args: &[&str],
+    url: &str,
+) -> (String, String) {
     let mut child = Command::new("chromium")
         .args([
             "--headless",
@@ -142,12 +148,12 @@ fn chromium(profile: &Path, width: u32, height: u32, args: &[&str], url: &str) -
 }
 
 /// Console messages Chromium logged (`--enable-logging=stderr` prints them as `CONSOLE`).
-fn console_messages(stderr: &str) -> Vec<&str> {
+pub(crate) fn console_messages(stderr: &str) -> Vec<&str> {
     stderr.lines().filter(|l| l.contains(":CONSOLE")).collect()
 }
 
 /// Each `<figure ... data-chart="ID">` of the DOM and its markup up to `</figure>`.
-fn figures(dom: &str) -> Vec<(String, String)> {
+pub(crate) fn figures(dom: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut rest = dom;
     while let Some(at) = rest.find("<figure") {
@@ -167,7 +173,7 @@ fn figures(dom: &str) -> Vec<(String, String)> {
 }
 
 /// The `points` of the element carrying `marker` in `fig`, as a count of x,y pairs.
-fn points_after(fig: &str, marker: &str) -> usize {
+pub(crate) fn points_after(fig: &str, marker: &str) -> usize {
     fig.split(marker)
         .nth(1)
         .and_then(|s| s.split("points=\"").nth(1))
@@ -232,7 +238,7 @@ fn overlays_and_expected_lines(figs: &[(String, String)], width: u32) {
 }
 
 /// A chart drew something: a polyline or polygon with at least two points.
-fn drew_something(fig: &str) -> bool {
+pub(crate) fn drew_something(fig: &str) -> bool {
     fig.contains("<svg")
         && fig
             .split("points=\"")
@@ -299,7 +305,7 @@ window.addEventListener('load', function () {
       }
     });
   });
-  document.querySelectorAll('header.top, .banner, .notice').forEach(function (h, i) {
+  document.querySelectorAll('header.top, .banner, .notice, .live').forEach(function (h, i) {
     overlaps(h.className + ' ' + i, h);
   });
   var g = document.querySelector('table.groups');
@@ -317,7 +323,7 @@ window.addEventListener('load', function () {
 
 /// A page holding `src` in a frame `width` × `height` CSS px; what the framed page posts
 /// is written into this page's DOM (`<pre id="probe">`).
-fn frame_page(src: &str, width: u32, height: u32) -> String {
+pub(crate) fn frame_page(src: &str, width: u32, height: u32) -> String {
     format!(
         "<!DOCTYPE html><html><head><meta charset=\"utf-8\"></head>\
          <body style=\"margin:0;background:#fff\">\
@@ -437,13 +443,19 @@ fn report_renders_at_desktop_and_phone_widths() {
 }
 
 /// A check of the charts of a page (id, DOM text) at a width.
-type ChartCheck = dyn Fn(&[(String, String)], u32);
+pub(crate) type ChartCheck = dyn Fn(&[(String, String)], u32);
 
 /// The report at `html` (in `dir/out/`) in Chromium at 1280 and 420 px: no console message,
 /// `expected_charts` charts each drawing something, no horizontal overflow, every chart laid
 /// out inside the viewport, and what `also` checks of the charts; a screenshot
 /// `NAME-WIDTH.png` of each width for a person.
-fn at_both_widths(tmp: &Path, html: &Path, expected_charts: usize, name: &str, also: &ChartCheck) {
+pub(crate) fn at_both_widths(
+    tmp: &Path,
+    html: &Path,
+    expected_charts: usize,
+    name: &str,
+    also: &ChartCheck,
+) {
     let page = std::fs::read_to_string(html).unwrap();
     // The probe copy: CSP meta out (else the probe may not run), the probe in.
     let csp_at = page
@@ -700,7 +712,7 @@ fn run_report(dir: &Path, scenario: &str, args: &[&str], codes: &[i32]) -> PathB
 }
 
 /// Nothing more to check of the charts than `at_both_widths` does.
-fn no_more(_: &[(String, String)], _: u32) {}
+pub(crate) fn no_more(_: &[(String, String)], _: u32) {}
 
 /// A failed run against the embedded server with its own /metrics scraped: two loss limits
 /// a few pixels apart and a limit far above the data (labels that printed over each other
