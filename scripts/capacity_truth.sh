@@ -10,6 +10,8 @@
 #   COSTS="60us" RUNS=1 scripts/capacity_truth.sh
 #   TICKSWARM_BIN=target/release/tickswarm scripts/capacity_truth.sh
 #   INPUT_RATE=20 COSTS=25us scripts/capacity_truth.sh   # a lighter swarm, for a larger capacity
+#   RESOLUTION=5% scripts/capacity_truth.sh      # the search's precision (default 2.5 %: the
+#                                                # answer is the held end of a bracket that wide)
 #
 # Traffic stays on loopback; every search is bounded by its time_budget. On a machine of few
 # cores the server (which burns a core once the cost is high) and the swarm must not share
@@ -97,7 +99,7 @@ thresholds:
 capacity:
   start: 50
   max_players: 2000
-  resolution: 5%
+  resolution: ${RESOLUTION:-2.5%}
   settle: 2s
   window: 6s
   min_samples: 1

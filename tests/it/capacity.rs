@@ -149,7 +149,8 @@ fn a_server_that_refuses_the_31st_player_holds_exactly_30() {
         .iter()
         .map(|st| (u64_at(st, "players"), str_at(st, "verdict")))
         .collect();
-    // Doubling to the first break, halving the bracket, then 30 once more.
+    // Doubling to the first break, halving the bracket, then both ends once more: 31 (which
+    // breaks again) and 30.
     assert_eq!(
         tried,
         vec![
@@ -159,6 +160,7 @@ fn a_server_that_refuses_the_31st_player_holds_exactly_30() {
             (24, "held"),
             (28, "held"),
             (30, "held"),
+            (31, "broke"),
             (31, "broke"),
             (30, "held")
         ],
