@@ -107,21 +107,24 @@ impl LiveReport {
     }
 
     /// The summary of the run so far, as the end would write it had the run stopped now.
-    pub fn summary(&self) -> Summary {
+    /// (`&mut`: the histograms and points are lent to the summary, not copied, and put back.)
+    pub fn summary(&mut self) -> Summary {
         let last = self.intervals.last();
         // Started so far (every phase, finished ones too), never more than the plan.
         let started = last.map_or(0, |p| p.phases.total().max(self.connected));
+        let failed = last.map_or(0, |p| p.phases.failed);
+        let elapsed = Duration::from_secs_f64(self.seconds());
         let run = RunOutcome {
-            total: self.total.clone(),
-            intervals: self.intervals.clone(),
+            total: std::mem::take(&mut self.total),
+            intervals: std::mem::take(&mut self.intervals),
             planned: started.min(self.planned),
             ever_connected: self.connected,
-            failed: last.map_or(0, |p| p.phases.failed),
+            failed,
             // Counted at the end (the bar says so).
             bots_lost: 0,
             bots_silent_at_end: 0,
             started_at: self.started_at,
-            elapsed: Duration::from_secs_f64(self.seconds()),
+            elapsed,
             interrupted: false,
             workers: self.workers,
             unfinished_workers: Vec::new(),
@@ -132,11 +135,14 @@ impl LiveReport {
             server_metrics: None,
             groups: Vec::new(),
         };
-        report::summarize(&self.info, &run)
+        let summary = report::summarize(&self.info, &run);
+        self.total = run.total;
+        self.intervals = run.intervals;
+        summary
     }
 
     /// The live page and its body (what an update event carries).
-    pub fn page(&self) -> Page {
+    pub fn page(&mut self) -> Page {
         let mut s = self.summary();
         let later = if self.at_end.is_empty() {
             String::new()
@@ -377,6 +383,7 @@ pub struct Dashboard {
 impl Dashboard {
     /// Listen on `addr` and start rendering from `live` (its first page: no second yet).
     pub fn start(addr: std::net::SocketAddr, live: LiveReport) -> anyhow::Result<Self> {
+        let mut live = live;
         let first = live.page();
         let (events, _) = watch::channel(Event::new("update", &first.body, false));
         let shown = Arc::new(Shown {
@@ -530,6 +537,111 @@ mod tests {
         assert!(p
             .html
             .ends_with(&format!("<body>{}</body>\n</html>\n", p.body)));
+    }
+
+    fn info(thresholds: &[&str]) -> RunInfo {
+        RunInfo {
+            scenario: "live".into(),
+            scenario_file: "live.yaml".into(),
+            protocol: "cafe".into(),
+            transport: "raw UDP".into(),
+            dialect: "spec".into(),
+            rtt_source: Some("protocol_ping".into()),
+            seed: 1,
+            shard: None,
+            scenario_hash: None,
+            loss_method: report::summary::LossMethod {
+                downstream: "sequence".into(),
+                upstream: "not measurable: no acks".into(),
+            },
+            metrics: Vec::new(),
+            thresholds: thresholds
+                .iter()
+                .map(|t| Threshold::parse(t).expect("a threshold"))
+                .collect(),
+            input_rate_hz: 60.0,
+            snapshot_rate_hz: None,
+            cannot_measure: Vec::new(),
+            unmeasurable: crate::metrics::threshold::Unmeasurable::Fail,
+            network: None,
+        }
+    }
+
+    /// Second `t`: `in_game` bots playing and `connecting` on their way, RTT samples of `us`.
+    fn second(live: &mut LiveReport, t: f64, in_game: u64, connecting: u64, rtt: &[u64]) {
+        let mut p = IntervalPoint {
+            t,
+            bots_connected: in_game,
+            ..IntervalPoint::default()
+        };
+        p.phases.in_game = in_game;
+        p.phases.connecting = connecting;
+        let mut rec = Recorder::new();
+        for &us in rtt {
+            rec.record_rtt(us);
+        }
+        live.add(p, in_game, &rec);
+    }
+
+    #[test]
+    fn the_run_so_far_is_judged_on_what_it_can_judge_and_names_the_rest() {
+        let mut live = LiveReport::new(
+            &info(&[
+                "rtt p99 < 50ms",
+                "connect_success > 99.9%",
+                "bots_lost <= 0",
+            ]),
+            100,
+            1,
+            "127.0.0.1:1".into(),
+            Duration::from_secs(30),
+        );
+        // Before the first second: no verdict at all.
+        let page = live.page();
+        assert!(
+            page.body.contains("class=\"state\">starting<"),
+            "{}",
+            page.body
+        );
+        assert!(page.html.contains("STARTING"));
+        assert!(!page.body.contains(">FAIL<"));
+
+        // Second 1: 10 of 100 bots started, 4 of them still connecting; RTT 10 ms.
+        second(&mut live, 1.0, 6, 4, &[10_000; 100]);
+        let s = live.summary();
+        assert_eq!(s.bots.planned, 10, "started so far, not the plan's 100");
+        assert_eq!(s.bots.connected, 6);
+        let judged: Vec<&str> = s.thresholds.iter().map(|t| t.condition.as_str()).collect();
+        assert_eq!(judged, ["rtt p99 < 50ms"]);
+        assert_eq!(s.verdict, "pass");
+        let page = live.page();
+        assert!(page.body.contains("1 s of 30 s"), "{}", page.body);
+        assert!(
+            page.body.contains(
+                "judged at the end: <code>connect_success &gt; 99.9%</code>, \
+                 <code>bots_lost &lt;= 0</code>"
+            ),
+            "{}",
+            page.body
+        );
+        assert!(
+            page.body.contains("10 of 100 bots started"),
+            "{}",
+            page.body
+        );
+
+        // Second 2: every bot in, RTT 80 ms on most samples: the p99 so far breaks.
+        second(&mut live, 2.0, 100, 0, &[80_000; 1000]);
+        let s = live.summary();
+        assert_eq!(s.rtt_us.count, 1100, "both seconds' samples");
+        assert_eq!(s.verdict, "fail");
+        let page = live.page();
+        assert!(
+            page.body.contains("<strong class=\"fail\">FAIL</strong>"),
+            "{}",
+            page.body
+        );
+        assert!(page.body.contains("100 of 100 bots started"));
     }
 
     #[test]
