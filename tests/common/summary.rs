@@ -54,13 +54,18 @@ pub fn run_file(file: &Path, args: &[&str], codes: &[i32]) -> (Output, Value) {
     run_scenario(file, args, &tmp.path().join("out"), codes)
 }
 
-/// [`run_scenario`] of a scenario given as text (written to `s.yaml` in a fresh temporary
-/// folder, removed when the summary has been read).
+/// [`run_scenario`] of a scenario given as text, written to `dir/s.yaml`, the run folder
+/// `dir/out` (kept for a test that reads more of it than summary.json).
+pub fn run_text_in(dir: &Path, text: &str, args: &[&str], codes: &[i32]) -> (Output, Value) {
+    let file = dir.join("s.yaml");
+    std::fs::write(&file, text).expect("write the scenario");
+    run_scenario(&file, args, &dir.join("out"), codes)
+}
+
+/// [`run_text_in`] a fresh temporary folder, removed once the summary has been read.
 pub fn run_text(text: &str, args: &[&str], codes: &[i32]) -> (Output, Value) {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let file = tmp.path().join("s.yaml");
-    std::fs::write(&file, text).expect("write the scenario");
-    run_scenario(&file, args, &tmp.path().join("out"), codes)
+    run_text_in(tmp.path(), text, args, codes)
 }
 
 /// `tickswarm run FILE ARGS... --out OUT`, whose verdict may pass or fail (exit 0 or 1; any
@@ -197,6 +202,13 @@ pub fn f64_at(s: &Value, path: &str) -> f64 {
 /// A string at `path` (see [`at`]); anything else fails the test.
 pub fn str_at<'a>(s: &'a Value, path: &str) -> &'a str {
     typed(s, path, "a string", Value::as_str)
+}
+
+/// `v` itself as a whole number (an element of a list, a counter already looked up);
+/// anything else fails the test.
+pub fn u64_of(v: &Value) -> u64 {
+    v.as_u64()
+        .unwrap_or_else(|| panic!("not a whole number: {}", excerpt(v)))
 }
 
 /// A whole number under the single key `key` of the object `v`, for keys that hold a dot
