@@ -18,6 +18,11 @@ pub fn run_command(file: &Path, args: &[&str], out: &Path) -> Command {
     c
 }
 
+/// A file of the crate (`scenarios/city.yaml`: a shipped scenario); an absolute path as is.
+pub fn crate_file(path: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
 /// A finished run's exit code must be one of `codes` (else the test fails showing its
 /// stderr); its summary.json in `out`, read with [`read_summary`].
 pub fn finish(o: &Output, out: &Path, codes: &[i32]) -> Value {
