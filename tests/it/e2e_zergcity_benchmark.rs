@@ -20,7 +20,6 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-
 use crate::common::kernel::{assert_loopback_loss, assert_pass_on_a_loaded_machine, UdpDrops};
 use crate::common::peer::Peer;
 use crate::common::proxy::{Impairment, Proxy};
