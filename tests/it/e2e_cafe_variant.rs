@@ -13,7 +13,7 @@
 //! of each client, the measured loss must be the server's own count.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -24,7 +24,8 @@ use crate::common::kernel::{
 };
 use crate::common::peer::Peer;
 use crate::common::summary::{
-    assert_absent, at, declared_counter, emitted_counter, u64_at, u64_key,
+    array_at, assert_absent, at, declared_counter, emitted_counter, object_at, run_scenario,
+    run_text_in, stderr, u64_at, u64_key,
 };
 use tickswarm::games::cafe::{CafeOptions, Dialect, LossSource};
 use tickswarm::protocol::ProtocolSection;
@@ -72,33 +73,6 @@ impl VariantServer {
     }
 }
 
-/// The run's output, its summary, and the datagrams the kernel dropped meanwhile for full
-/// receive buffers (see `crate::common::kernel`).
-fn run(dir: &Path, scenario: &str) -> (Output, Value, u64) {
-    let sc = dir.join("s.yaml");
-    std::fs::write(&sc, scenario).expect("write scenario");
-    let out = dir.join("out");
-    let drops = UdpDrops::now();
-    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .arg("run")
-        .arg(&sc)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .expect("tickswarm runs");
-    let dropped = drops.since();
-    let text = std::fs::read_to_string(out.join("summary.json")).expect("summary.json written");
-    (
-        o,
-        serde_json::from_str(&text).expect("summary.json is JSON"),
-        dropped,
-    )
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
 fn scenario(port: u16, dialect: &str, bots: u32, hold: &str) -> String {
     format!(
         r#"
@@ -131,10 +105,14 @@ thresholds:
 fn implementation_dialect_against_the_variant() {
     let server = VariantServer::start();
     let tmp = tempfile::tempdir().expect("tempdir");
-    let (o, s, dropped) = run(
+    let drops = UdpDrops::now();
+    let (o, s) = run_text_in(
         tmp.path(),
         &scenario(server.port, "implementation", 20, "5500ms"),
+        &[],
+        &[0, 1],
     );
+    let dropped = drops.since();
     let totals = server.stop();
     let err = stderr(&o);
     eprintln!("{err}\nserver totals: {totals}\nkernel drops: {dropped}");
@@ -146,10 +124,7 @@ fn implementation_dialect_against_the_variant() {
     assert_eq!(u64_at(&s, "bots.lost"), 0);
 
     // No decode errors of any kind.
-    let decode = s["errors"]["decode"]
-        .as_object()
-        .cloned()
-        .unwrap_or_default();
+    let decode = object_at(&s, "errors.decode");
     assert!(decode.is_empty(), "decode errors: {decode:?}");
 
     // Snapshots applied the whole run: about 60 per bot-second over ~5.5 s.
@@ -254,7 +229,12 @@ fn implementation_dialect_against_the_variant() {
 fn spec_dialect_against_the_variant_is_named() {
     let server = VariantServer::start();
     let tmp = tempfile::tempdir().expect("tempdir");
-    let (o, s, _) = run(tmp.path(), &scenario(server.port, "spec", 5, "2s"));
+    let (o, s) = run_text_in(
+        tmp.path(),
+        &scenario(server.port, "spec", 5, "2s"),
+        &[],
+        &[1],
+    );
     let totals = server.stop();
     let err = stderr(&o);
     eprintln!("{err}\nserver totals: {totals}");
@@ -273,11 +253,10 @@ fn spec_dialect_against_the_variant_is_named() {
     );
     assert!(err.contains("FAIL  snapshot_interarrival"), "{err}");
     // The default check says the same without any threshold in the scenario.
-    let applied_check = s["thresholds"]
-        .as_array()
-        .and_then(|t| t.iter().find(|c| c["metric"] == "snapshots_applied"))
-        .cloned()
-        .unwrap_or_default();
+    let applied_check = array_at(&s, "thresholds")
+        .iter()
+        .find(|c| c["metric"] == "snapshots_applied")
+        .expect("a snapshots_applied check among the thresholds");
     assert_eq!(applied_check["ok"], false, "{applied_check}");
     assert_eq!(applied_check["default"], true, "{applied_check}");
 }
@@ -332,21 +311,13 @@ fn run_quickstart(dir: &Path, port: u16, loss_source: Option<LossSource>) -> (Ou
     .expect("write scenario");
     let out = dir.join("out");
     let drops = UdpDrops::now();
-    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .arg("run")
-        .arg(&file)
-        .args(["--target", &format!("127.0.0.1:{port}"), "--bots", "20"])
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .expect("tickswarm runs");
-    let dropped = drops.since();
-    let text = std::fs::read_to_string(out.join("summary.json")).expect("summary.json written");
-    (
-        o,
-        serde_json::from_str(&text).expect("summary.json is JSON"),
-        dropped,
-    )
+    let (o, s) = run_scenario(
+        &file,
+        &["--target", &format!("127.0.0.1:{port}"), "--bots", "20"],
+        &out,
+        &[0, 1],
+    );
+    (o, s, drops.since())
 }
 
 /// Every second's downstream loss rate of the run (seconds with nothing expected, `null`,
