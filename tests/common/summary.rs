@@ -42,6 +42,11 @@ pub fn read_summary(out: &Path) -> Result<Value, String> {
     serde_json::from_str(&text).map_err(|e| format!("{} is not JSON: {e}", path.display()))
 }
 
+/// The summary.json of the run (or merge) folder `out`; a missing or broken file fails the test.
+pub fn summary_in(out: &Path) -> Value {
+    read_summary(out).unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// `tickswarm run FILE ARGS... --out OUT`, which must exit with one of `codes`: its output
 /// (for stdout, stderr and the exact code) and its summary.json.
 pub fn run_scenario(file: &Path, args: &[&str], out: &Path, codes: &[i32]) -> (Output, Value) {
