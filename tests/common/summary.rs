@@ -12,8 +12,16 @@ use serde_json::Value;
 
 /// `tickswarm run FILE ARGS... --out OUT`, not started: for a caller that sets the
 /// environment or spawns it (a run stopped by a signal), then checks it with [`finish`].
+/// No `TICKSWARM_*` variable of the caller's environment reaches it (a developer's
+/// `TICKSWARM_JSON` or `TICKSWARM_BOTS` would change what the test runs); a test that means
+/// one sets it on the command.
 pub fn run_command(file: &Path, args: &[&str], out: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_tickswarm"));
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("TICKSWARM_") {
+            c.env_remove(k);
+        }
+    }
     c.arg("run").arg(file).args(args).arg("--out").arg(out);
     c
 }
