@@ -1,7 +1,5 @@
 //! End to end on loopback: a few hundred bots against the embedded R-Type reference server.
 
-
-
 use crate::common::kernel::{assert_loopback_loss, UdpDrops};
 use crate::common::scenario::Scenario;
 use crate::common::summary::{at, run_scenario, u64_at};
