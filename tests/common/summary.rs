@@ -35,11 +35,23 @@ pub fn crate_file(path: &str) -> std::path::PathBuf {
 /// stderr); its summary.json in `out`, read with [`read_summary`].
 pub fn finish(o: &Output, out: &Path, codes: &[i32]) -> Value {
     let code = o.status.code();
-    assert!(
-        code.is_some_and(|c| codes.contains(&c)),
-        "tickswarm run exited {code:?}, expected one of {codes:?}; stderr:\n{}",
-        stderr(o)
-    );
+    if !code.is_some_and(|c| codes.contains(&c)) {
+        // A quiet run says nothing on stderr: its failed thresholds say why it exited 1.
+        let failed: Vec<String> = match read_summary(out) {
+            Ok(s) => s["thresholds"].as_array().map_or_else(Vec::new, |ts| {
+                ts.iter()
+                    .filter(|t| t["ok"] != true)
+                    .map(|t| format!("{} (observed {})", t["condition"], t["observed"]))
+                    .collect()
+            }),
+            Err(e) => vec![e],
+        };
+        panic!(
+            "tickswarm run exited {code:?}, expected one of {codes:?}; failed thresholds: \
+             {failed:?}; stderr:\n{}",
+            stderr(o)
+        );
+    }
     read_summary(out).unwrap_or_else(|e| panic!("{e}; the run's stderr:\n{}", stderr(o)))
 }
 
