@@ -12,7 +12,7 @@ use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
 use serde_json::Value;
 
-use crate::common::summary::{at, u64_at};
+use crate::common::summary::{at, finish, run_command, u64_at};
 
 const SHARDS: u32 = 3;
 const BOTS: u64 = 30;
@@ -78,13 +78,12 @@ fn three_shards_against_one_server_merge_into_one_run() {
         .collect();
     let children: Vec<Child> = (0..SHARDS)
         .map(|i| {
-            let mut c = bin();
-            c.arg("run")
-                .arg(&scenario)
-                .args(["--target", &addr, "--quiet", "--workers", "2"])
-                .arg("--out")
-                .arg(&dirs[i as usize])
-                .stderr(Stdio::piped());
+            let mut c = run_command(
+                &scenario,
+                &["--target", &addr, "--quiet", "--workers", "2"],
+                &dirs[i as usize],
+            );
+            c.stderr(Stdio::piped());
             if i == 0 {
                 c.args(["--shard", "0/3"]);
             } else {
@@ -94,16 +93,11 @@ fn three_shards_against_one_server_merge_into_one_run() {
             c.spawn().unwrap()
         })
         .collect();
-    for c in children {
-        let o = c.wait_with_output().unwrap();
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-    }
-    let shards: Vec<Value> = dirs.iter().map(|d| json(&d.join("summary.json"))).collect();
+    let shards: Vec<Value> = children
+        .into_iter()
+        .zip(&dirs)
+        .map(|(c, d)| finish(&c.wait_with_output().unwrap(), d, &[0]))
+        .collect();
     for (i, s) in shards.iter().enumerate() {
         // 30 bots by index % 3: ten each, every one connected.
         assert_eq!(s["bots"]["planned"], BOTS / u64::from(SHARDS), "shard {i}");
