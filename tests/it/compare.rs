@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use crate::common::proxy::{Impairment, Proxy};
-use crate::common::summary::{f64_at, run_scenario};
+use crate::common::summary::{f64_at, run_scenario, summary_in};
 use serde_json::Value;
 use tickswarm::engine::spawn_reference_server;
 use tickswarm::scenario::{ProtocolSection, ServerSection};
@@ -203,7 +203,7 @@ fn a_delayed_server_fails_compare_and_the_same_conditions_pass() {
     let c: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(
         row(&c, "rtt.p99")["base"].as_f64().unwrap(),
-        f64_at(&json(&merged.join("summary.json")), "rtt_us.p99")
+        f64_at(&summary_in(&merged), "rtt_us.p99")
     );
     let o = compare(&merged, &same, &generous);
     assert_eq!(

@@ -9,7 +9,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::common::summary::{run_scenario, u64_at};
+use crate::common::summary::{run_scenario, summary_in, u64_at};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tickswarm"))
@@ -238,7 +238,7 @@ fn shards_merge_into_the_whole_runs_groups() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let m = json(&merged.join("summary.json"));
+    let m = summary_in(&merged);
     for (n, bots) in [("near", 4), ("far", 8)] {
         let g = &m["groups"][n];
         assert_eq!(u64_at(&g, "bots.planned"), bots, "{n}");

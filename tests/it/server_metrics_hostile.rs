@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::server_metrics::{bin, ok, raw_endpoint, run_scraping, scenario};
-use crate::common::summary::{at, opt_f64_at, u64_at};
+use crate::common::summary::{at, opt_f64_at, summary_in, u64_at};
 
 /// `tickswarm validate` of the 3.2 s swarm with `server_metrics` appended: exit code, stderr.
 fn validate(dir: &Path, server_metrics: &str) -> (i32, String) {
@@ -124,8 +124,7 @@ fn ctrl_c_does_not_wait_for_a_hung_scrape() {
         took < Duration::from_secs(5),
         "the run ended {took:?} after SIGINT, held by a hung scrape"
     );
-    let s: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let s: Value = summary_in(&out);
     assert_eq!(
         u64_at(&s, "server_metrics.endpoints.0.failed.abandoned"),
         1,

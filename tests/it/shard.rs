@@ -12,7 +12,7 @@ use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
 use serde_json::Value;
 
-use crate::common::summary::{at, finish, run_command, u64_at};
+use crate::common::summary::{at, finish, run_command, summary_in, u64_at};
 
 const SHARDS: u32 = 3;
 const BOTS: u64 = 30;
@@ -119,7 +119,7 @@ fn three_shards_against_one_server_merge_into_one_run() {
         String::from_utf8_lossy(&o.stderr)
     );
     let m: Value = serde_json::from_slice(&o.stdout).expect("--json prints the merged summary");
-    assert_eq!(m, json(&merged.join("summary.json")));
+    assert_eq!(m, summary_in(&merged));
 
     // Counts: the shards' sums.
     let sum = |f: &dyn Fn(&Value) -> u64| shards.iter().map(f).sum::<u64>();
@@ -241,7 +241,7 @@ fn three_shards_against_one_server_merge_into_one_run() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0));
-    assert_eq!(json(&again.join("summary.json"))["rtt_us"], m["rtt_us"]);
+    assert_eq!(summary_in(&again)["rtt_us"], m["rtt_us"]);
 
     // A shard's folder given twice would count it twice: refused.
     let o = bin()
@@ -262,7 +262,7 @@ fn three_shards_against_one_server_merge_into_one_run() {
         .iter()
         .enumerate()
         .map(|(i, d)| {
-            let s = json(&d.join("summary.json"));
+            let s = summary_in(&d);
             assert_eq!(s["shard"]["index"], i as u64);
             assert_eq!(s["shard"]["count"], SHARDS);
             s["scenario_hash"].clone()
