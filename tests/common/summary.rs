@@ -269,17 +269,23 @@ pub fn object_at<'a>(s: &'a Value, path: &str) -> &'a serde_json::Map<String, Va
 /// A number that may be null at `path` (a figure the run could not measure is written as
 /// null): `None` for null, but a missing key or a non-number still fails the test.
 pub fn opt_f64_at(s: &Value, path: &str) -> Option<f64> {
-    typed(s, path, "a number or null", |v| match v {
-        Value::Null => Some(None),
-        v => v.as_f64().map(Some),
+    typed(s, path, "a number or null", |v| {
+        if v.is_null() {
+            Some(None)
+        } else {
+            v.as_f64().map(Some)
+        }
     })
 }
 
 /// A whole number that may be null at `path` (see [`opt_f64_at`]).
 pub fn opt_u64_at(s: &Value, path: &str) -> Option<u64> {
-    typed(s, path, "a whole number or null", |v| match v {
-        Value::Null => Some(None),
-        v => v.as_u64().map(Some),
+    typed(s, path, "a whole number or null", |v| {
+        if v.is_null() {
+            Some(None)
+        } else {
+            v.as_u64().map(Some)
+        }
     })
 }
 
