@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::server_metrics::{bin, ok, raw_endpoint, run_scraping, scenario};
-use crate::common::summary::{at, opt_f64_at, summary_in, u64_at};
+use crate::common::summary::{at, opt_f64_at, run_command, summary_in, u64_at};
 
 /// `tickswarm validate` of the 3.2 s swarm with `server_metrics` appended: exit code, stderr.
 fn validate(dir: &Path, server_metrics: &str) -> (i32, String) {
@@ -86,11 +86,7 @@ fn ctrl_c_does_not_wait_for_a_hung_scrape() {
         .replace("duration: 3200ms", "duration: 60s");
     std::fs::write(&p, text).unwrap();
     let out = dir.path().join("out");
-    let mut child = bin()
-        .arg("run")
-        .arg(&p)
-        .args(["--quiet", "--out"])
-        .arg(&out)
+    let mut child = run_command(&p, &["--quiet"], &out)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -124,7 +120,7 @@ fn ctrl_c_does_not_wait_for_a_hung_scrape() {
         took < Duration::from_secs(5),
         "the run ended {took:?} after SIGINT, held by a hung scrape"
     );
-    let s: Value = summary_in(&out);
+    let s = summary_in(&out);
     assert_eq!(
         u64_at(&s, "server_metrics.endpoints.0.failed.abandoned"),
         1,
