@@ -1,11 +1,10 @@
 //! `abort_on_fail:`: a plain run stops itself when a threshold fails for a sustained span,
 //! writes its report, names the threshold, and fails.
 
-use std::process::Command;
 use std::time::Instant;
 
 use crate::common::scenario::Scenario;
-use crate::common::summary::{at, f64_at, str_at, u64_at};
+use crate::common::summary::{f64_at, run_scenario, str_at, u64_at};
 
 #[test]
 fn a_threshold_failing_second_after_second_stops_the_run_early() {
@@ -21,26 +20,15 @@ fn a_threshold_failing_second_after_second_stops_the_run_early() {
         .write(&file);
     let out = tmp.path().join("out");
     let t0 = Instant::now();
-    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .arg("run")
-        .arg(&file)
-        .args(["--bots", "10", "--duration", "20s", "--out"])
-        .arg(&out)
-        .output()
-        .expect("run");
+    let (o, s) = run_scenario(&file, &["--bots", "10", "--duration", "20s"], &out, &[1]);
     let took = t0.elapsed();
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
     // 20 s asked for; the breach is sustained from the first second with a pong.
     assert!(took.as_secs() < 15, "ran {took:?}: {err}");
     assert!(
         err.contains("stopping: `rtt p99 < 1us` failed 2 s in a row"),
         "{err}"
     );
-    let s: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(out.join("summary.json")).expect("summary.json"),
-    )
-    .expect("JSON");
     assert_eq!(str_at(&s, "aborted.condition"), "rtt p99 < 1us");
     assert_eq!(u64_at(&s, "aborted.seconds"), 2);
     assert!(f64_at(&s, "aborted.at_s") < 10.0);
@@ -48,5 +36,5 @@ fn a_threshold_failing_second_after_second_stops_the_run_early() {
     assert_eq!(str_at(&s, "verdict"), "fail");
     let html = std::fs::read_to_string(out.join("report.html")).expect("report");
     assert!(html.contains("The run stopped itself (abort_on_fail)"));
-    assert!(at(&s, "duration_s").as_f64().is_some_and(|d| d < 12.0));
+    assert!(f64_at(&s, "duration_s") < 12.0);
 }

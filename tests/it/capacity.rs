@@ -18,7 +18,7 @@ use std::process::Command;
 use serde_json::Value;
 
 use crate::common::scenario::Scenario;
-use crate::common::summary::{at, f64_at, str_at, u64_at};
+use crate::common::summary::{at, f64_at, str_at, summary_in, u64_at};
 
 /// `tickswarm capacity FILE --out OUT ARGS`: its exit code, stderr and summary.json (when
 /// one was written).
@@ -325,9 +325,7 @@ fn shards_follow_one_staircase_and_merge_finds_the_answer() {
     let _ = server.kill();
     let _ = server.wait();
     for d in &dirs {
-        let s: Value =
-            serde_json::from_str(&std::fs::read_to_string(d.join("summary.json")).expect("part"))
-                .expect("JSON");
+        let s = summary_in(d);
         schema_check(&s);
         let plan: Vec<u64> = at(&s, "staircase.plan")
             .as_array()

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::common::summary::run_command;
+
 fn tickswarm() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_tickswarm"));
     for (k, _) in std::env::vars() {
@@ -47,13 +49,7 @@ fn port_zero_is_refused_by_validate_and_by_run_before_it_starts() {
 
     let out = tmp.path().join("out");
     let began = Instant::now();
-    let o = tickswarm()
-        .arg("run")
-        .arg(&s)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
+    let o = run_command(&s, &[], &out).output().unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains(&want), "{}", stderr(&o));
     assert!(

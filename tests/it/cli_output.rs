@@ -6,6 +6,8 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+use crate::common::summary::{opt_f64_at, run_command, run_scenario};
+
 fn tiny_scenario(dir: &Path) -> PathBuf {
     let p = dir.join("s.yaml");
     std::fs::write(
@@ -16,7 +18,11 @@ fn tiny_scenario(dir: &Path) -> PathBuf {
     p
 }
 
-fn run(scenario: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+/// `tickswarm run` with no `--out`, the run folder left to `env` (`TICKSWARM_OUT`): what
+/// these runs test is where the folder comes from, which the shared harness (always an
+/// `--out`) cannot. The caller's own output options (`TICKSWARM_FORCE`, `_QUIET`, `_JSON`,
+/// `_OUT`) are removed.
+fn run_without_out(scenario: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tickswarm"))
         .arg("run")
         .arg(scenario)
@@ -46,7 +52,7 @@ fn a_non_empty_out_folder_is_refused_unless_forced() {
     let out = tmp.path().join("out");
     std::fs::create_dir(&out).unwrap();
     std::fs::write(out.join("notes.txt"), "mine").unwrap();
-    let o = run(&s, &["--out", out.to_str().unwrap()], &[]);
+    let o = run_command(&s, &[], &out).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("is not empty") && e.contains("--force"), "{e}");
@@ -55,9 +61,9 @@ fn a_non_empty_out_folder_is_refused_unless_forced() {
     assert!(!e.contains("verdict"), "{e}");
 
     // TICKSWARM_OUT is refused the same way; --force (here from TICKSWARM_FORCE) writes.
-    let o = run(&s, &[], &[("TICKSWARM_OUT", out.to_str().unwrap())]);
+    let o = run_without_out(&s, &[], &[("TICKSWARM_OUT", out.to_str().unwrap())]);
     assert_eq!(o.status.code(), Some(2));
-    let o = run(
+    let o = run_without_out(
         &s,
         &["--quiet"],
         &[
@@ -89,8 +95,7 @@ fn a_non_empty_out_folder_is_refused_unless_forced() {
     // An empty folder is fine without --force.
     let empty = tmp.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
-    let o = run(&s, &["--quiet", "--out", empty.to_str().unwrap()], &[]);
-    assert_eq!(o.status.code(), Some(0));
+    run_scenario(&s, &["--quiet"], &empty, &[0]);
 }
 
 #[test]
@@ -98,20 +103,8 @@ fn json_on_stdout_quiet_on_stderr() {
     let tmp = tempfile::tempdir().unwrap();
     let s = tiny_scenario(tmp.path());
     let out = tmp.path().join("out");
-    let o = run(
-        &s,
-        &["--json", "--quiet", "--out", out.to_str().unwrap()],
-        &[],
-    );
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let (o, file) = run_scenario(&s, &["--json", "--quiet"], &out, &[0]);
     let printed: Value = serde_json::from_slice(&o.stdout).expect("stdout is the summary");
-    let file: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(printed, file);
     assert_eq!(printed["bots"]["planned"], 3);
     // --quiet: no progress, no result lines.
@@ -123,27 +116,19 @@ fn json_on_stdout_quiet_on_stderr() {
 fn verbose_levels_say_more() {
     let tmp = tempfile::tempdir().unwrap();
     let s = tiny_scenario(tmp.path());
-    let normal = run(&s, &["--out", tmp.path().join("a").to_str().unwrap()], &[]);
+    let normal = run_scenario(&s, &[], &tmp.path().join("a"), &[0]).0;
     let e0 = String::from_utf8_lossy(&normal.stderr).into_owned();
     assert!(e0.contains("verdict  PASS"), "{e0}");
     assert!(!e0.contains("pings      every"), "{e0}");
     // -v: the plan first.
-    let v = run(
-        &s,
-        &["-v", "--out", tmp.path().join("b").to_str().unwrap()],
-        &[],
-    );
+    let v = run_scenario(&s, &["-v"], &tmp.path().join("b"), &[0]).0;
     let e1 = String::from_utf8_lossy(&v.stderr).into_owned();
     assert!(
         e1.contains("pings      every") && e1.contains("verdict  PASS"),
         "{e1}"
     );
     // -vv: each second as a JSON line too.
-    let vv = run(
-        &s,
-        &["-vv", "--out", tmp.path().join("c").to_str().unwrap()],
-        &[],
-    );
+    let vv = run_scenario(&s, &["-vv"], &tmp.path().join("c"), &[0]).0;
     let e2 = String::from_utf8_lossy(&vv.stderr).into_owned();
     let points: Vec<Value> = e2
         .lines()
@@ -187,9 +172,8 @@ fn an_unmeasurable_threshold_says_so_and_fails_or_is_skipped() {
     );
 
     let out = tmp.path().join("fail-out");
-    let o = run(&fail, &["--out", out.to_str().unwrap()], &[]);
+    let (o, s) = run_scenario(&fail, &[], &out, &[1]);
     let e = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{e}");
     assert!(
         e.contains("FAIL  upstream_loss < 1%")
             && e.contains(
@@ -197,12 +181,10 @@ fn an_unmeasurable_threshold_says_so_and_fails_or_is_skipped() {
             ),
         "{e}"
     );
-    let s: Value =
-        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
     let t = &s["thresholds"][0];
     assert_eq!(t["condition"], "upstream_loss < 1%");
     assert_eq!(t["ok"], false);
-    assert!(t.get("observed").is_some_and(Value::is_null), "{t}");
+    assert_eq!(opt_f64_at(t, "observed"), None, "{t}");
     assert_eq!(t["unmeasurable"], "a cafe server acknowledges no input");
     assert_eq!(s["verdict"], "fail");
     let junit = std::fs::read_to_string(out.join("junit.xml")).unwrap();
@@ -212,12 +194,9 @@ fn an_unmeasurable_threshold_says_so_and_fails_or_is_skipped() {
     );
 
     let out = tmp.path().join("skip-out");
-    let o = run(&skip, &["--out", out.to_str().unwrap()], &[]);
+    let (o, s) = run_scenario(&skip, &[], &out, &[0]);
     let e = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(0), "{e}");
     assert!(e.contains("SKIP  upstream_loss < 1%"), "{e}");
-    let s: Value =
-        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(s["thresholds"][0]["skipped"], true);
     assert_eq!(s["thresholds"][0]["ok"], true);
     assert_eq!(s["verdict"], "pass");
@@ -274,7 +253,6 @@ fn no_rust_debug_formatting_reaches_a_user() {
     check("protocols", &String::from_utf8_lossy(&o.stdout));
     let tmp = tempfile::tempdir().unwrap();
     let s = tiny_scenario(tmp.path());
-    let o = run(&s, &["--out", tmp.path().join("o").to_str().unwrap()], &[]);
-    assert_eq!(o.status.code(), Some(0));
+    let (o, _) = run_scenario(&s, &[], &tmp.path().join("o"), &[0]);
     check("run", &String::from_utf8_lossy(&o.stderr));
 }

@@ -9,6 +9,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use crate::common::proxy::{Impairment, Proxy};
+use crate::common::summary::{f64_at, run_scenario, summary_in};
 use serde_json::Value;
 use tickswarm::engine::spawn_reference_server;
 use tickswarm::scenario::{ProtocolSection, ServerSection};
@@ -30,23 +31,6 @@ fn scenario(dir: &Path, compare_block: &str) -> PathBuf {
     )
     .unwrap();
     p
-}
-
-fn run(scenario: &Path, target: SocketAddr, out: &Path) {
-    let o = bin()
-        .arg("run")
-        .arg(scenario)
-        .args(["--target", &target.to_string(), "--quiet"])
-        .arg("--out")
-        .arg(out)
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "run failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
 }
 
 fn compare(base: &Path, new: &Path, extra: &[&str]) -> Output {
@@ -92,9 +76,18 @@ fn a_delayed_server_fails_compare_and_the_same_conditions_pass() {
     let t = tmp.path();
     let plain = scenario(t, "");
     let (base, same, slow) = (t.join("base"), t.join("same"), t.join("slow"));
-    run(&plain, server.addr, &base);
-    run(&plain, server.addr, &same);
-    run(&plain, delayed.addr, &slow);
+    let swarm = |target: SocketAddr, out: &Path| {
+        run_scenario(
+            &plain,
+            &["--target", &target.to_string(), "--quiet"],
+            out,
+            &[0],
+        )
+        .1
+    };
+    let base_summary = swarm(server.addr, &base);
+    swarm(server.addr, &same);
+    let slow_summary = swarm(delayed.addr, &slow);
 
     // The injected regression: rtt.p99 limited to 10 % more than the base fails, exit 1.
     let out = t.join("cmp");
@@ -123,18 +116,8 @@ fn a_delayed_server_fails_compare_and_the_same_conditions_pass() {
     assert!(b < n, "base {b} new {n}");
     assert_eq!(r["regressed"], true);
     // The figures are the runs' own exact percentiles (the summaries hold the same histograms).
-    assert_eq!(
-        b,
-        json(&base.join("summary.json"))["rtt_us"]["p99"]
-            .as_f64()
-            .unwrap()
-    );
-    assert_eq!(
-        n,
-        json(&slow.join("summary.json"))["rtt_us"]["p99"]
-            .as_f64()
-            .unwrap()
-    );
+    assert_eq!(b, f64_at(&base_summary, "rtt_us.p99"));
+    assert_eq!(n, f64_at(&slow_summary, "rtt_us.p99"));
     // Rows without a limit are shown, never failed.
     assert_eq!(row(&c, "rtt.p50")["regressed"], false);
     let html = std::fs::read_to_string(out.join("compare.html")).unwrap();
@@ -220,9 +203,7 @@ fn a_delayed_server_fails_compare_and_the_same_conditions_pass() {
     let c: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(
         row(&c, "rtt.p99")["base"].as_f64().unwrap(),
-        json(&merged.join("summary.json"))["rtt_us"]["p99"]
-            .as_f64()
-            .unwrap()
+        f64_at(&summary_in(&merged), "rtt_us.p99")
     );
     let o = compare(&merged, &same, &generous);
     assert_eq!(

@@ -1,13 +1,12 @@
 //! A server that dies mid-run fails the run by default, even when the scenario lists no
 //! thresholds: the default checks see the bots that lost their session or went silent.
 
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::common::summary::at;
+use crate::common::summary::{at, finish, run_command};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tickswarm"))
@@ -36,12 +35,7 @@ fn run_and_kill(
     )
     .unwrap();
     let out = tmp.path().join("out");
-    let run = bin()
-        .arg("run")
-        .arg(&scenario)
-        .args(["--target", addr])
-        .arg("--out")
-        .arg(&out)
+    let run = run_command(&scenario, &["--target", addr], &out)
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()
@@ -50,10 +44,8 @@ fn run_and_kill(
     server.kill().expect("kill the server");
     let _ = server.wait();
     let o = run.wait_with_output().unwrap();
-    let s: Value = serde_json::from_str(
-        &std::fs::read_to_string(Path::new(&out).join("summary.json")).expect("summary.json"),
-    )
-    .unwrap();
+    // Both tests expect the run to fail (exit 1) once its server is gone.
+    let s = finish(&o, &out, &[1]);
     (
         o.status.code(),
         s,

@@ -3,13 +3,13 @@
 //! Each run is bounded (a few seconds, a few hundred bots at most).
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
 use serde_json::Value;
 
 use crate::common::kernel::{assert_loopback_loss, assert_pass_on_a_loaded_machine, UdpDrops};
 use crate::common::scenario::replace_once;
-use crate::common::summary::{at, emitted_counter};
+use crate::common::summary::{at, emitted_counter, run_command, run_scenario, stderr, summary_in};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tickswarm"))
@@ -19,26 +19,6 @@ fn write_scenario(dir: &Path, name: &str, body: &str) -> std::path::PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, body).expect("write scenario");
     p
-}
-
-/// `tickswarm run SCENARIO --out OUT`.
-fn run_to(scenario: &Path, out: &Path) -> Output {
-    bin()
-        .arg("run")
-        .arg(scenario)
-        .arg("--out")
-        .arg(out)
-        .output()
-        .unwrap()
-}
-
-fn summary(dir: &Path) -> Value {
-    let text = std::fs::read_to_string(dir.join("summary.json")).expect("summary.json written");
-    serde_json::from_str(&text).expect("summary.json is JSON")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 const SWARM: &str = r#"
@@ -70,10 +50,8 @@ fn swarm_against_embedded_server() {
     let sc = write_scenario(tmp.path(), "s.yaml", SWARM);
     let out = tmp.path().join("out");
     let drops = UdpDrops::now();
-    let o = run_to(&sc, &out);
+    let (_, s) = run_scenario(&sc, &[], &out, &[0, 1]);
     let dropped = drops.since();
-    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
-    let s = summary(&out);
     // Passes, or fails only where the run's own figures show a loaded machine.
     assert_pass_on_a_loaded_machine(&s, dropped);
     assert_eq!(s["protocol"], "cafe");
@@ -238,19 +216,10 @@ fn unreachable_target_exits_3() {
         "name: gone\nprotocol:\n  cafe: {}\npopulation:\n  stages:\n    - ramp_to: 5\n      over: 0s\nbehaviour:\n  handshake_timeout: 500ms\n  handshake_retry: 100ms\nduration: 1500ms\n",
     );
     let out = tmp.path().join("out");
-    let o = bin()
-        .arg("run")
-        .arg(&sc)
-        .args(["--target", &format!("127.0.0.1:{port}")])
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let (o, s) = run_scenario(&sc, &["--target", &format!("127.0.0.1:{port}")], &out, &[3]);
     assert!(stderr(&o).contains("target unreachable"));
     // The message names what was seen, not an empty "()".
     assert!(stderr(&o).contains("(timeout: 5)"), "{}", stderr(&o));
-    let s = summary(&out);
     assert_eq!(s["bots"]["connected"], 0);
     assert_eq!(s["bots"]["failed"], 5);
     assert_eq!(s["errors"]["connect"]["timeout"], 5);
@@ -281,9 +250,7 @@ fn failed_threshold_exits_1() {
         "name: strict\nprotocol:\n  cafe: {}\npopulation:\n  stages:\n    - ramp_to: 5\n      over: 0s\nbehaviour:\n  ping_interval: 100ms\nduration: 1500ms\nthresholds:\n  - rtt max < 1us\n",
     );
     let out = tmp.path().join("out");
-    let o = run_to(&sc, &out);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    let s = summary(&out);
+    let (_, s) = run_scenario(&sc, &[], &out, &[1]);
     assert_eq!(s["verdict"], "fail");
     assert_eq!(s["thresholds"][0]["ok"], false);
     let junit = std::fs::read_to_string(out.join("junit.xml")).unwrap();
@@ -301,13 +268,7 @@ fn ctrl_c_still_writes_the_report() {
         "name: cut\nprotocol:\n  cafe: {}\npopulation:\n  stages:\n    - ramp_to: 20\n      over: 0s\nduration: 60s\n",
     );
     let out = tmp.path().join("out");
-    let mut child = bin()
-        .arg("run")
-        .arg(&sc)
-        .arg("--out")
-        .arg(&out)
-        .spawn()
-        .unwrap();
+    let mut child = run_command(&sc, &[], &out).spawn().unwrap();
     std::thread::sleep(std::time::Duration::from_millis(2500));
     // SAFETY: sending a signal to our own child process.
     unsafe {
@@ -316,7 +277,7 @@ fn ctrl_c_still_writes_the_report() {
     let started = std::time::Instant::now();
     let status = child.wait().unwrap();
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
-    let s = summary(&out);
+    let s = summary_in(&out);
     assert_eq!(s["interrupted"], true);
     assert_eq!(s["bots"]["connected"], 20);
     let ran = s["duration_s"].as_f64().expect("duration_s");
@@ -389,9 +350,7 @@ fn merge_two_runs_exactly() {
     let mut parts = Vec::new();
     for i in 0..2 {
         let out = tmp.path().join(format!("run{i}"));
-        let o = run_to(&sc, &out);
-        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-        parts.push(summary(&out));
+        parts.push(run_scenario(&sc, &[], &out, &[0]).1);
     }
     let merged = tmp.path().join("merged");
     let o = bin()
@@ -403,7 +362,7 @@ fn merge_two_runs_exactly() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let m = summary(&merged);
+    let m = summary_in(&merged);
     let sum = |f: &dyn Fn(&Value) -> u64| parts.iter().map(f).sum::<u64>();
     assert_eq!(m["bots"]["connected"].as_u64(), Some(60));
     assert_eq!(
@@ -447,9 +406,7 @@ fn intervals_add_up_to_the_totals_including_the_last_partial_second() {
         "name: tail\nprotocol:\n  cafe: {}\npopulation:\n  stages:\n    - ramp_to: 10\n      over: 0s\nduration: 2500ms\n",
     );
     let out = tmp.path().join("out");
-    let o = run_to(&sc, &out);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let s = summary(&out);
+    let (_, s) = run_scenario(&sc, &[], &out, &[0]);
     let iv = s["intervals"].as_array().unwrap();
     let ts: Vec<f64> = iv.iter().map(|p| p["t"].as_f64().unwrap()).collect();
     assert_eq!(ts.len(), 3, "{ts:?}");
@@ -484,9 +441,7 @@ fn per_bot_bandwidth_matches_the_input_grid() {
         "name: bw\nprotocol:\n  cafe: {}\npopulation:\n  stages:\n    - ramp_to: 5\n      over: 500ms\nbehaviour:\n  input_rate: 60\n  ping_interval: 10s\nduration: 4500ms\n",
     );
     let out = tmp.path().join("out");
-    let o = run_to(&sc, &out);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let s = summary(&out);
+    let (_, s) = run_scenario(&sc, &[], &out, &[0]);
     let bw = &s["bandwidth"];
     let n = |v: &serde_json::Value| v.as_u64().unwrap();
     let inputs = n(&s["inputs_sent"]);

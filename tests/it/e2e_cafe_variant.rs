@@ -13,7 +13,7 @@
 //! of each client, the measured loss must be the server's own count.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -23,7 +23,10 @@ use crate::common::kernel::{
     assert_loopback_loss, assert_loss_at_most, assert_pass_but_kernel_loss, UdpDrops,
 };
 use crate::common::peer::Peer;
-use crate::common::summary::declared_counter;
+use crate::common::summary::{
+    array_at, assert_absent, at, declared_counter, emitted_counter, object_at, run_scenario,
+    run_text_in, stderr, u64_at, u64_key,
+};
 use tickswarm::games::cafe::{CafeOptions, Dialect, LossSource};
 use tickswarm::protocol::ProtocolSection;
 use tickswarm::scenario::{self, Dur, Stage};
@@ -70,39 +73,6 @@ impl VariantServer {
     }
 }
 
-/// The run's output, its summary, and the datagrams the kernel dropped meanwhile for full
-/// receive buffers (see `crate::common::kernel`).
-fn run(dir: &Path, scenario: &str) -> (Output, Value, u64) {
-    let sc = dir.join("s.yaml");
-    std::fs::write(&sc, scenario).expect("write scenario");
-    let out = dir.join("out");
-    let drops = UdpDrops::now();
-    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .arg("run")
-        .arg(&sc)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .expect("tickswarm runs");
-    let dropped = drops.since();
-    let text = std::fs::read_to_string(out.join("summary.json")).expect("summary.json written");
-    (
-        o,
-        serde_json::from_str(&text).expect("summary.json is JSON"),
-        dropped,
-    )
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// A count that must be there: a renamed or missing field fails instead of reading 0.
-fn u(v: &Value) -> u64 {
-    v.as_u64()
-        .unwrap_or_else(|| panic!("expected a count, found {v}"))
-}
-
 fn scenario(port: u16, dialect: &str, bots: u32, hold: &str) -> String {
     format!(
         r#"
@@ -135,10 +105,14 @@ thresholds:
 fn implementation_dialect_against_the_variant() {
     let server = VariantServer::start();
     let tmp = tempfile::tempdir().expect("tempdir");
-    let (o, s, dropped) = run(
+    let drops = UdpDrops::now();
+    let (o, s) = run_text_in(
         tmp.path(),
         &scenario(server.port, "implementation", 20, "5500ms"),
+        &[],
+        &[0, 1],
     );
+    let dropped = drops.since();
     let totals = server.stop();
     let err = stderr(&o);
     eprintln!("{err}\nserver totals: {totals}\nkernel drops: {dropped}");
@@ -147,23 +121,20 @@ fn implementation_dialect_against_the_variant() {
     let code = if s["verdict"] == "pass" { 0 } else { 1 };
     assert_eq!(o.status.code(), Some(code), "{err}");
     assert_eq!(s["bots"]["connected"], 20);
-    assert_eq!(u(&s["bots"]["lost"]), 0);
+    assert_eq!(u64_at(&s, "bots.lost"), 0);
 
     // No decode errors of any kind.
-    let decode = s["errors"]["decode"]
-        .as_object()
-        .cloned()
-        .unwrap_or_default();
+    let decode = object_at(&s, "errors.decode");
     assert!(decode.is_empty(), "decode errors: {decode:?}");
 
     // Snapshots applied the whole run: about 60 per bot-second over ~5.5 s.
-    let applied = u(&s["snapshots_applied"]);
-    let sent = u(&totals["snapshots_sent_while_heard"]);
+    let applied = u64_at(&s, "snapshots_applied");
+    let sent = u64_at(&totals, "snapshots_sent_while_heard");
     assert!(applied >= 20 * 60 * 4, "applied {applied}");
     // No more than the server sent (a starved bot can go on applying what was queued for
     // it long after its last datagram reached the server, so "sent while heard" bounds
     // nothing from above).
-    let sent_all = u(&totals["snapshots_sent"]);
+    let sent_all = u64_at(&totals, "snapshots_sent");
     assert!(
         applied <= sent_all,
         "applied {applied} of {sent_all} sent ({sent} while heard)"
@@ -183,33 +154,36 @@ fn implementation_dialect_against_the_variant() {
         "datagram_outside_session",
         "unknown_message_type",
     ] {
-        assert_eq!(pm.get(set_aside), None, "{set_aside}: {pm}");
+        // A counter the bots record (emitted_counter fails on a name src/ never records),
+        // absent: it never fired.
+        assert_eq!(emitted_counter(&s, set_aside), 0, "{set_aside}: {pm}");
+        assert_absent(&s, &format!("protocol_metrics.{set_aside}"));
     }
-    let read = u(&s["bandwidth"]["down_packets"]);
-    let rtt = u(&s["rtt_us"]["count"]);
-    let late = pm.get("pong_late").map_or(0, u);
+    let read = u64_at(&s, "bandwidth.down_packets");
+    let rtt = u64_at(&s, "rtt_us.count");
+    let late = emitted_counter(&s, "pong_late");
     assert_eq!(
         read,
         20 + applied + rtt + late,
         "datagrams read {read}: 20 Welcomes, {applied} snapshots, {rtt} + {late} pongs"
     );
-    assert_eq!(u(&s["loss"]["downstream"]["received"]), applied);
+    assert_eq!(u64_at(&s, "loss.downstream.received"), applied);
     // Full snapshots (a third) are over 8 KB; the boss waves near 60 KB.
     let bytes = &pm["snapshot_bytes"];
-    assert!(u(&bytes["p90"]) > 8192, "snapshot_bytes {bytes}");
-    assert!(u(&bytes["max"]) > 50_000, "snapshot_bytes {bytes}");
-    assert!(u(&totals["snapshots_over_8k_sent"]) > 0);
+    assert!(u64_at(&bytes, "p90") > 8192, "snapshot_bytes {bytes}");
+    assert!(u64_at(&bytes, "max") > 50_000, "snapshot_bytes {bytes}");
+    assert!(u64_at(&totals, "snapshots_over_8k_sent") > 0);
     // Applied the whole run: no long hole between two snapshots of a bot.
     assert!(
-        u(&s["snapshot_interarrival_us"]["max"]) < 1_000_000,
+        u64_at(&s, "snapshot_interarrival_us.max") < 1_000_000,
         "{}",
         s["snapshot_interarrival_us"]
     );
 
     // RTT: every echo the bots read gave a sample (above); the server echoed each ping it
     // read, and no more.
-    let pings = u(&pm["pings_sent"]);
-    let echoed = u(&totals["pings_echoed"]);
+    let pings = u64_at(&pm, "pings_sent");
+    let echoed = u64_at(&totals, "pings_echoed");
     assert!(pings >= 20 * 15, "pings {pings}");
     assert!(
         rtt + late <= echoed && echoed <= pings,
@@ -220,7 +194,7 @@ fn implementation_dialect_against_the_variant() {
     // Loss from snapshot ticks: about 0 on loopback, not the 95 % a shared header counter
     // would show.
     let l = &s["loss"]["downstream"];
-    assert!(u(&l["expected"]) >= applied, "{l}");
+    assert!(u64_at(&l, "expected") >= applied, "{l}");
     assert_loopback_loss(l, dropped, 1, "downstream");
 
     eprintln!(
@@ -233,7 +207,7 @@ fn implementation_dialect_against_the_variant() {
     // One sample per snapshot that names a new input: over 1,000 on a quiet machine, fewer
     // when a loaded one connects the bots late (691 seen at load 10).
     assert!(
-        u(&pm["input_to_snapshot_us"]["count"]) > 200,
+        u64_at(&pm, "input_to_snapshot_us.count") > 200,
         "{}",
         pm["input_to_snapshot_us"]
     );
@@ -241,7 +215,7 @@ fn implementation_dialect_against_the_variant() {
         .get("input_to_snapshot_us")
         .is_some());
     assert_eq!(
-        u(&pm["snapshot_tick_step"]["max"]),
+        u64_at(&pm, "snapshot_tick_step.max"),
         1,
         "a snapshot every tick"
     );
@@ -255,14 +229,22 @@ fn implementation_dialect_against_the_variant() {
 fn spec_dialect_against_the_variant_is_named() {
     let server = VariantServer::start();
     let tmp = tempfile::tempdir().expect("tempdir");
-    let (o, s, _) = run(tmp.path(), &scenario(server.port, "spec", 5, "2s"));
+    let (o, s) = run_text_in(
+        tmp.path(),
+        &scenario(server.port, "spec", 5, "2s"),
+        &[],
+        &[1],
+    );
     let totals = server.stop();
     let err = stderr(&o);
     eprintln!("{err}\nserver totals: {totals}");
     assert_eq!(o.status.code(), Some(1), "{err}");
-    assert_eq!(u(&s["snapshots_applied"]), 0);
-    let hint = u(&s["protocol_metrics"]["dialect_hint.implementation"]);
-    let fits = u(&s["errors"]["decode"]["snapshot.fits_implementation_dialect"]);
+    assert_eq!(u64_at(&s, "snapshots_applied"), 0);
+    let hint = u64_key(at(&s, "protocol_metrics"), "dialect_hint.implementation");
+    let fits = u64_key(
+        at(&s, "errors.decode"),
+        "snapshot.fits_implementation_dialect",
+    );
     assert!(hint > 5 * 60, "dialect hint {hint}");
     assert_eq!(hint, fits);
     assert!(
@@ -271,11 +253,10 @@ fn spec_dialect_against_the_variant_is_named() {
     );
     assert!(err.contains("FAIL  snapshot_interarrival"), "{err}");
     // The default check says the same without any threshold in the scenario.
-    let applied_check = s["thresholds"]
-        .as_array()
-        .and_then(|t| t.iter().find(|c| c["metric"] == "snapshots_applied"))
-        .cloned()
-        .unwrap_or_default();
+    let applied_check = array_at(&s, "thresholds")
+        .iter()
+        .find(|c| c["metric"] == "snapshots_applied")
+        .expect("a snapshots_applied check among the thresholds");
     assert_eq!(applied_check["ok"], false, "{applied_check}");
     assert_eq!(applied_check["default"], true, "{applied_check}");
 }
@@ -330,21 +311,13 @@ fn run_quickstart(dir: &Path, port: u16, loss_source: Option<LossSource>) -> (Ou
     .expect("write scenario");
     let out = dir.join("out");
     let drops = UdpDrops::now();
-    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .arg("run")
-        .arg(&file)
-        .args(["--target", &format!("127.0.0.1:{port}"), "--bots", "20"])
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .expect("tickswarm runs");
-    let dropped = drops.since();
-    let text = std::fs::read_to_string(out.join("summary.json")).expect("summary.json written");
-    (
-        o,
-        serde_json::from_str(&text).expect("summary.json is JSON"),
-        dropped,
-    )
+    let (o, s) = run_scenario(
+        &file,
+        &["--target", &format!("127.0.0.1:{port}"), "--bots", "20"],
+        &out,
+        &[0, 1],
+    );
+    (o, s, drops.since())
 }
 
 /// Every second's downstream loss rate of the run (seconds with nothing expected, `null`,
@@ -393,7 +366,10 @@ fn ramp_against_a_shared_counter_shows_no_phantom_loss() {
         }
         let l = &s["loss"]["downstream"];
         assert_loss_at_most(l, 0.005, dropped, 1, &format!("{source:?}"));
-        assert!(u(&l["expected"]) >= u(&s["snapshots_applied"]), "{l}");
+        assert!(
+            u64_at(&l, "expected") >= u64_at(&s, "snapshots_applied"),
+            "{l}"
+        );
         let shared = declared_counter(&s, "shared_sequence_detected");
         match source {
             None => assert_eq!(shared, 20, "every bot saw the sharing"),
@@ -412,8 +388,8 @@ fn ramp_with_dropped_snapshots_measures_the_servers_own_loss() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let (o, s, kernel) = run_quickstart(tmp.path(), server.port, source);
         let totals = server.stop();
-        let dropped = u(&totals["snapshots_dropped"]);
-        let sent = u(&totals["snapshots_sent"]);
+        let dropped = u64_at(&totals, "snapshots_dropped");
+        let sent = u64_at(&totals, "snapshots_sent");
         let truth = dropped as f64 / (dropped + sent) as f64;
         let l = &s["loss"]["downstream"];
         let measured = l["rate"].as_f64().expect("loss rate");
@@ -426,18 +402,18 @@ fn ramp_with_dropped_snapshots_measures_the_servers_own_loss() {
         assert_eq!(o.status.code(), Some(1), "loss over 1 % fails the run");
         assert_eq!(s["bots"]["connected"], 20, "{source:?}");
         assert!(dropped > 500, "{totals}");
-        assert_eq!(u(&totals["drop_every"]), 10);
+        assert_eq!(u64_at(&totals, "drop_every"), 10);
         let per_client = totals["per_client"].as_array().expect("per_client");
         assert_eq!(per_client.len(), 20);
         assert_eq!(
             per_client
                 .iter()
-                .map(|c| u(&c["snapshots_dropped"]))
+                .map(|c| u64_at(&c, "snapshots_dropped"))
                 .sum::<u64>(),
             dropped
         );
         // The server's own drops, plus what the kernel dropped for starved bots meanwhile.
-        let expected = u(&l["expected"]) as f64;
+        let expected = u64_at(&l, "expected") as f64;
         assert!(
             measured - truth >= -0.005 && measured - truth <= 0.005 + kernel as f64 / expected,
             "{source:?}: measured {measured}, server {truth}, kernel drops {kernel}"

@@ -2,13 +2,12 @@
 //! servers, directly and through an impairment proxy.
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::process::Command;
 use std::time::Duration;
 
 use crate::common::kernel::{assert_loopback_loss, UdpDrops};
 use crate::common::proxy::{Impairment, Proxy};
 use crate::common::scenario::Scenario;
-use crate::common::summary::{at, declared_counter, emitted_counter, server_event};
+use crate::common::summary::{at, declared_counter, emitted_counter, run_text, server_event};
 use serde_json::Value;
 use tickswarm::engine::spawn_reference_server;
 use tickswarm::games::city::CityOptions;
@@ -17,25 +16,6 @@ use tickswarm::scenario::{ProtocolSection, ServerSection};
 /// ENet packs what one service queued into one datagram (a snapshot with acknowledgements and
 /// a ping, say): a datagram the kernel dropped can carry a few messages of a counted stream.
 const ENET_MESSAGES_PER_DATAGRAM: u64 = 4;
-
-fn run(scenario_text: &str, extra: &[&str]) -> Value {
-    let tmp = tempfile::tempdir().unwrap();
-    let scenario = tmp.path().join("city.yaml");
-    std::fs::write(&scenario, scenario_text).unwrap();
-    let out = tmp.path().join("out");
-    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .arg("run")
-        .arg(&scenario)
-        .args(extra)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    let code = o.status.code();
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert!(code == Some(0) || code == Some(1), "exit {code:?}: {err}");
-    serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
-}
 
 /// One swarm at a time: each test runs hundreds of ENet bots and their servers, and five at
 /// once on a 2-core machine measure the machine, not the code (loopback loss appears).
@@ -62,7 +42,7 @@ fn city_swarm_over_enet() {
         .set("duration", "5s")
         .text();
     let drops = UdpDrops::now();
-    let s = run(&text, &[]);
+    let s = run_text(&text, &[], &[0, 1]).1;
     let dropped = drops.since();
     assert_eq!(s["protocol"], "city");
     assert_eq!(s["bots"]["connected"], 150, "{}", s["errors"]);
@@ -112,7 +92,7 @@ fn city_through_delay_and_loss() {
         Duration::from_secs(40),
     );
     let text = "name: city-impaired\nprotocol:\n  city:\n    cached_content_share: 0.5\npopulation:\n  stages:\n    - ramp_to: 20\n      over: 500ms\n    - hold: 5s\nbehaviour:\n  ping_interval: 250ms\n  handshake_timeout: 10s\n";
-    let s = run(text, &["--target", &proxy.addr.to_string()]);
+    let s = run_text(text, &["--target", &proxy.addr.to_string()], &[0, 1]).1;
     drop(handle);
     eprintln!(
         "impaired city: rtt {} enet_rtt {} loss down {} up {} corrections {} prediction_error {}",
@@ -166,7 +146,7 @@ fn city_bots_share_sockets() {
     let _one_at_a_time = serial();
     let text = "name: shared\nprotocol:\n  city:\n    cached_content_share: 1.0\npopulation:\n  stages:\n    - ramp_to: 60\n      over: 500ms\n    - hold: 3s\nengine:\n  bots_per_socket: 10\n";
     let drops = UdpDrops::now();
-    let s = run(text, &[]);
+    let s = run_text(text, &[], &[0, 1]).1;
     let dropped = drops.since();
     assert_eq!(s["bots"]["connected"], 60, "{}", s["errors"]);
     let server = &s["protocol_metrics"]["embedded_server"];
@@ -253,7 +233,7 @@ fn wire_bytes_equal_what_a_counting_proxy_saw() {
         .set("population.stages.0.over", "1s")
         .set("duration", "3s")
         .text();
-    let s = run(&text, &["--target", &proxy.addr.to_string()]);
+    let s = run_text(&text, &["--target", &proxy.addr.to_string()], &[0, 1]).1;
     let bw = &s["bandwidth"];
     let n = |k: &str| bw[k].as_u64().unwrap();
     // Up: every datagram the bots sent reached the proxy on loopback, byte for byte.

@@ -9,14 +9,11 @@
 //! These tests fail (never skip) without it.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use serde_json::Value;
-
 use crate::common::peer::Peer;
-use crate::common::summary::{at, declared_counter, u64_at};
+use crate::common::summary::{at, declared_counter, run_text, u64_at};
 
 fn peer_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
@@ -30,27 +27,6 @@ fn build_peer() -> PathBuf {
 /// A peer on a free port, killed on drop.
 fn start_peer(args: &[&str]) -> Peer {
     Peer::c("city variant peer", peer_bin(), args)
-}
-
-fn run(scenario_text: &str, target: u16) -> Value {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let scenario = tmp.path().join("city.yaml");
-    std::fs::write(&scenario, scenario_text).expect("write scenario");
-    let out = tmp.path().join("out");
-    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .arg("run")
-        .arg(&scenario)
-        .arg("--target")
-        .arg(format!("127.0.0.1:{target}"))
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .expect("run tickswarm");
-    let code = o.status.code();
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert!(code == Some(0) || code == Some(1), "exit {code:?}: {err}");
-    let text = std::fs::read_to_string(out.join("summary.json")).expect("summary.json");
-    serde_json::from_str(&text).expect("summary is JSON")
 }
 
 fn scenario(bots: u32, hold: &str, input_rate: u32) -> String {
@@ -78,7 +54,12 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
 fn implementation_dialect_plays_against_the_variant_peer() {
     let _one = one_at_a_time();
     let mut peer = start_peer(&["--seconds", "40", "--tick-rate", "60"]);
-    let s = run(&scenario(20, "20s", 60), peer.listening_port());
+    let s = run_text(
+        &scenario(20, "20s", 60),
+        &["--target", &format!("127.0.0.1:{}", peer.listening_port())],
+        &[0, 1],
+    )
+    .1;
     std::thread::sleep(Duration::from_millis(1200));
     peer.drain();
     let alive = peer.alive();
@@ -154,7 +135,12 @@ fn implementation_dialect_plays_against_the_variant_peer() {
 fn bots_beyond_the_peer_table_are_failures() {
     let _one = one_at_a_time();
     let mut peer = start_peer(&["--seconds", "40", "--tick-rate", "20", "--max-peers", "5"]);
-    let s = run(&scenario(8, "3500ms", 20), peer.listening_port());
+    let s = run_text(
+        &scenario(8, "3500ms", 20),
+        &["--target", &format!("127.0.0.1:{}", peer.listening_port())],
+        &[0, 1],
+    )
+    .1;
     peer.drain();
     eprintln!("summary: {s:#}");
     assert!(peer.alive());

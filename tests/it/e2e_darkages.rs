@@ -1,12 +1,8 @@
 //! End to end on loopback: the real binary, 120 bots over plain UDP against two embedded
 //! DarkAges zones; bots walk across the border, so handoffs happen and are counted.
 
-use std::process::Command;
-
-use serde_json::Value;
-
 use crate::common::scenario::Scenario;
-use crate::common::summary::{declared_counter, server_event};
+use crate::common::summary::{declared_counter, run_scenario, server_event};
 
 #[test]
 fn darkages_swarm_hands_over_between_two_embedded_zones() {
@@ -21,18 +17,7 @@ fn darkages_swarm_hands_over_between_two_embedded_zones() {
         .replace_item("thresholds", "rtt p99 < 50ms", "rtt p99 < 5s")
         .write(&scenario);
     let out = tmp.path().join("out");
-    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .arg("run")
-        .arg(&scenario)
-        .arg("--out")
-        .arg(&out)
-        .args(["--bots", "120"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(0), "{err}");
-    let s: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let (_, s) = run_scenario(&scenario, &["--bots", "120"], &out, &[0]);
     assert_eq!(s["protocol"], "darkages");
     assert_eq!(s["dialect"], "spec");
     assert!(

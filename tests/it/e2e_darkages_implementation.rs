@@ -10,13 +10,15 @@
 //! bots for 5 s per run. Needs `python3`.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
 
 use serde_json::Value;
 
 use crate::common::peer::Peer;
-use crate::common::summary::{at, declared_counter, f64_at, u64_at};
+use crate::common::summary::{
+    array_at, at, bool_at, declared_counter, f64_at, run_scenario, stderr, str_at, u64_at, u64_key,
+};
 
 /// One run at a time: the Python peer and a 200-bot swarm share two cores.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -46,31 +48,6 @@ fn scenario() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/darkages-implementation.yaml")
 }
 
-/// `tickswarm run` of the shipped scenario with `flags`; its output and summary.json.
-fn run(out: &Path, flags: &[&str]) -> (Output, Value) {
-    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .arg("run")
-        .arg(scenario())
-        .arg("--out")
-        .arg(out)
-        .args(flags)
-        .output()
-        .expect("tickswarm runs");
-    let text = std::fs::read_to_string(out.join("summary.json")).expect("summary.json written");
-    (
-        o,
-        serde_json::from_str(&text).expect("summary.json is JSON"),
-    )
-}
-
-/// The count under `key` of an object read from summary.json (`key` may hold a dot, as
-/// `game_message.inventory_sync` does): a missing key fails the test.
-fn count(v: &Value, key: &str) -> u64 {
-    let n = v.get(key).unwrap_or_else(|| panic!("no `{key}` in {v}"));
-    n.as_u64()
-        .unwrap_or_else(|| panic!("`{key}` is not a count: {n}"))
-}
-
 /// One of the peer's totals (a Python `Counter`: a count that never moved is absent and
 /// reads 0). The key must be one the peer counts, so a renamed total fails the test.
 fn peer_count(totals: &Value, key: &str) -> u64 {
@@ -88,17 +65,11 @@ fn peer_count(totals: &Value, key: &str) -> u64 {
     })
 }
 
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
 fn failed_thresholds(s: &Value) -> Vec<String> {
-    s["thresholds"]
-        .as_array()
-        .expect("thresholds")
+    array_at(s, "thresholds")
         .iter()
-        .filter(|t| t["ok"] == false)
-        .map(|t| t["condition"].as_str().unwrap_or("?").to_string())
+        .filter(|t| !bool_at(t, "ok"))
+        .map(|t| str_at(t, "condition").to_string())
         .collect()
 }
 
@@ -119,8 +90,8 @@ fn swarm_of_200_from_16_subnets_against_the_peer() {
     ]);
     let tmp = tempfile::tempdir().expect("tempdir");
     let target = peer_target(&peer);
-    let (o, s) = run(
-        tmp.path(),
+    let (o, s) = run_scenario(
+        &scenario(),
         &[
             "--target",
             &target,
@@ -131,6 +102,8 @@ fn swarm_of_200_from_16_subnets_against_the_peer() {
             "--source-addresses",
             "127.10.0.0/20",
         ],
+        tmp.path(),
+        &[1],
     );
     let totals = peer.stop_for_totals();
     let err = stderr(&o);
@@ -166,7 +139,7 @@ fn swarm_of_200_from_16_subnets_against_the_peer() {
     assert_eq!(u64_at(&s, "errors.decode_total"), 0, "{}", s["errors"]);
     let pm = at(&s, "protocol_metrics");
     assert!(declared_counter(&s, "event_damage") >= 200, "{pm}");
-    assert_eq!(count(pm, "game_message.inventory_sync"), 200, "{pm}");
+    assert_eq!(u64_key(pm, "game_message.inventory_sync"), 200, "{pm}");
     assert_eq!(u64_at(&s, "protocol_metrics.snapshot_tick_step.max"), 3);
     assert!(
         u64_at(&s, "protocol_metrics.input_ack_us.count") > applied / 2,
@@ -235,12 +208,12 @@ fn more_than_20_from_one_subnet_are_refused_and_the_places_never_freed() {
         "--source-addresses",
         "127.20.1.0/24",
     ];
-    let (o, s) = run(&tmp.path().join("first"), &flags);
+    let (o, s) = run_scenario(&scenario(), &flags, &tmp.path().join("first"), &[1]);
     let err = stderr(&o);
     eprintln!("{err}");
     assert_eq!(u64_at(&s, "bots.connected"), 20, "{}", s["bots"]);
     assert_eq!(
-        count(at(&s, "errors.connect"), "unanswered"),
+        u64_key(at(&s, "errors.connect"), "unanswered"),
         5,
         "{}",
         s["errors"]
@@ -251,14 +224,14 @@ fn more_than_20_from_one_subnet_are_refused_and_the_places_never_freed() {
         "the console names the reason: {err}"
     );
 
-    let (o2, s2) = run(&tmp.path().join("second"), &flags);
+    let (o2, s2) = run_scenario(&scenario(), &flags, &tmp.path().join("second"), &[1, 3]);
     let totals = peer.stop_for_totals();
     eprintln!("{}\npeer totals: {totals}", stderr(&o2));
     assert_eq!(u64_at(&s2, "bots.connected"), 0, "{}", s2["bots"]);
-    assert_eq!(count(at(&s2, "errors.connect"), "unanswered"), 25);
+    assert_eq!(u64_key(at(&s2, "errors.connect"), "unanswered"), 25);
     assert_eq!(peer_count(&totals, "admitted"), 20);
     assert_eq!(totals["admitted_per_subnet"]["127.20.1"], 20);
-    assert!(count(&totals["refused"], "per_subnet") >= 30, "{totals}");
+    assert!(u64_key(&totals["refused"], "per_subnet") >= 30, "{totals}");
     assert_eq!(peer_count(&totals, "replies_sent"), 20);
 }
 
@@ -271,9 +244,11 @@ fn the_shipped_scenario_passes_against_the_peer_and_embedded() {
     let target = peer_target(&peer);
     let tmp = tempfile::tempdir().expect("tempdir");
     let flags = ["--bots", "50", "--duration", "4s"];
-    let (o, s) = run(
-        &tmp.path().join("peer"),
+    let (o, s) = run_scenario(
+        &scenario(),
         &[&["--target", target.as_str()][..], &flags[..]].concat(),
+        &tmp.path().join("peer"),
+        &[0],
     );
     let totals = peer.stop_for_totals();
     let err = stderr(&o);
@@ -286,7 +261,7 @@ fn the_shipped_scenario_passes_against_the_peer_and_embedded() {
 
     // The embedded server shares the 2 cores with the swarm (and, in CI, with the rest of the
     // suite): a saturated debug build may push the round-trip gate over, and nothing else.
-    let (o, s) = run(&tmp.path().join("embedded"), &flags);
+    let (o, s) = run_scenario(&scenario(), &flags, &tmp.path().join("embedded"), &[0, 1]);
     let err = stderr(&o);
     let failed = failed_thresholds(&s);
     assert!(

@@ -2,12 +2,11 @@
 //! injected between real bots and the real reference server; the summary must report them.
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::process::Command;
 use std::time::Duration;
 
 use crate::common::kernel::{assert_loopback_loss, UdpDrops};
 use crate::common::proxy::{Impairment, Proxy};
-use crate::common::summary::at;
+use crate::common::summary::{at, run_scenario};
 use serde_json::Value;
 use tickswarm::engine::spawn_reference_server;
 use tickswarm::scenario::{ProtocolSection, ServerSection};
@@ -32,25 +31,15 @@ fn run_through_proxy(
     )
     .unwrap();
     let out = tmp.path().join("out");
-    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .arg("run")
-        .arg(&scenario)
-        .args(["--target", &proxy.addr.to_string()])
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
+    let (_, s) = run_scenario(
+        &scenario,
+        &["--target", &proxy.addr.to_string()],
+        &out,
+        &[0],
     );
     // Let the last delayed datagrams drain before the counts are read.
     std::thread::sleep(Duration::from_millis(200));
     drop(handle);
-    let s: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     (s, proxy)
 }
 

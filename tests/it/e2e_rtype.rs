@@ -1,12 +1,8 @@
 //! End to end on loopback: a few hundred bots against the embedded R-Type reference server.
 
-use std::process::Command;
-
-use serde_json::Value;
-
 use crate::common::kernel::{assert_loopback_loss, UdpDrops};
 use crate::common::scenario::Scenario;
-use crate::common::summary::{at, u64_at};
+use crate::common::summary::{at, run_scenario, u64_at};
 
 /// Every bot is accepted; RTT, snapshot and entity metrics land in summary.json; nothing is
 /// lost on loopback; the report is written.
@@ -24,18 +20,8 @@ fn rtype_swarm_against_embedded_server() {
         .write(&scenario);
     let out = tmp.path().join("out");
     let drops = UdpDrops::now();
-    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .arg("run")
-        .arg(&scenario)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
+    let (_, s) = run_scenario(&scenario, &[], &out, &[0]);
     let dropped = drops.since();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(0), "{err}");
-    let s: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(s["protocol"], "rtype");
     assert_eq!(s["bots"]["planned"], 200);
     assert_eq!(s["bots"]["connected"], 200);

@@ -13,12 +13,11 @@
 
 use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Command, Output};
-
-use serde_json::Value;
 
 use crate::common::peer::Peer;
-use crate::common::summary::{at, declared_counter, emitted_counter, str_at, u64_at};
+use crate::common::summary::{
+    at, declared_counter, emitted_counter, run_file, stderr, str_at, u64_at, u64_key,
+};
 
 const BOTS: u64 = 20;
 /// The peer holds each PONG this long after its game step.
@@ -42,37 +41,6 @@ fn port(p: &Peer, key: &str) -> u16 {
     p.ready_json()[key].as_u64().expect(key) as u16
 }
 
-/// Run a shipped scenario with flags; its exit and summary.json.
-fn run(scenario: &str, flags: &[&str]) -> (Output, Value) {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let out = tmp.path().join("out");
-    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .arg("run")
-        .arg(root().join(scenario))
-        .args(flags)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .expect("tickswarm runs");
-    let text = std::fs::read_to_string(out.join("summary.json")).expect("summary.json written");
-    (
-        o,
-        serde_json::from_str(&text).expect("summary.json is JSON"),
-    )
-}
-
-/// The count under `key` of an object read from summary.json (`key` may hold a dot, as
-/// `tcp_login.refused` does): a missing key fails the test.
-fn count(v: &Value, key: &str) -> u64 {
-    let n = v.get(key).unwrap_or_else(|| panic!("no `{key}` in {v}"));
-    n.as_u64()
-        .unwrap_or_else(|| panic!("`{key}` is not a count: {n}"))
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
 /// 20 bots log in over TCP and play over UDP against the peer, which skips every 10th
 /// snapshot and every 9th PONG of each client and holds PONGs 30 ms: all in play, inputs
 /// sent and received, snapshots applied exactly as the peer delivered them, no decode error,
@@ -89,9 +57,10 @@ fn twenty_bots_log_in_over_tcp_and_play_over_udp() {
         &PONG_DELAY_MS.to_string(),
     ]);
     let target = format!("127.0.0.1:{}", port(&peer, "tcp_port"));
-    let (o, s) = run(
-        "scenarios/rtype-implementation.yaml",
+    let (o, s) = run_file(
+        &root().join("scenarios/rtype-implementation.yaml"),
         &["--target", &target, "--duration", "6s"],
+        &[0, 1],
     );
     let t = peer.stop_for_totals();
     let err = stderr(&o);
@@ -192,15 +161,16 @@ fn a_closed_login_port_is_counted_refused() {
         l.local_addr().expect("addr").port()
     };
     let target = format!("127.0.0.1:{port}");
-    let (o, s) = run(
-        "scenarios/rtype-implementation.yaml",
+    let (o, s) = run_file(
+        &root().join("scenarios/rtype-implementation.yaml"),
         &["--target", &target, "--duration", "3s"],
+        &[1, 3],
     );
     assert_ne!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(u64_at(&s, "bots.connected"), 0);
     assert_eq!(u64_at(&s, "bots.failed"), BOTS, "{}", s["bots"]);
     let connect = at(&s, "errors.connect");
-    assert_eq!(count(connect, "tcp_login.refused"), BOTS, "{connect}");
+    assert_eq!(u64_key(connect, "tcp_login.refused"), BOTS, "{connect}");
 }
 
 /// An ERROR_MESSAGE answers HELLO: a bad reply, counted per bot.
@@ -208,15 +178,16 @@ fn a_closed_login_port_is_counted_refused() {
 fn an_error_reply_to_the_login_is_counted_a_bad_reply() {
     let mut peer = start_peer(&["--login-error"]);
     let target = format!("127.0.0.1:{}", port(&peer, "tcp_port"));
-    let (o, s) = run(
-        "scenarios/rtype-implementation.yaml",
+    let (o, s) = run_file(
+        &root().join("scenarios/rtype-implementation.yaml"),
         &["--target", &target, "--duration", "3s", "--bots", "5"],
+        &[1, 3],
     );
     let t = peer.stop_for_totals();
     assert_ne!(o.status.code(), Some(0));
     assert_eq!(u64_at(&t, "errors_sent"), 5);
     assert_eq!(
-        count(at(&s, "errors.connect"), "login_bad_reply"),
+        u64_key(at(&s, "errors.connect"), "login_bad_reply"),
         5,
         "{}",
         s["errors"]
@@ -229,9 +200,10 @@ fn an_error_reply_to_the_login_is_counted_a_bad_reply() {
 fn the_spec_dialect_names_the_real_servers_bytes() {
     let mut peer = start_peer(&[]);
     let target = format!("127.0.0.1:{}", port(&peer, "udp_port"));
-    let (o, s) = run(
-        "scenarios/rtype.yaml",
+    let (o, s) = run_file(
+        &root().join("scenarios/rtype.yaml"),
         &["--target", &target, "--duration", "2s", "--bots", "3"],
+        &[1],
     );
     let t = peer.stop_for_totals();
     // The server answered, in the other dialect: a failed verdict naming it, not exit 3.
@@ -269,8 +241,8 @@ fn a_login_stream_flooded_after_welcome_costs_the_run_nothing() {
     let mut peer = start_peer(&["--stream-after-welcome"]);
     let target = format!("127.0.0.1:{}", port(&peer, "tcp_port"));
     let started = std::time::Instant::now();
-    let (o, s) = run(
-        "scenarios/rtype-implementation.yaml",
+    let (o, s) = run_file(
+        &root().join("scenarios/rtype-implementation.yaml"),
         &[
             "--target",
             &target,
@@ -279,6 +251,7 @@ fn a_login_stream_flooded_after_welcome_costs_the_run_nothing() {
             "--bots",
             &BOTS.to_string(),
         ],
+        &[0, 1],
     );
     let took = started.elapsed();
     let t = peer.stop_for_totals();

@@ -1,34 +1,15 @@
 //! End to end on loopback over real ENet: the tickswarm binary runs ZergCity bots against an
 //! embedded fleet of four-player reference servers, a share of them reconnecting.
 
-use std::process::Command;
-
 use serde_json::Value;
 
 use crate::common::kernel::{assert_loopback_loss, assert_pass_but_kernel_loss, UdpDrops};
 use crate::common::scenario::Scenario;
+use crate::common::summary::run_text;
 
 /// ENet packs what one service queued into one datagram (a snapshot with acknowledgements and
 /// a ping, say): a datagram the kernel dropped can carry a few messages of a counted stream.
 const ENET_MESSAGES_PER_DATAGRAM: u64 = 4;
-
-fn run(scenario_text: &str) -> Value {
-    let tmp = tempfile::tempdir().unwrap();
-    let scenario = tmp.path().join("zergcity.yaml");
-    std::fs::write(&scenario, scenario_text).unwrap();
-    let out = tmp.path().join("out");
-    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .arg("run")
-        .arg(&scenario)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    let code = o.status.code();
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert!(code == Some(0) || code == Some(1), "exit {code:?}: {err}");
-    serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
-}
 
 fn metric<'a>(s: &'a Value, name: &str) -> &'a Value {
     &s["protocol_metrics"][name]
@@ -50,7 +31,7 @@ fn zergcity_swarm_over_an_embedded_fleet_with_reconnection() {
         .replace_item("thresholds", "rtt p99 < 50ms", "rtt p99 < 5s")
         .text();
     let drops = UdpDrops::now();
-    let s = run(&text);
+    let s = run_text(&text, &[], &[0, 1]).1;
     let dropped = drops.since();
     assert_eq!(s["protocol"], "zergcity");
     assert_eq!(s["bots"]["connected"], 200, "{}", s["errors"]);
@@ -117,7 +98,7 @@ fn the_fifth_player_of_a_game_is_refused() {
         .add("server.instances", 1)
         .set("duration", "4s")
         .text();
-    let s = run(&text);
+    let s = run_text(&text, &[], &[0, 1]).1;
     assert_eq!(s["bots"]["connected"], 4, "{}", s["errors"]);
     assert_eq!(s["errors"]["connect"]["server_full"], 1, "{}", s["errors"]);
     assert_eq!(s["verdict"], "fail", "connect_success < 99.9 %");

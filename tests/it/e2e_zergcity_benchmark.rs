@@ -17,16 +17,15 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
-
-use serde_json::Value;
 
 use crate::common::kernel::{assert_loopback_loss, assert_pass_on_a_loaded_machine, UdpDrops};
 use crate::common::peer::Peer;
 use crate::common::proxy::{Impairment, Proxy};
-use crate::common::summary::{at, declared_counter, f64_at, u64_at};
+use crate::common::summary::{
+    at, crate_file, declared_counter, f64_at, read_summary, run_command, run_file, u64_at,
+};
 
 const INSTALL_HINT: &str = "run scripts/install-test-deps.sh (installs libenet-dev, liblz4-dev)";
 const SCENARIO: &str = "scenarios/zergcity-benchmark.yaml";
@@ -69,27 +68,13 @@ fn settle(p: &mut Peer) {
     });
 }
 
-/// Run a scenario against `targets` with extra CLI flags; the summary and exit code.
-fn run(scenario: &str, targets: &[SocketAddr], extra: &[&str]) -> (Value, Option<i32>) {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let out = tmp.path().join("out");
-    let targets: Vec<String> = targets.iter().map(ToString::to_string).collect();
-    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .arg("run")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(scenario))
-        .arg("--target")
-        .arg(targets.join(","))
-        .arg("--out")
-        .arg(&out)
-        .args(extra)
-        .output()
-        .expect("run tickswarm");
-    let code = o.status.code();
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    // 0 pass, 1 fail, 3 target unreachable (no bot completed a handshake).
-    assert!(matches!(code, Some(0 | 1 | 3)), "exit {code:?}: {err}");
-    let text = std::fs::read_to_string(out.join("summary.json")).expect("summary.json");
-    (serde_json::from_str(&text).expect("summary is JSON"), code)
+/// `--target` for `targets`, comma-separated.
+fn target_list<T: std::fmt::Display>(targets: &[T]) -> String {
+    targets
+        .iter()
+        .map(|t| format!("{t}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
@@ -111,7 +96,12 @@ fn the_shipped_scenario_passes_against_three_peers() {
     let mut peers: Vec<Peer> = (0..3).map(|_| start_peer(&["--seconds", "40"])).collect();
     let targets: Vec<SocketAddr> = peers.iter().map(addr).collect();
     let kernel = UdpDrops::now();
-    let (s, code) = run(SCENARIO, &targets, &[]);
+    let (o, s) = run_file(
+        &crate_file(SCENARIO),
+        &["--target", &target_list(&targets)],
+        &[0, 1, 3],
+    );
+    let code = o.status.code();
     let dropped = kernel.since();
     peers.iter_mut().for_each(settle);
     eprintln!("summary: {s:#}\nkernel receive-buffer drops meanwhile: {dropped}");
@@ -189,7 +179,11 @@ fn loss_and_rtt_match_the_injected_faults() {
         })
         .collect();
     let targets: Vec<SocketAddr> = proxies.iter().map(|p| p.addr).collect();
-    let (s, _) = run(SCENARIO, &targets, &[]);
+    let (_, s) = run_file(
+        &crate_file(SCENARIO),
+        &["--target", &target_list(&targets)],
+        &[0, 1, 3],
+    );
     peers.iter_mut().for_each(settle);
     eprintln!("summary: {s:#}");
     for p in &peers {
@@ -241,12 +235,20 @@ fn the_other_dialects_name_the_benchmark() {
         ("scenarios/zergcity.yaml", "spec"),
         ("scenarios/zergcity-implementation.yaml", "implementation"),
     ] {
-        let (s, code) = run(
-            scenario,
-            &[addr(&peer)],
+        let (o, s) = run_file(
+            &crate_file(scenario),
             // 5 s: on a loaded machine the ENet connect alone can take seconds.
-            &["--bots", "2", "--duration", "5s"],
+            &[
+                "--target",
+                &target_list(&[addr(&peer)]),
+                "--bots",
+                "2",
+                "--duration",
+                "5s",
+            ],
+            &[0, 1, 3],
         );
+        let code = o.status.code();
         assert_eq!(
             code,
             Some(1),
@@ -287,17 +289,22 @@ fn sigterm_ends_a_run_flooded_with_empty_deltas_on_a_large_world_with_its_report
     let tmp = tempfile::tempdir().expect("tempdir");
     let out = tmp.path().join("out");
     let err_path = tmp.path().join("stderr");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .arg("run")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(SCENARIO))
-        .arg("--target")
-        .arg(addr(&peer).to_string())
-        .args(["--bots", "4", "--duration", "90s", "--out"])
-        .arg(&out)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&err_path).expect("stderr file"))
-        .spawn()
-        .expect("start tickswarm run");
+    let mut child = run_command(
+        &crate_file(SCENARIO),
+        &[
+            "--target",
+            &addr(&peer).to_string(),
+            "--bots",
+            "4",
+            "--duration",
+            "90s",
+        ],
+        &out,
+    )
+    .stdout(std::process::Stdio::null())
+    .stderr(std::fs::File::create(&err_path).expect("stderr file"))
+    .spawn()
+    .expect("start tickswarm run");
     // The flood starts once a bot acknowledged its FullSnapshot; then let it run a while.
     let flooding = peer.wait_for(Duration::from_secs(60), |l| {
         l.starts_with("STATS ") && !l.contains(" flooded=0")
@@ -336,9 +343,7 @@ fn sigterm_ends_a_run_flooded_with_empty_deltas_on_a_large_world_with_its_report
         "the run took {took:?} to end after SIGTERM (bound {bound:?}) under a flood of \
          {flooded} empty deltas:\n{err}"
     );
-    let text = std::fs::read_to_string(out.join("summary.json"))
-        .unwrap_or_else(|e| panic!("summary.json after SIGTERM ({took:?}): {e}\n{err}"));
-    let s: Value = serde_json::from_str(&text).expect("summary is JSON");
+    let s = read_summary(&out).unwrap_or_else(|e| panic!("after SIGTERM ({took:?}): {e}\n{err}"));
     assert_eq!(s["interrupted"], true, "{err}");
     let applied = u64_at(&s, "snapshots_applied");
     eprintln!(

@@ -14,15 +14,14 @@
 //! (`scripts/install-test-deps.sh`). These tests fail (never skip) without them.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use serde_json::Value;
-
 use crate::common::kernel::{assert_pass_on_a_loaded_machine, UdpDrops};
 use crate::common::peer::Peer;
-use crate::common::summary::{at, declared_counter, emitted_counter, f64_at, u64_at};
+use crate::common::summary::{
+    at, crate_file, declared_counter, emitted_counter, f64_at, run_file, u64_at,
+};
 
 const INSTALL_HINT: &str = "run scripts/install-test-deps.sh (installs libenet-dev, liblz4-dev)";
 
@@ -57,27 +56,13 @@ fn settle(p: &mut Peer) {
     p.wait_for(Duration::from_secs(3), |l| l.starts_with("STATS "));
 }
 
-/// Run a shipped scenario against `ports` with extra CLI flags; the summary and exit code.
-fn run(scenario: &str, ports: &[u16], extra: &[&str]) -> (Value, Option<i32>) {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let out = tmp.path().join("out");
-    let targets: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
-    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .arg("run")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(scenario))
-        .arg("--target")
-        .arg(targets.join(","))
-        .arg("--out")
-        .arg(&out)
-        .args(extra)
-        .output()
-        .expect("run tickswarm");
-    let code = o.status.code();
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    // 0 pass, 1 fail, 3 target unreachable (no bot completed a handshake).
-    assert!(matches!(code, Some(0 | 1 | 3)), "exit {code:?}: {err}");
-    let text = std::fs::read_to_string(out.join("summary.json")).expect("summary.json");
-    (serde_json::from_str(&text).expect("summary is JSON"), code)
+/// `--target` for `targets`, comma-separated.
+fn target_list<T: std::fmt::Display>(targets: &[T]) -> String {
+    targets
+        .iter()
+        .map(|t| format!("127.0.0.1:{t}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
@@ -101,7 +86,12 @@ fn the_shipped_scenario_passes_against_five_peers() {
     let mut peers: Vec<Peer> = (0..5).map(|_| start_peer(&["--seconds", "40"])).collect();
     let ports: Vec<u16> = peers.iter().map(|p| p.listening_port()).collect();
     let kernel = UdpDrops::now();
-    let (s, code) = run(SCENARIO, &ports, &[]);
+    let (o, s) = run_file(
+        &crate_file(SCENARIO),
+        &["--target", &target_list(&ports)],
+        &[0, 1, 3],
+    );
+    let code = o.status.code();
     let dropped = kernel.since();
     peers.iter_mut().for_each(settle);
     eprintln!("summary: {s:#}");
@@ -178,7 +168,11 @@ fn loss_and_rtt_match_the_injected_faults_and_the_fifth_bot_is_refused() {
     ];
     let mut peers: Vec<Peer> = (0..5).map(|_| start_peer(&args)).collect();
     let ports: Vec<u16> = peers.iter().map(|p| p.listening_port()).collect();
-    let (s, _) = run(SCENARIO, &ports, &["--bots", "21"]);
+    let (_, s) = run_file(
+        &crate_file(SCENARIO),
+        &["--target", &target_list(&ports), "--bots", "21"],
+        &[0, 1, 3],
+    );
     peers.iter_mut().for_each(settle);
     eprintln!("summary: {s:#}");
     for p in &peers {
@@ -282,11 +276,19 @@ fn loss_and_rtt_match_the_injected_faults_and_the_fifth_bot_is_refused() {
 fn the_spec_dialect_names_the_implementation() {
     let _one = one_at_a_time();
     let mut peer = start_peer(&["--seconds", "20"]);
-    let (s, code) = run(
-        "scenarios/zergcity.yaml",
-        &[peer.listening_port()],
-        &["--bots", "2", "--duration", "3s"],
+    let (o, s) = run_file(
+        &crate_file("scenarios/zergcity.yaml"),
+        &[
+            "--target",
+            &target_list(&[peer.listening_port()]),
+            "--bots",
+            "2",
+            "--duration",
+            "3s",
+        ],
+        &[0, 1, 3],
     );
+    let code = o.status.code();
     assert_eq!(code, Some(1), "a server that answers is reachable");
     settle(&mut peer);
     let pm = &s["protocol_metrics"];
@@ -335,8 +337,11 @@ groups:
         share: 100%
 ";
     std::fs::write(&scenario, text).expect("write the scenario");
-    let path = scenario.to_string_lossy().into_owned();
-    let (s, _) = run(&path, &[peer.listening_port()], &[]);
+    let (_, s) = run_file(
+        &scenario,
+        &["--target", &target_list(&[peer.listening_port()])],
+        &[0, 1, 3],
+    );
     settle(&mut peer);
     eprintln!("peer: {:?}", peer.log.last());
     let done = &s["groups"]["stormy"]["lifecycle"]["done"];

@@ -4,12 +4,10 @@
 //! 200 ms old (`src/transport/enet/admission.rs`, "Admission" in the module docs).
 
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
 use crate::common::enet_forge::{first_message, forged_verify_ack};
+use crate::common::summary::run_scenario;
 use tickswarm::engine::spawn_reference_server;
 use tickswarm::games::city::CityOptions;
 use tickswarm::protocol::ProtocolName;
@@ -67,18 +65,13 @@ fn half_open_flood_does_not_keep_real_bots_out() {
     )
     .unwrap();
     let out = tmp.path().join("out");
-    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .arg("run")
-        .arg(&scenario)
-        .arg("--target")
-        .arg(handle.addr.to_string())
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
+    let (o, s) = run_scenario(
+        &scenario,
+        &["--target", &handle.addr.to_string()],
+        &out,
+        &[0, 1],
+    );
     let second = flooder.join().unwrap();
-    let s: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     drop(handle);
     drop((first, second));
     assert_eq!(
@@ -144,17 +137,12 @@ fn spoofed_sessions_do_not_lock_real_bots_out_of_zergcity() {
     )
     .unwrap();
     let out = tmp.path().join("out");
-    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .arg("run")
-        .arg(&scenario)
-        .arg("--target")
-        .arg(handle.addr.to_string())
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    let s: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let (o, s) = run_scenario(
+        &scenario,
+        &["--target", &handle.addr.to_string()],
+        &out,
+        &[0, 1],
+    );
     drop(handle);
     drop(attackers);
     assert_eq!(

@@ -14,11 +14,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use crate::common::proxy::{Impairment, Proxy};
-use crate::common::summary::{f64_at, u64_at};
+use crate::common::summary::{f64_at, run_scenario, u64_at};
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
-use serde_json::Value;
 
 /// Added each way by the proxy.
 const ONE_WAY_DELAY: Duration = Duration::from_millis(10);
@@ -130,20 +129,13 @@ fn city_implementation_rtt_is_the_injected_round_trip() {
     )
     .expect("write scenario");
     let out = tmp.path().join("out");
-    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .arg("run")
-        .arg(&scenario)
-        .arg("--target")
-        .arg(proxy.addr.to_string())
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .expect("run tickswarm");
+    let (o, s) = run_scenario(
+        &scenario,
+        &["--target", &proxy.addr.to_string()],
+        &out,
+        &[0, 1],
+    );
     let err = String::from_utf8_lossy(&o.stderr);
-    let s: Value = serde_json::from_str(
-        &std::fs::read_to_string(out.join("summary.json")).expect("summary.json"),
-    )
-    .expect("summary is JSON");
     let rtt = &s["rtt_us"];
     eprintln!("rtt_us {rtt}\nrtt_source {}", s["rtt_source"]);
     eprintln!(

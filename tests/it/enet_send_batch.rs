@@ -8,7 +8,6 @@
 //! datagrams on the wire plus those the kernel refused. Batched, fewer calls than datagrams.
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -18,6 +17,7 @@ use tickswarm::scenario::{ProtocolSection, ServerSection};
 
 use crate::common::kernel::UdpDrops;
 use crate::common::scenario::Scenario;
+use crate::common::summary::{finish, run_command};
 
 /// ENet packs what one flush queued for a peer into one datagram: a datagram the kernel
 /// dropped can carry a few of a bot's messages.
@@ -44,25 +44,16 @@ fn swarm(io: &str) -> (Value, u64, u64) {
         .write(&file);
     let out = tmp.path().join("out");
     let drops = UdpDrops::now();
-    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
+    let o = run_command(&file, &["--target", &handle.addr.to_string()], &out)
         .env("TICKSWARM_IO", io)
-        .arg("run")
-        .arg(&file)
-        .args(["--target", &handle.addr.to_string(), "--out"])
-        .arg(&out)
         .output()
         .expect("run");
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(matches!(o.status.code(), Some(0 | 1)), "{err}");
+    let s = finish(&o, &out, &[0, 1]);
     // The server reports its counters every 100 ms; the run has ended its sessions.
     std::thread::sleep(Duration::from_millis(400));
     let received = handle.stats().datagrams_in;
     let dropped = drops.since();
     drop(handle);
-    let s: Value = serde_json::from_str(
-        &std::fs::read_to_string(out.join("summary.json")).expect("summary.json"),
-    )
-    .expect("json");
     (s, received, dropped)
 }
 

@@ -10,40 +10,14 @@
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
-use std::process::{Command, Output};
+
 use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::common::kernel::{assert_loopback_loss, UdpDrops};
 use crate::common::proxy::{Impairment, Proxy};
-
-fn run(body: &str, dir: &Path) -> (Output, Value) {
-    let file = dir.join("s.yaml");
-    std::fs::write(&file, body).expect("write scenario");
-    let out = dir.join("out");
-    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .arg("run")
-        .arg(&file)
-        .args(["--quiet", "--out"])
-        .arg(&out)
-        .output()
-        .expect("run tickswarm");
-    let text = std::fs::read_to_string(out.join("summary.json")).unwrap_or_else(|e| {
-        panic!(
-            "summary.json written ({e}): {}",
-            String::from_utf8_lossy(&o.stderr)
-        )
-    });
-    (
-        o,
-        serde_json::from_str(&text).expect("summary.json is JSON"),
-    )
-}
-
-fn u(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
-}
+use crate::common::summary::{run_text_in, u64_at, u64_of};
 
 /// What a group's simulated link was given and dropped in one direction, over the run.
 struct Link {
@@ -65,7 +39,7 @@ fn link(g: &Value, dir: &str) -> Link {
             source.contains(&format!("\"{k}\"")),
             "the simulated link records no `{k}`"
         );
-        m.get(&k).map_or(0, u)
+        m.get(&k).map_or(0, u64_of)
     };
     Link {
         offered: n(format!("netsim_{dir}_offered")),
@@ -104,20 +78,20 @@ const LOSSY: &str = "name: group-truth\nprotocol:\n  cafe:\n    dialect: spec\n 
 fn a_groups_link_loss_is_what_the_server_and_the_bots_miss_exactly() {
     let tmp = tempfile::tempdir().unwrap();
     let kernel = UdpDrops::now();
-    let (o, s) = run(LOSSY, tmp.path());
+    let (o, s) = run_text_in(tmp.path(), LOSSY, &["--quiet"], &[0, 1]);
     let kernel = kernel.since();
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(matches!(o.status.code(), Some(0 | 1)), "{stderr}");
     let g = |n: &str| &s["groups"][n];
     for n in ["up_lossy", "down_lossy"] {
-        assert_eq!(u(&g(n)["bots"]["connected"]), 25, "{n}");
-        let sent = u(&g(n)["bandwidth"]["up_packets"]);
+        assert_eq!(u64_at(&g(n), "bots.connected"), 25, "{n}");
+        let sent = u64_at(&g(n), "bandwidth.up_packets");
         let up = link(g(n), "up");
         // Everything the link let through crossed the bot's socket (no send failed).
         assert_eq!(sent, up.offered - up.dropped, "{n}: sent past the link");
         let down = link(g(n), "down");
         assert_eq!(
-            u(&g(n)["bandwidth"]["down_packets"]),
+            u64_at(&g(n), "bandwidth.down_packets"),
             down.offered - down.dropped,
             "{n}: delivered past the link"
         );
@@ -133,7 +107,7 @@ fn a_groups_link_loss_is_what_the_server_and_the_bots_miss_exactly() {
         clean.dropped, 0,
         "no upstream loss configured for down_lossy"
     );
-    let received = u(&s["protocol_metrics"]["embedded_server"]["datagrams_in"]);
+    let received = u64_at(&s, "protocol_metrics.embedded_server.datagrams_in");
     let handed = lossy.offered + clean.offered;
     let missing = handed - received;
     assert!(
@@ -169,7 +143,7 @@ fn a_groups_link_loss_is_what_the_server_and_the_bots_miss_exactly() {
         12_000,
     );
     let measured = &g("down_lossy")["loss"]["downstream"];
-    let bots_missing = u(&measured["expected"]) - u(&measured["received"]);
+    let bots_missing = u64_at(&measured, "expected") - u64_at(&measured, "received");
     assert!(
         bots_missing <= down.dropped && down.dropped - bots_missing <= 25 + kernel,
         "down_lossy: the bots counted {bots_missing} missing, the link dropped {}",
@@ -186,7 +160,7 @@ fn a_groups_link_loss_is_what_the_server_and_the_bots_miss_exactly() {
     // The per-second series add up to the run's: the link's counts second by second.
     for (n, dir) in [("up_lossy", "up"), ("down_lossy", "down")] {
         let iv = g(n)["intervals"].as_array().expect("intervals");
-        let sum = |k: &str| -> u64 { iv.iter().map(|p| u(&p["link"][k])).sum() };
+        let sum = |k: &str| -> u64 { iv.iter().map(|p| u64_at(&p, &format!("link.{k}"))).sum() };
         let l = link(g(n), dir);
         assert_eq!(sum(&format!("{dir}_offered")), l.offered, "{n}");
         assert_eq!(sum(&format!("{dir}_dropped")), l.dropped, "{n}");
@@ -220,7 +194,7 @@ fn rows(t: &Value) -> BTreeMap<IpAddr, (u64, u64)> {
         .map(|r| {
             (
                 ip(r["source"].as_str().unwrap()),
-                (u(&r["planned"]), u(&r["connected"])),
+                (u64_at(&r, "planned"), u64_at(&r, "connected")),
             )
         })
         .collect()
@@ -244,7 +218,7 @@ fn each_groups_bots_come_from_its_own_pool() {
         "name: group-pools\nprotocol:\n  cafe: {{}}\ntarget: {}\npopulation:\n  stages:\n    - ramp_to: 22\n      over: 500ms\n    - hold: 1500ms\nengine:\n  workers: 2\n  source_addresses: [127.0.5.1]\ngroups:\n  - name: near\n    count: 10\n    source_addresses: 127.0.3.0/29\n  - name: far\n    count: 8\n    source_addresses: [127.0.4.1, 127.0.4.2, 127.0.4.3]\n  - name: rest\n    share: 100%\n",
         proxy.addr
     );
-    let (o, s) = run(&body, tmp.path());
+    let (o, s) = run_text_in(tmp.path(), &body, &["--quiet"], &[0]);
     let _ = server.kill();
     let _ = server.wait();
     assert_eq!(
@@ -275,10 +249,10 @@ fn each_groups_bots_come_from_its_own_pool() {
     for (name, want, pool) in [("near", &near, 6), ("far", &far, 3), ("rest", &rest, 1)] {
         let t = &s["groups"][name]["source_addresses"];
         assert_eq!(rows(t), both(want), "{name}: {t}");
-        assert_eq!(u(&t["pool_size"]), pool, "{name}");
+        assert_eq!(u64_at(&t, "pool_size"), pool, "{name}");
     }
     assert_eq!(rows(&s["source_addresses"]), both(&all));
-    assert_eq!(u(&s["source_addresses"]["pool_size"]), 10);
+    assert_eq!(u64_at(&s, "source_addresses.pool_size"), 10);
 
     let html = std::fs::read_to_string(tmp.path().join("out/report.html")).unwrap();
     for name in ["near", "far", "rest"] {

@@ -5,9 +5,11 @@
 //! against the groups of both.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use serde_json::Value;
+
+use crate::common::summary::{run_scenario, summary_in, u64_at};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tickswarm"))
@@ -21,22 +23,6 @@ fn json(path: &Path) -> Value {
     let text =
         std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))
-}
-
-fn run(scenario: &Path, out: &Path, extra: &[&str]) -> (Output, Value) {
-    let o = bin()
-        .arg("run")
-        .arg(scenario)
-        .args(["--quiet", "--out"])
-        .arg(out)
-        .args(extra)
-        .output()
-        .expect("run tickswarm");
-    (o, json(&out.join("summary.json")))
-}
-
-fn u(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
 }
 
 /// The link's own drops of a group in one direction (by loss, outage and queue).
@@ -56,10 +42,11 @@ fn link_drops(g: &Value, dir: &str) -> u64 {
 fn the_mixed_population_example_measures_what_each_group_was_given() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("mixed");
-    let (o, s) = run(
+    let (o, s) = run_scenario(
         &root().join("scenarios/mixed-population.yaml"),
+        &["--quiet", "--bots", "20", "--duration", "8s"],
         &out,
-        &["--bots", "20", "--duration", "8s"],
+        &[0, 1],
     );
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(matches!(o.status.code(), Some(0 | 1)), "{stderr}");
@@ -73,16 +60,16 @@ fn the_mixed_population_example_measures_what_each_group_was_given() {
     let g = |n: &str| &s["groups"][n];
 
     // Bots per group: 70/20/10 % of 20, and the storm's reconnection as a session more.
-    assert_eq!(u(&g("broadband")["bots"]["planned"]), 14);
-    assert_eq!(u(&g("mobile")["bots"]["planned"]), 4);
-    assert_eq!(u(&g("wifi")["bots"]["planned"]), 3);
+    assert_eq!(u64_at(&g("broadband"), "bots.planned"), 14);
+    assert_eq!(u64_at(&g("mobile"), "bots.planned"), 4);
+    assert_eq!(u64_at(&g("wifi"), "bots.planned"), 3);
     for n in ["broadband", "mobile", "wifi"] {
         assert_eq!(g(n)["bots"]["connected"], g(n)["bots"]["planned"], "{n}");
     }
     let storm = &g("wifi")["lifecycle"];
-    assert_eq!(u(&storm["planned"]["storm_drops"]), 1, "{storm}");
-    assert_eq!(u(&storm["done"]["storm_drops"]), 1, "{storm}");
-    assert_eq!(u(&storm["done"]["storm_reconnects"]), 1, "{storm}");
+    assert_eq!(u64_at(&storm, "planned.storm_drops"), 1, "{storm}");
+    assert_eq!(u64_at(&storm, "done.storm_drops"), 1, "{storm}");
+    assert_eq!(u64_at(&storm, "done.storm_reconnects"), 1, "{storm}");
     assert!(g("broadband")["lifecycle"].is_null());
 
     // The injected conditions are written beside the figures.
@@ -91,23 +78,23 @@ fn the_mixed_population_example_measures_what_each_group_was_given() {
 
     // Round trips: the link's fixed latency both ways is a floor no sample goes under.
     assert!(
-        u(&g("mobile")["rtt_us"]["min"]) >= 150_000,
+        u64_at(&g("mobile"), "rtt_us.min") >= 150_000,
         "{}",
         g("mobile")["rtt_us"]
     );
     assert!(
-        u(&g("wifi")["rtt_us"]["min"]) >= 8_000,
+        u64_at(&g("wifi"), "rtt_us.min") >= 8_000,
         "{}",
         g("wifi")["rtt_us"]
     );
-    assert!(u(&g("broadband")["rtt_us"]["p50"]) < 150_000);
+    assert!(u64_at(&g("broadband"), "rtt_us.p50") < 150_000);
 
     // Downstream loss per group is what its link dropped: for mobile, exactly so but for
     // at most one trailing drop per bot; for Wi-Fi, whose link also drops what the server
     // still sends to the storm's dropped session (no bot counts that), never more, and near
     // the 5 % it was given.
     let down = &g("mobile")["loss"]["downstream"];
-    let missing = u(&down["expected"]) - u(&down["received"]);
+    let missing = u64_at(&down, "expected") - u64_at(&down, "received");
     let dropped = link_drops(g("mobile"), "down");
     assert!(dropped > 0, "mobile: the link dropped nothing");
     assert!(
@@ -115,23 +102,18 @@ fn the_mixed_population_example_measures_what_each_group_was_given() {
         "mobile: bots saw {missing} missing, the link dropped {dropped}"
     );
     let down = &g("wifi")["loss"]["downstream"];
-    let missing = u(&down["expected"]) - u(&down["received"]);
+    let missing = u64_at(&down, "expected") - u64_at(&down, "received");
     assert!(missing <= link_drops(g("wifi"), "down"));
     let rate = down["rate"].as_f64().unwrap();
     assert!(
-        u(&down["expected"]) > 300 && (0.02..0.08).contains(&rate),
+        u64_at(&down, "expected") > 300 && (0.02..0.08).contains(&rate),
         "{down}"
     );
     assert_eq!(link_drops(g("broadband"), "down"), 0);
     assert!(g("broadband")["protocol_metrics"]["netsim_down_lost_loss"].is_null());
 
     // The whole run is the sum of its groups.
-    let sum = |path: &[&str]| -> u64 {
-        groups
-            .values()
-            .map(|v| u(path.iter().fold(v, |v, k| &v[*k])))
-            .sum()
-    };
+    let sum = |path: &[&str]| -> u64 { groups.values().map(|v| u64_at(v, &path.join("."))).sum() };
     for path in [
         &["bots", "planned"][..],
         &["bots", "connected"],
@@ -142,7 +124,7 @@ fn the_mixed_population_example_measures_what_each_group_was_given() {
         &["inputs_sent"],
         &["snapshots_applied"],
     ] {
-        let whole = u(path.iter().fold(&s, |v, k| &v[*k]));
+        let whole = u64_at(&s, &path.join("."));
         assert_eq!(sum(path), whole, "{path:?}");
     }
     // The group thresholds read the groups' figures; the injected floor holds.
@@ -188,7 +170,7 @@ fn the_mixed_population_example_measures_what_each_group_was_given() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|p| u(&p["link"]["down_dropped"]))
+        .map(|p| u64_at(&p, "link.down_dropped"))
         .sum();
     assert_eq!(per_second, link_drops(g("wifi"), "down"));
     let junit = std::fs::read_to_string(out.join("junit.xml")).unwrap();
@@ -234,7 +216,7 @@ fn shards_merge_into_the_whole_runs_groups() {
     let mut parts = Vec::new();
     for shard in ["0/2", "1/2"] {
         let out = t.join(shard.replace('/', "of"));
-        let (o, s) = run(&file, &out, &["--shard", shard]);
+        let (o, s) = run_scenario(&file, &["--quiet", "--shard", shard], &out, &[0, 1]);
         assert!(
             matches!(o.status.code(), Some(0 | 1)),
             "{}",
@@ -256,23 +238,27 @@ fn shards_merge_into_the_whole_runs_groups() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let m = json(&merged.join("summary.json"));
+    let m = summary_in(&merged);
     for (n, bots) in [("near", 4), ("far", 8)] {
         let g = &m["groups"][n];
-        assert_eq!(u(&g["bots"]["planned"]), bots, "{n}");
+        assert_eq!(u64_at(&g, "bots.planned"), bots, "{n}");
         let rtt: u64 = parts
             .iter()
-            .map(|(_, s)| u(&s["groups"][n]["rtt_us"]["count"]))
+            .map(|(_, s)| u64_at(&s, &format!("groups.{n}.rtt_us.count")))
             .sum();
-        assert_eq!(u(&g["rtt_us"]["count"]), rtt, "{n}: samples of both shards");
+        assert_eq!(
+            u64_at(&g, "rtt_us.count"),
+            rtt,
+            "{n}: samples of both shards"
+        );
         let min = parts
             .iter()
-            .map(|(_, s)| u(&s["groups"][n]["rtt_us"]["min"]))
+            .map(|(_, s)| u64_at(&s, &format!("groups.{n}.rtt_us.min")))
             .min()
             .unwrap();
-        assert_eq!(u(&g["rtt_us"]["min"]), min, "{n}");
+        assert_eq!(u64_at(&g, "rtt_us.min"), min, "{n}");
     }
-    assert!(u(&m["groups"]["far"]["rtt_us"]["min"]) >= 40_000);
+    assert!(u64_at(&m, "groups.far.rtt_us.min") >= 40_000);
 
     // Each group's seconds merge exactly: counts second by second are the shards' sums,
     // and each second's RTT p50/p99 is that of both shards' samples of the second (from
@@ -305,7 +291,7 @@ fn shards_merge_into_the_whole_runs_groups() {
                 shard_points
                     .iter()
                     .flat_map(|v| v.iter().filter(|q| key(q) == key(p)))
-                    .map(|q| u(path.iter().fold(q, |v, k| &v[*k])))
+                    .map(|q| u64_at(q, &path.join(".")))
                     .sum()
             };
             for path in [
@@ -318,7 +304,7 @@ fn shards_merge_into_the_whole_runs_groups() {
                 &["link", "down_dropped"],
             ] {
                 assert_eq!(
-                    u(path.iter().fold(p, |v, k| &v[*k])),
+                    u64_at(p, &path.join(".")),
                     of(path),
                     "{n} {path:?} at {}",
                     p["t"]
@@ -422,7 +408,7 @@ fn enet_groups_get_hosts_of_their_own() {
         "name: city-groups\nprotocol:\n  city: {}\npopulation:\n  stages:\n    - ramp_to: 8\n      over: 300ms\n    - hold: 2500ms\nbehaviour:\n  ping_interval: 200ms\nengine:\n  bots_per_socket: 4\ngroups:\n  - name: near\n    share: 50%\n  - name: far\n    share: 50%\n    network:\n      latency: 25ms\n",
     )
     .unwrap();
-    let (o, s) = run(&file, &tmp.path().join("o"), &[]);
+    let (o, s) = run_scenario(&file, &["--quiet"], &tmp.path().join("o"), &[0]);
     assert_eq!(
         o.status.code(),
         Some(0),
@@ -431,17 +417,17 @@ fn enet_groups_get_hosts_of_their_own() {
     );
     let g = |n: &str| &s["groups"][n];
     for n in ["near", "far"] {
-        assert_eq!(u(&g(n)["bots"]["connected"]), 4, "{n}");
+        assert_eq!(u64_at(&g(n), "bots.connected"), 4, "{n}");
     }
     assert!(
-        u(&g("far")["rtt_us"]["min"]) >= 50_000,
+        u64_at(&g("far"), "rtt_us.min") >= 50_000,
         "{}",
         g("far")["rtt_us"]
     );
     let hs = &g("far")["protocol_metrics"]["transport_handshake_us"];
-    assert!(u(&hs["min"]) >= 50_000, "{hs}");
+    assert!(u64_at(&hs, "min") >= 50_000, "{hs}");
     assert!(
-        u(&g("near")["rtt_us"]["min"]) < 50_000,
+        u64_at(&g("near"), "rtt_us.min") < 50_000,
         "{}",
         g("near")["rtt_us"]
     );

@@ -7,6 +7,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+use crate::common::summary::{finish, run_command};
+
 fn tickswarm(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tickswarm"))
         .current_dir(dir)
@@ -93,28 +95,21 @@ fn a_cafe_scenario_from_init_runs_and_passes_at_once() {
     let o = tickswarm(tmp.path(), &["init", "--protocol", "cafe"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(tmp.path().join("scenario.yaml").is_file());
-    let r = tickswarm(
-        tmp.path(),
-        &[
-            "run",
-            "scenario.yaml",
-            "--duration",
-            "2s",
-            "--bots",
-            "5",
-            "--out",
-            "out",
-        ],
-    );
-    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    // As a newcomer types it: relative paths, in the folder init wrote to.
+    let r = run_command(
+        Path::new("scenario.yaml"),
+        &["--duration", "2s", "--bots", "5"],
+        Path::new("out"),
+    )
+    .current_dir(tmp.path())
+    .output()
+    .unwrap();
+    let s = finish(&r, &tmp.path().join("out"), &[0]);
     let err = String::from_utf8_lossy(&r.stderr);
     assert!(err.contains("PASS"), "{err}");
     for f in ["summary.json", "report.html"] {
         assert!(tmp.path().join("out").join(f).is_file(), "{f}");
     }
-    let s: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(tmp.path().join("out/summary.json")).unwrap())
-            .unwrap();
     assert_eq!(s["verdict"], "pass");
     assert_eq!(s["scenario"], "cafe-spec");
 }

@@ -17,6 +17,8 @@ use flate2::write::ZlibEncoder;
 use flate2::Compression;
 use serde_json::{json, Value};
 
+use crate::common::summary::summary_in;
+
 /// Peak RSS allowed for any merge or compare here (debug build).
 const RSS_BOUND_KIB: u64 = 300 * 1024;
 /// Wall time allowed for any merge or compare here: a guard against a hang or work that
@@ -314,8 +316,7 @@ fn twenty_thousand_seconds_merge_and_the_report_has_its_per_second_chart() {
     let o = merge(&[&long, &ok], &out, &[]);
     assert_bounded(&o);
     assert_eq!(o.code, Some(0), "{}", o.stderr);
-    let s: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let s: Value = summary_in(&out);
     assert_eq!(s["rtt_us"]["count"], 20_001);
     let log = std::fs::read_to_string(out.join("histograms.hlog")).unwrap();
     assert_eq!(
@@ -350,8 +351,7 @@ fn a_hundred_thousand_seconds_merge_in_bounded_memory() {
     let o = merge(&[&long], &out, &[]);
     assert_bounded(&o);
     assert_eq!(o.code, Some(0), "{}", o.stderr);
-    let s: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let s: Value = summary_in(&out);
     assert_eq!(s["rtt_us"]["count"], 200_000);
     assert_eq!(
         (s["rtt_us"]["p50"].as_u64(), s["rtt_us"]["max"].as_u64()),
@@ -422,8 +422,7 @@ fn lost_and_silent_bots_of_every_run_add_up() {
     let out = tmp.path().join("out");
     let o = merge(&[&a, &b], &out, &[]);
     assert_eq!(o.code, Some(0), "{}", o.stderr);
-    let m: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let m: Value = summary_in(&out);
     assert_eq!(
         (&m["bots"]["lost"], &m["bots"]["silent_at_end"]),
         (&json!(3), &json!(2))

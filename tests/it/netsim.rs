@@ -3,34 +3,11 @@
 //! applied (its own counts are in the summary), over raw UDP and over ENet.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
 use serde_json::Value;
 
-use crate::common::summary::{emitted_counter, u64_at};
-
-fn run(dir: &Path, scenario: &str) -> (Output, Value) {
-    let file = dir.join("s.yaml");
-    std::fs::write(&file, scenario).expect("write scenario");
-    let out = dir.join("out");
-    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .arg("run")
-        .arg(&file)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .expect("run tickswarm");
-    let text = std::fs::read_to_string(out.join("summary.json")).unwrap_or_else(|e| {
-        panic!(
-            "summary.json written ({e}): {}",
-            String::from_utf8_lossy(&o.stderr)
-        )
-    });
-    (
-        o,
-        serde_json::from_str(&text).expect("summary.json is JSON"),
-    )
-}
+use crate::common::summary::{emitted_counter, run_text_in, u64_at};
 
 /// A link counter the run must have written.
 fn count(s: &Value, name: &str) -> u64 {
@@ -43,10 +20,7 @@ fn count(s: &Value, name: &str) -> u64 {
 #[test]
 fn udp_loss_and_delay_are_what_the_link_applied() {
     let tmp = tempfile::tempdir().unwrap();
-    let (o, s) = run(
-        tmp.path(),
-        "name: netsim-udp\nprotocol:\n  cafe: {}\npopulation:\n  stages:\n    - ramp_to: 20\n      over: 500ms\n    - hold: 4s\nbehaviour:\n  ping_interval: 200ms\nnetwork:\n  latency: 15ms\n  down:\n    loss: 10%\n",
-    );
+    let (o, s) = run_text_in(tmp.path(), "name: netsim-udp\nprotocol:\n  cafe: {}\npopulation:\n  stages:\n    - ramp_to: 20\n      over: 500ms\n    - hold: 4s\nbehaviour:\n  ping_interval: 200ms\nnetwork:\n  latency: 15ms\n  down:\n    loss: 10%\n", &[], &[0]);
     assert_eq!(
         o.status.code(),
         Some(0),
@@ -86,10 +60,7 @@ fn udp_loss_and_delay_are_what_the_link_applied() {
 #[test]
 fn enet_sees_the_simulated_link_below_it() {
     let tmp = tempfile::tempdir().unwrap();
-    let (o, s) = run(
-        tmp.path(),
-        "name: netsim-enet\nprotocol:\n  city: {}\npopulation:\n  stages:\n    - ramp_to: 10\n      over: 500ms\n    - hold: 4s\nbehaviour:\n  ping_interval: 200ms\nnetwork:\n  latency: 20ms\n  loss: 5%\n",
-    );
+    let (o, s) = run_text_in(tmp.path(), "name: netsim-enet\nprotocol:\n  city: {}\npopulation:\n  stages:\n    - ramp_to: 10\n      over: 500ms\n    - hold: 4s\nbehaviour:\n  ping_interval: 200ms\nnetwork:\n  latency: 20ms\n  loss: 5%\n", &[], &[0]);
     assert_eq!(
         o.status.code(),
         Some(0),

@@ -10,7 +10,6 @@
 //! loopback socket, real City messages from the codec, and nothing else.
 
 use std::net::{SocketAddr, UdpSocket};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -19,6 +18,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tickswarm::games::city::codec::{decode_all, encode, Dialect, Message};
 use tickswarm::transport::enet::{EnetConfig, EnetEvent, EnetHost};
+
+use crate::common::summary::{run_text, stderr, u64_at};
 
 const BOTS: u64 = 10;
 
@@ -107,45 +108,25 @@ fn serve_stuck(sock: UdpSocket, stop: &AtomicBool, hellos: &AtomicU64) {
     }
 }
 
-/// Run `BOTS` City bots for `secs` against `target`; the summary and stderr.
-fn run(target: Option<SocketAddr>, secs: u64) -> (Value, String) {
-    run_on(
-        &target.map_or("embedded".to_string(), |a| a.to_string()),
-        secs,
+/// `BOTS` City bots for `secs` against `target`, written as the scenario's `target:`
+/// (`embedded`, one address or a list).
+fn scenario(target: &str, secs: u64) -> String {
+    format!(
+        "name: phases\nprotocol:\n  city: {{}}\ntarget: {target}\npopulation:\n  stages:\n    \
+         - ramp_to: {BOTS}\n      over: 0s\nbehaviour:\n  ping_interval: 200ms\n  \
+         handshake_timeout: 20s\nduration: {secs}s\n"
     )
 }
 
-/// [`run`] against a target written as the scenario's `target:` (one address or a list).
-fn run_on(target: &str, secs: u64) -> (Value, String) {
-    let tmp = tempfile::tempdir().unwrap();
-    let scenario = tmp.path().join("s.yaml");
-    std::fs::write(
-        &scenario,
-        format!(
-            "name: phases\nprotocol:\n  city: {{}}\ntarget: {target}\npopulation:\n  stages:\n    \
-             - ramp_to: {BOTS}\n      over: 0s\nbehaviour:\n  ping_interval: 200ms\n  \
-             handshake_timeout: 20s\nduration: {secs}s\n"
-        ),
-    )
-    .unwrap();
-    let out = tmp.path().join("out");
-    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .arg("run")
-        .arg(&scenario)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    let text = std::fs::read_to_string(out.join("summary.json"))
-        .unwrap_or_else(|e| panic!("no summary.json ({e}); stderr:\n{err}"));
-    (serde_json::from_str(&text).unwrap(), err)
+/// The scenario run through the shared harness (any verdict that writes a summary: pass,
+/// fail, or 3 when no bot got in): the summary and stderr.
+fn run_phases(target: &str, secs: u64) -> (Value, String) {
+    let (o, s) = run_text(&scenario(target, secs), &[], &[0, 1, 3]);
+    (s, stderr(&o))
 }
 
 fn phase(p: &Value, name: &str) -> u64 {
-    p["phases"][name]
-        .as_u64()
-        .unwrap_or_else(|| panic!("no phases.{name} in {p}"))
+    u64_at(p, &format!("phases.{name}"))
 }
 
 const PHASES: [&str; 8] = [
@@ -162,7 +143,7 @@ const PHASES: [&str; 8] = [
 #[test]
 fn bots_stuck_in_content_are_counted_there_and_named_on_the_console() {
     let server = StuckServer::start();
-    let (s, err) = run(Some(server.addr), 7);
+    let (s, err) = run_phases(&server.addr.to_string(), 7);
     assert_eq!(
         server.hellos.load(Ordering::Relaxed),
         BOTS,
@@ -223,7 +204,7 @@ fn bots_stuck_in_content_are_counted_there_and_named_on_the_console() {
 
 #[test]
 fn bots_on_a_working_server_are_counted_in_game() {
-    let (s, err) = run(None, 4);
+    let (s, err) = run_phases("embedded", 4);
     let points = s["intervals"].as_array().expect("intervals");
     for p in &points[1..] {
         if p["partial"] == true {
@@ -250,7 +231,7 @@ fn per_target_points_tell_a_stuck_instance_from_a_working_one() {
     let stuck = StuckServer::start();
     let stuck_addr = stuck.addr.to_string();
     let (mut good, good_addr) = serve_city();
-    let (s, err) = run_on(&format!("{good_addr},{stuck_addr}"), 4);
+    let (s, err) = run_phases(&format!("{good_addr},{stuck_addr}"), 4);
     let _ = good.kill();
     let _ = good.wait();
     drop(stuck);
@@ -301,7 +282,7 @@ fn per_target_points_tell_a_stuck_instance_from_a_working_one() {
 #[test]
 fn bots_at_a_silent_port_are_counted_in_the_transport_handshake() {
     let silent = UdpSocket::bind("127.0.0.1:0").expect("bind loopback");
-    let (s, err) = run(Some(silent.local_addr().unwrap()), 7);
+    let (s, err) = run_phases(&silent.local_addr().unwrap().to_string(), 7);
     drop(silent);
     let points = s["intervals"].as_array().expect("intervals");
     for p in &points[1..] {

@@ -9,6 +9,8 @@
 
 use std::process::Command;
 
+use crate::common::summary::run_scenario;
+
 fn scenario(dir: &std::path::Path) -> std::path::PathBuf {
     let p = dir.join("s.yaml");
     std::fs::write(
@@ -89,13 +91,7 @@ fn no_color_keeps_a_terminal_plain() {
 fn without_a_terminal_each_second_is_a_plain_whole_line() {
     let tmp = tempfile::tempdir().unwrap();
     let s = scenario(tmp.path());
-    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .arg("run")
-        .arg(&s)
-        .arg("--out")
-        .arg(tmp.path().join("out"))
-        .output()
-        .unwrap();
+    let (o, _) = run_scenario(&s, &[], &tmp.path().join("out"), &[0, 1]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!err.contains('\r') && !err.contains('\x1b'), "{err:?}");
     let lines: Vec<&str> = err.lines().filter(|l| l.starts_with('[')).collect();

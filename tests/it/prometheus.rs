@@ -11,9 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-}
+use crate::common::summary::{run_command, summary_in};
 
 fn scenario(dir: &Path, secs: u64) -> std::path::PathBuf {
     let p = dir.join("s.yaml");
@@ -52,10 +50,6 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn summary(out: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
-}
-
 /// Sums of `key` over the first k intervals, k = 0..=n.
 fn prefix_sums(s: &Value, key: &str) -> Vec<u64> {
     let mut acc = 0;
@@ -69,12 +63,7 @@ fn prefix_sums(s: &Value, key: &str) -> Vec<u64> {
 
 /// Starts a run serving metrics; returns the child and the metrics address it printed.
 fn start_run(sc: &Path, out: &Path, listen: &str) -> (Child, SocketAddr) {
-    let mut child = bin()
-        .arg("run")
-        .arg(sc)
-        .arg("--out")
-        .arg(out)
-        .args(["--metrics-listen", listen])
+    let mut child = run_command(sc, &["--metrics-listen", listen], out)
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()
@@ -109,7 +98,7 @@ fn scrapes_during_a_run_match_its_summary_and_pass_promtool() {
         std::thread::sleep(Duration::from_millis(250));
     }
     assert_eq!(child.wait().unwrap().code(), Some(0));
-    let s = summary(&out);
+    let s = summary_in(&out);
     let inputs = prefix_sums(&s, "inputs_sent");
     let up_bytes = prefix_sums(&s, "bytes_up");
     let with_data: Vec<&String> = bodies
@@ -214,7 +203,7 @@ fn a_real_prometheus_server_scrapes_the_run() {
     let out = tmp.path().join("out");
     let (mut child, _) = start_run(&sc, &out, &format!("127.0.0.1:{metrics_port}"));
     assert_eq!(child.wait().unwrap().code(), Some(0));
-    let s = summary(&out);
+    let s = summary_in(&out);
     let inputs = prefix_sums(&s, "inputs_sent");
 
     // What Prometheus stored: every sample of the counter is a whole-second total of the run.
@@ -368,7 +357,7 @@ fn hostile_clients_cannot_starve_the_run_or_the_endpoint() {
     );
     let status = child.wait().unwrap();
     drop(idle);
-    let s = summary(&out);
+    let s = summary_in(&out);
     assert_eq!(s["bots"]["planned"], 50);
     assert_eq!(s["bots"]["connected"], 50, "every bot got its socket: {s}");
     assert_eq!(status.code(), Some(0), "verdict {}", s["verdict"]);

@@ -25,6 +25,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::common::summary::{finish, run_command, run_scenario, summary_in};
+
 const INSTALL_HINT: &str = "run scripts/install-test-deps.sh (installs chromium)";
 
 /// Where the screenshots stay after the test, for a person to open.
@@ -62,23 +64,14 @@ fn generate_report(dir: &Path) -> PathBuf {
     std::fs::write(&scenario, text).unwrap();
     let targets = format!("{addr_a},{addr_b}");
     let out = dir.join("out");
-    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .arg("run")
-        .arg(&scenario)
-        .args(["--target", &targets])
-        .arg("--out")
-        .arg(&out)
+    let o = run_command(&scenario, &["--target", &targets], &out)
         .output()
         .expect("run tickswarm");
     for server in [&mut a, &mut b] {
         let _ = server.kill();
         let _ = server.wait();
     }
-    assert!(
-        matches!(o.status.code(), Some(0) | Some(1)),
-        "run failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    finish(&o, &out, &[0, 1]);
     let html = out.join("report.html");
     assert!(html.exists(), "no report.html");
     html
@@ -401,10 +394,7 @@ fn report_renders_at_desktop_and_phone_widths() {
     let page = std::fs::read_to_string(&html).unwrap();
 
     // What the expected-value lines are drawn from.
-    let summary: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(html.with_file_name("summary.json")).expect("summary.json"),
-    )
-    .expect("summary.json parses");
+    let summary = summary_in(html.parent().expect("the run folder"));
     let close = |key: &str, want: f64| {
         summary["expected"][key]
             .as_f64()
@@ -639,19 +629,11 @@ fn a_failed_run_opens_with_why() {
     )
     .unwrap();
     let out = tmp.path().join("out");
-    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .arg("run")
-        .arg(&scenario)
-        .args(["--target", &format!("127.0.0.1:{port}")])
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .expect("run tickswarm");
-    assert_eq!(
-        o.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
+    run_scenario(
+        &scenario,
+        &["--target", &format!("127.0.0.1:{port}")],
+        &out,
+        &[3],
     );
     let url = format!("file://{}", out.join("report.html").display());
     let shots = shots_dir();
@@ -692,20 +674,7 @@ fn run_report(dir: &Path, scenario: &str, args: &[&str], codes: &[i32]) -> PathB
     let path = dir.join("s.yaml");
     std::fs::write(&path, scenario).unwrap();
     let out = dir.join("out");
-    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .arg("run")
-        .arg(&path)
-        .args(args)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .expect("run tickswarm");
-    assert!(
-        o.status.code().is_some_and(|c| codes.contains(&c)),
-        "exit {:?}: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    run_scenario(&path, args, &out, codes);
     let html = out.join("report.html");
     assert!(html.exists(), "no report.html");
     html
@@ -817,11 +786,7 @@ fn an_interrupted_run_s_report_says_so_beside_the_verdict() {
     )
     .unwrap();
     let out = tmp.path().join("out");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .arg("run")
-        .arg(&scenario)
-        .arg("--out")
-        .arg(&out)
+    let mut child = run_command(&scenario, &[], &out)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -3,11 +3,11 @@
 //! that fills leaves the previous file or none, never a truncated one
 //! (`docs/security/run-folders.md`).
 
-use crate::common::summary::u64_at;
+use crate::common::summary::{run_command, run_scenario, summary_in, u64_at};
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 fn scenario(dir: &Path, secs: u64) -> PathBuf {
@@ -20,15 +20,6 @@ fn scenario(dir: &Path, secs: u64) -> PathBuf {
     )
     .expect("scenario");
     p
-}
-
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_tickswarm"));
-    c.env_remove("TICKSWARM_FORCE")
-        .env_remove("TICKSWARM_OUT")
-        .env_remove("TICKSWARM_JSON")
-        .env_remove("TICKSWARM_QUIET");
-    c
 }
 
 fn listing(dir: &Path) -> Vec<String> {
@@ -60,11 +51,7 @@ fn a_folder_swapped_for_a_symlink_mid_run_is_not_followed() {
     );
     std::fs::create_dir(&victim).expect("victim");
     std::fs::write(victim.join("summary.json"), "theirs\n").expect("theirs");
-    let mut child = bin()
-        .arg("run")
-        .arg(&sc)
-        .arg("--out")
-        .arg(&out)
+    let mut child = run_command(&sc, &[], &out)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -103,8 +90,7 @@ fn a_folder_swapped_for_a_symlink_mid_run_is_not_followed() {
         ["summary.json"],
         "files in the link's target"
     );
-    let s: serde_json::Value = serde_json::from_str(&read(&moved.join("summary.json")))
-        .expect("the moved folder's summary.json is JSON");
+    let s = summary_in(&moved);
     assert_eq!(
         u64_at(&s, "bots.planned"),
         3,
@@ -129,8 +115,7 @@ fn a_folder_swapped_for_a_symlink_mid_run_is_not_followed() {
 /// to `limit` bytes (RLIMIT_FSIZE, SIGXFSZ ignored: a write past it fails with EFBIG, as a
 /// full disk fails with ENOSPC).
 fn run_with_file_limit(sc: &Path, out: &Path, limit: u64) -> Output {
-    let mut c = bin();
-    c.arg("run").arg(sc).arg("--out").arg(out).arg("--force");
+    let mut c = run_command(sc, &["--force"], out);
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
         c.pre_exec(move || {
@@ -158,20 +143,7 @@ fn a_write_that_fails_leaves_the_previous_files_whole() {
     let sc = scenario(tmp.path(), 2);
     // The sizes this relies on, from a run without a limit.
     let sizes = tmp.path().join("sizes");
-    let o = bin()
-        .arg("run")
-        .arg(&sc)
-        .arg("--out")
-        .arg(&sizes)
-        .arg("--quiet")
-        .output()
-        .expect("run");
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    run_scenario(&sc, &["--quiet"], &sizes, &[0]);
     let size = |f: &str| {
         std::fs::metadata(sizes.join(f))
             .unwrap_or_else(|e| panic!("{f} of the sizing run: {e}"))

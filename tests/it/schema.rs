@@ -7,6 +7,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
+use crate::common::summary::run_and_read;
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -19,33 +21,17 @@ fn json(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-/// A short run of a shipped scenario against its embedded server.
-fn run(scenario: &str, out: &Path, extra: &[&str]) -> Value {
-    let o = bin()
-        .arg("run")
-        .arg(root().join(scenario))
-        .args([
-            "--bots",
-            "8",
-            "--duration",
-            "2s",
-            "--quiet",
-            "--target",
-            "embedded",
-        ])
-        .args(extra)
-        .arg("--out")
-        .arg(out)
-        .output()
-        .unwrap();
-    // Pass or a failed threshold: both write a whole summary.
-    assert!(
-        matches!(o.status.code(), Some(0 | 1)),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    json(&out.join("summary.json"))
-}
+/// A short run of a shipped scenario against its embedded server: these flags, then a
+/// test's own, for [`run_and_read`] (pass or a failed threshold: both write a whole summary).
+const SHORT: &[&str] = &[
+    "--bots",
+    "8",
+    "--duration",
+    "2s",
+    "--quiet",
+    "--target",
+    "embedded",
+];
 
 /// Follow a dotted path (`rtt_us.p99`) into `v`.
 fn at<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
@@ -85,7 +71,11 @@ fn real_summaries_match_the_schema() {
     let validator = jsonschema::validator_for(&schema).expect("the schema is a valid schema");
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();
-    let cafe = run("scenarios/quickstart.yaml", &t.join("cafe"), &[]);
+    let cafe = run_and_read(
+        &root().join("scenarios/quickstart.yaml"),
+        SHORT,
+        &t.join("cafe"),
+    );
     check(&validator, "cafe", &cafe);
     // The schema is not a formality: what it does not describe is refused.
     for (path, value) in [
@@ -105,18 +95,22 @@ fn real_summaries_match_the_schema() {
         assert!(!validator.is_valid(&bad), "{path} changed, still valid");
     }
     // The server's own metrics, scraped from the embedded server, with a threshold on them.
-    let sm = run(
-        "scenarios/server-metrics.yaml",
+    let sm = run_and_read(
+        &root().join("scenarios/server-metrics.yaml"),
+        SHORT,
         &t.join("server-metrics"),
-        &[],
     );
     check(&validator, "server-metrics", &sm);
     assert!(sm["server_metrics"]["figures"]["tick_seconds"]["p99_us"].is_number());
-    let city = run("scenarios/city.yaml", &t.join("city"), &[]);
+    let city = run_and_read(&root().join("scenarios/city.yaml"), SHORT, &t.join("city"));
     check(&validator, "city", &city);
     // Four players per ZergCity game: 8 bots play on two embedded games, so the intervals
     // carry the per-target breakdown too.
-    let zc = run("scenarios/zergcity.yaml", &t.join("zergcity"), &[]);
+    let zc = run_and_read(
+        &root().join("scenarios/zergcity.yaml"),
+        SHORT,
+        &t.join("zergcity"),
+    );
     check(&validator, "zergcity", &zc);
     assert!(
         zc["intervals"]
@@ -133,24 +127,13 @@ fn real_summaries_match_the_schema() {
         "name: many\nprotocol:\n  cafe: {}\npopulation:\n  stages:\n    - ramp_to: 4\n      over: 0s\nduration: 2s\nthresholds:\n  - rtt p99 < 1s\n  - generator_saturated < 1\n  - connect_success > 50%\n  - decode_errors <= 0\n  - downstream_loss < 50%\n  - send_lateness p99 < 1s\n  - inputs_skipped <= 100\n  - bots_failed <= 0\n",
     )
     .unwrap();
-    let o = bin()
-        .arg("run")
-        .arg(&many)
-        .args(["--quiet", "--out"])
-        .arg(t.join("many"))
-        .output()
-        .unwrap();
-    assert!(matches!(o.status.code(), Some(0 | 1)));
-    check(
-        &validator,
-        "every threshold kind",
-        &json(&t.join("many/summary.json")),
-    );
+    let s = run_and_read(&many, &["--quiet"], &t.join("many"));
+    check(&validator, "every threshold kind", &s);
 
-    let second = run(
-        "scenarios/quickstart.yaml",
+    let second = run_and_read(
+        &root().join("scenarios/quickstart.yaml"),
+        &[SHORT, &["--seed", "9"]].concat(),
         &t.join("cafe2"),
-        &["--seed", "9"],
     );
     check(&validator, "cafe (second)", &second);
     let o = bin()

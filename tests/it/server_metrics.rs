@@ -4,7 +4,7 @@
 //! hangs or answers garbage is reported and changes nothing the bots send, and `serve
 //! --metrics-listen` serves counters that match what its clients did.
 
-use crate::common::summary::u64_at;
+use crate::common::summary::{assert_absent, read_summary, run_scenario, stderr, u64_at};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
@@ -34,22 +34,20 @@ pub(crate) fn scenario(dir: &Path, server_metrics: &str) -> std::path::PathBuf {
     p
 }
 
-pub(crate) fn run(dir: &Path, server_metrics: &str) -> (i32, Value, String) {
-    let out = dir.join("out");
-    let o = bin()
-        .arg("run")
-        .arg(scenario(dir, server_metrics))
-        .args(["--quiet", "--force", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    let s =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
-    (
-        o.status.code().unwrap_or(-1),
-        s,
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
+/// The [`scenario`] with `server_metrics` run (`--quiet --force`) into `dir/out`, through the
+/// shared harness (its exit code one of `codes`): the code, summary.json and stderr.
+pub(crate) fn run_scraping(
+    dir: &Path,
+    server_metrics: &str,
+    codes: &[i32],
+) -> (i32, Value, String) {
+    let (o, s) = run_scenario(
+        &scenario(dir, server_metrics),
+        &["--quiet", "--force"],
+        &dir.join("out"),
+        codes,
+    );
+    (o.status.code().expect("an exit code"), s, stderr(&o))
 }
 
 /// The text of scrape `n` (0, 1, 2, ...): a counter +100 a scrape, a gauge equal to `n`, and
@@ -123,9 +121,10 @@ fn series<'a>(s: &'a Value, name: &str) -> &'a Value {
 fn a_scripted_endpoint_is_stored_as_exact_rates_values_and_quantiles() {
     let dir = tempfile::tempdir().unwrap();
     let (addr, served) = endpoint(|n| Some(scripted(n)));
-    let (code, s, err) = run(
+    let (code, s, err) = run_scraping(
         dir.path(),
         &format!("server_metrics:\n  - url: http://{addr}/metrics\n    timeout: 800ms\n"),
+        &[0],
     );
     assert_eq!(code, 0, "{err}");
     let e = &s["server_metrics"]["endpoints"][0];
@@ -180,12 +179,9 @@ fn a_hanging_or_garbage_endpoint_is_reported_and_changes_no_input_sent() {
     let dir = tempfile::tempdir().unwrap();
     let (hung, _) = endpoint(|_| None);
     let (junk, _) = endpoint(|_| Some("<html>not metrics</html>\n".into()));
-    let (code, s, err) = run(
-        dir.path(),
-        &format!(
+    let (code, s, err) = run_scraping(dir.path(), &format!(
             "server_metrics:\n  - url: http://{hung}/metrics\n    timeout: 2s\n  - url: http://{junk}/metrics\n"
-        ),
-    );
+        ), &[0]);
     assert_eq!(code, 0, "{err}");
     // At 2 inputs a second a slot is skipped once its bot is 500 ms behind: a worker held
     // by a 2 s scrape would skip several per bot, and send the rest seconds late.
@@ -214,10 +210,7 @@ fn a_hanging_or_garbage_endpoint_is_reported_and_changes_no_input_sent() {
 #[test]
 fn the_embedded_server_s_own_metrics_gate_the_run() {
     let dir = tempfile::tempdir().unwrap();
-    let (code, s, err) = run(
-        dir.path(),
-        "server_metrics:\n  - url: embedded\nthresholds:\n  - server.tick_seconds p99 < 10s\n  - server.sessions max < 4\n",
-    );
+    let (code, s, err) = run_scraping(dir.path(), "server_metrics:\n  - url: embedded\nthresholds:\n  - server.tick_seconds p99 < 10s\n  - server.sessions max < 4\n", &[1]);
     // Four sessions at the peak: `max < 4` fails, and says so with the figure.
     assert_eq!(code, 1, "{err}");
     let sessions = series(&s, "tickswarm_server_sessions");
@@ -283,23 +276,12 @@ fn serve_metrics_listen_counts_what_its_clients_did() {
     std::io::BufRead::read_line(&mut out, &mut line).unwrap();
     let udp = line.split_whitespace().nth(6).unwrap().to_string();
     let p = scenario(dir.path(), "");
-    let o = bin()
-        .arg("run")
-        .arg(&p)
-        .args(["--quiet", "--target", &udp, "--out"])
-        .arg(dir.path().join("out"))
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
+    let (_, s) = run_scenario(
+        &p,
+        &["--quiet", "--target", &udp],
+        &dir.path().join("out"),
+        &[0],
     );
-    let s: Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.path().join("out/summary.json")).unwrap(),
-    )
-    .unwrap();
     // The driver publishes every 100 ms; the bots are gone by now.
     std::thread::sleep(Duration::from_millis(300));
     let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -331,8 +313,8 @@ fn compare_diffs_the_server_series_of_two_runs() {
     std::fs::create_dir_all(&a).unwrap();
     std::fs::create_dir_all(&b).unwrap();
     let sm = "server_metrics:\n  - url: embedded\n";
-    let (_, sa, _) = run(&a, sm);
-    let (_, sb, _) = run(&b, sm);
+    let (_, sa, _) = run_scraping(&a, sm, &[0, 1]);
+    let (_, sb, _) = run_scraping(&b, sm, &[0, 1]);
     let o = bin()
         .arg("compare")
         .arg(a.join("out"))
@@ -397,24 +379,9 @@ fn shard_0_scrapes_the_others_skip_and_merge_judges_the_server_figures() {
     let mut outs = Vec::new();
     for i in 0..2 {
         let out = dir.path().join(format!("shard{i}"));
-        let o = bin()
-            .arg("run")
-            .arg(&p)
-            .args(["--quiet", "--shard", &format!("{i}/2"), "--out"])
-            .arg(&out)
-            .output()
-            .unwrap();
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "shard {i}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        outs.push(out);
+        let (_, s) = run_scenario(&p, &["--quiet", "--shard", &format!("{i}/2")], &out, &[0]);
+        outs.push((out, s));
     }
-    let read = |d: &Path| -> Value {
-        serde_json::from_str(&std::fs::read_to_string(d.join("summary.json")).unwrap()).unwrap()
-    };
     let server_threshold = |s: &Value| {
         s["thresholds"]
             .as_array()
@@ -424,17 +391,17 @@ fn shard_0_scrapes_the_others_skip_and_merge_judges_the_server_figures() {
             .cloned()
             .unwrap()
     };
-    let (s0, s1) = (read(&outs[0]), read(&outs[1]));
+    let (s0, s1) = (&outs[0].1, &outs[1].1);
     assert_eq!(
         s0["server_metrics"]["endpoints"].as_array().unwrap().len(),
         1
     );
-    assert!(s1.get("server_metrics").is_none());
-    assert_eq!(server_threshold(&s1)["skipped"], true);
+    assert_absent(s1, "server_metrics");
+    assert_eq!(server_threshold(s1)["skipped"], true);
     let merged = dir.path().join("merged");
     let o = bin()
         .arg("merge")
-        .args(&outs)
+        .args(outs.iter().map(|(d, _)| d))
         .args(["--quiet", "--out"])
         .arg(&merged)
         .output()
@@ -445,7 +412,7 @@ fn shard_0_scrapes_the_others_skip_and_merge_judges_the_server_figures() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let m = read(&merged);
+    let m = read_summary(&merged).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         m["server_metrics"]["endpoints"],
         s0["server_metrics"]["endpoints"]
@@ -453,6 +420,6 @@ fn shard_0_scrapes_the_others_skip_and_merge_judges_the_server_figures() {
     let t = server_threshold(&m);
     assert_eq!(
         (t["ok"].clone(), t["observed"].clone()),
-        (Value::Bool(true), server_threshold(&s0)["observed"].clone())
+        (Value::Bool(true), server_threshold(s0)["observed"].clone())
     );
 }

@@ -12,7 +12,7 @@ use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
 use serde_json::Value;
 
-use crate::common::summary::{at, u64_at};
+use crate::common::summary::{at, finish, run_command, summary_in, u64_at};
 
 const SHARDS: u32 = 3;
 const BOTS: u64 = 30;
@@ -78,13 +78,12 @@ fn three_shards_against_one_server_merge_into_one_run() {
         .collect();
     let children: Vec<Child> = (0..SHARDS)
         .map(|i| {
-            let mut c = bin();
-            c.arg("run")
-                .arg(&scenario)
-                .args(["--target", &addr, "--quiet", "--workers", "2"])
-                .arg("--out")
-                .arg(&dirs[i as usize])
-                .stderr(Stdio::piped());
+            let mut c = run_command(
+                &scenario,
+                &["--target", &addr, "--quiet", "--workers", "2"],
+                &dirs[i as usize],
+            );
+            c.stderr(Stdio::piped());
             if i == 0 {
                 c.args(["--shard", "0/3"]);
             } else {
@@ -94,16 +93,11 @@ fn three_shards_against_one_server_merge_into_one_run() {
             c.spawn().unwrap()
         })
         .collect();
-    for c in children {
-        let o = c.wait_with_output().unwrap();
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-    }
-    let shards: Vec<Value> = dirs.iter().map(|d| json(&d.join("summary.json"))).collect();
+    let shards: Vec<Value> = children
+        .into_iter()
+        .zip(&dirs)
+        .map(|(c, d)| finish(&c.wait_with_output().unwrap(), d, &[0]))
+        .collect();
     for (i, s) in shards.iter().enumerate() {
         // 30 bots by index % 3: ten each, every one connected.
         assert_eq!(s["bots"]["planned"], BOTS / u64::from(SHARDS), "shard {i}");
@@ -125,7 +119,7 @@ fn three_shards_against_one_server_merge_into_one_run() {
         String::from_utf8_lossy(&o.stderr)
     );
     let m: Value = serde_json::from_slice(&o.stdout).expect("--json prints the merged summary");
-    assert_eq!(m, json(&merged.join("summary.json")));
+    assert_eq!(m, summary_in(&merged));
 
     // Counts: the shards' sums.
     let sum = |f: &dyn Fn(&Value) -> u64| shards.iter().map(f).sum::<u64>();
@@ -247,7 +241,7 @@ fn three_shards_against_one_server_merge_into_one_run() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0));
-    assert_eq!(json(&again.join("summary.json"))["rtt_us"], m["rtt_us"]);
+    assert_eq!(summary_in(&again)["rtt_us"], m["rtt_us"]);
 
     // A shard's folder given twice would count it twice: refused.
     let o = bin()
@@ -268,7 +262,7 @@ fn three_shards_against_one_server_merge_into_one_run() {
         .iter()
         .enumerate()
         .map(|(i, d)| {
-            let s = json(&d.join("summary.json"));
+            let s = summary_in(&d);
             assert_eq!(s["shard"]["index"], i as u64);
             assert_eq!(s["shard"]["count"], SHARDS);
             s["scenario_hash"].clone()

@@ -11,13 +11,15 @@
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::common::proxy::{Impairment, Proxy};
-use crate::common::summary::declared_counter;
+use crate::common::summary::{
+    declared_counter, finish, run_command, run_scenario, stderr, summary_in,
+};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tickswarm"))
@@ -29,23 +31,6 @@ fn scenario(dir: &Path, body: &str) -> std::path::PathBuf {
     p
 }
 
-fn run(scenario: &Path, out: &Path, extra: &[&str]) -> Output {
-    bin()
-        .arg("run")
-        .arg(scenario)
-        .arg("--out")
-        .arg(out)
-        .arg("-q")
-        .args(extra)
-        .output()
-        .expect("run tickswarm")
-}
-
-fn summary(dir: &Path) -> Value {
-    let text = std::fs::read_to_string(dir.join("summary.json")).expect("summary.json written");
-    serde_json::from_str(&text).expect("summary.json is JSON")
-}
-
 /// summary.json with a pool still matches schemas/summary.schema.json.
 fn assert_matches_schema(s: &Value) {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/schemas/summary.schema.json");
@@ -54,10 +39,6 @@ fn assert_matches_schema(s: &Value) {
     let v = jsonschema::validator_for(&schema).expect("a valid schema");
     let errors: Vec<String> = v.iter_errors(s).map(|e| e.to_string()).collect();
     assert!(errors.is_empty(), "{errors:#?}");
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// summary.json's `source_addresses.rows` as address -> (planned, connected).
@@ -113,10 +94,12 @@ fn raw_udp_bots_come_from_their_planned_addresses_round_robin() {
         ),
     );
     let out = tmp.path().join("out");
-    let o = run(&sc, &out, &[]);
+    let o = run_command(&sc, &["-q"], &out)
+        .output()
+        .expect("run tickswarm");
     let _ = server.kill();
     let _ = server.wait();
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = finish(&o, &out, &[0]);
 
     let seen = proxy.counts.bot_sockets.lock().unwrap().clone();
     assert_eq!(seen.len(), 30, "one socket per bot: {seen:?}");
@@ -125,7 +108,6 @@ fn raw_udp_bots_come_from_their_planned_addresses_round_robin() {
         .collect();
     assert_eq!(sockets_per_address(&seen), expected);
 
-    let s = summary(&out);
     assert_matches_schema(&s);
     assert_eq!(s["bots"]["connected"], 30);
     assert_eq!(s["source_addresses"]["grouped_by"], "address");
@@ -166,10 +148,12 @@ fn enet_bots_sharing_a_socket_share_its_source_address() {
         ),
     );
     let out = tmp.path().join("out");
-    let o = run(&sc, &out, &[]);
+    let o = run_command(&sc, &["-q"], &out)
+        .output()
+        .expect("run tickswarm");
     let _ = server.kill();
     let _ = server.wait();
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = finish(&o, &out, &[0]);
 
     let seen = proxy.counts.bot_sockets.lock().unwrap().clone();
     let expected: BTreeMap<IpAddr, usize> = ["127.0.2.1", "127.0.2.2", "127.0.2.3"]
@@ -177,7 +161,6 @@ fn enet_bots_sharing_a_socket_share_its_source_address() {
         .map(|a| (ip(a), 1))
         .collect();
     assert_eq!(sockets_per_address(&seen), expected, "{seen:?}");
-    let s = summary(&out);
     assert_matches_schema(&s);
     assert_eq!(s["bots"]["connected"], 12);
     let counted: Vec<(String, (u64, u64))> = rows(&s).into_iter().collect();
@@ -205,7 +188,10 @@ fn a_source_address_not_on_this_machine_fails_fast_saying_how_to_add_it() {
         &format!("{EMBEDDED}  source_addresses: [192.0.2.1]\n"),
     );
     let out = tmp.path().join("out");
-    let o = run(&sc, &out, &[]);
+    // Refused before it starts: no summary to read, only the exit code and stderr.
+    let o = run_command(&sc, &["-q"], &out)
+        .output()
+        .expect("run tickswarm");
     let e = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{e}");
     assert!(e.contains("cannot bind source address 192.0.2.1"), "{e}");
@@ -213,9 +199,8 @@ fn a_source_address_not_on_this_machine_fails_fast_saying_how_to_add_it() {
     assert!(!out.join("summary.json").exists());
 
     // The same from the command line (and IPv6's hint names `ip -6`).
-    let o = run(&sc, &out, &["--source-addresses", "127.0.1.7"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!(rows(&summary(&out)).get("127.0.1.7"), Some(&(10, 10)));
+    let (_, s) = run_scenario(&sc, &["-q", "--source-addresses", "127.0.1.7"], &out, &[0]);
+    assert_eq!(rows(&s).get("127.0.1.7"), Some(&(10, 10)));
 }
 
 /// Later bots whose address is missing fail one by one, counted with their reason, and the
@@ -228,16 +213,8 @@ fn bots_on_a_missing_address_are_connect_failures_with_the_reason() {
         &format!("{EMBEDDED}  source_addresses: [127.0.1.1, 192.0.2.1]\n"),
     );
     let out = tmp.path().join("out");
-    let o = bin()
-        .arg("run")
-        .arg(&sc)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .expect("run tickswarm");
+    let (o, s) = run_scenario(&sc, &[], &out, &[1]);
     let text = String::from_utf8_lossy(&o.stdout).into_owned() + &stderr(&o);
-    assert_eq!(o.status.code(), Some(1), "{text}");
-    let s = summary(&out);
     assert_eq!(s["errors"]["connect"]["socket.address_not_available"], 5);
     assert_eq!(s["bots"]["failed"], 5);
     assert_eq!(s["bots"]["connected"], 5);
@@ -302,13 +279,12 @@ fn shards_keep_each_bots_address_and_merge_to_the_whole_runs_counts() {
     let mut dirs = Vec::new();
     for shard in ["0/2", "1/2"] {
         let out = tmp.path().join(shard.replace('/', "-of-"));
-        let o = run(&sc, &out, &["--shard", shard]);
-        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        run_scenario(&sc, &["-q", "--shard", shard], &out, &[0]);
         dirs.push(out);
     }
     // Shard 0 runs the even bots, and 14 is even: bots 0, 14 and 28 on .1, the others on
     // .3, .5, ... .13, none on an even address.
-    let even = rows(&summary(&dirs[0]));
+    let even = rows(&summary_in(&dirs[0]));
     assert_eq!(even.len(), 7);
     assert_eq!(even.get("127.0.1.1"), Some(&(3, 3)));
     assert_eq!(even.get("127.0.1.3"), Some(&(2, 2)));
@@ -322,7 +298,7 @@ fn shards_keep_each_bots_address_and_merge_to_the_whole_runs_counts() {
         .output()
         .expect("merge");
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let s = summary(&merged);
+    let s = summary_in(&merged);
     assert_matches_schema(&s);
     let counted = rows(&s);
     assert_eq!(counted.len(), 14);
@@ -340,10 +316,10 @@ fn darkages_handoffs_keep_working_from_a_pool() {
     let tmp = tempfile::tempdir().unwrap();
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/darkages.yaml");
     let out = tmp.path().join("out");
-    let o = run(
+    let (_, s) = run_scenario(
         Path::new(path),
-        &out,
         &[
+            "-q",
             "--bots",
             "20",
             "--duration",
@@ -351,9 +327,9 @@ fn darkages_handoffs_keep_working_from_a_pool() {
             "--source-addresses",
             "127.1.0.0/16",
         ],
+        &out,
+        &[0],
     );
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let s = summary(&out);
     assert_eq!(s["bots"]["connected"], 20);
     let pm = &s["protocol_metrics"];
     assert!(declared_counter(&s, "handoffs") > 0, "{pm}");

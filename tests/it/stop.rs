@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 use tickswarm::engine::{self, StopSignal};
 use tickswarm::scenario::{self, Overrides, Plan};
 
+use crate::common::summary::{run_command, run_scenario, summary_in};
+
 #[test]
 fn a_stop_before_the_run_starts_ends_it_at_once_and_marks_it_interrupted() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/quickstart.yaml");
@@ -82,12 +84,7 @@ fn start_run_with(
         ),
     )
     .expect("write the scenario");
-    Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .arg("run")
-        .arg(&scenario)
-        .arg("--out")
-        .arg(dir.join("out"))
-        .env_remove("TICKSWARM_QUIET")
+    run_command(&scenario, &[], &dir.join("out"))
         .stdout(Stdio::null())
         .stderr(stderr)
         .spawn()
@@ -129,10 +126,7 @@ fn sigterm_stops_a_run_with_its_report_written() {
     for f in ["summary.json", "report.html", "histograms.hlog"] {
         assert!(out.join(f).is_file(), "{f} written after SIGTERM");
     }
-    let s: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(out.join("summary.json")).expect("read summary.json"),
-    )
-    .expect("summary.json parses");
+    let s = summary_in(&out);
     assert_eq!(s["interrupted"], true, "{s}");
     let check = s["thresholds"]
         .as_array()
@@ -199,11 +193,8 @@ fn an_unwritable_out_folder_exits_2() {
     .expect("write the scenario");
     // sysfs refuses new files even to root, after the folder check found nothing there: the
     // failure comes when the first file is created (it exited 1 here before).
-    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .arg("run")
-        .arg(&scenario)
-        .arg("--out")
-        .arg("/sys/kernel/tickswarm-test-out")
+    // No summary can be written: only the exit code and stderr are judged.
+    let o = run_command(&scenario, &[], Path::new("/sys/kernel/tickswarm-test-out"))
         .output()
         .expect("run tickswarm");
     assert_eq!(
@@ -250,14 +241,7 @@ fn escape_sequences_in_a_scenario_never_reach_the_terminal() {
         "name: \"evil\\e]0;pwned\\a\\e[2Kname\"\nprotocol:\n  cafe: {}\npopulation:\n  stages:\n    - ramp_to: 1\n      over: 0s\nduration: 1s\n",
     )
     .expect("write the scenario");
-    let o = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .arg("run")
-        .arg(&scenario)
-        .arg("--out")
-        .arg(tmp.path().join("out"))
-        .env_remove("TICKSWARM_QUIET")
-        .output()
-        .expect("run tickswarm");
+    let (o, _) = run_scenario(&scenario, &[], &tmp.path().join("out"), &[0, 1]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("evil\\u{1b}]0;pwned\\u{7}"), "{err}");
     for (what, bytes) in [("stderr", &o.stderr), ("stdout", &o.stdout)] {

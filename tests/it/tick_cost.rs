@@ -10,6 +10,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use crate::common::summary::{finish, run_command};
+
 const BOTS: u64 = 6;
 const COST_US: u64 = 500;
 
@@ -71,11 +73,7 @@ fn swarm_against_serve(dir: &Path, serve_args: &[&str]) -> Vec<Second> {
         ),
     )
     .unwrap();
-    let run = Command::new(env!("CARGO_BIN_EXE_tickswarm"))
-        .arg("run")
-        .arg(&scenario)
-        .args(["--quiet", "--force", "--out"])
-        .arg(dir.join("out"))
+    let run = run_command(&scenario, &["--quiet", "--force"], &dir.join("out"))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .output()
@@ -85,12 +83,7 @@ fn swarm_against_serve(dir: &Path, serve_args: &[&str]) -> Vec<Second> {
     std::thread::sleep(Duration::from_millis(1200));
     let _ = server.kill();
     let _ = server.wait();
-    assert_eq!(
-        run.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    finish(&run, &dir.join("out"), &[0]);
     read_log(&log)
 }
 

@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-use crate::common::summary::{at, run_and_read, server_event};
+use crate::common::summary::{at, run_text, server_event, u64_at, u64_of};
 
 /// 4 bots over 2 four-player servers (2 each: a refused bot's rejoin always finds a free
 /// player id), half of them in the `stormy` group, whose every session drops at 2 s; 4 s
@@ -51,17 +51,6 @@ groups:
     )
 }
 
-fn run(text: &str) -> Value {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let scenario = tmp.path().join("resume.yaml");
-    std::fs::write(&scenario, text).expect("write the scenario");
-    run_and_read(&scenario, &["--quiet"], &tmp.path().join("out"))
-}
-
-fn u(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
-}
-
 /// The sample count of histogram `key` in `pm` (a group's `protocol_metrics`): a histogram
 /// with no sample is absent and reads 0, so the key must be one the engine records (a
 /// renamed histogram fails instead of reading 0).
@@ -75,7 +64,7 @@ fn samples(pm: &Value, key: &str) -> u64 {
         "the engine records no histogram `{key}`"
     );
     assert!(pm.is_object(), "no protocol_metrics: {pm}");
-    pm.get(key).map_or(0, |h| u(&h["count"]))
+    pm.get(key).map_or(0, |h| u64_at(&h, "count"))
 }
 
 /// Counter `key` of `pm` (a group's `protocol_metrics`): the run must declare it (in `s`'s
@@ -86,31 +75,31 @@ fn group_counter(s: &Value, pm: &Value, key: &str) -> u64 {
         "`{key}` is not a counter this run declares"
     );
     assert!(pm.is_object(), "no protocol_metrics: {pm}");
-    pm.get(key).map_or(0, u)
+    pm.get(key).map_or(0, u64_of)
 }
 
 /// The servers hold a dropped player's token for 30 s: both victims resume (JoinAccept to
 /// their Reconnect, the same player id), none is refused, and each way back is timed once.
 #[test]
 fn every_storm_victim_resumes_with_its_token() {
-    let s = run(&scenario(""));
+    let s = run_text(&scenario(""), &["--quiet"], &[0, 1]).1;
     let g = &s["groups"]["stormy"];
     let done = &g["lifecycle"]["done"];
-    assert_eq!(u(&done["storm_drops"]), 2, "{g:#}");
-    assert_eq!(u(&done["storm_reconnects"]), 2, "{g:#}");
-    assert_eq!(u(&done["storm_resumed"]), 2, "{g:#}");
-    assert_eq!(u(&done["storm_resume_refused"]), 0, "{g:#}");
+    assert_eq!(u64_at(&done, "storm_drops"), 2, "{g:#}");
+    assert_eq!(u64_at(&done, "storm_reconnects"), 2, "{g:#}");
+    assert_eq!(u64_at(&done, "storm_resumed"), 2, "{g:#}");
+    assert_eq!(u64_at(&done, "storm_resume_refused"), 0, "{g:#}");
     let pm = &g["protocol_metrics"];
-    assert_eq!(u(&pm["lifecycle_resume_us"]["count"]), 2, "{pm:#}");
+    assert_eq!(u64_at(&pm, "lifecycle_resume_us.count"), 2, "{pm:#}");
     // Drop to play again: an ENet connect and a Reconnect on loopback, well under the
     // handshake_timeout the bots were given.
-    assert!(u(&pm["lifecycle_resume_us"]["max"]) < 3_000_000, "{pm:#}");
+    assert!(u64_at(&pm, "lifecycle_resume_us.max") < 3_000_000, "{pm:#}");
     assert_eq!(samples(pm, "lifecycle_rejoin_us"), 0, "{pm:#}");
     assert_eq!(group_counter(&s, pm, "resume_refused"), 0, "{pm:#}");
     // Two original sessions and two resumed ones, all in play; none failed.
-    assert_eq!(u(&g["bots"]["connected"]), 4, "{g:#}");
-    assert_eq!(u(&s["bots"]["connected"]), 6, "{}", s["errors"]);
-    assert_eq!(u(&s["bots"]["failed"]), 0, "{}", s["errors"]);
+    assert_eq!(u64_at(&g, "bots.connected"), 4, "{g:#}");
+    assert_eq!(u64_at(&s, "bots.connected"), 6, "{}", s["errors"]);
+    assert_eq!(u64_at(&s, "bots.failed"), 0, "{}", s["errors"]);
     // The untouched group has no lifecycle and nothing to resume.
     let steady = at(&s, "groups.steady");
     assert!(
@@ -124,8 +113,8 @@ fn every_storm_victim_resumes_with_its_token() {
     );
     // The servers: 4 Joins and 2 Reconnects accepted, nothing refused.
     let server = &s["protocol_metrics"]["embedded_server"];
-    assert_eq!(u(&server["accepted"]), 6, "{server:#}");
-    assert_eq!(u(&server["refused"]), 0, "{server:#}");
+    assert_eq!(u64_at(&server, "accepted"), 6, "{server:#}");
+    assert_eq!(u64_at(&server, "refused"), 0, "{server:#}");
 }
 
 /// The servers forget a session the moment its connection drops (`session_grace: 0s`):
@@ -140,14 +129,14 @@ fn every_storm_victim_resumes_with_its_token() {
 /// refused, each resumption is a kick the server counted, and each refusal one it sent.
 #[test]
 fn a_forgotten_token_is_refused_and_the_victim_rejoins() {
-    let s = run(&scenario("  session_grace: 0s\n"));
+    let s = run_text(&scenario("  session_grace: 0s\n"), &["--quiet"], &[0, 1]).1;
     let g = &s["groups"]["stormy"];
     let done = &g["lifecycle"]["done"];
     let server = &s["protocol_metrics"]["embedded_server"];
     let kicked = server_event(&s, "duplicate_session_kicked");
-    assert_eq!(u(&done["storm_drops"]), 2, "{g:#}");
-    let resumed = u(&done["storm_resumed"]);
-    let refused = u(&done["storm_resume_refused"]);
+    assert_eq!(u64_at(&done, "storm_drops"), 2, "{g:#}");
+    let resumed = u64_at(&done, "storm_resumed");
+    let refused = u64_at(&done, "storm_resume_refused");
     assert_eq!(resumed + refused, 2, "{g:#}");
     assert_eq!(
         resumed, kicked,
@@ -158,12 +147,12 @@ fn a_forgotten_token_is_refused_and_the_victim_rejoins() {
     assert_eq!(group_counter(&s, pm, "resume_refused"), refused, "{pm:#}");
     assert_eq!(samples(pm, "lifecycle_rejoin_us"), refused, "{pm:#}");
     assert_eq!(samples(pm, "lifecycle_resume_us"), resumed, "{pm:#}");
-    assert_eq!(u(&g["bots"]["connected"]), 4, "{g:#}");
-    assert_eq!(u(&s["bots"]["failed"]), 0, "{}", s["errors"]);
-    assert_eq!(u(&s["bots"]["connected"]), 6, "{}", s["errors"]);
-    assert_eq!(u(&s["bots"]["never_connected"]), 0, "{}", s["errors"]);
-    assert_eq!(u(&server["refused"]), refused, "{server:#}");
-    assert_eq!(u(&server["accepted"]), 6, "{server:#}");
+    assert_eq!(u64_at(&g, "bots.connected"), 4, "{g:#}");
+    assert_eq!(u64_at(&s, "bots.failed"), 0, "{}", s["errors"]);
+    assert_eq!(u64_at(&s, "bots.connected"), 6, "{}", s["errors"]);
+    assert_eq!(u64_at(&s, "bots.never_connected"), 0, "{}", s["errors"]);
+    assert_eq!(u64_at(&server, "refused"), refused, "{server:#}");
+    assert_eq!(u64_at(&server, "accepted"), 6, "{server:#}");
 }
 
 /// The time from the drop to play again, against a known delay: the stormy group's link
@@ -172,18 +161,23 @@ fn a_forgotten_token_is_refused_and_the_victim_rejoins() {
 /// two 80 ms round trips: no sample may be under 160 ms. The group's own RTT shows the link.
 #[test]
 fn resume_time_holds_the_round_trips_of_an_injected_delay() {
-    let s = run(&scenario_with("", "    network:\n      latency: 40ms\n"));
+    let s = run_text(
+        &scenario_with("", "    network:\n      latency: 40ms\n"),
+        &["--quiet"],
+        &[0, 1],
+    )
+    .1;
     let g = &s["groups"]["stormy"];
-    assert_eq!(u(&g["lifecycle"]["done"]["storm_resumed"]), 2, "{g:#}");
+    assert_eq!(u64_at(&g, "lifecycle.done.storm_resumed"), 2, "{g:#}");
     let pm = &g["protocol_metrics"];
     let resume = &pm["lifecycle_resume_us"];
-    assert_eq!(u(&resume["count"]), 2, "{pm:#}");
+    assert_eq!(u64_at(&resume, "count"), 2, "{pm:#}");
     assert!(
-        u(&resume["min"]) >= 160_000,
+        u64_at(&resume, "min") >= 160_000,
         "resumed in {resume} µs, under 2 × 80 ms"
     );
-    assert!(u(&resume["max"]) < 3_000_000, "{resume}");
-    assert!(u(&g["rtt_us"]["min"]) >= 80_000, "{}", g["rtt_us"]);
+    assert!(u64_at(&resume, "max") < 3_000_000, "{resume}");
+    assert!(u64_at(&g, "rtt_us.min") >= 80_000, "{}", g["rtt_us"]);
     // The steady group's link adds nothing.
-    assert!(u(&s["groups"]["steady"]["rtt_us"]["min"]) < 80_000);
+    assert!(u64_at(&s, "groups.steady.rtt_us.min") < 80_000);
 }
