@@ -2,7 +2,11 @@
 # How often does `tickswarm compare` cry wolf, and does it catch a real change?
 #
 #   bash scripts/compare_noise.sh [--no-build] [--runs N] [--bots B] [--duration D] [--delay-ms X]
-#                                 [--limits L] [--keep DIR | --reuse DIR]
+#                                 [--limits L] [--bases K] [--keep DIR | --reuse DIR]
+#
+# --bases K: each run is held against K other runs at once (`compare --base ... NEW`, the
+# next K runs round the list) instead of pairwise: N comparisons of identical runs, and each
+# delayed run against K undelayed ones.
 #
 # --limits: the --max-regress limits, comma-separated (default: those docs/ci/github-actions.yml
 # ships). --keep DIR keeps the run folders in DIR; --reuse DIR compares the folders a --keep
@@ -18,11 +22,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/verify_common.sh
 
-BUILD=1 RUNS=10 BOTS=50 DURATION=8s DELAY_MS=2 KEEP= REUSE=
+BUILD=1 RUNS=10 BOTS=50 DURATION=8s DELAY_MS=2 KEEP= REUSE= BASES=0
 LIMITS="rtt.p50=+1ms,loss.downstream=+0.5pp"
 while [ $# -gt 0 ]; do
     case "$1" in
         --limits) LIMITS=$2; shift ;;
+        --bases) BASES=$2; shift ;;
         --keep) KEEP=$2; shift ;;
         --reuse) REUSE=$2; BUILD=0; shift ;;
         --no-build) BUILD=0 ;;
@@ -59,6 +64,19 @@ compare() { # BASE NEW -> prints the verdict line, returns compare's exit code
     "$BIN" compare "$1" "$2" --max-regress "$LIMITS" 2>&1 | grep -E "REGRESSED|within|inconclusive|rtt.p99" | head -1
     return "${PIPESTATUS[0]}"
 }
+compare_bases() { # PREFIX I NEW -> NEW against the K runs PREFIX-(I+1).. round the list
+    local args=() k j
+    for k in $(seq 1 "$BASES"); do
+        j=$(( (($2 - 1 + k) % RUNS) + 1 ))
+        args+=(--base "$1-$j")
+    done
+    "$BIN" compare "${args[@]}" "$3" --max-regress "$LIMITS" 2>&1 | grep -E "REGRESSED|within|inconclusive|rtt.p99" | head -1
+    return "${PIPESTATUS[0]}"
+}
+if [ "$BASES" -ge "$RUNS" ]; then
+    echo "--bases must be below --runs (a run is never its own base)" >&2
+    exit 2
+fi
 
 echo "== $RUNS identical runs against tickswarm serve cafe ($BOTS bots, $DURATION each), limits $LIMITS"
 if [ -z "$REUSE" ]; then
@@ -69,6 +87,13 @@ if [ -z "$REUSE" ]; then
 fi
 false_pos=0 pairs=0
 for i in $(seq 1 "$RUNS"); do
+    if [ "$BASES" -gt 0 ]; then
+        pairs=$((pairs + 1))
+        line=$(compare_bases "$WORK/same" "$i" "$WORK/same-$i") && rc=0 || rc=$?
+        [ "$rc" = 0 ] || false_pos=$((false_pos + 1))
+        echo "  same-$i vs $BASES others: exit $rc  $line"
+        continue
+    fi
     for j in $(seq $((i + 1)) "$RUNS"); do
         pairs=$((pairs + 1))
         line=$(compare "$WORK/same-$i" "$WORK/same-$j") && rc=0 || rc=$?
@@ -88,9 +113,15 @@ for i in $(seq 1 "$RUNS"); do
         run_swarm "$PORT" "$WORK/delay$delay-$i"
         stop_peer "$PEER_PID"; PEER_PID=
     done
-    line=$(compare "$WORK/delay0-$i" "$WORK/delay$DELAY_MS-$i") && rc=0 || rc=$?
+done
+for i in $(seq 1 "$RUNS"); do
+    if [ "$BASES" -gt 0 ]; then
+        line=$(compare_bases "$WORK/delay0" "$i" "$WORK/delay$DELAY_MS-$i") && rc=0 || rc=$?
+    else
+        line=$(compare "$WORK/delay0-$i" "$WORK/delay$DELAY_MS-$i") && rc=0 || rc=$?
+    fi
     [ "$rc" = 1 ] && caught=$((caught + 1))
-    echo "  base-$i vs delayed-$i: exit $rc  $line"
+    echo "  delayed-$i against $([ "$BASES" -gt 0 ] && echo "$BASES bases" || echo "base-$i"): exit $rc  $line"
 done
 
-echo "compare_noise: identical runs failed $false_pos of $pairs pairs; ${DELAY_MS} ms caught $caught of $RUNS"
+echo "compare_noise: identical runs failed $false_pos of $pairs $([ "$BASES" -gt 0 ] && echo "comparisons against $BASES bases" || echo pairs); ${DELAY_MS} ms caught $caught of $RUNS"

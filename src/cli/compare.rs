@@ -14,10 +14,15 @@ use std::io::Write as _;
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct CompareArgs {
-    /// The base run's folder (summary.json and histograms.hlog; a merged run works too).
-    base: PathBuf,
-    /// The new run's folder.
-    new: PathBuf,
+    /// BASE_DIR NEW_DIR: the base run's folder and the new run's (summary.json and
+    /// histograms.hlog; a merged run works too). With --base, only NEW_DIR.
+    #[arg(value_name = "RUN_DIR", num_args = 1..=2, required = true)]
+    runs: Vec<PathBuf>,
+    /// A base run's folder; repeat it (or separate folders with commas) to hold the new run
+    /// against several base runs: each figure's base is their median, and the noise test
+    /// measures how much whole runs differ from their spread. Then give only NEW_DIR.
+    #[arg(long = "base", value_name = "RUN_DIR", value_delimiter = ',')]
+    base: Vec<PathBuf>,
     /// How much worse METRIC may get: `rtt.p99=10%` (share of the base value), `rtt.p99=+2ms`,
     /// `loss.downstream=+0.5pp` (percentage points), `bots_lost=+0`. Repeat it, or separate
     /// limits with commas. Wins over the scenario's `compare:` block for the same metric.
@@ -73,6 +78,22 @@ fn load(dir: &Path) -> Result<RunData, String> {
     RunData::load(dir).map_err(|e| e.to_string())
 }
 
+/// The base runs' folders and the new run's, from `BASE NEW` or `--base ... NEW`.
+fn base_and_new(a: &CompareArgs) -> Result<(Vec<PathBuf>, PathBuf), String> {
+    match (a.base.as_slice(), a.runs.as_slice()) {
+        ([], [base, new]) => Ok((vec![base.clone()], new.clone())),
+        ([], [_]) => Err(
+            "compare needs a base: BASE_DIR NEW_DIR, or NEW_DIR with --base BASE_DIR (repeat              --base for several base runs)"
+                .into(),
+        ),
+        (_, [new]) => Ok((a.base.clone(), new.clone())),
+        (_, _) => Err(
+            "with --base give only the new run's folder (the base runs are the --base folders)"
+                .into(),
+        ),
+    }
+}
+
 pub(crate) fn cmd_compare(a: &CompareArgs, console: Console) -> anyhow::Result<u8> {
     let usage = |e: String| {
         say!("error: {e}");
@@ -94,30 +115,51 @@ pub(crate) fn cmd_compare(a: &CompareArgs, console: Console) -> anyhow::Result<u
             Err(e) => return usage(e.to_string()),
         }
     }
-    let base = match load(&a.base) {
-        Ok(r) => r,
+    let (base_dirs, new_dir) = match base_and_new(a) {
+        Ok(d) => d,
         Err(e) => return usage(e),
     };
-    let new = match load(&a.new) {
-        Ok(r) => r,
-        Err(e) => return usage(e),
-    };
-    if base.summary.protocol != new.summary.protocol && !console.quiet {
-        say!(
-            "warning: comparing runs of different protocols ({} and {})",
-            base.summary.protocol,
-            new.summary.protocol
-        );
+    let mut bases = Vec::with_capacity(base_dirs.len());
+    for dir in &base_dirs {
+        match load(dir) {
+            Ok(r) => bases.push(r),
+            Err(e) => return usage(e),
+        }
     }
-    // Two runs of different scenario contents (or `--bots`/`--duration` overrides) differ by
-    // design, not by a build: said, not refused (a scenario edited between builds is common).
-    if let (Some(b), Some(n)) = (&base.summary.scenario_hash, &new.summary.scenario_hash) {
-        if b != n && !console.quiet {
+    let new = match load(&new_dir) {
+        Ok(r) => r,
+        Err(e) => return usage(e),
+    };
+    let several = bases.len() > 1;
+    for base in &bases {
+        if base.summary.protocol != new.summary.protocol && !console.quiet {
             say!(
-                "warning: the runs came from different scenarios (scenario_hash {b} and {n}: \
-                 the file's bytes or the --bots/--duration overrides changed), so a change \
-                 below may be the scenario's, not the server's"
+                "warning: comparing runs of different protocols ({} and {}){}",
+                base.summary.protocol,
+                new.summary.protocol,
+                if several {
+                    format!(" (base {})", base.dir.display())
+                } else {
+                    String::new()
+                }
             );
+        }
+        // Two runs of different scenario contents (or `--bots`/`--duration` overrides) differ
+        // by design, not by a build: said, not refused (a scenario edited between builds is
+        // common).
+        if let (Some(b), Some(n)) = (&base.summary.scenario_hash, &new.summary.scenario_hash) {
+            if b != n && !console.quiet {
+                let which = if several {
+                    format!(" (base {})", base.dir.display())
+                } else {
+                    String::new()
+                };
+                say!(
+                    "warning: the runs came from different scenarios (scenario_hash {b} and \
+                     {n}: the file's bytes or the --bots/--duration overrides changed), so a \
+                     change below may be the scenario's, not the server's{which}"
+                );
+            }
         }
     }
     // The scenario's limits first: a command-line limit on the same metric comes later and wins.
@@ -127,7 +169,19 @@ pub(crate) fn cmd_compare(a: &CompareArgs, console: Console) -> anyhow::Result<u
     };
     all.extend(limits);
     if all.is_empty() {
-        all = compare::default_limits(&base, &new);
+        all = bases
+            .iter()
+            .fold(None::<Vec<Limit>>, |kept, base| {
+                let here = compare::default_limits(base, &new);
+                Some(match kept {
+                    None => here,
+                    Some(k) => k
+                        .into_iter()
+                        .filter(|l| here.iter().any(|h| h.metric.name == l.metric.name))
+                        .collect(),
+                })
+            })
+            .unwrap_or_default();
         if !console.quiet {
             let texts: Vec<String> = all
                 .iter()
@@ -145,16 +199,24 @@ pub(crate) fn cmd_compare(a: &CompareArgs, console: Console) -> anyhow::Result<u
     }
     // The per-second histograms of the limited metrics, for the noise test.
     let tags = compare::limited_tags(&all);
-    let (mut base, mut new) = (base, new);
-    for (run, dir) in [(&mut base, &a.base), (&mut new, &a.new)] {
+    let mut new = new;
+    for run in bases.iter_mut().chain([&mut new]) {
         if let Err(e) = run.load_seconds(&tags) {
-            return usage(format!("{}: {e}", dir.display()));
+            return usage(format!("{}: {e}", run.dir.display()));
         }
     }
-    let c = compare::compare(&base, &new, &all);
+    let c = compare::compare_with_bases(&bases, &new, &all);
     if !console.quiet {
-        say!("base     {}", a.base.display());
-        say!("new      {}", a.new.display());
+        match base_dirs.as_slice() {
+            [one] => say!("base     {}", one.display()),
+            many => {
+                say!("base     the median of {} runs:", many.len());
+                for d in many {
+                    say!("           {}", d.display());
+                }
+            }
+        }
+        say!("new      {}", new_dir.display());
         say_inline!("{c}");
     }
     if let Some(out) = &run_dir {
@@ -166,7 +228,7 @@ pub(crate) fn cmd_compare(a: &CompareArgs, console: Console) -> anyhow::Result<u
         };
         let html = stage(
             "compare.html",
-            compare::render_html(&c, &base, &new).as_bytes(),
+            compare::render_html(&c, &bases, &new).as_bytes(),
         )?;
         let json = stage(
             "compare.json",

@@ -601,7 +601,12 @@ pub const DEFAULT_ROWS: &[&str] = &[
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Comparison {
+    /// The base run's folder (the first of several).
     pub base_dir: String,
+    /// Every base run's folder, when there are several (`compare --base A --base B NEW`);
+    /// each row's base value is then their median, and the noise test pools them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub base_dirs: Vec<String>,
     pub new_dir: String,
     pub rows: Vec<Row>,
     /// True when any limited metric got worse than its limit allows.
@@ -619,6 +624,30 @@ fn worsening(m: &MetricRef, base: f64, new: f64) -> f64 {
 
 /// Compare `new` with `base` under `limits` (the later of two limits on one metric wins).
 pub fn compare(base: &RunData, new: &RunData, limits: &[Limit]) -> Comparison {
+    compare_with_bases(std::slice::from_ref(base), new, limits)
+}
+
+/// The median of the values the runs have (`None` when none has one): a base of several runs
+/// as one figure, which one odd run cannot move far.
+pub fn median(mut values: Vec<f64>) -> Option<f64> {
+    values.retain(|v| v.is_finite());
+    values.sort_unstable_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(values[n / 2]),
+        _ => Some((values[n / 2 - 1] + values[n / 2]) / 2.0),
+    }
+}
+
+/// [`compare`] against several base runs: each row's base value is their median, and a
+/// limited histogram row is tested against their seconds pooled, with their spread as the
+/// drift between whole runs ([`noise`]). A metric some base lacks has no base value.
+pub fn compare_with_bases(bases: &[RunData], new: &RunData, limits: &[Limit]) -> Comparison {
+    let base_value = |m: &MetricRef| -> Option<f64> {
+        let values: Option<Vec<f64>> = bases.iter().map(|b| b.value(m)).collect();
+        median(values?)
+    };
     let mut limit_by: BTreeMap<String, &Limit> = BTreeMap::new();
     let mut order: Vec<MetricRef> = Vec::new();
     for name in DEFAULT_ROWS {
@@ -646,7 +675,7 @@ pub fn compare(base: &RunData, new: &RunData, limits: &[Limit]) -> Comparison {
     let mut metrics = Vec::new();
     let mut tests = Vec::new();
     for m in &order {
-        let (b, n) = (base.value(m), new.value(m));
+        let (b, n) = (base_value(m), new.value(m));
         let limit = limit_by.get(&m.name).copied();
         if b.is_none() && n.is_none() && limit.is_none() {
             continue;
@@ -689,9 +718,13 @@ pub fn compare(base: &RunData, new: &RunData, limits: &[Limit]) -> Comparison {
                     Allowance::Relative(f) => bv.abs() * f,
                     Allowance::Absolute(a) => a,
                 };
-                if let (Some(bs), Some(ns)) = (base.seconds.get(tag), new.seconds.get(tag)) {
-                    judged = Some(noise::test_change(
-                        bs,
+                let base_seconds: Option<Vec<&[noise::Second]>> = bases
+                    .iter()
+                    .map(|b| b.seconds.get(tag).map(Vec::as_slice))
+                    .collect();
+                if let (Some(bs), Some(ns)) = (base_seconds, new.seconds.get(tag)) {
+                    judged = Some(noise::test_change_from(
+                        &bs,
                         ns,
                         stat.statistic(),
                         !m.higher_is_better,
@@ -715,8 +748,10 @@ pub fn compare(base: &RunData, new: &RunData, limits: &[Limit]) -> Comparison {
         metrics.push(m.clone());
     }
     judge_noise(&mut rows, &metrics, tests);
+    let dirs: Vec<String> = bases.iter().map(|b| b.dir.display().to_string()).collect();
     Comparison {
-        base_dir: base.dir.display().to_string(),
+        base_dir: dirs.first().cloned().unwrap_or_default(),
+        base_dirs: if dirs.len() > 1 { dirs } else { Vec::new() },
         new_dir: new.dir.display().to_string(),
         regressed: rows.iter().any(|r| r.regressed),
         rows,
@@ -789,7 +824,13 @@ fn judge_noise(rows: &mut [Row], metrics: &[MetricRef], tests: Vec<Option<noise:
         );
         match verdict {
             noise::Verdict::Tested(t) => {
-                let drift = if t.drift_sd > 0.0 {
+                let drift = if t.drift_sd > 0.0 && t.drift_between_runs {
+                    format!(
+                        ", spread of the {} base runs ±{:.0}%",
+                        t.bases,
+                        t.drift_sd.exp_m1() * 100.0
+                    )
+                } else if t.drift_sd > 0.0 {
                     format!(", run drift ±{:.0}%", t.drift_sd.exp_m1() * 100.0)
                 } else {
                     String::new()
@@ -963,12 +1004,30 @@ const LADDER: &[(&str, f64)] = &[
     ("max", 1.0),
 ];
 
-/// Render compare.html.
-pub fn render_html(c: &Comparison, base: &RunData, new: &RunData) -> String {
+/// Render compare.html (against one base run or several: with several, a header cell shows
+/// the bases' values where they differ, and the percentile ladders their histograms added).
+pub fn render_html(c: &Comparison, bases: &[RunData], new: &RunData) -> String {
     use askama::Template as _;
+    let of_bases = |f: &dyn Fn(&Summary) -> String| {
+        let mut seen: Vec<String> = Vec::new();
+        for b in bases {
+            let v = f(&b.summary);
+            if !seen.contains(&v) {
+                seen.push(v);
+            }
+        }
+        const SHOWN: usize = 4;
+        let more = seen.len().saturating_sub(SHOWN);
+        seen.truncate(SHOWN);
+        let mut text = seen.join(" · ");
+        if more > 0 {
+            text.push_str(&format!(" · {more} more"));
+        }
+        text
+    };
     let meta_row = |name: &str, f: &dyn Fn(&Summary) -> String| HtmlRow {
         name: name.into(),
-        base: f(&base.summary),
+        base: of_bases(f),
         new: f(&new.summary),
         change: String::new(),
         limit: String::new(),
@@ -1004,9 +1063,22 @@ pub fn render_html(c: &Comparison, base: &RunData, new: &RunData) -> String {
         .collect();
     let mut ladders = Vec::new();
     for (names, tag, kind) in HISTOGRAMS {
-        let (Some(b), Some(n)) = (base.hists.get(*tag), new.hists.get(*tag)) else {
+        let pooled = bases.iter().try_fold(None::<Histogram<u64>>, |acc, b| {
+            let h = b.hists.get(*tag)?;
+            Some(Some(match acc {
+                None => h.clone(),
+                Some(mut sum) => {
+                    // Both from the hlog's totals with one precision: an add that fails
+                    // (a value past the first's range) leaves the ladder out.
+                    sum.add(h).ok()?;
+                    sum
+                }
+            }))
+        });
+        let (Some(Some(b)), Some(n)) = (pooled, new.hists.get(*tag)) else {
             continue;
         };
+        let b = &b;
         if b.is_empty() && n.is_empty() {
             continue;
         }
@@ -1049,7 +1121,15 @@ pub fn render_html(c: &Comparison, base: &RunData, new: &RunData) -> String {
     }
     let page = ComparePage {
         regressed: c.regressed,
-        base_dir: c.base_dir.clone(),
+        base_dir: if c.base_dirs.is_empty() {
+            c.base_dir.clone()
+        } else {
+            format!(
+                "median of {} runs: {}",
+                c.base_dirs.len(),
+                c.base_dirs.join(", ")
+            )
+        },
         new_dir: c.new_dir.clone(),
         meta,
         rows,
@@ -1335,6 +1415,8 @@ mod tests {
                         p,
                         change: 200.0,
                         drift_sd: 0.0,
+                        bases: 1,
+                        drift_between_runs: false,
                     }))
                 })
                 .collect();

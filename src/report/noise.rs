@@ -34,6 +34,15 @@
 //! that run alone can never show the hiccups it missed. Shuffling the pooled seconds can,
 //! which is why this is a permutation test rather than a bootstrap of each run.
 //!
+//! # Several base runs
+//! With more than one base run (`compare --base A --base B ... NEW`) the base is their seconds
+//! pooled, and how far whole runs wander is also read across them: the variance `s²` of the
+//! statistic over the `k` base runs, and the new run is one more run against the mean of `k`,
+//! so a difference of about `s² (1 + 1/k)`, with `k - 1` degrees of freedom. Of that and the
+//! blocks' estimate (now `pooled / blocks × (1 + 1/k)`), the larger is drawn: a level shift
+//! between runs that no run shows inside itself (the machine busier on another day) is then
+//! measured, not assumed away, so the gate adapts to the noise the runs really have.
+//!
 //! `compare` tests every limited histogram row this way and corrects for testing several at
 //! once (Holm's step-down procedure, see `report::compare`): the chance that identical runs
 //! fail any row stays at `1 - CONFIDENCE`.
@@ -108,6 +117,11 @@ pub struct Tested {
     /// ratio scale (`ln(1 + stat)`; 0.1 is about 10 %); 0 for runs too short to cut in
     /// blocks.
     pub drift_sd: f64,
+    /// Base runs pooled (1 for a plain `compare BASE NEW`).
+    pub bases: usize,
+    /// The drift was read across the base runs (their spread was the larger), not within
+    /// the runs.
+    pub drift_between_runs: bool,
 }
 
 /// One standard normal draw (Box-Muller).
@@ -154,6 +168,27 @@ pub fn test_change(
     higher_is_worse: bool,
     allowed: f64,
 ) -> Verdict {
+    test_change_from(&[base], new, stat, higher_is_worse, allowed)
+}
+
+/// [`test_change`] against several base runs (see the module docs: their seconds pooled, and
+/// their spread as one more measure of the drift between whole runs).
+pub fn test_change_from(
+    bases: &[&[Second]],
+    new: &[Second],
+    stat: Statistic,
+    higher_is_worse: bool,
+    allowed: f64,
+) -> Verdict {
+    let runs = bases.len().max(1);
+    let base_owned: Vec<Second>;
+    let base: &[Second] = match bases {
+        [one] => one,
+        many => {
+            base_owned = many.iter().flat_map(|r| r.iter().cloned()).collect();
+            &base_owned
+        }
+    };
     let count = |hs: &[Second]| {
         (
             hs.iter().filter(|h| samples(h) > 0).count(),
@@ -220,18 +255,62 @@ pub fn test_change(
     // ratio (see `scale`).
     let observed = worse(scale(whole(&moved.seconds)) - scale(whole(&b.seconds)));
     // Each run's blocks of consecutive seconds: the spread of their statistic, pooled.
-    let (sb_, kb) = block_spread(&b, &values, stat);
-    let (sn_, kn) = block_spread(&n, &values, stat);
-    let df = kb.saturating_sub(1) + kn.saturating_sub(1);
-    let (drift_sd, df) = if df == 0 {
-        (0.0, 1)
+    // (Several base runs: each cut on its own, so no block spans two runs.)
+    let spreads: Vec<(f64, usize)> = if runs == 1 {
+        vec![block_spread(&b, &values, stat)]
     } else {
-        let pooled =
-            (sb_ * kb.saturating_sub(1) as f64 + sn_ * kn.saturating_sub(1) as f64) / df as f64;
-        // A whole run averages its k blocks (variance s²/k); two runs differ by twice that.
-        let k = ((kb + kn) as f64 / 2.0).max(1.0);
-        ((2.0 * pooled / k).sqrt(), df)
+        bases
+            .iter()
+            .map(|r| {
+                let one = sparse(r, by_sample(r, count(r).0), 0.0);
+                block_spread(&one, &values, stat)
+            })
+            .collect()
     };
+    let (sn_, kn) = block_spread(&n, &values, stat);
+    let df_within: usize = spreads
+        .iter()
+        .chain([(sn_, kn)].iter())
+        .map(|(_, k)| k.saturating_sub(1))
+        .sum();
+    // The new run is one run against the mean of `runs`: (1 + 1/runs) of a run's variance
+    // (twice it for one base run, as before).
+    let against = 1.0 + 1.0 / runs as f64;
+    let within = (df_within > 0).then(|| {
+        let pooled = spreads
+            .iter()
+            .chain([(sn_, kn)].iter())
+            .map(|(v, k)| v * k.saturating_sub(1) as f64)
+            .sum::<f64>()
+            / df_within as f64;
+        // A whole run averages its k blocks (variance s²/k).
+        let blocks = spreads.iter().map(|s| s.1).sum::<usize>() + kn;
+        let k = (blocks as f64 / (spreads.len() + 1) as f64).max(1.0);
+        (pooled / k * against, df_within)
+    });
+    // Several base runs: the spread of their whole-run statistics, measured.
+    let between = (runs >= 2).then(|| {
+        let stats: Vec<f64> = bases
+            .iter()
+            .map(|r| {
+                let one = sparse(r, false, 0.0);
+                add_up(one.seconds.iter(), &mut dense);
+                scale(statistic(&dense, &values, stat))
+            })
+            .filter(|v| v.is_finite())
+            .collect();
+        let mean = stats.iter().sum::<f64>() / stats.len().max(1) as f64;
+        let var = stats.iter().map(|v| (v - mean).powi(2)).sum::<f64>()
+            / stats.len().saturating_sub(1).max(1) as f64;
+        (var * against, stats.len().saturating_sub(1).max(1))
+    });
+    let (drift_var, df, drift_between_runs) = match (within, between) {
+        (Some(w), Some(b)) if b.0 > w.0 => (b.0, b.1, true),
+        (None, Some(b)) => (b.0, b.1, true),
+        (Some(w), _) => (w.0, w.1, false),
+        (None, None) => (0.0, 1, false),
+    };
+    let drift_sd = drift_var.sqrt();
     // Shuffle the pooled seconds into a "base" and a "new" of the runs' sizes.
     let pooled: Vec<&Vec<(u32, u64)>> = b.seconds.iter().chain(&moved.seconds).collect();
     let k = b.seconds.len();
@@ -257,6 +336,8 @@ pub fn test_change(
         p: (as_far + 1) as f64 / (REPLICATES + 1) as f64,
         change,
         drift_sd,
+        bases: runs,
+        drift_between_runs,
     })
 }
 
@@ -452,6 +533,59 @@ mod tests {
             let p = p_of(test_change(&base, &new, p99, true, 20.0));
             assert!(p < 0.01, "a 2 ms shift: p {p}");
         }
+    }
+
+    /// Runs that each sit at a level of their own (the machine busier on one day than
+    /// another): within a run the level does not drift, so against one base run another
+    /// run's level reads as a change; several base runs show how far levels wander, and the
+    /// test widens by it. A change far beyond that spread is still caught.
+    #[test]
+    fn several_base_runs_measure_how_far_whole_runs_wander() {
+        let p50 = Statistic::Quantile(0.5);
+        // Run r's body around its own level: 200 to 300 µs.
+        let level = |r: u64| 200 + (r * 37 % 11) * 10;
+        let bases: Vec<Vec<Second>> = (0..8).map(|r| run(r, 20, 30, level(r), 0)).collect();
+        let base_refs: Vec<&[Second]> = bases.iter().map(Vec::as_slice).collect();
+        let allowed = level(0) as f64 * 0.05;
+        let (mut alone, mut pooled) = (0, 0);
+        for r in 8..28 {
+            let new = run(r, 20, 30, level(r), 0);
+            if p_of(test_change(&bases[0], &new, p50, true, allowed)) <= 1.0 - CONFIDENCE {
+                alone += 1;
+            }
+            if p_of(test_change_from(&base_refs, &new, p50, true, allowed)) <= 1.0 - CONFIDENCE {
+                pooled += 1;
+            }
+        }
+        // Deterministic (fixed seeds): 6 of 20 against one base run, 1 against eight.
+        assert!(
+            alone >= 5,
+            "one base run alone must be fooled here: {alone} of 20"
+        );
+        assert!(
+            pooled <= 1,
+            "{pooled} of 20 like runs significant against 8 bases"
+        );
+        // The body twice as slow: caught, and the drift is read from the bases' spread.
+        let slow = run(30, 20, 30, level(30), level(30));
+        match test_change_from(&base_refs, &slow, p50, true, allowed) {
+            Verdict::Tested(t) => {
+                assert!(t.p < 0.01, "a doubling: p {}", t.p);
+                assert_eq!(t.bases, 8);
+                assert!(t.drift_between_runs, "{t:?}");
+            }
+            other => panic!("testable: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn one_base_run_given_as_a_list_is_the_plain_test() {
+        let p99 = Statistic::Quantile(0.99);
+        let (a, b) = (run(1, 20, 15, 200, 0), run(2, 20, 15, 200, 150));
+        assert_eq!(
+            test_change(&a, &b, p99, true, 20.0),
+            test_change_from(&[&a], &b, p99, true, 20.0)
+        );
     }
 
     /// A run that happened to miss the rare slow seconds its neighbour had: its own seconds

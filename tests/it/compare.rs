@@ -213,6 +213,47 @@ fn a_delayed_server_fails_compare_and_the_same_conditions_pass() {
         String::from_utf8_lossy(&o.stderr)
     );
 
+    // Several base runs (`--base`, repeated or comma-separated): each row's base is their
+    // median, the delay is still caught, like conditions still pass.
+    let cmp2 = t.join("cmp2");
+    let o = bin()
+        .arg("compare")
+        .args(["--base", base.to_str().unwrap(), "--base"])
+        .arg(&same)
+        .arg(&slow)
+        .args(["--json", "--out", cmp2.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("base     the median of 2 runs:"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("REGRESSED rtt.p50 rose by +"), "{stderr}");
+    let c: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let dirs: Vec<&str> = c["base_dirs"]
+        .as_array()
+        .expect("base_dirs")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(dirs, [base.to_str().unwrap(), same.to_str().unwrap()]);
+    let median =
+        (f64_at(&base_summary, "rtt_us.p50") + f64_at(&summary_in(&same), "rtt_us.p50")) / 2.0;
+    assert_eq!(row(&c, "rtt.p50")["base"].as_f64().unwrap(), median);
+    let html = std::fs::read_to_string(cmp2.join("compare.html")).unwrap();
+    assert!(html.contains("median of 2 runs"), "{html}");
+    let both = format!("{},{}", base.display(), same.display());
+    let o = bin()
+        .args(["compare", "--base", &both])
+        .arg(&same)
+        .args(generous)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+
     // The scenario's compare: block gates the same way, without a flag.
     let gated = scenario(t, "compare:\n  max_regress:\n    rtt.p99: 10%\n");
     let o = compare(&base, &slow, &["--scenario", gated.to_str().unwrap()]);
@@ -237,6 +278,24 @@ fn bad_usage_exits_2_with_a_reason() {
         &["--max-regress", "loss.downstream=+1ms"],
     );
     assert_eq!(o.status.code(), Some(2));
+    // A base given twice over, or none at all: said, exit 2.
+    let o = bin()
+        .args(["compare", "--base"])
+        .arg(tmp.path())
+        .arg(tmp.path())
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("with --base give only the new run's folder"),
+        "{e}"
+    );
+    let o = bin().arg("compare").arg(tmp.path()).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("compare needs a base"), "{e}");
     // A bad compare: block is a scenario error at validate time.
     let s = scenario(tmp.path(), "compare:\n  max_regress:\n    rtt.p99: fast\n");
     let o = bin().arg("validate").arg(&s).output().unwrap();
