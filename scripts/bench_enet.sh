@@ -73,7 +73,7 @@ EOF
 # IDLE_SINK=1 runs it at idle priority (`chrt --idle 0`), as scripts/bench_ceiling.sh runs its
 # target: a stand-in for a server on another machine, so that the sink's time slices on these
 # same cores do not show up as the swarm's lateness and skipped slots (default 0: normal
-# priority, as the figures in docs/guide/load-machine.md were taken).
+# priority, as the figures in docs/measurements/enet-bots.md were taken).
 SINK_PRIO=()
 if [ "${IDLE_SINK:-0}" = 1 ] && command -v chrt >/dev/null; then SINK_PRIO=(chrt --idle 0); fi
 "${SINK_PRIO[@]}" "$SERVE_BIN" serve city --sink --port "$PORT" --instances "$INSTANCES" \

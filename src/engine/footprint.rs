@@ -1,6 +1,6 @@
 //! What the generator keeps per bot, pinned: `size_of` of every per-bot structure, checked
 //! against a bound so that a field that makes a bot heavier fails here, not on a load machine
-//! that runs out of memory at 10,000 bots (docs/guide/load-machine.md has the measured totals).
+//! that runs out of memory at 10,000 bots (docs/measurements/memory-per-bot.md has the measured totals).
 //! The engine's own parts are here; the bots' are in `games/footprint.rs`, beside the games.
 //!
 //! The bounds are the sizes measured when they were set plus a little room; raise one only

@@ -1,6 +1,6 @@
 //! What a game's bot keeps, pinned: `size_of` of the bots the engine holds most of, checked
 //! against a bound so that a field that makes a bot heavier fails here, not on a load machine
-//! that runs out of memory at 10,000 bots (docs/guide/load-machine.md has the measured totals;
+//! that runs out of memory at 10,000 bots (docs/measurements/memory-per-bot.md has the measured totals;
 //! the engine's own per-bot parts are pinned in `engine/footprint.rs`).
 //!
 //! The bounds are the sizes measured when they were set plus a little room; raise one only

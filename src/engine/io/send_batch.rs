@@ -6,7 +6,7 @@
 //! and GSO, which batch datagrams of *one* socket, do not apply. io_uring takes send requests
 //! on any number of sockets per system call. Measured on a 2-core machine over 3,000
 //! connected loopback sockets (`benches/send_batch.rs`), batches of 128 cut the cost per
-//! datagram well below a `send()` loop's; see docs/guide/performance.md for the figures.
+//! datagram well below a `send()` loop's; see docs/measurements/send-path.md for the figures.
 //! ENet hosts (up to `bots_per_socket` bots on one socket) use the same batch: measured, it
 //! beat `sendmmsg` per host flush (see `super::enet`). A submission of one send goes out as
 //! a plain `send()`: an `io_uring_enter` carrying one send measured 1.18x the cost of the
