@@ -18,8 +18,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::report_browser::{
-    at_both_widths, chromium, console_messages, drew_something, figures, frame_page, no_more,
-    shots_dir,
+    at_both_widths, chromium, console_messages, drew_something, figures, framed_screenshot,
+    no_more, shots_dir,
 };
 
 /// Seats for event streams (`dashboard::MAX_VIEWERS` in the crate).
@@ -202,23 +202,14 @@ fn the_dashboard_shows_the_run_live_and_ends_with_the_final_report() {
     for width in [1280u32, 420] {
         let shot = shots.join(format!("dashboard-live-{width}.png"));
         let _ = std::fs::remove_file(&shot);
-        let frame = tmp.path().join(format!("frame-{width}.html"));
-        std::fs::write(&frame, frame_page(&url, width, 2400)).unwrap();
-        let arg = format!("--screenshot={}", shot.display());
-        chromium(
+        framed_screenshot(
             &profile,
-            width.max(500),
-            2400,
-            &["--timeout=4000", &arg],
-            &format!("file://{}", frame.display()),
+            tmp.path(),
+            &url,
+            (width, 2400),
+            "--timeout=4000",
+            &shot,
         );
-        let size = std::fs::metadata(&shot).map(|m| m.len()).unwrap_or(0);
-        assert!(
-            size > 10_000,
-            "screenshot {} is {size} bytes",
-            shot.display()
-        );
-        eprintln!("screenshot: {}", shot.display());
     }
 
     // The page as served mid-run, through the report's layout checks (its script out: a

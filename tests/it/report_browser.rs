@@ -543,24 +543,44 @@ pub(crate) fn at_both_widths(
         let shot = shots.join(format!("{name}-{width}.png"));
         let _ = std::fs::remove_file(&shot);
         let height = p.height.clamp(1000, 16_000);
-        let frame = tmp.join(format!("shot-{width}.html"));
-        std::fs::write(&frame, frame_page("out/report.html", width, height)).unwrap();
-        let arg = format!("--screenshot={}", shot.display());
-        chromium(
+        framed_screenshot(
             &profile,
-            window,
-            height,
-            &["--virtual-time-budget=2000", &arg],
-            &format!("file://{}", frame.display()),
+            tmp,
+            "out/report.html",
+            (width, height),
+            "--virtual-time-budget=2000",
+            &shot,
         );
-        let size = std::fs::metadata(&shot).map(|m| m.len()).unwrap_or(0);
-        assert!(
-            size > 10_000,
-            "screenshot {} is {size} bytes",
-            shot.display()
-        );
-        eprintln!("screenshot: {}", shot.display());
     }
+}
+
+/// A screenshot `shot` of `src` in a frame `width` × `height` CSS px (the frame page written
+/// into `dir`), taken once `wait` (a Chromium flag) has passed; fails on an empty picture.
+pub(crate) fn framed_screenshot(
+    profile: &Path,
+    dir: &Path,
+    src: &str,
+    (width, height): (u32, u32),
+    wait: &str,
+    shot: &Path,
+) {
+    let frame = dir.join(format!("shot-{width}.html"));
+    std::fs::write(&frame, frame_page(src, width, height)).unwrap();
+    let arg = format!("--screenshot={}", shot.display());
+    chromium(
+        profile,
+        width.max(500),
+        height,
+        &[wait, &arg],
+        &format!("file://{}", frame.display()),
+    );
+    let size = std::fs::metadata(shot).map(|m| m.len()).unwrap_or(0);
+    assert!(
+        size > 10_000,
+        "screenshot {} is {size} bytes",
+        shot.display()
+    );
+    eprintln!("screenshot: {}", shot.display());
 }
 
 /// A capacity search's report (two steps against the embedded server, each with its window's
