@@ -24,8 +24,8 @@ use crate::common::kernel::{
 };
 use crate::common::peer::Peer;
 use crate::common::summary::{
-    array_at, assert_absent, at, declared_counter, emitted_counter, object_at, run_scenario,
-    run_text_in, stderr, u64_at, u64_key,
+    array_at, assert_absent, at, declared_counter, emitted_counter, object_at, opt_f64_at,
+    run_scenario, run_text_in, stderr, u64_at, u64_key,
 };
 use tickswarm::games::cafe::{CafeOptions, Dialect, LossSource};
 use tickswarm::protocol::ProtocolSection;
@@ -327,11 +327,7 @@ fn per_second_loss(s: &Value) -> Vec<f64> {
         .as_array()
         .expect("intervals")
         .iter()
-        .filter_map(|p| {
-            let r = &p["loss_down_rate"];
-            assert!(r.is_null() || r.is_f64(), "loss_down_rate {r}");
-            r.as_f64()
-        })
+        .filter_map(|p| opt_f64_at(p, "loss_down_rate"))
         .collect()
 }
 
