@@ -110,7 +110,7 @@ pub fn run_text_in(dir: &Path, text: &str, args: &[&str], codes: &[i32]) -> (Out
     run_scenario(&file, args, &dir.join("out"), codes)
 }
 
-/// [`run_text_in`] a fresh temporary folder, removed once the summary has been read.
+/// [`run_text_in`] in a fresh temporary folder, removed once the summary has been read.
 pub fn run_text(text: &str, args: &[&str], codes: &[i32]) -> (Output, Value) {
     let tmp = tempfile::tempdir().expect("tempdir");
     run_text_in(tmp.path(), text, args, codes)
