@@ -1,5 +1,6 @@
 //! Helpers shared by integration tests (`mod common;`). Each test binary uses a different
-//! subset, so unused items are expected.
+//! subset, so unused items are expected. `summary` is the harness every test that runs a
+//! scenario goes through (the run, its exit code, and typed reads of summary.json).
 #![allow(dead_code)]
 
 pub mod c_peer;

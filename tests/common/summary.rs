@@ -10,17 +10,35 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+/// The variables that set a run option (docs/reference/environment.md), and the index a
+/// Kubernetes Indexed Job gives a shard.
+const RUN_OPTION_VARS: &[&str] = &[
+    "TICKSWARM_SCENARIO",
+    "TICKSWARM_TARGET",
+    "TICKSWARM_BOTS",
+    "TICKSWARM_DURATION",
+    "TICKSWARM_OUT",
+    "TICKSWARM_SEED",
+    "TICKSWARM_WORKERS",
+    "TICKSWARM_SHARD",
+    "TICKSWARM_SHARDS",
+    "TICKSWARM_SOURCE_ADDRESSES",
+    "TICKSWARM_FORCE",
+    "TICKSWARM_JSON",
+    "TICKSWARM_QUIET",
+    "TICKSWARM_METRICS_LISTEN",
+    "JOB_COMPLETION_INDEX",
+];
+
 /// `tickswarm run FILE ARGS... --out OUT`, not started: for a caller that sets the
 /// environment or spawns it (a run stopped by a signal), then checks it with [`finish`].
-/// No `TICKSWARM_*` variable of the caller's environment reaches it (a developer's
-/// `TICKSWARM_JSON` or `TICKSWARM_BOTS` would change what the test runs); a test that means
-/// one sets it on the command.
+/// No run option of the caller's environment reaches it (a developer's `TICKSWARM_JSON` or
+/// `TICKSWARM_BOTS` would change what the test runs); a test that means one sets it on the
+/// command. `TICKSWARM_IO` passes: it is how the suite runs on a machine without io_uring.
 pub fn run_command(file: &Path, args: &[&str], out: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_tickswarm"));
-    for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("TICKSWARM_") {
-            c.env_remove(k);
-        }
+    for var in RUN_OPTION_VARS {
+        c.env_remove(var);
     }
     c.arg("run").arg(file).args(args).arg("--out").arg(out);
     c
@@ -92,7 +110,7 @@ pub fn run_text_in(dir: &Path, text: &str, args: &[&str], codes: &[i32]) -> (Out
     run_scenario(&file, args, &dir.join("out"), codes)
 }
 
-/// [`run_text_in`] a fresh temporary folder, removed once the summary has been read.
+/// [`run_text_in`] in a fresh temporary folder, removed once the summary has been read.
 pub fn run_text(text: &str, args: &[&str], codes: &[i32]) -> (Output, Value) {
     let tmp = tempfile::tempdir().expect("tempdir");
     run_text_in(tmp.path(), text, args, codes)

@@ -24,8 +24,8 @@ use crate::common::kernel::{
 };
 use crate::common::peer::Peer;
 use crate::common::summary::{
-    array_at, assert_absent, at, declared_counter, emitted_counter, object_at, run_scenario,
-    run_text_in, stderr, u64_at, u64_key,
+    array_at, assert_absent, at, declared_counter, emitted_counter, object_at, opt_f64_at,
+    run_scenario, run_text_in, stderr, u64_at, u64_key,
 };
 use tickswarm::games::cafe::{CafeOptions, Dialect, LossSource};
 use tickswarm::protocol::ProtocolSection;
@@ -170,8 +170,8 @@ fn implementation_dialect_against_the_variant() {
     assert_eq!(u64_at(&s, "loss.downstream.received"), applied);
     // Full snapshots (a third) are over 8 KB; the boss waves near 60 KB.
     let bytes = &pm["snapshot_bytes"];
-    assert!(u64_at(&bytes, "p90") > 8192, "snapshot_bytes {bytes}");
-    assert!(u64_at(&bytes, "max") > 50_000, "snapshot_bytes {bytes}");
+    assert!(u64_at(bytes, "p90") > 8192, "snapshot_bytes {bytes}");
+    assert!(u64_at(bytes, "max") > 50_000, "snapshot_bytes {bytes}");
     assert!(u64_at(&totals, "snapshots_over_8k_sent") > 0);
     // Applied the whole run: no long hole between two snapshots of a bot.
     assert!(
@@ -182,7 +182,7 @@ fn implementation_dialect_against_the_variant() {
 
     // RTT: every echo the bots read gave a sample (above); the server echoed each ping it
     // read, and no more.
-    let pings = u64_at(&pm, "pings_sent");
+    let pings = u64_at(pm, "pings_sent");
     let echoed = u64_at(&totals, "pings_echoed");
     assert!(pings >= 20 * 15, "pings {pings}");
     assert!(
@@ -194,7 +194,7 @@ fn implementation_dialect_against_the_variant() {
     // Loss from snapshot ticks: about 0 on loopback, not the 95 % a shared header counter
     // would show.
     let l = &s["loss"]["downstream"];
-    assert!(u64_at(&l, "expected") >= applied, "{l}");
+    assert!(u64_at(l, "expected") >= applied, "{l}");
     assert_loopback_loss(l, dropped, 1, "downstream");
 
     eprintln!(
@@ -207,7 +207,7 @@ fn implementation_dialect_against_the_variant() {
     // One sample per snapshot that names a new input: over 1,000 on a quiet machine, fewer
     // when a loaded one connects the bots late (691 seen at load 10).
     assert!(
-        u64_at(&pm, "input_to_snapshot_us.count") > 200,
+        u64_at(pm, "input_to_snapshot_us.count") > 200,
         "{}",
         pm["input_to_snapshot_us"]
     );
@@ -215,7 +215,7 @@ fn implementation_dialect_against_the_variant() {
         .get("input_to_snapshot_us")
         .is_some());
     assert_eq!(
-        u64_at(&pm, "snapshot_tick_step.max"),
+        u64_at(pm, "snapshot_tick_step.max"),
         1,
         "a snapshot every tick"
     );
@@ -327,11 +327,7 @@ fn per_second_loss(s: &Value) -> Vec<f64> {
         .as_array()
         .expect("intervals")
         .iter()
-        .filter_map(|p| {
-            let r = &p["loss_down_rate"];
-            assert!(r.is_null() || r.is_f64(), "loss_down_rate {r}");
-            r.as_f64()
-        })
+        .filter_map(|p| opt_f64_at(p, "loss_down_rate"))
         .collect()
 }
 
@@ -367,7 +363,7 @@ fn ramp_against_a_shared_counter_shows_no_phantom_loss() {
         let l = &s["loss"]["downstream"];
         assert_loss_at_most(l, 0.005, dropped, 1, &format!("{source:?}"));
         assert!(
-            u64_at(&l, "expected") >= u64_at(&s, "snapshots_applied"),
+            u64_at(l, "expected") >= u64_at(&s, "snapshots_applied"),
             "{l}"
         );
         let shared = declared_counter(&s, "shared_sequence_detected");
@@ -408,12 +404,12 @@ fn ramp_with_dropped_snapshots_measures_the_servers_own_loss() {
         assert_eq!(
             per_client
                 .iter()
-                .map(|c| u64_at(&c, "snapshots_dropped"))
+                .map(|c| u64_at(c, "snapshots_dropped"))
                 .sum::<u64>(),
             dropped
         );
         // The server's own drops, plus what the kernel dropped for starved bots meanwhile.
-        let expected = u64_at(&l, "expected") as f64;
+        let expected = u64_at(l, "expected") as f64;
         assert!(
             measured - truth >= -0.005 && measured - truth <= 0.005 + kernel as f64 / expected,
             "{source:?}: measured {measured}, server {truth}, kernel drops {kernel}"

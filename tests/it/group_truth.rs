@@ -84,14 +84,14 @@ fn a_groups_link_loss_is_what_the_server_and_the_bots_miss_exactly() {
     assert!(matches!(o.status.code(), Some(0 | 1)), "{stderr}");
     let g = |n: &str| &s["groups"][n];
     for n in ["up_lossy", "down_lossy"] {
-        assert_eq!(u64_at(&g(n), "bots.connected"), 25, "{n}");
-        let sent = u64_at(&g(n), "bandwidth.up_packets");
+        assert_eq!(u64_at(g(n), "bots.connected"), 25, "{n}");
+        let sent = u64_at(g(n), "bandwidth.up_packets");
         let up = link(g(n), "up");
         // Everything the link let through crossed the bot's socket (no send failed).
         assert_eq!(sent, up.offered - up.dropped, "{n}: sent past the link");
         let down = link(g(n), "down");
         assert_eq!(
-            u64_at(&g(n), "bandwidth.down_packets"),
+            u64_at(g(n), "bandwidth.down_packets"),
             down.offered - down.dropped,
             "{n}: delivered past the link"
         );
@@ -143,7 +143,7 @@ fn a_groups_link_loss_is_what_the_server_and_the_bots_miss_exactly() {
         12_000,
     );
     let measured = &g("down_lossy")["loss"]["downstream"];
-    let bots_missing = u64_at(&measured, "expected") - u64_at(&measured, "received");
+    let bots_missing = u64_at(measured, "expected") - u64_at(measured, "received");
     assert!(
         bots_missing <= down.dropped && down.dropped - bots_missing <= 25 + kernel,
         "down_lossy: the bots counted {bots_missing} missing, the link dropped {}",
@@ -160,7 +160,7 @@ fn a_groups_link_loss_is_what_the_server_and_the_bots_miss_exactly() {
     // The per-second series add up to the run's: the link's counts second by second.
     for (n, dir) in [("up_lossy", "up"), ("down_lossy", "down")] {
         let iv = g(n)["intervals"].as_array().expect("intervals");
-        let sum = |k: &str| -> u64 { iv.iter().map(|p| u64_at(&p, &format!("link.{k}"))).sum() };
+        let sum = |k: &str| -> u64 { iv.iter().map(|p| u64_at(p, &format!("link.{k}"))).sum() };
         let l = link(g(n), dir);
         assert_eq!(sum(&format!("{dir}_offered")), l.offered, "{n}");
         assert_eq!(sum(&format!("{dir}_dropped")), l.dropped, "{n}");
@@ -194,7 +194,7 @@ fn rows(t: &Value) -> BTreeMap<IpAddr, (u64, u64)> {
         .map(|r| {
             (
                 ip(r["source"].as_str().unwrap()),
-                (u64_at(&r, "planned"), u64_at(&r, "connected")),
+                (u64_at(r, "planned"), u64_at(r, "connected")),
             )
         })
         .collect()
@@ -249,7 +249,7 @@ fn each_groups_bots_come_from_its_own_pool() {
     for (name, want, pool) in [("near", &near, 6), ("far", &far, 3), ("rest", &rest, 1)] {
         let t = &s["groups"][name]["source_addresses"];
         assert_eq!(rows(t), both(want), "{name}: {t}");
-        assert_eq!(u64_at(&t, "pool_size"), pool, "{name}");
+        assert_eq!(u64_at(t, "pool_size"), pool, "{name}");
     }
     assert_eq!(rows(&s["source_addresses"]), both(&all));
     assert_eq!(u64_at(&s, "source_addresses.pool_size"), 10);

@@ -2,6 +2,13 @@
 //! module, and the crate and the binary are linked once rather than once per file.
 //!
 //! Run one file's tests with its module name: `cargo test --test it e2e_city::`.
+//!
+//! A test that runs a scenario starts `tickswarm run` through `common::summary` (the one
+//! harness: `run_scenario`, `run_file`, `run_text`, or `run_command` + `finish` when it must
+//! spawn or signal the run), which checks the exit code against the codes the test expects,
+//! and reads summary.json through its accessors (`u64_at`, `f64_at`, `opt_f64_at`,
+//! `assert_absent`, ...), which fail on a missing, renamed, null or mistyped key: a summary
+//! read never defaults to 0.
 //! Kept apart, each its own binary: the simulation and fuzz tests (`tests/*_sim.rs`,
 //! `tests/fuzz_*.rs`) and `tests/e2e_gns.rs` (built only with `--features gns`).
 

@@ -19,7 +19,7 @@ use serde_json::Value;
 use tickswarm::games::city::codec::{decode_all, encode, Dialect, Message};
 use tickswarm::transport::enet::{EnetConfig, EnetEvent, EnetHost};
 
-use crate::common::summary::{run_text, stderr, u64_at};
+use crate::common::summary::{assert_absent, run_text, stderr, u64_at};
 
 const BOTS: u64 = 10;
 
@@ -211,7 +211,7 @@ fn bots_on_a_working_server_are_counted_in_game() {
             continue;
         }
         assert_eq!(phase(p, "in_game"), BOTS, "{p}");
-        assert!(p.get("waiting").is_none(), "{p}");
+        assert_absent(p, "waiting");
     }
     assert!(!err.contains("waiting for"), "{err}");
     assert!(s["inputs_sent"].as_u64().unwrap() > 0);

@@ -377,7 +377,7 @@ fn a_histogram_with_a_negative_bound_or_falling_counts_gates_nothing() {
     );
     let t = threshold(&s, "server.tick_seconds p99 < 16.7ms");
     assert_eq!(t["ok"], false, "passed on {}: {err}", t["observed"]);
-    assert_eq!(opt_f64_at(&t, "observed"), None, "{t}");
+    assert_eq!(opt_f64_at(t, "observed"), None, "{t}");
     assert_eq!(code, 1, "{err}");
     let e = "server_metrics.endpoints.0";
     let scrapes = u64_at(&s, &format!("{e}.scrapes"));

@@ -262,7 +262,7 @@ fn three_shards_against_one_server_merge_into_one_run() {
         .iter()
         .enumerate()
         .map(|(i, d)| {
-            let s = summary_in(&d);
+            let s = summary_in(d);
             assert_eq!(s["shard"]["index"], i as u64);
             assert_eq!(s["shard"]["count"], SHARDS);
             s["scenario_hash"].clone()

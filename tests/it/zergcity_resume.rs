@@ -64,7 +64,7 @@ fn samples(pm: &Value, key: &str) -> u64 {
         "the engine records no histogram `{key}`"
     );
     assert!(pm.is_object(), "no protocol_metrics: {pm}");
-    pm.get(key).map_or(0, |h| u64_at(&h, "count"))
+    pm.get(key).map_or(0, |h| u64_at(h, "count"))
 }
 
 /// Counter `key` of `pm` (a group's `protocol_metrics`): the run must declare it (in `s`'s
@@ -85,19 +85,19 @@ fn every_storm_victim_resumes_with_its_token() {
     let s = run_text(&scenario(""), &["--quiet"], &[0, 1]).1;
     let g = &s["groups"]["stormy"];
     let done = &g["lifecycle"]["done"];
-    assert_eq!(u64_at(&done, "storm_drops"), 2, "{g:#}");
-    assert_eq!(u64_at(&done, "storm_reconnects"), 2, "{g:#}");
-    assert_eq!(u64_at(&done, "storm_resumed"), 2, "{g:#}");
-    assert_eq!(u64_at(&done, "storm_resume_refused"), 0, "{g:#}");
+    assert_eq!(u64_at(done, "storm_drops"), 2, "{g:#}");
+    assert_eq!(u64_at(done, "storm_reconnects"), 2, "{g:#}");
+    assert_eq!(u64_at(done, "storm_resumed"), 2, "{g:#}");
+    assert_eq!(u64_at(done, "storm_resume_refused"), 0, "{g:#}");
     let pm = &g["protocol_metrics"];
-    assert_eq!(u64_at(&pm, "lifecycle_resume_us.count"), 2, "{pm:#}");
+    assert_eq!(u64_at(pm, "lifecycle_resume_us.count"), 2, "{pm:#}");
     // Drop to play again: an ENet connect and a Reconnect on loopback, well under the
     // handshake_timeout the bots were given.
-    assert!(u64_at(&pm, "lifecycle_resume_us.max") < 3_000_000, "{pm:#}");
+    assert!(u64_at(pm, "lifecycle_resume_us.max") < 3_000_000, "{pm:#}");
     assert_eq!(samples(pm, "lifecycle_rejoin_us"), 0, "{pm:#}");
     assert_eq!(group_counter(&s, pm, "resume_refused"), 0, "{pm:#}");
     // Two original sessions and two resumed ones, all in play; none failed.
-    assert_eq!(u64_at(&g, "bots.connected"), 4, "{g:#}");
+    assert_eq!(u64_at(g, "bots.connected"), 4, "{g:#}");
     assert_eq!(u64_at(&s, "bots.connected"), 6, "{}", s["errors"]);
     assert_eq!(u64_at(&s, "bots.failed"), 0, "{}", s["errors"]);
     // The untouched group has no lifecycle and nothing to resume.
@@ -113,8 +113,8 @@ fn every_storm_victim_resumes_with_its_token() {
     );
     // The servers: 4 Joins and 2 Reconnects accepted, nothing refused.
     let server = &s["protocol_metrics"]["embedded_server"];
-    assert_eq!(u64_at(&server, "accepted"), 6, "{server:#}");
-    assert_eq!(u64_at(&server, "refused"), 0, "{server:#}");
+    assert_eq!(u64_at(server, "accepted"), 6, "{server:#}");
+    assert_eq!(u64_at(server, "refused"), 0, "{server:#}");
 }
 
 /// The servers forget a session the moment its connection drops (`session_grace: 0s`):
@@ -134,9 +134,9 @@ fn a_forgotten_token_is_refused_and_the_victim_rejoins() {
     let done = &g["lifecycle"]["done"];
     let server = &s["protocol_metrics"]["embedded_server"];
     let kicked = server_event(&s, "duplicate_session_kicked");
-    assert_eq!(u64_at(&done, "storm_drops"), 2, "{g:#}");
-    let resumed = u64_at(&done, "storm_resumed");
-    let refused = u64_at(&done, "storm_resume_refused");
+    assert_eq!(u64_at(done, "storm_drops"), 2, "{g:#}");
+    let resumed = u64_at(done, "storm_resumed");
+    let refused = u64_at(done, "storm_resume_refused");
     assert_eq!(resumed + refused, 2, "{g:#}");
     assert_eq!(
         resumed, kicked,
@@ -147,12 +147,12 @@ fn a_forgotten_token_is_refused_and_the_victim_rejoins() {
     assert_eq!(group_counter(&s, pm, "resume_refused"), refused, "{pm:#}");
     assert_eq!(samples(pm, "lifecycle_rejoin_us"), refused, "{pm:#}");
     assert_eq!(samples(pm, "lifecycle_resume_us"), resumed, "{pm:#}");
-    assert_eq!(u64_at(&g, "bots.connected"), 4, "{g:#}");
+    assert_eq!(u64_at(g, "bots.connected"), 4, "{g:#}");
     assert_eq!(u64_at(&s, "bots.failed"), 0, "{}", s["errors"]);
     assert_eq!(u64_at(&s, "bots.connected"), 6, "{}", s["errors"]);
     assert_eq!(u64_at(&s, "bots.never_connected"), 0, "{}", s["errors"]);
-    assert_eq!(u64_at(&server, "refused"), refused, "{server:#}");
-    assert_eq!(u64_at(&server, "accepted"), 6, "{server:#}");
+    assert_eq!(u64_at(server, "refused"), refused, "{server:#}");
+    assert_eq!(u64_at(server, "accepted"), 6, "{server:#}");
 }
 
 /// The time from the drop to play again, against a known delay: the stormy group's link
@@ -168,16 +168,16 @@ fn resume_time_holds_the_round_trips_of_an_injected_delay() {
     )
     .1;
     let g = &s["groups"]["stormy"];
-    assert_eq!(u64_at(&g, "lifecycle.done.storm_resumed"), 2, "{g:#}");
+    assert_eq!(u64_at(g, "lifecycle.done.storm_resumed"), 2, "{g:#}");
     let pm = &g["protocol_metrics"];
     let resume = &pm["lifecycle_resume_us"];
-    assert_eq!(u64_at(&resume, "count"), 2, "{pm:#}");
+    assert_eq!(u64_at(resume, "count"), 2, "{pm:#}");
     assert!(
-        u64_at(&resume, "min") >= 160_000,
+        u64_at(resume, "min") >= 160_000,
         "resumed in {resume} µs, under 2 × 80 ms"
     );
-    assert!(u64_at(&resume, "max") < 3_000_000, "{resume}");
-    assert!(u64_at(&g, "rtt_us.min") >= 80_000, "{}", g["rtt_us"]);
+    assert!(u64_at(resume, "max") < 3_000_000, "{resume}");
+    assert!(u64_at(g, "rtt_us.min") >= 80_000, "{}", g["rtt_us"]);
     // The steady group's link adds nothing.
     assert!(u64_at(&s, "groups.steady.rtt_us.min") < 80_000);
 }
