@@ -8,7 +8,6 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-
 use super::first_map::FirstMap;
 use super::handshake::VerifySent;
 
