@@ -241,7 +241,7 @@ pub struct GroupRow {
 
 /// The conditions as written, on one line: `latency: 75ms, loss: 2%, down: {loss: 5%}`.
 pub fn injected(network: Option<&Value>) -> String {
-    crate::metrics::groups::describe_network(network)
+    crate::netsim::describe_written(network)
 }
 
 /// What the table shows of a run's (or group's) figures.

@@ -748,14 +748,10 @@ impl Plan {
             if self.protocol.sends_input() {
                 own.push(format!("input {} Hz {}", t.input_rate_hz, t.pattern));
             }
-            let network = g
-                .network
-                .as_ref()
-                .and_then(|n| serde_json::to_value(n).ok());
-            own.push(format!(
-                "network {}",
-                crate::metrics::groups::describe_network(network.as_ref())
-            ));
+            own.push(match &g.network {
+                Some(n) => format!("network {n}"),
+                None => format!("network {}", crate::netsim::REAL_LINK),
+            });
             if let Some(text) = &g.target_text {
                 own.push(format!("target {text}"));
             }

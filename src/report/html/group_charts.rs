@@ -37,10 +37,12 @@ pub(super) fn figures(s: &Summary) -> Vec<Figure> {
         .collect()
 }
 
-/// Each direction's injected conditions, read back from the group's `network` as written;
-/// `None` on the real link.
+/// Each direction's injected conditions, read back from the group's `network` as written
+/// (summary.json keeps them so, and a report may be drawn from a file); `None` on the real
+/// link, or conditions this version cannot read.
 fn link_of(g: &GroupSummary) -> Option<(Conditions, Conditions)> {
-    let n: NetworkConditions = serde_json::from_value(g.network.clone()?).ok()?;
+    use serde::Deserialize as _;
+    let n = NetworkConditions::deserialize(g.network.as_ref()?).ok()?;
     Some(n.directions())
 }
 
