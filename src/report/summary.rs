@@ -1,4 +1,8 @@
 //! summary.json: the v1 contract of a run's result. Keys are added, never renamed.
+//!
+//! Every type of the file is here, the `groups` block ([`GroupSummary`]) and a sharded
+//! search's `staircase` ([`Staircase`]) included, so what makes and reads summaries sits
+//! above it: [`super::groups`], [`super::build`], [`super::capacity`], [`super::merge`].
 
 use std::collections::BTreeMap;
 

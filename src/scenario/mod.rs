@@ -2,6 +2,11 @@
 //!
 //! Parsing is strict: unknown keys are rejected (with a suggestion when a known key is close),
 //! and every error names the file, line and column.
+//!
+//! Inside, each file uses only those below it: [`spawn`] (a session on the schedule and the
+//! per-bot seed), [`share`] and [`bot`] (what a bot is given: target, link, behaviour) at the
+//! bottom; then [`lifecycle`], [`groups`], the file as written (`file.rs`), and [`plan`] on
+//! top, which also counts its sockets with [`sockets`]' arithmetic.
 
 pub mod bot;
 pub mod capacity;

@@ -87,8 +87,6 @@ fn add_loss(
     })
 }
 
-/// The merged result: its summary, and the runs' per-second histograms (for its own hlog, so
-
 /// What shards say alike: their common value, or `None` when any two differ (`rtt_source`:
 /// the merged `rtt_us` mixes sources then, and must not be labelled as one of them).
 fn agreed(merged: Option<String>, shard: &Option<String>) -> Option<String> {

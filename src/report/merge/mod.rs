@@ -9,6 +9,10 @@
 //! [`MAX_SUMMARY_BYTES`], and every counter added with a check (an overflow is an error, not
 //! a wrapped figure). Memory follows the files: each run's per-second entries stay as their
 //! compressed bytes, and [`Merged::seconds`] merges them one second at a time.
+//!
+//! Three files, each above the one before: `add.rs` adds one run's figures into the merged
+//! ones (the checked sums, a group's histograms), [`staircase`] merges the shards of a
+//! sharded capacity search with them, and this file reads the run folders and merges runs.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -172,6 +176,7 @@ pub fn read_summary(path: &Path) -> Result<Summary, MergeError> {
         .map_err(|e| input_err(path, format!("not a tickswarm summary: {e}")))
 }
 
+/// The merged result: its summary, and the runs' per-second histograms (for its own hlog, so
 /// merged results can be merged again), merged one second at a time by [`Merged::seconds`].
 pub struct Merged {
     pub summary: Summary,
