@@ -1,7 +1,7 @@
 //! What a bot is given, as the scenario file writes it: where it connects (`target:`), the
 //! simulated link it takes (`network:`) and what it does (`behaviour:`). The scenario sets
 //! them for every bot and a group may set its own ([`super::groups`]), so they sit below both
-//! the file ([`super::file`]) and its groups.
+//! the file (`file.rs`) and its groups.
 
 use serde::{Deserialize, Serialize};
 

@@ -1,7 +1,7 @@
 //! Merging the shards of a sharded capacity search: their staircases' windows added step
-//! by step ([`add_groups`], exactly), each merged window judged on the objectives
+//! by step (exactly, as groups are added), each merged window judged on the objectives
 //! ([`judge_window`]), and the one answer concluded from the merged steps ([`conclude`]).
-//! Above [`super::add`] and [`crate::report::capacity`]; [`super`] calls it for runs that
+//! Above `add.rs` and [`crate::report::capacity`]; [`super`] calls it for runs that
 //! carry a `staircase`.
 
 use std::time::Duration;
