@@ -12,12 +12,15 @@ mod compare;
 mod dashboard;
 mod http;
 mod init;
+mod merge;
 mod metrics_listen;
 mod progress;
+mod protocols;
 mod relay;
 mod scrape;
 mod serve;
 mod signals;
+mod validate;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -28,7 +31,7 @@ use clap::builder::BoolishValueParser;
 use clap::{ArgAction, CommandFactory, Parser, Subcommand};
 
 use crate::engine::{self, EngineError, StopSignal};
-use crate::protocol::{AnyProtocol, ProtocolName};
+use crate::protocol::AnyProtocol;
 use crate::report;
 use crate::scenario::{self, parse_duration, Overrides, Plan, Shard, SourcePool};
 
@@ -78,14 +81,14 @@ enum Command {
     /// Run a protocol's reference server as a standalone process (a stand-in staging server).
     Serve(serve::ServeArgs),
     /// Check a scenario file and print what it would run.
-    Validate(ValidateArgs),
+    Validate(validate::ValidateArgs),
     /// Write a first scenario for a protocol (`--protocol P`), commented and ready to run, or
     /// a crate skeleton for a protocol of your own (`--protocol-crate NAME`).
     Init(init::InitArgs),
     /// List the protocols, their transports and what each can measure.
     Protocols,
     /// Merge runs from several load machines into one result (exact histogram merge).
-    Merge(MergeArgs),
+    Merge(merge::MergeArgs),
     /// Compare a run with a base run; exit 1 when a metric got worse than its limit allows.
     Compare(compare::CompareArgs),
     /// Put the network model (`network:`) between UDP clients and a server, as a relay.
@@ -97,22 +100,6 @@ enum Command {
     },
     /// Print the man page (roff) to stdout: `tickswarm man > tickswarm.1`.
     Man,
-}
-
-#[derive(clap::Args, Debug)]
-struct MergeArgs {
-    /// Run folders, each with summary.json and histograms.hlog.
-    #[arg(required = true)]
-    runs: Vec<PathBuf>,
-    /// Where to write the merged summary.json, report.html, junit.xml and histograms.hlog.
-    #[arg(long, value_name = "DIR")]
-    out: PathBuf,
-    /// Merge the shards that are there when some of a sharded run's are missing (a lost pod):
-    /// the merged verdict then fails, naming them. Without it a missing shard is an error.
-    #[arg(long)]
-    allow_missing: bool,
-    #[command(flatten)]
-    output: OutputArgs,
 }
 
 /// How results are written and shown, for every command that writes a folder.
@@ -172,27 +159,6 @@ struct RunArgs {
     dashboard: Option<std::net::SocketAddr>,
     #[command(flatten)]
     output: OutputArgs,
-}
-
-#[derive(clap::Args, Debug)]
-struct ValidateArgs {
-    /// Scenario YAML file.
-    #[arg(env = "TICKSWARM_SCENARIO")]
-    scenario: PathBuf,
-    #[command(flatten)]
-    ov: OverrideArgs,
-    /// Refused with why: `validate` writes nothing, and clap's own "unexpected argument"
-    /// suggested `--bots` for it. (TICKSWARM_OUT is not read: CI sets it for every step.)
-    #[arg(long, hide = true, value_name = "DIR", value_parser = no_out_for_validate)]
-    out: Option<String>,
-}
-
-fn no_out_for_validate(_: &str) -> Result<String, String> {
-    Err(
-        "validate writes no files, so it takes no --out; the output folder is an option of \
-         `run` and `capacity`"
-            .into(),
-    )
 }
 
 /// `--out`, for the commands that write a run folder (`run`, `capacity`); `validate` writes
@@ -342,12 +308,12 @@ pub fn main_with(protocols: &[&'static dyn AnyProtocol]) -> ExitCode {
         Command::Capacity(a) => capacity::cmd_capacity(&a),
         Command::Serve(a) => serve::cmd_serve(&a, console),
         Command::Relay(a) => relay::cmd_relay(&a),
-        Command::Validate(a) => cmd_validate(&a),
+        Command::Validate(a) => validate::cmd_validate(&a),
         Command::Init(a) => init::cmd_init(&a),
-        Command::Merge(a) => cmd_merge(&a, console),
+        Command::Merge(a) => merge::cmd_merge(&a, console),
         Command::Compare(a) => compare::cmd_compare(&a, console),
         Command::Protocols => {
-            cmd_protocols();
+            protocols::cmd_protocols();
             Ok(EXIT_PASS)
         }
         Command::Completions { shell } => {
@@ -412,65 +378,6 @@ fn send_path(plan: &scenario::Plan) -> Option<String> {
         crate::protocol::TransportNeeds::Udp | crate::protocol::TransportNeeds::Enet(_)
     )
     .then(|| SendPath::probe(IoMode::from_env()).describe())
-}
-
-fn cmd_validate(a: &ValidateArgs) -> anyhow::Result<u8> {
-    let plan = match load_plan(&a.scenario, &a.ov, &OutDirArg::default()) {
-        Ok(p) => p,
-        Err(code) => return Ok(code),
-    };
-    out_inline!("{}", plan.describe_with(send_path(&plan).as_deref()));
-    // One socket per bot: say what the run will need, and refuse now what no run could open.
-    if let Some((needed, soft, hard)) = engine::limits::fd_budget(plan.planned) {
-        out!("files      about {needed} open files needed (limit {soft}, raised up to {hard} at start)");
-        if needed > hard {
-            say!(
-                "error: {} bots need about {needed} open files (one socket each), above this \
-                 process's hard limit of {hard}: raise it (`ulimit -Hn {needed}` as root, \
-                 LimitNOFILE= in a systemd unit, --ulimit nofile= in a container) or run \
-                 fewer bots per process (--shard)",
-                plan.planned
-            );
-            return Ok(EXIT_USAGE);
-        }
-    }
-    for (t, why) in unmeasurable_thresholds(&plan) {
-        let then = match plan.unmeasurable {
-            scenario::threshold::Unmeasurable::Fail => {
-                "the run will FAIL it (unmeasurable_thresholds: skip leaves it out of the verdict)"
-            }
-            scenario::threshold::Unmeasurable::Skip => {
-                "the run will skip it (unmeasurable_thresholds: skip)"
-            }
-        };
-        say!(
-            "warning: threshold `{}` cannot be measured with {} (dialect {}): {why}; {then}",
-            t.text,
-            plan.protocol.name(),
-            plan.protocol.dialect_name()
-        );
-    }
-    out!("ok: {} is valid", a.scenario.display());
-    Ok(EXIT_PASS)
-}
-
-fn cmd_protocols() {
-    for p in ProtocolName::known() {
-        let i = p.info();
-        out!("{} ({})", i.name, i.spec);
-        out!(
-            "  transport        {} (default port {})",
-            i.transport,
-            i.default_port
-        );
-        out!("  rtt              {}", i.rtt);
-        out!("  downstream loss  {}", i.downstream_loss);
-        out!("  upstream loss    {}", i.upstream_loss);
-        for (d, what) in i.dialects {
-            out!("  dialect {d:<8} {what}");
-        }
-        out!();
-    }
 }
 
 /// Ctrl-C or SIGTERM once: stop the swarm and still write the report. A second one: leave at
@@ -941,79 +848,6 @@ fn write_stdout(bytes: &[u8]) -> std::io::Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         r => r,
     }
-}
-
-fn cmd_merge(a: &MergeArgs, console: Console) -> anyhow::Result<u8> {
-    let run_dir = match report::RunDir::open(&a.out, a.output.force) {
-        Ok(d) => d,
-        Err(e) => {
-            say!("error: {e}");
-            return Ok(EXIT_USAGE);
-        }
-    };
-    let merged = match report::merge::merge_runs(&a.runs, a.allow_missing) {
-        Ok(m) => m,
-        Err(e) => {
-            say!("error: {e}");
-            return Ok(EXIT_USAGE);
-        }
-    };
-    let s = &merged.summary;
-    // The merged log first: the report is drawn from it, and only from it (staged, so an
-    // older run's histograms.hlog in a --force folder is never read in its place).
-    let hlog_path = run_dir.file_path("histograms.hlog");
-    let mut hlog = report::hlog::HlogWriter::new(
-        run_dir.stage("histograms.hlog")?,
-        std::time::SystemTime::now(),
-        &format!("merge of {} runs of {}", a.runs.len(), s.scenario),
-    )
-    .with_context(|| format!("creating {}", hlog_path.display()))?;
-    for second in merged.seconds() {
-        let (sec, tags) = match second {
-            Ok(x) => x,
-            Err(e) => {
-                say!("error: {e}");
-                return Ok(EXIT_USAGE);
-            }
-        };
-        hlog.interval_tags(sec, &tags)
-            .with_context(|| format!("writing {}", hlog_path.display()))?;
-    }
-    let hlog = hlog
-        .finish()
-        .with_context(|| format!("writing {}", hlog_path.display()))?;
-    let written = report::write_all(&run_dir, s, true, Some(hlog))
-        .context("the merged report was not written")?;
-    warn_if_moved(&run_dir);
-    if !console.quiet {
-        progress::print_result(s);
-        match &s.merged_shards {
-            Some(sh) if sh.missing.is_empty() => {
-                say!("merged   all {} shards of one run", sh.count)
-            }
-            Some(sh) => say!(
-                "merged   {} of {} shards; missing {} (the verdict fails)",
-                sh.merged.len(),
-                sh.count,
-                sh.missing
-                    .iter()
-                    .map(u32::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            None => say!("merged   {} whole runs of one scenario", a.runs.len()),
-        }
-        say!("summary  {}", written.summary_json.display());
-        say!("report   {}", written.report_html.display());
-    }
-    if a.output.json {
-        print_json(s)?;
-    }
-    Ok(if s.verdict == "pass" {
-        EXIT_PASS
-    } else {
-        EXIT_FAIL
-    })
 }
 
 /// A scenario name made safe for a folder name.

@@ -201,7 +201,7 @@ pub fn run_observed(
                         let seed = if g == 0 {
                             seed
                         } else {
-                            crate::scenario::plan::mix_seed(seed, g as u64)
+                            crate::scenario::spawn::mix_seed(seed, g as u64)
                         };
                         group
                             .network

@@ -116,7 +116,8 @@ pub struct GroupOutcome {
     pub total: Recorder,
     pub bots: GroupBots,
     /// The simulated link the group's bots had (its `network:` or the scenario's), as
-    /// written; `None`: the real link only.
+    /// summary.json writes it (the metrics cannot name the link's type, which is
+    /// [`crate::netsim`]'s); `None`: the real link only.
     pub network: Option<serde_json::Value>,
     /// What the group's `lifecycle:` scheduled, if it has one.
     pub lifecycle: Option<LifecyclePlan>,
@@ -127,30 +128,6 @@ pub struct GroupOutcome {
     /// The group's bots per source address, when its bots bind to a pool (its own
     /// `source_addresses`, or the scenario's).
     pub sources: Option<super::SourceCounts>,
-}
-
-/// Conditions as written (`network:` serialized), on one line without the unset keys:
-/// `latency: 75ms, down: {loss: 5%}`; `real link` when nothing is set.
-pub fn describe_network(network: Option<&serde_json::Value>) -> String {
-    use serde_json::Value;
-    fn one(v: &Value) -> String {
-        match v {
-            Value::String(s) => s.clone(),
-            Value::Object(o) => format!("{{{}}}", entries(o)),
-            other => other.to_string(),
-        }
-    }
-    fn entries(o: &serde_json::Map<String, Value>) -> String {
-        o.iter()
-            .filter(|(_, v)| !v.is_null())
-            .map(|(k, v)| format!("{k}: {}", one(v)))
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-    match network {
-        Some(Value::Object(o)) if o.values().any(|v| !v.is_null()) => entries(o),
-        _ => "real link".into(),
-    }
 }
 
 /// The tag of a group's per-second RTT histograms in `histograms.hlog`:

@@ -190,6 +190,46 @@ pub struct NetworkConditions {
     pub down: Option<Conditions>,
 }
 
+/// What [`describe_written`] says of no conditions: the bots' datagrams took the real link.
+pub const REAL_LINK: &str = "real link";
+
+/// On one line without the unset keys, as written: `latency: 75ms, down: {loss: 5%}`;
+/// [`REAL_LINK`] when nothing is set. The words are those of the conditions as summary.json
+/// keeps them ([`describe_written`]), so a report read back from a file says what the run's
+/// plan said.
+impl fmt::Display for NetworkConditions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let written = serde_json::to_value(self).ok();
+        f.write_str(&describe_written(written.as_ref()))
+    }
+}
+
+/// Conditions as written (`network:` serialized, as summary.json keeps them), on one line
+/// without the unset keys: `latency: 75ms, down: {loss: 5%}`; [`REAL_LINK`] when nothing is
+/// set. A summary's conditions are described from the file as it is, also when it was written
+/// by another version.
+pub fn describe_written(network: Option<&serde_json::Value>) -> String {
+    use serde_json::Value;
+    fn one(v: &Value) -> String {
+        match v {
+            Value::String(s) => s.clone(),
+            Value::Object(o) => format!("{{{}}}", entries(o)),
+            other => other.to_string(),
+        }
+    }
+    fn entries(o: &serde_json::Map<String, Value>) -> String {
+        o.iter()
+            .filter(|(_, v)| !v.is_null())
+            .map(|(k, v)| format!("{k}: {}", one(v)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+    match network {
+        Some(Value::Object(o)) if o.values().any(|v| !v.is_null()) => entries(o),
+        _ => REAL_LINK.into(),
+    }
+}
+
 /// `network:` as written: the both-ways fields spelled out beside `up:` and `down:`.
 ///
 /// Why not `#[serde(flatten)]` on [`NetworkConditions::both`]: serde buffers a flattened

@@ -29,7 +29,10 @@ mod config;
 mod delay_line;
 mod link;
 
-pub use config::{Conditions, ConfigError, Jitter, LossModel, NetworkConditions, Share};
+pub use config::{
+    describe_written, Conditions, ConfigError, Jitter, LossModel, NetworkConditions, Share,
+    REAL_LINK,
+};
 pub use delay_line::{DelayLine, HeldBound, POOL_BUFFER};
 pub use link::{DropReason, Fate, Link, LinkStats};
 

@@ -384,3 +384,21 @@ fn a_bandwidth_cap_is_held_under_overload() {
     assert!((bps / 1e6 - 1.0).abs() <= 0.05, "{bps} bit/s");
     assert!(link.stats().lost_queue > 2_000, "{:?}", link.stats());
 }
+
+/// The conditions are described as summary.json keeps them: the keys set (in the order of
+/// their names), each as written; no conditions at all are the real link.
+#[test]
+fn conditions_are_described_as_written() {
+    let n: NetworkConditions = serde_saphyr::from_str(
+        "latency: 75ms\njitter: { normal: 8ms }\ndown:\n  loss: { rate: 3%, mean_burst: 4 }\n",
+    )
+    .expect("valid network section");
+    let written = serde_json::to_value(&n).unwrap();
+    assert_eq!(n.to_string(), describe_written(Some(&written)));
+    assert_eq!(
+        n.to_string(),
+        "down: {loss: {mean_burst: 4.0, rate: 3%}}, jitter: {normal: 8ms}, latency: 75ms"
+    );
+    assert_eq!(NetworkConditions::default().to_string(), REAL_LINK);
+    assert_eq!(describe_written(None), REAL_LINK);
+}

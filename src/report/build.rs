@@ -127,7 +127,7 @@ pub fn summarize(info: &RunInfo, run: &RunOutcome) -> Summary {
     }
     summary.thresholds = results;
     summary.verdict = verdict_of(&summary.thresholds);
-    summary.groups = super::groups::Groups(groups.into_iter().map(|(g, _)| g).collect());
+    summary.groups = super::summary::Groups(groups.into_iter().map(|(g, _)| g).collect());
     summary
 }
 
@@ -760,5 +760,22 @@ mod tests {
             (s.thresholds[0].observed, s.thresholds[0].ok),
             (None, false)
         );
+    }
+
+    /// The interrupted run's check reads its figure as a duration (its metric is the
+    /// summary's own `duration_s`).
+    #[test]
+    fn the_interrupted_check_is_described_as_a_duration() {
+        let mut s = Summary {
+            interrupted: true,
+            duration_s: 5.0,
+            ..Summary::default()
+        };
+        super::super::interruption::apply(
+            &mut s,
+            Duration::from_secs(30),
+            crate::metrics::threshold::Interrupted::default(),
+        );
+        assert_eq!(describe_outcome(&s.thresholds[0]), "observed 5.0 s");
     }
 }

@@ -1,5 +1,7 @@
-//! summary.json's `groups` block: every figure of the run, per group of the population
-//! (`groups:` in the scenario), beside the conditions the group was given.
+//! summary.json's `groups` block ([`GroupSummary`], defined with the rest of the contract in
+//! [`super::summary`]): every figure of the run, per group of the population (`groups:` in
+//! the scenario), beside the conditions the group was given. Here: how a group's figures
+//! are made, kept (histograms encoded) and shown.
 //!
 //! A group's figures are summarized exactly as the whole run's are (the same code, on the
 //! group's own recorder), so `groups.mobile.rtt_us.p99` means what `rtt_us.p99` means. Each
@@ -11,121 +13,15 @@ use std::collections::BTreeMap;
 
 use hdrhistogram::serialization::{Serializer as _, V2DeflateSerializer};
 use hdrhistogram::Histogram;
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::summary::{Bandwidth, BotCounts, Errors, Generator, Loss, Summary};
+use super::summary::{Bandwidth, BotCounts, GroupSummary, LifecycleSummary, Loss, Summary};
 use crate::metrics::groups::GroupOutcome;
 use crate::metrics::{HistSummary, Recorder, RunOutcome};
 
 /// Most histograms one group may carry into a merge (the time and size histograms and the
 /// protocol's own).
 pub const MAX_GROUP_HISTOGRAMS: usize = 32;
-
-/// One group's figures, with the same keys (and meanings) as the whole run's.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct GroupSummary {
-    /// The group's name (the key it is written under).
-    #[serde(skip)]
-    pub name: String,
-    /// Its size as the scenario wrote it: `share 70%`, `count 5`, `arrival rate`.
-    pub size: String,
-    /// The simulated link the group's bots had (its own `network:` or the scenario's), as
-    /// written: the injected conditions, beside what was measured. `null`: the real link.
-    #[serde(default)]
-    pub network: Option<Value>,
-    /// Sessions of the group: planned, connected, failed, lost, silent at the end.
-    pub bots: BotCounts,
-    pub rtt_us: HistSummary,
-    pub handshake_us: HistSummary,
-    pub snapshot_interarrival_us: HistSummary,
-    pub generator: Generator,
-    pub loss: Loss,
-    pub bandwidth: Bandwidth,
-    pub inputs_sent: u64,
-    pub snapshots_applied: u64,
-    pub errors: Errors,
-    /// What the group's `lifecycle:` scheduled and what the engine did of it; absent
-    /// without one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lifecycle: Option<LifecycleSummary>,
-    /// The protocol's own figures for this group (prediction error, corrections, the
-    /// transport's handshake, the simulated link's drops as `netsim_*`).
-    pub protocol_metrics: Map<String, Value>,
-    /// The group's whole-run histograms by hlog tag, compressed V2 in base64: what `merge`
-    /// adds up.
-    #[serde(default)]
-    pub histograms: BTreeMap<String, String>,
-    /// The group's bots per source address (its own `source_addresses`, or its share of
-    /// `engine.source_addresses`), as the whole run's `source_addresses`. Absent when its
-    /// bots bind to no pool.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source_addresses: Option<crate::metrics::SourceCounts>,
-    /// The group's per-second series, on the whole run's time axis (`intervals[].t`): bots
-    /// in play, RTT p50/p99, loss each way as counts, payload, and what its simulated link
-    /// was given and dropped. What report.html's per-group charts draw.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub intervals: Vec<crate::metrics::groups::GroupPoint>,
-}
-
-/// A group's lifecycle: the schedule, and what happened of it.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
-pub struct LifecycleSummary {
-    pub planned: crate::metrics::groups::LifecyclePlan,
-    pub done: crate::metrics::groups::LifecycleDone,
-}
-
-/// The groups in the scenario's order, written as an object keyed by name.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Groups(pub Vec<GroupSummary>);
-
-impl Groups {
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    pub fn get(&self, name: &str) -> Option<&GroupSummary> {
-        self.0.iter().find(|g| g.name == name)
-    }
-}
-
-impl Serialize for Groups {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut m = s.serialize_map(Some(self.0.len()))?;
-        for g in &self.0 {
-            m.serialize_entry(&g.name, g)?;
-        }
-        m.end()
-    }
-}
-
-impl<'de> Deserialize<'de> for Groups {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Groups;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("an object of groups by name")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Groups, A::Error> {
-                let mut out = Vec::new();
-                while let Some((name, mut g)) = a.next_entry::<String, GroupSummary>()? {
-                    if out.len() >= crate::metrics::groups::MAX_GROUPS {
-                        return Err(serde::de::Error::custom(format!(
-                            "more than {} groups",
-                            crate::metrics::groups::MAX_GROUPS
-                        )));
-                    }
-                    g.name = name;
-                    out.push(g);
-                }
-                Ok(Groups(out))
-            }
-        }
-        d.deserialize_map(V)
-    }
-}
 
 /// A run of one group, as [`super::build::summarize`] reads a whole run.
 fn as_run(run: &RunOutcome, g: &GroupOutcome) -> RunOutcome {
@@ -307,6 +203,7 @@ mod tests {
 
     #[test]
     fn groups_are_written_by_name_in_order_and_read_back() {
+        use crate::report::summary::Groups;
         let g = |n: &str| GroupSummary {
             name: n.into(),
             size: "share 50%".into(),
@@ -344,7 +241,7 @@ pub struct GroupRow {
 
 /// The conditions as written, on one line: `latency: 75ms, loss: 2%, down: {loss: 5%}`.
 pub fn injected(network: Option<&Value>) -> String {
-    crate::metrics::groups::describe_network(network)
+    crate::netsim::describe_written(network)
 }
 
 /// What the table shows of a run's (or group's) figures.

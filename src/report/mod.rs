@@ -1,4 +1,9 @@
 //! Run outputs: summary.json (the contract), report.html, JUnit XML.
+//!
+//! Inside, arrows point one way: [`summary`] (the file's types) at the bottom; the
+//! interrupted run's check ([`interruption`]) and a group's figures ([`groups`]) on it;
+//! [`build`] (a run's summary, thresholds judged) above them; [`capacity`] (a search's
+//! answer, a window judged) above that; and [`merge`] on top.
 
 pub mod abort;
 pub mod build;

@@ -1,7 +1,16 @@
 //! summary.json: the v1 contract of a run's result. Keys are added, never renamed.
+//!
+//! Every type of the file is here, the `groups` block ([`GroupSummary`]) and a sharded
+//! search's `staircase` ([`Staircase`]) included, so what makes and reads summaries sits
+//! above it: [`super::groups`], [`super::build`], [`super::capacity`], [`super::merge`].
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
+use crate::metrics::capacity::CapacityStep;
+use crate::metrics::server_series::ServerMetrics;
 pub use crate::metrics::IntervalPoint;
 use crate::metrics::{HistSummary, LossSummary};
 
@@ -401,9 +410,9 @@ pub struct Summary {
     pub server_metrics: Option<crate::metrics::server_series::ServerMetrics>,
     /// Per group of the population (`groups:` in the scenario), in the scenario's order:
     /// the same figures as the whole run's, under the same keys, beside the conditions the
-    /// group was given (see [`super::groups`]). Absent when the scenario has no groups.
-    #[serde(default, skip_serializing_if = "super::groups::Groups::is_empty")]
-    pub groups: super::groups::Groups,
+    /// group was given (see [`GroupSummary`]). Absent when the scenario has no groups.
+    #[serde(default, skip_serializing_if = "Groups::is_empty")]
+    pub groups: Groups,
     /// Per-protocol extras: counters, and histograms as `{count,min,mean,p50,...}`.
     pub protocol_metrics: serde_json::Map<String, serde_json::Value>,
     /// How to read and show `protocol_metrics` entries (label, unit, card/chart/table), as
@@ -427,9 +436,155 @@ pub struct Summary {
     pub capacity: Option<crate::metrics::capacity::Capacity>,
     /// One shard's part of a sharded capacity search (`tickswarm capacity --shard I/N`): the
     /// fixed staircase it followed and every step's window, which `merge` adds up across the
-    /// shards to find the answer (see [`super::capacity`]). Absent otherwise.
+    /// shards to find the answer (see [`Staircase`]). Absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub staircase: Option<super::capacity::Staircase>,
+    pub staircase: Option<Staircase>,
+}
+
+/// One group's figures, with the same keys (and meanings) as the whole run's.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct GroupSummary {
+    /// The group's name (the key it is written under).
+    #[serde(skip)]
+    pub name: String,
+    /// Its size as the scenario wrote it: `share 70%`, `count 5`, `arrival rate`.
+    pub size: String,
+    /// The simulated link the group's bots had (its own `network:` or the scenario's), as
+    /// written: the injected conditions, beside what was measured. `null`: the real link.
+    #[serde(default)]
+    pub network: Option<Value>,
+    /// Sessions of the group: planned, connected, failed, lost, silent at the end.
+    pub bots: BotCounts,
+    pub rtt_us: HistSummary,
+    pub handshake_us: HistSummary,
+    pub snapshot_interarrival_us: HistSummary,
+    pub generator: Generator,
+    pub loss: Loss,
+    pub bandwidth: Bandwidth,
+    pub inputs_sent: u64,
+    pub snapshots_applied: u64,
+    pub errors: Errors,
+    /// What the group's `lifecycle:` scheduled and what the engine did of it; absent
+    /// without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lifecycle: Option<LifecycleSummary>,
+    /// The protocol's own figures for this group (prediction error, corrections, the
+    /// transport's handshake, the simulated link's drops as `netsim_*`).
+    pub protocol_metrics: Map<String, Value>,
+    /// The group's whole-run histograms by hlog tag, compressed V2 in base64: what `merge`
+    /// adds up.
+    #[serde(default)]
+    pub histograms: BTreeMap<String, String>,
+    /// The group's bots per source address (its own `source_addresses`, or its share of
+    /// `engine.source_addresses`), as the whole run's `source_addresses`. Absent when its
+    /// bots bind to no pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_addresses: Option<crate::metrics::SourceCounts>,
+    /// The group's per-second series, on the whole run's time axis (`intervals[].t`): bots
+    /// in play, RTT p50/p99, loss each way as counts, payload, and what its simulated link
+    /// was given and dropped. What report.html's per-group charts draw.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub intervals: Vec<crate::metrics::groups::GroupPoint>,
+}
+
+/// A group's lifecycle: the schedule, and what happened of it.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct LifecycleSummary {
+    pub planned: crate::metrics::groups::LifecyclePlan,
+    pub done: crate::metrics::groups::LifecycleDone,
+}
+
+/// The groups in the scenario's order, written as an object keyed by name.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Groups(pub Vec<GroupSummary>);
+
+impl Groups {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn get(&self, name: &str) -> Option<&GroupSummary> {
+        self.0.iter().find(|g| g.name == name)
+    }
+}
+
+impl Serialize for Groups {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for g in &self.0 {
+            m.serialize_entry(&g.name, g)?;
+        }
+        m.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Groups {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Groups;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object of groups by name")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Groups, A::Error> {
+                let mut out = Vec::new();
+                while let Some((name, mut g)) = a.next_entry::<String, GroupSummary>()? {
+                    if out.len() >= crate::metrics::groups::MAX_GROUPS {
+                        return Err(serde::de::Error::custom(format!(
+                            "more than {} groups",
+                            crate::metrics::groups::MAX_GROUPS
+                        )));
+                    }
+                    g.name = name;
+                    out.push(g);
+                }
+                Ok(Groups(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// One shard's part of a sharded capacity search (summary.json `staircase`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Staircase {
+    /// The shared start time, in milliseconds since the Unix epoch.
+    pub start_at_ms: u64,
+    /// The populations of the staircase, whole (every shard's bots), in order: the plan, also
+    /// past the steps this shard ran.
+    pub plan: Vec<u64>,
+    /// The objectives every step is judged on, as the scenario wrote them.
+    pub objectives: Vec<String>,
+    /// Conditions on the answer (`capacity >= 400`), judged once merged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub on_answer: Vec<String>,
+    /// Round-trip samples a window needs before an RTT objective is judged.
+    pub min_samples: u64,
+    /// The resolution the scenario asked for (a staircase's own is its step).
+    pub resolution: f64,
+    /// `capacity.max_players`: a staircase that held up to it found a lower bound; one cut
+    /// short of it (by the time budget) is unfinished.
+    pub max_players: u64,
+    /// The steps this shard ran, in order.
+    pub steps: Vec<StaircaseStep>,
+    /// Why this shard ran fewer steps than planned, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
+}
+
+/// One step of one shard's staircase.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct StaircaseStep {
+    /// The step as this shard judged its own slice (its `players` are the whole step's).
+    pub record: CapacityStep,
+    /// The window's start, in milliseconds since the Unix epoch (as this shard's clock read it).
+    pub window_start_ms: u64,
+    /// The window's figures and histograms (named `step N`).
+    pub window: GroupSummary,
+    /// The server's series scraped over the window, when this shard scraped any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_metrics: Option<ServerMetrics>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

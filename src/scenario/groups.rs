@@ -14,10 +14,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::file::{InputMode, PatternSpec, Target};
+use super::bot::{BehaviourOverride, Target};
 use super::lifecycle::Lifecycle;
+use super::share::Share;
 use super::SourcePool;
-use crate::duration::Dur;
 use crate::netsim::NetworkConditions;
 
 /// The most groups a scenario may have (defined with the metrics, which keep a recorder per
@@ -77,9 +77,9 @@ struct GroupRaw {
     count: Option<u64>,
     #[serde(default)]
     behaviour: BehaviourOverride,
-    #[serde(default, deserialize_with = "super::file::network")]
+    #[serde(default, deserialize_with = "super::bot::network")]
     network: Option<NetworkConditions>,
-    #[serde(default, deserialize_with = "super::file::group_target")]
+    #[serde(default, deserialize_with = "super::bot::group_target")]
     target: Option<Target>,
     #[serde(default)]
     source_addresses: Option<SourcePool>,
@@ -145,135 +145,6 @@ fn check_name(name: &str) -> Result<(), String> {
              summary.json name groups by it)"
         ))
     }
-}
-
-/// `share: 70%` or `share: 0.7`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Share(pub f64);
-
-impl<'de> Deserialize<'de> for Share {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Num(f64),
-            Text(String),
-        }
-        let v = match Raw::deserialize(d)? {
-            Raw::Num(v) => v,
-            Raw::Text(t) => parse_share(&t).map_err(serde::de::Error::custom)?,
-        };
-        if !(v > 0.0 && v <= 1.0) {
-            return Err(serde::de::Error::custom(format!(
-                "share must be above 0 and at most 100% (or 1), got {v}"
-            )));
-        }
-        Ok(Share(v))
-    }
-}
-
-fn parse_share(t: &str) -> Result<f64, String> {
-    let bad = || format!("share `{t}`: write a percentage (20%) or a fraction (0.2)");
-    match t.trim().strip_suffix('%') {
-        Some(p) => p
-            .trim()
-            .parse::<f64>()
-            .map(|v| v / 100.0)
-            .map_err(|_| bad()),
-        None => t.trim().parse::<f64>().map_err(|_| bad()),
-    }
-}
-
-/// A group's `behaviour:`: each key it sets replaces the scenario's.
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct BehaviourOverride {
-    #[serde(
-        deserialize_with = "opt::input_rate",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub input_rate: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub input_mode: Option<InputMode>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pattern: Option<PatternSpec>,
-    #[serde(
-        deserialize_with = "opt::ping_interval",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub ping_interval: Option<Dur>,
-    #[serde(
-        deserialize_with = "opt::handshake_timeout",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub handshake_timeout: Option<Dur>,
-    #[serde(
-        deserialize_with = "opt::handshake_retry",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub handshake_retry: Option<Dur>,
-    #[serde(
-        deserialize_with = "opt::silence_timeout",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub silence_timeout: Option<Dur>,
-}
-
-impl BehaviourOverride {
-    pub fn is_empty(&self) -> bool {
-        self == &BehaviourOverride::default()
-    }
-
-    /// `base` with the keys this group sets replaced.
-    pub fn apply(&self, base: &super::Behaviour) -> super::Behaviour {
-        let mut b = base.clone();
-        if let Some(v) = self.input_rate {
-            b.input_rate = v;
-        }
-        if let Some(v) = self.input_mode {
-            b.input_mode = v;
-        }
-        if let Some(v) = &self.pattern {
-            b.pattern = v.clone();
-        }
-        if let Some(v) = self.ping_interval {
-            b.ping_interval = v;
-        }
-        if let Some(v) = self.handshake_timeout {
-            b.handshake_timeout = v;
-        }
-        if let Some(v) = self.handshake_retry {
-            b.handshake_retry = v;
-        }
-        if let Some(v) = self.silence_timeout {
-            b.silence_timeout = v;
-        }
-        b
-    }
-}
-
-/// The scenario's checks of `behaviour:` keys, for a group's optional ones.
-mod opt {
-    use crate::duration::Dur;
-
-    pub fn input_rate<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
-        super::super::file::input_rate(d).map(Some)
-    }
-
-    macro_rules! opt_durations {
-        ($($key:ident),*) => {$(
-            pub fn $key<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Dur>, D::Error> {
-                super::super::file::positive::$key(d).map(Some)
-            }
-        )*};
-    }
-
-    opt_durations!(
-        ping_interval,
-        handshake_timeout,
-        handshake_retry,
-        silence_timeout
-    );
 }
 
 /// `groups:` as a whole, checked where it is read (so the message points at it): at most
@@ -372,7 +243,7 @@ pub fn assign(sizes: &[u64], seed: u64) -> Vec<u16> {
     }
     let mut state = seed ^ 0x6772_6F75_7073; // "groups"
     for i in (1..out.len()).rev() {
-        state = super::plan::mix_seed(state, i as u64);
+        state = super::spawn::mix_seed(state, i as u64);
         let j = (state % (i as u64 + 1)) as usize;
         out.swap(i, j);
     }
@@ -464,8 +335,6 @@ mod tests {
             .map(|i| spec(&format!("g{i}"), GroupSize::Count(1)))
             .collect();
         assert!(check_groups(&many).unwrap_err().contains("at most 16"));
-        assert_eq!(parse_share("20%"), Ok(0.2));
-        assert!(parse_share("x").is_err());
     }
 }
 

@@ -32,7 +32,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::plan::{mix_seed, SpawnEvent, SpawnKind, StopKind};
+use super::share::Share;
+use super::spawn::{mix_seed, SpawnEvent, SpawnKind, StopKind, MAX_BOTS};
 use crate::duration::Dur;
 
 /// An arrival the generator starts later than this after its time is counted late.
@@ -85,7 +86,7 @@ pub struct Storm {
     /// When the sessions drop.
     pub at: Dur,
     /// Of the group's sessions in play then (`30%` or `0.3`).
-    pub share: super::groups::Share,
+    pub share: Share,
     /// The reconnections spread evenly over this long (default 0: all at `at`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub over: Option<Dur>,
@@ -147,7 +148,7 @@ impl Lifecycle {
 pub use crate::metrics::groups::LifecyclePlan;
 
 /// Most sessions one plan may schedule (bots, arrivals, replacements and reconnections).
-const MAX_SESSIONS: usize = super::plan::MAX_BOTS as usize;
+const MAX_SESSIONS: usize = MAX_BOTS as usize;
 
 /// New bot indices, handed out in schedule order after the stages' bots.
 struct Bots<'a> {

@@ -2,15 +2,23 @@
 //!
 //! Parsing is strict: unknown keys are rejected (with a suggestion when a known key is close),
 //! and every error names the file, line and column.
+//!
+//! Inside, each file uses only those below it: [`spawn`] (a session on the schedule and the
+//! per-bot seed), [`share`] and [`bot`] (what a bot is given: target, link, behaviour) at the
+//! bottom; then [`lifecycle`], [`groups`], the file as written (`file.rs`), and [`plan`] on
+//! top, which also counts its sockets with [`sockets`]' arithmetic.
 
+pub mod bot;
 pub mod capacity;
 mod file;
 pub mod groups;
 pub mod lifecycle;
 pub mod plan;
 pub mod server_metrics;
+pub mod share;
 pub mod sockets;
 pub mod source_pool;
+pub mod spawn;
 
 use std::path::{Path, PathBuf};
 
@@ -19,13 +27,12 @@ use thiserror::Error;
 pub use crate::duration::{format_duration, parse_duration, Dur};
 pub use crate::metrics::threshold::{self, Metric, Threshold};
 pub use crate::protocol::{ProtocolSection, ServerParams as ServerSection};
-pub use file::{
-    Behaviour, CompareSection, EngineSection, InputMode, OutputSection, PatternSpec, ScenarioFile,
-    Stage, Target,
-};
+pub use bot::{Behaviour, InputMode, PatternSpec, Target};
+pub use file::{CompareSection, EngineSection, OutputSection, ScenarioFile, Stage};
 pub use groups::{GroupSize, GroupSpec};
-pub use plan::{GroupPlan, Overrides, Plan, Shard, SpawnEvent, SpawnKind, StopKind};
+pub use plan::{GroupPlan, Overrides, Plan, Shard};
 pub use source_pool::SourcePool;
+pub use spawn::{SpawnEvent, SpawnKind, StopKind};
 
 #[derive(Debug, Error)]
 pub enum ScenarioError {

@@ -1,14 +1,18 @@
 //! From a parsed scenario (plus command-line overrides) to what the engine runs.
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::file::{InputMode, PatternSpec, ScenarioFile, Stage, Target};
+use super::bot::{InputMode, PatternSpec, Target};
+use super::file::{ScenarioFile, Stage};
+use super::sockets::{self, SocketMemory};
+use super::spawn::{mix_seed, SpawnEvent, SpawnKind, StopKind, MAX_BOTS};
 use super::threshold::Threshold;
 use super::{ProtocolSection, ScenarioError, ServerSection};
 use crate::duration::format_duration;
-use crate::protocol::{BotParams, InputPattern, Keys};
+use crate::protocol::{BotParams, InputPattern, Keys, TransportNeeds};
 
 /// Command-line values that win over the file.
 #[derive(Debug, Clone, Default)]
@@ -64,48 +68,6 @@ impl std::fmt::Display for Shard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}/{}", self.index, self.count)
     }
-}
-
-/// Most bots one load machine runs (one socket, or ENet peer, and timers each); larger
-/// populations are sharded over machines and merged.
-pub const MAX_BOTS: u64 = 1_000_000;
-
-/// When one bot starts and (on a ramp down) stops, relative to the run start.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SpawnEvent {
-    pub index: u32,
-    pub start: Duration,
-    pub stop: Option<Duration>,
-    /// The bot's group: an index into [`Plan::groups`].
-    pub group: u16,
-    /// Why this session starts: a bot of the stages, or its group's lifecycle.
-    pub kind: SpawnKind,
-    /// How it stops at `stop`.
-    pub stop_kind: StopKind,
-}
-
-/// Why a session starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SpawnKind {
-    /// A bot of the population the stages ramp.
-    Stage,
-    /// A bot arriving at its group's rate (open model).
-    Arrival,
-    /// A new bot in the place of one whose session ended.
-    Replacement,
-    /// A bot the reconnect storm dropped, back with a new session.
-    Reconnect,
-}
-
-/// How a session stops at its `stop`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopKind {
-    /// Politely (the protocol's goodbye): a ramp down, or the run's end.
-    End,
-    /// Politely, at the end of the session length its group drew.
-    SessionEnd,
-    /// At once, without a goodbye (the reconnect storm): the server sees it go silent.
-    Drop,
 }
 
 #[derive(Debug, Clone)]
@@ -236,7 +198,7 @@ pub fn expand_port_range(t: &str, default_port: u16) -> Result<Vec<String>, Stri
         ));
     };
     let bad = || format!("target `{t}`: the port must be a number or a range like 7777-7786");
-    if let Some(m) = super::file::port_zero(t) {
+    if let Some(m) = super::bot::port_zero(t) {
         return Err(m);
     }
     match ports.split_once('-') {
@@ -252,14 +214,6 @@ pub fn expand_port_range(t: &str, default_port: u16) -> Result<Vec<String>, Stri
             Ok((a..=b).map(|p| format!("{host}:{p}")).collect())
         }
     }
-}
-
-/// SplitMix64: decorrelates per-bot seeds derived from one scenario seed.
-pub fn mix_seed(seed: u64, index: u64) -> u64 {
-    let mut z = seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 impl Plan {
@@ -660,7 +614,7 @@ impl Plan {
                 let n = b
                     .bytes()
                     .map_err(|m| invalid(path, format!("engine.socket_buffer: {m}")))?;
-                let range = super::sockets::SOCKET_BUFFER_RANGE;
+                let range = sockets::SOCKET_BUFFER_RANGE;
                 match usize::try_from(n).ok().filter(|n| range.contains(n)) {
                     Some(n) => Some(n),
                     None => {
@@ -794,14 +748,10 @@ impl Plan {
             if self.protocol.sends_input() {
                 own.push(format!("input {} Hz {}", t.input_rate_hz, t.pattern));
             }
-            let network = g
-                .network
-                .as_ref()
-                .and_then(|n| serde_json::to_value(n).ok());
-            own.push(format!(
-                "network {}",
-                crate::metrics::groups::describe_network(network.as_ref())
-            ));
+            own.push(match &g.network {
+                Some(n) => format!("network {n}"),
+                None => format!("network {}", crate::netsim::REAL_LINK),
+            });
             if let Some(text) = &g.target_text {
                 own.push(format!("target {text}"));
             }
@@ -1137,6 +1087,100 @@ pub fn default_timer_coalesce(planned: u64, workers: usize) -> Duration {
     }
 }
 
+/// The sockets the plan opens, counted as the engine opens them, and the kernel buffer they
+/// may take ([`sockets`]).
+impl Plan {
+    /// Bytes each bot socket asks the kernel for, each way.
+    pub fn bot_socket_buffer(&self) -> usize {
+        let sharing = match self.protocol.transport() {
+            TransportNeeds::Enet(_) => self.bots_per_socket,
+            _ => 1,
+        };
+        sockets::bot_socket_buffer(
+            self.socket_buffer,
+            self.protocol.receive_burst().bytes(),
+            sharing,
+        )
+    }
+
+    /// Embedded server instances this plan starts (the engine starts exactly these).
+    pub fn embedded_instances(&self) -> usize {
+        let per_instance = self.protocol.players_per_instance(&self.server);
+        match (self.server.instances, per_instance) {
+            (Some(n), _) => n.max(1),
+            (None, Some(p)) => (self.planned as usize).div_ceil(p).max(1),
+            (None, None) => 1,
+        }
+    }
+
+    /// The sockets this plan opens and what they ask for. Bot sockets are counted as the
+    /// engine opens them: one per session of the schedule on raw UDP; with ENet, one per host,
+    /// a host taking up to `bots_per_socket` bots of one worker to one server from one source
+    /// address in one group. GNS opens its own sockets (none counted here).
+    pub fn socket_memory(&self) -> SocketMemory {
+        let (server_sockets, targets) = match &self.targets {
+            Targets::Embedded => (self.embedded_instances() as u64, self.embedded_instances()),
+            Targets::Addrs(a) => (0, a.len()),
+        };
+        let bot_sockets = match self.protocol.transport() {
+            TransportNeeds::Gns => 0,
+            TransportNeeds::Udp | TransportNeeds::UdpTcpLogin { .. } => self.spawns.len() as u64,
+            TransportNeeds::Enet(_) => self.enet_hosts(targets),
+        };
+        SocketMemory {
+            bot_sockets,
+            per_socket: self.bot_socket_buffer(),
+            server_sockets,
+        }
+    }
+
+    /// ENet hosts the engine opens: bots dealt to workers by their place in the schedule,
+    /// each to its target by index, grouped per (worker, target, source, group).
+    fn enet_hosts(&self, targets: usize) -> u64 {
+        /// A host's key: worker, target (own list of the group, or the scenario's), source,
+        /// group.
+        type Key = (usize, Option<SocketAddr>, usize, Option<IpAddr>, u16);
+        let workers = self.workers.max(1);
+        let mut per_host: HashMap<Key, u64> = HashMap::new();
+        for (n, ev) in self.spawns.iter().enumerate() {
+            let i = ev.index as usize;
+            let own = self
+                .groups
+                .get(usize::from(ev.group))
+                .and_then(|g| g.targets.as_ref());
+            let (addr, t) = match own {
+                Some(own) => (own.get(i % own.len().max(1)).copied(), 0),
+                None => (None, i % targets.max(1)),
+            };
+            let key = (n % workers, addr, t, self.source_of(ev.index), ev.group);
+            *per_host.entry(key).or_default() += 1;
+        }
+        let k = self.bots_per_socket.max(1) as u64;
+        per_host.values().map(|c| c.div_ceil(k)).sum()
+    }
+
+    /// The plan's `sockets` line(s) for `describe`.
+    pub(super) fn describe_sockets(&self) -> String {
+        if self.protocol.transport() == TransportNeeds::Gns {
+            // GNS opens and sizes its own sockets, bots' and servers' alike.
+            return String::new();
+        }
+        let source = if self.socket_buffer.is_some() {
+            "engine.socket_buffer".to_string()
+        } else {
+            let b = self.protocol.receive_burst();
+            let shared = match self.protocol.transport() {
+                TransportNeeds::Enet(_) if self.bots_per_socket > 1 => {
+                    format!(" × {} bots per socket", self.bots_per_socket)
+                }
+                _ => String::new(),
+            };
+            format!("{} datagrams of {} B{shared}", b.count, b.largest)
+        };
+        sockets::describe(&self.socket_memory(), &source)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -1335,5 +1379,94 @@ mod tests {
     fn seeds_differ_per_bot_and_repeat_per_seed() {
         assert_ne!(mix_seed(1, 0), mix_seed(1, 1));
         assert_eq!(mix_seed(7, 3), mix_seed(7, 3));
+    }
+}
+
+#[cfg(test)]
+mod socket_tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::scenario::sockets::SocketMemory;
+    use crate::scenario::{load, parse, Overrides};
+
+    fn shipped(name: &str, ov: &Overrides) -> Plan {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("scenarios")
+            .join(name);
+        Plan::build(load(&p).unwrap(), &p, ov).unwrap()
+    }
+
+    /// quickstart: 100 cafe bots, one socket each, 32 datagrams of 1500 bytes each way, and
+    /// the embedded server's one socket.
+    #[test]
+    fn quickstart_commits_what_its_hundred_sockets_ask_for() {
+        let plan = shipped("quickstart.yaml", &Overrides::default());
+        let m = plan.socket_memory();
+        assert_eq!(
+            m,
+            SocketMemory {
+                bot_sockets: 100,
+                per_socket: 48_000,
+                server_sockets: 1,
+            }
+        );
+        assert_eq!(m.bot_requested(), 9_600_000);
+        assert_eq!(m.bot_ceiling(), 19_200_000);
+        assert_eq!(m.server_ceiling(), 33_554_432);
+        assert_eq!(
+            plan.describe_sockets(),
+            "sockets    100 bot sockets × (receive 46.9 KiB + send 46.9 KiB) = 9.2 MiB asked of \
+             the kernel (32 datagrams of 1500 B); Linux doubles each request, so at most \
+             18.3 MiB if every buffer filled\n           plus 1 embedded server socket × 2 × \
+             8.0 MiB: at most 32.0 MiB\n"
+        );
+    }
+
+    /// City over ENet, 300 bots, 2 workers, 3 embedded instances: one host per bot, and at
+    /// 50 bots per socket one host per (worker, instance): 6 sockets of 50 bots' bursts.
+    #[test]
+    fn enet_hosts_are_counted_as_the_engine_opens_them() {
+        let two = Overrides {
+            workers: Some(2),
+            ..Overrides::default()
+        };
+        let plan = shipped("city.yaml", &two);
+        assert_eq!(plan.embedded_instances(), 3);
+        assert_eq!(plan.socket_memory().bot_sockets, 300);
+        assert_eq!(plan.socket_memory().per_socket, 48_000);
+
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/city.yaml");
+        let text = std::fs::read_to_string(&p)
+            .unwrap()
+            .replace("bots_per_socket: 1 ", "bots_per_socket: 50 ");
+        let plan = Plan::build(parse(&text, &p).unwrap(), &p, &two).unwrap();
+        let m = plan.socket_memory();
+        assert_eq!(m.bot_sockets, 6);
+        assert_eq!(m.per_socket, 50 * 48_000);
+        assert_eq!(m.bot_requested(), 6 * 2 * 2_400_000);
+    }
+
+    #[test]
+    fn the_scenario_sets_the_size_and_is_held_to_its_range() {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/quickstart.yaml");
+        let text = std::fs::read_to_string(&p).unwrap();
+        let with = |v: &str| {
+            let t = format!("{text}\nengine:\n  socket_buffer: {v}\n");
+            Plan::build(parse(&t, &p).unwrap(), &p, &Overrides::default())
+        };
+        assert_eq!(with("256KiB").unwrap().bot_socket_buffer(), 262_144);
+        assert_eq!(with("65536").unwrap().bot_socket_buffer(), 65_536);
+        assert_eq!(
+            with("1 MiB").unwrap().socket_memory().bot_requested(),
+            100 * 2 * 1_048_576
+        );
+        let e = with("100").unwrap_err().to_string();
+        assert!(
+            e.contains("engine.socket_buffer: 100 bytes is outside 4096 B"),
+            "{e}"
+        );
+        let e = with("2GB").unwrap_err().to_string();
+        assert!(e.contains("unit `GB`"), "{e}");
     }
 }

@@ -2,8 +2,9 @@
 //! against each step's players, the limit as a line, held and broken steps marked), and the
 //! steps in the order they ran.
 
+use super::chart::Figure;
 use super::chart::{knee_chart, KneePoint, Mark};
-use super::timeline::{op_text, Figure};
+use super::timeline::op_text;
 use crate::metrics::capacity::Capacity;
 use crate::metrics::threshold::Threshold;
 use crate::report::build::format_observed;

@@ -58,6 +58,31 @@ pub(super) const PH: f64 = CH - MT - MB;
 /// Up to this many points per series, draw dots (with hover titles) on each point.
 const DOTS_UP_TO: usize = 60;
 
+/// A chart with its title and caption (plain text); `svg` is markup drawn here.
+pub(super) struct Figure {
+    pub title: String,
+    pub svg: String,
+    pub caption: String,
+    /// Stable id for the chart (`data-chart`), so tests and readers can find it.
+    pub id: String,
+}
+
+impl Figure {
+    pub(super) fn new(
+        id: &str,
+        title: impl Into<String>,
+        svg: String,
+        caption: impl Into<String>,
+    ) -> Self {
+        Self {
+            title: title.into(),
+            svg,
+            caption: caption.into(),
+            id: id.to_string(),
+        }
+    }
+}
+
 /// One line of a time-series chart.
 pub(super) struct Series<'a> {
     pub name: &'a str,

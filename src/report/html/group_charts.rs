@@ -4,13 +4,15 @@
 //! the injected loss rate beside the measured loss and the link's own drops. So "mobile sees
 //! 9 % loss: 5 % from the link, 4 % from the server" is read off one chart, second by second.
 
+use super::chart::Figure;
 use super::chart::{line_chart_with, Expected, Mark, Opts, Overlay, Series, PURPLE, RED};
-use super::timeline::{clip, op_text, rtt_series, Figure};
+use super::timeline::{clip, op_text, rtt_series};
 use crate::metrics::groups::GroupPoint;
 use crate::metrics::{Metric, Threshold};
 use crate::netsim::{Conditions, NetworkConditions};
 use crate::report::format::Unit;
-use crate::report::groups::{injected, GroupSummary};
+use crate::report::groups::injected;
+use crate::report::summary::GroupSummary;
 use crate::report::summary::Summary;
 
 /// The link's own drops: a lighter red beside the measured loss's.
@@ -35,10 +37,12 @@ pub(super) fn figures(s: &Summary) -> Vec<Figure> {
         .collect()
 }
 
-/// Each direction's injected conditions, read back from the group's `network` as written;
-/// `None` on the real link.
+/// Each direction's injected conditions, read back from the group's `network` as written
+/// (summary.json keeps them so, and a report may be drawn from a file); `None` on the real
+/// link, or conditions this version cannot read.
 fn link_of(g: &GroupSummary) -> Option<(Conditions, Conditions)> {
-    let n: NetworkConditions = serde_json::from_value(g.network.clone()?).ok()?;
+    use serde::Deserialize as _;
+    let n = NetworkConditions::deserialize(g.network.as_ref()?).ok()?;
     Some(n.directions())
 }
 

@@ -27,9 +27,10 @@ use askama::Template;
 
 use super::summary::Summary;
 use crate::report::format::fmt_duration;
+use chart::Figure;
 pub use hists::HistLog;
 use protocol::Tables;
-use timeline::{Figure, TargetRow};
+use timeline::TargetRow;
 use view::{Card, ErrorRow, HistRow, Meta, ThresholdRow, Verdict};
 
 /// The whole page, as the template reads it.
@@ -628,7 +629,7 @@ mod tests {
             ..Default::default()
         };
         for name in ["mobile", "wifi"] {
-            s.groups.0.push(crate::report::groups::GroupSummary {
+            s.groups.0.push(crate::report::summary::GroupSummary {
                 name: name.into(),
                 size: "share 50%".into(),
                 intervals: vec![point(1.0), point(2.0)],
@@ -749,12 +750,12 @@ mod tests {
             "{header}"
         );
         s.network = None;
-        s.groups.0.push(crate::report::groups::GroupSummary {
+        s.groups.0.push(crate::report::summary::GroupSummary {
             name: "wifi".into(),
             network: Some(serde_json::json!({"latency": "4ms"})),
             ..Default::default()
         });
-        s.groups.0.push(crate::report::groups::GroupSummary {
+        s.groups.0.push(crate::report::summary::GroupSummary {
             name: "lan".into(),
             ..Default::default()
         });

@@ -5,9 +5,8 @@
 //! question, the generator's own health per second (its busiest worker's CPU).
 
 use super::chart::{
-    line_chart_with, Mark, Opts, Overlay, Series, AMBER, BLUE, ORANGE, PURPLE, RED, TEAL,
+    line_chart_with, Figure, Mark, Opts, Overlay, Series, AMBER, BLUE, ORANGE, PURPLE, RED, TEAL,
 };
-use super::timeline::Figure;
 use crate::metrics::server_series::{Kind, Series as Scraped};
 use crate::metrics::threshold::{Metric, Threshold};
 use crate::report::format::Unit;

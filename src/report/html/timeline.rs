@@ -6,34 +6,14 @@
 //! statistics per histogram, which is coarser but never invented.
 
 use super::chart::{
-    line_chart, line_chart_with, percentile_plot, stacked_chart, Expected, Mark, Opts, Overlay,
-    Series, AMBER, BLUE, ORANGE, PURPLE, RED, TEAL,
+    line_chart, line_chart_with, percentile_plot, stacked_chart, Expected, Figure, Mark, Opts,
+    Overlay, Series, AMBER, BLUE, ORANGE, PURPLE, RED, TEAL,
 };
 use super::hists::{percentile_points, HistLog, SecondStats};
 use super::view::interval_widths;
 use crate::metrics::{HistSummary, Metric, Phase, Threshold};
 use crate::report::format::{metric_unit, Unit};
 use crate::report::summary::{IntervalPoint, Summary};
-
-/// A chart with its title and caption (plain text); `svg` is markup from [`super::chart`].
-pub(super) struct Figure {
-    pub title: String,
-    pub svg: String,
-    pub caption: String,
-    /// Stable id for the chart (`data-chart`), so tests and readers can find it.
-    pub id: String,
-}
-
-impl Figure {
-    fn new(id: &str, title: impl Into<String>, svg: String, caption: impl Into<String>) -> Self {
-        Self {
-            title: title.into(),
-            svg,
-            caption: caption.into(),
-            id: id.to_string(),
-        }
-    }
-}
 
 const GRAY: &str = "#6b7280";
 const GREEN: &str = "#16a34a";

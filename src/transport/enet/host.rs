@@ -674,3 +674,183 @@ impl EnetHost {
         }
     }
 }
+
+// Admission (see "Admission" and "Address reuse" in the module docs): the host's rules for
+// half-open connects, proofs and superseded sessions, over the gate its socket keeps
+// ([`super::admission`]).
+impl EnetHost {
+    /// Record that slot `i` proves `addr` (once per slot).
+    pub(super) fn hold_proof(&mut self, i: usize, addr: SocketAddr) {
+        let m = &mut self.meta[i];
+        if m.proof.is_none() {
+            m.proof = Some(addr);
+            self.host.socket_mut().gate.prove(addr);
+        }
+    }
+
+    /// Slot `i` ended: its proof lapses after
+    /// [`GATE_LINGER`](super::admission::GATE_LINGER) unless another peer holds one.
+    pub(super) fn release_proof(&mut self, i: usize) {
+        if let Some(addr) = self.meta[i].proof.take() {
+            let now = self.now;
+            self.host.socket_mut().gate.release(addr, now);
+        }
+    }
+
+    /// Bound half-open connects (see "Admission"): make room for queued CONNECTs by
+    /// dropping the oldest evictable half-open peers when no slot is free, and drop those
+    /// older than the timeout. Silent (`enet_peer_reset`): nothing is sent to them.
+    pub(super) fn bound_half_open(&mut self, now: Instant, make_room: usize) {
+        if self.accepted.is_empty() {
+            // No CONNECT has arrived yet: no slot is half-open (a bots' host, every service).
+            return;
+        }
+        let mut half_open: Vec<(Instant, usize)> = Vec::new();
+        let mut free = 0usize;
+        for (i, p) in self.host.peers().enumerate() {
+            let (Some(m), Some(a)) = (self.meta.get(i), self.accepted.get_mut(i)) else {
+                continue;
+            };
+            match p.state() {
+                enet::PeerState::Disconnected => {
+                    free += 1;
+                    a.half_open_since = None;
+                }
+                enet::PeerState::AcknowledgingConnect | enet::PeerState::ConnectionPending
+                    if !m.announced =>
+                {
+                    let since = *a.half_open_since.get_or_insert(now);
+                    half_open.push((since, i));
+                }
+                _ => a.half_open_since = None,
+            }
+        }
+        if half_open.is_empty() {
+            return;
+        }
+        half_open.sort_unstable();
+        let mut evict = make_room.saturating_sub(free);
+        let (timeout, evictable) = (self.half_open_timeout, self.half_open_evictable);
+        let stats = &mut self.host.socket_mut().stats;
+        let mut drop = Vec::new();
+        for &(since, i) in &half_open {
+            let age = now.saturating_duration_since(since);
+            if age >= timeout {
+                stats.half_open_expired += 1;
+                drop.push(i);
+            } else if evict > 0 && age >= evictable {
+                evict -= 1;
+                stats.half_open_evicted += 1;
+                drop.push(i);
+            }
+        }
+        for i in drop {
+            self.host.peer_mut(enet::PeerID(i)).reset();
+            self.clear_slot(i);
+            self.forget_rtt(i);
+        }
+    }
+
+    /// An incoming handshake with `addr` completed in slot `i`: did the address acknowledge
+    /// our VERIFY_CONNECT, echoing the sent time of a datagram that carried it, for this
+    /// session's connect id? An address already proven needs no new proof (its datagrams
+    /// are not checked).
+    pub(super) fn proof_holds(&mut self, addr: SocketAddr, i: usize) -> bool {
+        let remote = self.accepted.get(i).and_then(|a| a.remote);
+        let sock = self.host.socket_mut();
+        if sock.gate.is_proven(addr) {
+            return true;
+        }
+        let Some(v) = u16::try_from(i)
+            .ok()
+            .and_then(|slot| sock.verifies.remove(&(addr, slot)))
+        else {
+            return false;
+        };
+        v.acked && remote.is_none_or(|(a, _, id)| a == addr && id == v.connect_id)
+    }
+
+    /// End the half-open connects that sent a forged proof, silently (as an expired one),
+    /// and forget the VERIFY_CONNECTs of slots no longer half-open with their address.
+    pub(super) fn end_condemned(&mut self) {
+        let mut condemned = std::mem::take(&mut self.host.socket_mut().condemned);
+        for &(addr, slot) in &condemned {
+            let i = usize::from(slot);
+            let Some(p) = self.host.get_peer(enet::PeerID(i)) else {
+                continue;
+            };
+            let half_open = matches!(
+                p.state(),
+                enet::PeerState::AcknowledgingConnect | enet::PeerState::ConnectionPending
+            );
+            if p.address() == Some(addr) && half_open && !self.meta[i].announced {
+                self.host.peer_mut(enet::PeerID(i)).reset();
+                self.clear_slot(i);
+                self.forget_rtt(i);
+            }
+        }
+        condemned.clear();
+        self.host.socket_mut().condemned = condemned;
+        if self.host.socket().verifies.is_empty() {
+            return;
+        }
+        let mut addrs = std::mem::take(&mut self.slot_addrs);
+        addrs.clear();
+        addrs.extend(self.host.peers().map(|p| {
+            (p.state() != enet::PeerState::Disconnected)
+                .then(|| p.address())
+                .flatten()
+        }));
+        self.host
+            .socket_mut()
+            .verifies
+            .retain(|&(addr, slot), _| addrs.get(usize::from(slot)) == Some(&Some(addr)));
+        self.slot_addrs = addrs;
+    }
+
+    /// Drop the sessions whose remote peer connected anew (see "Address reuse"), before ENet
+    /// handles the CONNECTs: nothing more of the old session reaches the new one.
+    pub(super) fn supersede(&mut self) {
+        let mut connects = std::mem::take(&mut self.connects);
+        for &(addr, c) in &connects {
+            for i in 0..self.accepted.len() {
+                let Some((a, peer, id)) = self.accepted[i].remote else {
+                    continue;
+                };
+                if a != addr || peer != c.from_peer || id == c.connect_id {
+                    continue;
+                }
+                let p = self.host.peer_mut(enet::PeerID(i));
+                if p.state() == enet::PeerState::Disconnected {
+                    self.accepted[i].remote = None;
+                    continue;
+                }
+                p.reset();
+                self.host.socket_mut().stats.superseded += 1;
+                self.slot_ended(i, 0);
+            }
+        }
+        connects.clear();
+        self.connects = connects;
+    }
+
+    /// Note which slot answered which CONNECT, from the VERIFY_CONNECTs ENet just sent.
+    pub(super) fn record_verified(&mut self) {
+        let sock = self.host.socket_mut();
+        sock.watch_verify = false;
+        let mut verified = std::mem::take(&mut sock.verified);
+        for &(addr, v) in &verified {
+            let i = usize::from(v.from_peer);
+            let Some(p) = self.host.get_peer(enet::PeerID(i)) else {
+                continue;
+            };
+            if p.address() == Some(addr) && p.state() != enet::PeerState::Disconnected {
+                if let Some(a) = self.accepted.get_mut(i) {
+                    a.remote = Some((addr, v.to_peer, v.connect_id));
+                }
+            }
+        }
+        verified.clear();
+        self.host.socket_mut().verified = verified;
+    }
+}
