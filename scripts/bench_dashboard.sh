@@ -6,6 +6,7 @@
 # worker's CPU, then the medians of each side. Bounded: 2 × PAIRS runs, D each, loopback only.
 #
 # Usage: scripts/bench_dashboard.sh [BOTS=1000] [DURATION=20s] [PAIRS=3]
+#        TICKSWARM_BIN=path/to/tickswarm scripts/bench_dashboard.sh ...
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BOTS=${1:-1000}
@@ -14,8 +15,11 @@ PAIRS=${3:-3}
 VIEWERS=8
 WORK=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
-cargo build --release -q
-BIN=./target/release/tickswarm
+# TICKSWARM_BIN: a binary already built (else the release build of this checkout).
+if [ -z "${TICKSWARM_BIN:-}" ]; then
+    cargo build --release -q
+fi
+BIN=${TICKSWARM_BIN:-./target/release/tickswarm}
 
 run_once() { # $1 = label, $2 = with (1) or without (0) the dashboard
     local out="$WORK/$1" log="$WORK/$1.log"
