@@ -532,16 +532,8 @@ fn decoding_never_panics() {
         .run(&strategy, |(bytes, recs, removed, texts, at, byte)| {
             counts_agree(&bytes)?;
             cases.set(cases.get() + 1);
-            let mut buf = [0u8; 1500];
-            let mut w = SnapshotWriter::delta(&mut buf, 5, 4).unwrap();
-            for (e, m) in &recs {
-                w.record(e, *m).unwrap();
-            }
-            for id in &removed {
-                w.removed(*id).unwrap();
-            }
-            let n = w.finish().unwrap();
-            let mut snapshot = buf[..n].to_vec();
+            let mut snapshot = delta_snapshot(&recs, &removed);
+            let n = snapshot.len();
             snapshot[at.index(n)] = byte;
             let mut buf = [0u8; 1500];
             let mut w = codec::CoalescedWriter::new(&mut buf).unwrap();
@@ -572,6 +564,21 @@ fn decoding_never_panics() {
             "only {n} of {cases} changed {what} decoded: their counts were hardly checked"
         );
     }
+}
+
+/// A delta snapshot (tick 5 against baseline 4) of `recs` and `removed`, as the encoder
+/// writes it.
+fn delta_snapshot(recs: &[(EntityState, u16)], removed: &[u32]) -> Vec<u8> {
+    let mut buf = [0u8; 1500];
+    let mut w = SnapshotWriter::delta(&mut buf, 5, 4).unwrap();
+    for (e, m) in recs {
+        w.record(e, *m).unwrap();
+    }
+    for id in removed {
+        w.removed(*id).unwrap();
+    }
+    let n = w.finish().unwrap();
+    buf[..n].to_vec()
 }
 
 fn arb_state() -> impl Strategy<Value = (EntityState, u16)> {
@@ -615,16 +622,8 @@ proptest! {
 
     #[test]
     fn snapshot_records_roundtrip(recs in proptest::collection::vec(arb_state(), 0..40), removed in proptest::collection::vec(any::<u32>(), 0..20)) {
-        let mut buf = [0u8; 1500];
-        let mut w = SnapshotWriter::delta(&mut buf, 5, 4).unwrap();
-        for (e, m) in &recs {
-            w.record(e, *m).unwrap();
-        }
-        for id in &removed {
-            w.removed(*id).unwrap();
-        }
-        let n = w.finish().unwrap();
-        let Ok(Packet::Snapshot(s)) = decode(&buf[..n]) else { panic!("decode") };
+        let bytes = delta_snapshot(&recs, &removed);
+        let Ok(Packet::Snapshot(s)) = decode(&bytes) else { panic!("decode") };
         let got: Vec<_> = s.records().collect();
         prop_assert_eq!(got.len(), recs.len());
         for (u, (e, m)) in got.iter().zip(&recs) {
