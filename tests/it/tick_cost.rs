@@ -15,8 +15,8 @@ use crate::common::summary::{finish, run_command};
 const BOTS: u64 = 6;
 const COST_US: u64 = 500;
 
-/// One line of a tick log: `t_s players ticks tick_p50_us tick_p99_us tick_max_us`, the
-/// percentiles `None` in a second with no tick.
+/// One line of a tick log: `t_s players ticks tick_p50_us tick_p99_us tick_max_us
+/// over_budget`, the percentiles `None` in a second with no tick.
 #[derive(Debug, Clone, Copy)]
 struct Second {
     t_s: u64,
@@ -25,7 +25,12 @@ struct Second {
     p50: Option<u64>,
     p99: Option<u64>,
     max: Option<u64>,
+    /// Ticks longer than the tick period (16,666 µs at 60 Hz).
+    over: u64,
 }
+
+/// The tick period at the reference servers' default 60 Hz, as the log's header states it.
+const BUDGET_US: u64 = 1_000_000 / 60;
 
 fn read_log(path: &Path) -> Vec<Second> {
     let text = std::fs::read_to_string(path).expect("the tick log");
@@ -38,7 +43,7 @@ fn read_log(path: &Path) -> Vec<Second> {
         .filter(|l| !l.starts_with('#'))
         .map(|l| {
             let f: Vec<&str> = l.split(' ').collect();
-            assert_eq!(f.len(), 6, "six columns: `{l}`");
+            assert_eq!(f.len(), 7, "seven columns: `{l}`");
             let n = |s: &str| {
                 s.parse::<u64>()
                     .unwrap_or_else(|_| panic!("`{s}` in `{l}`"))
@@ -51,6 +56,7 @@ fn read_log(path: &Path) -> Vec<Second> {
                 p50: q(f[3]),
                 p99: q(f[4]),
                 max: q(f[5]),
+                over: n(f[6]),
             }
         })
         .collect()
@@ -128,6 +134,9 @@ fn a_tick_costs_players_times_the_cost_and_the_tick_log_shows_it() {
             "tick p50 {p50} µs < {BOTS} × {COST_US} µs: {s:?}"
         );
         assert!(p50 <= p99 && p99 <= max, "{s:?}");
+        // A second whose longest tick fits the period has none over it.
+        assert!(max > BUDGET_US || s.over == 0, "{s:?}");
+        assert!(s.over <= s.ticks, "{s:?}");
     }
 
     let full = full_seconds(&free);
@@ -139,6 +148,20 @@ fn a_tick_costs_players_times_the_cost_and_the_tick_log_shows_it() {
     for s in &full {
         let p50 = s.p50.unwrap();
         assert!(p50 < 2500, "tick p50 {p50} µs with no cost: {s:?}");
+    }
+}
+
+/// Ground truth for `over_budget`: at 3 ms a player, six players make every tick 18 ms, past
+/// the 16.7 ms period, so in each second they played through every tick is over it.
+#[test]
+fn every_tick_past_the_period_is_counted_over_the_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = swarm_against_serve(dir.path(), &["--tick-cost-per-player", "3ms"]);
+    let full = full_seconds(&log);
+    assert!(!full.is_empty(), "no second with {BOTS} players throughout: {log:#?}");
+    for s in &full {
+        assert!(s.p50.is_some_and(|p| p >= BOTS * 3_000), "{s:?}");
+        assert_eq!(s.over, s.ticks, "every tick is over the period: {s:?}");
     }
 }
 
