@@ -123,9 +123,13 @@ impl StepShape {
         }
     }
 
-    /// The run's whole length.
+    /// The run's whole length: the ramp and settle, the window, and one second more, so the
+    /// window's last second is a whole one however late the run's end is noticed. (Ending at
+    /// the window's end let a loaded engine report that second as the partial tail: "the step
+    /// ended after 5 of its 6 window seconds", and the search gave up on a step of 800
+    /// players against a server that holds 573.)
     fn duration(&self) -> Duration {
-        Duration::from_secs(self.window_start_s + self.window_s)
+        Duration::from_secs(self.window_start_s + self.window_s + 1)
     }
 }
 

@@ -288,18 +288,19 @@ mod tests {
     fn the_schedule_is_the_same_offsets_for_every_shard_and_fits_the_budget() {
         let c = cap(100, Growth::By(100), 400);
         let shape = |n: u64| StepShape::new(n, 100.0, &c);
-        // Each step: ramp n/100 s, settle 3 s, window 10 s; whole seconds to the window.
+        // Each step: ramp n/100 s, settle 3 s, window 10 s (whole seconds to the window),
+        // and the second after the window.
         let s = schedule(&populations(&c), shape, Duration::from_secs(60));
         let gap = STEP_GAP.as_secs();
         assert_eq!(
             s,
             [
                 (100, Duration::ZERO),
-                (200, Duration::from_secs(14 + gap)),
-                (300, Duration::from_secs(14 + gap + 15 + gap)),
+                (200, Duration::from_secs(15 + gap)),
+                (300, Duration::from_secs(15 + gap + 16 + gap)),
             ],
             "the fourth step (ends at {} s) does not fit 60 s",
-            14 + 15 + 16 + 17 + 3 * gap
+            15 + 16 + 17 + 18 + 3 * gap
         );
     }
 
