@@ -158,7 +158,10 @@ fn every_tick_past_the_period_is_counted_over_the_budget() {
     let dir = tempfile::tempdir().unwrap();
     let log = swarm_against_serve(dir.path(), &["--tick-cost-per-player", "3ms"]);
     let full = full_seconds(&log);
-    assert!(!full.is_empty(), "no second with {BOTS} players throughout: {log:#?}");
+    assert!(
+        !full.is_empty(),
+        "no second with {BOTS} players throughout: {log:#?}"
+    );
     for s in &full {
         assert!(s.p50.is_some_and(|p| p >= BOTS * 3_000), "{s:?}");
         assert_eq!(s.over, s.ticks, "every tick is over the period: {s:?}");
