@@ -18,8 +18,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::report_browser::{
-    at_both_widths, chromium, console_messages, drew_something, figures, framed_screenshot,
-    no_more, shots_dir,
+    at_both_widths, chromium, console_messages, drew_something, figures, no_more, shots_dir,
+    try_framed_screenshot,
 };
 
 /// Seats for event streams (`dashboard::MAX_VIEWERS` in the crate).
@@ -202,14 +202,20 @@ fn the_dashboard_shows_the_run_live_and_ends_with_the_final_report() {
     for width in [1280u32, 420] {
         let shot = shots.join(format!("dashboard-live-{width}.png"));
         let _ = std::fs::remove_file(&shot);
-        framed_screenshot(
-            &profile,
-            tmp.path(),
-            &url,
-            (width, 2400),
-            "--timeout=4000",
-            &shot,
+        // A live page over HTTP in a new Chromium: on a loaded machine the frame may still be
+        // loading when a short wait ends (an empty picture), so the wait grows.
+        let taken = ["--timeout=4000", "--timeout=8000", "--timeout=15000"]
+            .iter()
+            .map(|wait| {
+                try_framed_screenshot(&profile, tmp.path(), &url, (width, 2400), wait, &shot)
+            })
+            .find(|&bytes| bytes > 10_000);
+        assert!(
+            taken.is_some(),
+            "screenshot {} stayed empty",
+            shot.display()
         );
+        eprintln!("screenshot: {}", shot.display());
     }
 
     // The page as served mid-run, through the report's layout checks (its script out: a
