@@ -593,7 +593,14 @@ pub(crate) fn try_framed_screenshot(
         &[wait, &arg],
         &format!("file://{}", frame.display()),
     );
-    std::fs::metadata(shot).map(|m| m.len()).unwrap_or(0)
+    match std::fs::metadata(shot) {
+        Ok(m) => m.len(),
+        // Chromium wrote no picture: as empty as a blank one, and the caller says so.
+        Err(e) => {
+            eprintln!("no screenshot at {}: {e}", shot.display());
+            0
+        }
+    }
 }
 
 /// A capacity search's report (two steps against the embedded server, each with its window's
