@@ -474,10 +474,13 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
         },
         None => None,
     };
+    // What the report says of the run (the scenario's hash read once): for the live page
+    // and for the summary at the end.
+    let info = run_info(&plan, &a.ov);
     let dashboard = match a.dashboard {
         Some(addr) => {
             let live = dashboard::LiveReport::new(
-                &run_info(&plan, &a.ov),
+                &info,
                 plan.planned,
                 plan.workers.max(1),
                 plan.target_text.clone(),
@@ -624,7 +627,7 @@ fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
             }
         }
     }
-    let mut summary = report::summarize(&run_info(&plan, &a.ov), &outcome);
+    let mut summary = report::summarize(&info, &outcome);
     if let Some(fired) = abort.and_then(report::abort::AbortJudge::fired) {
         summary.aborted = Some(fired);
         summary.verdict = "fail".into();
