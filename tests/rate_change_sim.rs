@@ -35,7 +35,7 @@ use tickswarm::games::cafe::{
     self, CafeBot, CafeOptions, CafeServer, CafeServerConfig, LossSource,
 };
 use tickswarm::games::city::{self, CityBot, CityOptions, CityServer, CityServerConfig};
-use tickswarm::games::darkages::implementation::{
+use tickswarm::games::darkages::dialects::implementation::{
     self as da_impl, ImplementationBot, ImplementationServer,
 };
 use tickswarm::games::darkages::{

@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant};
 
+use tickswarm::games::cafe::bot::loss::CHUNK;
 use tickswarm::games::cafe::codec::{self, GameStats, Message, SnapshotEncoder};
-use tickswarm::games::cafe::loss::CHUNK;
 use tickswarm::games::cafe::{CafeBot, CafeOptions, Dialect};
 use tickswarm::metrics::Recorder;
 use tickswarm::protocol::{Bot, BotParams, BotPhase, MAX_MESSAGE};

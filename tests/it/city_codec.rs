@@ -1,6 +1,6 @@
 //! City codec against golden bytes written by hand from docs/protocols/city.md (and the
 //! layouts the spec leaves to the reference server, documented in
-//! `src/games/city/codec.rs`). The expected bytes here never come from the encoder: each golden
+//! `src/games/city/codec/mod.rs`). The expected bytes here never come from the encoder: each golden
 //! is checked both ways, the encoder must produce it and the decoder must read the values back from
 //! it.
 

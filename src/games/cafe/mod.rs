@@ -4,14 +4,18 @@
 //!
 //! - [`codec`]: every wire rule.
 //! - [`bot`]: the simulated client.
-//! - [`loss`]: its downstream loss, by header seq checked against snapshot ticks.
 //! - [`server`]: the reference server.
+//! - [`dialects`]: one folder per reading of the protocol other than the spec's;
+//!   [`dialects::implementation`] holds the public server's prediction rule.
+//! - `info`: the metric table ([`INFO`]).
 
 pub mod bot;
 pub mod codec;
-pub mod loss;
-pub mod predict;
+pub mod dialects;
+mod info;
 pub mod server;
+
+pub use info::INFO;
 
 use crate::protocol::prelude::Metric;
 use serde::{Deserialize, Serialize};
@@ -24,77 +28,8 @@ use std::time::Instant;
 
 use crate::protocol::prelude::{Bot, BotParams, ProtocolInfo, Server};
 use crate::protocol::prelude::{DatagramBurst, Protocol, ServerParams, TransportNeeds};
-use crate::protocol::prelude::{Display, MetricDesc};
 
 pub const DEFAULT_PORT: u16 = 4242;
-
-pub const INFO: ProtocolInfo = ProtocolInfo {
-    name: "cafe",
-    spec: "docs/protocols/cafe.md",
-    transport: "raw UDP",
-    default_port: DEFAULT_PORT,
-    rtt: "Ping with an opaque token the bot issues; the server echoes it unchanged (µs clock kept by the bot)",
-    downstream_loss: "per-connection header seq (gaps, reordering, duplicates, wrap-around), \
-        committed each half second only when the snapshot ticks and the pongs and heartbeats \
-        that may have been lost explain its gaps; otherwise the sequence is shared by all \
-        clients (shared_sequence_detected) and snapshot ticks count instead; implementation \
-        dialect: snapshot ticks (step learned from the first ticks)",
-    upstream_loss: "not measurable: the server reports nothing back about inputs",
-    dialects: &[
-        ("spec", "cafe.md as written (default)"),
-        (
-            "implementation",
-            "the documented implementation: snapshot carries last_input u32 + count u16, no Disconnect, 2 s timeout",
-        ),
-    ],
-    metrics: &[
-        MetricDesc::micros(
-            "stale_us",
-            "Stale entity table",
-            "a gap until the next full snapshot",
-        ),
-        MetricDesc::micros(
-            "input_to_snapshot_us",
-            "Input to snapshot",
-            "an Input sent until the first snapshot whose last_input names it (implementation dialect)",
-        ),
-        MetricDesc::micros(
-            "prediction_error",
-            "Prediction error",
-            "units between the bot's predicted position and the server's for the Input last_input names (implementation dialect)",
-        )
-        .unit("units", 1000),
-        MetricDesc::count(
-            "shared_sequence_detected",
-            "Shared sequence counter",
-            "bots whose server numbers datagrams with one counter for all clients: loss read from snapshot ticks instead",
-        )
-        .display(Display::Card),
-        MetricDesc::count(
-            "dialect_hint.implementation",
-            "Snapshots fit the implementation dialect",
-            "snapshots dropped as malformed that fit the implementation dialect exactly: set dialect: implementation",
-        )
-        .display(Display::Card),
-        MetricDesc::count(
-            "dialect_hint.spec",
-            "Snapshots fit the spec dialect",
-            "snapshots dropped as malformed that fit the spec dialect exactly: set dialect: spec",
-        )
-        .display(Display::Card),
-        MetricDesc::histogram(
-            "snapshot_bytes",
-            "Snapshot size",
-            "datagram bytes of each snapshot applied (no size cap)",
-            "bytes",
-        ),
-        MetricDesc::count(
-            "pings_sent",
-            "Pings sent",
-            "RTT probes sent; rtt_us.count is the ones answered",
-        ),
-    ],
-};
 
 /// Where downstream loss is read from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
@@ -107,7 +42,7 @@ pub enum LossSource {
     /// The header's per-connection `seq` (the project's reading), checked against the snapshot
     /// ticks before it is counted: a counter shared by all clients (gaps the ticks do not
     /// explain, whenever they appear) makes the bot count snapshot ticks instead, for good,
-    /// and say so (`shared_sequence_detected`). See [`loss`].
+    /// and say so (`shared_sequence_detected`). See [`bot::loss`].
     Sequence,
     /// Snapshot ticks, for servers whose `seq` is global across clients: the bot expects one
     /// snapshot every `snapshot_tick_step` ticks (learned from the first ticks when unset).

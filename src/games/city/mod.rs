@@ -5,8 +5,10 @@
 //! - [`codec`]: every wire rule, and the TileMap / ComponentData layouts the reference server
 //!   defines.
 //! - [`bot`]: the simulated client, with client-side prediction and server reconciliation.
-//! - [`predict`]: the implementation dialect's grid mover, and the bot's prediction of it.
 //! - [`server`]: the reference server.
+//! - [`dialects::implementation`]: what the public server does differently;
+//!   [`dialects::implementation::predict`] is its grid mover and the bot's prediction of it.
+//! - `info`: the metric table ([`INFO`]).
 //!
 //! Both state machines exchange *ENet packet payloads* (several City messages back to back)
 //! and mark each [`Transmit`](crate::protocol::prelude::Transmit) with its channel: 0 reliable ordered,
@@ -30,7 +32,7 @@
 //!   server that acks unreliably, acks only some inputs or rate-limits, it errs high.
 //! - **Prediction**: see [`bot`]. The spec dialect predicts with [`step`] and compares at
 //!   `last_acked_input`; the implementation dialect predicts with the variant's own mover
-//!   ([`predict::Mover`]) and, without acks, compares each DeltaState record with the
+//!   ([`dialects::implementation::predict::Mover`]) and, without acks, compares each DeltaState record with the
 //!   prediction for its tick, explaining from the record's own fields what a bot cannot know
 //!   (`prediction_timing_slips`, `move_refused`). `prediction_error` is a histogram in
 //!   milli-tiles (1/1000 of a tile; an exact prediction records 1, the histogram's floor),
@@ -41,8 +43,11 @@
 
 pub mod bot;
 pub mod codec;
-pub mod predict;
+pub mod dialects;
+mod info;
 pub mod server;
+
+pub use info::INFO;
 
 use crate::protocol::prelude::Metric;
 use serde::{Deserialize, Serialize};
@@ -57,106 +62,12 @@ use crate::protocol::prelude::{Bot, BotParams, ProtocolInfo, Server};
 use crate::protocol::prelude::{
     DatagramBurst, EnetCompression, EnetNeeds, Protocol, ServerParams, TransportNeeds,
 };
-use crate::protocol::prelude::{Display, MetricDesc};
 
 pub const DEFAULT_PORT: u16 = 7777;
 /// City's ENet channel count (0 reliable, 1 unreliable sequenced).
 pub const CHANNELS: usize = 2;
 /// Players per server instance (city.md's MAX_PLAYERS).
 pub const MAX_PLAYERS: usize = 100;
-
-pub const INFO: ProtocolInfo = ProtocolInfo {
-    name: "city",
-    spec: "docs/protocols/city.md",
-    transport: "ENet 1.3 (channel 0 reliable ordered, channel 1 unreliable sequenced)",
-    default_port: DEFAULT_PORT,
-    rtt: "spec dialect: Ping/Pong (empty) on the unreliable channel, one in flight; a Pong \
-          after the timeout is counted late (pong_late), never paired with a newer Ping. \
-          Implementation dialect (the server answers no Ping): every acknowledged ENet \
-          reliable command, timed in µs (rtt_source enet_acks). Both: the ENet ack samples as \
-          enet_ack_rtt_us, and ENet's own smoothed estimate (whole ms) as enet_rtt_us",
-    downstream_loss: "DeltaState tick gaps on the unreliable channel (one DeltaState per client \
-                      per server tick), counted from the first DeltaState received",
-    upstream_loss: "PlayerInput ticks without an InputAck within input_ack_timeout_ms (the \
-                    reference server acks every accepted input on the reliable channel)",
-    dialects: &[
-        ("spec", "city.md as written (default)"),
-        (
-            "implementation",
-            "the public server mints-fishtank/city, byte for byte: no content transfer or \
-             FullState (play starts at the bot's own EntitySpawn: id, pos, name, is_player), \
-             DeltaState tick + count + 46-byte grid records, four-field ChatMessage, one \
-             message per ENet packet, header sequence 0, no Ping (it never answers: RTT comes \
-             from ENet's acknowledgements), no InputAck (upstream loss not measurable)",
-        ),
-    ],
-    metrics: &[
-        MetricDesc::micros(
-            "prediction_error",
-            "Prediction error",
-            "tiles between prediction and server",
-        )
-        .unit("tiles", 1000),
-        MetricDesc::micros(
-            "input_ack_latency_us",
-            "Input to ack",
-            "PlayerInput to its InputAck",
-        ),
-        MetricDesc::micros(
-            "content_time_us",
-            "Content download",
-            "ServerHello to ContentComplete",
-        ),
-        MetricDesc::micros(
-            "snapshot_jitter_us",
-            "Snapshot jitter",
-            "arrival against the delivered tick rate",
-        ),
-        MetricDesc::micros(
-            "interp_delay_us",
-            "Interpolation delay",
-            "buffer needed to stay smooth",
-        ),
-        MetricDesc::micros(
-            "chat_echo_us",
-            "Chat echo",
-            "ChatMessage to its relayed copy",
-        )
-        .display(Display::Table),
-        MetricDesc::count(
-            "dialect_hint.implementation",
-            "Wrong dialect?",
-            "messages the spec dialect rejected that read cleanly as dialect: implementation",
-        )
-        .display(Display::Card),
-        MetricDesc::count(
-            "delta_state_reliable",
-            "DeltaStates sent reliably",
-            "longer than ENet's fragment, so ENet sent them reliably (large worlds)",
-        )
-        .display(Display::Card),
-        MetricDesc::count(
-            "corrections",
-            "Corrections",
-            "predictions the server's state overruled",
-        )
-        .display(Display::Card)
-        .per_bot_minute(),
-        MetricDesc::count(
-            "move_refused",
-            "Moves refused",
-            "implementation dialect: moves the server refused onto a tile the bot cannot know \
-             is impassable (once per refusal; not corrections)",
-        )
-        .display(Display::Card),
-        MetricDesc::count(
-            "prediction_timing_slips",
-            "Prediction timing slips",
-            "implementation dialect: an input landed a tick earlier or later than the bot \
-             guessed; the server's record explains it (not corrections)",
-        ),
-    ],
-};
 
 /// Chat channel the bots talk on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]

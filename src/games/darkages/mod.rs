@@ -7,9 +7,10 @@
 //!   invalid input on purpose, zone handoff.
 //! - [`server`]: the reference zone server: players, projectiles, loot, area-of-interest
 //!   tiers, per-client deltas, the validation and rate limits of §6, handoff to neighbours.
-//! - [`token`]: the handoff token the zones mint and verify.
-//! - [`implementation`]: the public server's own plain-UDP protocol (`dialect:
+//! - [`codec::token`]: the handoff token the zones mint and verify.
+//! - [`dialects::implementation`]: the public server's own plain-UDP protocol (`dialect:
 //!   implementation`): its codec, bot and a small reference server.
+//! - `info`: the metric table ([`INFO`]).
 //!
 //! **Transport** (the page's "Transport"): each packet is marked reliable or not as §2 says
 //! ([`transmit`]); GNS honours that, UDP ignores it.
@@ -22,13 +23,13 @@
 //! x passes the border towards a neighbour is handed over; with no neighbour there, x is
 //! clamped.
 
-pub mod allow;
 pub mod bot;
-mod client;
 pub mod codec;
-pub mod implementation;
+pub mod dialects;
+mod info;
 pub mod server;
-pub mod token;
+
+pub use info::INFO;
 
 use crate::protocol::prelude::Metric;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -41,7 +42,6 @@ pub use codec::Dialect;
 pub use server::{DarkAgesServer, DarkAgesServerConfig};
 
 use crate::protocol::prelude::{Bot, BotParams, ProtocolInfo, Server, Transmit};
-use crate::protocol::prelude::{Display, MetricDesc};
 use crate::protocol::prelude::{Protocol, ServerParams, TransportNeeds};
 
 /// The public server this spec came from listens on 7777.
@@ -57,194 +57,6 @@ pub const WALK_SPEED: f32 = 5.0;
 pub const SPRINT_SPEED: f32 = 8.0;
 /// One INPUT moves its player by one input period: 1/60 s (§1.2's input rate).
 pub const INPUT_DT: f32 = 1.0 / 60.0;
-
-pub const INFO: ProtocolInfo = ProtocolInfo {
-    name: "darkages",
-    spec: "docs/protocols/darkages.md",
-    transport: "plain UDP, one packet per datagram, or GameNetworkingSockets (option \
-                transport: udp | gns)",
-    default_port: DEFAULT_PORT,
-    rtt: "debug PING/PONG: the u32 timestamp is an opaque token echoed unchanged; the bot keeps \
-          its own microsecond send time for each of up to 8 pings in flight",
-    downstream_loss: "SNAPSHOT server_tick gaps (wrap-safe) in steps of the snapshot tick \
-                      step, learned per zone session as the gcd of the first 8 tick gaps (3 \
-                      for 60 Hz ticks and 20 Hz snapshots, 1 for one snapshot per tick); a \
-                      configured snapshot_tick_step is kept unless the gaps contradict it; \
-                      every client gets a snapshot, full or delta, every snapshot tick",
-    upstream_loss: "not measurable: nothing acknowledges inputs (the reference server counts \
-                    gaps in INPUT sequence as input_sequence_gaps); implementation dialect: \
-                    last_input_seq acknowledges only the newest input applied (input_ack_us), \
-                    never the ones before it",
-    dialects: &[
-        (
-            "spec",
-            "INPUT carries last_received_tick appended (26 bytes): deltas against \
-             acknowledged baselines (default)",
-        ),
-        (
-            "struct_as_printed",
-            "INPUT exactly as §2.4 prints it (22 bytes): no ack, the server sends full snapshots",
-        ),
-        (
-            "implementation",
-            "the public server 11hideout11/DarkAges over plain UDP, byte for byte: type codes \
-             1-7, 9-byte CONNECT and 10-byte reply (refusals unanswered), 19-byte INPUT (at \
-             most 60 a second), always-full 20 Hz snapshots of 103-byte float entities with \
-             last_input_seq, 19-byte combat events and the zone handoff event, PING/PONG, \
-             2-byte DISCONNECT; admits 5 per ip:port and 20 per /24 for ever, so use \
-             engine.source_addresses",
-        ),
-    ],
-    metrics: &[
-        MetricDesc::micros(
-            "handoff_us",
-            "Zone handoff",
-            "ZONE_HANDOFF received to the new zone's CONNECT_ACK",
-        ),
-        MetricDesc::histogram(
-            "delta_savings_pct",
-            "Delta savings",
-            "1 - delta bytes / bytes of the full snapshot of the same state",
-            "%",
-        )
-        .display(Display::Card),
-        MetricDesc::histogram(
-            "snapshot_full_bytes",
-            "Full snapshot size",
-            "bytes of each full SNAPSHOT datagram",
-            "bytes",
-        ),
-        MetricDesc::histogram(
-            "snapshot_delta_bytes",
-            "Delta snapshot size",
-            "bytes of each delta SNAPSHOT datagram",
-            "bytes",
-        ),
-        MetricDesc::histogram(
-            "prediction_error",
-            "Prediction error",
-            "own entity: server position against the nearest predicted one",
-            "m",
-        )
-        .unit("m", 1000),
-        MetricDesc::histogram(
-            "entities",
-            "Entities in view",
-            "entities in each applied snapshot",
-            "entities",
-        ),
-        MetricDesc::count(
-            "corrections",
-            "Corrections",
-            "predictions the server's state overruled",
-        )
-        .display(Display::Card)
-        .per_bot_minute(),
-        MetricDesc::count("handoffs", "Handoffs", "zone handoffs completed")
-            .display(Display::Card)
-            .per_bot_minute(),
-        MetricDesc::count(
-            "handoff_failed.timeout",
-            "Handoff timeouts",
-            "no CONNECT_ACK from the new zone in time",
-        ),
-        MetricDesc::count(
-            "handoff_failed.refused",
-            "Handoffs refused",
-            "the new zone answered with a failure other than an expired token",
-        ),
-        MetricDesc::count(
-            "handoff_failed.expired_token",
-            "Handoff tokens expired",
-            "the new zone said the token had expired",
-        ),
-        MetricDesc::count(
-            "handoff_refused.not_allowed",
-            "Handoffs not followed",
-            "ZONE_HANDOFF to an address neither a target's host nor in handoff_allow: not \
-             followed, nothing sent there",
-        ),
-        MetricDesc::count(
-            "baseline_evicted",
-            "Baselines dropped",
-            "oldest baselines dropped to keep a bot's states within max_state_bytes",
-        ),
-        MetricDesc::count(
-            "handoff_failed.bad_address",
-            "Handoff bad address",
-            "new_server_address is not an IP literal",
-        ),
-        MetricDesc::count(
-            "baseline_miss",
-            "Baseline misses",
-            "deltas against a baseline the bot does not hold (dropped, full snapshot asked)",
-        )
-        .per_bot_minute(),
-        MetricDesc::count(
-            "full_fallback",
-            "Full fallbacks",
-            "full snapshots that answered a baseline miss",
-        ),
-        MetricDesc::count("event_damage", "Damage events", "EVENT type 0x01 received"),
-        MetricDesc::count("event_death", "Death events", "EVENT type 0x02 received"),
-        MetricDesc::count(
-            "event_despawn",
-            "Despawn events",
-            "EVENT type 0x04 received",
-        ),
-        MetricDesc::count("event_system", "System events", "EVENT type 0x08 received"),
-        MetricDesc::micros(
-            "input_ack_us",
-            "Input to ack",
-            "implementation dialect: INPUT sent to the first snapshot whose last_input_seq is it",
-        ),
-        MetricDesc::count(
-            "entities_gone",
-            "Entities gone",
-            "implementation dialect: entities missing from the snapshot after one that listed \
-             them",
-        ),
-        MetricDesc::count(
-            "dialect_hint.implementation",
-            "Wrong dialect?",
-            "datagrams the spec dialect could not read that read cleanly as dialect: \
-             implementation",
-        )
-        .display(Display::Card),
-        MetricDesc::count(
-            "dialect_hint.spec",
-            "Wrong dialect?",
-            "datagrams the implementation dialect could not read that read cleanly as the spec \
-             dialect",
-        )
-        .display(Display::Card),
-        MetricDesc::count(
-            "play_without_reply",
-            "Play without reply",
-            "implementation dialect: snapshots came before (or instead of) the CONNECT reply",
-        ),
-        MetricDesc::count(
-            "invalid_input_sent",
-            "Invalid inputs sent",
-            "inputs broken on purpose (invalid_input_share)",
-        ),
-        MetricDesc::count(
-            "invalid_input_ignored",
-            "Invalid input ignored",
-            "the server's state never showed the invalid input",
-        ),
-        MetricDesc::count(
-            "invalid_input_applied",
-            "Invalid input applied",
-            "the server's state diverged after an invalid input",
-        ),
-        MetricDesc::count(
-            "invalid_input_disconnected",
-            "Invalid input kicked",
-            "the server disconnected the bot while an invalid input was pending",
-        ),
-    ],
-};
 
 /// What carries DarkAges packets (the scenario's `transport:` option).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
@@ -406,7 +218,7 @@ impl DarkAgesOptions {
             return Err("handoff_timeout_ms must be > 0".into());
         }
         for e in &self.handoff_allow {
-            allow::AllowRule::parse(e)?;
+            bot::allow::AllowRule::parse(e)?;
         }
         if self.max_state_bytes < MIN_STATE_BYTES {
             return Err(format!(
@@ -515,7 +327,7 @@ impl DarkAges {
             zone_half: o.zone_half(),
             spawn_band: o.spawn_band_m,
             handoff_timeout: Duration::from_millis(u64::from(o.handoff_timeout_ms)),
-            secret: token::secret_from_seed(o.handoff_secret),
+            secret: codec::token::secret_from_seed(o.handoff_secret),
             loot: o.loot_per_zone,
             seed: 0x4441_0000 ^ zone as u64,
             ..DarkAgesServerConfig::default()
@@ -569,9 +381,10 @@ impl Protocol for DarkAges {
 
     fn make_bot(o: &DarkAgesOptions, params: BotParams) -> Box<dyn Bot> {
         match o.dialect {
-            Dialect::Implementation => {
-                Box::new(implementation::ImplementationBot::new(params, o.clone()))
-            }
+            Dialect::Implementation => Box::new(dialects::implementation::ImplementationBot::new(
+                params,
+                o.clone(),
+            )),
             Dialect::Spec | Dialect::StructAsPrinted => {
                 Box::new(DarkAgesBot::new(params, o.clone()))
             }
@@ -580,10 +393,9 @@ impl Protocol for DarkAges {
 
     fn make_server(o: &DarkAgesOptions, s: &ServerParams, now: Instant) -> Box<dyn Server> {
         match o.dialect {
-            Dialect::Implementation => Box::new(implementation::ImplementationServer::new(
-                s.max_clients,
-                now,
-            )),
+            Dialect::Implementation => Box::new(
+                dialects::implementation::ImplementationServer::new(s.max_clients, now),
+            ),
             Dialect::Spec | Dialect::StructAsPrinted => {
                 Box::new(DarkAgesServer::new(Self::server_config(o, s), now))
             }
@@ -609,7 +421,8 @@ impl Protocol for DarkAges {
 
     /// The public server kicks a client that sends more than 65 inputs in one second.
     fn check_input_rate(o: &DarkAgesOptions, hz: f64) -> Result<(), String> {
-        if o.dialect == Dialect::Implementation && hz > implementation::MAX_INPUT_RATE_HZ {
+        if o.dialect == Dialect::Implementation && hz > dialects::implementation::MAX_INPUT_RATE_HZ
+        {
             return Err(format!(
                 "behaviour.input_rate {hz} is above 60 inputs a second, which dialect: \
                  implementation cannot send: the public DarkAges server kicks a client that \

@@ -5,12 +5,17 @@
 //! - [`codec`]: every wire rule, and the spec gaps of the format.
 //! - [`bot`]: the simulated client.
 //! - [`server`]: the reference server, and the spec gaps of its behaviour.
-//! - [`implementation`]: `dialect: implementation`, the real server's TCP login and UDP format.
+//! - [`dialects::implementation`]: `dialect: implementation`, the real server's TCP login and
+//!   UDP format.
+//! - `info`: the metric table ([`INFO`]).
 
 pub mod bot;
 pub mod codec;
-pub mod implementation;
+pub mod dialects;
+mod info;
 pub mod server;
+
+pub use info::INFO;
 
 use crate::protocol::prelude::Metric;
 use std::time::Duration;
@@ -24,109 +29,11 @@ pub use server::{RtypeServer, RtypeServerConfig};
 use std::time::Instant;
 
 use crate::protocol::prelude::{Bot, BotParams, ProtocolInfo, Server};
-use crate::protocol::prelude::{Display, MetricDesc};
 use crate::protocol::prelude::{Protocol, ServerParams, TransportNeeds};
 
 /// The spec names no port. 4243 sits next to cafe's 4242 so both reference servers can run
 /// on one host; point the swarm elsewhere with `--target`.
 pub const DEFAULT_PORT: u16 = 4243;
-
-pub const INFO: ProtocolInfo = ProtocolInfo {
-    name: "rtype",
-    spec: "docs/protocols/rtype.md",
-    transport: "raw UDP",
-    default_port: DEFAULT_PORT,
-    rtt: "PING has no payload: one PING in flight, matched to the next PONG (µs clock kept by the bot); \
-          a PONG after the timeout is counted late (pong_late), not sampled",
-    downstream_loss: "spec dialect: snapshot tick differences (wrap-safe) in units of the server's tick step (learned from the first \
-                      snapshots, or snapshot_tick_step): gaps, reordering, duplicates; no other packet \
-                      carries a sequence. Implementation dialect: not measurable, no datagram \
-                      carries a tick or sequence",
-    upstream_loss: "not measurable: no packet carries a client sequence and the server acknowledges no input",
-    dialects: &[
-        (
-            "big",
-            "float_order: big — floats in network order, as §7's hex example and the real implementation (default)",
-        ),
-        (
-            "little",
-            "float_order: little — floats copied natively (x86), as §2's \"no endian conversion\" reads",
-        ),
-        (
-            "implementation",
-            "dialect: implementation — the server the spec documents (MIAOU-TYPE/rtype v1.49.0): \
-             a length-framed TCP login (HELLO, WELCOME) before UDP play on the TCP port + 1, \
-             its own type codes, bare-header CONNECT/PING/DISCONNECT, a 5-byte INPUT of key \
-             flags, snapshots of 20-byte records with no tick (loss not measurable)",
-        ),
-    ],
-    metrics: &[
-        MetricDesc::micros(
-            "snapshot_jitter_us",
-            "Snapshot jitter",
-            "arrival against the delivered tick rate",
-        ),
-        MetricDesc::micros(
-            "interp_delay_us",
-            "Interpolation delay",
-            "buffer needed to stay smooth",
-        ),
-        MetricDesc::micros(
-            "extrapolation_us",
-            "Extrapolation",
-            "each stretch a client rendering render_delay_ms behind ran past its newest snapshot",
-        ),
-        MetricDesc::count(
-            "render_extrapolating_us",
-            "Time extrapolating",
-            "µs in all that clients rendered past their newest snapshot (of render_us)",
-        ),
-        MetricDesc::count(
-            "render_us",
-            "Time rendered",
-            "µs from each bot's first snapshot to its last, summed",
-        ),
-        MetricDesc::micros("rejoin_us", "Rejoin time", "GAMEOVER to the next ACCEPT")
-            .display(Display::Table),
-        MetricDesc::histogram(
-            "snapshot_age_ticks",
-            "Snapshot age",
-            "ticks behind the newest seen",
-            "ticks",
-        ),
-        MetricDesc::histogram(
-            "entities",
-            "Entities",
-            "entities in a bot's table per snapshot",
-            "entities",
-        ),
-        MetricDesc::micros(
-            "login_us",
-            "Login",
-            "implementation dialect: TCP up to WELCOME",
-        ),
-        MetricDesc::count(
-            "dialect_hint.implementation",
-            "Datagrams fit the implementation dialect",
-            "datagrams the spec dialect could not use that read cleanly as the real server's: \
-             set dialect: implementation",
-        )
-        .display(Display::Card),
-        MetricDesc::count(
-            "dialect_hint.spec",
-            "Datagrams fit the spec dialect",
-            "datagrams the implementation dialect could not use that read cleanly as the \
-             spec's: set dialect: spec",
-        )
-        .display(Display::Card),
-        MetricDesc::histogram(
-            "snapshot_tick_step",
-            "Snapshot tick step",
-            "server ticks between snapshots, as learned",
-            "ticks",
-        ),
-    ],
-};
 
 /// Which `clientId` a bot puts in CONNECT (and in INPUT until it learns its entity).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
@@ -149,7 +56,7 @@ pub enum RtypeDialect {
     /// docs/protocols/rtype.md as written (the reference server's).
     #[default]
     Spec,
-    /// The real server the spec documents: a TCP login, then UDP (module [`implementation`]).
+    /// The real server the spec documents: a TCP login, then UDP (module [`dialects::implementation`]).
     Implementation,
 }
 
@@ -315,14 +222,14 @@ impl Protocol for Rtype {
 
     fn make_bot(o: &RtypeOptions, params: BotParams) -> Box<dyn Bot> {
         match o.dialect {
-            RtypeDialect::Spec => Box::new(implementation::SpecWithHint::new(
+            RtypeDialect::Spec => Box::new(dialects::implementation::SpecWithHint::new(
                 RtypeBot::new(params, o.clone()),
-                implementation::hint::ImplementationBytes {
+                dialects::implementation::hint::ImplementationBytes {
                     float_order: o.float_order,
                 },
             )),
             RtypeDialect::Implementation => {
-                Box::new(implementation::ImplementationBot::new(params))
+                Box::new(dialects::implementation::ImplementationBot::new(params))
             }
         }
     }

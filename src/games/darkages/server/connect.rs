@@ -106,7 +106,7 @@ impl DarkAgesServer {
             let opened = if tail_clean {
                 HandoffToken::open(&t, self.cfg.secret, self.cfg.zone, self.wall_ms(now))
             } else {
-                Err(super::super::token::TokenError::BadMac)
+                Err(super::super::codec::token::TokenError::BadMac)
             };
             match opened {
                 Ok(tok) => {

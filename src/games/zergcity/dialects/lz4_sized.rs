@@ -2,7 +2,7 @@
 //! the benchmark's snapshots): `u32 original size` then an LZ4 block, decompressed into one
 //! buffer kept between messages, never grown past a limit, and given back when it grew large.
 
-use super::codec::DecodeError;
+use crate::games::zergcity::codec::DecodeError;
 
 /// A bounded, reused decompression buffer.
 #[derive(Debug, Default)]

@@ -41,8 +41,8 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::codec::{self, subtype, Event, Input, ServerPacket};
-use crate::games::darkages::allow::HandoffPolicy;
-use crate::games::darkages::client::{keys_to_flags, Pings, Session};
+use crate::games::darkages::bot::allow::HandoffPolicy;
+use crate::games::darkages::bot::client::{keys_to_flags, Pings, Session};
 use crate::games::darkages::DarkAgesOptions;
 use crate::protocol::prelude::input_grid::InputGrid;
 use crate::protocol::prelude::seqwindow::TickStep;

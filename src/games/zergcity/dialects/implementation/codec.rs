@@ -92,7 +92,7 @@ pub const DELTA_DESTROY: u8 = 2;
 
 /// A malformed message, counted as `message.reason`: the one type of every ZergCity dialect.
 pub use crate::games::zergcity::codec::DecodeError;
-use crate::games::zergcity::lz4_sized::Lz4Sized;
+use crate::games::zergcity::dialects::lz4_sized::Lz4Sized;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 pub enum EncodeError {

@@ -366,7 +366,7 @@ impl Bot for ZergCityBot {
                 Err(e) => {
                     rec.decode_error(e.message, e.reason);
                     // The real game server's envelope: name the wrong dialect.
-                    if super::implementation::codec::fits(data) {
+                    if super::dialects::implementation::codec::fits(data) {
                         rec.event("dialect_hint.implementation");
                     }
                 }

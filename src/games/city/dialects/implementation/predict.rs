@@ -56,7 +56,7 @@
 use std::collections::{HashSet, VecDeque};
 use std::time::Instant;
 
-use super::codec::{EntityUpdate, Vec2f, Vec2i};
+use crate::games::city::codec::{EntityUpdate, Vec2f, Vec2i};
 
 /// Seconds to move one tile (the variant's `MOVE_DURATION`).
 pub const MOVE_DURATION: f32 = 0.15;

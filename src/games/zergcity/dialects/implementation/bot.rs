@@ -47,7 +47,7 @@ use rand_chacha::ChaCha8Rng;
 use super::codec::{
     self, input, Decompressor, Input, Message, CHANNEL_RELIABLE, CHANNEL_UNRELIABLE, TOKEN_LEN,
 };
-use crate::games::zergcity::enet_closed::phase_after_close;
+use crate::games::zergcity::dialects::enet_closed::phase_after_close;
 use crate::games::zergcity::ZergCityOptions;
 use crate::protocol::prelude::input_grid::InputGrid;
 use crate::protocol::prelude::timers::{earliest, Handshake, Periodic, Silence};
@@ -560,7 +560,7 @@ impl Bot for ImplementationBot {
                     }
                     Err(e) => {
                         rec.decode_error(e.message, e.reason);
-                        if crate::games::zergcity::benchmark::codec::fits(&data[at..]) {
+                        if crate::games::zergcity::dialects::benchmark::codec::fits(&data[at..]) {
                             rec.event("dialect_hint.benchmark");
                         } else if data[at..].starts_with(b"ZCNT") {
                             rec.event("dialect_hint.spec");

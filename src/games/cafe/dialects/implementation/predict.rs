@@ -20,7 +20,7 @@
 //! ([`Rebase::Always`]): with the server's position known exactly, it is always the better
 //! base, and the implementation dialect counts no corrections.
 
-use super::server::step_position;
+use crate::games::cafe::server::step_position;
 use crate::protocol::prelude::predict::{Motion, Predictor, Rebase};
 use crate::protocol::prelude::Keys;
 
@@ -126,7 +126,7 @@ mod tests {
     #[test]
     fn the_world_edge_stops_the_prediction_as_it_stops_the_server() {
         let mut p = Prediction::new(240.0, 60);
-        let edge = super::super::server::WORLD_W;
+        let edge = crate::games::cafe::server::WORLD_W;
         p.reconcile(0, (edge - 2.0, 10.0), 1);
         p.on_input(1, RIGHT);
         assert_eq!(p.reconcile(1, (edge, 10.0), 2), Some(0.0));

@@ -19,7 +19,7 @@
 //!   the bot's prediction exact when nothing is lost. Velocity is the last input's move ×
 //!   speed, zeroed after 6 ticks without input.
 //! - Implementation dialect: players move with the variant's mover instead
-//!   ([`Mover`], see [`super::predict`]): they spawn on a tile's centre; the latest input
+//!   ([`Mover`], see [`super::dialects::implementation::predict`]): they spawn on a tile's centre; the latest input
 //!   received is held (no rate limit, no tick check, no InputAck, as the variant) and drives
 //!   each tick of the mover, in `f32` at 60 Hz, onto passable tiles only: the map's outer
 //!   ring is wall, as the variant's map is walled, so walks meet refusals
@@ -74,7 +74,7 @@ use super::codec::{
     Fnv64, GridState, Health, Message, PlayerInput, Vec2f, Vec2i, CHANNEL_RELIABLE,
     CHANNEL_UNRELIABLE, MAX_PACKET_SIZE, MAX_UNRELIABLE_PACKET, TICK_RATE,
 };
-use super::predict::{self, Mover, Start};
+use super::dialects::implementation::predict::{self, Mover, Start};
 use super::{step, Dialect, MAX_PLAYERS};
 use crate::protocol::prelude::session::SessionTable;
 use crate::protocol::prelude::{ConnId, Server, ServerStats, Transmit};

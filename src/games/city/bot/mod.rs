@@ -27,7 +27,7 @@
 //! The variant sends no InputAck and its DeltaState no `last_acked_input`; it moves players
 //! with its own grid mover at 60 Hz, and each DeltaState record carries that whole mover
 //! (`pos, vel, is_moving, grid_pos, move_target, input_direction`). The bot predicts with
-//! the same mover, bit for bit ([`Predictor`], see [`super::predict`]): every record
+//! the same mover, bit for bit ([`Predictor`], see [`super::dialects::implementation::predict`]): every record
 //! becomes the base, and the inputs sent since are replayed from it, mapped to server ticks
 //! by a lag measured from the record's `input_direction`, whatever the input rate. Each
 //! record is compared with the prediction for its tick: the distance is `prediction_error`
@@ -56,7 +56,7 @@ use super::codec::{
     Message, MsgType, PlayerInput, Vec2f, Vec2i, BUTTON_INTERACT, MAX_PACKET_SIZE,
     MAX_UNRELIABLE_PACKET, TICK_INTERVAL,
 };
-use super::predict::{Mover, Predictor, Verdict};
+use super::dialects::implementation::predict::{Mover, Predictor, Verdict};
 use super::{step, ChatChannel, CityOptions, Dialect};
 use crate::protocol::prelude::acks::PendingAcks;
 use crate::protocol::prelude::input_grid::InputGrid;

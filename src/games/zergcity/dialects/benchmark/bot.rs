@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use super::checksum::WorldChecksum;
 use super::codec::{self, Decompressor, Delta, Full, Message, CHANNEL_ACK};
-use crate::games::zergcity::enet_closed::phase_after_close;
+use crate::games::zergcity::dialects::enet_closed::phase_after_close;
 use crate::games::zergcity::ZergCityOptions;
 use crate::protocol::prelude::seqwindow::SeqWindow;
 use crate::protocol::prelude::timers::{earliest, Handshake, Silence};
@@ -375,7 +375,9 @@ impl std::fmt::Debug for BenchmarkBot {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::games::zergcity::benchmark::server::{BenchmarkServer, BenchmarkServerConfig};
+    use crate::games::zergcity::dialects::benchmark::server::{
+        BenchmarkServer, BenchmarkServerConfig,
+    };
     use crate::games::zergcity::Dialect;
     use crate::protocol::prelude::sim::{self, Dir, Link, Sim};
 
@@ -544,7 +546,7 @@ mod tests {
         let (mut b, mut rec, t0) = bot();
         b.start(t0, &mut rec);
         let mut buf = [0u8; 128];
-        let n = crate::games::zergcity::implementation::codec::encode_server_status(
+        let n = crate::games::zergcity::dialects::implementation::codec::encode_server_status(
             &mut buf, 1, 4, 0, 0, b"z",
         )
         .unwrap();
@@ -572,7 +574,7 @@ mod tests {
         let f = full(3, &world(2));
         s.handle_datagram(t0, &f, &mut rec);
         assert_eq!(rec.events.get("dialect_hint.benchmark"), 1);
-        let mut i = crate::games::zergcity::implementation::ImplementationBot::new(
+        let mut i = crate::games::zergcity::dialects::implementation::ImplementationBot::new(
             BotParams::with_index(0, 1),
             ZergCityOptions {
                 dialect: Dialect::Implementation,

@@ -61,7 +61,7 @@
 //! is `.timeout`; an address that is not an IP literal is `.bad_address` (no DNS in a
 //! sans-IO bot) and the bot stays where it is. An address neither on a host of the run's
 //! targets nor in `handoff_allow` is refused (`handoff_refused.not_allowed`, see
-//! [`super::allow`]): nothing is sent there and the bot stays where it is. A bot whose handoff failed has left its old
+//! [`self::allow`]): nothing is sent there and the bot stays where it is. A bot whose handoff failed has left its old
 //! zone and ends (`Closed`). The token's own lifetime is the issuing zone's rule, checked by
 //! the receiving zone.
 
@@ -72,8 +72,8 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::allow::HandoffPolicy;
-use super::client::{keys_to_flags, Pings, Session};
+use self::allow::HandoffPolicy;
+use self::client::{keys_to_flags, Pings, Session};
 use super::codec::{
     self, event, fixed_text, input, reason, result, EntityState, EventBody, Packet, Snapshot,
 };
@@ -88,6 +88,8 @@ use crate::protocol::prelude::{
     Bot, BotParams, BotPhase, PatternState, Relink, Transmit, MAX_TRACKED_ENTITIES,
 };
 
+pub mod allow;
+pub(crate) mod client;
 mod handoff;
 mod own;
 mod snapshot;
@@ -315,7 +317,7 @@ impl Bot for DarkAgesBot {
             Ok(p) => p,
             Err(e) if e.is_unknown_type() => {
                 rec.event("unknown_packet_type");
-                if super::implementation::codec::fits(data) {
+                if super::dialects::implementation::codec::fits(data) {
                     rec.event("dialect_hint.implementation");
                 }
                 return;

@@ -31,8 +31,10 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::codec::{self, Dialect, EntityRecord, Message, Snapshot};
-use super::loss::{DownLoss, Settled};
-use super::predict::Prediction;
+pub mod loss;
+
+use self::loss::{DownLoss, Settled};
+use super::dialects::implementation::predict::Prediction;
 use super::{CafeOptions, LossSource};
 use crate::protocol::prelude::idmap::{id_map_with_capacity, IdMap};
 use crate::protocol::prelude::input_grid::InputGrid;

@@ -63,7 +63,7 @@ pub mod ty {
 
 /// A malformed message, counted as `message.reason`: the one type of every ZergCity dialect.
 pub use crate::games::zergcity::codec::DecodeError;
-use crate::games::zergcity::lz4_sized::Lz4Sized;
+use crate::games::zergcity::dialects::lz4_sized::Lz4Sized;
 
 /// The 16-byte header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,7 +10,7 @@
 
 use super::codec;
 use crate::games::zergcity::codec as spec_codec;
-use crate::games::zergcity::implementation::codec as impl_codec;
+use crate::games::zergcity::dialects::implementation::codec as impl_codec;
 use crate::games::zergcity::ZergCityBot;
 use crate::protocol::prelude::hint::{Hint, WithHint};
 use crate::protocol::prelude::Recorder;

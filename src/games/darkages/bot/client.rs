@@ -166,7 +166,7 @@ pub(crate) fn keys_to_flags(k: Keys) -> u8 {
 // Each dialect's codec names the same bits.
 const _: () = {
     use super::codec::input;
-    use super::implementation::codec::flag;
+    use crate::games::darkages::dialects::implementation::codec::flag;
     assert!(input::FORWARD == flags::FORWARD && flag::FORWARD == flags::FORWARD as u16);
     assert!(input::BACKWARD == flags::BACKWARD && flag::BACKWARD == flags::BACKWARD as u16);
     assert!(input::LEFT == flags::LEFT && flag::LEFT == flags::LEFT as u16);

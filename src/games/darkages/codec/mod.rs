@@ -42,6 +42,7 @@ mod quant;
 mod records;
 #[cfg(test)]
 mod tests;
+pub mod token;
 mod wire_format;
 
 pub use packets::*;
@@ -217,7 +218,7 @@ pub enum Dialect {
     /// snapshots only.
     StructAsPrinted,
     /// The public server's own plain-UDP protocol: another wire altogether
-    /// ([`super::implementation`]).
+    /// ([`super::dialects::implementation`]).
     Implementation,
 }
 

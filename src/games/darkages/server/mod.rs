@@ -44,7 +44,7 @@
 //!   one only as the admission challenge (its snapshots keep NAT mappings alive), and does not
 //!   answer the client's echo of it, so echoes cannot loop. A client
 //!   silent for `client_timeout` is dropped.
-//! - **Handoff**: see [`crate::games::darkages`] and [`super::token`]. A player past a
+//! - **Handoff**: see [`crate::games::darkages`] and [`super::codec::token`]. A player past a
 //!   border with a neighbour gets ZONE_HANDOFF (resent every 250 ms, as plain UDP may lose
 //!   it) and plays on until its DISCONNECT(ZONE_HANDOFF); if it has not left when the token
 //!   expires, the handoff is cancelled and the player is put back inside. The receiving zone
@@ -59,11 +59,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::codec::token::{HandoffToken, TOKEN_LEN};
 use super::codec::{
     self, entity, event, field, fixed_text, input, reason, result, CoalescedWriter, ConnectAck,
     Damage, Death, EntityState, EventBody, Packet, SnapshotWriter, ZoneHandoff,
 };
-use super::token::{HandoffToken, TOKEN_LEN};
 use super::{invalid_reason, step, velocity};
 use crate::protocol::prelude::admission;
 use crate::protocol::prelude::session::{SessionTable, TickClock};
@@ -151,7 +151,7 @@ impl Default for DarkAgesServerConfig {
             spawn_band: 10.0,
             handoff_timeout: Duration::from_secs(3),
             handoff_resend: Duration::from_millis(250),
-            secret: super::token::secret_from_seed(0),
+            secret: super::codec::token::secret_from_seed(0),
             wall_epoch_ms: None,
             loot: 20,
             seed: 0x4441,

@@ -1,0 +1,3 @@
+//! The `implementation` dialect: what the public server does beyond the spec.
+
+pub mod predict;
