@@ -272,3 +272,75 @@ fn the_prelude_reexports_no_internal_module() {
         );
     }
 }
+
+/// Dialects that are readings of the spec document itself (a float order, a struct read as
+/// printed), spoken by the game's own codec, bot and server; every other dialect is another
+/// server's format and lives in `dialects/<dialect>/`.
+const SPEC_READINGS: &[(&str, &str)] = &[
+    ("rtype", "big"),
+    ("rtype", "little"),
+    ("darkages", "struct_as_printed"),
+];
+
+/// Every game has one folder shape: `mod.rs` (the `Protocol` impl and its options),
+/// `info.rs` (the metric table), `codec/`, `bot/`, `server/`, and `dialects/<dialect>/` for
+/// each dialect that is another server's format, named as scenarios name it; `world/` only
+/// where bot and server share a model of the world. A newcomer who knows one game knows
+/// where everything is in the others.
+#[test]
+fn every_game_has_the_same_folder_shape() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/games");
+    let mut problems = Vec::new();
+    for p in tickswarm::api::ProtocolName::ALL {
+        let info = p.info();
+        let dir = root.join(info.name);
+        let mut files = Vec::new();
+        let mut dirs = Vec::new();
+        for e in std::fs::read_dir(&dir).expect("read a game's folder").flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if e.path().is_dir() {
+                dirs.push(name);
+            } else {
+                files.push(name);
+            }
+        }
+        files.sort();
+        if files != ["info.rs", "mod.rs"] {
+            problems.push(format!("{}: files {files:?}, want mod.rs and info.rs only", info.name));
+        }
+        for needed in ["codec", "bot", "server"] {
+            if !dir.join(needed).join("mod.rs").is_file() {
+                problems.push(format!("{}: no {needed}/mod.rs", info.name));
+            }
+        }
+        for d in &dirs {
+            if !["codec", "bot", "server", "dialects", "world"].contains(&d.as_str()) {
+                problems.push(format!("{}: folder {d}/ is not in the template", info.name));
+            }
+        }
+        let mut folders: Vec<String> = std::fs::read_dir(dir.join("dialects"))
+            .map(|r| {
+                r.flatten()
+                    .filter(|e| e.path().is_dir())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        folders.sort();
+        let mut others: Vec<String> = info
+            .dialects
+            .iter()
+            .map(|(d, _)| *d)
+            .filter(|d| *d != "spec" && !SPEC_READINGS.contains(&(info.name, *d)))
+            .map(str::to_owned)
+            .collect();
+        others.sort();
+        if folders != others {
+            problems.push(format!(
+                "{}: dialect folders {folders:?}, dialects other than the spec's {others:?}",
+                info.name
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
