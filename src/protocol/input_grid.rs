@@ -7,7 +7,10 @@
 
 use std::time::{Duration, Instant};
 
+use rand::Rng;
+
 use crate::metrics::Recorder;
+use crate::protocol::{BotParams, Keys, PatternState};
 
 /// The fixed grid a bot's inputs are due on (see the module docs).
 #[derive(Debug, Clone, Default)]
@@ -77,6 +80,75 @@ impl InputGrid {
     }
 }
 
+/// A bot's key input, whole: the grid its slots are due on, the scenario's key pattern, and
+/// `input_mode: on_change`. Every bot that sends held keys takes its slots here, so each
+/// honours the scenario's input settings the same way and records its lateness alike; a bot
+/// keeps only what its protocol makes of the keys.
+#[derive(Debug, Clone)]
+pub struct KeyInputs {
+    grid: InputGrid,
+    state: PatternState,
+    last: Option<u8>,
+}
+
+impl KeyInputs {
+    /// The inputs of a bot with these parameters (its input period; the pattern and the
+    /// input mode are read from the parameters at each slot, which the bot keeps anyway).
+    pub fn new(params: &BotParams) -> Self {
+        Self {
+            grid: InputGrid::new(params.input_period()),
+            state: PatternState::new(),
+            last: None,
+        }
+    }
+
+    /// Begin the schedule: the first slot is due at `origin` (play's start plus the bot's
+    /// phase offset).
+    pub fn start(&mut self, origin: Instant) {
+        self.grid.start(origin);
+    }
+
+    /// When the next slot is due, if the grid runs (for `Bot::poll_timeout`).
+    pub fn next_due(&self) -> Option<Instant> {
+        self.grid.next_due()
+    }
+
+    /// Move past `now` without taking or counting anything (a bot with nothing to steer).
+    pub fn skip_past(&mut self, now: Instant) {
+        self.grid.skip_past(now);
+    }
+
+    /// Take the slot due at `now` without sending it (a bot that cannot send just now, such
+    /// as one between zones): whole periods missed are counted as skipped, as ever; `true`
+    /// when a slot was due.
+    pub fn pass(&mut self, now: Instant, rec: &mut Recorder) -> bool {
+        self.grid.take_due(now, rec).is_some()
+    }
+
+    /// The keys to send for the slot due at `now`: `params.pattern` sampled at `played` (time
+    /// since play began). `None` when no slot is due, or with `params.input_on_change` when
+    /// the keys are the ones last sent. The slot's lateness (`now` against its intended time) is recorded
+    /// when keys are returned, so it describes the inputs that go out; counting them in
+    /// `inputs_sent` is left to the bot, which may still decide not to send.
+    pub fn take(
+        &mut self,
+        now: Instant,
+        played: Duration,
+        params: &BotParams,
+        rng: &mut (impl Rng + ?Sized),
+        rec: &mut Recorder,
+    ) -> Option<Keys> {
+        let due = self.grid.take_due(now, rec)?;
+        let keys = self.state.sample(&params.pattern, played, rng);
+        if params.input_on_change && self.last == Some(keys.0) {
+            return None;
+        }
+        self.last = Some(keys.0);
+        rec.record_lateness(now.saturating_duration_since(due).as_micros() as u64);
+        Some(keys)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,5 +213,58 @@ mod tests {
         g.skip_past(t0 + ms(25));
         assert_eq!(g.next_due(), Some(t0 + ms(30)));
         assert_eq!(InputGrid::new(None).next_due(), None);
+    }
+
+    fn params(on_change: bool, pattern: crate::protocol::InputPattern) -> BotParams {
+        let mut p = BotParams::with_index(0, 1);
+        p.input_rate_hz = 100.0;
+        p.input_on_change = on_change;
+        p.pattern = pattern;
+        p
+    }
+
+    /// Keys held for 30 ms, then others: on change, only the first slot of each is sent;
+    /// at the rate, every slot.
+    #[test]
+    fn key_inputs_send_every_slot_or_only_changes() {
+        let script = crate::protocol::InputPattern::Scripted {
+            steps: vec![(Keys(Keys::UP), ms(30)), (Keys(Keys::DOWN), ms(30))],
+        };
+        let t0 = Instant::now();
+        let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(1);
+        for (on_change, want) in [(true, 2), (false, 6)] {
+            let p = params(on_change, script.clone());
+            let mut k = KeyInputs::new(&p);
+            let mut rec = Recorder::new();
+            k.start(t0);
+            let mut sent = Vec::new();
+            for slot in 0..6u64 {
+                let now = t0 + ms(10 * slot);
+                if let Some(keys) = k.take(now, now - t0, &p, &mut rng, &mut rec) {
+                    sent.push(keys.0);
+                }
+            }
+            assert_eq!(sent.len(), want, "on_change {on_change}: {sent:?}");
+            assert_eq!(sent[0], Keys::UP);
+            assert_eq!(
+                rec.send_lateness_us.len(),
+                want as u64,
+                "lateness only for what is sent"
+            );
+        }
+    }
+
+    /// A slot passed (not sent) still moves the grid and counts whole missed periods.
+    #[test]
+    fn a_passed_slot_is_taken_but_not_sent() {
+        let t0 = Instant::now();
+        let mut k = KeyInputs::new(&params(false, crate::protocol::InputPattern::Idle));
+        let mut rec = Recorder::new();
+        k.start(t0);
+        assert!(k.pass(t0 + ms(25), &mut rec));
+        assert_eq!(rec.inputs_skipped, 2);
+        assert_eq!(k.next_due(), Some(t0 + ms(30)));
+        assert!(!k.pass(t0 + ms(29), &mut rec));
+        assert_eq!(rec.send_lateness_us.len(), 0);
     }
 }

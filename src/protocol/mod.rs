@@ -97,6 +97,24 @@ pub enum BotPhase {
     Closed,
 }
 
+impl BotPhase {
+    /// Connecting or connected: a datagram from the server belongs to a session.
+    pub fn in_session(self) -> bool {
+        matches!(self, BotPhase::Connecting | BotPhase::Connected)
+    }
+
+    /// The first question of every bot's `handle_datagram`: does a datagram from the server
+    /// belong to a session now? When not (before `start`, after failing or leaving), it is
+    /// counted as `datagram_outside_session` and the bot should drop it.
+    pub fn takes_datagram(self, rec: &mut Recorder) -> bool {
+        let yes = self.in_session();
+        if !yes {
+            rec.event("datagram_outside_session");
+        }
+        yes
+    }
+}
+
 /// Behaviour every protocol's bot shares, taken from the scenario.
 #[derive(Debug, Clone)]
 pub struct BotParams {

@@ -10,9 +10,27 @@
 
 use std::time::{Duration, Instant};
 
+use crate::protocol::BotPhase;
+
 /// The earliest of some deadlines (`None` when none is set): a bot's `poll_timeout`.
 pub fn earliest<const N: usize>(deadlines: [Option<Instant>; N]) -> Option<Instant> {
     deadlines.into_iter().flatten().min()
+}
+
+/// A bot's `poll_timeout` by its phase: while connecting, the handshake's next deadline;
+/// while connected, the earliest of the play deadlines (input grid, pings, watchdog, and
+/// whatever else the protocol keeps); before start and after the end, none. One rule for
+/// every bot, so none forgets a deadline in one phase or keeps waking in another.
+pub fn wake_in_phase<const N: usize>(
+    phase: BotPhase,
+    handshake: Option<Instant>,
+    playing: [Option<Instant>; N],
+) -> Option<Instant> {
+    match phase {
+        BotPhase::Connecting => handshake,
+        BotPhase::Connected => earliest(playing),
+        BotPhase::Idle | BotPhase::Failed | BotPhase::Closed => None,
+    }
 }
 
 /// Something due every `period`, on a grid: after a late wake the next time is still one

@@ -296,7 +296,10 @@ fn every_game_has_the_same_folder_shape() {
         let dir = root.join(info.name);
         let mut files = Vec::new();
         let mut dirs = Vec::new();
-        for e in std::fs::read_dir(&dir).expect("read a game's folder").flatten() {
+        for e in std::fs::read_dir(&dir)
+            .expect("read a game's folder")
+            .flatten()
+        {
             let name = e.file_name().to_string_lossy().into_owned();
             if e.path().is_dir() {
                 dirs.push(name);
@@ -306,7 +309,10 @@ fn every_game_has_the_same_folder_shape() {
         }
         files.sort();
         if files != ["info.rs", "mod.rs"] {
-            problems.push(format!("{}: files {files:?}, want mod.rs and info.rs only", info.name));
+            problems.push(format!(
+                "{}: files {files:?}, want mod.rs and info.rs only",
+                info.name
+            ));
         }
         for needed in ["codec", "bot", "server"] {
             if !dir.join(needed).join("mod.rs").is_file() {

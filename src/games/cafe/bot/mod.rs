@@ -37,12 +37,12 @@ use self::loss::{DownLoss, Settled};
 use super::dialects::implementation::predict::Prediction;
 use super::{CafeOptions, LossSource};
 use crate::protocol::prelude::idmap::{id_map_with_capacity, IdMap};
-use crate::protocol::prelude::input_grid::InputGrid;
+use crate::protocol::prelude::input_grid::KeyInputs;
 use crate::protocol::prelude::seqwindow::SeqOutcome;
 use crate::protocol::prelude::tail::SnapshotArrivals;
-use crate::protocol::prelude::timers::{earliest, Handshake, Periodic, Silence};
+use crate::protocol::prelude::timers::{wake_in_phase, Handshake, Periodic, Silence};
 use crate::protocol::prelude::Recorder;
-use crate::protocol::prelude::{Bot, BotParams, BotPhase, PatternState, Transmit};
+use crate::protocol::prelude::{Bot, BotParams, BotPhase, Transmit};
 
 /// Pings in flight at once; a new ping evicts the oldest (counted as `ping_lost`).
 const PINGS_IN_FLIGHT: usize = 8;
@@ -88,18 +88,14 @@ struct Tracked {
 pub struct CafeBot {
     // Every tick (handle_timeout, poll_transmit, poll_timeout):
     phase: BotPhase,
-    /// `params.input_on_change`, here beside the rest of what a tick reads.
-    input_on_change: bool,
-    last_keys: Option<u16>,
     player_id: u16,
     seq_out: u32,
     out: VecDeque<Out>,
-    grid: InputGrid,
+    keys: KeyInputs,
     ping_timer: Periodic,
     silence: Silence,
     connected_at: Option<Instant>,
     started_at: Option<Instant>,
-    pattern: PatternState,
     /// Inputs by header seq (`seq % INPUT_HISTORY`) with when they were queued, for
     /// `input_to_snapshot_us`: implementation dialect only (the spec's snapshots name no
     /// Input), so a spec bot does not carry the 6 KiB table.
@@ -151,7 +147,7 @@ impl CafeBot {
     pub fn new(params: BotParams, opts: CafeOptions) -> Self {
         let by_sequence = opts.loss_source.resolve(opts.dialect) == LossSource::Sequence;
         let loss = DownLoss::new(by_sequence, opts.snapshot_tick_step);
-        let grid = InputGrid::new(params.input_period());
+        let keys = KeyInputs::new(&params);
         let mut rng = ChaCha8Rng::seed_from_u64(params.seed);
         let next_token = rng.random();
         let name = codec::make_name(&format!("bot-{}", params.index));
@@ -160,12 +156,10 @@ impl CafeBot {
         let inputs =
             (opts.dialect == Dialect::Implementation).then(|| Box::new([None; INPUT_HISTORY]));
         Self {
-            input_on_change: params.input_on_change,
             params,
             opts,
             name,
             rng,
-            pattern: PatternState::new(),
             phase: BotPhase::Idle,
             out: VecDeque::with_capacity(16),
             seq_out: 0,
@@ -178,10 +172,9 @@ impl CafeBot {
             silence,
             loss,
             pings_given_up: 0,
-            inputs,
+            keys,
             last_input_seen: None,
-            grid,
-            last_keys: None,
+            inputs,
             ping_timer,
             first_token: next_token,
             next_token,
@@ -245,7 +238,7 @@ impl CafeBot {
             rec.record_handshake(now.saturating_duration_since(s).as_micros() as u64);
         }
         let phase = self.params.phase_offset;
-        self.grid.start(now + phase);
+        self.keys.start(now + phase);
         // Spread pings the same way inputs are spread.
         self.ping_timer.start_at(now + phase);
     }
@@ -515,26 +508,20 @@ impl CafeBot {
     }
 
     fn send_inputs_due(&mut self, now: Instant, rec: &mut Recorder) {
-        let Some(due) = self.grid.take_due(now, rec) else {
+        let played = now.saturating_duration_since(self.connected_at.unwrap_or(now));
+        let Some(keys) = self
+            .keys
+            .take(now, played, &self.params, &mut self.rng, rec)
+        else {
             return;
         };
-        let elapsed = now.saturating_duration_since(self.connected_at.unwrap_or(now));
-        let keys = self
-            .pattern
-            .sample(&self.params.pattern, elapsed, &mut self.rng);
-        let mask = u16::from(keys.0);
-        let changed = self.last_keys != Some(mask);
-        if !self.input_on_change || changed {
-            rec.record_lateness(now.saturating_duration_since(due).as_micros() as u64);
-            let time_ms = self.since_start_ms(now);
-            self.out.push_back(Out::Input {
-                mask,
-                time_ms,
-                at: now,
-            });
-            rec.inputs_sent += 1;
-            self.last_keys = Some(mask);
-        }
+        let time_ms = self.since_start_ms(now);
+        self.out.push_back(Out::Input {
+            mask: u16::from(keys.0),
+            time_ms,
+            at: now,
+        });
+        rec.inputs_sent += 1;
     }
 
     fn send_ping_if_due(&mut self, now: Instant, rec: &mut Recorder) {
@@ -576,11 +563,7 @@ impl Bot for CafeBot {
     }
 
     fn handle_datagram(&mut self, now: Instant, data: &[u8], rec: &mut Recorder) {
-        if matches!(
-            self.phase,
-            BotPhase::Idle | BotPhase::Failed | BotPhase::Closed
-        ) {
-            rec.event("datagram_outside_session");
+        if !self.phase.takes_datagram(rec) {
             return;
         }
         let (seq, msg) = match codec::decode(data, self.dialect()) {
@@ -726,15 +709,15 @@ impl Bot for CafeBot {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        match self.phase {
-            BotPhase::Connecting => self.handshake.next_deadline(),
-            BotPhase::Connected => earliest([
-                self.grid.next_due(),
+        wake_in_phase(
+            self.phase,
+            self.handshake.next_deadline(),
+            [
+                self.keys.next_due(),
                 self.ping_timer.next(),
                 self.silence.deadline(),
-            ]),
-            BotPhase::Idle | BotPhase::Failed | BotPhase::Closed => None,
-        }
+            ],
+        )
     }
 
     fn phase(&self) -> BotPhase {

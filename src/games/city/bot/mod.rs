@@ -524,8 +524,7 @@ impl Bot for CityBot {
     }
 
     fn handle_datagram(&mut self, now: Instant, data: &[u8], rec: &mut Recorder) {
-        if !matches!(self.phase, BotPhase::Connecting | BotPhase::Connected) {
-            rec.event("datagram_outside_session");
+        if !self.phase.takes_datagram(rec) {
             return;
         }
         self.silence.heard(now);

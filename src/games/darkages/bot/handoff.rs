@@ -67,7 +67,7 @@ impl DarkAgesBot {
                 self.zone = Some(a.zone_id);
                 self.out.push_back(Out::Connected);
                 let phase = self.params.phase_offset;
-                self.grid.start(now + phase);
+                self.keys.start(now + phase);
                 self.pings.start_at(now + phase);
                 self.heartbeat_timer
                     .start_at(now + Duration::from_millis(self.opts.heartbeat_interval_ms));

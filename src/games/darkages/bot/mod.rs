@@ -78,15 +78,13 @@ use super::codec::{
     self, event, fixed_text, input, reason, result, EntityState, EventBody, Packet, Snapshot,
 };
 use super::{step, DarkAgesOptions, Dialect};
-use crate::protocol::prelude::input_grid::InputGrid;
+use crate::protocol::prelude::input_grid::KeyInputs;
 use crate::protocol::prelude::predict::{Motion, Predictor};
 use crate::protocol::prelude::seqwindow::TickStep;
 use crate::protocol::prelude::tail::SnapshotArrivals;
-use crate::protocol::prelude::timers::{earliest, Periodic, Silence};
+use crate::protocol::prelude::timers::{wake_in_phase, Periodic, Silence};
 use crate::protocol::prelude::Recorder;
-use crate::protocol::prelude::{
-    Bot, BotParams, BotPhase, PatternState, Relink, Transmit, MAX_TRACKED_ENTITIES,
-};
+use crate::protocol::prelude::{Bot, BotParams, BotPhase, Relink, Transmit, MAX_TRACKED_ENTITIES};
 
 pub mod allow;
 pub(crate) mod client;
@@ -126,7 +124,6 @@ pub struct DarkAgesBot {
     params: BotParams,
     opts: DarkAgesOptions,
     rng: ChaCha8Rng,
-    pattern: PatternState,
     phase: BotPhase,
     out: VecDeque<Out>,
     client_id: [u8; 32],
@@ -137,9 +134,8 @@ pub struct DarkAgesBot {
     entity: Option<u32>,
     zone: Option<u32>,
 
-    grid: InputGrid,
+    keys: KeyInputs,
     seq: u32,
-    last_keys: Option<u8>,
 
     pings: Pings,
     heartbeat_timer: Periodic,
@@ -179,7 +175,7 @@ impl DarkAgesBot {
             opts.invalid_input_share > 0.0 && rng.random::<f64>() < opts.invalid_input_share;
         let client_id = fixed_text(&format!("{}-{}", opts.client_id_prefix, params.index));
         Self {
-            grid: InputGrid::new(params.input_period()),
+            keys: KeyInputs::new(&params),
             silence: Silence::new(params.server_silence_timeout),
             pings: Pings::new(params.ping_interval),
             heartbeat_timer: Periodic::new(Duration::from_millis(opts.heartbeat_interval_ms)),
@@ -187,7 +183,6 @@ impl DarkAgesBot {
             invalid_timer: Periodic::new(Duration::from_millis(opts.invalid_input_interval_ms)),
             ticks: TickStep::checked(opts.snapshot_tick_step),
             rng,
-            pattern: PatternState::new(),
             phase: BotPhase::Idle,
             out: VecDeque::with_capacity(16),
             client_id,
@@ -196,7 +191,6 @@ impl DarkAgesBot {
             entity: None,
             zone: None,
             seq: 0,
-            last_keys: None,
             heartbeat_sent: None,
             baselines: Baselines::with_budget(BASELINES, opts.max_state_bytes),
             scratch: Vec::with_capacity(64),
@@ -309,8 +303,7 @@ impl Bot for DarkAgesBot {
     }
 
     fn handle_datagram(&mut self, now: Instant, data: &[u8], rec: &mut Recorder) {
-        if !matches!(self.phase, BotPhase::Connecting | BotPhase::Connected) {
-            rec.event("datagram_outside_session");
+        if !self.phase.takes_datagram(rec) {
             return;
         }
         let packet = match codec::decode(data) {
@@ -484,26 +477,22 @@ impl Bot for DarkAgesBot {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        match self.phase {
-            BotPhase::Connecting => self.session.handshake.next_deadline(),
-            BotPhase::Connected => {
-                let handoff = self.handoff.and_then(|h| {
-                    h.connect_at.or_else(|| {
-                        h.connecting
-                            .then(|| self.session.handshake.next_deadline())?
-                    })
-                });
-                earliest([
-                    self.grid.next_due(),
-                    self.pings.next(),
-                    self.heartbeat_timer.next(),
-                    self.silence.deadline(),
-                    self.verdict.map(|v| v.1),
-                    handoff,
-                ])
-            }
-            BotPhase::Idle | BotPhase::Failed | BotPhase::Closed => None,
-        }
+        let handshake = self.session.handshake.next_deadline();
+        let handoff = self
+            .handoff
+            .and_then(|h| h.connect_at.or_else(|| h.connecting.then_some(handshake)?));
+        wake_in_phase(
+            self.phase,
+            handshake,
+            [
+                self.keys.next_due(),
+                self.pings.next(),
+                self.heartbeat_timer.next(),
+                self.silence.deadline(),
+                self.verdict.map(|v| v.1),
+                handoff,
+            ],
+        )
     }
 
     fn phase(&self) -> BotPhase {

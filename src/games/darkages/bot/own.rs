@@ -117,20 +117,18 @@ impl DarkAgesBot {
     }
 
     pub(super) fn send_input_if_due(&mut self, now: Instant, rec: &mut Recorder) {
-        let Some(due) = self.grid.take_due(now, rec) else {
+        if self.handoff.is_some() {
+            // Between zones: the slot goes by unsent.
+            self.keys.pass(now, rec);
+            return;
+        }
+        let played = self.session.played(now);
+        let Some(keys) = self
+            .keys
+            .take(now, played, &self.params, &mut self.rng, rec)
+        else {
             return;
         };
-        if self.handoff.is_some() {
-            return;
-        }
-        let elapsed = self.session.played(now);
-        let keys = self
-            .pattern
-            .sample(&self.params.pattern, elapsed, &mut self.rng);
-        if self.params.input_on_change && self.last_keys == Some(keys.0) {
-            return;
-        }
-        self.last_keys = Some(keys.0);
         let mut flags = keys_to_flags(keys);
         if !self.anchored {
             flags &= !MOVE_FLAGS;
@@ -192,7 +190,6 @@ impl DarkAgesBot {
             inp.sequence = self.seq;
             self.pred.push(flags, yaw, self.opts.zone_half());
         }
-        rec.record_lateness(now.saturating_duration_since(due).as_micros() as u64);
         rec.inputs_sent += 1;
         self.out.push_back(Out::Input(inp));
     }

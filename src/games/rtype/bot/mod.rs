@@ -67,14 +67,14 @@ use rand_chacha::ChaCha8Rng;
 
 use super::codec::{self, Packet, Snapshot};
 use super::RtypeOptions;
-use crate::protocol::prelude::input_grid::InputGrid;
+use crate::protocol::prelude::input_grid::KeyInputs;
 use crate::protocol::prelude::ping::OneInFlight;
 use crate::protocol::prelude::seqwindow::{self, TickStep, MAX_JUMP};
 use crate::protocol::prelude::tail::SnapshotArrivals;
-use crate::protocol::prelude::timers::{earliest, Handshake, Silence};
+use crate::protocol::prelude::timers::{wake_in_phase, Handshake, Silence};
 use crate::protocol::prelude::Recorder;
 use crate::protocol::prelude::MAX_TRACKED_ENTITIES;
-use crate::protocol::prelude::{Bot, BotParams, BotPhase, PatternState, Transmit};
+use crate::protocol::prelude::{Bot, BotParams, BotPhase, Transmit};
 
 /// Snapshots from which the tick step and the tick-duration baseline are learned.
 pub const LEARN_SNAPSHOTS: usize = seqwindow::LEARN_SNAPSHOTS;
@@ -116,7 +116,6 @@ pub struct RtypeBot {
     params: BotParams,
     opts: RtypeOptions,
     rng: ChaCha8Rng,
-    pattern: PatternState,
     phase: BotPhase,
     out: VecDeque<Out>,
     client_id: u32,
@@ -144,8 +143,7 @@ pub struct RtypeBot {
     rejoining: bool,
     gameovers: u32,
 
-    grid: InputGrid,
-    last_keys: Option<u8>,
+    keys: KeyInputs,
 
     /// One PING in flight (PING carries nothing to match a PONG by).
     ping: OneInFlight,
@@ -168,7 +166,7 @@ pub struct RtypeBot {
 
 impl RtypeBot {
     pub fn new(params: BotParams, opts: RtypeOptions) -> Self {
-        let grid = InputGrid::new(params.input_period());
+        let keys = KeyInputs::new(&params);
         let rng = ChaCha8Rng::seed_from_u64(params.seed);
         let client_id = opts.client_id_for(params.index);
         let silence = Silence::new(params.server_silence_timeout);
@@ -178,7 +176,6 @@ impl RtypeBot {
             params,
             opts,
             rng,
-            pattern: PatternState::new(),
             phase: BotPhase::Idle,
             out: VecDeque::with_capacity(16),
             client_id,
@@ -196,8 +193,7 @@ impl RtypeBot {
             gameover_at: None,
             rejoining: false,
             gameovers: 0,
-            grid,
-            last_keys: None,
+            keys,
             ping,
             newest: None,
             base: None,
@@ -280,7 +276,7 @@ impl RtypeBot {
                     rec.record_handshake(now.saturating_duration_since(s).as_micros() as u64);
                 }
                 let phase = self.params.phase_offset;
-                self.grid.start(now + phase);
+                self.keys.start(now + phase);
                 // Spread pings the same way inputs are spread.
                 self.ping.start_at(now + phase);
             }
@@ -584,28 +580,23 @@ impl RtypeBot {
     fn send_inputs_due(&mut self, now: Instant, rec: &mut Recorder) {
         if self.dead {
             // No ship to steer: move past `now` without sending or counting.
-            self.grid.skip_past(now);
+            self.keys.skip_past(now);
             return;
         }
-        let Some(due) = self.grid.take_due(now, rec) else {
+        let played = now.saturating_duration_since(self.connected_at.unwrap_or(now));
+        let Some(keys) = self
+            .keys
+            .take(now, played, &self.params, &mut self.rng, rec)
+        else {
             return;
         };
-        let elapsed = now.saturating_duration_since(self.connected_at.unwrap_or(now));
-        let keys = self
-            .pattern
-            .sample(&self.params.pattern, elapsed, &mut self.rng);
-        let changed = self.last_keys != Some(keys.0);
-        if !self.params.input_on_change || changed {
-            rec.record_lateness(now.saturating_duration_since(due).as_micros() as u64);
-            let (dx, dy) = keys.axis();
-            self.out.push_back(Out::Input {
-                dx,
-                dy,
-                shooting: keys.shoot(),
-            });
-            rec.inputs_sent += 1;
-            self.last_keys = Some(keys.0);
-        }
+        let (dx, dy) = keys.axis();
+        self.out.push_back(Out::Input {
+            dx,
+            dy,
+            shooting: keys.shoot(),
+        });
+        rec.inputs_sent += 1;
     }
 
     fn send_ping_if_due(&mut self, now: Instant, rec: &mut Recorder) {
@@ -651,11 +642,7 @@ impl Bot for RtypeBot {
     }
 
     fn handle_datagram(&mut self, now: Instant, data: &[u8], rec: &mut Recorder) {
-        if matches!(
-            self.phase,
-            BotPhase::Idle | BotPhase::Failed | BotPhase::Closed
-        ) {
-            rec.event("datagram_outside_session");
+        if !self.phase.takes_datagram(rec) {
             return;
         }
         let packet = match codec::decode(data, self.opts.float_order) {
@@ -772,26 +759,17 @@ impl Bot for RtypeBot {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        match self.phase {
-            BotPhase::Connecting => match self.retry_at {
-                Some(at) => Some(at),
-                None => self.handshake.next_deadline(),
-            },
-            BotPhase::Connected => {
-                let rejoin = if self.rejoining {
-                    self.handshake.next_deadline()
-                } else {
-                    None
-                };
-                earliest([
-                    self.grid.next_due(),
-                    self.ping.next(),
-                    self.silence.deadline(),
-                    rejoin,
-                ])
-            }
-            BotPhase::Idle | BotPhase::Failed | BotPhase::Closed => None,
-        }
+        let handshake = self.handshake.next_deadline();
+        wake_in_phase(
+            self.phase,
+            self.retry_at.or(handshake),
+            [
+                self.keys.next_due(),
+                self.ping.next(),
+                self.silence.deadline(),
+                handshake.filter(|_| self.rejoining),
+            ],
+        )
     }
 
     fn phase(&self) -> BotPhase {

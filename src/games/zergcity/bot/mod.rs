@@ -336,9 +336,7 @@ impl Bot for ZergCityBot {
     }
 
     fn handle_datagram(&mut self, now: Instant, data: &[u8], rec: &mut Recorder) {
-        if !matches!(self.phase, BotPhase::Connecting | BotPhase::Connected)
-            || self.stage == Stage::Relinking
-        {
+        if !self.phase.in_session() || self.stage == Stage::Relinking {
             rec.event("datagram_outside_session");
             return;
         }

@@ -44,12 +44,12 @@ use super::codec::{self, subtype, Event, Input, ServerPacket};
 use crate::games::darkages::bot::allow::HandoffPolicy;
 use crate::games::darkages::bot::client::{keys_to_flags, Pings, Session};
 use crate::games::darkages::DarkAgesOptions;
-use crate::protocol::prelude::input_grid::InputGrid;
+use crate::protocol::prelude::input_grid::KeyInputs;
 use crate::protocol::prelude::seqwindow::TickStep;
 use crate::protocol::prelude::tail::SnapshotArrivals;
-use crate::protocol::prelude::timers::{earliest, Silence};
+use crate::protocol::prelude::timers::{wake_in_phase, Silence};
 use crate::protocol::prelude::Recorder;
-use crate::protocol::prelude::{Bot, BotParams, BotPhase, PatternState, Relink, Transmit};
+use crate::protocol::prelude::{Bot, BotParams, BotPhase, Relink, Transmit};
 
 /// `version` in CONNECT: the real client's protocol version (the server does not check it).
 const CONNECT_VERSION: u32 = 1;
@@ -84,8 +84,7 @@ pub struct ImplementationBot {
     heard: bool,
     replied: bool,
     entity: Option<u32>,
-    grid: InputGrid,
-    pattern: PatternState,
+    keys: KeyInputs,
     rng: ChaCha8Rng,
     seq: u32,
     heading: f32,
@@ -112,7 +111,7 @@ impl ImplementationBot {
         let heading =
             ((params.index % 16) as f32 / 16.0) * 2.0 * std::f32::consts::PI - std::f32::consts::PI;
         Self {
-            grid: InputGrid::new(params.input_period()),
+            keys: KeyInputs::new(&params),
             pings: Pings::new(params.ping_interval),
             silence: Silence::new(params.server_silence_timeout),
             ticks: TickStep::checked(opts.snapshot_tick_step),
@@ -124,7 +123,6 @@ impl ImplementationBot {
             heard: false,
             replied: false,
             entity: None,
-            pattern: PatternState::new(),
             rng,
             seq: 0,
             heading,
@@ -174,7 +172,7 @@ impl ImplementationBot {
         self.session.established(now, rec);
         self.silence.arm(now);
         let phase = self.params.phase_offset;
-        self.grid.start(now + phase);
+        self.keys.start(now + phase);
         self.pings.start_at(now + phase);
     }
 
@@ -199,7 +197,7 @@ impl ImplementationBot {
                     now.saturating_duration_since(h.started).as_micros() as u64,
                 );
                 rec.event("handoffs");
-                self.grid.skip_past(now);
+                self.keys.skip_past(now);
                 return;
             }
         }
@@ -337,16 +335,18 @@ impl ImplementationBot {
     }
 
     fn send_input_if_due(&mut self, now: Instant, rec: &mut Recorder) {
-        let Some(due) = self.grid.take_due(now, rec) else {
-            return;
-        };
         if self.handoff.is_some() {
+            // Between zones: the slot goes by unsent.
+            self.keys.pass(now, rec);
             return;
         }
-        let elapsed = self.session.played(now);
-        let keys = self
-            .pattern
-            .sample(&self.params.pattern, elapsed, &mut self.rng);
+        let played = self.session.played(now);
+        let Some(keys) = self
+            .keys
+            .take(now, played, &self.params, &mut self.rng, rec)
+        else {
+            return;
+        };
         self.seq = self.seq.wrapping_add(1);
         if self.seq == 0 {
             self.seq = 1;
@@ -363,7 +363,6 @@ impl ImplementationBot {
             self.in_flight.pop_front();
         }
         self.in_flight.push_back((self.seq, now));
-        rec.record_lateness(now.saturating_duration_since(due).as_micros() as u64);
         rec.inputs_sent += 1;
         self.out.push_back(Out::Input(inp));
     }
@@ -412,8 +411,7 @@ impl Bot for ImplementationBot {
     }
 
     fn handle_datagram(&mut self, now: Instant, data: &[u8], rec: &mut Recorder) {
-        if !matches!(self.phase, BotPhase::Connecting | BotPhase::Connected) {
-            rec.event("datagram_outside_session");
+        if !self.phase.takes_datagram(rec) {
             return;
         }
         let packet = match codec::decode_server(data) {
@@ -527,18 +525,17 @@ impl Bot for ImplementationBot {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        match self.phase {
-            BotPhase::Connecting => self.session.handshake.next_deadline(),
-            BotPhase::Connected => earliest([
-                self.grid.next_due(),
+        let handshake = self.session.handshake.next_deadline();
+        wake_in_phase(
+            self.phase,
+            handshake,
+            [
+                self.keys.next_due(),
                 self.pings.next(),
                 self.silence.deadline(),
-                self.handoff
-                    .filter(|h| h.connecting)
-                    .and_then(|_| self.session.handshake.next_deadline()),
-            ]),
-            BotPhase::Idle | BotPhase::Failed | BotPhase::Closed => None,
-        }
+                handshake.filter(|_| self.handoff.is_some_and(|h| h.connecting)),
+            ],
+        )
     }
 
     fn phase(&self) -> BotPhase {
@@ -689,6 +686,33 @@ mod tests {
         b.handle_datagram(t0, &[6, 19], &mut rec);
         assert_eq!(b.phase(), BotPhase::Closed);
         assert_eq!(rec.events.get("disconnected.rate_limit_exceeded"), 1);
+    }
+
+    /// `input_mode: on_change` holds here as in the spec dialect (the shared key inputs):
+    /// with keys that never change, one INPUT goes out, not one per slot.
+    #[test]
+    fn on_change_sends_an_input_only_when_the_keys_change() {
+        let t0 = Instant::now();
+        let mut rec = Recorder::new();
+        let mut params = BotParams::with_index(0, 7);
+        params.input_on_change = true;
+        params.pattern = crate::protocol::prelude::InputPattern::Idle;
+        let opts = DarkAgesOptions {
+            dialect: crate::games::darkages::Dialect::Implementation,
+            ..DarkAgesOptions::default()
+        };
+        let mut b = ImplementationBot::new(params, opts);
+        b.start(t0, &mut rec);
+        b.handle_datagram(t0, &[7, 1, 42, 0, 0, 0, 1, 0, 0, 0], &mut rec);
+        let mut now = t0;
+        for _ in 0..30 {
+            now += Duration::from_micros(16_667);
+            b.handle_timeout(now, &mut rec);
+        }
+        let inputs = sent(&mut b).into_iter().filter(|p| p[0] == 1).count();
+        assert_eq!(inputs, 1);
+        assert_eq!(rec.inputs_sent, 1);
+        assert_eq!(rec.send_lateness_us.len(), 1, "lateness of the input sent only");
     }
 
     fn handoff(host: &[u8], port: u16) -> Vec<u8> {

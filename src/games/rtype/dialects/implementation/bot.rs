@@ -40,11 +40,11 @@ use rand_chacha::ChaCha8Rng;
 use super::codec::{self, Datagram, Frame, FrameReader, TcpMessage};
 use crate::games::rtype::codec as spec_codec;
 use crate::games::rtype::FloatOrder;
-use crate::protocol::prelude::input_grid::InputGrid;
+use crate::protocol::prelude::input_grid::KeyInputs;
 use crate::protocol::prelude::ping::OneInFlight;
-use crate::protocol::prelude::timers::{earliest, Handshake, Silence};
+use crate::protocol::prelude::timers::{wake_in_phase, Handshake, Silence};
 use crate::protocol::prelude::Recorder;
-use crate::protocol::prelude::{Bot, BotParams, BotPhase, PatternState, Transmit};
+use crate::protocol::prelude::{Bot, BotParams, BotPhase, Transmit};
 
 /// Bytes of the login stream read after WELCOME (or after the bot failed), not parsed.
 const STREAM_DISCARDED: &str = "login_stream_discarded_bytes";
@@ -69,7 +69,6 @@ enum Stage {
 pub struct ImplementationBot {
     params: BotParams,
     rng: ChaCha8Rng,
-    pattern: PatternState,
     phase: BotPhase,
     stage: Stage,
     out: VecDeque<Out>,
@@ -80,8 +79,7 @@ pub struct ImplementationBot {
     handshake: Handshake,
     connected_at: Option<Instant>,
     silence: Silence,
-    grid: InputGrid,
-    last_keys: Option<u8>,
+    keys: KeyInputs,
     ping: OneInFlight,
     last_snapshot: Option<Instant>,
     entities: usize,
@@ -89,7 +87,7 @@ pub struct ImplementationBot {
 
 impl ImplementationBot {
     pub fn new(params: BotParams) -> Self {
-        let grid = InputGrid::new(params.input_period());
+        let keys = KeyInputs::new(&params);
         let rng = ChaCha8Rng::seed_from_u64(params.seed);
         let silence = Silence::new(params.server_silence_timeout);
         let ping = OneInFlight::new(params.ping_interval);
@@ -98,7 +96,6 @@ impl ImplementationBot {
         Self {
             params,
             rng,
-            pattern: PatternState::new(),
             phase: BotPhase::Idle,
             stage: Stage::Login,
             out: VecDeque::with_capacity(16),
@@ -109,8 +106,7 @@ impl ImplementationBot {
             handshake: Handshake::new(),
             connected_at: None,
             silence,
-            grid,
-            last_keys: None,
+            keys,
             ping,
             last_snapshot: None,
             entities: 0,
@@ -182,7 +178,7 @@ impl ImplementationBot {
             rec.record_handshake(now.saturating_duration_since(at).as_micros() as u64);
         }
         let phase = self.params.phase_offset;
-        self.grid.start(now + phase);
+        self.keys.start(now + phase);
         self.ping.start_at(now + phase);
     }
 
@@ -237,21 +233,16 @@ impl ImplementationBot {
     }
 
     fn send_inputs_due(&mut self, now: Instant, rec: &mut Recorder) {
-        let Some(due) = self.grid.take_due(now, rec) else {
+        let played = now.saturating_duration_since(self.connected_at.unwrap_or(now));
+        let Some(keys) = self
+            .keys
+            .take(now, played, &self.params, &mut self.rng, rec)
+        else {
             return;
         };
-        let elapsed = now.saturating_duration_since(self.connected_at.unwrap_or(now));
-        let keys = self
-            .pattern
-            .sample(&self.params.pattern, elapsed, &mut self.rng);
-        let changed = self.last_keys != Some(keys.0);
-        if !self.params.input_on_change || changed {
-            rec.record_lateness(now.saturating_duration_since(due).as_micros() as u64);
-            // The pattern's key bits are the server's INPUT flags, bit for bit.
-            self.out.push_back(Out::Input(keys.0));
-            rec.inputs_sent += 1;
-            self.last_keys = Some(keys.0);
-        }
+        // The pattern's key bits are the server's INPUT flags, bit for bit.
+        self.out.push_back(Out::Input(keys.0));
+        rec.inputs_sent += 1;
     }
 }
 
@@ -302,11 +293,7 @@ impl Bot for ImplementationBot {
     }
 
     fn handle_datagram(&mut self, now: Instant, data: &[u8], rec: &mut Recorder) {
-        if matches!(
-            self.phase,
-            BotPhase::Idle | BotPhase::Failed | BotPhase::Closed
-        ) {
-            rec.event("datagram_outside_session");
+        if !self.phase.takes_datagram(rec) {
             return;
         }
         let d = match codec::decode(data) {
@@ -418,15 +405,15 @@ impl Bot for ImplementationBot {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        match self.phase {
-            BotPhase::Connecting => self.handshake.next_deadline(),
-            BotPhase::Connected => earliest([
-                self.grid.next_due(),
+        wake_in_phase(
+            self.phase,
+            self.handshake.next_deadline(),
+            [
+                self.keys.next_due(),
                 self.ping.next(),
                 self.silence.deadline(),
-            ]),
-            BotPhase::Idle | BotPhase::Failed | BotPhase::Closed => None,
-        }
+            ],
+        )
     }
 
     fn phase(&self) -> BotPhase {

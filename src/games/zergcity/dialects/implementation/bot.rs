@@ -534,7 +534,7 @@ impl Bot for ImplementationBot {
     }
 
     fn handle_datagram(&mut self, now: Instant, data: &[u8], rec: &mut Recorder) {
-        if !matches!(self.phase, BotPhase::Connecting | BotPhase::Connected)
+        if !self.phase.in_session()
             || matches!(
                 self.stage,
                 Stage::Relinking | Stage::Refused | Stage::Rejoining
