@@ -387,6 +387,14 @@ pub trait Protocol: Send + Sync + 'static {
         true
     }
 
+    /// Whether `input_mode: on_change` applies: the bots send an input only when the
+    /// pattern's keys change. A protocol whose every input is one tick of movement (City) or
+    /// whose inputs are not held keys (ZergCity's actions) says `false`: its bots send every
+    /// slot, and `validate` says so rather than promise the mode.
+    fn input_on_change_applies(_opts: &Self::Options) -> bool {
+        true
+    }
+
     /// Check the scenario's `behaviour.input_rate` against what this configuration's server
     /// takes (DarkAges' public server kicks above 65 inputs a second); the message names the
     /// key and why.
@@ -554,6 +562,7 @@ trait AnySection: Send + Sync {
     fn make_server(&self, server: &ServerParams, now: Instant) -> Box<dyn Server>;
     fn measures_rtt(&self) -> bool;
     fn sends_input(&self) -> bool;
+    fn input_on_change_applies(&self) -> bool;
     fn players_per_instance(&self, server: &ServerParams) -> Option<usize>;
     fn receive_burst(&self) -> DatagramBurst;
     fn has_sink(&self) -> bool;
@@ -600,6 +609,9 @@ impl<P: Protocol> AnySection for Section<P> {
     }
     fn sends_input(&self) -> bool {
         P::sends_input(&self.opts)
+    }
+    fn input_on_change_applies(&self) -> bool {
+        P::input_on_change_applies(&self.opts)
     }
     fn players_per_instance(&self, server: &ServerParams) -> Option<usize> {
         P::players_per_instance(&self.opts, server)
@@ -699,6 +711,11 @@ impl ProtocolSection {
     /// See [`Protocol::sends_input`].
     pub fn sends_input(&self) -> bool {
         self.0.sends_input()
+    }
+
+    /// See [`Protocol::input_on_change_applies`].
+    pub fn input_on_change_applies(&self) -> bool {
+        self.0.input_on_change_applies()
     }
 
     /// See [`Protocol::has_sink`].

@@ -844,10 +844,12 @@ impl Plan {
             s.push_str(&format!(
                 "input      {} Hz{}, pattern {}\n",
                 b.input_rate_hz,
-                if b.input_on_change {
-                    " (sent on change)"
-                } else {
-                    ""
+                match (b.input_on_change, self.protocol.input_on_change_applies()) {
+                    (true, true) => " (sent on change)",
+                    (true, false) => {
+                        " (input_mode on_change does not apply to this protocol: every slot is sent)"
+                    }
+                    (false, _) => "",
                 },
                 b.pattern
             ));
@@ -1468,5 +1470,38 @@ mod socket_tests {
         );
         let e = with("2GB").unwrap_err().to_string();
         assert!(e.contains("unit `GB`"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod input_mode_tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::scenario::{parse, Overrides};
+
+    fn described(protocol: &str) -> String {
+        let text = format!(
+            "name: m\nprotocol:\n  {protocol}: {{}}\npopulation:\n  stages:\n    - ramp_to: 2\n      \
+             over: 0s\n    - hold: 1s\nbehaviour:\n  input_mode: on_change\n"
+        );
+        let p = Path::new("s.yaml");
+        let f = parse(&text, p).unwrap_or_else(|e| panic!("{e}"));
+        Plan::build(f, p, &Overrides::default())
+            .unwrap_or_else(|e| panic!("{e}"))
+            .describe()
+    }
+
+    /// `validate` promises `on_change` only where the bots keep it: cafe's do; City's send
+    /// every slot (each input is one tick of movement), and the plan says so.
+    #[test]
+    fn on_change_is_promised_only_where_the_bots_keep_it() {
+        let cafe = described("cafe");
+        assert!(cafe.contains("(sent on change)"), "{cafe}");
+        let city = described("city");
+        assert!(
+            city.contains("on_change does not apply to this protocol: every slot is sent"),
+            "{city}"
+        );
     }
 }

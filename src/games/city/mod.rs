@@ -206,6 +206,11 @@ impl Protocol for City {
         })
     }
 
+    /// Each PlayerInput is one tick of movement: a bot sends every slot.
+    fn input_on_change_applies(_: &CityOptions) -> bool {
+        false
+    }
+
     fn validate(o: &CityOptions, s: &ServerParams) -> Result<(), String> {
         o.validate()?;
         if s.players_per_instance == Some(0) {

@@ -400,6 +400,11 @@ impl Protocol for ZergCity {
         o.dialect != Dialect::Benchmark
     }
 
+    /// Its inputs are actions drawn at random, not held keys: there is no "unchanged".
+    fn input_on_change_applies(_: &ZergCityOptions) -> bool {
+        false
+    }
+
     /// A city builder's few actions a second (the spec's server takes 60, the implementation
     /// dialect's drops Building inputs above 10).
     fn usual_input_rate(_: &ZergCityOptions) -> f64 {

@@ -712,7 +712,11 @@ mod tests {
         let inputs = sent(&mut b).into_iter().filter(|p| p[0] == 1).count();
         assert_eq!(inputs, 1);
         assert_eq!(rec.inputs_sent, 1);
-        assert_eq!(rec.send_lateness_us.len(), 1, "lateness of the input sent only");
+        assert_eq!(
+            rec.send_lateness_us.len(),
+            1,
+            "lateness of the input sent only"
+        );
     }
 
     fn handoff(host: &[u8], port: u16) -> Vec<u8> {
