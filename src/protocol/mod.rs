@@ -103,6 +103,15 @@ impl BotPhase {
         matches!(self, BotPhase::Connecting | BotPhase::Connected)
     }
 
+    /// The phase after `Bot::stop`: closed, except that a bot that failed stays failed (its
+    /// failure is what the run counts).
+    pub fn after_stop(self) -> BotPhase {
+        match self {
+            BotPhase::Failed => BotPhase::Failed,
+            _ => BotPhase::Closed,
+        }
+    }
+
     /// The first question of every bot's `handle_datagram`: does a datagram from the server
     /// belong to a session now? When not (before `start`, after failing or leaving), it is
     /// counted as `datagram_outside_session` and the bot should drop it.

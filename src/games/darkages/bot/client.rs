@@ -9,6 +9,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::protocol::prelude::input_grid::KeyInputs;
 use crate::protocol::prelude::timers::{Handshake, Periodic};
 use crate::protocol::prelude::{BotParams, Keys, Recorder};
 
@@ -63,6 +64,25 @@ impl Session {
     pub(crate) fn ms(&self, now: Instant) -> u32 {
         self.epoch
             .map_or(0, |e| now.saturating_duration_since(e).as_millis() as u32)
+    }
+
+    /// The keys for the input slot due at `now`, in either dialect: none while the bot is
+    /// between zones (the slot goes by unsent, as the server it left no longer hears it and
+    /// the next one has not accepted it yet), else the pattern at the time played.
+    pub(crate) fn keys_due(
+        &self,
+        keys: &mut KeyInputs,
+        between_zones: bool,
+        now: Instant,
+        params: &BotParams,
+        rng: &mut rand_chacha::ChaCha8Rng,
+        rec: &mut Recorder,
+    ) -> Option<Keys> {
+        if between_zones {
+            keys.pass(now, rec);
+            return None;
+        }
+        keys.take(now, self.played(now), params, rng, rec)
     }
 
     /// How long the bot has played (zero before it was admitted).

@@ -440,12 +440,7 @@ impl Bot for DarkAgesBot {
                 Some(_) => {}
             }
         }
-        if matches!(
-            self.phase,
-            BotPhase::Connected | BotPhase::Connecting | BotPhase::Idle
-        ) {
-            self.phase = BotPhase::Closed;
-        }
+        self.phase = self.phase.after_stop();
     }
 
     fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<Transmit> {

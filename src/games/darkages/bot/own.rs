@@ -117,16 +117,15 @@ impl DarkAgesBot {
     }
 
     pub(super) fn send_input_if_due(&mut self, now: Instant, rec: &mut Recorder) {
-        if self.handoff.is_some() {
-            // Between zones: the slot goes by unsent.
-            self.keys.pass(now, rec);
-            return;
-        }
-        let played = self.session.played(now);
-        let Some(keys) = self
-            .keys
-            .take(now, played, &self.params, &mut self.rng, rec)
-        else {
+        let between_zones = self.handoff.is_some();
+        let Some(keys) = self.session.keys_due(
+            &mut self.keys,
+            between_zones,
+            now,
+            &self.params,
+            &mut self.rng,
+            rec,
+        ) else {
             return;
         };
         let mut flags = keys_to_flags(keys);

@@ -729,12 +729,7 @@ impl Bot for RtypeBot {
             self.finish_learning(rec);
             self.arrivals.finish(now, rec);
         }
-        if matches!(
-            self.phase,
-            BotPhase::Connected | BotPhase::Connecting | BotPhase::Idle
-        ) {
-            self.phase = BotPhase::Closed;
-        }
+        self.phase = self.phase.after_stop();
     }
 
     fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<Transmit> {

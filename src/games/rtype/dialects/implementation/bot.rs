@@ -377,12 +377,7 @@ impl Bot for ImplementationBot {
         if self.phase == BotPhase::Connected {
             self.out.push_back(Out::Disconnect);
         }
-        if matches!(
-            self.phase,
-            BotPhase::Connected | BotPhase::Connecting | BotPhase::Idle
-        ) {
-            self.phase = BotPhase::Closed;
-        }
+        self.phase = self.phase.after_stop();
     }
 
     fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<Transmit> {
