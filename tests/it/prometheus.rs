@@ -256,7 +256,7 @@ fn threads_and_rss_kb(pid: u32) -> (u64, u64) {
             .lines()
             .find_map(|l| l.strip_prefix(name))
             .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .unwrap_or(0)
+            .unwrap_or_else(|| panic!("no {name} in /proc/{pid}/status"))
     };
     (field("Threads:"), field("VmRSS:"))
 }
