@@ -49,3 +49,21 @@ pub(crate) fn on_stop(first: impl FnOnce(&'static str) + Send + 'static, exit_on
         let _ = ready_rx.recv_timeout(Duration::from_secs(5));
     }
 }
+
+/// Ctrl-C or SIGTERM once: stop the swarm and still write the report. A second one: leave at
+/// once (130 after Ctrl-C, 143 after SIGTERM, as a shell reports a death by that signal).
+///
+/// SIGTERM is what `docker stop`, Kubernetes and CI runners send before SIGKILL, so it must
+/// stop as gracefully as Ctrl-C: without a handler it killed the run before the report was
+/// written, and a process that is PID 1 in a container (this image's entrypoint) ignores it
+/// altogether (the kernel gives PID 1 no default action), so it was killed 10 s later.
+/// Ctrl-C or SIGTERM stops the run (its report is still written); a second one exits.
+pub(crate) fn install_ctrl_c(stop: crate::engine::StopSignal) {
+    on_stop(
+        move |name| {
+            say!("\nstopping ({name}): writing the report (again to abort)");
+            stop.stop();
+        },
+        true,
+    );
+}
