@@ -1,7 +1,8 @@
 //! The life of a bot over a datagram protocol, once: the handshake resent until it is
 //! answered or times out, the server-silence watchdog, inputs on the scenario's fixed grid with
-//! the scenario's input pattern, and one ping in flight. What is left to a protocol's bot is
-//! its messages: what its hello, input and ping look like, and what an answer means.
+//! the scenario's input pattern and mode (`on_change`: only changed keys), and one ping in
+//! flight. What is left to a protocol's bot is its messages: what its hello, input and ping
+//! look like, and what an answer means.
 //!
 //! A bot keeps a [`Lifecycle`] and calls it from each of its [`Bot`] methods:
 //!
@@ -21,12 +22,10 @@
 
 use std::time::Instant;
 
-use crate::protocol::prelude::input_grid::InputGrid;
+use crate::protocol::prelude::input_grid::KeyInputs;
 use crate::protocol::prelude::ping::OneInFlight;
 use crate::protocol::prelude::timers::{earliest, Handshake, Silence};
-use crate::protocol::prelude::{
-    BotParams, BotPhase, ChaCha8Rng, Keys, PatternState, Recorder, SeedableRng,
-};
+use crate::protocol::prelude::{BotParams, BotPhase, ChaCha8Rng, Keys, Recorder, SeedableRng};
 
 /// What a bot should send now, from [`Lifecycle::poll`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,9 +67,8 @@ pub struct Lifecycle {
     started: Option<Instant>,
     handshake: Handshake,
     silence: Silence,
-    grid: InputGrid,
+    keys: KeyInputs,
     ping: OneInFlight,
-    pattern: PatternState,
     rng: ChaCha8Rng,
 }
 
@@ -82,9 +80,8 @@ impl Lifecycle {
             started: None,
             handshake: Handshake::new(),
             silence: Silence::new(params.server_silence_timeout),
-            grid: InputGrid::new(params.input_period()),
+            keys: KeyInputs::new(&params),
             ping: OneInFlight::new(params.ping_interval),
-            pattern: PatternState::new(),
             rng: ChaCha8Rng::seed_from_u64(params.seed),
             params,
         }
@@ -128,7 +125,7 @@ impl Lifecycle {
         if let Some(s) = self.started {
             rec.record_handshake(now.saturating_duration_since(s).as_micros() as u64);
         }
-        self.grid.start(now + self.params.phase_offset);
+        self.keys.start(now + self.params.phase_offset);
         self.ping.start_at(now);
     }
 
@@ -154,13 +151,12 @@ impl Lifecycle {
                 None
             }
             BotPhase::Connected => {
-                if let Some(due) = self.grid.take_due(now, rec) {
-                    rec.record_lateness(now.saturating_duration_since(due).as_micros() as u64);
+                let played = now.saturating_duration_since(self.started.unwrap_or(now));
+                if let Some(keys) = self
+                    .keys
+                    .take(now, played, &self.params, &mut self.rng, rec)
+                {
                     rec.inputs_sent += 1;
-                    let elapsed = now.saturating_duration_since(self.started.unwrap_or(now));
-                    let keys = self
-                        .pattern
-                        .sample(&self.params.pattern, elapsed, &mut self.rng);
                     return Some(Due::Input(keys));
                 }
                 self.ping.poll(now, rec).then_some(Due::Ping)
@@ -176,7 +172,7 @@ impl Lifecycle {
                 earliest([self.handshake.next_deadline(), self.silence.deadline()])
             }
             BotPhase::Connected => earliest([
-                self.grid.next_due(),
+                self.keys.next_due(),
                 self.ping.next(),
                 self.silence.deadline(),
             ]),
