@@ -550,6 +550,7 @@ mod tests {
             seed: 1,
             shard: None,
             scenario_hash: None,
+            label: None,
             loss_method: report::summary::LossMethod {
                 downstream: "sequence".into(),
                 upstream: "not measurable: no acks".into(),

@@ -21,6 +21,7 @@ mod run;
 mod scrape;
 mod serve;
 mod signals;
+mod trend;
 mod validate;
 
 use std::path::{Path, PathBuf};
@@ -96,6 +97,9 @@ enum Command {
     Merge(merge::MergeArgs),
     /// Compare a run with a base run; exit 1 when a metric got worse than its limit allows.
     Compare(compare::CompareArgs),
+    /// A server's figures across runs: a page and JSON with a chart per figure and the runs
+    /// whose figure moved beyond the noise of the runs before them.
+    Trend(trend::TrendArgs),
     /// Put the network model (`network:`) between UDP clients and a server, as a relay.
     Relay(relay::RelayArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
@@ -142,6 +146,8 @@ struct RunArgs {
     ov: OverrideArgs,
     #[command(flatten)]
     out: OutDirArg,
+    #[command(flatten)]
+    label: LabelArg,
     /// More detail: -v prints the plan before the run; -vv also prints each second's figures
     /// as a JSON line on stderr.
     #[arg(short, long, action = ArgAction::Count)]
@@ -173,6 +179,20 @@ pub(crate) struct OutDirArg {
     /// Output folder (default: reports/SCENARIO-TIMESTAMP/, the time in UTC).
     #[arg(long, value_name = "DIR", env = "TICKSWARM_OUT")]
     pub out: Option<PathBuf>,
+}
+
+/// `--label`, for the commands whose summary records one (`run`, `capacity`).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub(crate) struct LabelArg {
+    /// A name for this run, recorded in summary.json as `label` (a build id, a commit):
+    /// `tickswarm trend --order label` orders runs by it and shows it. At most 128
+    /// characters, no control characters.
+    #[arg(long, value_name = "TEXT", env = "TICKSWARM_LABEL", value_parser = parse_label)]
+    pub label: Option<String>,
+}
+
+fn parse_label(s: &str) -> Result<String, String> {
+    report::summary::check_label(s)
 }
 
 /// What changes the plan: `run`, `capacity` and `validate` (which prints the plan) take them.
@@ -317,6 +337,7 @@ pub fn main_with(protocols: &[&'static dyn AnyProtocol]) -> ExitCode {
         Command::Init(a) => init::cmd_init(&a),
         Command::Merge(a) => merge::cmd_merge(&a, console),
         Command::Compare(a) => compare::cmd_compare(&a, console),
+        Command::Trend(a) => trend::cmd_trend(&a, console),
         Command::Protocols => {
             protocols::cmd_protocols();
             Ok(EXIT_PASS)

@@ -98,7 +98,7 @@ pub(super) fn cmd_run(a: &RunArgs, console: Console) -> anyhow::Result<u8> {
     };
     // What the report says of the run (the scenario's hash read once): for the live page
     // and for the summary at the end.
-    let info = run_info(&plan, &a.ov);
+    let info = run_info(&plan, &a.ov, &a.label);
     let dashboard = match a.dashboard {
         Some(addr) => {
             let live = dashboard::LiveReport::new(
@@ -359,7 +359,7 @@ pub(super) fn start_server_metrics(
 }
 
 /// The scenario and protocol facts the report prints beside the measurements.
-pub(super) fn run_info(plan: &Plan, ov: &OverrideArgs) -> report::RunInfo {
+pub(super) fn run_info(plan: &Plan, ov: &OverrideArgs, label: &LabelArg) -> report::RunInfo {
     let info = plan.protocol.info();
     report::RunInfo {
         scenario: plan.name.clone(),
@@ -375,6 +375,7 @@ pub(super) fn run_info(plan: &Plan, ov: &OverrideArgs) -> report::RunInfo {
             count: s.count,
         }),
         scenario_hash: scenario_hash(plan, ov),
+        label: label.label.clone(),
         loss_method: report::summary::LossMethod {
             downstream: info.downstream_loss.into(),
             upstream: info.upstream_loss.into(),

@@ -34,6 +34,8 @@ pub struct RunInfo {
     pub shard: Option<ShardId>,
     /// See [`Summary::scenario_hash`].
     pub scenario_hash: Option<String>,
+    /// See [`Summary::label`] (checked by [`super::summary::check_label`]).
+    pub label: Option<String>,
     /// How each loss direction is measured (or why it cannot be).
     pub loss_method: LossMethod,
     /// The protocol's and the transport's own metrics.
@@ -229,6 +231,8 @@ fn summarize_one(info: &RunInfo, run: &RunOutcome) -> Summary {
         seed: info.seed,
         shard: info.shard,
         scenario_hash: info.scenario_hash.clone(),
+        label: info.label.clone(),
+        tool_version: Some(env!("CARGO_PKG_VERSION").to_string()),
         merged_shards: None,
         bots: BotCounts {
             planned: run.planned,
@@ -554,6 +558,7 @@ mod tests {
             seed: 1,
             shard: None,
             scenario_hash: None,
+            label: None,
             loss_method: LossMethod {
                 downstream: "ticks".into(),
                 upstream: "acks".into(),

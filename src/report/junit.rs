@@ -164,6 +164,8 @@ mod tests {
             seed: 0,
             shard: None,
             scenario_hash: None,
+            label: None,
+            tool_version: None,
             merged_shards: None,
             bots: Default::default(),
             rtt_source: None,

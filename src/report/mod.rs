@@ -22,6 +22,7 @@ pub mod prometheus;
 pub mod reasons;
 pub mod run_dir;
 pub mod summary;
+pub mod trend;
 
 use std::io::Write as _;
 use std::path::PathBuf;

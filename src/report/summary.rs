@@ -366,6 +366,16 @@ pub struct Summary {
     /// `tickswarm merge` refuses runs whose hashes differ. Not a security measure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scenario_hash: Option<String>,
+    /// What the run was given to name it (`run --label TEXT` or `TICKSWARM_LABEL`: a build
+    /// id, a commit), for `tickswarm trend` to order runs by and show. Absent when none was
+    /// given, and in files written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// The tickswarm version that measured the run (`trend` says where it changes between
+    /// runs: a change of the tool, not the server). Absent in files written before it was
+    /// recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_version: Option<String>,
     /// On a merged result of shards: which of how many were merged and which were missing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merged_shards: Option<MergedShards>,
@@ -607,6 +617,43 @@ pub struct MergedShards {
     pub merged: Vec<u32>,
     /// Shards not merged (`merge --allow-missing`): the verdict fails while any is missing.
     pub missing: Vec<u32>,
+}
+
+/// The most characters a run's label may have: a build id or a commit, not prose.
+pub const MAX_LABEL_CHARS: usize = 128;
+
+/// A label as `run --label` takes it: 1 to [`MAX_LABEL_CHARS`] characters, no control
+/// characters (it is printed on the console and in pages, one line). Leading and trailing
+/// blanks are dropped.
+pub fn check_label(text: &str) -> Result<String, String> {
+    let t = text.trim();
+    if t.is_empty() {
+        return Err("a label must not be empty".into());
+    }
+    if t.chars().count() > MAX_LABEL_CHARS {
+        return Err(format!(
+            "a label has at most {MAX_LABEL_CHARS} characters (a build id, a commit), not {}",
+            t.chars().count()
+        ));
+    }
+    if t.chars().any(char::is_control) {
+        return Err("a label must not hold control characters (a newline, a tab, ...)".into());
+    }
+    Ok(t.to_string())
+}
+
+/// A label read from a file from elsewhere, fit to show: control characters as `?`, cut to
+/// [`MAX_LABEL_CHARS`] characters (with `…`). What [`check_label`] accepts is kept as it is.
+pub fn shown_label(text: &str) -> String {
+    let mut out: String = text
+        .chars()
+        .take(MAX_LABEL_CHARS)
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
+    if text.chars().nth(MAX_LABEL_CHARS).is_some() {
+        out.push('…');
+    }
+    out
 }
 
 /// FNV-1a, 64 bits: a stable identity of what was run (the same on every machine and

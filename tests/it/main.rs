@@ -77,5 +77,6 @@ mod test_peer;
 mod threshold_percentiles;
 mod tick_cost;
 mod timer_coalesce;
+mod trend;
 mod zergcity_codec;
 mod zergcity_resume;

@@ -543,10 +543,13 @@ pub(crate) fn at_both_widths(
         let shot = shots.join(format!("{name}-{width}.png"));
         let _ = std::fs::remove_file(&shot);
         let height = p.height.clamp(1000, 16_000);
+        let src = html
+            .strip_prefix(tmp)
+            .expect("the page is inside the test's folder");
         framed_screenshot(
             &profile,
             tmp,
-            "out/report.html",
+            &src.to_string_lossy(),
             (width, height),
             "--virtual-time-budget=2000",
             &shot,

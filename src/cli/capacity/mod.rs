@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use super::{
-    install_ctrl_c, run_info, sanitize, start_server_metrics, OutDirArg, OutputArgs, OverrideArgs,
-    EXIT_FAIL, EXIT_PASS, EXIT_USAGE,
+    install_ctrl_c, run_info, sanitize, start_server_metrics, LabelArg, OutDirArg, OutputArgs,
+    OverrideArgs, EXIT_FAIL, EXIT_PASS, EXIT_USAGE,
 };
 use crate::engine::{self, EngineError, StopSignal};
 use crate::metrics::capacity::{Capacity, CapacityLimit, CapacityStep, ObjectiveResult};
@@ -42,6 +42,8 @@ pub(crate) struct CapacityArgs {
     ov: OverrideArgs,
     #[command(flatten)]
     out: OutDirArg,
+    #[command(flatten)]
+    label: LabelArg,
     /// Players of the first step (capacity.start).
     #[arg(long, value_name = "N")]
     start: Option<u64>,
@@ -525,7 +527,7 @@ fn run_step(
     w.elapsed = Duration::from_secs(points.len() as u64);
     w.intervals = points;
     w.server_metrics = server_metrics;
-    let mut summary = report::summarize(&run_info(plan, &a.ov), &w);
+    let mut summary = report::summarize(&run_info(plan, &a.ov, &a.label), &w);
     report::build::record_server_figures(&mut summary);
     let from = started.saturating_duration_since(t0).as_secs_f64() + window.start as f64;
     let objectives: Vec<ObjectiveResult> = summary

@@ -604,6 +604,19 @@ impl TimeAxis {
         }
     }
 
+    /// An axis of runs, 1 to `n`, in the trend's order, with half a run of room either side.
+    fn runs(n: usize) -> Self {
+        let span = n.max(1) as f64 + 1.0;
+        Self {
+            x0: 0.0,
+            span,
+            xdiv: 1.0,
+            xunit: "",
+            xstep: nice_step(span, 8, false).max(1.0),
+            title: "run",
+        }
+    }
+
     fn px(&self, t: f64) -> f64 {
         ML + (t - self.x0) / self.span * PW
     }
@@ -813,6 +826,111 @@ pub(super) fn knee_chart(label: &str, points: &[KneePoint], unit: Unit, marks: &
         "knee",
         label,
         &[("held", GREEN), ("failed", RED)],
+        &labels,
+        &svg,
+    )
+}
+
+/// One run on a trend chart: its figure, its spread over its seconds, and what it links to.
+pub(super) struct TrendPoint {
+    /// Position in the trend, from 1.
+    pub run: usize,
+    pub value: f64,
+    /// 10th to 90th percentile of the run's per-second values.
+    pub spread: Option<(f64, f64)>,
+    /// The run failed its thresholds (a red dot).
+    pub failed: bool,
+    /// The value left the noise band of the runs before it (a ring).
+    pub changed: bool,
+    pub href: String,
+    pub title: String,
+}
+
+/// A figure across runs: a grey line through the runs in order, each run a dot (blue when it
+/// passed, red when it failed, a ring when its figure left the noise band) linking to its
+/// report, its per-second spread as a bar, the scenario's limits as threshold lines.
+pub(super) fn trend_chart(
+    label: &str,
+    points: &[TrendPoint],
+    unit: Unit,
+    marks: &[Mark],
+) -> String {
+    let pts: Vec<&TrendPoint> = points.iter().filter(|p| p.value.is_finite()).collect();
+    let xa = TimeAxis::runs(points.iter().map(|p| p.run).max().unwrap_or(1));
+    let opts = Opts {
+        marks: marks
+            .iter()
+            .map(|m| Mark {
+                label: m.label.clone(),
+                value: m.value,
+            })
+            .collect(),
+        ..Opts::default()
+    };
+    let y_max = pts
+        .iter()
+        .map(|p| p.spread.map_or(p.value, |s| s.1.max(p.value)))
+        .fold(0.0, f64::max);
+    let (top, ystep) = axis_range(fit_top(y_max, &opts), unit.min_span(), 5, unit.integral());
+    let py = |v: f64| MT + PH - (v / top).clamp(0.0, 1.0) * PH;
+    let mut svg = String::new();
+    let mut labels = Labels::default();
+    y_axis(&mut svg, unit, top, ystep, &py);
+    xa.draw(&mut svg);
+    let coords: Vec<String> = pts
+        .iter()
+        .map(|p| format!("{:.1},{:.1}", xa.px(p.run as f64), py(p.value)))
+        .collect();
+    if coords.len() > 1 {
+        w!(
+            svg,
+            "<polyline data-series=\"runs\" fill=\"none\" stroke=\"{OVERLAY}\" stroke-width=\"1.5\" points=\"{}\"/>\n",
+            coords.join(" ")
+        );
+    }
+    for p in &pts {
+        let x = xa.px(p.run as f64);
+        if let Some((lo, hi)) = p.spread {
+            w!(
+                svg,
+                "<line data-spread=\"{}\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"{BLUE}\" stroke-opacity=\"0.35\" stroke-width=\"5\"/>\n",
+                p.run,
+                py(lo),
+                py(hi)
+            );
+        }
+        let color = if p.failed { RED } else { BLUE };
+        let ring = if p.changed {
+            format!(
+                "<circle cx=\"{x:.1}\" cy=\"{:.1}\" r=\"8\" fill=\"none\" stroke=\"{ORANGE}\" stroke-width=\"2.5\"/>",
+                py(p.value.min(top))
+            )
+        } else {
+            String::new()
+        };
+        w!(
+            svg,
+            "<a href=\"{}\"><circle data-run=\"{}\" data-failed=\"{}\" data-changed=\"{}\" cx=\"{x:.1}\" cy=\"{:.1}\" r=\"4.5\" fill=\"{color}\"><title>{}</title></circle>{ring}</a>\n",
+            esc(&p.href),
+            p.run,
+            p.failed,
+            p.changed,
+            py(p.value.min(top)),
+            esc(&p.title)
+        );
+    }
+    draw_marks(&mut svg, &mut labels, unit, top, &opts.marks, &py);
+    if pts.is_empty() {
+        no_data(&mut svg);
+    }
+    frame(
+        "trend",
+        label,
+        &[
+            ("passed", BLUE),
+            ("failed", RED),
+            ("beyond the noise", ORANGE),
+        ],
         &labels,
         &svg,
     )

@@ -21,6 +21,7 @@ pub mod hists;
 mod protocol;
 mod server;
 mod timeline;
+pub mod trend;
 mod view;
 
 use askama::Template;
@@ -202,6 +203,8 @@ mod tests {
             seed: 0,
             shard: None,
             scenario_hash: None,
+            label: None,
+            tool_version: None,
             merged_shards: None,
             bots: BotCounts::default(),
             rtt_us: HistSummary::default(),
