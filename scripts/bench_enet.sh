@@ -22,6 +22,8 @@
 # (scripts/bench/send_loop.c: one thread's send() round-robin over 3,000 sockets into a C
 # sink, measured once before the populations): "x naive" is their ratio.
 #
+# STEP=0s (or another duration) sets engine.timer_coalesce; default: the engine's default.
+#
 # Usage: scripts/bench_enet.sh [BOTS_PER_SOCKET=50] [POPULATIONS="1000 2000 4000 6000 8000 10000"]
 #        RUN_S=15 SINK_INSTANCES=2 IO_MODES="plain auto" IDLE_SINK=1 scripts/bench_enet.sh ...
 set -euo pipefail
@@ -69,6 +71,7 @@ behaviour:
   handshake_timeout: 10s
 engine:
   bots_per_socket: $PER_SOCKET
+${STEP:+  timer_coalesce: $STEP}
 duration: ${RUN_S}s
 seed: 42
 thresholds: []
