@@ -10,7 +10,10 @@
 #      "coalesced" (io_uring, and `engine.timer_coalesce: STEP`: bots due within one step
 #      are served by one wake-up, so their datagrams share a batch).
 #      Printed as datagrams/s and as a ratio to the ceiling, with skipped grid slots, send
-#      lateness p99, send system calls per second and datagrams per call.
+#      lateness p99, send system calls per second and datagrams per call, and the generator's
+#      CPU per datagram sent (`generator.cpu_ns_per_datagram_sent`: the workers' thread CPU
+#      over the datagrams they sent) beside the naive loop's own (its CPU time over its
+#      datagrams, measured with the ceiling just before): "x naive" is their ratio.
 #   3. The largest population on its 60 Hz grid (0 slots skipped, lateness p99 < one tick,
 #      16,667 us, every bot connected, the target received 99 % or more) for each path.
 #   4. Both paths at about 0.8x the ceiling (bots = 0.8 x ceiling / 61 datagrams per bot per
@@ -38,7 +41,7 @@
 #        TICKSWARM_BIN (a release binary already built: skips the build),
 #        BEFORE_BIN (an older binary: each population also runs it, in the paths of
 #        BEFORE_MODES="coalesced", one row beside the other, for an A/B in one run),
-#        IDLE_TARGET=1,
+#        IDLE_TARGET=1, AT08=1 (0: no run at 0.8x the ceiling, no profile),
 #        WORKERS (engine.workers; default one per core. WORKERS=1 pits one worker against the
 #        one-thread ceiling loop, the target on the other core: the cost per datagram alone)
 set -euo pipefail
@@ -81,18 +84,25 @@ echo "== machine: $(nproc) cores, kernel $(uname -r), io_uring_disabled=$(cat /p
 #    one morning): each row's ratio is to the ceiling measured just before its population, and
 #    the run ends with the spread of all of them, the noise every ratio carries.
 : >"$WORK/ceilings.txt"
+: >"$WORK/naive_cpus.txt"
 measure_ceiling() { # [quiet]
     "${TARGET_PRIO[@]}" "$WORK/cafe_sink" "$PORT" 8 "$SINK_THREADS" drain >"$WORK/ceiling_sink.txt" &
     local sink=$! line
     sleep 0.3
     CEILINGS=""
+    NAIVE_CPUS=""
     SENT=0
     for _ in 1 2 3; do
         line=$(timeout 20 "$WORK/send_loop" "$PORT" "$SOCKETS" 1.5)
         CEILINGS="$CEILINGS $(echo "$line" | sed -n 's/.*rate=\([0-9]*\).*/\1/p')"
+        NAIVE_CPUS="$NAIVE_CPUS $(echo "$line" | sed -n 's/.*cpu_ns_per_datagram=\([0-9]*\).*/\1/p')"
         SENT=$((SENT + $(echo "$line" | sed -n 's/.* datagrams=\([0-9]*\).*/\1/p')))
     done
     CEILING=$(echo $CEILINGS | tr ' ' '\n' | sort -n | tail -1)
+    # The naive loop's CPU per datagram: the cheapest of the three (a busy machine's other
+    # load only adds to it, through cache and scheduler).
+    NAIVE_CPU=$(echo $NAIVE_CPUS | tr ' ' '\n' | sort -n | head -1)
+    echo "$NAIVE_CPU" >>"$WORK/naive_cpus.txt"
     wait "$sink" 2>/dev/null || true
     echo "$CEILING" >>"$WORK/ceilings.txt"
     # A target that did not keep up dropped datagrams at its socket, and a dropped send is
@@ -100,7 +110,7 @@ measure_ceiling() { # [quiet]
     local got
     got=$(sed -n 's/.*datagrams=\([0-9]*\).*/\1/p' "$WORK/ceiling_sink.txt")
     if [ -z "${1:-}" ]; then
-        echo "== ceiling: plain send() loop over $SOCKETS connected sockets: $CEILING datagrams/s (best of:$CEILINGS)"
+        echo "== ceiling: plain send() loop over $SOCKETS connected sockets: $CEILING datagrams/s (best of:$CEILINGS), $NAIVE_CPU ns CPU per datagram (least of:$NAIVE_CPUS)"
         echo "== the target received ${got:-?} of $SENT datagrams sent (below all of them: it fell behind, the ceiling is too high)"
     elif [ -n "$got" ] && [ "$got" -lt "$SENT" ]; then
         echo "   (ceiling $CEILING/s: the target received $got of $SENT)"
@@ -160,9 +170,10 @@ swarm() {
     kill -TERM "$sink" 2>/dev/null || true
     wait "$sink" 2>/dev/null || true
     [ -n "$prof" ] && return 0
-    python3 - "$out/summary.json" "$mode" "$bots" "$CEILING" "$WORK/results.tsv" "$out.sink" <<'PY'
+    python3 - "$out/summary.json" "$mode" "$bots" "$CEILING" "$WORK/results.tsv" "$out.sink" "$NAIVE_CPU" <<'PY'
 import json, re, sys
 path, mode, bots, ceiling, results = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+naive = float(sys.argv[7]) if sys.argv[7] else None
 try:
     m = re.search(r"datagrams=(\d+)", open(sys.argv[6]).read())
     received = int(m.group(1)) if m else None
@@ -192,18 +203,23 @@ skipped = g["inputs_skipped"]
 # dropped datagrams cost the generator less than delivered ones.
 kept_up = received is None or (sent and received / sent >= 0.99)
 on_grid = skipped == 0 and p99 < 16667 and s["bots"]["connected"] == bots and kept_up
+# The workers' CPU per datagram sent, beside the naive loop's (absent in a binary before it
+# was measured: "-").
+cpu = g.get("cpu_ns_per_datagram_sent")
+cpu_col = f"{cpu:>7.0f}" if cpu is not None else f"{'-':>7}"
+x_naive = f"{cpu / naive:>6.2f}x" if cpu is not None and naive else f"{'-':>7}"
 print(f"{bots:>6} {label:<27} {rate:>9.0f} {rate / ceiling:>6.2f}x {skipped:>8} {p99:>9} "
       f"{'yes' if on_grid else 'NO':>7} {io.get('path', '-'):>8} {io.get('syscalls_per_s', 0):>10.0f} "
       f"{io.get('batch_mean') or 0:>6.1f} {g.get('worker_cpu_max', 0):>5.2f} "
-      f"{s['bots']['connected']:>5}/{bots:<5} {target_rx:>9}")
+      f"{s['bots']['connected']:>5}/{bots:<5} {target_rx:>9} {cpu_col} {x_naive}")
 with open(results, "a") as f:
-    f.write(f"{mode}\t{bots}\t{rate}\t{int(on_grid)}\t{p99}\t{skipped}\t{ceiling}\n")
+    f.write(f"{mode}\t{bots}\t{rate}\t{int(on_grid)}\t{p99}\t{skipped}\t{ceiling}\t{cpu or ''}\t{naive or ''}\n")
 PY
 }
 
 header() {
-    printf '%6s %-27s %9s %7s %8s %9s %7s %8s %10s %6s %5s %11s %9s\n' bots path "dgram/s" "x ceil" skipped \
-        "late p99" "on grid" send_io "syscalls/s" "/call" cpu connected "target rx"
+    printf '%6s %-27s %9s %7s %8s %9s %7s %8s %10s %6s %5s %11s %9s %7s %7s\n' bots path "dgram/s" "x ceil" skipped \
+        "late p99" "on grid" send_io "syscalls/s" "/call" cpu connected "target rx" "ns/dgm" "x naive"
 }
 
 # 2. Increasing populations, each path in turn.
@@ -221,7 +237,7 @@ first=1
 for bots in $POPS; do
     [ -z "$first" ] && measure_ceiling quiet
     first=
-    printf '%6s %-27s %9s\n' "" "(ceiling just before)" "$CEILING"
+    printf '%6s %-27s %9s %s\n' "" "(ceiling just before)" "$CEILING" "(naive loop: $NAIVE_CPU ns CPU per datagram)"
     for mode in $order; do swarm "$mode" "$bots" "$RUN"; done
     # Rotate the order, so a load change on a shared machine does not always fall on one path.
     read -r head rest <<<"$order"
@@ -247,12 +263,17 @@ for mode, label in paths:
 PY
 
 # 4. About 0.8x the ceiling (61 datagrams per bot per second: 60 inputs and a ping), the
-#    ceiling measured again just before.
+#    ceiling measured again just before. AT08=0 leaves it (and the profile) out: the low
+#    populations' CPU per datagram alone.
+if [ "${AT08:-1}" = 1 ]; then
 measure_ceiling quiet
 AT=$(python3 -c "print(max(100, round(0.8 * $CEILING / 61 / 100) * 100))")
 echo "== at ~0.8x the ceiling ($CEILING/s just before): $AT bots"
 header
 for mode in $MODES; do swarm "$mode" "$AT" "$RUN"; done
+else
+    PROFILE=0
+fi
 
 # 5. Where the time goes: the same runs again under perf (kept apart from the lateness
 #    figures above, which perf would disturb).
@@ -295,4 +316,5 @@ print(f"   {label:<18}" + "  ".join(f"{k} {v:.0f}%" for k, v in totals.items()) 
     done
 fi
 echo "== the ceiling through this run: $(sort -n "$WORK/ceilings.txt" | awk '{v[NR]=$1} END {printf "%d measurements, min %d, median %d, max %d datagrams/s", NR, v[1], v[int((NR+1)/2)], v[NR]}')"
+echo "== the naive loop's CPU per datagram through this run: $(sort -n "$WORK/naive_cpus.txt" | awk '{v[NR]=$1} END {printf "%d measurements, min %d, median %d, max %d ns", NR, v[1], v[int((NR+1)/2)], v[NR]}')"
 echo "== done (each ratio carries the ceiling's spread above; compare paths within one population)"

@@ -1,5 +1,7 @@
 /* The naive ceiling: one thread, N connected UDP sockets into one sink, a plain send() per
- * datagram round-robin as fast as it goes, for SECONDS. Prints datagrams/s.
+ * datagram round-robin as fast as it goes, for SECONDS. Prints datagrams/s, and the CPU time
+ * (user and system) the loop used per datagram: the cost the generator's
+ * `generator.cpu_ns_per_datagram_sent` is set beside (scripts/bench_ceiling.sh).
  *
  *   send_loop PORT SOCKETS SECONDS */
 #include <arpa/inet.h>
@@ -10,6 +12,12 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+static double cpu_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
 
 static double now(void) {
     struct timespec t;
@@ -34,6 +42,7 @@ int main(int argc, char **argv) {
     }
     unsigned char payload[20] = {0xFE, 0xCA, 1, 2};
     unsigned long long sent = 0, errors = 0;
+    double cpu_start = cpu_now();
     double start = now(), end = start + secs, t = start;
     while (t < end) {
         for (int i = 0; i < n; i++) {
@@ -41,7 +50,8 @@ int main(int argc, char **argv) {
         }
         t = now();
     }
-    printf("ceiling sockets=%d datagrams=%llu errors=%llu seconds=%.2f rate=%.0f\n", n, sent, errors,
-           t - start, sent / (t - start));
+    double cpu = cpu_now() - cpu_start;
+    printf("ceiling sockets=%d datagrams=%llu errors=%llu seconds=%.2f rate=%.0f cpu_ns_per_datagram=%.0f\n",
+           n, sent, errors, t - start, sent / (t - start), sent ? cpu * 1e9 / sent : 0.0);
     return 0;
 }

@@ -114,6 +114,10 @@ impl LiveReport {
         let started = last.map_or(0, |p| p.phases.total().max(self.connected));
         let failed = last.map_or(0, |p| p.phases.failed);
         let elapsed = Duration::from_secs_f64(self.seconds());
+        // The whole seconds so far (the end adds the workers' last, partial readings).
+        let cpu: Option<u64> = (self.intervals.iter())
+            .map(|p| p.generator.as_ref().and_then(|g| g.cpu_ns))
+            .sum();
         let run = RunOutcome {
             total: std::mem::take(&mut self.total),
             intervals: std::mem::take(&mut self.intervals),
@@ -128,6 +132,8 @@ impl LiveReport {
             interrupted: false,
             workers: self.workers,
             unfinished_workers: Vec::new(),
+            worker_cpu_ns: cpu,
+            timer_step: Duration::ZERO,
             tail: Recorder::new(),
             server: None,
             target: self.target.clone(),

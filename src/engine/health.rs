@@ -6,6 +6,13 @@
 /// CPU time the calling thread has used, in µs (`CLOCK_THREAD_CPUTIME_ID`); `None` where the
 /// clock cannot be read.
 pub fn thread_cpu_us() -> Option<u64> {
+    thread_cpu_ns().map(|ns| ns / 1_000)
+}
+
+/// CPU time the calling thread has used, in ns (user and system, `CLOCK_THREAD_CPUTIME_ID`);
+/// `None` where the clock cannot be read. In nanoseconds so that a run's total, summed from
+/// one reading a second per worker, loses nothing to rounding.
+pub fn thread_cpu_ns() -> Option<u64> {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -13,8 +20,8 @@ pub fn thread_cpu_us() -> Option<u64> {
     // SAFETY: `ts` is a valid, writable timespec for the call's duration.
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     (rc == 0).then(|| {
-        u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000
-            + u64::try_from(ts.tv_nsec).unwrap_or(0) / 1_000
+        u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000
+            + u64::try_from(ts.tv_nsec).unwrap_or(0)
     })
 }
 

@@ -287,6 +287,8 @@ pub fn run_observed(
         interrupted,
         workers,
         unfinished_workers,
+        worker_cpu_ns: collector.cpu_ns,
+        timer_step: plan.timer_coalesce,
         tail: collector.tail,
         server: server_stats,
         target,
@@ -481,9 +483,14 @@ struct Collector {
     total: Recorder,
     /// Interval index -> (merged recorder, workers reported, bots connected).
     open: std::collections::BTreeMap<u64, (Recorder, usize, u64)>,
-    /// Interval index -> each worker's CPU time in it (µs), by worker id.
-    /// By second: each worker's share of a core in it.
+    /// Interval index -> each worker's share of a core in it, by worker id.
     open_cpu: std::collections::BTreeMap<u64, Vec<Option<f64>>>,
+    /// Interval index -> the workers' CPU time in it (ns, summed over the workers reported so
+    /// far); `None` once one of them could not read its clock.
+    open_cpu_ns: std::collections::BTreeMap<u64, Option<u64>>,
+    /// The workers' CPU time over the whole run (ns): every reading handed in, each
+    /// second's and each worker's last; `None` when one could not be read.
+    cpu_ns: Option<u64>,
     /// Interval index -> bots per phase, the waiting groups and the per-target points,
     /// merged over workers.
     open_phases: std::collections::BTreeMap<u64, worker::Census>,
@@ -525,6 +532,8 @@ impl Collector {
             total: Recorder::new(),
             open: Default::default(),
             open_cpu: Default::default(),
+            open_cpu_ns: Default::default(),
+            cpu_ns: Some(0),
             open_phases: Default::default(),
             tail_phases: Default::default(),
             points: Vec::new(),
@@ -550,7 +559,7 @@ impl Collector {
                 connected_by_group,
                 census,
                 worker,
-                cpu_us,
+                cpu_ns,
                 span_us,
             } => {
                 let cpu = self
@@ -558,8 +567,11 @@ impl Collector {
                     .entry(index)
                     .or_insert_with(|| vec![None; self.workers]);
                 if let Some(c) = cpu.get_mut(worker) {
-                    *c = cpu_us.map(|us| cpu_share(us, span_us));
+                    *c = cpu_ns.map(|ns| cpu_share(ns / 1_000, span_us));
                 }
+                self.add_cpu(cpu_ns);
+                let second = self.open_cpu_ns.entry(index).or_insert(Some(0));
+                *second = second.zip(cpu_ns).map(|(a, b)| a.saturating_add(b));
                 self.total.merge(&rec);
                 self.add_groups(&rec, groups.iter().map(|g| (g, None)));
                 self.add_group_second(index, &rec, &groups, connected_now, &connected_by_group);
@@ -578,7 +590,8 @@ impl Collector {
                             set_census(&mut p, c);
                         }
                         let cpu = self.open_cpu.remove(&index).unwrap_or_default();
-                        p.generator = Some(health(&r, cpu));
+                        let cpu_ns = self.open_cpu_ns.remove(&index).flatten();
+                        p.generator = Some(health(&r, cpu, cpu_ns));
                         self.points.push(p.clone());
                         let group_rtt = self.close_group_second(index);
                         return Some((p, c, Second { rec: r, group_rtt }));
@@ -597,8 +610,10 @@ impl Collector {
                 silent_at_end,
                 census,
                 connected_by_source,
+                cpu_ns,
             } => {
                 self.done.push(worker);
+                self.add_cpu(cpu_ns);
                 self.add_groups(&rec, groups.iter().map(|(r, b)| (r, Some(b))));
                 if groups.is_empty() {
                     if let Some(t) = self.group_tails.first_mut() {
@@ -635,6 +650,11 @@ impl Collector {
                 None
             }
         }
+    }
+
+    /// One worker's CPU reading into the run's total (`None`: the total is unknown).
+    fn add_cpu(&mut self, ns: Option<u64>) {
+        self.cpu_ns = self.cpu_ns.zip(ns).map(|(a, b)| a.saturating_add(b));
     }
 
     /// Add a worker's per-group figures (with one group, `rec` is the group's).
@@ -769,10 +789,18 @@ pub fn cpu_share(cpu_us: u64, span_us: u64) -> f64 {
 }
 
 /// The generator's health in a completed second: the workers' CPU shares (of one core, over
-/// the time each took to read it), and the process's memory and descriptors read now.
-fn health(r: &Recorder, cpu: Vec<Option<f64>>) -> crate::metrics::run::GeneratorHealth {
+/// the time each took to read it) and their CPU time, and the process's memory and
+/// descriptors read now.
+fn health(
+    r: &Recorder,
+    cpu: Vec<Option<f64>>,
+    cpu_ns: Option<u64>,
+) -> crate::metrics::run::GeneratorHealth {
     crate::metrics::run::GeneratorHealth {
         worker_cpu: cpu,
+        cpu_ns,
+        datagrams_sent: cpu_ns.map(|_| r.wire.packets_up),
+        cpu_ns_per_datagram_sent: crate::metrics::run::per_datagram(cpu_ns, r.wire.packets_up),
         rss_bytes: health::rss_bytes(),
         open_fds: health::open_fds(),
         send_errors: r.send_errors.total(),

@@ -67,9 +67,10 @@ pub enum WorkerMsg {
         /// Bots per phase at the end of the interval, the groups still on their way in, and
         /// the same per target.
         census: Census,
-        /// This worker's id and the CPU time its thread used in the interval (µs).
+        /// This worker's id and the CPU time its thread used in the interval (ns, user and
+        /// system), from its previous reading to this one.
         worker: usize,
-        cpu_us: Option<u64>,
+        cpu_ns: Option<u64>,
         /// The wall time that CPU time was used in (µs): the interval as the worker saw it,
         /// from its previous read to this one. A worker woken late on a busy machine reads
         /// more than a second, and its share of a core must be taken over that.
@@ -95,6 +96,10 @@ pub enum WorkerMsg {
         /// Bots that were ever in play, per group and source address (with a pool:
         /// `engine.source_addresses` or a group's own).
         connected_by_source: Vec<(usize, IpAddr, u64)>,
+        /// The CPU time the worker's thread used since its last interval's reading (ns): the
+        /// run's last, partial second and the sessions' close, so that the intervals' and
+        /// this add up to the thread's whole run.
+        cpu_ns: Option<u64>,
     },
 }
 
@@ -257,9 +262,21 @@ pub(super) struct Shared<T> {
     events: RefCell<LinkEvents>,
     /// The task watching each source, to stop when the transport retires it.
     watchers: RefCell<Vec<Option<tokio::task::AbortHandle>>>,
+    /// The thread's CPU clock (ns) at its last reading: the interval task reads it once a
+    /// second and the worker's end once more, each handing in the CPU used since.
+    cpu_read: Cell<Option<u64>>,
 }
 
 impl<T: BotTransport + 'static> Shared<T> {
+    /// The CPU time this thread used since the last call (ns), and the clock read for the
+    /// next: one `clock_gettime` a call, made once a second and once at the end. `None` when
+    /// the clock could not be read, now or last time.
+    fn cpu_since_last_read(&self) -> Option<u64> {
+        let now = super::health::thread_cpu_ns();
+        let before = self.cpu_read.replace(now);
+        now.zip(before).map(|(n, b)| n.saturating_sub(b))
+    }
+
     /// Group `g`'s recorder.
     fn rec(&self, g: usize) -> std::cell::RefMut<'_, Recorder> {
         std::cell::RefMut::map(self.recs.borrow_mut(), |v| {
@@ -692,6 +709,7 @@ pub fn run_worker(spec: WorkerSpec, tx: Sender<WorkerMsg>, stop: watch::Receiver
                 silent_at_end: 0,
                 census: Census::default(),
                 connected_by_source: Vec::new(),
+                cpu_ns: None,
             });
             return;
         }
@@ -760,6 +778,7 @@ async fn worker_main<T: BotTransport + 'static>(
         rx: RefCell::new(BotRx::default()),
         events: RefCell::new(LinkEvents::default()),
         watchers: RefCell::new(Vec::new()),
+        cpu_read: Cell::new(super::health::thread_cpu_ns()),
     });
 
     tokio::task::spawn_local(timer_loop(shared.clone()));
@@ -961,6 +980,7 @@ async fn worker_main<T: BotTransport + 'static>(
         }
     }
     let (rec, groups) = take_recorders(&shared.recs);
+    let cpu_ns = shared.cpu_since_last_read();
     let _ = tx.send(WorkerMsg::Done {
         worker: spec.id,
         rec,
@@ -972,6 +992,7 @@ async fn worker_main<T: BotTransport + 'static>(
         silent_at_end: total.silent_at_end,
         census,
         connected_by_source,
+        cpu_ns,
     });
 }
 
@@ -1368,7 +1389,6 @@ async fn interval_loop<T: BotTransport + 'static>(
     worker: usize,
 ) {
     let mut index = 0u64;
-    let mut cpu_before = super::health::thread_cpu_us();
     let mut read_before = Instant::now();
     let mut connected_by_group: Vec<u64> = Vec::new();
     loop {
@@ -1413,11 +1433,9 @@ async fn interval_loop<T: BotTransport + 'static>(
             connected
         };
         // One clock read a second: this thread's CPU time, all its bots included.
-        let cpu_now = super::health::thread_cpu_us();
+        let cpu_ns = shared.cpu_since_last_read();
         let read_now = Instant::now();
-        let cpu_us = cpu_now.zip(cpu_before).map(|(n, b)| n.saturating_sub(b));
         let span_us = (read_now - read_before).as_micros() as u64;
-        cpu_before = cpu_now;
         read_before = read_now;
         let (rec, groups) = take_recorders(&shared.recs);
         if tx
@@ -1429,7 +1447,7 @@ async fn interval_loop<T: BotTransport + 'static>(
                 connected_by_group: std::mem::take(&mut connected_by_group),
                 census,
                 worker,
-                cpu_us,
+                cpu_ns,
                 span_us,
             })
             .is_err()

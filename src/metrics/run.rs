@@ -162,6 +162,25 @@ pub struct GeneratorHealth {
     pub send_syscalls: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub send_batch_max: Option<u64>,
+    /// The workers' CPU time in the second, summed over them (ns, user and system, from each
+    /// worker thread's CPU clock, read once a second); absent where a clock could not be read
+    /// (and in summaries written before it was measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_ns: Option<u64>,
+    /// Datagrams the bots' sockets sent in the second (UDP payloads: for ENet its acks and
+    /// retransmissions too, unlike `packets_up`); absent with `cpu_ns`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub datagrams_sent: Option<u64>,
+    /// `cpu_ns` over `datagrams_sent`; absent without either.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_ns_per_datagram_sent: Option<f64>,
+}
+
+/// CPU time per datagram (ns, rounded to 0.1 ns); `None` without CPU time or without a
+/// datagram. The one division the engine, the report and `merge` make.
+pub fn per_datagram(cpu_ns: Option<u64>, datagrams: u64) -> Option<f64> {
+    let cpu = cpu_ns?;
+    (datagrams > 0).then(|| (cpu as f64 / datagrams as f64 * 10.0).round() / 10.0)
 }
 
 impl GeneratorHealth {
@@ -212,6 +231,14 @@ pub struct RunOutcome {
     /// (`engine::END_GRACE` after the stop or the planned end): the report holds what they
     /// sent until then.
     pub unfinished_workers: Vec<usize>,
+    /// The worker threads' CPU time over the run (ns, user and system: every worker's
+    /// once-a-second readings of its thread's CPU clock and its last one at its end, summed);
+    /// `None` where a clock could not be read. The main thread, the collector and an embedded
+    /// server are not in it.
+    pub worker_cpu_ns: Option<u64>,
+    /// The workers' timer step (`engine.timer_coalesce`; zero: none): the part of the send
+    /// lateness that is the run's design, not the machine's load.
+    pub timer_step: Duration,
     /// What was measured after the last whole second (the stop), so that the per-second
     /// histograms plus this add up to `total`.
     pub tail: Recorder,

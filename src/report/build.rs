@@ -275,6 +275,11 @@ fn summarize_one(info: &RunInfo, run: &RunOutcome) -> Summary {
                 .filter_map(|p| p.generator.as_ref()?.open_fds)
                 .max(),
             send_io: super::summary::SendIoSummary::of(&t.send_io, run.elapsed.as_secs_f64()),
+            // Set below, from `run.worker_cpu_ns` and the wire counts.
+            cpu_ns: None,
+            timer_step_us: run.timer_step.as_micros() as u64,
+            cpu_ns_per_datagram_sent: None,
+            cpu_ns_per_datagram_received: None,
         },
         loss: Loss {
             // Nothing expected is no data, never 0 %.
@@ -322,6 +327,9 @@ fn summarize_one(info: &RunInfo, run: &RunOutcome) -> Summary {
     summary
         .generator
         .judge_saturation(summary.inputs_sent, info.input_rate_hz);
+    summary
+        .generator
+        .set_cpu(run.worker_cpu_ns, t.wire.packets_up, t.wire.packets_down);
     let exact = |m: TimeMetric, q: f64| quantile_of(t.time_histogram(m), q);
     summary.thresholds = info
         .thresholds
@@ -587,6 +595,8 @@ mod tests {
             interrupted: false,
             workers: 1,
             unfinished_workers: Vec::new(),
+            worker_cpu_ns: None,
+            timer_step: Duration::ZERO,
             tail: crate::metrics::Recorder::new(),
             server: None,
             target: "t".into(),

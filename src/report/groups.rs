@@ -38,6 +38,9 @@ fn as_run(run: &RunOutcome, g: &GroupOutcome) -> RunOutcome {
         interrupted: run.interrupted,
         workers: run.workers,
         unfinished_workers: run.unfinished_workers.clone(),
+        // The workers serve every group at once: their CPU is the whole run's only.
+        worker_cpu_ns: None,
+        timer_step: run.timer_step,
         tail: Recorder::new(),
         server: None,
         target: run.target.clone(),

@@ -163,6 +163,29 @@ pub struct Generator {
     /// datagrams per call. Absent where the transport does not count them (GNS, TCP login).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub send_io: Option<SendIoSummary>,
+    /// The worker threads' CPU time over the run (ns, user and system), from each worker's
+    /// thread CPU clock (read once a second and once at its end, summed): the generator's own
+    /// cost, the bots, the engine and the kernel's send and receive work done in the workers'
+    /// time. Absent where a clock could not be read, in a group's block, and in summaries
+    /// written before it was measured; `merge` adds the runs' (absent if one run lacks it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_ns: Option<u64>,
+    /// The workers' timer step in µs (`engine.timer_coalesce`, 1 ms by default): every input
+    /// may leave up to one step after its slot by design, so a send lateness p99 about this
+    /// large is the step, not a loaded machine. 0 without a step (and read as 0 from
+    /// summaries written before it was recorded); `merge` keeps the largest.
+    #[serde(default)]
+    pub timer_step_us: u64,
+    /// `cpu_ns` over the datagrams the bots' sockets sent (`bandwidth.wire_up_packets`): what
+    /// one datagram sent costs this machine, to compare with a bare `send()` loop's
+    /// (`scripts/bench_ceiling.sh`). Absent without `cpu_ns` or without a datagram.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_ns_per_datagram_sent: Option<f64>,
+    /// `cpu_ns` over the datagrams the bots' sockets received (`bandwidth.wire_down_packets`):
+    /// the same CPU, per datagram the other way (both directions share it: the two figures are
+    /// two views of one cost, not its parts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_ns_per_datagram_received: Option<f64>,
 }
 
 /// How hard the generator works to put the bots' datagrams on the wire.
@@ -236,6 +259,16 @@ pub const SATURATION_SKIPPED_SHARE: f64 = 0.001;
 pub const SATURATION_LATENESS_OF_PERIOD: f64 = 0.5;
 
 impl Generator {
+    /// Set the workers' CPU time and its figures per datagram sent and received (the one
+    /// place they are derived: the run's end and `merge` both come here).
+    pub fn set_cpu(&mut self, cpu_ns: Option<u64>, sent: u64, received: u64) {
+        use crate::metrics::run::per_datagram;
+        // A run's workers always use some CPU: zero is a clock never read, not a free run.
+        self.cpu_ns = cpu_ns.filter(|&c| c > 0);
+        self.cpu_ns_per_datagram_sent = per_datagram(self.cpu_ns, sent);
+        self.cpu_ns_per_datagram_received = per_datagram(self.cpu_ns, received);
+    }
+
     /// Fill in the saturation figures from the counts and `input_rate_hz`.
     pub fn judge_saturation(&mut self, inputs_sent: u64, input_rate_hz: f64) {
         let due = inputs_sent + self.inputs_skipped;
@@ -679,5 +712,41 @@ pub fn verdict_of(results: &[ThresholdResult]) -> String {
         "pass".into()
     } else {
         "fail".into()
+    }
+}
+
+#[cfg(test)]
+mod cpu_tests {
+    use super::*;
+
+    /// A summary written before the CPU figures were measured still loads: they read as
+    /// absent (the timer step as 0), never as a CPU of 0.
+    #[test]
+    fn a_generator_block_without_the_cpu_figures_still_loads() {
+        let g: Generator = serde_json::from_value(serde_json::json!({
+            "send_lateness_us": HistSummary::default(),
+            "inputs_skipped": 0,
+            "workers": 2,
+            "send_errors": {},
+        }))
+        .expect("an older generator block");
+        assert_eq!(
+            (g.cpu_ns, g.cpu_ns_per_datagram_sent, g.timer_step_us),
+            (None, None, 0)
+        );
+        let text = serde_json::to_string(&g).expect("written");
+        assert!(!text.contains("cpu_ns"), "{text}");
+    }
+
+    /// The CPU over each direction's datagrams, rounded to 0.1 ns; a CPU of 0 is a clock never
+    /// read, not a free run.
+    #[test]
+    fn cpu_per_datagram_divides_the_cpu_by_each_direction() {
+        let mut g = Generator::default();
+        g.set_cpu(Some(10_000_000), 3_000, 7_000);
+        assert_eq!(g.cpu_ns_per_datagram_sent, Some(3_333.3));
+        assert_eq!(g.cpu_ns_per_datagram_received, Some(1_428.6));
+        g.set_cpu(Some(0), 3_000, 7_000);
+        assert_eq!((g.cpu_ns, g.cpu_ns_per_datagram_sent), (None, None));
     }
 }

@@ -638,7 +638,8 @@ impl Plan {
             .or(file.engine.workers)
             .unwrap_or(cores)
             .clamp(1, planned.max(1) as usize);
-        let default_step = default_timer_coalesce(planned, workers);
+        let simulated = groups.iter().any(|g| g.network.is_some());
+        let default_step = default_timer_coalesce(planned, workers, simulated);
 
         Ok(Plan {
             name: file.name.clone(),
@@ -818,7 +819,7 @@ impl Plan {
                  bots due within a step share a wake-up; send lateness grows by up to a step\n",
                 format_duration(self.timer_coalesce),
                 if self.timer_coalesce_default {
-                    ", the default above 1,000 bots per worker"
+                    ", the default"
                 } else {
                     ""
                 }
@@ -1073,17 +1074,29 @@ fn spawn_schedule(stages: &[Stage], scale: &dyn Fn(u64) -> u64) -> Result<Vec<Sp
     Ok(out)
 }
 
-/// Bots per worker from which timers share 1 ms steps by default.
+/// The timer step a scenario gets when it leaves `engine.timer_coalesce` out.
+pub const DEFAULT_TIMER_COALESCE: Duration = Duration::from_millis(1);
+
+/// Bots per worker from which a run with simulated links (`network:`) gets
+/// [`DEFAULT_TIMER_COALESCE`] by default.
 pub const COALESCE_FROM_BOTS_PER_WORKER: u64 = 1_000;
 
-/// `engine.timer_coalesce` when the scenario leaves it out: off (every bot on its own
-/// instant) below [`COALESCE_FROM_BOTS_PER_WORKER`] bots per worker, 1 ms from there. Measured
-/// with `scripts/bench_ceiling.sh` on 2 cores: at 2,000 cafe bots, one wake-up per bot
-/// costs a worker 0.77 of a core, 1 ms steps 0.34 (48 datagrams per send call instead of
-/// 1.6), for up to 1 ms more send lateness.
-pub fn default_timer_coalesce(planned: u64, workers: usize) -> Duration {
-    if planned / (workers.max(1) as u64) >= COALESCE_FROM_BOTS_PER_WORKER {
-        Duration::from_millis(1)
+/// `engine.timer_coalesce` when the scenario leaves it out: 1 ms steps at every population, so
+/// a worker wakes at most once a millisecond however many bots it drives, and its wake-ups
+/// (timer re-arm, epoll round, clock read, submit) scale with time, not with bots. Before
+/// issue 40 the steps began at 1,000 bots per worker and each input below that was a wake-up
+/// of its own: the CPU per datagram at 500 cafe bots was 6.5× a bare `send()` loop's, at
+/// 3,000 bots 0.84× (measured with `scripts/bench_ceiling.sh` on 2 cores; at 2,000 bots one
+/// wake-up per bot cost a worker 0.77 of a core, 1 ms steps 0.34). The price: an input leaves
+/// up to one step after its slot, which `send_lateness_us` measures (p99 about 1 ms).
+///
+/// A run with simulated links keeps exact timers below [`COALESCE_FROM_BOTS_PER_WORKER`] bots
+/// per worker: a link's delayed datagrams are released by the worker's timers, so a step
+/// would hold each delayed direction up to a step longer than the link's configured delay,
+/// and the RTT measured through it would read up to two steps above the injected truth.
+pub fn default_timer_coalesce(planned: u64, workers: usize, simulated_links: bool) -> Duration {
+    if !simulated_links || planned / (workers.max(1) as u64) >= COALESCE_FROM_BOTS_PER_WORKER {
+        DEFAULT_TIMER_COALESCE
     } else {
         Duration::ZERO
     }
@@ -1186,12 +1199,16 @@ impl Plan {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn timers_share_1ms_steps_by_default_from_1000_bots_per_worker() {
+    fn timers_share_1ms_steps_by_default_but_simulated_links_keep_exact_timers_below_1000_bots_per_worker(
+    ) {
         use std::time::Duration;
-        assert_eq!(default_timer_coalesce(1_999, 2), Duration::ZERO);
-        assert_eq!(default_timer_coalesce(2_000, 2), Duration::from_millis(1));
-        assert_eq!(default_timer_coalesce(999, 1), Duration::ZERO);
-        assert_eq!(default_timer_coalesce(1_000, 0), Duration::from_millis(1));
+        let ms = Duration::from_millis(1);
+        assert_eq!(default_timer_coalesce(10, 2, false), ms);
+        assert_eq!(default_timer_coalesce(1_999, 2, false), ms);
+        assert_eq!(default_timer_coalesce(1_999, 2, true), Duration::ZERO);
+        assert_eq!(default_timer_coalesce(2_000, 2, true), ms);
+        assert_eq!(default_timer_coalesce(999, 1, true), Duration::ZERO);
+        assert_eq!(default_timer_coalesce(1_000, 0, true), ms);
     }
 
     use super::*;

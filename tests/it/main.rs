@@ -49,6 +49,7 @@ mod enet_interop;
 mod enet_rtt;
 mod enet_send_batch;
 mod faults;
+mod generator_cpu;
 mod group_truth;
 mod groups;
 mod init;

@@ -3,7 +3,7 @@
 //! step, so send lateness is at least what the rounding adds (with a 10 ms step and bots
 //! spread over the 60 Hz grid, half of them wait 5 ms or more); bots due within one step
 //! leave in one batch (with io_uring); and `validate` says which step a run will use,
-//! including the default above 1,000 bots per worker.
+//! including the default (1 ms at every population).
 
 use std::process::Command;
 
@@ -48,7 +48,7 @@ fn a_10ms_step_delays_sends_to_its_grid_and_batches_them() {
 }
 
 #[test]
-fn validate_names_the_step_and_the_default_above_1000_bots_per_worker() {
+fn validate_names_the_step_and_the_default_at_every_population() {
     let quickstart = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/quickstart.yaml");
     let text = |args: &[&str]| {
         let o = bin()
@@ -60,12 +60,41 @@ fn validate_names_the_step_and_the_default_above_1000_bots_per_worker() {
         assert_eq!(o.status.code(), Some(0));
         String::from_utf8_lossy(&o.stdout).into_owned()
     };
-    let small = text(&["--bots", "1999", "--workers", "2"]);
+    // 1 ms steps by default however few bots a worker has (issue 40: below 1,000 bots per
+    // worker each input used to be a wake-up of its own).
+    for bots in ["10", "1999", "2000"] {
+        let plan = text(&["--bots", bots, "--workers", "2"]);
+        assert!(
+            plan.contains("timers     served in steps of 1ms") && plan.contains("the default)"),
+            "{bots} bots: {plan}"
+        );
+    }
+}
+
+/// A run with simulated links keeps exact timers by default below 1,000 bots per worker: the
+/// links' delays are released by the worker's timers, and a step would add to them.
+#[test]
+fn simulated_links_keep_exact_timers_by_default_below_1000_bots_per_worker() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let file = tmp.path().join("linked.yaml");
+    Scenario::file("quickstart.yaml")
+        .add("network", serde_json::json!({ "latency": "20ms" }))
+        .write(&file);
+    let text = |bots: &str| {
+        let o = bin()
+            .arg("validate")
+            .arg(&file)
+            .args(["--bots", bots, "--workers", "2"])
+            .output()
+            .expect("validate");
+        assert_eq!(o.status.code(), Some(0), "{o:?}");
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let small = text("1999");
     assert!(!small.contains("timers "), "{small}");
-    let large = text(&["--bots", "2000", "--workers", "2"]);
+    let large = text("2000");
     assert!(
-        large.contains("timers     served in steps of 1ms")
-            && large.contains("the default above 1,000 bots per worker"),
+        large.contains("timers     served in steps of 1ms"),
         "{large}"
     );
 }

@@ -1020,6 +1020,26 @@ mod tests {
     /// The generator panel shows how hard the generator works to send: system calls per
     /// second and the largest batch each second, the path and the mean batch in words; a run
     /// whose transport does not count its sends has no such figure.
+    /// The generator-health caption states the workers' CPU and its cost per datagram each
+    /// way, when the run measured it, and says nothing of it otherwise.
+    #[test]
+    fn the_generator_panel_states_the_cpu_per_datagram() {
+        let mut s = sample_summary();
+        for p in &mut s.intervals {
+            p.generator = Some(crate::metrics::run::GeneratorHealth {
+                worker_cpu: vec![Some(0.5)],
+                ..Default::default()
+            });
+        }
+        assert!(!render(&s).contains("per datagram sent"));
+        s.generator.set_cpu(Some(2_500_000_000), 1_000_000, 500_000);
+        let html = render(&s);
+        assert!(
+            html.contains("2.50 s of CPU over the run: 2500 ns per datagram sent, 5000 ns per"),
+            "no CPU per datagram in the generator caption"
+        );
+    }
+
     #[test]
     fn the_generator_panel_shows_send_calls_and_batch_sizes() {
         let mut s = sample_summary();

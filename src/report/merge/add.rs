@@ -149,6 +149,16 @@ pub(super) fn add_summary(m: &mut Summary, s: &Summary) -> Result<(), String> {
         &s.generator.send_errors,
         "generator.send_errors",
     )?;
+    g.timer_step_us = g.timer_step_us.max(s.generator.timer_step_us);
+    // The machines' CPU adds up; one run without it leaves the sum unknown. The figures per
+    // datagram are derived again once the wire counts are summed (`merge`).
+    g.cpu_ns = match (g.cpu_ns, s.generator.cpu_ns) {
+        (Some(a), Some(b)) => Some(
+            a.checked_add(b)
+                .ok_or("generator.cpu_ns added up overflows")?,
+        ),
+        _ => None,
+    };
     g.send_io = match (g.send_io.take(), &s.generator.send_io) {
         (Some(mut a), Some(b)) => {
             a.merge(b, m.duration_s);
@@ -493,6 +503,10 @@ fn merge_health(mut a: GeneratorHealth, b: &GeneratorHealth) -> GeneratorHealth 
     a.send_errors = a.send_errors.saturating_add(b.send_errors);
     a.inputs_skipped = a.inputs_skipped.saturating_add(b.inputs_skipped);
     a.send_syscalls = add(a.send_syscalls, b.send_syscalls);
+    a.cpu_ns = add(a.cpu_ns, b.cpu_ns);
+    a.datagrams_sent = add(a.datagrams_sent, b.datagrams_sent);
+    a.cpu_ns_per_datagram_sent =
+        crate::metrics::run::per_datagram(a.cpu_ns, a.datagrams_sent.unwrap_or(0));
     a.send_batch_max = match (a.send_batch_max, b.send_batch_max) {
         (Some(x), Some(y)) => Some(x.max(y)),
         (x, y) => x.or(y),
@@ -516,6 +530,7 @@ mod tests {
             inputs_skipped: skipped,
             send_syscalls: calls,
             send_batch_max: batch,
+            ..GeneratorHealth::default()
         };
         let m = merge_health(
             h(vec![Some(0.5), None], 100_000, 0, Some(10), Some(4)),
@@ -612,5 +627,50 @@ mod tests {
         add_summary(&mut m, &shard(500, 500, 1, 0, 1)).unwrap();
         let io = m.generator.send_io.unwrap();
         assert_eq!((io.syscalls, io.path.as_str()), (4_500, "mixed"));
+    }
+
+    /// The machines' CPU adds up, and so do the datagrams it is divided by (`merge` divides
+    /// again once every run is in); a run from a build before the figure (no `cpu_ns`) leaves
+    /// the sum unknown rather than short; the largest timer step is kept.
+    #[test]
+    fn cpu_of_shards_adds_up_and_a_run_without_it_leaves_it_unknown() {
+        let shard = |cpu: Option<u64>, sent, step| {
+            let mut s = Summary::default();
+            s.bandwidth.wire_up_packets = sent;
+            s.generator.set_cpu(cpu, sent, 0);
+            s.generator.timer_step_us = step;
+            s
+        };
+        let mut m = shard(Some(3_000_000), 1_000, 1_000);
+        add_summary(&mut m, &shard(Some(1_000_000), 1_000, 0)).unwrap();
+        assert_eq!(m.generator.cpu_ns, Some(4_000_000));
+        assert_eq!(m.generator.timer_step_us, 1_000);
+        let (cpu, sent) = (m.generator.cpu_ns, m.bandwidth.wire_up_packets);
+        m.generator.set_cpu(cpu, sent, 0);
+        assert_eq!(m.generator.cpu_ns_per_datagram_sent, Some(2_000.0));
+        // Nothing received: no figure per datagram received (no division by zero).
+        assert_eq!(m.generator.cpu_ns_per_datagram_received, None);
+        add_summary(&mut m, &shard(None, 1_000, 0)).unwrap();
+        assert_eq!(m.generator.cpu_ns, None);
+    }
+
+    /// Per second: the shards' CPU and datagrams add up, and the figure per datagram is the
+    /// sum over the sum, not either shard's.
+    #[test]
+    fn cpu_per_datagram_of_a_merged_second_is_the_sums_ratio() {
+        let h = |cpu, sent| GeneratorHealth {
+            cpu_ns: Some(cpu),
+            datagrams_sent: Some(sent),
+            cpu_ns_per_datagram_sent: crate::metrics::run::per_datagram(Some(cpu), sent),
+            ..GeneratorHealth::default()
+        };
+        let m = merge_health(h(3_000, 1), &h(1_000, 3));
+        assert_eq!((m.cpu_ns, m.datagrams_sent), (Some(4_000), Some(4)));
+        assert_eq!(m.cpu_ns_per_datagram_sent, Some(1_000.0));
+        let without = GeneratorHealth::default();
+        assert_eq!(
+            merge_health(h(3_000, 1), &without).cpu_ns_per_datagram_sent,
+            None
+        );
     }
 }

@@ -304,6 +304,13 @@ pub fn merge_runs(dirs: &[PathBuf], allow_missing: bool) -> Result<Merged, Merge
         || m.generator
             .lateness_p99_of_period
             .is_some_and(|x| x > super::summary::SATURATION_LATENESS_OF_PERIOD);
+    // The machines' CPU (summed in `add_summary`) over their datagrams, summed likewise.
+    let (cpu, sent, received) = (
+        m.generator.cpu_ns,
+        m.bandwidth.wire_up_packets,
+        m.bandwidth.wire_down_packets,
+    );
+    m.generator.set_cpu(cpu, sent, received);
     finish_groups(&mut m.groups).map_err(|e| input_err(&dirs[0], e))?;
     m.bandwidth.per_bot_up_bytes_per_s = digest("bot_up_bytes_per_s");
     m.bandwidth.per_bot_down_bytes_per_s = digest("bot_down_bytes_per_s");
