@@ -184,6 +184,7 @@ fn tick_label(unit: Unit, v: f64, step: f64, top: f64) -> String {
 }
 
 /// A horizontal line drawn across a chart: a threshold's limit.
+#[derive(Clone)]
 pub(super) struct Mark {
     pub label: String,
     pub value: f64,
@@ -776,13 +777,7 @@ pub(super) fn knee_chart(label: &str, points: &[KneePoint], unit: Unit, marks: &
     pts.sort_by(|a, b| a.players.total_cmp(&b.players));
     let xa = TimeAxis::players(pts.iter().map(|p| p.players).fold(0.0, f64::max));
     let opts = Opts {
-        marks: marks
-            .iter()
-            .map(|m| Mark {
-                label: m.label.clone(),
-                value: m.value,
-            })
-            .collect(),
+        marks: marks.to_vec(),
         ..Opts::default()
     };
     let y_max = pts.iter().map(|p| p.value).fold(0.0, f64::max);
@@ -858,13 +853,7 @@ pub(super) fn trend_chart(
     let pts: Vec<&TrendPoint> = points.iter().filter(|p| p.value.is_finite()).collect();
     let xa = TimeAxis::runs(points.iter().map(|p| p.run).max().unwrap_or(1));
     let opts = Opts {
-        marks: marks
-            .iter()
-            .map(|m| Mark {
-                label: m.label.clone(),
-                value: m.value,
-            })
-            .collect(),
+        marks: marks.to_vec(),
         ..Opts::default()
     };
     let y_max = pts
