@@ -94,11 +94,7 @@ pub(crate) fn cmd_trend(a: &TrendArgs, console: Console) -> anyhow::Result<u8> {
     }
     let newest = t.runs.len().saturating_sub(1);
     for c in &changes {
-        let r = &t.runs[c.run];
-        let name = match &r.label {
-            Some(l) => format!("#{} {l}", c.run + 1),
-            None => format!("#{}", c.run + 1),
-        };
+        let name = t.runs[c.run].name(c.run);
         // Said even with --quiet when it decides the exit code.
         if !console.quiet || (a.fail_on_regress && c.run == newest) {
             say!(

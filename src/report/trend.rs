@@ -230,6 +230,15 @@ impl Run {
         self.values.iter().find(|(i, _)| *i == id).map(|(_, v)| *v)
     }
 
+    /// How the console and the page name the run at `index` (from 0) of the trend: its
+    /// position from 1, and its label when it has one (`#7 build-1234`).
+    pub fn name(&self, index: usize) -> String {
+        match &self.label {
+            Some(l) => format!("#{} {l}", index + 1),
+            None => format!("#{}", index + 1),
+        }
+    }
+
     /// The run's judgement on a figure.
     pub fn judged(&self, id: &str) -> Option<&Judged> {
         self.judged.iter().find(|(i, _)| *i == id).map(|(_, j)| j)

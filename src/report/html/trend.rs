@@ -41,14 +41,6 @@ struct RunRow {
     version: String,
 }
 
-/// How a run is named on the page: its position, and its label when it has one.
-fn run_name(n: usize, label: Option<&str>) -> String {
-    match label {
-        Some(l) => format!("#{n} {l}"),
-        None => format!("#{n}"),
-    }
-}
-
 /// The page, as one self-contained HTML document.
 pub fn render(t: &Trend) -> Result<String, askama::Error> {
     let changes: Vec<ChangeRow> = t
@@ -60,7 +52,7 @@ pub fn render(t: &Trend) -> Result<String, askama::Error> {
             ChangeRow {
                 run: c.run + 1,
                 figure: c.figure.id,
-                name: run_name(c.run + 1, r.label.as_deref()),
+                name: r.name(c.run),
                 href: r.report.clone(),
                 title: c.figure.title,
                 value: fmt_unit(u, c.value),
@@ -85,12 +77,7 @@ pub fn render(t: &Trend) -> Result<String, askama::Error> {
                     failed: r.verdict != "pass",
                     changed: r.judged(f.id).is_some_and(|j| j.state != "within"),
                     href: r.report.clone(),
-                    title: format!(
-                        "{}: {} ({})",
-                        run_name(i + 1, r.label.as_deref()),
-                        f.format(v.value),
-                        r.verdict
-                    ),
+                    title: format!("{}: {} ({})", r.name(i), f.format(v.value), r.verdict),
                 })
             })
             .collect();
@@ -166,13 +153,7 @@ pub fn render(t: &Trend) -> Result<String, askama::Error> {
         warnings: t
             .warnings
             .iter()
-            .map(|w| {
-                format!(
-                    "{}: {}",
-                    run_name(w.run + 1, t.runs[w.run].label.as_deref()),
-                    w.text
-                )
-            })
+            .map(|w| format!("{}: {}", t.runs[w.run].name(w.run), w.text))
             .collect(),
         figures,
         runs,
