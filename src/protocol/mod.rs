@@ -16,6 +16,7 @@ pub mod acks;
 pub mod admission;
 pub mod hint;
 pub mod idmap;
+pub mod inspect;
 pub mod input_grid;
 pub mod pattern;
 pub mod ping;

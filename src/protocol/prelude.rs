@@ -36,7 +36,7 @@ pub use crate::metrics::threshold::Metric;
 pub use crate::metrics::{LossCounts, NamedCounters, Recorder, WireCounts};
 
 pub use super::{
-    acks, admission, hint, idmap, input_grid, pattern, ping, predict, seqwindow, session, sim,
+    acks, admission, hint, idmap, inspect, input_grid, pattern, ping, predict, seqwindow, session, sim,
     tail, timers, wire,
 };
 

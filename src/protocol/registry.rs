@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use super::inspect::Inspect;
 use super::{Bot, BotParams, ProtocolInfo, Server};
 use crate::duration::Dur;
 use crate::metrics::threshold::Metric;
@@ -408,6 +409,13 @@ pub trait Protocol: Send + Sync + 'static {
     fn usual_input_rate(_opts: &Self::Options) -> f64 {
         60.0
     }
+
+    /// A decode-only reader of this configuration's messages, for `tickswarm inspect` (a
+    /// capture of a real client, each flow tried against every protocol and dialect). The
+    /// default: this protocol cannot be inspected, which `inspect` says of it.
+    fn inspector(_opts: &Self::Options) -> Option<Box<dyn Inspect>> {
+        None
+    }
 }
 
 /// A [`Protocol`] seen through a trait object, so the list of protocols can grow at run time
@@ -569,6 +577,7 @@ trait AnySection: Send + Sync {
     fn cannot_measure(&self, metric: Metric) -> Option<&'static str>;
     fn check_input_rate(&self, hz: f64) -> Result<(), String>;
     fn usual_input_rate(&self) -> f64;
+    fn inspector(&self) -> Option<Box<dyn Inspect>>;
 }
 
 impl<P: Protocol> AnySection for Section<P> {
@@ -630,6 +639,9 @@ impl<P: Protocol> AnySection for Section<P> {
     }
     fn usual_input_rate(&self) -> f64 {
         P::usual_input_rate(&self.opts)
+    }
+    fn inspector(&self) -> Option<Box<dyn Inspect>> {
+        P::inspector(&self.opts)
     }
 }
 
@@ -746,6 +758,11 @@ impl ProtocolSection {
     /// See [`Protocol::usual_input_rate`].
     pub fn usual_input_rate(&self) -> f64 {
         self.0.usual_input_rate()
+    }
+
+    /// See [`Protocol::inspector`].
+    pub fn inspector(&self) -> Option<Box<dyn Inspect>> {
+        self.0.inspector()
     }
 }
 

@@ -146,6 +146,10 @@ impl Protocol for Cafe {
         Box::new(CafeServer::new(cfg, now))
     }
 
+    fn inspector(o: &CafeOptions) -> Option<Box<dyn crate::protocol::prelude::inspect::Inspect>> {
+        Some(Box::new(codec::inspect::CafeInspect::new(o.dialect)))
+    }
+
     fn cannot_measure(_: &CafeOptions, metric: Metric) -> Option<&'static str> {
         // Neither dialect's server says anything back about the inputs it received.
         (metric == Metric::UpstreamLoss).then_some("a cafe server acknowledges no input")

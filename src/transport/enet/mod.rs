@@ -119,6 +119,7 @@ mod host;
 mod queue;
 mod socket;
 mod types;
+pub mod unframe;
 mod wire;
 
 #[cfg(test)]

@@ -84,6 +84,13 @@ pub(super) struct Commands<'a> {
     body: &'a [u8],
 }
 
+impl<'a> Commands<'a> {
+    /// The commands not yet read, as bytes.
+    pub(super) fn body(&self) -> &'a [u8] {
+        self.body
+    }
+}
+
 impl<'a> Iterator for Commands<'a> {
     type Item = Command<'a>;
 

@@ -32,6 +32,8 @@
 //!   two grids never overlap (a spec body is `20 + 33n`, an implementation body `26 + 33n`:
 //!   6 bytes apart on a 33-byte grid).
 
+pub mod inspect;
+
 use thiserror::Error;
 
 use crate::protocol::prelude::wire::{self, Le, WireError};
