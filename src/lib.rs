@@ -99,6 +99,8 @@
 
 pub mod api;
 #[doc(hidden)]
+pub mod capture;
+#[doc(hidden)]
 pub mod cli;
 #[doc(hidden)]
 pub mod duration;

@@ -12,6 +12,7 @@ mod compare;
 mod dashboard;
 mod http;
 mod init;
+mod inspect;
 mod merge;
 mod metrics_listen;
 mod progress;
@@ -102,6 +103,9 @@ enum Command {
     Trend(trend::TrendArgs),
     /// Put the network model (`network:`) between UDP clients and a server, as a relay.
     Relay(relay::RelayArgs),
+    /// Read a capture (pcap, pcapng) of real clients: the protocol and dialect of each flow,
+    /// its messages, and the client's rates, RTT and loss.
+    Inspect(inspect::InspectArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
     Completions {
         /// The shell to complete for.
@@ -333,6 +337,7 @@ pub fn main_with(protocols: &[&'static dyn AnyProtocol]) -> ExitCode {
         Command::Capacity(a) => capacity::cmd_capacity(&a),
         Command::Serve(a) => serve::cmd_serve(&a, console),
         Command::Relay(a) => relay::cmd_relay(&a),
+        Command::Inspect(a) => inspect::cmd_inspect(&a),
         Command::Validate(a) => validate::cmd_validate(&a),
         Command::Init(a) => init::cmd_init(&a),
         Command::Merge(a) => merge::cmd_merge(&a, console),

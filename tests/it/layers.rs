@@ -40,6 +40,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "cli",
         &[
             "report",
+            "capture",
             "engine",
             "scenario",
             "transport",
@@ -62,6 +63,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "duration",
         ],
     ),
+    // Captures of real clients: flows read as every protocol (the catalogue in games, ENet's
+    // framing in transport).
+    ("capture", &["transport", "games", "protocol", "metrics", "duration"]),
     (
         "scenario",
         &["games", "protocol", "metrics", "netsim", "duration"],
