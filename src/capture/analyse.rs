@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 
 use serde::Serialize;
 
-use super::read::{self, Carrier, CaptureError, Packet, ReadCounts};
+use super::read::{self, CaptureError, Carrier, Packet, ReadCounts};
 use crate::protocol::inspect::{Direction, Inspect, Mismatch, Role, Seen};
 use crate::protocol::{ProtocolName, ProtocolSection, TransportNeeds};
 use crate::transport::enet::unframe::Unframer;
@@ -293,11 +293,11 @@ impl Flow {
                     (TransportNeeds::Gns, _) => {
                         Some("GameNetworkingSockets encrypts its traffic".to_string())
                     }
-                    (TransportNeeds::UdpTcpLogin { .. }, _) => None,
-                    (_, Carrier::Tcp) => Some("it plays over UDP only".to_string()),
                     _ if inspector.is_none() => {
                         Some("the protocol has no decode-only reader (Protocol::inspector)".into())
                     }
+                    (TransportNeeds::UdpTcpLogin { .. }, _) => None,
+                    (_, Carrier::Tcp) => Some("it plays over UDP only".to_string()),
                     _ => None,
                 };
                 if cannot.is_some() {

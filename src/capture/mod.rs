@@ -8,6 +8,7 @@
 
 pub mod analyse;
 pub mod read;
+pub mod write;
 
 pub use analyse::{inspect, Inspection};
 pub use read::CaptureError;

@@ -132,14 +132,7 @@ pub fn read<R: Read + Send>(
         let at = reader.consumed() as u64;
         match reader.next() {
             Ok((offset, block)) => {
-                let r = handle(
-                    block,
-                    at,
-                    &mut interfaces,
-                    &mut legacy,
-                    &mut counts,
-                    each,
-                );
+                let r = handle(block, at, &mut interfaces, &mut legacy, &mut counts, each);
                 reader.consume(offset);
                 r?;
             }
@@ -218,8 +211,8 @@ fn handle(
             let Some((link, res)) = *legacy else {
                 return Err(CaptureError::NotACapture);
             };
-            let at_us = u64::from(b.ts_sec) * 1_000_000
-                + u64::from(b.ts_usec) * 1_000_000 / res.max(1);
+            let at_us =
+                u64::from(b.ts_sec) * 1_000_000 + u64::from(b.ts_usec) * 1_000_000 / res.max(1);
             frame(link, at_us, b.caplen < b.origlen, b.data, counts, each);
         }
         PcapBlockOwned::NG(Block::SectionHeader(_)) => {
@@ -248,14 +241,28 @@ fn handle(
             let us = ticks * 1_000_000 / u128::from(i.resolution);
             let us = u64::try_from(us).unwrap_or(u64::MAX);
             let at_us = us.saturating_add_signed(i.offset_s.saturating_mul(1_000_000));
-            frame(i.link, at_us, epb.caplen < epb.origlen, epb.data, counts, each);
+            frame(
+                i.link,
+                at_us,
+                epb.caplen < epb.origlen,
+                epb.data,
+                counts,
+                each,
+            );
         }
         PcapBlockOwned::NG(Block::SimplePacket(spb)) => {
             let Some(i) = interfaces.first() else {
                 return Err(CaptureError::NoInterface { at, id: 0 });
             };
             // No timestamp in a simple packet block.
-            frame(i.link, 0, spb.data.len() < spb.origlen as usize, spb.data, counts, each);
+            frame(
+                i.link,
+                0,
+                spb.data.len() < spb.origlen as usize,
+                spb.data,
+                counts,
+                each,
+            );
         }
         PcapBlockOwned::NG(_) => {}
     }

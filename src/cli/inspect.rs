@@ -89,7 +89,11 @@ fn print_flow(f: &FlowReport) {
     out!("  candidates (share of datagrams read):");
     for c in &f.candidates {
         if let Some(why) = &c.cannot {
-            out!("    {:>9} {:<16} cannot inspect: {why}", c.protocol, c.dialect);
+            out!(
+                "    {:>9} {:<16} cannot inspect: {why}",
+                c.protocol,
+                c.dialect
+            );
             continue;
         }
         out!(
@@ -136,9 +140,10 @@ fn print_flow(f: &FlowReport) {
             b.pings,
             opt(b.ping_interval_ms, "ms")
         );
-        let sizes = b
-            .snapshot_bytes
-            .map_or_else(|| "-".into(), |(a, m, z)| format!("{a}..{z} bytes, mean {m:.1}"));
+        let sizes = b.snapshot_bytes.map_or_else(
+            || "-".into(),
+            |(a, m, z)| format!("{a}..{z} bytes, mean {m:.1}"),
+        );
         out!(
             "  server: {} snapshots at {} ({sizes})",
             b.snapshots,
@@ -146,7 +151,9 @@ fn print_flow(f: &FlowReport) {
         );
         let rtt = b.rtt_ms.map_or_else(
             || "-".into(),
-            |(n, lo, mid, hi)| format!("{n} pairs, min {lo:.2} ms, median {mid:.2} ms, max {hi:.2} ms"),
+            |(n, lo, mid, hi)| {
+                format!("{n} pairs, min {lo:.2} ms, median {mid:.2} ms, max {hi:.2} ms")
+            },
         );
         out!(
             "  rtt: {rtt}; loss: downstream {}, upstream {}",

@@ -76,7 +76,18 @@ pub(crate) struct RelayArgs {
     /// Datagrams each direction may hold at once; past it they are dropped (counted).
     #[arg(long, default_value_t = 65_536)]
     max_held_datagrams: usize,
+    /// Write every datagram that reaches the relay, both ways, to this pcapng file (as the
+    /// client and the server sent it, before the profile's conditions), for `tickswarm
+    /// inspect`: a capture of a real client without root or tcpdump.
+    #[arg(long, value_name = "FILE.pcapng")]
+    record: Option<PathBuf>,
+    /// Largest size of the `--record` file, in bytes; datagrams past it are counted.
+    #[arg(long, default_value_t = 1 << 30, requires = "record")]
+    record_limit: u64,
 }
+
+/// The `--record` file: datagrams between the client's address and the target.
+type Recorder = crate::capture::write::PcapngWriter<std::io::BufWriter<std::fs::File>>;
 
 /// The profile file: just a `network:` section (other keys are refused).
 #[derive(Deserialize)]
@@ -148,6 +159,11 @@ struct Relay {
     /// relay's own timing, which a starved relay (a loaded machine) adds to the link's delay.
     up_late: hdrhistogram::Histogram<u64>,
     down_late: hdrhistogram::Histogram<u64>,
+    /// `--record`'s file.
+    record: Option<Recorder>,
+    /// The listening address (the server's side in the recording when the client and the
+    /// target are of different address families).
+    local: SocketAddr,
 }
 
 pub(crate) fn cmd_relay(a: &RelayArgs) -> anyhow::Result<u8> {
@@ -177,6 +193,22 @@ pub(crate) fn cmd_relay(a: &RelayArgs) -> anyhow::Result<u8> {
         datagrams: a.max_held_datagrams,
         bytes: a.max_held,
     };
+    let record = match &a.record {
+        Some(path) => {
+            let file = match std::fs::File::create(path) {
+                Ok(f) => f,
+                Err(e) => {
+                    say!("error: --record {}: {e}", path.display());
+                    return Ok(super::EXIT_USAGE);
+                }
+            };
+            Some(Recorder::new(
+                std::io::BufWriter::new(file),
+                a.record_limit,
+            )?)
+        }
+        None => None,
+    };
     out!("relay: listening on {local}, forwarding to {}", a.target);
     let mut r = Relay {
         listen,
@@ -197,8 +229,18 @@ pub(crate) fn cmd_relay(a: &RelayArgs) -> anyhow::Result<u8> {
         refused: 0,
         up_late: crate::metrics::new_histogram(),
         down_late: crate::metrics::new_histogram(),
+        record,
+        local,
     };
     r.run(&stop)?;
+    if let Some(w) = r.record.as_mut() {
+        w.flush()?;
+        out!(
+            "relay: recorded {} datagrams ({} past --record-limit not written)",
+            w.datagrams,
+            w.over_limit
+        );
+    }
     out!("{}", r.summary());
     Ok(super::EXIT_PASS)
 }
@@ -287,6 +329,7 @@ impl Relay {
             };
             let now = Instant::now();
             self.up.r#in += 1;
+            self.record(from, true, &buf[..len]);
             let Some(slot) = self.client(from, now) else {
                 self.up.dropped += 1;
                 self.refused += 1;
@@ -324,6 +367,11 @@ impl Relay {
             };
             let now = Instant::now();
             self.down.r#in += 1;
+            let addr = c.addr;
+            self.record(addr, false, &buf[..len]);
+            let Some(c) = self.slots[slot].as_mut() else {
+                return;
+            };
             c.last_seen = now;
             c.down_budget.received(len);
             let fate = c.down.submit(now, len);
@@ -336,6 +384,28 @@ impl Relay {
                 proven,
             };
             held.hold(fate, key, &buf[..len]);
+        }
+    }
+
+    /// Write a datagram between `client` and the server to `--record`'s file; a failed
+    /// write ends the recording with a word, not the relay.
+    fn record(&mut self, client: SocketAddr, up: bool, bytes: &[u8]) {
+        let Some(w) = self.record.as_mut() else {
+            return;
+        };
+        let server = if client.is_ipv4() == self.target.is_ipv4() {
+            self.target
+        } else {
+            self.local
+        };
+        let (src, dst) = if up {
+            (client, server)
+        } else {
+            (server, client)
+        };
+        if let Err(e) = w.datagram(std::time::SystemTime::now(), src, dst, bytes) {
+            say!("relay: --record stopped: {e}");
+            self.record = None;
         }
     }
 

@@ -153,7 +153,10 @@ pub trait Inspect: Send {
         _data: &[u8],
         _out: &mut dyn FnMut(Seen),
     ) -> Result<(), Mismatch> {
-        Err(Mismatch::at(0, "no TCP stream: this protocol plays over UDP only"))
+        Err(Mismatch::at(
+            0,
+            "no TCP stream: this protocol plays over UDP only",
+        ))
     }
 }
 
@@ -164,7 +167,10 @@ pub fn field<const N: usize>(data: &[u8], at: usize, what: &str) -> Result<[u8; 
         .ok_or_else(|| {
             Mismatch::at(
                 data.len().min(at),
-                format!("{what} ({N} bytes at {at}; the message ends at {})", data.len()),
+                format!(
+                    "{what} ({N} bytes at {at}; the message ends at {})",
+                    data.len()
+                ),
             )
         })
 }
@@ -179,7 +185,10 @@ pub fn exact_len(data: &[u8], len: usize, kind: &str) -> Result<(), Mismatch> {
         )),
         std::cmp::Ordering::Greater => Err(Mismatch::at(
             len,
-            format!("the end of a {len}-byte {kind} ({} bytes more)", data.len() - len),
+            format!(
+                "the end of a {len}-byte {kind} ({} bytes more)",
+                data.len() - len
+            ),
         )),
     }
 }

@@ -36,8 +36,8 @@ pub use crate::metrics::threshold::Metric;
 pub use crate::metrics::{LossCounts, NamedCounters, Recorder, WireCounts};
 
 pub use super::{
-    acks, admission, hint, idmap, inspect, input_grid, pattern, ping, predict, seqwindow, session, sim,
-    tail, timers, wire,
+    acks, admission, hint, idmap, input_grid, inspect, pattern, ping, predict, seqwindow, session,
+    sim, tail, timers, wire,
 };
 
 /// The seeded generator [`BotParams::seed`] is for ([`PatternState::sample`] takes one), and

@@ -65,7 +65,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     // Captures of real clients: flows read as every protocol (the catalogue in games, ENet's
     // framing in transport).
-    ("capture", &["transport", "games", "protocol", "metrics", "duration"]),
+    (
+        "capture",
+        &["transport", "games", "protocol", "metrics", "duration"],
+    ),
     (
         "scenario",
         &["games", "protocol", "metrics", "netsim", "duration"],

@@ -53,6 +53,7 @@ mod generator_cpu;
 mod group_truth;
 mod groups;
 mod init;
+mod inspect;
 mod layers;
 mod limits;
 mod merge_hostile;

@@ -148,7 +148,9 @@ impl Unframer {
                 7 | 8 | 9 | 12 => Some(6),
                 _ => None,
             };
-            let payload_len = len_at.map_or(0, |i| usize::from(u16::from_be_bytes([fixed[i], fixed[i + 1]])));
+            let payload_len = len_at.map_or(0, |i| {
+                usize::from(u16::from_be_bytes([fixed[i], fixed[i + 1]]))
+            });
             let Some(payload) = body.get(at + size..at + size + payload_len) else {
                 return Err(NotEnet {
                     offset: base + at + len_at.unwrap_or(0),
@@ -209,7 +211,8 @@ impl Unframer {
         payload: &[u8],
         out: &mut dyn FnMut(Packet<'_>),
     ) {
-        let u32_at = |i: usize| u32::from_be_bytes([fixed[i], fixed[i + 1], fixed[i + 2], fixed[i + 3]]);
+        let u32_at =
+            |i: usize| u32::from_be_bytes([fixed[i], fixed[i + 1], fixed[i + 2], fixed[i + 3]]);
         let start_seq = u16::from_be_bytes([fixed[4], fixed[5]]);
         let count = u32_at(8);
         let number = u32_at(12);
@@ -219,7 +222,9 @@ impl Unframer {
             || count == 0
             || number >= count
             || count as usize > total.max(1)
-            || offset.checked_add(payload.len()).is_none_or(|end| end > total)
+            || offset
+                .checked_add(payload.len())
+                .is_none_or(|end| end > total)
         {
             self.dropped += 1;
             return;
@@ -272,7 +277,9 @@ mod tests {
 
     fn collect(u: &mut Unframer, d: &[u8]) -> Result<Vec<(u8, bool, Vec<u8>)>, NotEnet> {
         let mut got = Vec::new();
-        u.datagram(d, &mut |p| got.push((p.channel, p.reliable, p.data.to_vec())))?;
+        u.datagram(d, &mut |p| {
+            got.push((p.channel, p.reliable, p.data.to_vec()))
+        })?;
         Ok(got)
     }
 
@@ -286,7 +293,11 @@ mod tests {
         let got = collect(&mut u, &d).expect("reads");
         assert_eq!(got, [(0, true, b"hi".to_vec()), (1, false, b"x".to_vec())]);
         let again = collect(&mut u, &d).expect("reads");
-        assert_eq!(again, [(1, false, b"x".to_vec())], "the reliable one was seen");
+        assert_eq!(
+            again,
+            [(1, false, b"x".to_vec())],
+            "the reliable one was seen"
+        );
     }
 
     #[test]
@@ -300,7 +311,9 @@ mod tests {
             d
         };
         let mut u = Unframer::new(false);
-        assert!(collect(&mut u, &frag(2, 1, 2, b"cd")).expect("reads").is_empty());
+        assert!(collect(&mut u, &frag(2, 1, 2, b"cd"))
+            .expect("reads")
+            .is_empty());
         let got = collect(&mut u, &frag(1, 0, 0, b"ab")).expect("reads");
         assert_eq!(got, [(0, true, b"abcd".to_vec())]);
     }

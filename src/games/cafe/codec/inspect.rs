@@ -105,9 +105,7 @@ mod tests {
 
     /// An Input as cafe.md §3 lays it out, by hand: FE CA, version 1, type 2, seq 7, player 3,
     /// keys 0x0005, client time 1000.
-    const INPUT: [u8; 16] = [
-        0xFE, 0xCA, 1, 2, 7, 0, 0, 0, 3, 0, 5, 0, 0xE8, 0x03, 0, 0,
-    ];
+    const INPUT: [u8; 16] = [0xFE, 0xCA, 1, 2, 7, 0, 0, 0, 3, 0, 5, 0, 0xE8, 0x03, 0, 0];
 
     #[test]
     fn an_input_reads_with_its_seq_and_a_bad_magic_fails_at_byte_0() {
@@ -117,7 +115,12 @@ mod tests {
         let mut bad = INPUT;
         bad[0] = 0xFF;
         assert_eq!(i.message(Direction::ToServer, &bad).unwrap_err().offset, 0);
-        assert_eq!(i.message(Direction::ToServer, &INPUT[..12]).unwrap_err().offset, 12);
+        assert_eq!(
+            i.message(Direction::ToServer, &INPUT[..12])
+                .unwrap_err()
+                .offset,
+            12
+        );
     }
 
     #[test]
@@ -127,7 +130,10 @@ mod tests {
         d.extend_from_slice(&[1, 0, 0, 0, 1, 0, 9, 0, 0, 0, 0, 0]);
         d.extend_from_slice(&[0; 14]);
         let mut imp = CafeInspect::new(Dialect::Implementation);
-        assert_eq!(imp.message(Direction::ToClient, &d).map(|s| s.role), Ok(Role::Snapshot));
+        assert_eq!(
+            imp.message(Direction::ToClient, &d).map(|s| s.role),
+            Ok(Role::Snapshot)
+        );
         let e = CafeInspect::new(Dialect::Spec)
             .message(Direction::ToClient, &d)
             .unwrap_err();

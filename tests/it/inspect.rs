@@ -1,0 +1,207 @@
+//! `tickswarm inspect` and `tickswarm relay --record`: a real run recorded by the relay and
+//! read back names the protocol and dialect of every flow and counts the inputs the bots
+//! say they sent; a capture of the wrong dialect shows the first byte where it fails; hostile
+//! capture files give a clear error.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+
+use serde_json::Value;
+
+use crate::common::serve::serve;
+use crate::common::summary::{at, f64_at, run_scenario, str_at, u64_at, u64_of};
+
+fn tickswarm() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tickswarm"))
+}
+
+/// A relay with no conditions recording to `file`; its listening address.
+fn relay(dir: &Path, target: &str, file: &Path) -> (Child, String) {
+    let profile = dir.join("profile.yaml");
+    std::fs::write(&profile, "network:\n  up: { loss: 0% }\n").expect("profile");
+    let mut child = tickswarm()
+        .args([
+            "relay",
+            "--listen",
+            "127.0.0.1:0",
+            "--target",
+            target,
+            "--profile",
+        ])
+        .arg(&profile)
+        .arg("--record")
+        .arg(file)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start relay");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut first)
+        .expect("first line");
+    let addr = first
+        .split_whitespace()
+        .nth(3)
+        .map(|a| a.trim_end_matches(',').to_string())
+        .unwrap_or_else(|| panic!("no address in {first:?}"));
+    (child, addr)
+}
+
+fn stop(mut child: Child) {
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let _ = child.wait();
+}
+
+fn inspect_json(file: &Path) -> Value {
+    let o = tickswarm()
+        .arg("inspect")
+        .arg(file)
+        .arg("--json")
+        .output()
+        .expect("inspect runs");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).expect("inspect --json is JSON")
+}
+
+fn inspect_err(bytes: &[u8]) -> (Output, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("c.pcap");
+    std::fs::write(&file, bytes).expect("write");
+    let o = tickswarm()
+        .arg("inspect")
+        .arg(&file)
+        .output()
+        .expect("inspect runs");
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    (o, err)
+}
+
+/// Three cafe bots of `dialect` through the recording relay to `tickswarm serve cafe`.
+fn record_cafe(dir: &Path, dialect: &str) -> (Value, Value) {
+    let (mut server, addr) = serve("cafe", &["--dialect", dialect]);
+    let file = dir.join(format!("cafe-{dialect}.pcapng"));
+    let (relay, listen) = relay(dir, &addr, &file);
+    let scenario = dir.join("s.yaml");
+    std::fs::write(
+        &scenario,
+        format!(
+            "name: capture\nprotocol:\n  cafe: {{ dialect: {dialect} }}\ntarget: \"{listen}\"\n\
+             population:\n  stages:\n    - ramp_to: 3\n      over: 0s\n    - hold: 3s\n\
+             behaviour:\n  input_rate: 30\n  ping_interval: 500ms\nduration: 3s\nseed: 1\n"
+        ),
+    )
+    .expect("scenario");
+    let (_, summary) = run_scenario(&scenario, &["--quiet"], &dir.join("run"), &[0]);
+    stop(relay);
+    let _ = server.kill();
+    let _ = server.wait();
+    (summary, inspect_json(&file))
+}
+
+#[test]
+fn a_recorded_cafe_run_is_named_per_flow_and_its_inputs_are_the_bots_own_count() {
+    for dialect in ["spec", "implementation"] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (summary, ins) = record_cafe(dir.path(), dialect);
+        let flows = at(&ins, "flows").as_array().expect("flows");
+        assert_eq!(flows.len(), 3, "one flow per bot");
+        let mut inputs = 0;
+        for f in flows {
+            assert_eq!(str_at(f, "protocol"), "cafe");
+            assert_eq!(str_at(f, "dialect"), dialect);
+            inputs += u64_at(f, "behaviour.inputs");
+            let rate = f64_at(f, "behaviour.input_rate_hz");
+            assert!((rate - 30.0).abs() < 1.5, "input rate {rate}");
+            assert!(u64_of(at(f, "behaviour.rtt_ms.0")) > 0, "ping/pong pairs");
+            // The other dialect fails, and says at which byte and what it expected.
+            let other = at(f, "candidates.1");
+            assert_eq!(str_at(other, "protocol"), "cafe");
+            assert_ne!(str_at(other, "dialect"), dialect);
+            assert!(f64_at(other, "share") < 0.9);
+            let offset = u64_at(other, "first_failure.offset");
+            // Where the other dialect's records would start (header 8 + fixed part 6 in spec,
+            // 12 in implementation), or the implementation dialect's count (18).
+            assert!(
+                [14, 18, 20].contains(&offset),
+                "the snapshot's records or count: {offset}"
+            );
+            assert!(str_at(other, "first_failure.expected").contains(dialect));
+        }
+        let sent = u64_at(&summary, "inputs_sent");
+        let diff = (inputs as f64 - sent as f64).abs() / sent as f64;
+        assert!(
+            diff <= 0.01,
+            "capture {inputs} inputs, the bots sent {sent}"
+        );
+    }
+}
+
+#[test]
+fn a_flow_no_protocol_reads_says_so_with_its_rates() {
+    // A pcap by hand: header (µs, link type raw IPv4), two UDP datagrams of "hello" 127.0.0.1
+    // 5000 → 127.0.0.2 6000, 0.1 s apart.
+    let mut f = vec![0xD4, 0xC3, 0xB2, 0xA1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    f.extend_from_slice(&[0xFF, 0xFF, 0, 0, 101, 0, 0, 0]);
+    for usec in [0u32, 100_000] {
+        f.extend_from_slice(&[0x10, 0, 0, 0]);
+        f.extend_from_slice(&usec.to_le_bytes());
+        f.extend_from_slice(&[33, 0, 0, 0, 33, 0, 0, 0]);
+        // IPv4: 45 00, length 33, id, flags, ttl 64, UDP (17), checksum 0 (not checked).
+        f.extend_from_slice(&[
+            0x45, 0, 0, 33, 0, 0, 0, 0, 64, 17, 0, 0, 127, 0, 0, 1, 127, 0, 0, 2,
+        ]);
+        f.extend_from_slice(&[0x13, 0x88, 0x17, 0x70, 0, 13, 0, 0]);
+        f.extend_from_slice(b"hello");
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("unknown.pcap");
+    std::fs::write(&file, &f).expect("write");
+    let ins = inspect_json(&file);
+    let flow = at(&ins, "flows.0");
+    assert!(at(flow, "protocol").is_null(), "no protocol named");
+    assert_eq!(u64_at(flow, "to_server.datagrams"), 2);
+    assert!((f64_at(flow, "to_server.rate_hz") - 20.0).abs() < 1e-6);
+    let text = tickswarm()
+        .arg("inspect")
+        .arg(&file)
+        .output()
+        .expect("runs");
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("none tickswarm knows reads this flow"),
+        "{text}"
+    );
+}
+
+#[test]
+fn hostile_captures_give_clear_errors() {
+    // Not a capture at all.
+    let (o, err) = inspect_err(b"this is not a capture file at all, just text");
+    assert!(
+        !o.status.success() && err.contains("not a pcap or pcapng"),
+        "{err}"
+    );
+    // A pcap header of link type 105 (IEEE 802.11).
+    let mut h = vec![0xD4, 0xC3, 0xB2, 0xA1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    h.extend_from_slice(&[0xFF, 0xFF, 0, 0, 105, 0, 0, 0]);
+    let (o, err) = inspect_err(&h);
+    assert!(
+        !o.status.success() && err.contains("link type 105"),
+        "{err}"
+    );
+    // A raw-IP pcap whose one record claims 4 GiB and ends: truncated, refused without
+    // allocating what it claims.
+    let mut t = h.clone();
+    t[20] = 101;
+    t.extend_from_slice(&[
+        0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+    ]);
+    t.extend_from_slice(&[0x45, 0, 0]);
+    let (o, err) = inspect_err(&t);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("truncated") || err.contains("unreadable block"),
+        "{err}"
+    );
+}
