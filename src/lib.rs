@@ -83,6 +83,9 @@
 //! - [`api`]: the public protocol API and [`main_with`] (stable; see above).
 //! - [`cli`]: the commands (`run`, `serve`, `compare`, ...).
 //! - [`report`]: summary.json, report.html, JUnit XML.
+//! - [`capture`]: captures of real clients (`tickswarm inspect`, `relay --record`): pcap and
+//!   pcapng read in bounded memory, flows, each tried as every protocol and dialect (below
+//!   `cli`; uses `transport` for ENet's framing, `games` for the catalogue, `protocol`).
 //! - [`engine`]: workers that own sockets and timers and drive the bots, the embedded reference
 //!   server, and per transport the I/O that carries datagrams on real sockets (`engine::io`).
 //! - [`scenario`]: YAML to a validated plan.

@@ -163,22 +163,18 @@ impl Unframer {
             let channel = fixed[1];
             let reliable_seq = u16::from_be_bytes([fixed[2], fixed[3]]);
             match number {
-                6 | 7 | 9 => {
-                    if number != 6 || self.first_time(channel, reliable_seq) {
-                        out(Packet {
-                            channel,
-                            reliable: number == 6,
-                            data: payload,
-                        });
-                    }
+                // A reliable send is given once, however often it was retransmitted.
+                6 | 7 | 9 if number != 6 || self.first_time(channel, reliable_seq) => {
+                    out(Packet {
+                        channel,
+                        reliable: number == 6,
+                        data: payload,
+                    });
                 }
-                8 | 12 => {
-                    // Fragments of one reliable packet each carry their own reliable
-                    // sequence number.
-                    let fresh = number == 12 || self.first_time(channel, reliable_seq);
-                    if fresh {
-                        self.fragment(fixed, channel, number == 8, payload, out);
-                    }
+                // Fragments of one reliable packet each carry their own reliable sequence
+                // number.
+                8 | 12 if number == 12 || self.first_time(channel, reliable_seq) => {
+                    self.fragment(fixed, channel, number == 8, payload, out);
                 }
                 _ => {}
             }
