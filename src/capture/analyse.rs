@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use super::read::{self, CaptureError, Carrier, Packet, ReadCounts};
 use crate::protocol::inspect::{Direction, Inspect, Mismatch, Role, Seen};
+use crate::protocol::Keys;
 use crate::protocol::{ProtocolName, ProtocolSection, TransportNeeds};
 use crate::transport::enet::unframe::Unframer;
 
@@ -18,6 +19,9 @@ const MAX_PENDING_PINGS: usize = 1024;
 const MAX_RTT_SAMPLES: usize = 65_536;
 /// Bytes of a failing datagram shown around the failing offset.
 const EXCERPT: usize = 16;
+/// Key changes kept per flow and candidate for a replay (`--write-scenario`); past this the
+/// stream is cut and the scenario says so.
+pub const MAX_KEY_CHANGES: usize = 100_000;
 /// The share of a flow's datagrams a candidate must read to be named.
 pub const NAME_SHARE: f64 = 0.9;
 
@@ -51,6 +55,9 @@ pub struct FlowReport {
     pub protocol: Option<String>,
     /// Its dialect.
     pub dialect: Option<String>,
+    /// The protocol option that names the dialect in a scenario (`dialect`, `float_order`).
+    #[serde(skip)]
+    pub dialect_key: Option<String>,
     /// Every candidate, best first.
     pub candidates: Vec<CandidateReport>,
     /// The client's behaviour as the named candidate reads it.
@@ -151,6 +158,15 @@ pub struct Behaviour {
     pub downstream_loss: Option<f64>,
     /// The same for the client's.
     pub upstream_loss: Option<f64>,
+    /// Times the keys of the client's inputs changed (the first input counts as one), when
+    /// the protocol's inputs carry keys.
+    pub key_changes: u64,
+    /// The client's key stream: the keys of each run of equal inputs and how long it lasted
+    /// (the last run until the last input), what `pattern: replay` plays back.
+    #[serde(skip)]
+    pub key_steps: Vec<(Keys, std::time::Duration)>,
+    /// Whether the stream was cut at [`MAX_KEY_CHANGES`].
+    pub key_stream_cut: bool,
 }
 
 #[derive(Default)]
@@ -229,11 +245,15 @@ struct Acc {
     rtt_us: Vec<u64>,
     up: SeqGaps,
     down: SeqGaps,
+    /// Key changes: when (µs) and to what.
+    keys: Vec<(u64, Keys)>,
+    keys_cut: bool,
 }
 
 struct Candidate {
     protocol: ProtocolName,
     dialect: String,
+    dialect_key: &'static str,
     inspector: Option<Box<dyn Inspect>>,
     cannot: Option<String>,
     enet: Option<[Unframer; 2]>,
@@ -255,27 +275,49 @@ struct Flow {
     candidates: Vec<Candidate>,
 }
 
+/// One protocol configuration a flow is tried against.
+pub struct CandidateSection {
+    /// The protocol.
+    pub protocol: ProtocolName,
+    /// The dialect's name.
+    pub dialect: String,
+    /// The option that selects it in a scenario's protocol section.
+    pub dialect_key: &'static str,
+    /// The options, as a scenario with `{dialect_key: dialect}` would set them.
+    pub section: ProtocolSection,
+}
+
 /// Every protocol's listed dialects (or its default configuration when it lists none), as
 /// sections.
-pub fn candidates() -> Vec<(ProtocolName, String, ProtocolSection)> {
+pub fn candidates() -> Vec<CandidateSection> {
     let mut out = Vec::new();
     for p in ProtocolName::known() {
         let base = p.default_section();
         let listed: Vec<&str> = p.info().dialects.iter().map(|(d, _)| *d).collect();
         if listed.is_empty() {
-            out.push((p, base.dialect_name(), base));
+            out.push(CandidateSection {
+                protocol: p,
+                dialect: base.dialect_name(),
+                dialect_key: p.dialect_key(),
+                section: base,
+            });
             continue;
         }
         for d in listed {
-            let section = [p.dialect_key(), "dialect"].into_iter().find_map(|key| {
+            let found = [p.dialect_key(), "dialect"].into_iter().find_map(|key| {
                 let mut map = serde_json::Map::new();
                 map.insert(key.into(), serde_json::Value::String(d.into()));
                 let value = serde_json::Value::Object(map);
                 let mut de = <dyn erased_serde::Deserializer>::erase(value);
-                p.deserialize_section(&mut de).ok()
+                p.deserialize_section(&mut de).ok().map(|s| (key, s))
             });
-            if let Some(s) = section {
-                out.push((p, d.to_string(), s));
+            if let Some((dialect_key, section)) = found {
+                out.push(CandidateSection {
+                    protocol: p,
+                    dialect: d.to_string(),
+                    dialect_key,
+                    section,
+                });
             }
         }
     }
@@ -286,7 +328,13 @@ impl Flow {
     fn new(p: &Packet<'_>) -> Self {
         let candidates = candidates()
             .into_iter()
-            .map(|(protocol, dialect, section)| {
+            .map(|c| {
+                let CandidateSection {
+                    protocol,
+                    dialect,
+                    dialect_key,
+                    section,
+                } = c;
                 let transport = section.transport();
                 let mut inspector = section.inspector();
                 let cannot = match (transport, p.carrier) {
@@ -313,6 +361,7 @@ impl Flow {
                 Candidate {
                     protocol,
                     dialect,
+                    dialect_key,
                     inspector,
                     cannot,
                     enet,
@@ -435,7 +484,18 @@ impl Candidate {
         e.3 += len as u64;
         let a = &mut self.acc;
         match (s.role, dir) {
-            (Role::Input, Direction::ToServer) => a.inputs.add(at),
+            (Role::Input, Direction::ToServer) => {
+                a.inputs.add(at);
+                if let Some(k) = s.keys {
+                    if a.keys.last().map(|l| l.1) != Some(k) {
+                        if a.keys.len() < MAX_KEY_CHANGES {
+                            a.keys.push((at, k));
+                        } else {
+                            a.keys_cut = true;
+                        }
+                    }
+                }
+            }
             (Role::Ping, Direction::ToServer) => {
                 a.pings.add(at);
                 if let Some(t) = s.ping {
@@ -508,6 +568,9 @@ impl Candidate {
             rtt_ms: rtt,
             downstream_loss: a.down.loss(),
             upstream_loss: a.up.loss(),
+            key_changes: a.keys.len() as u64,
+            key_steps: key_steps(&a.keys, a.inputs.last),
+            key_stream_cut: a.keys_cut,
         }
     }
 
@@ -534,6 +597,20 @@ impl Candidate {
                 .collect(),
         }
     }
+}
+
+/// Key changes as runs: each change held until the next, the last until `last_input` (µs).
+/// A run shorter than 1 ms is kept at 1 ms, so a replay holds every captured change.
+fn key_steps(changes: &[(u64, Keys)], last_input: u64) -> Vec<(Keys, std::time::Duration)> {
+    let ends = changes.iter().skip(1).map(|c| c.0).chain([last_input]);
+    changes
+        .iter()
+        .zip(ends)
+        .map(|(&(at, k), end)| {
+            let us = end.saturating_sub(at).max(1000);
+            (k, std::time::Duration::from_micros(us))
+        })
+        .collect()
 }
 
 /// Hex of `bytes` around `offset`, the offset marked with `[..]`.
@@ -613,7 +690,7 @@ fn finish(mut f: Flow) -> FlowReport {
         .candidates
         .first()
         .filter(|c| c.of > 0 && c.share() >= NAME_SHARE)
-        .map(|c| (c.protocol.to_string(), c.dialect.clone()));
+        .map(|c| (c.protocol.to_string(), c.dialect.clone(), c.dialect_key));
     let behaviour = named
         .as_ref()
         .and_then(|_| f.candidates.first_mut())
@@ -630,6 +707,7 @@ fn finish(mut f: Flow) -> FlowReport {
         to_server,
         to_client,
         protocol: named.as_ref().map(|n| n.0.clone()),
+        dialect_key: named.as_ref().map(|n| n.2.to_string()),
         dialect: named.map(|n| n.1),
         candidates: f.candidates.iter().map(Candidate::report).collect(),
         behaviour,
@@ -644,5 +722,21 @@ mod tests {
     fn the_excerpt_marks_the_failing_byte_and_the_end() {
         assert_eq!(excerpt(&[0xFE, 0xCA, 1], 1), "FE [CA] 01");
         assert_eq!(excerpt(&[0xFE], 1), "FE [end]");
+    }
+
+    #[test]
+    fn key_changes_become_runs_held_until_the_next_change_and_the_last_input() {
+        let (up, left) = (Keys(Keys::UP), Keys(Keys::LEFT));
+        let runs = key_steps(&[(1_000, up), (101_000, left), (101_200, up)], 400_000);
+        let ms = std::time::Duration::from_millis;
+        assert_eq!(
+            runs,
+            vec![
+                (up, ms(100)),
+                (left, ms(1)),
+                (up, std::time::Duration::from_micros(298_800))
+            ]
+        );
+        assert!(key_steps(&[], 5).is_empty());
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod analyse;
 pub mod read;
+pub mod scenario;
 pub mod write;
 
 pub use analyse::{inspect, Inspection};

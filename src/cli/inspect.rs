@@ -1,7 +1,9 @@
 //! `tickswarm inspect CAPTURE`: which protocol and dialect each flow of a capture speaks,
 //! its messages and the client's behaviour (`crate::capture` does the reading).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
 
 use crate::capture::analyse::{FlowReport, Inspection};
 
@@ -12,6 +14,13 @@ pub(crate) struct InspectArgs {
     /// Print the whole inspection as JSON on stdout, for machines.
     #[arg(long)]
     json: bool,
+    /// Also write a commented scenario to FILE: the protocol, dialect and server the
+    /// captured clients spoke to, their rates, and one client's keys as `pattern: replay`.
+    #[arg(long, value_name = "FILE")]
+    write_scenario: Option<PathBuf>,
+    /// Replace FILE when it exists (without it, an existing file is refused).
+    #[arg(long, requires = "write_scenario")]
+    force: bool,
 }
 
 pub(crate) fn cmd_inspect(a: &InspectArgs) -> anyhow::Result<u8> {
@@ -34,6 +43,54 @@ pub(crate) fn cmd_inspect(a: &InspectArgs) -> anyhow::Result<u8> {
     } else {
         print_text(&ins);
     }
+    match &a.write_scenario {
+        Some(path) => write_scenario(a, &ins, path),
+        None => Ok(super::EXIT_PASS),
+    }
+}
+
+/// `--write-scenario FILE`: the scenario written, then read back as `validate` reads it (a
+/// file the scenario reader refuses is a bug here, and says so).
+fn write_scenario(a: &InspectArgs, ins: &Inspection, path: &Path) -> anyhow::Result<u8> {
+    if path.exists() && !a.force {
+        say!(
+            "error: {} exists; give --force to replace it",
+            path.display()
+        );
+        return Ok(super::EXIT_USAGE);
+    }
+    let capture = a.capture.file_name().map_or_else(
+        || a.capture.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let name = path
+        .file_stem()
+        .map_or_else(|| "capture".into(), |n| n.to_string_lossy().into_owned());
+    let w = match crate::capture::scenario::write_scenario(ins, &capture, &name) {
+        Ok(w) => w,
+        Err(e) => {
+            say!("error: --write-scenario: {e}");
+            return Ok(super::EXIT_FAIL);
+        }
+    };
+    std::fs::write(path, &w.yaml).with_context(|| format!("writing {}", path.display()))?;
+    if let Err(e) = crate::scenario::load(path) {
+        say!("error: the written scenario does not read back (a bug, please report it): {e}");
+        return Ok(super::EXIT_FAIL);
+    }
+    let replay = if w.replay_steps > 0 {
+        format!("replaying {} key changes", w.replay_steps)
+    } else {
+        "no keys to replay (random walk)".to_string()
+    };
+    say!(
+        "wrote {}: {} bots of {}, dialect {}, against {}, {replay}",
+        path.display(),
+        w.bots,
+        w.protocol,
+        w.dialect,
+        w.target
+    );
     Ok(super::EXIT_PASS)
 }
 

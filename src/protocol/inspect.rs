@@ -27,6 +27,8 @@
 //! assert_eq!(e.message(Direction::ToServer, b"S").unwrap_err().offset, 0);
 //! ```
 
+use super::pattern::Keys;
+
 /// Which way a message went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Direction {
@@ -73,6 +75,10 @@ pub struct Seen {
     pub seq: Option<u64>,
     /// The token that pairs a [`Role::Ping`] with its [`Role::Pong`].
     pub ping: Option<u64>,
+    /// The keys a [`Role::Input`] holds, as the scenario's key patterns name them, when the
+    /// protocol's input maps onto them: `inspect` turns a flow's inputs into a replayable key
+    /// stream (`pattern: replay`).
+    pub keys: Option<Keys>,
 }
 
 impl Seen {
@@ -83,6 +89,7 @@ impl Seen {
             role,
             seq: None,
             ping: None,
+            keys: None,
         }
     }
 
@@ -95,6 +102,12 @@ impl Seen {
     /// The same, with the ping token `token`.
     pub fn ping(mut self, token: u64) -> Self {
         self.ping = Some(token);
+        self
+    }
+
+    /// The same, with the keys `keys` held (an input).
+    pub fn keys(mut self, keys: Keys) -> Self {
+        self.keys = Some(keys);
         self
     }
 }

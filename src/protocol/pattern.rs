@@ -34,22 +34,34 @@ impl Keys {
         self.0 & Self::SHOOT != 0
     }
 
+    /// Each key's bit and its name in scenarios, in the order names are written.
+    const NAMED: [(u8, &'static str); 5] = [
+        (Self::UP, "up"),
+        (Self::DOWN, "down"),
+        (Self::LEFT, "left"),
+        (Self::RIGHT, "right"),
+        (Self::SHOOT, "shoot"),
+    ];
+
+    /// The key names as a scenario writes them (`[up, left, shoot]`), in that order.
+    pub fn names(self) -> Vec<&'static str> {
+        Self::NAMED
+            .into_iter()
+            .filter(|(bit, _)| self.0 & bit != 0)
+            .map(|(_, n)| n)
+            .collect()
+    }
+
     /// Parse a key list as written in scenarios: `[up, left, shoot]`.
     pub fn from_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<Self, String> {
         let mut k = 0;
         for n in names {
-            k |= match n {
-                "up" => Self::UP,
-                "down" => Self::DOWN,
-                "left" => Self::LEFT,
-                "right" => Self::RIGHT,
-                "shoot" => Self::SHOOT,
-                other => {
-                    return Err(format!(
-                        "unknown key `{other}`, expected one of up, down, left, right, shoot"
-                    ))
-                }
+            let Some((bit, _)) = Self::NAMED.into_iter().find(|(_, name)| *name == n) else {
+                return Err(format!(
+                    "unknown key `{n}`, expected one of up, down, left, right, shoot"
+                ));
             };
+            k |= bit;
         }
         Ok(Keys(k))
     }
@@ -88,6 +100,13 @@ pub enum InputPattern {
         /// Keys and how long each is held, in order.
         steps: Vec<(Keys, Duration)>,
     },
+    /// A captured client's key stream (`tickswarm inspect --write-scenario`), looped, each
+    /// bot entering it at its own offset (drawn from the bot's seed) so a swarm does not
+    /// press in lockstep.
+    Replay {
+        /// Keys and how long the captured client held each, in order.
+        steps: Vec<(Keys, Duration)>,
+    },
 }
 
 /// As a scenario writes it: `random_walk every 500ms`, `scripted (4 steps)`.
@@ -101,6 +120,15 @@ impl std::fmt::Display for InputPattern {
             }
             InputPattern::Circle { period } => write!(f, "circle, one turn per {}", d(*period)),
             InputPattern::Scripted { steps } => write!(f, "scripted, {} steps", steps.len()),
+            InputPattern::Replay { steps } => {
+                let total: Duration = steps.iter().map(|(_, d)| *d).sum();
+                write!(
+                    f,
+                    "replay of a captured client, {} steps over {}, each bot from its own offset",
+                    steps.len(),
+                    d(total)
+                )
+            }
         }
     }
 }
@@ -110,6 +138,8 @@ impl std::fmt::Display for InputPattern {
 pub struct PatternState {
     current: Keys,
     next_change: Duration,
+    /// Where this bot entered a replayed stream (drawn at its first sample).
+    replay_offset: Option<Duration>,
 }
 
 impl PatternState {
@@ -118,6 +148,7 @@ impl PatternState {
         Self {
             current: Keys::default(),
             next_change: Duration::ZERO,
+            replay_offset: None,
         }
     }
 
@@ -147,22 +178,33 @@ impl PatternState {
                 let turn = (elapsed.as_secs_f64() / p).fract();
                 Keys(COMPASS[((turn * 8.0) as usize).min(7)])
             }
-            InputPattern::Scripted { steps } => {
+            InputPattern::Scripted { steps } => step_at(steps, elapsed),
+            InputPattern::Replay { steps } => {
                 let total: Duration = steps.iter().map(|(_, d)| *d).sum();
-                if total.is_zero() {
-                    return Keys::default();
-                }
-                let mut t = Duration::from_nanos((elapsed.as_nanos() % total.as_nanos()) as u64);
-                for (keys, d) in steps {
-                    if t < *d {
-                        return *keys;
-                    }
-                    t -= *d;
-                }
-                Keys::default()
+                let offset = *self.replay_offset.get_or_insert_with(|| {
+                    let nanos = u64::try_from(total.as_nanos()).unwrap_or(u64::MAX);
+                    Duration::from_nanos(rng.random_range(0..nanos.max(1)))
+                });
+                step_at(steps, elapsed + offset)
             }
         }
     }
+}
+
+/// The keys of the step that `at` falls in, the steps looped; none when they have no length.
+fn step_at(steps: &[(Keys, Duration)], at: Duration) -> Keys {
+    let total: Duration = steps.iter().map(|(_, d)| *d).sum();
+    if total.is_zero() {
+        return Keys::default();
+    }
+    let mut t = Duration::from_nanos((at.as_nanos() % total.as_nanos()) as u64);
+    for (keys, d) in steps {
+        if t < *d {
+            return *keys;
+        }
+        t -= *d;
+    }
+    Keys::default()
 }
 
 impl Default for PatternState {
@@ -221,6 +263,46 @@ mod tests {
             s.sample(&p, Duration::from_millis(3500), &mut rng),
             Keys(Keys::UP)
         );
+    }
+
+    #[test]
+    fn a_replay_loops_the_stream_from_an_offset_of_the_bots_own() {
+        let steps = vec![
+            (Keys(Keys::UP), Duration::from_millis(100)),
+            (Keys(Keys::LEFT), Duration::from_millis(200)),
+            (Keys(Keys::SHOOT), Duration::from_millis(300)),
+        ];
+        let p = InputPattern::Replay { steps };
+        // Sampled every 10 ms for two loops, each bot sees the stream rotated: the same
+        // 60 samples per loop, 10 of UP, 20 of LEFT, 30 of SHOOT, in that cyclic order.
+        let run = |seed| {
+            let mut s = PatternState::new();
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            (0..120)
+                .map(|i| s.sample(&p, Duration::from_millis(i * 10), &mut rng).0)
+                .collect::<Vec<_>>()
+        };
+        let (a, b) = (run(1), run(2));
+        assert_ne!(a, b, "two seeds enter the stream at different offsets");
+        for bot in [a, b] {
+            assert_eq!(bot[..60], bot[60..], "one loop is 600 ms");
+            for (key, n) in [(Keys::UP, 10), (Keys::LEFT, 20), (Keys::SHOOT, 30)] {
+                assert_eq!(bot[..60].iter().filter(|&&k| k == key).count(), n);
+            }
+            let changes: Vec<u8> = bot
+                .windows(2)
+                .filter(|w| w[0] != w[1])
+                .map(|w| w[1])
+                .collect();
+            let order = [Keys::UP, Keys::LEFT, Keys::SHOOT];
+            let start = order
+                .iter()
+                .position(|&k| k == changes[0])
+                .expect("a key of the stream");
+            for (i, k) in changes.iter().enumerate() {
+                assert_eq!(*k, order[(start + i) % 3], "the captured order, rotated");
+            }
+        }
     }
 
     #[test]

@@ -159,14 +159,28 @@ pub enum InputMode {
 }
 
 /// `pattern: idle`, `pattern: { random_walk: { change_every: 500ms } }`,
-/// `pattern: { circle: { period: 4s } }`, `pattern: { scripted: { steps: [...] } }`.
+/// `pattern: { circle: { period: 4s } }`, `pattern: { scripted: { steps: [...] } }`,
+/// `pattern: { replay: { from: "...", steps: [...] } }` (written by `inspect --write-scenario`).
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum PatternSpec {
     Idle,
-    RandomWalk { change_every: Dur },
-    Circle { period: Dur },
-    Scripted { steps: Vec<ScriptStep> },
+    RandomWalk {
+        change_every: Dur,
+    },
+    Circle {
+        period: Dur,
+    },
+    Scripted {
+        steps: Vec<ScriptStep>,
+    },
+    /// A captured client's key stream: `from` names the capture and flow (for the reader),
+    /// the steps are its keys and how long each was held; each bot starts at its own offset.
+    Replay {
+        #[serde(default)]
+        from: Option<String>,
+        steps: Vec<ScriptStep>,
+    },
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]

@@ -934,6 +934,23 @@ fn resolve_targets(text: &str, default_port: u16) -> Result<Targets, String> {
     Ok(Targets::Addrs(addrs))
 }
 
+/// A script's or a replay's steps as keys and hold times; a script with no length is an error.
+fn script_steps(
+    steps: &[super::bot::ScriptStep],
+    key: &str,
+) -> Result<Vec<(Keys, Duration)>, String> {
+    let mut out = Vec::with_capacity(steps.len());
+    for s in steps {
+        let keys = Keys::from_names(s.keys.iter().map(String::as_str))
+            .map_err(|m| format!("{key}.pattern.steps: {m}"))?;
+        out.push((keys, s.hold_for.0));
+    }
+    if out.iter().all(|(_, d)| d.is_zero()) {
+        return Err(format!("{key}.pattern.steps: the script has no length"));
+    }
+    Ok(out)
+}
+
 /// A bot's parameters from a `behaviour:` (index, phase and targets filled in later).
 /// `key` names the section in messages.
 fn template(
@@ -962,18 +979,12 @@ fn template(
             change_every: change_every.0,
         },
         PatternSpec::Circle { period } => InputPattern::Circle { period: period.0 },
-        PatternSpec::Scripted { steps } => {
-            let mut out = Vec::with_capacity(steps.len());
-            for s in steps {
-                let keys = Keys::from_names(s.keys.iter().map(String::as_str))
-                    .map_err(|m| format!("{key}.pattern.steps: {m}"))?;
-                out.push((keys, s.hold_for.0));
-            }
-            if out.iter().all(|(_, d)| d.is_zero()) {
-                return Err(format!("{key}.pattern.steps: the script has no length"));
-            }
-            InputPattern::Scripted { steps: out }
-        }
+        PatternSpec::Scripted { steps } => InputPattern::Scripted {
+            steps: script_steps(steps, key)?,
+        },
+        PatternSpec::Replay { steps, .. } => InputPattern::Replay {
+            steps: script_steps(steps, key)?,
+        },
     };
     Ok(BotParams {
         index: 0,

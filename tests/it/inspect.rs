@@ -9,6 +9,7 @@ use std::process::{Child, Command, Output, Stdio};
 
 use serde_json::Value;
 
+use crate::common::peer::Peer;
 use crate::common::serve::serve;
 use crate::common::summary::{at, f64_at, run_scenario, str_at, u64_at, u64_of};
 
@@ -204,4 +205,175 @@ fn hostile_captures_give_clear_errors() {
         err.contains("truncated") || err.contains("unreadable block"),
         "{err}"
     );
+}
+
+/// The address in the cafe peer's ready line (`listening on 127.0.0.1:PORT`).
+fn peer_addr(peer: &Peer) -> String {
+    let line = peer.ready_line();
+    line.rsplit(' ')
+        .next()
+        .filter(|a| a.starts_with("127.0.0.1:"))
+        .unwrap_or_else(|| panic!("no address in the cafe peer's {line:?}"))
+        .to_string()
+}
+
+/// The masks an input log (the cafe peer's `--log-inputs`) holds per client, in order.
+fn inputs_per_client(log: &Path) -> Vec<Vec<u16>> {
+    let text = std::fs::read_to_string(log).expect("the peer's input log");
+    let mut clients: Vec<(String, Vec<u16>)> = Vec::new();
+    for line in text.lines() {
+        let mut f = line.split_whitespace();
+        let (Some(client), Some(_), Some(mask)) = (f.next(), f.next(), f.next()) else {
+            panic!("input log line {line:?}");
+        };
+        let mask: u16 = mask.parse().expect("a mask");
+        match clients.iter_mut().find(|(c, _)| c == client) {
+            Some((_, v)) => v.push(mask),
+            None => clients.push((client.to_string(), vec![mask])),
+        }
+    }
+    clients.into_iter().map(|(_, v)| v).collect()
+}
+
+/// Runs of equal masks: (mask, inputs), the first and last (cut by the run's ends) left out.
+fn whole_runs(masks: &[u16]) -> Vec<(u16, usize)> {
+    let mut runs: Vec<(u16, usize)> = Vec::new();
+    for &m in masks {
+        match runs.last_mut() {
+            Some((k, n)) if *k == m => *n += 1,
+            _ => runs.push((m, 1)),
+        }
+    }
+    runs.pop();
+    if !runs.is_empty() {
+        runs.remove(0);
+    }
+    runs
+}
+
+/// The script both swarms are held to: keys (cafe's mask) and inputs at 50 Hz per step.
+const SCRIPT: [(u16, usize); 4] = [(0x01, 10), (0x14, 15), (0x00, 5), (0x02, 20)];
+
+/// Every run follows the script's cyclic order from wherever it entered, each as long as its
+/// step within two inputs (a capture time late by a few ms moves a step by one input).
+fn assert_follows_script(runs: &[(u16, usize)], who: &str) {
+    assert!(
+        runs.len() >= 4,
+        "{who}: at least one whole loop, got {runs:?}"
+    );
+    let start = SCRIPT
+        .iter()
+        .position(|s| s.0 == runs[0].0)
+        .unwrap_or_else(|| panic!("{who}: mask {:#x} is not in the script", runs[0].0));
+    for (i, &(mask, n)) in runs.iter().enumerate() {
+        let (want, len) = SCRIPT[(start + i) % SCRIPT.len()];
+        assert_eq!(mask, want, "{who}: run {i} of {runs:?}");
+        assert!(
+            n.abs_diff(len) <= 2,
+            "{who}: run {i} held {n} inputs, the script {len}: {runs:?}"
+        );
+    }
+}
+
+#[test]
+fn a_written_scenario_replays_the_captured_keys_and_passes_against_the_server_it_was_captured_from()
+{
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let peer_script = "tests/peers/cafe-impaired-server/cafe_impaired_server.py";
+    // The capture: two scripted cafe bots through the recording relay to the independent
+    // cafe server, which logs every input it accepts.
+    let log1 = d.join("captured-inputs.log");
+    let peer = Peer::python(
+        "cafe server",
+        peer_script,
+        &["--log-inputs", log1.to_str().expect("utf-8")],
+    );
+    let captured_server = peer_addr(&peer);
+    let capture = d.join("clients.pcapng");
+    let (relay_child, listen) = relay(d, &captured_server, &capture);
+    let scenario = d.join("scripted.yaml");
+    std::fs::write(
+        &scenario,
+        format!(
+            "name: scripted\nprotocol:\n  cafe: {{}}\ntarget: \"{listen}\"\n\
+             population:\n  stages:\n    - ramp_to: 2\n      over: 0s\n    - hold: 4s\n\
+             behaviour:\n  input_rate: 50\n  ping_interval: 250ms\n  pattern:\n    scripted:\n      steps:\n\
+             \x20       - {{ keys: [up], for: 200ms }}\n\
+             \x20       - {{ keys: [left, shoot], for: 300ms }}\n\
+             \x20       - {{ keys: [], for: 100ms }}\n\
+             \x20       - {{ keys: [down], for: 400ms }}\nduration: 4s\nseed: 3\n"
+        ),
+    )
+    .expect("scenario");
+    run_scenario(&scenario, &["--quiet"], &d.join("run1"), &[0]);
+    stop(relay_child);
+    drop(peer);
+    for (i, masks) in inputs_per_client(&log1).iter().enumerate() {
+        assert_follows_script(&whole_runs(masks), &format!("captured bot {i}"));
+    }
+
+    // The scenario written from it names the protocol, the server (the relay records the
+    // datagrams as between the client and its target), the rates, and one client's keys as
+    // a replay.
+    let written = d.join("from-capture.yaml");
+    let o = tickswarm()
+        .arg("inspect")
+        .arg(&capture)
+        .arg("--write-scenario")
+        .arg(&written)
+        .output()
+        .expect("inspect runs");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("2 bots of cafe, dialect spec"));
+    let text = std::fs::read_to_string(&written).expect("the written scenario");
+    let y: Value = serde_saphyr::from_str(&text).expect("YAML");
+    assert_eq!(str_at(&y, "protocol.cafe.dialect"), "spec");
+    assert_eq!(str_at(&y, "target"), captured_server);
+    assert_eq!(u64_at(&y, "population.stages.0.ramp_to"), 2);
+    let rate = f64_at(&y, "behaviour.input_rate");
+    assert!((rate - 50.0).abs() <= 0.5, "input rate {rate}");
+    assert_eq!(str_at(&y, "behaviour.ping_interval"), "250ms");
+    let steps = at(&y, "behaviour.pattern.replay.steps")
+        .as_array()
+        .expect("steps");
+    assert!(steps.len() >= 8, "two loops of the script at least: {text}");
+    // A second refusal without --force, and the file is left alone.
+    let again = tickswarm()
+        .arg("inspect")
+        .arg(&capture)
+        .arg("--write-scenario")
+        .arg(&written)
+        .output()
+        .expect("inspect runs");
+    assert_eq!(again.status.code(), Some(2));
+    assert_eq!(
+        std::fs::read_to_string(&written).expect("still there"),
+        text
+    );
+
+    // The replay against a fresh copy of the server it was captured from (on a new port): it
+    // passes, and what the server receives follows the captured keys.
+    let log2 = d.join("replayed-inputs.log");
+    let peer = Peer::python(
+        "cafe server",
+        peer_script,
+        &["--log-inputs", log2.to_str().expect("utf-8")],
+    );
+    let server = peer_addr(&peer);
+    let (_, summary) = run_scenario(
+        &written,
+        &["--quiet", "--target", &server],
+        &d.join("run2"),
+        &[0],
+    );
+    assert_eq!(str_at(&summary, "verdict"), "pass");
+    drop(peer);
+    let replayed = inputs_per_client(&log2);
+    assert_eq!(replayed.len(), 2, "two bots");
+    for (i, masks) in replayed.iter().enumerate() {
+        assert_follows_script(&whole_runs(masks), &format!("replaying bot {i}"));
+    }
+    // Each bot entered the stream at its own offset.
+    assert_ne!(replayed[0][..20], replayed[1][..20], "two bots in lockstep");
 }

@@ -18,6 +18,9 @@ Sequence numbers: one counter per client address. It is incremented for every da
 server produces for that client, including snapshots it then drops on purpose
 (--drop-every), so a client sees exactly those drops as header-seq gaps.
 
+--log-inputs FILE appends one line per Input accepted: "<client ip:port> <receive time, s>
+<input_mask>", so a test can compare what bots pressed with what they were told to press.
+
 Ground truth: on SIGTERM/SIGINT or after --max-seconds, one JSON line is printed on stdout
 with totals {clients_seen, snapshots_generated, snapshots_dropped, datagrams_sent,
 pongs_sent, malformed} plus per-client counts and diagnostics, and the process exits 0.
@@ -154,6 +157,7 @@ class Server(ImpairedUdpServer):
         self.clients: dict[tuple, Client] = {}
         self.finished: list[Client] = []
         self.next_player_id = 1
+        self.input_log = open(args.log_inputs, "a") if args.log_inputs else None
 
         self.tick = 0
         self.score = 0
@@ -240,6 +244,9 @@ class Server(ImpairedUdpServer):
             if pid != c.player_id:
                 return self.ignore("input_player_mismatch")
             c.mask = mask
+            if self.input_log is not None:
+                self.input_log.write(f"{addr[0]}:{addr[1]} {now:.6f} {mask}\n")
+                self.input_log.flush()
         elif mtype == T_PING:
             (ts,) = PING_BODY.unpack_from(data, HEADER.size)
             self.schedule_pong(now, addr, ts)
@@ -371,6 +378,8 @@ def parse_args(argv=None):
     p.add_argument("--max-seconds", type=float, default=120.0,
                    help="safety bound: stop and print totals after this long (0 = none)")
     p.add_argument("--enemies", type=int, default=4, help="server-owned moving entities")
+    p.add_argument("--log-inputs", metavar="FILE",
+                   help="append '<client> <time s> <input_mask>' per accepted Input")
     a = p.parse_args(argv)
     if not 1 <= a.tick_rate <= 1000:
         p.error("--tick-rate must be in 1..1000")

@@ -4,6 +4,7 @@
 
 use super::{self as codec, Dialect, Message, HEADER_LEN, RECORD_LEN, STATS_LEN};
 use crate::protocol::prelude::inspect::{exact_len, Direction, Inspect, Mismatch, Role, Seen};
+use crate::protocol::prelude::Keys;
 
 /// One flow read as one cafe dialect.
 pub struct CafeInspect {
@@ -23,7 +24,10 @@ impl Inspect for CafeInspect {
         let seen = match (msg, dir) {
             (Message::Hello { .. }, _) => Seen::new("hello", Role::Other),
             (Message::Welcome { .. }, _) => Seen::new("welcome", Role::Other),
-            (Message::Input { .. }, _) => Seen::new("input", Role::Input),
+            // The mask's low byte is the key bits in the scenario's order (cafe.md §3).
+            (Message::Input { input_mask, .. }, _) => {
+                Seen::new("input", Role::Input).keys(Keys(input_mask.to_le_bytes()[0]))
+            }
             (Message::Snapshot(_), _) => Seen::new("snapshot", Role::Snapshot),
             // Ping works both ways and is echoed unchanged: the client's ping and the
             // server's echo pair up by the timestamp token.
@@ -112,6 +116,7 @@ mod tests {
         let mut i = CafeInspect::new(Dialect::Spec);
         let s = i.message(Direction::ToServer, &INPUT).expect("reads");
         assert_eq!((s.kind, s.role, s.seq), ("input", Role::Input, Some(7)));
+        assert_eq!(s.keys, Some(Keys(Keys::UP | Keys::LEFT)));
         let mut bad = INPUT;
         bad[0] = 0xFF;
         assert_eq!(i.message(Direction::ToServer, &bad).unwrap_err().offset, 0);
