@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing of every protocol's decoders, bot and reference server
-# (fuzz/fuzz_targets/<protocol>.rs; what an input drives is in fuzz/src/lib.rs).
+# (fuzz/fuzz_targets/<protocol>.rs; what an input drives is in fuzz/src/lib.rs), and of the
+# capture reader with every protocol's decode-only reader behind it (`capture`).
 #
 # Engine: libFuzzer through the libfuzzer-sys crate, on the STABLE toolchain. cargo-fuzz needs
 # nightly (which this machine cannot fetch) only to pass the sanitizer-coverage flags; they are
 # passed here by hand in RUSTFLAGS. `--target` keeps them off build scripts (which are not
 # linked with libFuzzer).
 #
-# Seeds: real bot<->server exchanges of every protocol, written by tests/fuzz_seeds.rs.
+# Seeds: real bot<->server exchanges of every protocol, written by tests/fuzz_seeds.rs (for
+# `capture`, each exchange as a pcapng file).
 # A crash leaves its input in $OUT/<protocol>/crashes/; turn it into a regression test in
 # tests/ (the harness's modes make that a few lines: see fuzz/src/lib.rs).
 #
@@ -18,7 +20,7 @@ cd "$(dirname "$0")/.."
 SECS=${1:-60}
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(cafe rtype city zergcity darkages)
+[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(cafe rtype city zergcity darkages capture)
 OUT=${FUZZ_OUT:-target/fuzz-run}
 TRIPLE=$(rustc -vV | sed -n 's/^host: //p')
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR_FUZZ:-$PWD/target/fuzz}

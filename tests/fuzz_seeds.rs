@@ -5,8 +5,11 @@
 //! shapes the harness reads (fuzz/src/lib.rs): single datagrams (mode 0, the decoders), the
 //! server's datagrams to bot 0 (mode 1, the bot), both bots' datagrams (mode 2, the server).
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+use tickswarm::capture::write::PcapngWriter;
 
 use tickswarm::api::sim::{Dir, Link, Sim};
 use tickswarm::api::{Bot, BotParams, BotPhase, ProtocolName, ServerParams, TransportNeeds};
@@ -80,6 +83,21 @@ fn every_protocol_exchange_reaches_the_game_and_seeds_are_written_on_request() {
             }
             write(&s);
         }
+        // The capture reader: the exchange as a pcapng file, the bots 127.0.0.1:4000+i and
+        // the server 127.0.0.1:7000, a millisecond apart.
+        let caps = dir.join("capture");
+        std::fs::create_dir_all(&caps).expect("corpus dir");
+        let file = std::fs::File::create(caps.join(format!("seed-{proto}"))).expect("seed");
+        let mut w = PcapngWriter::new(file, 1 << 20).expect("pcapng");
+        let server: SocketAddr = ([127, 0, 0, 1], 7000).into();
+        let bot = |b: usize| SocketAddr::from(([127, 0, 0, 1], 4000 + b as u16));
+        let at = |i: usize| UNIX_EPOCH + Duration::from_millis(i as u64);
+        for (i, ((bu, u), (bd, d))) in up.iter().zip(&down).take(200).enumerate() {
+            w.datagram(at(2 * i), bot(*bu), server, u).expect("write");
+            w.datagram(at(2 * i + 1), server, bot(*bd), d)
+                .expect("write");
+        }
+        w.flush().expect("flush");
         eprintln!(
             "{proto}: {n} seeds ({} up, {} down datagrams seen)",
             up.len(),

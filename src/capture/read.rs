@@ -3,7 +3,7 @@
 //! most [`MAX_BLOCK`] bytes, so a capture of any size is read in bounded memory.
 //!
 //! Link types read: Ethernet (VLAN tags included), raw IP (IPv4 and IPv6), Linux cooked
-//! capture (SLL) and BSD loopback. Other link types are refused by name, as are IP fragments
+//! capture v1 and v2 (SLL, SLL2: what `tcpdump -i any` writes) and BSD loopback. Other link types are refused by name, as are IP fragments
 //! (counted: a datagram split by IP cannot be read whole) and packets cut short by the
 //! capture's snap length (counted: their end is missing).
 
@@ -42,7 +42,7 @@ pub enum CaptureError {
     /// A link type this reader does not know.
     #[error(
         "link type {0} is not one inspect reads (Ethernet 1, raw IP 101/228/229, Linux cooked \
-         113, BSD loopback 0/108): capture on an Ethernet or loopback interface, or convert \
+         113/276, BSD loopback 0/108): capture on an Ethernet or loopback interface, or convert \
          with editcap"
     )]
     LinkType(i32),
@@ -99,7 +99,15 @@ pub struct ReadCounts {
     pub other: u64,
     /// Frames whose headers do not parse.
     pub malformed: u64,
+    /// The byte where the file ends inside a block (a capture cut short, as a tcpdump killed
+    /// mid-write leaves it): everything before it was read.
+    pub truncated_at: Option<u64>,
 }
+
+/// The header of Linux cooked capture v2 (`tcpdump -i any` since libpcap 1.10), before the
+/// network-layer packet: protocol, reserved, interface, ARPHRD type, packet type, address
+/// length, address.
+const SLL2_HEADER: usize = 20;
 
 struct Interface {
     link: Linktype,
@@ -154,7 +162,15 @@ pub fn read<R: Read + Send>(
                     return Err(CaptureError::Io(std::io::Error::other("read failed")));
                 }
             }
-            Err(PcapError::UnexpectedEof) => return Err(CaptureError::Truncated(at)),
+            Err(PcapError::UnexpectedEof) => {
+                // A capture cut short: what came before its last block stands (with nothing
+                // before it, the truncation is all there is to say).
+                if counts.frames == 0 {
+                    return Err(CaptureError::Truncated(at));
+                }
+                counts.truncated_at = Some(at);
+                break;
+            }
             Err(PcapError::BufferTooSmall) => {
                 if size >= MAX_BLOCK {
                     return Err(CaptureError::BadBlock {
@@ -276,6 +292,7 @@ fn check_link(l: Linktype) -> Result<(), CaptureError> {
         | Linktype::IPV4
         | Linktype::IPV6
         | Linktype::LINUX_SLL
+        | Linktype::LINUX_SLL2
         | Linktype::NULL
         | Linktype::LOOP => Ok(()),
         other => Err(CaptureError::LinkType(other.0)),
@@ -299,6 +316,13 @@ fn frame(
     let sliced = match link {
         Linktype::ETHERNET => SlicedPacket::from_ethernet(data),
         Linktype::LINUX_SLL => SlicedPacket::from_linux_sll(data),
+        Linktype::LINUX_SLL2 => match data.get(SLL2_HEADER..) {
+            Some(rest) => SlicedPacket::from_ip(rest),
+            None => {
+                counts.malformed += 1;
+                return;
+            }
+        },
         Linktype::NULL | Linktype::LOOP => match data.get(4..) {
             Some(rest) => SlicedPacket::from_ip(rest),
             None => {

@@ -14,6 +14,9 @@ use super::analyse::{candidates, FlowReport, Inspection};
 use crate::duration::format_duration;
 use crate::protocol::TransportNeeds;
 
+/// What a group of flows speaks and to whom: protocol, dialect, server.
+type GroupKey = (String, String, SocketAddr);
+
 /// Replay steps written at most; a longer stream is cut (the file says so).
 pub const MAX_WRITTEN_STEPS: usize = 10_000;
 
@@ -51,7 +54,7 @@ pub fn write_scenario(
 ) -> Result<Written, WriteScenarioError> {
     // Group the named flows by what they speak and to whom; the biggest group wins (ties:
     // the one seen first).
-    let mut groups: Vec<((String, String, SocketAddr), Vec<(usize, &FlowReport)>)> = Vec::new();
+    let mut groups: Vec<(GroupKey, Vec<(usize, &FlowReport)>)> = Vec::new();
     for (i, f) in ins.flows.iter().enumerate() {
         let (Some(p), Some(d)) = (&f.protocol, &f.dialect) else {
             continue;

@@ -106,6 +106,9 @@ fn print_text(ins: &Inspection) {
         r.packets,
         ins.flows.len()
     );
+    if let Some(at) = r.truncated_at {
+        out!("  the file ends inside a block at byte {at} (a capture cut short): read up to there");
+    }
     for (what, n) in [
         ("cut by the snap length (capture with -s 0)", r.snaplen_cut),
         ("IP fragments (not reassembled)", r.ip_fragments),

@@ -55,9 +55,10 @@ pub(crate) struct RelayArgs {
     /// The server the relay forwards to.
     #[arg(long, value_name = "ADDR")]
     target: SocketAddr,
-    /// A YAML file with a `network:` section, as a scenario writes it.
-    #[arg(long, value_name = "FILE")]
-    profile: PathBuf,
+    /// A YAML file with a `network:` section, as a scenario writes it. Without it the relay
+    /// adds no conditions (with `--record`: a recorder between a client and its server).
+    #[arg(long, value_name = "FILE", required_unless_present = "record")]
+    profile: Option<PathBuf>,
     /// Seed of the links' randomness: the same seed and the same clients in the same order
     /// give the same fates.
     #[arg(long, default_value_t = 1)]
@@ -167,7 +168,11 @@ struct Relay {
 }
 
 pub(crate) fn cmd_relay(a: &RelayArgs) -> anyhow::Result<u8> {
-    let network = match load_profile(&a.profile) {
+    let network = match a
+        .profile
+        .as_deref()
+        .map_or_else(|| Ok(NetworkConditions::default()), load_profile)
+    {
         Ok(n) => n,
         Err(e) => {
             say!("error: {e}");

@@ -17,20 +17,10 @@ fn tickswarm() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tickswarm"))
 }
 
-/// A relay with no conditions recording to `file`; its listening address.
-fn relay(dir: &Path, target: &str, file: &Path) -> (Child, String) {
-    let profile = dir.join("profile.yaml");
-    std::fs::write(&profile, "network:\n  up: { loss: 0% }\n").expect("profile");
+/// A relay with no conditions (no `--profile`) recording to `file`; its listening address.
+fn relay(target: &str, file: &Path) -> (Child, String) {
     let mut child = tickswarm()
-        .args([
-            "relay",
-            "--listen",
-            "127.0.0.1:0",
-            "--target",
-            target,
-            "--profile",
-        ])
-        .arg(&profile)
+        .args(["relay", "--listen", "127.0.0.1:0", "--target", target])
         .arg("--record")
         .arg(file)
         .stdout(Stdio::piped())
@@ -82,7 +72,7 @@ fn inspect_err(bytes: &[u8]) -> (Output, String) {
 fn record_cafe(dir: &Path, dialect: &str) -> (Value, Value) {
     let (mut server, addr) = serve("cafe", &["--dialect", dialect]);
     let file = dir.join(format!("cafe-{dialect}.pcapng"));
-    let (relay, listen) = relay(dir, &addr, &file);
+    let (relay, listen) = relay(&addr, &file);
     let scenario = dir.join("s.yaml");
     std::fs::write(
         &scenario,
@@ -291,7 +281,7 @@ fn a_written_scenario_replays_the_captured_keys_and_passes_against_the_server_it
     );
     let captured_server = peer_addr(&peer);
     let capture = d.join("clients.pcapng");
-    let (relay_child, listen) = relay(d, &captured_server, &capture);
+    let (relay_child, listen) = relay(&captured_server, &capture);
     let scenario = d.join("scripted.yaml");
     std::fs::write(
         &scenario,
@@ -376,4 +366,41 @@ fn a_written_scenario_replays_the_captured_keys_and_passes_against_the_server_it
     }
     // Each bot entered the stream at its own offset.
     assert_ne!(replayed[0][..20], replayed[1][..20], "two bots in lockstep");
+}
+
+#[test]
+fn a_tcpdump_any_capture_cut_short_is_read_up_to_where_it_ends() {
+    // `tcpdump -i any` writes Linux cooked v2 (link type 276): a 20-byte header (protocol
+    // 0x0800, reserved, interface 1, ARPHRD 772 loopback, packet type 0, address length 6,
+    // 8 address bytes) before the IP packet. Two cafe Pings 127.0.0.1:5000 -> :6000, then a
+    // record header whose packet the file no longer holds (tcpdump killed mid-write).
+    let mut f = vec![0xD4, 0xC3, 0xB2, 0xA1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    f.extend_from_slice(&[0xFF, 0xFF, 0, 0, 0x14, 0x01, 0, 0]);
+    let sll2 = [
+        0x08, 0x00, 0, 0, 0, 0, 0, 1, 0x03, 0x04, 0, 6, 0, 0, 0, 0, 0, 0, 0, 0,
+    ];
+    for (usec, seq) in [(0u32, 1u8), (500_000, 2)] {
+        // 20 + IPv4 20 + UDP 8 + cafe ping 12 = 60 bytes.
+        f.extend_from_slice(&[0, 0, 0, 0]);
+        f.extend_from_slice(&usec.to_le_bytes());
+        f.extend_from_slice(&[60, 0, 0, 0, 60, 0, 0, 0]);
+        f.extend_from_slice(&sll2);
+        f.extend_from_slice(&[
+            0x45, 0, 0, 40, 0, 0, 0, 0, 64, 17, 0, 0, 127, 0, 0, 1, 127, 0, 0, 1,
+        ]);
+        f.extend_from_slice(&[0x13, 0x88, 0x17, 0x70, 0, 20, 0, 0]);
+        // cafe Ping: FE CA, version 1, type 4, seq, timestamp_ms 1000.
+        f.extend_from_slice(&[0xFE, 0xCA, 1, 4, seq, 0, 0, 0, 0xE8, 0x03, 0, 0]);
+    }
+    f.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0, 60, 0, 0, 0, 60, 0, 0, 0, 0x08]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("any.pcap");
+    std::fs::write(&file, &f).expect("write");
+    let ins = inspect_json(&file);
+    assert_eq!(u64_at(&ins, "read.frames"), 2);
+    assert_eq!(u64_at(&ins, "read.truncated_at"), f.len() as u64 - 17);
+    let flow = at(&ins, "flows.0");
+    assert_eq!(str_at(flow, "protocol"), "cafe");
+    assert_eq!(u64_at(flow, "behaviour.pings"), 2);
+    assert_eq!(f64_at(flow, "behaviour.ping_interval_ms"), 500.0);
 }

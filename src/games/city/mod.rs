@@ -269,6 +269,10 @@ impl Protocol for City {
     fn measures_rtt(o: &CityOptions) -> bool {
         o.dialect != Dialect::Implementation
     }
+
+    fn inspector(o: &CityOptions) -> Option<Box<dyn crate::protocol::prelude::inspect::Inspect>> {
+        Some(Box::new(codec::inspect::CityInspect::new(o.dialect)))
+    }
 }
 
 #[cfg(test)]

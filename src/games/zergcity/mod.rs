@@ -329,6 +329,22 @@ impl Protocol for ZergCity {
         format!("{:?}", o.dialect).to_lowercase()
     }
 
+    /// The reader of the options' dialect, decompressing at most `max_decompressed_bytes`.
+    fn inspector(
+        o: &ZergCityOptions,
+    ) -> Option<Box<dyn crate::protocol::prelude::inspect::Inspect>> {
+        let limit = o.max_decompressed_bytes;
+        Some(match o.dialect {
+            Dialect::Spec => Box::new(codec::inspect::SpecInspect::new(limit)),
+            Dialect::Implementation => {
+                Box::new(dialects::implementation::inspect::ImplementationInspect::new(limit))
+            }
+            Dialect::Benchmark => {
+                Box::new(dialects::benchmark::inspect::BenchmarkInspect::new(limit))
+            }
+        })
+    }
+
     fn make_bot(o: &ZergCityOptions, params: BotParams) -> Box<dyn Bot> {
         match o.dialect {
             Dialect::Spec => Box::new(dialects::benchmark::hint::SpecWithHint::new(

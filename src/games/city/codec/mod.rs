@@ -102,6 +102,7 @@ use crate::protocol::prelude::wire::{self, Be, WireError};
 
 mod decode;
 mod encode;
+pub mod inspect;
 mod types;
 
 pub use decode::*;

@@ -125,6 +125,7 @@ mod decode;
 mod encode;
 mod error;
 mod header;
+pub mod inspect;
 mod message;
 
 pub use action::*;

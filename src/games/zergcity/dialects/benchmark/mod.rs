@@ -15,6 +15,7 @@ pub mod bot;
 pub mod checksum;
 pub mod codec;
 pub mod hint;
+pub mod inspect;
 pub mod server;
 
 pub use bot::BenchmarkBot;

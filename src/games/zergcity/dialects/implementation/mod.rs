@@ -9,6 +9,7 @@
 
 pub mod bot;
 pub mod codec;
+pub mod inspect;
 pub mod server;
 
 pub use bot::ImplementationBot;

@@ -1,0 +1,10 @@
+#![no_main]
+//! The capture reader and every protocol's decode-only reader behind it (`tickswarm
+//! inspect`): any bytes as a pcap or pcapng file, read in bounded memory, every flow tried
+//! against every protocol and dialect. Seeds: each protocol's exchange as a pcapng file.
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    if let Ok(ins) = tickswarm::capture::inspect(data) {
+        let _ = tickswarm::capture::scenario::write_scenario(&ins, "fuzz.pcapng", "fuzz");
+    }
+});
