@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::protocol::prelude::input_grid::KeyInputs;
 use crate::protocol::prelude::timers::{Handshake, Periodic};
-use crate::protocol::prelude::{BotParams, Keys, Recorder};
+use crate::protocol::prelude::{BotParams, BotPhase, Keys, Recorder};
 
 /// Pings in flight at most.
 pub const PINGS: usize = 8;
@@ -38,11 +38,13 @@ impl Session {
         }
     }
 
-    /// The first CONNECT goes out at `now`: the clock starts and the handshake runs.
-    pub(crate) fn begin(&mut self, now: Instant, params: &BotParams) {
+    /// The first CONNECT goes out at `now`: the clock starts and the handshake runs; the
+    /// bot is then [`BotPhase::Connecting`], which this returns for its phase.
+    pub(crate) fn begin(&mut self, now: Instant, params: &BotParams) -> BotPhase {
         self.epoch = Some(now);
         self.attempt_started = Some(now);
         self.connect_again(now, params);
+        BotPhase::Connecting
     }
 
     /// A CONNECT to another zone goes out: resent and timed like the first one.

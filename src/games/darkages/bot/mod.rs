@@ -297,8 +297,7 @@ impl DarkAgesBot {
 
 impl Bot for DarkAgesBot {
     fn start(&mut self, now: Instant, _rec: &mut Recorder) {
-        self.phase = BotPhase::Connecting;
-        self.session.begin(now, &self.params);
+        self.phase = self.session.begin(now, &self.params);
         self.out.push_back(Out::Connect);
     }
 

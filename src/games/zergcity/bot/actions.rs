@@ -68,14 +68,14 @@ impl ZergCityBot {
         let s = i32::from(self.slot.unwrap_or(0));
         let (cx, cy) = ((s % 2) * w / 2 + w / 4, (s / 2) * h / 2 + h / 4);
         (
-            (cx + self.rng.random_range(-6..=6)).clamp(0, w - 1),
-            (cy + self.rng.random_range(-6..=6)).clamp(0, h - 1),
+            (cx + self.me.rng.random_range(-6..=6)).clamp(0, w - 1),
+            (cy + self.me.rng.random_range(-6..=6)).clamp(0, h - 1),
         )
     }
 
     pub(super) fn pick_free(&mut self) -> (i32, i32) {
-        if !self.free_parcels.is_empty() && self.rng.random_bool(0.85) {
-            let i = self.rng.random_range(0..self.free_parcels.len());
+        if !self.free_parcels.is_empty() && self.me.rng.random_bool(0.85) {
+            let i = self.me.rng.random_range(0..self.free_parcels.len());
             self.free_parcels.swap_remove(i)
         } else {
             self.random_tile()
@@ -85,7 +85,7 @@ impl ZergCityBot {
     pub(super) fn draw_action(&mut self) -> Act {
         self.survey();
         let total: f64 = self.weights.iter().sum();
-        let mut x = self.rng.random::<f64>() * total;
+        let mut x = self.me.rng.random::<f64>() * total;
         let mut k = 0;
         for (i, w) in self.weights.iter().enumerate() {
             if x < *w {
@@ -107,15 +107,15 @@ impl ZergCityBot {
             0 => {
                 let (x, y) = self.pick_free();
                 act.ty = codec::INPUT_PLACE_BUILDING;
-                act.c = self.rng.random_range(1..=4);
+                act.c = self.me.rng.random_range(1..=4);
                 act.tiles[0] = (x, y);
-                act.a = self.rng.random_range(0..4);
+                act.a = self.me.rng.random_range(0..4);
             }
             1 => {
                 let (x, y) = self.pick_free();
                 act.ty = codec::INPUT_DESIGNATE_ZONE;
-                act.c = self.rng.random_range(1..=3);
-                act.a = self.rng.random_range(0..2);
+                act.c = self.me.rng.random_range(1..=3);
+                act.a = self.me.rng.random_range(0..2);
                 act.tiles[0] = (x, y);
                 act.n = 1;
             }
@@ -123,7 +123,7 @@ impl ZergCityBot {
                 act.ty = codec::INPUT_DEMOLISH;
                 let n = self.mine.len().min(2);
                 for i in 0..n {
-                    let j = self.rng.random_range(0..self.mine.len());
+                    let j = self.me.rng.random_range(0..self.mine.len());
                     act.tiles[i] = self.mine[j];
                 }
                 if n == 0 {
@@ -137,8 +137,8 @@ impl ZergCityBot {
             }
             4 => {
                 act.ty = codec::INPUT_SET_TRIBUTE_RATE;
-                act.a = self.rng.random_range(0..=3);
-                act.c = self.rng.random_range(0..=25);
+                act.a = self.me.rng.random_range(0..=3);
+                act.c = self.me.rng.random_range(0..=25);
             }
             _ => {
                 act.ty = match k {
@@ -146,7 +146,7 @@ impl ZergCityBot {
                     6 => codec::INPUT_PLACE_CONDUIT,
                     _ => codec::INPUT_PLACE_PIPE,
                 };
-                let n = self.rng.random_range(1..=2);
+                let n = self.me.rng.random_range(1..=2);
                 for i in 0..n {
                     act.tiles[i] = self.pick_free();
                 }

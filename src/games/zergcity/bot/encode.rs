@@ -14,8 +14,8 @@ impl ZergCityBot {
                 buf,
                 seq,
                 &Message::ClientHello {
-                    client_version: self.opts.client_version,
-                    player_name: &self.name,
+                    client_version: self.me.opts.client_version,
+                    player_name: &self.me.name,
                     session_token: token,
                     requested_slot: slot,
                 },
@@ -37,7 +37,7 @@ impl ZergCityBot {
                 },
             ),
             Out::Chat(k) => {
-                let text = format!("{} says hello #{k}", self.name);
+                let text = format!("{} says hello #{k}", self.me.name);
                 self.enc
                     .encode(buf, seq, &Message::ChatMessage { text: &text })
             }

@@ -111,11 +111,28 @@ enum Out {
     Disconnect(u8),
 }
 
+/// Who a ZergCity bot is, the same in every dialect: its parameters and options, the name it
+/// joins with (`<name_prefix>-<index>`) and its random stream (seeded from its seed).
+pub(crate) struct Player {
+    pub(crate) params: BotParams,
+    pub(crate) opts: ZergCityOptions,
+    pub(crate) name: String,
+    pub(crate) rng: ChaCha8Rng,
+}
+
+impl Player {
+    pub(crate) fn new(params: BotParams, opts: ZergCityOptions) -> Self {
+        Self {
+            rng: ChaCha8Rng::seed_from_u64(params.seed),
+            name: format!("{}-{}", opts.name_prefix, params.index),
+            params,
+            opts,
+        }
+    }
+}
+
 pub struct ZergCityBot {
-    params: BotParams,
-    opts: ZergCityOptions,
-    name: String,
-    rng: ChaCha8Rng,
+    me: Player,
     phase: BotPhase,
     stage: Stage,
     out: VecDeque<Out>,
@@ -177,8 +194,6 @@ pub struct ZergCityBot {
 impl ZergCityBot {
     pub fn new(params: BotParams, opts: ZergCityOptions) -> Self {
         let ack_wait = Duration::from_millis(opts.input_ack_timeout_ms);
-        let rng = ChaCha8Rng::seed_from_u64(params.seed);
-        let name = format!("{}-{}", opts.name_prefix, params.index);
         let grid = InputGrid::new(params.input_period());
         let chat = Duration::from_secs_f64(60.0 / opts.chat_rate.max(1e-6));
         let weights = opts.actions.as_array();
@@ -186,10 +201,7 @@ impl ZergCityBot {
             silence: Silence::new(params.server_silence_timeout),
             ping_timer: Periodic::new(params.ping_interval),
             chat_timer: Periodic::new(chat),
-            params,
-            opts,
-            name,
-            rng,
+            me: Player::new(params, opts),
             phase: BotPhase::Idle,
             stage: Stage::Hello,
             out: VecDeque::with_capacity(16),
@@ -328,7 +340,7 @@ impl Bot for ZergCityBot {
         self.started_at = Some(now);
         // ENet delivers the hello reliably or drops the session: a deadline, no resends.
         self.handshake
-            .begin(now, None, self.params.handshake_timeout);
+            .begin(now, None, self.me.params.handshake_timeout);
         self.out.push_back(Out::Hello {
             token: [0; TOKEN_LEN],
             slot: ANY_SLOT,
@@ -355,7 +367,7 @@ impl Bot for ZergCityBot {
                 rec.event("decompressor_busy");
                 return;
             };
-            dec.set_limit(self.opts.max_decompressed_bytes);
+            dec.set_limit(self.me.opts.max_decompressed_bytes);
             match codec::decode(data, &mut dec) {
                 Ok(d) => match d.message {
                     Some(m) => self.on_message(now, m, data.len(), d.header.compressed(), rec),
@@ -446,8 +458,8 @@ impl Bot for ZergCityBot {
                 Out::Disconnect(_) => MsgType::Disconnect,
             };
             if let Ok(len) = self.encode_out(&o, buf) {
-                if self.opts.protocol_version != codec::PROTOCOL_VERSION && len > 4 {
-                    buf[4] = self.opts.protocol_version;
+                if self.me.opts.protocol_version != codec::PROTOCOL_VERSION && len > 4 {
+                    buf[4] = self.me.opts.protocol_version;
                 }
                 self.seq_out = self.seq_out.wrapping_add(1);
                 let (channel, reliable) = ty.channel();
@@ -544,7 +556,7 @@ impl Bot for ZergCityBot {
         self.reset_session();
         self.stage = Stage::Hello;
         self.handshake
-            .begin(now, None, self.params.handshake_timeout);
+            .begin(now, None, self.me.params.handshake_timeout);
         self.silence.arm(now);
         self.silence.heard(now);
         let slot = self.slot.map_or(ANY_SLOT, u32::from);
@@ -558,7 +570,7 @@ impl Bot for ZergCityBot {
 impl std::fmt::Debug for ZergCityBot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ZergCityBot")
-            .field("index", &self.params.index)
+            .field("index", &self.me.params.index)
             .field("phase", &self.phase)
             .field("stage", &self.stage)
             .field("slot", &self.slot)

@@ -16,7 +16,7 @@ impl ZergCityBot {
             return;
         };
         let rtt = now.saturating_duration_since(sent);
-        if rtt > self.params.server_silence_timeout {
+        if rtt > self.me.params.server_silence_timeout {
             rec.event("pong_late");
             return;
         }

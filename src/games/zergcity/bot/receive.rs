@@ -144,6 +144,6 @@ impl ZergCityBot {
         self.map = (w.min(4096) as i32, h.min(4096) as i32);
         self.clock = Some((tick as f64, now));
         self.silence.arm(now);
-        self.ping_timer.start_at(now + self.params.phase_offset);
+        self.ping_timer.start_at(now + self.me.params.phase_offset);
     }
 }

@@ -83,11 +83,11 @@ impl ZergCityBot {
                 );
                 self.reconnects_done += 1;
             }
-            self.grid.start(now + self.params.phase_offset);
-            if self.opts.chat_rate > 0.0 {
+            self.grid.start(now + self.me.params.phase_offset);
+            if self.me.opts.chat_rate > 0.0 {
                 let p = self.chat_timer.period();
                 self.chat_timer
-                    .start_at(now + p.mul_f64(self.rng.random::<f64>()));
+                    .start_at(now + p.mul_f64(self.me.rng.random::<f64>()));
             }
             self.plan_reconnect(now);
         }
@@ -96,13 +96,13 @@ impl ZergCityBot {
     /// A bot chosen by its seed drops once, `reconnect_after_ms` (plus up to as much again)
     /// after its first snapshot.
     pub(super) fn plan_reconnect(&mut self, now: Instant) {
-        if self.reconnects_done > 0 || self.opts.reconnect_share <= 0.0 {
+        if self.reconnects_done > 0 || self.me.opts.reconnect_share <= 0.0 {
             return;
         }
-        let coin = (splitmix(self.params.seed ^ 0x7e_c0) >> 11) as f64 / (1u64 << 53) as f64;
-        if coin < self.opts.reconnect_share {
-            let after = Duration::from_millis(self.opts.reconnect_after_ms);
-            self.reconnect_at = Some(now + after + after.mul_f64(self.rng.random::<f64>()));
+        let coin = (splitmix(self.me.params.seed ^ 0x7e_c0) >> 11) as f64 / (1u64 << 53) as f64;
+        if coin < self.me.opts.reconnect_share {
+            let after = Duration::from_millis(self.me.opts.reconnect_after_ms);
+            self.reconnect_at = Some(now + after + after.mul_f64(self.me.rng.random::<f64>()));
         }
     }
 
@@ -185,7 +185,7 @@ impl ZergCityBot {
                 + b.work.entities.capacity();
             worlds * size + b.terrain.capacity() + b.applier.held_bytes()
         };
-        let max = self.opts.max_state_bytes;
+        let max = self.me.opts.max_state_bytes;
         if held(self) <= max {
             return;
         }

@@ -402,19 +402,15 @@ fn count_missing(prev: &[u32], cur: &[u32]) -> u64 {
     n
 }
 
-impl Bot for ImplementationBot {
-    fn start(&mut self, now: Instant, _rec: &mut Recorder) {
-        self.phase = BotPhase::Connecting;
-        self.session.begin(now, &self.params);
-        self.out.push_back(Out::Connect);
-    }
-
-    fn handle_datagram(&mut self, now: Instant, data: &[u8], rec: &mut Recorder) {
+impl ImplementationBot {
+    /// A datagram as this dialect's server packet, when the bot takes datagrams now; a
+    /// packet that does not decode is counted (with a hint when it is the spec's).
+    fn read_packet<'a>(&self, data: &'a [u8], rec: &mut Recorder) -> Option<ServerPacket<'a>> {
         if !self.phase.takes_datagram(rec) {
-            return;
+            return None;
         }
-        let packet = match codec::decode_server(data) {
-            Ok(p) => p,
+        match codec::decode_server(data) {
+            Ok(p) => Some(p),
             Err(e) => {
                 if crate::games::darkages::codec::decode(data).is_ok() {
                     rec.event("dialect_hint.spec");
@@ -422,8 +418,21 @@ impl Bot for ImplementationBot {
                 } else {
                     rec.decode_error(e.message, e.reason);
                 }
-                return;
+                None
             }
+        }
+    }
+}
+
+impl Bot for ImplementationBot {
+    fn start(&mut self, now: Instant, _rec: &mut Recorder) {
+        self.phase = self.session.begin(now, &self.params);
+        self.out.push_back(Out::Connect);
+    }
+
+    fn handle_datagram(&mut self, now: Instant, data: &[u8], rec: &mut Recorder) {
+        let Some(packet) = self.read_packet(data, rec) else {
+            return;
         };
         self.heard = true;
         self.silence.heard(now);

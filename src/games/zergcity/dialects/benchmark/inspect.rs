@@ -6,9 +6,11 @@
 //!
 //! - **FullSnapshot** and **DeltaSnapshot** are [`Role::Snapshot`], their header `sequence`
 //!   (the server tick; one message a tick per client) the seq.
-//! - **SnapshotAck** and **ResyncRequest** are [`Role::Other`] without a seq: an ack carries
-//!   the tick it acknowledges, which skips what was lost. The dialect has no input (so no
-//!   keys) and no ping.
+//! - **SnapshotAck** is [`Role::Input`] (no keys, no seq): the dialect has no player input,
+//!   and the acks are the client's per-tick upstream load, which the bot counts as its
+//!   `inputs_sent`; so the capture's input rate is the rate a scenario sets. No seq: an ack
+//!   carries the tick it acknowledges, which skips what was lost.
+//! - **ResyncRequest** is [`Role::Other`]. The dialect has no ping.
 
 use super::codec::{self, ty, Decompressor, Message, HEADER_LEN, MAGIC, MAX_BODY, VERSION};
 use crate::games::zergcity::codec::inspect::{length_mismatch, magic_mismatch, short_header};
@@ -62,7 +64,12 @@ impl Inspect for BenchmarkInspect {
                     ));
                 }
                 exact_len(data, HEADER_LEN, &format!("bare {name} header"))?;
-                Ok(Seen::new(name, Role::Other))
+                let role = if data[5] == ty::SNAPSHOT_ACK {
+                    Role::Input
+                } else {
+                    Role::Other
+                };
+                Ok(Seen::new(name, role))
             }
             Direction::ToClient => {
                 if !matches!(data[5], ty::FULL_SNAPSHOT | ty::DELTA_SNAPSHOT) {
@@ -225,7 +232,7 @@ mod tests {
         let mut i = BenchmarkInspect::new(1 << 20);
         let ack = header(3, 0, 0, 77);
         let s = i.message(Direction::ToServer, &ack).expect("ack");
-        assert_eq!((s.kind, s.role, s.seq), ("SnapshotAck", Role::Other, None));
+        assert_eq!((s.kind, s.role, s.seq), ("SnapshotAck", Role::Input, None));
         // The spec's Ping is type 3 too, with a 16-byte body: payload_length at byte 8.
         let mut ping = header(3, 0, 16, 0);
         ping.extend_from_slice(&[0; 16]);

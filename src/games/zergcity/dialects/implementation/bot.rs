@@ -47,6 +47,7 @@ use rand_chacha::ChaCha8Rng;
 use super::codec::{
     self, input, Decompressor, Input, Message, CHANNEL_RELIABLE, CHANNEL_UNRELIABLE, TOKEN_LEN,
 };
+use crate::games::zergcity::bot::Player;
 use crate::games::zergcity::dialects::enet_closed::phase_after_close;
 use crate::games::zergcity::ZergCityOptions;
 use crate::protocol::prelude::input_grid::InputGrid;
@@ -92,10 +93,7 @@ enum Out {
 }
 
 pub struct ImplementationBot {
-    params: BotParams,
-    opts: ZergCityOptions,
-    name: String,
-    rng: ChaCha8Rng,
+    me: Player,
     phase: BotPhase,
     stage: Stage,
     out: VecDeque<Out>,
@@ -137,7 +135,6 @@ pub struct ImplementationBot {
 
 impl ImplementationBot {
     pub fn new(params: BotParams, opts: ZergCityOptions) -> Self {
-        let name = format!("{}-{}", opts.name_prefix, params.index);
         let interval = params
             .ping_interval
             .clamp(Duration::from_millis(250), MAX_HEARTBEAT_INTERVAL);
@@ -157,13 +154,10 @@ impl ImplementationBot {
             (k, acc)
         });
         Self {
-            rng: ChaCha8Rng::seed_from_u64(params.seed),
             grid: InputGrid::new(params.input_period()),
             silence: Silence::new(params.server_silence_timeout),
             heartbeat_timeout: Duration::from_millis(opts.heartbeat_timeout_ms),
-            params,
-            opts,
-            name,
+            me: Player::new(params, opts),
             phase: BotPhase::Idle,
             stage: Stage::Joining,
             out: VecDeque::with_capacity(8),
@@ -374,19 +368,19 @@ impl ImplementationBot {
             self.plan_reconnect(now);
         }
         self.grid
-            .start(now + self.params.phase_offset.min(Duration::from_secs(1)));
+            .start(now + self.me.params.phase_offset.min(Duration::from_secs(1)));
     }
 
     /// A bot chosen by its seed drops once, `reconnect_after_ms` (plus up to as much again)
     /// after joining.
     fn plan_reconnect(&mut self, now: Instant) {
-        if self.reconnects_done > 0 || self.opts.reconnect_share <= 0.0 {
+        if self.reconnects_done > 0 || self.me.opts.reconnect_share <= 0.0 {
             return;
         }
-        let coin: f64 = ChaCha8Rng::seed_from_u64(self.params.seed ^ 0x7e_c0).random();
-        if coin < self.opts.reconnect_share {
-            let after = Duration::from_millis(self.opts.reconnect_after_ms);
-            self.reconnect_at = Some(now + after + after.mul_f64(self.rng.random::<f64>()));
+        let coin: f64 = ChaCha8Rng::seed_from_u64(self.me.params.seed ^ 0x7e_c0).random();
+        if coin < self.me.opts.reconnect_share {
+            let after = Duration::from_millis(self.me.opts.reconnect_after_ms);
+            self.reconnect_at = Some(now + after + after.mul_f64(self.me.rng.random::<f64>()));
         }
     }
 
@@ -426,19 +420,19 @@ impl ImplementationBot {
         while let Some(due) = self.grid.take_due(now, rec) {
             rec.record_lateness(now.saturating_duration_since(due).as_micros() as u64);
             let total = self.actions[self.actions.len() - 1].1;
-            let pick = self.rng.random::<f64>() * total;
+            let pick = self.me.rng.random::<f64>() * total;
             let kind = self
                 .actions
                 .iter()
                 .find(|(_, acc)| pick < *acc)
                 .map_or(input::PLACE_BUILDING, |(k, _)| *k);
             let (w, h) = (i32::from(self.map.0), i32::from(self.map.1));
-            let x = self.rng.random_range(0..w.max(1));
-            let y = self.rng.random_range(0..h.max(1));
+            let x = self.me.rng.random_range(0..w.max(1));
+            let y = self.me.rng.random_range(0..h.max(1));
             let (param1, value) = match kind {
-                input::PLACE_BUILDING => (self.rng.random_range(1..=8), 0),
-                input::SET_ZONE => (self.rng.random_range(1..=3), 0),
-                input::SET_TAX_RATE => (0, self.rng.random_range(0..=20)),
+                input::PLACE_BUILDING => (self.me.rng.random_range(1..=8), 0),
+                input::SET_ZONE => (self.me.rng.random_range(1..=3), 0),
+                input::SET_TAX_RATE => (0, self.me.rng.random_range(0..=20)),
                 _ => (0, 0),
             };
             self.input_seq = self.input_seq.wrapping_add(1);
@@ -492,15 +486,19 @@ impl ImplementationBot {
             reliable: true,
         };
         Ok(match o {
-            Out::Join => reliable(codec::encode_join(buf, self.name.as_bytes(), None)?),
+            Out::Join => reliable(codec::encode_join(buf, self.me.name.as_bytes(), None)?),
             Out::Reconnect => {
                 let token = self.token.unwrap_or([0; TOKEN_LEN]);
-                reliable(codec::encode_reconnect(buf, &token, self.name.as_bytes())?)
+                reliable(codec::encode_reconnect(
+                    buf,
+                    &token,
+                    self.me.name.as_bytes(),
+                )?)
             }
             Out::Input(i) => reliable(i.encode(buf)?),
             Out::Heartbeat { ts, seq } => {
                 let len = codec::encode_heartbeat(buf, *ts, *seq)?;
-                if self.opts.reliable_heartbeats {
+                if self.me.opts.reliable_heartbeats {
                     reliable(len)
                 } else {
                     Transmit {
@@ -522,7 +520,7 @@ impl Bot for ImplementationBot {
         self.epoch = Some(now);
         // ENet delivers Join or drops the session: no resends, only the deadline.
         self.handshake
-            .begin(now, None, self.params.handshake_timeout);
+            .begin(now, None, self.me.params.handshake_timeout);
         self.silence.arm(now);
         self.out.push_back(if self.resuming {
             Out::Reconnect
@@ -544,7 +542,7 @@ impl Bot for ImplementationBot {
             return;
         }
         self.silence.heard(now);
-        let limit = self.opts.max_decompressed_bytes;
+        let limit = self.me.opts.max_decompressed_bytes;
         DECOMPRESSOR.with(|cell| {
             let Ok(mut dec) = cell.try_borrow_mut() else {
                 rec.event("decompressor_busy");
@@ -725,7 +723,7 @@ impl Bot for ImplementationBot {
             // Join anew, with a handshake deadline of its own.
             self.stage = Stage::Joining;
             self.handshake
-                .begin(now, None, self.params.handshake_timeout);
+                .begin(now, None, self.me.params.handshake_timeout);
             self.silence.arm(now);
             self.silence.heard(now);
             self.out.push_back(Out::Join);
@@ -737,7 +735,7 @@ impl Bot for ImplementationBot {
         }
         self.stage = Stage::Joining;
         self.handshake
-            .begin(now, None, self.params.handshake_timeout);
+            .begin(now, None, self.me.params.handshake_timeout);
         self.silence.arm(now);
         self.silence.heard(now);
         self.out.push_back(Out::Reconnect);
@@ -748,7 +746,7 @@ impl Bot for ImplementationBot {
 impl std::fmt::Debug for ImplementationBot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ImplementationBot")
-            .field("index", &self.params.index)
+            .field("index", &self.me.params.index)
             .field("phase", &self.phase)
             .field("stage", &self.stage)
             .field("player", &self.player)
