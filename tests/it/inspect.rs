@@ -404,3 +404,78 @@ fn a_tcpdump_any_capture_cut_short_is_read_up_to_where_it_ends() {
     assert_eq!(u64_at(flow, "behaviour.pings"), 2);
     assert_eq!(f64_at(flow, "behaviour.ping_interval_ms"), 500.0);
 }
+
+/// Three bots of `protocol` in `dialect` (`key: dialect` in the scenario) through the
+/// recording relay to `tickswarm serve`; the run's summary and the capture's inspection.
+fn record_game(dir: &Path, protocol: &str, key: &str, dialect: &str) -> (Value, Value) {
+    let (mut server, addr) = serve(protocol, &["--dialect", dialect]);
+    let file = dir.join(format!("{protocol}-{dialect}.pcapng"));
+    let (relay, listen) = relay(&addr, &file);
+    let scenario = dir.join(format!("{protocol}-{dialect}.yaml"));
+    std::fs::write(
+        &scenario,
+        format!(
+            "name: capture\nprotocol:\n  {protocol}: {{ {key}: {dialect} }}\ntarget: \"{listen}\"\n\
+             population:\n  stages:\n    - ramp_to: 3\n      over: 0s\n    - hold: 3s\n\
+             behaviour:\n  input_rate: 20\n  ping_interval: 500ms\nduration: 3s\nseed: 1\n\
+             default_checks: false\n"
+        ),
+    )
+    .expect("scenario");
+    let out = dir.join(format!("run-{protocol}-{dialect}"));
+    let (_, summary) = run_scenario(&scenario, &["--quiet"], &out, &[0, 1]);
+    stop(relay);
+    let _ = server.kill();
+    let _ = server.wait();
+    (summary, inspect_json(&file))
+}
+
+/// Every protocol and dialect with a reference server and a transport a capture can read
+/// (GameNetworkingSockets encrypts; R-Type's implementation dialect logs in over TCP, which
+/// the relay does not carry): each flow is named right, and the inputs it holds are the
+/// bots' own count.
+#[test]
+fn every_game_and_dialect_recorded_is_named_per_flow_with_the_bots_input_count() {
+    let cases = [
+        ("city", "dialect", "spec"),
+        ("city", "dialect", "implementation"),
+        ("zergcity", "dialect", "spec"),
+        ("zergcity", "dialect", "implementation"),
+        ("zergcity", "dialect", "benchmark"),
+        ("rtype", "float_order", "big"),
+        ("rtype", "float_order", "little"),
+        ("darkages", "dialect", "spec"),
+        ("darkages", "dialect", "struct_as_printed"),
+        ("darkages", "dialect", "implementation"),
+    ];
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (protocol, key, dialect) in cases {
+        let who = format!("{protocol} {dialect}");
+        let (summary, ins) = record_game(dir.path(), protocol, key, dialect);
+        assert_eq!(u64_at(&summary, "bots.connected"), 3, "{who}: every bot connected");
+        let flows = at(&ins, "flows").as_array().expect("flows");
+        assert_eq!(flows.len(), 3, "{who}: one flow per bot");
+        let mut inputs = 0;
+        for f in flows {
+            assert_eq!(at(f, "protocol").as_str(), Some(protocol), "{who}: {f:#}");
+            assert_eq!(at(f, "dialect").as_str(), Some(dialect), "{who}: {f:#}");
+            inputs += u64_at(f, "behaviour.inputs");
+            // Each other dialect of the game falls short, and says where.
+            for c in at(f, "candidates").as_array().expect("candidates") {
+                if str_at(c, "protocol") != protocol || str_at(c, "dialect") == dialect {
+                    continue;
+                }
+                let other = str_at(c, "dialect");
+                assert!(f64_at(c, "share") < 0.9, "{who} read as {other}: {c:#}");
+                let expected = str_at(c, "first_failure.expected");
+                assert!(!expected.is_empty(), "{who} as {other}: {c:#}");
+                u64_at(c, "first_failure.offset");
+            }
+        }
+        let sent = u64_at(&summary, "inputs_sent");
+        assert!(
+            inputs.abs_diff(sent) as f64 <= 0.01 * sent as f64,
+            "{who}: the capture holds {inputs} inputs, the bots sent {sent}"
+        );
+    }
+}

@@ -402,6 +402,21 @@ impl Protocol for DarkAges {
         }
     }
 
+    /// The reader of the options' dialect. Over GNS (`transport: gns`) the capture is
+    /// encrypted and `inspect` refuses it before reading, so the transport is not looked at.
+    fn inspector(
+        o: &DarkAgesOptions,
+    ) -> Option<Box<dyn crate::protocol::prelude::inspect::Inspect>> {
+        Some(match o.dialect {
+            Dialect::Implementation => {
+                Box::new(dialects::implementation::inspect::ImplementationInspect::new())
+            }
+            Dialect::Spec | Dialect::StructAsPrinted => {
+                Box::new(codec::inspect::DarkAgesInspect::new(o.dialect))
+            }
+        })
+    }
+
     fn cannot_measure(o: &DarkAgesOptions, metric: Metric) -> Option<&'static str> {
         if metric != Metric::UpstreamLoss {
             return None;

@@ -238,6 +238,17 @@ impl Protocol for Rtype {
         Box::new(RtypeServer::new(Self::server_config(o, s), now))
     }
 
+    /// The spec reader of the options' float order, or the implementation dialect's (its UDP
+    /// play and its TCP login).
+    fn inspector(o: &RtypeOptions) -> Option<Box<dyn crate::protocol::prelude::inspect::Inspect>> {
+        Some(match o.dialect {
+            RtypeDialect::Spec => Box::new(codec::inspect::RtypeInspect::new(o.float_order)),
+            RtypeDialect::Implementation => {
+                Box::new(dialects::implementation::inspect::ImplementationInspect::new())
+            }
+        })
+    }
+
     fn cannot_measure(o: &RtypeOptions, metric: Metric) -> Option<&'static str> {
         match (o.dialect, metric) {
             (_, Metric::UpstreamLoss) => {

@@ -37,6 +37,7 @@ use thiserror::Error;
 
 use crate::protocol::prelude::wire::{Le, Reader, WireError, WireResult, Writer};
 
+pub mod inspect;
 mod packets;
 mod quant;
 mod records;

@@ -56,6 +56,8 @@
 
 use thiserror::Error;
 
+pub mod inspect;
+
 use crate::protocol::prelude::wire::{self, Be, Order, WireError};
 
 pub const VERSION: u8 = 1;

@@ -10,6 +10,7 @@
 pub mod admission;
 pub mod bot;
 pub mod codec;
+pub mod inspect;
 pub mod server;
 
 pub use bot::ImplementationBot;

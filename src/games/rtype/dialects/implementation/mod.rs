@@ -13,6 +13,7 @@
 pub mod bot;
 pub mod codec;
 pub mod hint;
+pub mod inspect;
 
 pub use bot::ImplementationBot;
 pub use hint::SpecWithHint;
