@@ -120,7 +120,13 @@ pub fn write_scenario(
         "# From {} captured client flow(s) to {server}, read as {protocol}, dialect {dialect}.",
         flows.len()
     );
-    for (_, ((p, d, s), other)) in groups.iter().enumerate().filter(|(g, _)| *g != best) {
+    for (_, ((p, d, s), other)) in groups
+        .iter()
+        .enumerate()
+        .filter(|(g, _)| *g != best)
+        // The TCP logins of the same sessions are not left out: the target names them.
+        .filter(|(_, ((p, d, s), _))| !(p == protocol && d == dialect && *s == target))
+    {
         let _ = writeln!(
             w,
             "# Left out: {} flow(s) to {s} read as {p}, dialect {d} (one scenario per server).",
