@@ -452,7 +452,11 @@ fn every_game_and_dialect_recorded_is_named_per_flow_with_the_bots_input_count()
     for (protocol, key, dialect) in cases {
         let who = format!("{protocol} {dialect}");
         let (summary, ins) = record_game(dir.path(), protocol, key, dialect);
-        assert_eq!(u64_at(&summary, "bots.connected"), 3, "{who}: every bot connected");
+        assert_eq!(
+            u64_at(&summary, "bots.connected"),
+            3,
+            "{who}: every bot connected"
+        );
         let flows = at(&ins, "flows").as_array().expect("flows");
         assert_eq!(flows.len(), 3, "{who}: one flow per bot");
         let mut inputs = 0;
