@@ -7,7 +7,7 @@
 //! `implementation`"):
 //! - INPUT's `seq` grows by one per input (from 1, skipping 0 when it wraps): given as `seq`.
 //!   Its `flags` map to keys as the spec dialect's
-//!   ([`keys_of_flags`](crate::games::darkages::codec::inspect::keys_of_flags): bits 0-3
+//!   ([`keys_of_flags`]: bits 0-3
 //!   and 5); yaw and pitch are not keys.
 //! - SNAPSHOT's `server_tick` steps by 3 (or 6 when the real server lowers its rate), not by
 //!   one: not given as `seq`.
