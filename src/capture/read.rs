@@ -383,3 +383,102 @@ fn frame(
     counts.packets += 1;
     each(packet);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A legacy pcap (µs, little-endian) of link type `link`, one record per frame, each
+    /// `(captured bytes, original length)`.
+    fn pcap(link: u8, frames: &[(&[u8], u32)]) -> Vec<u8> {
+        let mut f = vec![0xD4, 0xC3, 0xB2, 0xA1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        f.extend_from_slice(&[0xFF, 0xFF, 0, 0, link, 0, 0, 0]);
+        for (i, (data, orig)) in frames.iter().enumerate() {
+            f.extend_from_slice(&[0, 0, 0, 0]);
+            f.extend_from_slice(&(i as u32 * 1000).to_le_bytes());
+            f.extend_from_slice(&(data.len() as u32).to_le_bytes());
+            f.extend_from_slice(&orig.to_le_bytes());
+            f.extend_from_slice(data);
+        }
+        f
+    }
+
+    fn read_all(file: &[u8]) -> (ReadCounts, Vec<(SocketAddr, SocketAddr, Vec<u8>)>) {
+        let mut got = Vec::new();
+        let counts = read(file, &mut |p| got.push((p.src, p.dst, p.payload.to_vec())))
+            .expect("a readable capture");
+        (counts, got)
+    }
+
+    /// IPv4 (20 bytes, UDP, 127.0.0.1 -> 127.0.0.2, flags/fragment field `frag`), UDP
+    /// 5000 -> 6000, payload "hi".
+    fn ipv4_udp(frag: [u8; 2]) -> Vec<u8> {
+        let mut p = vec![
+            0x45, 0, 0, 30, 0, 1, frag[0], frag[1], 64, 17, 0, 0, 127, 0, 0, 1, 127, 0, 0, 2,
+        ];
+        p.extend_from_slice(&[0x13, 0x88, 0x17, 0x70, 0, 10, 0, 0, b'h', b'i']);
+        p
+    }
+
+    #[test]
+    fn ethernet_and_ipv6_frames_give_their_udp_payloads() {
+        // Ethernet: destination, source, EtherType 0x0800, then the IPv4 packet.
+        let mut eth = vec![0u8; 12];
+        eth.extend_from_slice(&[0x08, 0x00]);
+        eth.extend_from_slice(&ipv4_udp([0, 0]));
+        let (c, got) = read_all(&pcap(1, &[(&eth, eth.len() as u32)]));
+        assert_eq!((c.frames, c.packets), (1, 1));
+        assert_eq!(got[0].0, "127.0.0.1:5000".parse().expect("addr"));
+        assert_eq!(got[0].2, b"hi");
+        // Raw IPv6: version 6, payload length 10, next header UDP (17), hop limit 64, ::1 to ::1.
+        let mut v6 = vec![0x60, 0, 0, 0, 0, 10, 17, 64];
+        v6.extend_from_slice(&[0; 15]);
+        v6.push(1);
+        v6.extend_from_slice(&[0; 15]);
+        v6.push(1);
+        v6.extend_from_slice(&[0x13, 0x88, 0x17, 0x70, 0, 10, 0, 0, b'h', b'i']);
+        let (c, got) = read_all(&pcap(101, &[(&v6, v6.len() as u32)]));
+        assert_eq!(c.packets, 1);
+        assert_eq!(got[0].1, "[::1]:6000".parse().expect("addr"));
+    }
+
+    #[test]
+    fn cut_frames_and_ip_fragments_are_counted_not_read() {
+        let whole = ipv4_udp([0, 0]);
+        // Captured with a snap length of 24: the original was 30 bytes.
+        let cut = &whole[..24];
+        // More-fragments set (0x2000): the first piece of a split datagram.
+        let first_piece = ipv4_udp([0x20, 0]);
+        let (c, got) = read_all(&pcap(
+            101,
+            &[
+                (cut, 30),
+                (&first_piece, first_piece.len() as u32),
+                (&whole, 30),
+            ],
+        ));
+        assert_eq!(
+            (c.frames, c.snaplen_cut, c.ip_fragments, c.packets),
+            (3, 1, 1, 1)
+        );
+        assert_eq!(got.len(), 1);
+    }
+
+    #[test]
+    fn a_pcapng_block_past_the_bound_is_refused_without_reading_it() {
+        // A section header block (28 bytes), then a block of type 6 claiming 16 MiB.
+        let mut f = vec![
+            0x0A, 0x0D, 0x0D, 0x0A, 28, 0, 0, 0, 0x4D, 0x3C, 0x2B, 0x1A, 1, 0, 0, 0,
+        ];
+        f.extend_from_slice(&[0xFF; 8]);
+        f.extend_from_slice(&[28, 0, 0, 0]);
+        f.extend_from_slice(&[6, 0, 0, 0, 0, 0, 0, 1]);
+        f.extend_from_slice(&[0; 64]);
+        let e = read(&f[..], &mut |_| {}).expect_err("refused");
+        let text = e.to_string();
+        assert!(
+            text.contains("unreadable block") || text.contains("truncated"),
+            "{text}"
+        );
+    }
+}
