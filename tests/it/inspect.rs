@@ -483,3 +483,68 @@ fn every_game_and_dialect_recorded_is_named_per_flow_with_the_bots_input_count()
         );
     }
 }
+
+/// A client tickswarm did not write: the independent ZergCity peer's client (C, on Debian's
+/// libenet, its messages encoded by its own code) through the recording relay to `tickswarm
+/// serve zergcity`. Its flow is named ZergCity's spec dialect with every datagram read, and
+/// its inputs and pings are the counts the client printed. (The peer's client rejects our
+/// server's FullSnapshot, whose Players/Components layouts the spec leaves open and the two
+/// implementations fill differently, so after its handshake it acks and sends nothing more:
+/// scripts/verify_external_zergcity.sh says the same. Its counts are 0, and so are ours.)
+#[test]
+fn an_independent_clients_capture_is_named_and_counted_as_the_client_counted() {
+    let bin = crate::common::c_peer::CPeer {
+        src: "tests/peers/zergcity-peer/zc_peer.c",
+        name: "zc_peer_inspect",
+        pkgs: &["libenet", "liblz4"],
+        fallback_libs: "-lenet -llz4",
+        cflags: &["-std=c99"],
+        libs: &[],
+        install_hint: "run scripts/install-test-deps.sh (installs libenet-dev and liblz4-dev)",
+    }
+    .build();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut server, addr) = serve("zergcity", &[]);
+    let file = dir.path().join("zc-client.pcapng");
+    let (relay_child, listen) = relay(&addr, &file);
+    let (host, port) = listen.rsplit_once(':').expect("host:port");
+    let o = Command::new(&bin)
+        .args(["client", host, port, "--seconds", "3", "--inputs", "20"])
+        .args(["--input-interval-ms", "100"])
+        .output()
+        .expect("the peer's client runs");
+    stop(relay_child);
+    let _ = server.kill();
+    let _ = server.wait();
+    let out = String::from_utf8_lossy(&o.stdout);
+    let result = out
+        .lines()
+        .find(|l| l.starts_with("RESULT "))
+        .unwrap_or_else(|| panic!("no RESULT line: {out}"));
+    assert!(result.contains(" handshake=ok "), "{result}");
+    let field = |k: &str| -> u64 {
+        result
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(&format!("{k}=")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {k}= in {result}"))
+    };
+    let ins = inspect_json(&file);
+    let flows = at(&ins, "flows").as_array().expect("flows");
+    assert_eq!(flows.len(), 1, "one client");
+    let f = &flows[0];
+    assert_eq!(str_at(f, "protocol"), "zergcity");
+    assert_eq!(str_at(f, "dialect"), "spec");
+    assert_eq!(f64_at(f, "candidates.0.share"), 1.0, "every datagram read");
+    assert!(
+        u64_at(f, "to_server.datagrams") >= 2,
+        "the client's ENet connect and its hello"
+    );
+    assert_eq!(u64_at(f, "behaviour.inputs"), field("inputs_sent"));
+    assert_eq!(u64_at(f, "behaviour.pings"), field("pings"));
+    let pairs = match at(f, "behaviour.rtt_ms") {
+        Value::Null => 0,
+        _ => u64_at(f, "behaviour.rtt_ms.0"),
+    };
+    assert_eq!(pairs, field("pongs"));
+}
