@@ -31,7 +31,7 @@ use std::time::Instant;
 use tickswarm::api::*;
 
 pub use bot::SkirmishBot;
-pub use codec::{msg, HISTORY, MAX_PLAYERS, VERSION};
+pub use codec::{msg, SkirmishInspect, HISTORY, MAX_PLAYERS, VERSION};
 pub use server::SkirmishServer;
 
 /// The scenario's `protocol: { skirmish: { dialect: delta } }` section.
@@ -74,5 +74,8 @@ impl Protocol for Skirmish {
     }
     fn players_per_instance(_: &Options, _: &ServerParams) -> Option<usize> {
         Some(MAX_PLAYERS)
+    }
+    fn inspector(_: &Options) -> Option<Box<dyn inspect::Inspect>> {
+        Some(Box::new(codec::SkirmishInspect))
     }
 }
