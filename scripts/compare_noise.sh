@@ -3,10 +3,14 @@
 #
 #   bash scripts/compare_noise.sh [--no-build] [--runs N] [--bots B] [--duration D] [--delay-ms X]
 #                                 [--limits L] [--bases K] [--keep DIR | --reuse DIR]
+#                                 [--ping-interval D]
 #
 # --bases K: each run is held against K other runs at once (`compare --base ... NEW`, the
 # next K runs round the list) instead of pairwise: N comparisons of identical runs, and each
 # delayed run against K undelayed ones.
+#
+# --ping-interval D: the bots' RTT probes this often instead of quickstart's 1 s (more RTT
+# samples a run: a percentile far in the tail is set by more than a handful of them).
 #
 # --limits: the --max-regress limits, comma-separated (default: those docs/ci/github-actions.yml
 # ships). --keep DIR keeps the run folders in DIR; --reuse DIR compares the folders a --keep
@@ -22,12 +26,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/verify_common.sh
 
-BUILD=1 RUNS=10 BOTS=50 DURATION=8s DELAY_MS=2 KEEP= REUSE= BASES=0
+BUILD=1 RUNS=10 BOTS=50 DURATION=8s DELAY_MS=2 KEEP= REUSE= BASES=0 PING=
 LIMITS="rtt.p50=+1ms,loss.downstream=+0.5pp"
 while [ $# -gt 0 ]; do
     case "$1" in
         --limits) LIMITS=$2; shift ;;
         --bases) BASES=$2; shift ;;
+        --ping-interval) PING=$2; shift ;;
         --keep) KEEP=$2; shift ;;
         --reuse) REUSE=$2; BUILD=0; shift ;;
         --no-build) BUILD=0 ;;
@@ -56,8 +61,14 @@ else
     trap 'stop_peer "$PEER_PID"; rm -rf "$WORK"' EXIT
 fi
 
+SCENARIO=scenarios/quickstart.yaml
+if [ -n "$PING" ]; then
+    SCENARIO=$WORK/quickstart-ping-$PING.yaml
+    sed "s/^  ping_interval: 1s /  ping_interval: $PING /" scenarios/quickstart.yaml >"$SCENARIO"
+    grep -q "ping_interval: $PING " "$SCENARIO" || { echo "cannot set ping_interval in $SCENARIO" >&2; exit 2; }
+fi
 run_swarm() { # PORT OUT
-    timeout $((SECS + 60)) "$BIN" run scenarios/quickstart.yaml --target "127.0.0.1:$1" \
+    timeout $((SECS + 60)) "$BIN" run "$SCENARIO" --target "127.0.0.1:$1" \
         --bots "$BOTS" --duration "$DURATION" --out "$2" -q >/dev/null 2>&1 || true
 }
 compare() { # BASE NEW -> prints the verdict line, returns compare's exit code
