@@ -149,13 +149,7 @@ pub fn read<R: Read + Send>(
                 // A full buffer that still holds no whole block is grown as for
                 // BufferTooSmall; otherwise more of the file is read.
                 if reader.data().len() >= size {
-                    if size >= MAX_BLOCK {
-                        return Err(CaptureError::BadBlock {
-                            at,
-                            why: format!("a block of more than {MAX_BLOCK} bytes"),
-                        });
-                    }
-                    size = (size * 2).min(MAX_BLOCK);
+                    size = doubled(size, at)?;
                     reader.grow(size);
                 }
                 if reader.refill().is_err() {
@@ -172,13 +166,7 @@ pub fn read<R: Read + Send>(
                 break;
             }
             Err(PcapError::BufferTooSmall) => {
-                if size >= MAX_BLOCK {
-                    return Err(CaptureError::BadBlock {
-                        at,
-                        why: format!("a block of more than {MAX_BLOCK} bytes"),
-                    });
-                }
-                size = (size * 2).min(MAX_BLOCK);
+                size = doubled(size, at)?;
                 reader.grow(size);
                 if reader.refill().is_err() {
                     return Err(CaptureError::Truncated(at));
@@ -202,6 +190,18 @@ pub fn read<R: Read + Send>(
         }
     }
     Ok(counts)
+}
+
+/// The reader's next buffer size for a block at `at` that does not fit `size` bytes: twice
+/// as much, up to [`MAX_BLOCK`]; past it the block is refused.
+fn doubled(size: usize, at: u64) -> Result<usize, CaptureError> {
+    if size >= MAX_BLOCK {
+        return Err(CaptureError::BadBlock {
+            at,
+            why: format!("a block of more than {MAX_BLOCK} bytes"),
+        });
+    }
+    Ok((size * 2).min(MAX_BLOCK))
 }
 
 fn handle(
