@@ -495,7 +495,26 @@ fn label_key(label: Option<&str>) -> (u8, u64, String) {
     }
 }
 
+/// The link from the trend page in `out` to the run in `dir`'s report, percent-encoded (a
+/// run folder named `build #7` or `a?b` must not end the path at its `#` or `?`).
 fn report_link(dir: &Path, out: &Path) -> String {
+    percent_encoded(&report_path(dir, out))
+}
+
+/// `path` with every byte but URL-unreserved ones and `/` as `%XX`.
+fn percent_encoded(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for b in path.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn report_path(dir: &Path, out: &Path) -> String {
     let report = dir.join("report.html");
     let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
     let (r, o) = (abs(&report), abs(out));
@@ -673,6 +692,13 @@ fn warnings_of(read: &[(PathBuf, Summary)]) -> Vec<Warning> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_report_link_survives_a_folder_named_with_url_characters() {
+        let link = report_link(Path::new("/ci/runs/build #7 ?x/ü"), Path::new("/ci/trend"));
+        assert_eq!(link, "../runs/build%20%237%20%3Fx/%C3%BC/report.html");
+    }
+
     use super::*;
 
     /// Five runs that agree closely make a band of the relative floor; noisier ones a band of
