@@ -60,7 +60,7 @@ pub(crate) fn cmd_trend(a: &TrendArgs, console: Console) -> anyhow::Result<u8> {
         OrderArg::Start => Order::Start,
         OrderArg::Label => Order::Label,
     };
-    let t = match trend::build(&dirs, order, &out_path) {
+    let (t, unreadable) = match trend::build(&dirs, &a.runs, order, &out_path) {
         Ok(t) => t,
         Err(e) => return usage(e.to_string()),
     };
@@ -85,6 +85,12 @@ pub(crate) fn cmd_trend(a: &TrendArgs, console: Console) -> anyhow::Result<u8> {
     if !console.quiet {
         for s in &skipped {
             say!("skipped  {} (no summary.json)", s.display());
+        }
+        for (s, why) in &unreadable {
+            say!(
+                "skipped  {} (its summary.json cannot be read: {why})",
+                s.display()
+            );
         }
         say!("runs     {} (ordered by {})", t.runs.len(), t.order);
         for w in &t.warnings {

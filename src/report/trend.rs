@@ -363,18 +363,36 @@ pub fn find_runs(paths: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<PathBuf>), Tren
 }
 
 /// Read the runs' summaries and make the trend; `out` is where the page will be, for the
-/// links to each run's report.
-pub fn build(dirs: &[PathBuf], order: Order, out: &Path) -> Result<Trend, TrendError> {
+/// links to each run's report. A run named in `named` (given on the command line) whose
+/// summary cannot be read is an error; one found in a folder of runs is passed over and
+/// returned with why (a CI job's half-written artifact must not cost the whole history).
+pub fn build(
+    dirs: &[PathBuf],
+    named: &[PathBuf],
+    order: Order,
+    out: &Path,
+) -> Result<(Trend, Vec<(PathBuf, String)>), TrendError> {
     if dirs.len() > MAX_RUNS {
         return Err(TrendError::TooMany(dirs.len()));
     }
     let mut read: Vec<(PathBuf, Summary)> = Vec::with_capacity(dirs.len());
+    let mut unreadable = Vec::new();
     for d in dirs {
-        let s =
-            read_summary(&d.join("summary.json")).map_err(|e| TrendError::Input(e.to_string()))?;
-        read.push((d.clone(), s));
+        match read_summary(&d.join("summary.json")) {
+            Ok(s) => read.push((d.clone(), s)),
+            Err(e) if !named.contains(d) => unreadable.push((d.clone(), e.to_string())),
+            Err(e) => return Err(TrendError::Input(e.to_string())),
+        }
     }
-    Ok(from_summaries(read, order, out))
+    if read.is_empty() {
+        let why = unreadable
+            .first()
+            .map_or_else(String::new, |(_, e)| format!(": {e}"));
+        return Err(TrendError::Input(format!(
+            "no run's summary.json could be read{why}"
+        )));
+    }
+    Ok((from_summaries(read, order, out), unreadable))
 }
 
 /// The trend of summaries already read (tests give them directly).

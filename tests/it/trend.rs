@@ -232,4 +232,32 @@ fn hostile_run_folders_are_refused_or_shown_escaped() {
         !page.contains(&"y".repeat(200)),
         "label cut to 128 characters"
     );
+
+    // A folder of kept runs where one summary was cut short (a CI job killed while writing
+    // its artifact): the others make the trend, the broken one is named and passed over;
+    // named on its own it is an error.
+    let kept = tmp.path().join("kept");
+    std::fs::create_dir_all(kept.join("broken")).unwrap();
+    std::fs::write(kept.join("broken/summary.json"), "{\"schema_version\": ").unwrap();
+    std::fs::rename(&run, kept.join("good")).unwrap();
+    let out = tmp.path().join("t4");
+    let o = trend(&[kept.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("broken (its summary.json cannot be read"),
+        "{err}"
+    );
+    assert!(err.contains("runs     1 "), "{err}");
+    let o = trend(&[
+        kept.join("broken").to_str().unwrap(),
+        "--out",
+        tmp.path().join("t5").to_str().unwrap(),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
