@@ -743,6 +743,16 @@ mod tests {
     #[test]
     fn the_header_names_injected_network_conditions() {
         let mut s = sample_summary();
+        // The run's label (`run --label`), when it has one, beside its other facts.
+        assert!(!render(&s).contains("<dt>Label</dt>"));
+        s.label = Some("build <1234>".into());
+        let doc = render(&s);
+        let header = &doc[..doc.find("</header>").expect("header")];
+        assert!(
+            header.contains("<dt>Label</dt><dd>build &#60;1234&#62;</dd>"),
+            "{header}"
+        );
+        s.label = None;
         assert!(!render(&s).contains("Simulated network"));
         s.network = Some(serde_json::json!({"latency": "75ms", "loss": "2%"}));
         let doc = render(&s);

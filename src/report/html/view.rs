@@ -56,6 +56,11 @@ pub(super) fn meta(s: &Summary) -> Vec<Meta> {
         text("Duration", fmt_duration(s.duration_s)),
         text("Seed", s.seed.to_string()),
     ];
+    // The build it ran against (`run --label`), as the trend page names the run; a label
+    // from a summary written elsewhere is cut as the run cuts its own.
+    if let Some(label) = s.label.as_deref().filter(|l| !l.is_empty()) {
+        meta.push(text("Label", label.chars().take(128).collect()));
+    }
     if !s.scenario_file.is_empty() {
         meta.push(Meta {
             key: "Scenario file",
