@@ -162,7 +162,8 @@ pub struct Behaviour {
     /// the protocol's inputs carry keys.
     pub key_changes: u64,
     /// The client's key stream: the keys of each run of equal inputs and how long it lasted
-    /// (the last run until the last input), what `pattern: replay` plays back.
+    /// (the last run until one input interval after the last input), what `pattern: replay`
+    /// plays back.
     #[serde(skip)]
     pub key_steps: Vec<(Keys, std::time::Duration)>,
     /// Whether the stream was cut at [`MAX_KEY_CHANGES`].
@@ -569,7 +570,11 @@ impl Candidate {
             downstream_loss: a.down.loss(),
             upstream_loss: a.up.loss(),
             key_changes: a.keys.len() as u64,
-            key_steps: key_steps(&a.keys, a.inputs.last),
+            // The last input holds its keys for one input interval, as every other does.
+            key_steps: key_steps(
+                &a.keys,
+                a.inputs.last + (a.inputs.interval_ms().unwrap_or(0.0) * 1000.0) as u64,
+            ),
             key_stream_cut: a.keys_cut,
         }
     }
@@ -599,10 +604,11 @@ impl Candidate {
     }
 }
 
-/// Key changes as runs: each change held until the next, the last until `last_input` (µs).
+/// Key changes as runs: each change held until the next, the last until `end` (µs: the last
+/// input plus one input interval).
 /// A run shorter than 1 ms is kept at 1 ms, so a replay holds every captured change.
-fn key_steps(changes: &[(u64, Keys)], last_input: u64) -> Vec<(Keys, std::time::Duration)> {
-    let ends = changes.iter().skip(1).map(|c| c.0).chain([last_input]);
+fn key_steps(changes: &[(u64, Keys)], end: u64) -> Vec<(Keys, std::time::Duration)> {
+    let ends = changes.iter().skip(1).map(|c| c.0).chain([end]);
     changes
         .iter()
         .zip(ends)

@@ -265,6 +265,40 @@ fn assert_follows_script(runs: &[(u16, usize)], who: &str) {
     }
 }
 
+/// The replayed runs follow the written steps in order from some step on, looped, each
+/// held for its duration at the written input rate (within 1.5 inputs: the bot samples the
+/// stream on its own grid).
+fn assert_follows_steps(runs: &[(u16, usize)], steps: &[(u16, f64)], rate: f64, who: &str) {
+    // As a loop plays them: a step with the keys of the one before it (the stream's last
+    // and first) is one run.
+    let mut looped: Vec<(u16, f64)> = Vec::new();
+    for &(mask, ms) in steps {
+        match looped.last_mut() {
+            Some(l) if l.0 == mask => l.1 += ms,
+            _ => looped.push((mask, ms)),
+        }
+    }
+    if looped.len() > 1 && looped[0].0 == looped[looped.len() - 1].0 {
+        let (_, ms) = looped.pop().expect("two or more");
+        looped[0].1 += ms;
+    }
+    let steps = looped.as_slice();
+    assert!(
+        runs.len() >= steps.len(),
+        "{who}: one whole loop at least, got {runs:?}"
+    );
+    let fits = |start: usize| {
+        runs.iter().enumerate().all(|(i, &(mask, n))| {
+            let (want, ms) = steps[(start + i) % steps.len()];
+            mask == want && (n as f64 - ms * rate / 1000.0).abs() <= 1.5
+        })
+    };
+    assert!(
+        (0..steps.len()).any(fits),
+        "{who}: the runs {runs:?} do not follow the written steps {steps:?} at {rate} Hz"
+    );
+}
+
 #[test]
 fn a_written_scenario_replays_the_captured_keys_and_passes_against_the_server_it_was_captured_from()
 {
@@ -328,6 +362,40 @@ fn a_written_scenario_replays_the_captured_keys_and_passes_against_the_server_it
         .as_array()
         .expect("steps");
     assert!(steps.len() >= 8, "two loops of the script at least: {text}");
+    // The written stream is the captured one: the script's keys in its cyclic order (its
+    // durations are the relay's receive times apart, which a busy machine can stretch).
+    let written_steps: Vec<(u16, f64)> = steps
+        .iter()
+        .map(|st| {
+            let keys = at(st, "keys").as_array().expect("keys");
+            let mask = keys.iter().fold(0u16, |m, k| {
+                m | match k.as_str().expect("a key name") {
+                    "up" => 0x01,
+                    "down" => 0x02,
+                    "left" => 0x04,
+                    "right" => 0x08,
+                    "shoot" => 0x10,
+                    other => panic!("key {other}"),
+                }
+            });
+            let ms = str_at(st, "for")
+                .strip_suffix("ms")
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or_else(|| panic!("a duration in ms: {st}"));
+            (mask, ms)
+        })
+        .collect();
+    let first = SCRIPT
+        .iter()
+        .position(|s| s.0 == written_steps[0].0)
+        .expect("a key of the script");
+    for (i, (mask, _)) in written_steps.iter().enumerate() {
+        assert_eq!(
+            *mask,
+            SCRIPT[(first + i) % SCRIPT.len()].0,
+            "step {i}: {text}"
+        );
+    }
     // A second refusal without --force, and the file is left alone.
     let again = tickswarm()
         .arg("inspect")
@@ -362,7 +430,12 @@ fn a_written_scenario_replays_the_captured_keys_and_passes_against_the_server_it
     let replayed = inputs_per_client(&log2);
     assert_eq!(replayed.len(), 2, "two bots");
     for (i, masks) in replayed.iter().enumerate() {
-        assert_follows_script(&whole_runs(masks), &format!("replaying bot {i}"));
+        assert_follows_steps(
+            &whole_runs(masks),
+            &written_steps,
+            rate,
+            &format!("replaying bot {i}"),
+        );
     }
     // Each bot entered the stream at its own offset.
     assert_ne!(replayed[0][..20], replayed[1][..20], "two bots in lockstep");
