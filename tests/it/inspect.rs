@@ -334,8 +334,13 @@ fn a_written_scenario_replays_the_captured_keys_and_passes_against_the_server_it
     assert_eq!(str_at(&y, "target"), captured_server);
     assert_eq!(u64_at(&y, "population.stages.0.ramp_to"), 2);
     let rate = f64_at(&y, "behaviour.input_rate");
-    assert!((rate - 50.0).abs() <= 0.5, "input rate {rate}");
-    assert_eq!(str_at(&y, "behaviour.ping_interval"), "250ms");
+    assert!((rate - 50.0).abs() <= 1.5, "input rate {rate}");
+    // The clients' median ping interval, as measured (a busy machine moves it a little).
+    let ping_ms: f64 = str_at(&y, "behaviour.ping_interval")
+        .strip_suffix("ms")
+        .and_then(|v| v.parse().ok())
+        .expect("a ping interval in ms");
+    assert!((ping_ms - 250.0).abs() <= 5.0, "ping interval {ping_ms} ms");
     let steps = at(&y, "behaviour.pattern.replay.steps")
         .as_array()
         .expect("steps");
