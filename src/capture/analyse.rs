@@ -263,6 +263,8 @@ struct Candidate {
     failure: Option<Failure>,
     messages: BTreeMap<(Direction, &'static str), (u64, usize, usize, u64)>,
     acc: Acc,
+    /// The messages of the datagram being read (reused).
+    scratch: Vec<(Seen, usize)>,
 }
 
 struct Flow {
@@ -371,6 +373,7 @@ impl Flow {
                     failure: None,
                     messages: BTreeMap::new(),
                     acc: Acc::default(),
+                    scratch: Vec::new(),
                 }
             })
             .collect();
@@ -415,32 +418,46 @@ impl Candidate {
         };
         self.of += 1;
         let at = p.at_us;
-        let mut seen: Vec<(Seen, usize)> = Vec::new();
-        let result: Result<(), (Mismatch, String, Vec<u8>)> = if p.carrier == Carrier::Tcp {
+        // Only the first failure is described (its layer named, its bytes in hex): a wrong
+        // candidate fails on most datagrams, and each later failure is only counted.
+        let describe = self.failure.is_none();
+        let failure = |m: Mismatch, layer: &dyn Fn() -> String, bytes: &[u8]| {
+            describe.then(|| Failure {
+                datagram: index,
+                direction: dir.as_str(),
+                at_s,
+                offset: m.offset,
+                hex: excerpt(bytes, m.offset),
+                expected: m.expected,
+                layer: layer(),
+            })
+        };
+        // The messages read, kept until the whole datagram has read (a buffer reused across
+        // datagrams).
+        let mut seen = std::mem::take(&mut self.scratch);
+        seen.clear();
+        let result: Result<(), Option<Failure>> = if p.carrier == Carrier::Tcp {
             let len = p.payload.len();
             inspector
                 .stream(dir, p.payload, &mut |s| seen.push((s, len)))
-                .map_err(|m| (m, "tcp stream".to_string(), p.payload.to_vec()))
+                .map_err(|m| failure(m, &|| "tcp stream".into(), p.payload))
         } else if let Some(enet) = self.enet.as_mut() {
-            let mut inner: Option<(Mismatch, String, Vec<u8>)> = None;
+            let mut inner: Option<Option<Failure>> = None;
             let r = enet[dir as usize].datagram(p.payload, &mut |pk| {
                 if inner.is_some() {
                     return;
                 }
                 let len = pk.data.len();
                 if let Err(m) = inspector.messages(dir, pk.data, &mut |s| seen.push((s, len))) {
-                    inner = Some((
-                        m,
-                        format!("enet packet on channel {}", pk.channel),
-                        pk.data.to_vec(),
-                    ));
+                    let layer = || format!("enet packet on channel {}", pk.channel);
+                    inner = Some(failure(m, &layer, pk.data));
                 }
             });
             match (r, inner) {
-                (Err(e), _) => Err((
+                (Err(e), _) => Err(failure(
                     Mismatch::at(e.offset, e.expected),
-                    "enet".to_string(),
-                    p.payload.to_vec(),
+                    &|| "enet".into(),
+                    p.payload,
                 )),
                 (Ok(_), Some(f)) => Err(f),
                 (Ok(_), None) => Ok(()),
@@ -449,29 +466,22 @@ impl Candidate {
             let len = p.payload.len();
             inspector
                 .messages(dir, p.payload, &mut |s| seen.push((s, len)))
-                .map_err(|m| (m, "datagram".to_string(), p.payload.to_vec()))
+                .map_err(|m| failure(m, &|| "datagram".into(), p.payload))
         };
         match result {
             Ok(()) => {
                 self.decoded += 1;
-                for (s, len) in seen {
+                for &(s, len) in &seen {
                     self.seen(dir, s, len, at);
                 }
             }
-            Err((m, layer, bytes)) => {
+            Err(described) => {
                 if self.failure.is_none() {
-                    self.failure = Some(Failure {
-                        datagram: index,
-                        direction: dir.as_str(),
-                        at_s,
-                        offset: m.offset,
-                        hex: excerpt(&bytes, m.offset),
-                        expected: m.expected,
-                        layer,
-                    });
+                    self.failure = described;
                 }
             }
         }
+        self.scratch = seen;
     }
 
     fn seen(&mut self, dir: Direction, s: Seen, len: usize, at: u64) {

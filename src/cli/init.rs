@@ -513,7 +513,7 @@ fn yaml_string(s: &str) -> String {
 }
 
 /// Write `bytes` to a new file at `path`; an existing one is refused unless `force`.
-fn write_new(path: &Path, bytes: &[u8], force: bool) -> Result<(), String> {
+pub(super) fn write_new(path: &Path, bytes: &[u8], force: bool) -> Result<(), String> {
     use std::io::Write as _;
     let mut opts = std::fs::OpenOptions::new();
     opts.write(true);

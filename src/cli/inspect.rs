@@ -3,8 +3,6 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
-
 use crate::capture::analyse::{FlowReport, Inspection};
 
 #[derive(clap::Args, Debug)]
@@ -49,16 +47,10 @@ pub(crate) fn cmd_inspect(a: &InspectArgs) -> anyhow::Result<u8> {
     }
 }
 
-/// `--write-scenario FILE`: the scenario written, then read back as `validate` reads it (a
+/// `--write-scenario FILE`: the scenario written (a file that exists is kept unless
+/// `--force`, as `init` keeps one), then read back as `validate` reads it (a
 /// file the scenario reader refuses is a bug here, and says so).
 fn write_scenario(a: &InspectArgs, ins: &Inspection, path: &Path) -> anyhow::Result<u8> {
-    if path.exists() && !a.force {
-        say!(
-            "error: {} exists; give --force to replace it",
-            path.display()
-        );
-        return Ok(super::EXIT_USAGE);
-    }
     let capture = a.capture.file_name().map_or_else(
         || a.capture.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
@@ -73,7 +65,10 @@ fn write_scenario(a: &InspectArgs, ins: &Inspection, path: &Path) -> anyhow::Res
             return Ok(super::EXIT_FAIL);
         }
     };
-    std::fs::write(path, &w.yaml).with_context(|| format!("writing {}", path.display()))?;
+    if let Err(e) = super::init::write_new(path, w.yaml.as_bytes(), a.force) {
+        say!("error: {e}");
+        return Ok(super::EXIT_USAGE);
+    }
     if let Err(e) = crate::scenario::load(path) {
         say!("error: the written scenario does not read back (a bug, please report it): {e}");
         return Ok(super::EXIT_FAIL);

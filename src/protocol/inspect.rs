@@ -173,6 +173,31 @@ pub trait Inspect: Send {
     }
 }
 
+/// Messages packed one after another in `data`, for a protocol's [`Inspect::messages`]:
+/// `one(at)` reads the message that starts at `at` and says where it ends; each is handed to
+/// `out`. An empty `data` fails at byte 0, expecting `what`.
+pub fn packed(
+    data: &[u8],
+    what: &str,
+    mut one: impl FnMut(usize) -> Result<(Seen, usize), Mismatch>,
+    out: &mut dyn FnMut(Seen),
+) -> Result<(), Mismatch> {
+    if data.is_empty() {
+        return Err(Mismatch::at(0, format!("{what} (an empty packet)")));
+    }
+    let mut at = 0;
+    while at < data.len() {
+        let (seen, end) = one(at)?;
+        out(seen);
+        // A reader that reads nothing would never reach the end.
+        if end <= at {
+            return Err(Mismatch::at(at, what));
+        }
+        at = end;
+    }
+    Ok(())
+}
+
 /// Read `N` bytes at `at`, or say where the message ended and what `what` needed.
 pub fn field<const N: usize>(data: &[u8], at: usize, what: &str) -> Result<[u8; N], Mismatch> {
     data.get(at..at + N)

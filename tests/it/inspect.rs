@@ -175,6 +175,17 @@ fn hostile_captures_give_clear_errors() {
     );
 }
 
+/// `tickswarm inspect CAPTURE --write-scenario FILE`.
+fn write_scenario(capture: &Path, file: &Path) -> Output {
+    tickswarm()
+        .arg("inspect")
+        .arg(capture)
+        .arg("--write-scenario")
+        .arg(file)
+        .output()
+        .expect("inspect runs")
+}
+
 /// The address in the cafe peer's ready line (`listening on 127.0.0.1:PORT`).
 fn peer_addr(peer: &Peer) -> String {
     let line = peer.ready_line();
@@ -319,13 +330,7 @@ fn a_written_scenario_replays_the_captured_keys_and_passes_against_the_server_it
     // datagrams as between the client and its target), the rates, and one client's keys as
     // a replay.
     let written = d.join("from-capture.yaml");
-    let o = tickswarm()
-        .arg("inspect")
-        .arg(&capture)
-        .arg("--write-scenario")
-        .arg(&written)
-        .output()
-        .expect("inspect runs");
+    let o = write_scenario(&capture, &written);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stderr).contains("2 bots of cafe, dialect spec"));
     let text = std::fs::read_to_string(&written).expect("the written scenario");
@@ -380,13 +385,7 @@ fn a_written_scenario_replays_the_captured_keys_and_passes_against_the_server_it
         );
     }
     // A second refusal without --force, and the file is left alone.
-    let again = tickswarm()
-        .arg("inspect")
-        .arg(&capture)
-        .arg("--write-scenario")
-        .arg(&written)
-        .output()
-        .expect("inspect runs");
+    let again = write_scenario(&capture, &written);
     assert_eq!(again.status.code(), Some(2));
     assert_eq!(
         std::fs::read_to_string(&written).expect("still there"),

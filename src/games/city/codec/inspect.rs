@@ -27,7 +27,7 @@ use super::{
     fits_implementation, messages, Dialect, Message, MsgType, PlayerInput, RawMessage,
     BUTTON_INTERACT, DELTA_RECORD_LEN, DELTA_RECORD_LEN_IMPL, HEADER_LEN, PLAYER_INPUT_LEN,
 };
-use crate::protocol::prelude::inspect::{Direction, Inspect, Mismatch, Role, Seen};
+use crate::protocol::prelude::inspect::{packed, Direction, Inspect, Mismatch, Role, Seen};
 use crate::protocol::prelude::Keys;
 
 /// The constant ping token of City's empty Ping and Pong (see the module docs).
@@ -246,16 +246,7 @@ impl Inspect for CityInspect {
         data: &[u8],
         out: &mut dyn FnMut(Seen),
     ) -> Result<(), Mismatch> {
-        if data.is_empty() {
-            return Err(Mismatch::at(0, "a City message (an empty packet)"));
-        }
-        let mut at = 0;
-        while at < data.len() {
-            let (seen, end) = self.one(data, at)?;
-            out(seen);
-            at = end;
-        }
-        Ok(())
+        packed(data, "a City message", |at| self.one(data, at), out)
     }
 }
 

@@ -19,7 +19,9 @@ use super::codec::{
     self, ty, Decompressor, Message, HEADER_LEN, INPUT_LEN, MAX_NAME, MAX_PAYLOAD, TOKEN_LEN,
     VERSION,
 };
-use crate::protocol::prelude::inspect::{exact_len, Direction, Inspect, Mismatch, Role, Seen};
+use crate::protocol::prelude::inspect::{
+    exact_len, packed, Direction, Inspect, Mismatch, Role, Seen,
+};
 
 /// One flow read as the implementation dialect.
 pub struct ImplementationInspect {
@@ -136,16 +138,12 @@ impl Inspect for ImplementationInspect {
         data: &[u8],
         out: &mut dyn FnMut(Seen),
     ) -> Result<(), Mismatch> {
-        if data.is_empty() {
-            return Err(Mismatch::at(0, "a message envelope (an empty packet)"));
-        }
-        let mut at = 0;
-        while at < data.len() {
-            let (seen, end) = self.one(dir, data, at)?;
-            out(seen);
-            at = end;
-        }
-        Ok(())
+        packed(
+            data,
+            "a message envelope",
+            |at| self.one(dir, data, at),
+            out,
+        )
     }
 }
 
