@@ -8,7 +8,6 @@
 
 pub mod analyse;
 pub mod read;
-pub mod scenario;
 pub mod write;
 
 pub use analyse::{inspect, Inspection};

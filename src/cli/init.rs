@@ -508,12 +508,12 @@ fn wrap_comment(text: &str) -> Vec<String> {
 }
 
 /// `s` as a YAML double-quoted scalar (JSON's string syntax is YAML's).
-fn yaml_string(s: &str) -> String {
+pub(crate) fn yaml_string(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| format!("{s:?}"))
 }
 
 /// Write `bytes` to a new file at `path`; an existing one is refused unless `force`.
-pub(super) fn write_new(path: &Path, bytes: &[u8], force: bool) -> Result<(), String> {
+pub(crate) fn write_new(path: &Path, bytes: &[u8], force: bool) -> Result<(), String> {
     use std::io::Write as _;
     let mut opts = std::fs::OpenOptions::new();
     opts.write(true);

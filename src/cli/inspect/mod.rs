@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 
 use crate::capture::analyse::{FlowReport, Inspection};
 
+mod scenario;
+
 #[derive(clap::Args, Debug)]
 pub(crate) struct InspectArgs {
     /// A pcap or pcapng capture (tcpdump, Wireshark, `tickswarm relay --record`).
@@ -26,14 +28,14 @@ pub(crate) fn cmd_inspect(a: &InspectArgs) -> anyhow::Result<u8> {
         Ok(f) => f,
         Err(e) => {
             say!("error: {}: {e}", a.capture.display());
-            return Ok(super::EXIT_USAGE);
+            return Ok(crate::cli::EXIT_USAGE);
         }
     };
     let ins = match crate::capture::inspect(std::io::BufReader::new(file)) {
         Ok(i) => i,
         Err(e) => {
             say!("error: {}: {e}", a.capture.display());
-            return Ok(super::EXIT_FAIL);
+            return Ok(crate::cli::EXIT_FAIL);
         }
     };
     if a.json {
@@ -43,7 +45,7 @@ pub(crate) fn cmd_inspect(a: &InspectArgs) -> anyhow::Result<u8> {
     }
     match &a.write_scenario {
         Some(path) => write_scenario(a, &ins, path),
-        None => Ok(super::EXIT_PASS),
+        None => Ok(crate::cli::EXIT_PASS),
     }
 }
 
@@ -58,20 +60,20 @@ fn write_scenario(a: &InspectArgs, ins: &Inspection, path: &Path) -> anyhow::Res
     let name = path
         .file_stem()
         .map_or_else(|| "capture".into(), |n| n.to_string_lossy().into_owned());
-    let w = match crate::capture::scenario::write_scenario(ins, &capture, &name) {
+    let w = match scenario::write_scenario(ins, &capture, &name) {
         Ok(w) => w,
         Err(e) => {
             say!("error: --write-scenario: {e}");
-            return Ok(super::EXIT_FAIL);
+            return Ok(crate::cli::EXIT_FAIL);
         }
     };
-    if let Err(e) = super::init::write_new(path, w.yaml.as_bytes(), a.force) {
+    if let Err(e) = crate::cli::init::write_new(path, w.yaml.as_bytes(), a.force) {
         say!("error: {e}");
-        return Ok(super::EXIT_USAGE);
+        return Ok(crate::cli::EXIT_USAGE);
     }
     if let Err(e) = crate::scenario::load(path) {
         say!("error: the written scenario does not read back (a bug, please report it): {e}");
-        return Ok(super::EXIT_FAIL);
+        return Ok(crate::cli::EXIT_FAIL);
     }
     let replay = if w.replay_steps > 0 {
         format!("replaying {} key changes", w.replay_steps)
@@ -86,7 +88,7 @@ fn write_scenario(a: &InspectArgs, ins: &Inspection, path: &Path) -> anyhow::Res
         w.dialect,
         w.target
     );
-    Ok(super::EXIT_PASS)
+    Ok(crate::cli::EXIT_PASS)
 }
 
 fn opt(v: Option<f64>, unit: &str) -> String {

@@ -10,9 +10,11 @@ use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::analyse::{candidates, FlowReport, Inspection};
+use crate::capture::analyse::{candidates, FlowReport, Inspection};
+use crate::cli::init::yaml_string;
 use crate::duration::format_duration;
 use crate::protocol::TransportNeeds;
+use crate::report::compare::median;
 
 /// What a group of flows speaks and to whom: protocol, dialect, server.
 type GroupKey = (String, String, SocketAddr);
@@ -47,7 +49,7 @@ pub enum WriteScenarioError {
 
 /// A commented scenario for the capture's most common (protocol, dialect, server), `name`
 /// its `name:` and `capture` the file it came from (for the comments).
-pub fn write_scenario(
+pub(super) fn write_scenario(
     ins: &Inspection,
     capture: &str,
     name: &str,
@@ -98,10 +100,20 @@ pub fn write_scenario(
         .iter()
         .filter_map(|(_, f)| f.behaviour.as_ref())
         .collect();
-    let input_rate = median(behaviours.iter().filter_map(|b| b.input_rate_hz));
-    let ping_ms = median(behaviours.iter().filter_map(|b| b.ping_interval_ms));
-    let jitter_ms = median(behaviours.iter().filter_map(|b| b.input_jitter_ms));
-    let duration_s = median(flows.iter().map(|(_, f)| f.duration_s)).unwrap_or(0.0);
+    let input_rate = median(behaviours.iter().filter_map(|b| b.input_rate_hz).collect());
+    let ping_ms = median(
+        behaviours
+            .iter()
+            .filter_map(|b| b.ping_interval_ms)
+            .collect(),
+    );
+    let jitter_ms = median(
+        behaviours
+            .iter()
+            .filter_map(|b| b.input_jitter_ms)
+            .collect(),
+    );
+    let duration_s = median(flows.iter().map(|(_, f)| f.duration_s).collect()).unwrap_or(0.0);
     // The replay: the longest key stream among the chosen clients.
     let replayed = flows
         .iter()
@@ -274,13 +286,6 @@ pub fn write_scenario(
     })
 }
 
-/// The median of `v`, `None` when empty.
-fn median(v: impl Iterator<Item = f64>) -> Option<f64> {
-    let mut v: Vec<f64> = v.filter(|x| x.is_finite()).collect();
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied()
-}
-
 /// A number as YAML reads it: no trailing `.0`.
 fn fmt_num(x: f64) -> String {
     if x.fract() == 0.0 {
@@ -288,9 +293,4 @@ fn fmt_num(x: f64) -> String {
     } else {
         format!("{x}")
     }
-}
-
-/// `s` as a double-quoted YAML string (JSON's escaping is valid YAML).
-fn yaml_string(s: &str) -> String {
-    serde_json::Value::String(s.to_string()).to_string()
 }
