@@ -191,15 +191,27 @@ impl Peer {
             })
     }
 
-    /// Close the peer's stdin (the Python peers print their totals and exit on it), wait
-    /// for it to exit, and return its next stdout line parsed as JSON. Panics, with the
-    /// peer's stderr, when no such line comes within [`TOTALS_TIMEOUT`].
+    /// Close the peer's stdin (most Python peers print their totals and exit on it; the
+    /// impaired servers of `tests/peers/lib/impaired_core.py` do on SIGTERM, which follows
+    /// when no line came within 2 s), wait for it to exit, and return its next stdout line
+    /// parsed as JSON. Panics, with the peer's stderr, when no such line comes within
+    /// [`TOTALS_TIMEOUT`].
     pub fn stop_for_totals(&mut self) -> serde_json::Value {
         drop(self.stdin.take());
-        let line = match self.lines.recv_timeout(TOTALS_TIMEOUT) {
+        let grace = Duration::from_secs(2);
+        let line = match self.lines.recv_timeout(grace) {
+            Ok(line) => Ok(line),
+            Err(_) => {
+                // SAFETY: kill(2) on our own child's pid.
+                unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+                self.lines.recv_timeout(TOTALS_TIMEOUT - grace)
+            }
+        };
+        let line = match line {
             Ok(line) => line,
             Err(_) => self.fail(&format!(
-                "printed no totals within {TOTALS_TIMEOUT:?} after its stdin closed"
+                "printed no totals within {TOTALS_TIMEOUT:?} after its stdin closed (and a \
+                 SIGTERM)"
             )),
         };
         let _ = self.child.wait();

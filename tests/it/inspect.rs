@@ -603,3 +603,67 @@ fn an_independent_clients_capture_is_named_and_counted_as_the_client_counted() {
     };
     assert_eq!(pairs, field("pongs"));
 }
+
+/// The capture's loss and RTT against known truth: the independent cafe server skips every
+/// 10th snapshot of each client (its header seq still counted, so the gap is on the wire) and
+/// holds every pong 20 ms. Read from a relay recording between two bots and that server:
+/// the missing seqs add up to the snapshots the server skipped (up to one trailing skip per
+/// client that no later datagram reveals), every pong the server sent pairs with its ping,
+/// and no round trip is shorter than the 20 ms hold.
+#[test]
+fn the_captures_loss_and_rtt_are_the_servers_injected_loss_and_delay() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut peer = Peer::python(
+        "cafe server",
+        "tests/peers/cafe-impaired-server/cafe_impaired_server.py",
+        &["--drop-every", "10", "--pong-delay-ms", "20"],
+    );
+    let server = peer_addr(&peer);
+    let file = dir.path().join("impaired.pcapng");
+    let (relay_child, listen) = relay(&server, &file);
+    let scenario = dir.path().join("s.yaml");
+    std::fs::write(
+        &scenario,
+        format!(
+            "name: impaired\nprotocol:\n  cafe: {{}}\ntarget: \"{listen}\"\n\
+             population:\n  stages:\n    - ramp_to: 2\n      over: 0s\n    - hold: 3s\n\
+             behaviour:\n  input_rate: 20\n  ping_interval: 250ms\nduration: 3s\nseed: 1\n\
+             default_checks: false\n"
+        ),
+    )
+    .expect("scenario");
+    run_scenario(&scenario, &["--quiet"], &dir.path().join("run"), &[0, 1]);
+    // The bots are gone: let the last held pongs leave the server before the relay stops.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    stop(relay_child);
+    let totals = peer.stop_for_totals();
+    let dropped = u64_at(&totals, "snapshots_dropped");
+    let pongs = u64_at(&totals, "pongs_sent");
+    assert!(dropped >= 10, "the server skipped snapshots: {totals}");
+
+    let ins = inspect_json(&file);
+    let flows = at(&ins, "flows").as_array().expect("flows");
+    assert_eq!(flows.len(), 2, "one flow per bot");
+    let (mut missing, mut pairs) = (0u64, 0u64);
+    for f in flows {
+        assert_eq!(str_at(f, "protocol"), "cafe");
+        let received = u64_at(f, "to_client.datagrams") as f64;
+        let loss = f64_at(f, "behaviour.downstream_loss");
+        // loss = missing / (received + missing)
+        missing += (received * loss / (1.0 - loss)).round() as u64;
+        pairs += u64_at(f, "behaviour.rtt_ms.0");
+        let min_ms = f64_at(f, "behaviour.rtt_ms.1");
+        assert!(
+            min_ms >= 20.0,
+            "a round trip under the 20 ms hold: {min_ms} ms"
+        );
+    }
+    assert!(
+        missing <= dropped && dropped - missing <= 2,
+        "the capture misses {missing} seqs, the server skipped {dropped}"
+    );
+    assert_eq!(
+        pairs, pongs,
+        "every pong the server sent pairs with its ping"
+    );
+}
