@@ -8,7 +8,8 @@
 #      the limit), each population twice: "before" (TICKSWARM_IO=plain: one send() per
 #      datagram, the path before batching), "after" (the default: io_uring batches) and
 #      "coalesced" (io_uring, and `engine.timer_coalesce: STEP`: bots due within one step
-#      are served by one wake-up, so their datagrams share a batch).
+#      are served by one wake-up, so their datagrams share a batch; STEP=default leaves
+#      the key out, so the engine picks the step for the population).
 #      Printed as datagrams/s and as a ratio to the ceiling, with skipped grid slots, send
 #      lateness p99, send system calls per second and datagrams per call, and the generator's
 #      CPU per datagram sent (`generator.cpu_ns_per_datagram_sent`: the workers' thread CPU
@@ -119,7 +120,10 @@ measure_ceiling() { # [quiet]
 measure_ceiling
 echo "== workers: ${WORKERS:-one per core}; target priority: ${TARGET_PRIO[*]:-normal}${BEFORE_BIN:+; before binary: $BEFORE_BIN}"
 
-scenario() { # bots seconds [timer step]
+scenario() { # bots seconds [timer step, or "default"]
+    local engine=""
+    [ "${3:-0s}" = default ] || engine="  timer_coalesce: ${3:-0s}"$'\n'
+    [ -n "${WORKERS:-}" ] && engine="$engine  workers: $WORKERS"$'\n'
     cat >"$WORK/scenario.yaml" <<EOF
 name: bench-ceiling
 protocol:
@@ -140,9 +144,8 @@ behaviour:
   ping_interval: 1s
 duration: $2s
 seed: 42
-engine:
-  timer_coalesce: ${3:-0s}
-${WORKERS:+  workers: $WORKERS}
+${engine:+engine:
+$engine}
 EOF
 }
 

@@ -125,7 +125,7 @@ impl Lifecycle {
         if let Some(s) = self.started {
             rec.record_handshake(now.saturating_duration_since(s).as_micros() as u64);
         }
-        self.keys.start(now + self.params.phase_offset);
+        self.keys.begin(now, &self.params);
         self.ping.start_at(now);
     }
 

@@ -153,6 +153,11 @@ pub fn run_observed(
     for (n, ev) in plan.spawns.iter().enumerate() {
         let i = ev.index as usize;
         let mut params = plan.bot_params(ev.index);
+        // With a timer step the bots' phases are on its steps (`Plan::bot_params`), counted
+        // from the run's start: their inputs leave at their own slots, a step's bots together.
+        if plan.timer_step.is_some() {
+            params.input_epoch = Some(run_start);
+        }
         // A group with servers of its own plays on them; the others on the scenario's.
         let peer = match plan
             .groups
@@ -188,7 +193,7 @@ pub fn run_observed(
             run_end,
             id,
             groups: plan.groups.len(),
-            timer_coalesce: plan.timer_coalesce,
+            timer_step: plan.timer_step,
             transport: io::BotTransportOptions {
                 // Each group's link, seeded per worker and group (the first group as a
                 // scenario without groups: the seed and the worker).
@@ -288,7 +293,7 @@ pub fn run_observed(
         workers,
         unfinished_workers,
         worker_cpu_ns: collector.cpu_ns,
-        timer_step: plan.timer_coalesce,
+        timer_step: plan.timer_step.map_or(Duration::ZERO, |s| s.duration()),
         tail: collector.tail,
         server: server_stats,
         target,

@@ -94,6 +94,12 @@ mod imp {
                 match res {
                     Ok(r) => {
                         self.armed.set(None);
+                        // A one-shot timerfd is not readable again until re-armed: clearing
+                        // the readiness now spares the next wait a `read` that could only
+                        // say EAGAIN (one system call per wake-up, measured with strace).
+                        if r.is_ok() {
+                            guard.clear_ready();
+                        }
                         return r;
                     }
                     Err(_would_block) => continue,

@@ -1,15 +1,17 @@
 //! The worker's timer queue: which `(target, generation)` entries are due at a wake-up.
 //!
-//! Without `engine.timer_coalesce` every deadline is served at its own instant, so the queue
-//! is a binary heap ordered by deadline. With a step, deadlines are served at the end of
-//! their step (counted from the run's start) and every bot due in one step shares one
-//! wake-up and one clock read: the order within a step changes nothing, only the step does.
+//! Without a timer step every deadline is served at its own instant, so the queue is a
+//! binary heap ordered by deadline. With a step ([`TimerStep`]: a division of the bots' input
+//! period, counted from the run's start) deadlines are served at the end of their step: a
+//! deadline on a step (a bot's input slot, which the plan puts there) at its own instant, one
+//! off the grid up to a step later, and every bot due in one step shares one wake-up and one
+//! clock read: the order within a step changes nothing, only the step does.
 //! Then the queue is a bucket wheel keyed by step index: arming an entry is a push onto its
 //! step's bucket and a wake-up takes whole buckets, where the heap paid a sift of
 //! `log2(entries)` levels (each a likely cache miss at thousands of bots) for both.
-//! The wheel spans [`SPAN`] (64 steps at 1 ms: four 60 Hz ticks, the deadlines nearly every
-//! bot has next); entries beyond it (a 1 s ping that is a bot's earliest deadline, a slow
-//! input rate) wait in an overflow heap until the wheel reaches them. The span is short on
+//! The wheel spans about [`SPAN`] (64 steps at 1 ms: four 60 Hz ticks, the deadlines nearly
+//! every bot has next); entries beyond it (a 1 s ping that is a bot's earliest deadline, a
+//! slow input rate) wait in an overflow heap until the wheel reaches them. The span is short on
 //! purpose: a bucket keeps the capacity it once needed, so the wheel's memory is its steps
 //! times the bots due in one step, and a span of a few ticks keeps that about what the heap
 //! took (a few entries per bot).
@@ -20,6 +22,8 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
+
+use crate::scenario::TimerStep;
 
 /// The time the wheel spans, rounded up to a power of two of steps, at least [`MIN_STEPS`]
 /// and at most [`MAX_STEPS`].
@@ -48,13 +52,12 @@ pub enum TimerQueue {
 }
 
 impl TimerQueue {
-    /// A queue for deadlines served on a grid of `step` from `epoch` (zero: no grid), sized
-    /// for about `capacity` entries.
-    pub fn new(epoch: Instant, step: Duration, capacity: usize) -> Self {
-        if step.is_zero() {
-            Self::Heap(BinaryHeap::with_capacity(capacity))
-        } else {
-            Self::Wheel(Box::new(Wheel::new(epoch, step)))
+    /// A queue for deadlines served on a grid of `step` from `epoch` (`None`: no grid),
+    /// sized for about `capacity` entries.
+    pub fn new(epoch: Instant, step: Option<TimerStep>, capacity: usize) -> Self {
+        match step {
+            None => Self::Heap(BinaryHeap::with_capacity(capacity)),
+            Some(step) => Self::Wheel(Box::new(Wheel::new(epoch, step))),
         }
     }
 
@@ -95,12 +98,12 @@ impl TimerQueue {
     }
 }
 
-/// Buckets of entries by step index `k` (served at `epoch + k * step`), for the steps
+/// Buckets of entries by step index `k` (served at `epoch + step.instant_ns(k)`), for the steps
 /// `cursor .. cursor + steps`; earlier ones (armed for a step already served) in
 /// `ready`, later ones in `overflow`.
 pub struct Wheel {
     epoch: Instant,
-    step_ns: u64,
+    step: TimerStep,
     /// The first step not yet served.
     cursor: u64,
     /// The steps the wheel spans (a power of two, at least 64).
@@ -118,14 +121,15 @@ pub struct Wheel {
 }
 
 impl Wheel {
-    fn new(epoch: Instant, step: Duration) -> Self {
+    fn new(epoch: Instant, step: TimerStep) -> Self {
+        let steps = span_steps(step.duration());
         Self {
             epoch,
-            step_ns: u64::try_from(step.as_nanos()).unwrap_or(u64::MAX).max(1),
+            step,
             cursor: 0,
-            steps: span_steps(step),
-            buckets: vec![Vec::new(); span_steps(step) as usize],
-            occupied: vec![0; (span_steps(step) / 64) as usize],
+            steps,
+            buckets: vec![Vec::new(); steps as usize],
+            occupied: vec![0; (steps / 64) as usize],
             ready: Vec::new(),
             ready_step: u64::MAX,
             overflow: BinaryHeap::new(),
@@ -135,22 +139,20 @@ impl Wheel {
     /// The step `at` is served at: the first whose end is at or after it (step 0, the epoch,
     /// for anything before the epoch). The rounding of the tests' `coalesced`.
     fn step_of(&self, at: Instant) -> u64 {
-        let since =
-            u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX);
-        since.div_ceil(self.step_ns)
+        self.step
+            .step_at_or_after(at.saturating_duration_since(self.epoch))
     }
 
     /// The last step whose end is at or before `now` (0 before the epoch: the caller checks).
     fn steps_until(&self, now: Instant) -> u64 {
-        let since =
-            u64::try_from(now.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX);
-        since / self.step_ns
+        self.step
+            .step_at_or_before(now.saturating_duration_since(self.epoch))
     }
 
     /// When step `k` is served.
     fn instant_of(&self, k: u64) -> Instant {
         self.epoch
-            .checked_add(Duration::from_nanos(k.saturating_mul(self.step_ns)))
+            .checked_add(self.step.instant_ns(k))
             .unwrap_or_else(|| self.epoch + Duration::from_secs(86_400 * 365 * 100))
     }
 
@@ -270,19 +272,12 @@ mod tests {
     /// `deadline` rounded up to the next step of `step` counted from `epoch`: every deadline
     /// within one step fires at the same instant, never before its own. Zero `step`, or a
     /// deadline before `epoch`, is left as it is.
-    fn coalesced(deadline: Instant, epoch: Instant, step: Duration) -> Instant {
-        // In u64 nanoseconds (584 years), not u128: this runs for every timer armed, and a u128
-        // division is a library call.
-        let step_ns = u64::try_from(step.as_nanos()).unwrap_or(u64::MAX);
-        if step_ns == 0 || deadline <= epoch {
+    fn coalesced(deadline: Instant, epoch: Instant, step: TimerStep) -> Instant {
+        if deadline <= epoch {
             return deadline;
         }
-        let since = u64::try_from((deadline - epoch).as_nanos()).unwrap_or(u64::MAX);
-        // Saturate instead of overflowing on an absurd step (a deadline years away).
-        let at = since.div_ceil(step_ns).saturating_mul(step_ns);
-        epoch
-            .checked_add(Duration::from_nanos(at))
-            .unwrap_or(deadline)
+        let k = step.step_at_or_after(deadline - epoch);
+        epoch.checked_add(step.instant_ns(k)).unwrap_or(deadline)
     }
 
     fn ms(epoch: Instant, n: u64) -> Instant {
@@ -304,7 +299,7 @@ mod tests {
     #[test]
     fn each_deadline_is_served_at_the_end_of_its_step_never_before_it() {
         let e = Instant::now();
-        let mut q = TimerQueue::new(e, STEP, 16);
+        let mut q = TimerQueue::new(e, TimerStep::every(STEP), 16);
         assert_eq!(q.push(us(e, 200), (1, 0)), ms(e, 1));
         q.push(us(e, 1000), (2, 0)); // exactly on a step: that step
         assert_eq!(q.push(us(e, 1001), (3, 0)), ms(e, 2));
@@ -323,7 +318,7 @@ mod tests {
     #[test]
     fn a_late_wake_up_serves_every_step_it_passed_at_once() {
         let e = Instant::now();
-        let mut q = TimerQueue::new(e, STEP, 16);
+        let mut q = TimerQueue::new(e, TimerStep::every(STEP), 16);
         for k in 1..=5u32 {
             q.push(ms(e, u64::from(k)), (k, 7));
         }
@@ -338,7 +333,7 @@ mod tests {
     #[test]
     fn an_entry_armed_for_a_step_already_served_is_due_at_once() {
         let e = Instant::now();
-        let mut q = TimerQueue::new(e, STEP, 16);
+        let mut q = TimerQueue::new(e, TimerStep::every(STEP), 16);
         q.push(ms(e, 3), (1, 0));
         assert_eq!(take(&mut q, ms(e, 3)), vec![(1, 0)]);
         // Serving it armed another for a deadline already past (as a bot that is behind).
@@ -353,7 +348,7 @@ mod tests {
         // Lazy cancellation: the queue returns every entry armed; the worker drops those
         // whose generation is stale. A re-arm is a new entry with a new generation.
         let e = Instant::now();
-        let mut q = TimerQueue::new(e, STEP, 16);
+        let mut q = TimerQueue::new(e, TimerStep::every(STEP), 16);
         q.push(ms(e, 2), (1, 0));
         q.push(ms(e, 5), (1, 1)); // re-armed later
         assert_eq!(take(&mut q, ms(e, 2)), vec![(1, 0)]);
@@ -364,7 +359,7 @@ mod tests {
     #[test]
     fn far_deadlines_wait_in_the_overflow_and_fire_at_their_step() {
         let e = Instant::now();
-        let mut q = TimerQueue::new(e, STEP, 16);
+        let mut q = TimerQueue::new(e, TimerStep::every(STEP), 16);
         let far = span_steps(STEP) * 3 + 17;
         q.push(ms(e, far), (9, 0));
         q.push(us(e, far * 1000 - 1), (8, 0)); // same step, just before its end
@@ -380,7 +375,7 @@ mod tests {
     #[test]
     fn overflow_entries_move_into_the_wheel_as_it_turns() {
         let e = Instant::now();
-        let mut q = TimerQueue::new(e, STEP, 16);
+        let mut q = TimerQueue::new(e, TimerStep::every(STEP), 16);
         let span = span_steps(STEP);
         // Beyond the span when armed, within it after the first wake-ups.
         q.push(ms(e, span + 5), (2, 0));
@@ -407,7 +402,7 @@ mod tests {
     fn the_wheel_wraps_around_many_times_in_a_periodic_schedule() {
         // A 60 Hz bot on a 1 ms grid for 20 s: every tick at its step, over 300 turns.
         let e = Instant::now();
-        let mut q = TimerQueue::new(e, STEP, 16);
+        let mut q = TimerQueue::new(e, TimerStep::every(STEP), 16);
         let tick = Duration::from_nanos(16_666_667);
         let mut at = e + tick;
         q.push(at, (0, 0));
@@ -432,9 +427,36 @@ mod tests {
     }
 
     #[test]
+    fn slots_on_a_division_of_the_period_are_served_at_their_own_instant() {
+        // The plan's grid: 60 Hz in 3 steps, a bot whose phase is the second step. Its slots
+        // are never rounded (they are steps), for an hour of them; a ping off the grid waits
+        // for the end of its step.
+        let e = Instant::now();
+        let period = Duration::from_nanos(16_666_666);
+        let step = TimerStep {
+            period,
+            per_period: 3,
+        };
+        let mut q = TimerQueue::new(e, Some(step), 16);
+        let phase = TimerStep::phase(Some(step), period, 0.4);
+        assert_eq!(phase, Duration::from_nanos(5_555_555));
+        for k in [0u32, 1, 2, 59, 216_000] {
+            let slot = e + phase + period * k;
+            assert_eq!(q.push(slot, (1, k)), slot, "slot {k}");
+            assert_eq!(take(&mut q, slot - Duration::from_nanos(1)), vec![]);
+            assert_eq!(take(&mut q, slot), vec![(1, k)]);
+        }
+        let ping = e + period * 216_001 + Duration::from_millis(1);
+        let end = e + period * 216_001 + step.instant_ns(1);
+        assert_eq!(q.push(ping, (2, 0)), end);
+        assert_eq!(take(&mut q, end - Duration::from_nanos(1)), vec![]);
+        assert_eq!(take(&mut q, end), vec![(2, 0)]);
+    }
+
+    #[test]
     fn a_long_idle_gap_jumps_the_cursor_without_losing_anything() {
         let e = Instant::now();
-        let mut q = TimerQueue::new(e, STEP, 16);
+        let mut q = TimerQueue::new(e, TimerStep::every(STEP), 16);
         q.push(ms(e, 1), (1, 0));
         assert_eq!(take(&mut q, ms(e, 1)), vec![(1, 0)]);
         // An hour with nothing armed, then a wake-up: the cursor moves in one jump.
@@ -453,7 +475,7 @@ mod tests {
     fn a_deadline_before_the_epoch_is_served_at_the_epoch() {
         let now = Instant::now();
         let e = now + Duration::from_millis(10);
-        let mut q = TimerQueue::new(e, STEP, 16);
+        let mut q = TimerQueue::new(e, TimerStep::every(STEP), 16);
         q.push(now, (1, 0));
         assert_eq!(q.next_due(), Some(e));
         assert_eq!(take(&mut q, now), vec![]);
@@ -463,7 +485,7 @@ mod tests {
     #[test]
     fn without_a_step_each_deadline_is_served_at_its_own_instant() {
         let e = Instant::now();
-        let mut q = TimerQueue::new(e, Duration::ZERO, 16);
+        let mut q = TimerQueue::new(e, None, 16);
         q.push(us(e, 1500), (2, 0));
         q.push(us(e, 200), (1, 0));
         assert_eq!(q.next_due(), Some(us(e, 200)));
@@ -478,8 +500,12 @@ mod tests {
         // re-armed) served by the wheel at each wake-up equals a heap of coalesced
         // deadlines served at the same instants.
         let e = Instant::now();
-        let step = Duration::from_micros(700);
-        let mut wheel = TimerQueue::new(e, step, 16);
+        // A step that is not a whole number of nanoseconds (a 60 Hz period in 7 steps).
+        let step = TimerStep {
+            period: Duration::from_nanos(16_666_666),
+            per_period: 7,
+        };
+        let mut wheel = TimerQueue::new(e, Some(step), 16);
         let mut heap: BinaryHeap<Reverse<(Instant, u32, u32)>> = BinaryHeap::new();
         let mut x = 0x2545_f491_4f6c_dd1du64;
         let mut rnd = move |n: u64| {

@@ -47,8 +47,8 @@ pub struct WorkerSpec {
     /// How many groups the plan has: the worker keeps a recorder for each.
     pub groups: usize,
     /// `engine.timer_coalesce`: bots' timers fire on a grid of this step from `run_start`
-    /// (zero: each at its own instant). See [`super::timer_wheel`].
-    pub timer_coalesce: Duration,
+    /// (`None`: each at its own instant). See [`super::timer_wheel`].
+    pub timer_step: Option<crate::scenario::TimerStep>,
 }
 
 /// Worker to collector.
@@ -766,7 +766,7 @@ async fn worker_main<T: BotTransport + 'static>(
         source_groups: RefCell::new(Vec::new()),
         timers: RefCell::new(TimerQueue::new(
             spec.run_start,
-            spec.timer_coalesce,
+            spec.timer_step,
             spec.bots.len() * 2,
         )),
         timer_target: Cell::new(None),

@@ -236,8 +236,8 @@ pub struct RunOutcome {
     /// `None` where a clock could not be read. The main thread, the collector and an embedded
     /// server are not in it.
     pub worker_cpu_ns: Option<u64>,
-    /// The workers' timer step (`engine.timer_coalesce`; zero: none): the part of the send
-    /// lateness that is the run's design, not the machine's load.
+    /// The workers' timer step (`engine.timer_coalesce` or the population's default; zero:
+    /// none): inputs leave on steps, other timers up to a step late.
     pub timer_step: Duration,
     /// What was measured after the last whole second (the stop), so that the per-second
     /// histograms plus this add up to `total`.

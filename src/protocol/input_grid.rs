@@ -4,6 +4,12 @@
 //! period after the last send" is the coordinated-omission guard: when the generator falls
 //! behind, the lateness is measured (and whole missed periods are counted as skipped) instead
 //! of silently stretching the schedule.
+//!
+//! A bot whose parameters carry an `input_epoch` counts its grid from there instead of from
+//! where its play starts: its slots are `input_epoch + phase_offset + k × period` for every
+//! `k`, so all bots of one phase share their send instants whenever each joined, and the
+//! worker's timer steps (whose multiples the plan draws the phases from) serve them at their
+//! own slots.
 
 use std::time::{Duration, Instant};
 
@@ -34,6 +40,19 @@ impl InputGrid {
     pub fn start(&mut self, origin: Instant) {
         self.origin = Some(origin);
         self.slot = 0;
+    }
+
+    /// Begin the schedule of a bot with these parameters whose play starts at `now`: slot 0
+    /// at `now + params.phase_offset`, or, when the parameters carry an input epoch, at the
+    /// first of `input_epoch + phase_offset + k × period` at or after `now` (see the module
+    /// docs).
+    pub fn begin(&mut self, now: Instant, params: &BotParams) {
+        let aligned = params
+            .input_epoch
+            .and_then(|e| e.checked_add(params.phase_offset))
+            .zip(self.period)
+            .and_then(|(anchor, period)| first_slot_from(anchor, period, now));
+        self.start(aligned.unwrap_or(now + params.phase_offset));
     }
 
     /// When the next slot is due, if the grid runs.
@@ -80,6 +99,18 @@ impl InputGrid {
     }
 }
 
+/// The first of `anchor + k × period` (k ≥ 0) at or after `now`; `None` past the range of
+/// `Instant`.
+fn first_slot_from(anchor: Instant, period: Duration, now: Instant) -> Option<Instant> {
+    if now <= anchor {
+        return Some(anchor);
+    }
+    let since = u64::try_from((now - anchor).as_nanos()).ok()?;
+    let period_ns = u64::try_from(period.as_nanos()).ok()?.max(1);
+    let k = since.div_ceil(period_ns);
+    anchor.checked_add(Duration::from_nanos(k.checked_mul(period_ns)?))
+}
+
 /// A bot's key input, whole: the grid its slots are due on, the scenario's key pattern, and
 /// `input_mode: on_change`. Every bot that sends held keys takes its slots here, so each
 /// honours the scenario's input settings the same way and records its lateness alike; a bot
@@ -106,6 +137,12 @@ impl KeyInputs {
     /// phase offset).
     pub fn start(&mut self, origin: Instant) {
         self.grid.start(origin);
+    }
+
+    /// Begin the schedule of a bot whose play starts at `now` ([`InputGrid::begin`]: on the
+    /// input epoch's grid when the parameters have one).
+    pub fn begin(&mut self, now: Instant, params: &BotParams) {
+        self.grid.begin(now, params);
     }
 
     /// When the next slot is due, if the grid runs (for `Bot::poll_timeout`).
@@ -213,6 +250,43 @@ mod tests {
         g.skip_past(t0 + ms(25));
         assert_eq!(g.next_due(), Some(t0 + ms(30)));
         assert_eq!(InputGrid::new(None).next_due(), None);
+    }
+
+    /// Bots counted from one epoch share their slots whenever each starts: their next slot
+    /// is the epoch's plus a whole number of periods, never before the bot's now, and a bot
+    /// without an epoch starts where it is told.
+    #[test]
+    fn a_grid_counted_from_an_epoch_puts_every_bot_of_a_phase_on_the_same_instants() {
+        let epoch = Instant::now();
+        let period = ms(10);
+        let mut p = BotParams::with_index(0, 1);
+        p.phase_offset = ms(3);
+        p.input_epoch = Some(epoch);
+        let mut rec = Recorder::new();
+        // Play starts at epoch + 0, + 4 ms, + 57 ms, + 63 ms.
+        for (start, first) in [(0, 3), (4, 13), (57, 63), (63, 63)] {
+            let mut g = InputGrid::new(Some(period));
+            g.begin(epoch + ms(start), &p);
+            assert_eq!(g.next_due(), Some(epoch + ms(first)), "start {start}");
+            assert_eq!(
+                g.take_due(epoch + ms(first), &mut rec),
+                Some(epoch + ms(first))
+            );
+            assert_eq!(g.next_due(), Some(epoch + ms(first + 10)));
+        }
+        // Started before the epoch: its first slot is the anchor.
+        let mut late = BotParams::with_index(1, 1);
+        late.input_epoch = Some(epoch + ms(100));
+        let mut g = InputGrid::new(Some(period));
+        g.begin(epoch, &late);
+        assert_eq!(g.next_due(), Some(epoch + ms(100)));
+        // No epoch: play's start plus the phase.
+        let mut free = BotParams::with_index(2, 1);
+        free.phase_offset = ms(3);
+        let mut g = InputGrid::new(Some(period));
+        g.begin(epoch + ms(7), &free);
+        assert_eq!(g.next_due(), Some(epoch + ms(10)));
+        assert_eq!(rec.inputs_skipped, 0);
     }
 
     fn params(on_change: bool, pattern: crate::protocol::InputPattern) -> BotParams {

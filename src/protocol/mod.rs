@@ -136,6 +136,12 @@ pub struct BotParams {
     pub input_on_change: bool,
     /// Where on the input grid this bot sits, so bots spread across the tick.
     pub phase_offset: Duration,
+    /// When set, the instant the bot's input grid is counted from: its slots fall on
+    /// `input_epoch + phase_offset + k × period`, whenever its play starts, so bots of one
+    /// phase share their send instants (the engine sets it to the run's start when its
+    /// workers serve timers in steps, and draws the phases from the steps). `None`: the grid
+    /// starts where play starts (plus `phase_offset`).
+    pub input_epoch: Option<Instant>,
     /// The input pattern (which keys, when).
     pub pattern: InputPattern,
     /// Interval between RTT probes.
@@ -162,6 +168,7 @@ impl BotParams {
             input_rate_hz: 60.0,
             input_on_change: false,
             phase_offset: Duration::ZERO,
+            input_epoch: None,
             pattern: InputPattern::RandomWalk {
                 change_every: Duration::from_millis(500),
             },

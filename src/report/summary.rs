@@ -170,10 +170,11 @@ pub struct Generator {
     /// written before it was measured; `merge` adds the runs' (absent if one run lacks it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_ns: Option<u64>,
-    /// The workers' timer step in µs (`engine.timer_coalesce`, 1 ms by default): every input
-    /// may leave up to one step after its slot by design, so a send lateness p99 about this
-    /// large is the step, not a loaded machine. 0 without a step (and read as 0 from
-    /// summaries written before it was recorded); `merge` keeps the largest.
+    /// The workers' timer step in µs (`engine.timer_coalesce`, or the default for the
+    /// population, a division of the input period): the bots' input slots are on steps and
+    /// leave at their own instants; other timers may wait up to a step. 0 without a step
+    /// (and read as 0 from summaries written before it was recorded); `merge` keeps the
+    /// largest.
     #[serde(default)]
     pub timer_step_us: u64,
     /// `cpu_ns` over the datagrams the bots' sockets sent (`bandwidth.wire_up_packets`): what

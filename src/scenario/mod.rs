@@ -19,6 +19,7 @@ pub mod share;
 pub mod sockets;
 pub mod source_pool;
 pub mod spawn;
+pub mod timer_step;
 
 use std::path::{Path, PathBuf};
 
@@ -33,6 +34,7 @@ pub use groups::{GroupSize, GroupSpec};
 pub use plan::{GroupPlan, Overrides, Plan, Shard};
 pub use source_pool::SourcePool;
 pub use spawn::{SpawnEvent, SpawnKind, StopKind};
+pub use timer_step::TimerStep;
 
 #[derive(Debug, Error)]
 pub enum ScenarioError {

@@ -110,10 +110,11 @@ pub struct Plan {
     pub bots_per_socket: usize,
     /// ENet: whether the bots leave ENet's unreliable throttle on (see `EngineSection`).
     pub enet_throttle: bool,
-    /// `engine.timer_coalesce`: the worker's timer step (zero: every deadline on its own).
-    pub timer_coalesce: Duration,
-    /// `timer_coalesce` is the default for a population this large, not the scenario's.
-    pub timer_coalesce_default: bool,
+    /// `engine.timer_coalesce`, or the default for this population: the workers' timer step
+    /// (`None`: every deadline on its own). See [`super::timer_step`].
+    pub timer_step: Option<super::TimerStep>,
+    /// `timer_step` is the default for a population this large, not the scenario's.
+    pub timer_step_default: bool,
     /// `engine.socket_buffer`: bytes each bot socket asks for each way, replacing the size
     /// derived from the protocol's burst ([`Plan::bot_socket_buffer`]).
     pub socket_buffer: Option<usize>,
@@ -639,7 +640,20 @@ impl Plan {
             .unwrap_or(cores)
             .clamp(1, planned.max(1) as usize);
         let simulated = groups.iter().any(|g| g.network.is_some());
-        let default_step = default_timer_coalesce(planned, workers, simulated);
+        // The step divides the input period of the most bots (their slots then fall on it).
+        let grid_period = groups
+            .iter()
+            .filter(|g| g.planned > 0)
+            .max_by_key(|g| g.planned)
+            .map_or(bot_template.input_period(), |g| g.template.input_period());
+        let bots_per_worker = planned / workers.max(1) as u64;
+        let (timer_step, timer_step_default) = match file.engine.timer_coalesce {
+            Some(d) => (super::TimerStep::nearest(d.0, grid_period), false),
+            None => {
+                let step = super::TimerStep::default_for(bots_per_worker, grid_period, simulated);
+                (step, step.is_some())
+            }
+        };
 
         Ok(Plan {
             name: file.name.clone(),
@@ -669,8 +683,8 @@ impl Plan {
             workers,
             bots_per_socket: file.engine.bots_per_socket.unwrap_or(1).max(1),
             enet_throttle: file.engine.enet_throttle.unwrap_or(true),
-            timer_coalesce: file.engine.timer_coalesce.map_or(default_step, |d| d.0),
-            timer_coalesce_default: file.engine.timer_coalesce.is_none() && !default_step.is_zero(),
+            timer_step,
+            timer_step_default,
             socket_buffer,
             shard: ov.shard,
             network,
@@ -718,9 +732,10 @@ impl Plan {
         p.index = index;
         p.seed = mix_seed(self.seed, u64::from(index));
         if let Some(period) = p.input_period() {
-            // Spread bots evenly across one input period.
+            // Spread bots evenly across one input period: on the timer's steps when it divides
+            // this period, so a step's bots leave together at their own slots.
             let frac = (f64::from(index) * 0.618_033_988_749_895).fract();
-            p.phase_offset = period.mul_f64(frac);
+            p.phase_offset = super::TimerStep::phase(self.timer_step, period, frac);
         }
         p
     }
@@ -813,15 +828,25 @@ impl Plan {
         if let Some(path) = send_path {
             s.push_str(&format!("send path  {path}\n"));
         }
-        if !self.timer_coalesce.is_zero() {
+        if let Some(step) = self.timer_step {
             s.push_str(&format!(
                 "timers     served in steps of {} from the run's start (engine.timer_coalesce{}): \
-                 bots due within a step share a wake-up; send lateness grows by up to a step\n",
-                format_duration(self.timer_coalesce),
-                if self.timer_coalesce_default {
-                    ", the default"
+                 {}\n",
+                format_duration(step.duration()),
+                if self.timer_step_default {
+                    ", the default for this many bots per worker"
                 } else {
                     ""
+                },
+                if step.per_period > 1 || step.period != step.duration() {
+                    format!(
+                        "{} per input period; bots' inputs leave at their slots, a step's \
+                         bots together; other timers up to a step late",
+                        step.per_period
+                    )
+                } else {
+                    "bots due within a step share a wake-up; other timers up to a step late"
+                        .to_string()
                 }
             ));
         }
@@ -991,6 +1016,7 @@ fn template(
         input_rate_hz: b.input_rate,
         input_on_change: b.input_mode == InputMode::OnChange,
         phase_offset: Duration::ZERO,
+        input_epoch: None,
         pattern,
         ping_interval: b.ping_interval.0.max(Duration::from_millis(10)),
         handshake_retry: b.handshake_retry.0.max(Duration::from_millis(10)),
@@ -1083,34 +1109,6 @@ fn spawn_schedule(stages: &[Stage], scale: &dyn Fn(u64) -> u64) -> Result<Vec<Sp
         }
     }
     Ok(out)
-}
-
-/// The timer step a scenario gets when it leaves `engine.timer_coalesce` out.
-pub const DEFAULT_TIMER_COALESCE: Duration = Duration::from_millis(1);
-
-/// Bots per worker from which a run with simulated links (`network:`) gets
-/// [`DEFAULT_TIMER_COALESCE`] by default.
-pub const COALESCE_FROM_BOTS_PER_WORKER: u64 = 1_000;
-
-/// `engine.timer_coalesce` when the scenario leaves it out: 1 ms steps at every population, so
-/// a worker wakes at most once a millisecond however many bots it drives, and its wake-ups
-/// (timer re-arm, epoll round, clock read, submit) scale with time, not with bots. Before
-/// issue 40 the steps began at 1,000 bots per worker and each input below that was a wake-up
-/// of its own: the CPU per datagram at 500 cafe bots was 6.5× a bare `send()` loop's, at
-/// 3,000 bots 0.84× (measured with `scripts/bench_ceiling.sh` on 2 cores; at 2,000 bots one
-/// wake-up per bot cost a worker 0.77 of a core, 1 ms steps 0.34). The price: an input leaves
-/// up to one step after its slot, which `send_lateness_us` measures (p99 about 1 ms).
-///
-/// A run with simulated links keeps exact timers below [`COALESCE_FROM_BOTS_PER_WORKER`] bots
-/// per worker: a link's delayed datagrams are released by the worker's timers, so a step
-/// would hold each delayed direction up to a step longer than the link's configured delay,
-/// and the RTT measured through it would read up to two steps above the injected truth.
-pub fn default_timer_coalesce(planned: u64, workers: usize, simulated_links: bool) -> Duration {
-    if !simulated_links || planned / (workers.max(1) as u64) >= COALESCE_FROM_BOTS_PER_WORKER {
-        DEFAULT_TIMER_COALESCE
-    } else {
-        Duration::ZERO
-    }
 }
 
 /// The sockets the plan opens, counted as the engine opens them, and the kernel buffer they
@@ -1209,19 +1207,6 @@ impl Plan {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn timers_share_1ms_steps_by_default_but_simulated_links_keep_exact_timers_below_1000_bots_per_worker(
-    ) {
-        use std::time::Duration;
-        let ms = Duration::from_millis(1);
-        assert_eq!(default_timer_coalesce(10, 2, false), ms);
-        assert_eq!(default_timer_coalesce(1_999, 2, false), ms);
-        assert_eq!(default_timer_coalesce(1_999, 2, true), Duration::ZERO);
-        assert_eq!(default_timer_coalesce(2_000, 2, true), ms);
-        assert_eq!(default_timer_coalesce(999, 1, true), Duration::ZERO);
-        assert_eq!(default_timer_coalesce(1_000, 0, true), ms);
-    }
-
     use super::*;
     use crate::scenario::Dur;
 

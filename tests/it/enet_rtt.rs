@@ -161,9 +161,7 @@ fn city_implementation_rtt_is_the_injected_round_trip() {
     let late = s["generator"]["send_lateness_us"]["p99"]
         .as_u64()
         .expect("send lateness p99");
-    // The timer step's rounding (1 ms by default) is lateness by design, not starvation.
-    let step = u64_at(&s, "generator.timer_step_us");
-    let slack = if late >= crate::common::kernel::STARVED_LATENESS_P99_US + step {
+    let slack = if late >= crate::common::kernel::STARVED_LATENESS_P99_US {
         10_000
     } else {
         4_000

@@ -237,10 +237,9 @@ impl CafeBot {
         if let Some(s) = self.started_at {
             rec.record_handshake(now.saturating_duration_since(s).as_micros() as u64);
         }
-        let phase = self.params.phase_offset;
-        self.keys.start(now + phase);
+        self.keys.begin(now, &self.params);
         // Spread pings the same way inputs are spread.
-        self.ping_timer.start_at(now + phase);
+        self.ping_timer.start_at(now + self.params.phase_offset);
     }
 
     /// The slot of the bot's own ping `token`, if still in flight.

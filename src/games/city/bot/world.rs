@@ -91,7 +91,7 @@ impl CityBot {
 
     pub(super) fn begin_play(&mut self, now: Instant, tick: u32) {
         self.stage = Stage::Playing;
-        self.grid.start(now + self.params.phase_offset);
+        self.grid.begin(now, &self.params);
         self.play_started = Some(now + self.params.phase_offset);
         self.next_input_tick = tick.wrapping_add(1);
         self.first_input_tick = self.next_input_tick;

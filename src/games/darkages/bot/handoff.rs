@@ -66,9 +66,8 @@ impl DarkAgesBot {
                 self.entity = Some(a.entity_id);
                 self.zone = Some(a.zone_id);
                 self.out.push_back(Out::Connected);
-                let phase = self.params.phase_offset;
-                self.keys.start(now + phase);
-                self.pings.start_at(now + phase);
+                self.keys.begin(now, &self.params);
+                self.pings.start_at(now + self.params.phase_offset);
                 self.heartbeat_timer
                     .start_at(now + Duration::from_millis(self.opts.heartbeat_interval_ms));
                 self.invalid_timer

@@ -275,10 +275,9 @@ impl RtypeBot {
                 if let Some(s) = self.attempt_started {
                     rec.record_handshake(now.saturating_duration_since(s).as_micros() as u64);
                 }
-                let phase = self.params.phase_offset;
-                self.keys.start(now + phase);
+                self.keys.begin(now, &self.params);
                 // Spread pings the same way inputs are spread.
-                self.ping.start_at(now + phase);
+                self.ping.start_at(now + self.params.phase_offset);
             }
             BotPhase::Connected if self.rejoining => {
                 self.rejoining = false;

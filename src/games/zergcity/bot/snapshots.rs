@@ -83,7 +83,7 @@ impl ZergCityBot {
                 );
                 self.reconnects_done += 1;
             }
-            self.grid.start(now + self.me.params.phase_offset);
+            self.grid.begin(now, &self.me.params);
             if self.me.opts.chat_rate > 0.0 {
                 let p = self.chat_timer.period();
                 self.chat_timer

@@ -171,9 +171,8 @@ impl ImplementationBot {
         self.phase = BotPhase::Connected;
         self.session.established(now, rec);
         self.silence.arm(now);
-        let phase = self.params.phase_offset;
-        self.keys.start(now + phase);
-        self.pings.start_at(now + phase);
+        self.keys.begin(now, &self.params);
+        self.pings.start_at(now + self.params.phase_offset);
     }
 
     fn on_reply(&mut self, now: Instant, success: u8, entity: u32, rec: &mut Recorder) {

@@ -177,9 +177,8 @@ impl ImplementationBot {
         if let Some(at) = self.started_at {
             rec.record_handshake(now.saturating_duration_since(at).as_micros() as u64);
         }
-        let phase = self.params.phase_offset;
-        self.keys.start(now + phase);
-        self.ping.start_at(now + phase);
+        self.keys.begin(now, &self.params);
+        self.ping.start_at(now + self.params.phase_offset);
     }
 
     fn on_snapshot(&mut self, now: Instant, s: &codec::Snapshot<'_>, rec: &mut Recorder) {

@@ -367,8 +367,7 @@ impl ImplementationBot {
             self.phase = BotPhase::Connected;
             self.plan_reconnect(now);
         }
-        self.grid
-            .start(now + self.me.params.phase_offset.min(Duration::from_secs(1)));
+        self.grid.begin(now, &self.me.params);
     }
 
     /// A bot chosen by its seed drops once, `reconnect_after_ms` (plus up to as much again)

@@ -1,0 +1,267 @@
+//! The worker's timer step: how a worker groups its bots' deadlines into wake-ups.
+//!
+//! A wake-up has a fixed cost (the timer re-armed, an epoll round, a clock read, a submit):
+//! measured on a 2-core VM about 45 µs, where a `send()` costs 5–7 µs. With one wake-up per
+//! bot's input the fixed cost dominated below 1,000 bots (6.5× a bare `send()` loop's CPU per
+//! datagram at 500 bots); with 1 ms steps at every population it still did at 100 (3.3×,
+//! three datagrams per wake-up). So the step scales with the population: a worker serves its
+//! deadlines on a grid of `period / per_period` from the run's start, with enough steps per
+//! period to keep [`DATAGRAMS_PER_WAKE_UP`] inputs in each, never finer than
+//! [`FINEST_STEP`] and never coarser than [`COARSEST_STEP`].
+//!
+//! The period is the input period of most bots, and each bot's phase is drawn from the step's
+//! multiples ([`TimerStep::phase`]) with its input grid counted from the run's start, so its
+//! slots fall exactly on steps: an input leaves at its own slot (late only by the wake-up's
+//! own delay), and bots sharing a step share a wake-up. What it costs is the load's shape:
+//! the bots' inputs leave in `per_period` bursts per period, evenly filled, instead of spread
+//! over it. Deadlines off the grid (pings, retries, bots of another input rate) are served at
+//! the end of their step, up to one step late.
+
+use std::time::Duration;
+
+/// Inputs a step should hold per worker before the grid gets finer: 32 datagrams spread a
+/// wake-up's fixed cost to about a sixth of a `send()`'s (measured, see the module docs).
+pub const DATAGRAMS_PER_WAKE_UP: u64 = 32;
+
+/// The finest default step: at most about a thousand wake-ups a second.
+pub const FINEST_STEP: Duration = Duration::from_millis(1);
+
+/// The coarsest default step: half a 60 Hz tick, so a deadline off the grid (a ping, a
+/// handshake retry, a transport's own timer) waits at most that long, and a 60 Hz swarm's
+/// inputs leave in at least two bursts per tick, never one.
+pub const COARSEST_STEP: Duration = Duration::from_nanos(8_333_333);
+
+/// Bots per worker from which a run with simulated links gets a step by default. Below it
+/// the links keep exact timers: a link's delayed datagrams are released by the worker's
+/// timers, so a step would hold each delayed direction up to a step longer than the link's
+/// configured delay and bias the RTT ground truth.
+pub const STEPS_WITH_LINKS_FROM_BOTS_PER_WORKER: u64 = 1_000;
+
+/// A worker's timer step: `period / per_period`, counted from the run's start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimerStep {
+    /// The input period the steps divide (or the step itself, with `per_period` 1, when no
+    /// bot sends on a period).
+    pub period: Duration,
+    /// Steps per period, at least 1.
+    pub per_period: u32,
+}
+
+impl TimerStep {
+    /// Steps of `step` each (no input period to divide).
+    pub fn every(step: Duration) -> Option<Self> {
+        (!step.is_zero()).then_some(Self {
+            period: step,
+            per_period: 1,
+        })
+    }
+
+    /// One step, in whole nanoseconds (rounded down; the grid itself is exact).
+    pub fn duration(&self) -> Duration {
+        self.period / self.per_period.max(1)
+    }
+
+    /// `engine.timer_coalesce: step` as written: the division of `period` nearest to `step`
+    /// (at least one step per period), so the bots' slots still fall on steps; `step` itself
+    /// without a period. Zero: no step.
+    pub fn nearest(step: Duration, period: Option<Duration>) -> Option<Self> {
+        if step.is_zero() {
+            return None;
+        }
+        match period.filter(|p| !p.is_zero()) {
+            Some(period) => {
+                let n = (period.as_secs_f64() / step.as_secs_f64()).round();
+                Some(Self {
+                    period,
+                    per_period: n.clamp(1.0, f64::from(u32::MAX)) as u32,
+                })
+            }
+            None => Self::every(step),
+        }
+    }
+
+    /// The step a scenario gets without `engine.timer_coalesce`, for `bots_per_worker` (the
+    /// population over the workers, rounded down) whose input period is mostly `period`;
+    /// `None`: every deadline at its own instant. See the module docs.
+    pub fn default_for(
+        bots_per_worker: u64,
+        period: Option<Duration>,
+        simulated_links: bool,
+    ) -> Option<Self> {
+        if simulated_links && bots_per_worker < STEPS_WITH_LINKS_FROM_BOTS_PER_WORKER {
+            return None;
+        }
+        let Some(period) = period.filter(|p| !p.is_zero()) else {
+            return Self::every(FINEST_STEP);
+        };
+        let steps = |step: Duration| (period.as_secs_f64() / step.as_secs_f64()).round() as u64;
+        let finest = steps(FINEST_STEP).max(1);
+        let coarsest = steps(COARSEST_STEP).clamp(1, finest);
+        // With simulated links (from 1,000 bots per worker on) the finest: a link's delay is
+        // released on the grid, and a coarse step would read as latency.
+        let wanted = if simulated_links {
+            finest
+        } else {
+            (bots_per_worker / DATAGRAMS_PER_WAKE_UP).clamp(coarsest, finest)
+        };
+        Some(Self {
+            period,
+            per_period: u32::try_from(wanted).unwrap_or(u32::MAX),
+        })
+    }
+
+    /// The phase offset of a bot at `frac` (0 ≤ frac < 1) of a period `bot_period`: on this
+    /// grid's steps when the bot's period is the one the grid divides (step `floor(frac ×
+    /// per_period)`, in the grid's own nanosecond arithmetic), else `frac` of its period.
+    pub fn phase(this: Option<Self>, bot_period: Duration, frac: f64) -> Duration {
+        match this {
+            Some(s) if s.period == bot_period => {
+                let n = u64::from(s.per_period.max(1));
+                let q = ((frac * n as f64) as u64).min(n - 1);
+                s.instant_ns(q)
+            }
+            _ => bot_period.mul_f64(frac),
+        }
+    }
+
+    /// Where step `k` is served, counted from the grid's start: `floor(k × period /
+    /// per_period)` nanoseconds (saturating past 584 years).
+    pub fn instant_ns(&self, k: u64) -> Duration {
+        let (num, den) = self.ratio();
+        let ns = match k.checked_mul(num) {
+            Some(x) => x / den,
+            None => {
+                u64::try_from(u128::from(k) * u128::from(num) / u128::from(den)).unwrap_or(u64::MAX)
+            }
+        };
+        Duration::from_nanos(ns)
+    }
+
+    /// The first step whose instant is at or after `since` from the grid's start.
+    pub fn step_at_or_after(&self, since: Duration) -> u64 {
+        let (num, den) = self.ratio();
+        let since = u64::try_from(since.as_nanos()).unwrap_or(u64::MAX);
+        match since.checked_mul(den) {
+            Some(x) => x.div_ceil(num),
+            None => u64::try_from((u128::from(since) * u128::from(den)).div_ceil(u128::from(num)))
+                .unwrap_or(u64::MAX),
+        }
+    }
+
+    /// The last step whose instant is at or before `since` from the grid's start: the
+    /// largest `k` with `floor(k × period / per_period) <= since`, that is `k × period <
+    /// (since + 1) × per_period` (a step's own instant, rounded down, is at its step).
+    pub fn step_at_or_before(&self, since: Duration) -> u64 {
+        let (num, den) = self.ratio();
+        let since = u64::try_from(since.as_nanos()).unwrap_or(u64::MAX);
+        match since.checked_add(1).and_then(|s| s.checked_mul(den)) {
+            Some(x) => (x - 1) / num,
+            None => {
+                u64::try_from(((u128::from(since) + 1) * u128::from(den) - 1) / u128::from(num))
+                    .unwrap_or(u64::MAX)
+            }
+        }
+    }
+
+    /// The step as `period_ns / per_period`, both at least 1.
+    fn ratio(&self) -> (u64, u64) {
+        (
+            u64::try_from(self.period.as_nanos())
+                .unwrap_or(u64::MAX)
+                .max(1),
+            u64::from(self.per_period.max(1)),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TICK: Duration = Duration::from_nanos(16_666_666);
+
+    #[test]
+    fn the_default_step_keeps_32_inputs_a_step_between_a_tick_and_a_millisecond() {
+        let d = |bots| TimerStep::default_for(bots, Some(TICK), false).map(|s| s.per_period);
+        // 60 Hz: a 1 ms step is 17 per period, half a tick (2 per period) the coarsest.
+        assert_eq!(d(10), Some(2));
+        assert_eq!(d(50), Some(2));
+        assert_eq!(d(96), Some(3));
+        assert_eq!(d(250), Some(7));
+        assert_eq!(d(544), Some(17));
+        assert_eq!(d(3_000), Some(17));
+    }
+
+    #[test]
+    fn simulated_links_keep_exact_timers_below_1000_bots_per_worker_then_the_finest_step() {
+        assert_eq!(TimerStep::default_for(999, Some(TICK), true), None);
+        assert_eq!(
+            TimerStep::default_for(1_000, Some(TICK), true),
+            Some(TimerStep {
+                period: TICK,
+                per_period: 17
+            })
+        );
+    }
+
+    #[test]
+    fn without_an_input_period_the_default_is_a_plain_millisecond() {
+        let s = TimerStep::default_for(10, None, false).expect("a step");
+        assert_eq!(s.duration(), Duration::from_millis(1));
+    }
+
+    #[test]
+    fn a_written_step_becomes_the_nearest_division_of_the_period() {
+        let s = TimerStep::nearest(Duration::from_millis(10), Some(TICK)).expect("step");
+        assert_eq!(s.per_period, 2);
+        assert_eq!(s.duration(), Duration::from_nanos(8_333_333));
+        let s = TimerStep::nearest(Duration::from_millis(50), Some(TICK)).expect("step");
+        assert_eq!(s.per_period, 1);
+        assert_eq!(TimerStep::nearest(Duration::ZERO, Some(TICK)), None);
+        let s = TimerStep::nearest(Duration::from_millis(3), None).expect("step");
+        assert_eq!(s.duration(), Duration::from_millis(3));
+    }
+
+    #[test]
+    fn a_bots_slots_fall_exactly_on_steps_for_hours() {
+        // 17 steps per 16,666,666 ns: a step is not a whole number of nanoseconds, yet phase +
+        // k periods is a step's instant for every k, because both are computed from the
+        // same ratio (k periods are k × 17 steps).
+        let s = TimerStep {
+            period: TICK,
+            per_period: 17,
+        };
+        for frac in [0.0, 0.05, 0.5, 0.999_999] {
+            let phase = TimerStep::phase(Some(s), TICK, frac);
+            let q = s.step_at_or_after(phase);
+            assert_eq!(s.instant_ns(q), phase, "frac {frac}");
+            for k in [1u64, 60, 216_000, 216_000 * 24] {
+                let slot = phase + TICK * u32::try_from(k).expect("k");
+                let step = s.step_at_or_after(slot);
+                assert_eq!(s.instant_ns(step), slot, "frac {frac}, slot {k}");
+                assert_eq!(s.step_at_or_before(slot), step);
+            }
+        }
+    }
+
+    #[test]
+    fn an_instant_off_the_grid_is_served_at_the_end_of_its_step() {
+        let s = TimerStep {
+            period: TICK,
+            per_period: 2,
+        };
+        let half = s.instant_ns(1);
+        assert_eq!(half, Duration::from_nanos(8_333_333));
+        let k = s.step_at_or_after(Duration::from_millis(1));
+        assert_eq!(s.instant_ns(k), half);
+        assert_eq!(s.step_at_or_before(Duration::from_millis(9)), 1);
+    }
+
+    #[test]
+    fn a_bot_of_another_period_keeps_its_own_phase() {
+        let s = TimerStep::default_for(5_000, Some(TICK), false);
+        let p = Duration::from_millis(50);
+        assert_eq!(TimerStep::phase(s, p, 0.5), Duration::from_millis(25));
+        assert_eq!(TimerStep::phase(None, TICK, 0.5), TICK / 2);
+    }
+}
