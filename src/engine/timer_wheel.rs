@@ -436,6 +436,7 @@ mod tests {
         let step = TimerStep {
             period,
             per_period: 3,
+            phases: 3,
         };
         let mut q = TimerQueue::new(e, Some(step), 16);
         let phase = TimerStep::phase(Some(step), period, 0.4);
@@ -504,6 +505,7 @@ mod tests {
         let step = TimerStep {
             period: Duration::from_nanos(16_666_666),
             per_period: 7,
+            phases: 7,
         };
         let mut wheel = TimerQueue::new(e, Some(step), 16);
         let mut heap: BinaryHeap<Reverse<(Instant, u32, u32)>> = BinaryHeap::new();

@@ -170,8 +170,8 @@ pub struct Generator {
     /// written before it was measured; `merge` adds the runs' (absent if one run lacks it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_ns: Option<u64>,
-    /// The workers' timer step in µs (`engine.timer_coalesce`, or the default for the
-    /// population, a division of the input period): the bots' input slots are on steps and
+    /// The workers' timer step in µs (`engine.timer_coalesce`, or by default about 1 ms, a
+    /// division of the input period): the bots' input slots are on steps and
     /// leave at their own instants; other timers may wait up to a step. 0 without a step
     /// (and read as 0 from summaries written before it was recorded); `merge` keeps the
     /// largest.

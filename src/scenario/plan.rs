@@ -838,7 +838,13 @@ impl Plan {
                 } else {
                     ""
                 },
-                if step.per_period > 1 || step.period != step.duration() {
+                if step.phases < step.per_period {
+                    format!(
+                        "bots' inputs leave at their slots on {} of its {} steps per input \
+                         period, a step's bots together; other timers up to a step late",
+                        step.phases, step.per_period
+                    )
+                } else if step.period != step.duration() {
                     format!(
                         "{} per input period; bots' inputs leave at their slots, a step's \
                          bots together; other timers up to a step late",

@@ -3,33 +3,40 @@
 //! A wake-up has a fixed cost (the timer re-armed, an epoll round, a clock read, a submit):
 //! measured on a 2-core VM about 45 µs, where a `send()` costs 5–7 µs. With one wake-up per
 //! bot's input the fixed cost dominated below 1,000 bots (6.5× a bare `send()` loop's CPU per
-//! datagram at 500 bots); with 1 ms steps at every population it still did at 100 (3.3×,
-//! three datagrams per wake-up). So the step scales with the population: a worker serves its
-//! deadlines on a grid of `period / per_period` from the run's start, with enough steps per
-//! period to keep [`DATAGRAMS_PER_WAKE_UP`] inputs in each, never finer than
-//! [`FINEST_STEP`] and never coarser than [`COARSEST_STEP`].
+//! datagram at 500 bots); with 1 ms steps and free phases it still did at 100 (3.3×, three
+//! datagrams per wake-up), and every input was rounded up to the end of its step.
 //!
-//! The period is the input period of most bots, and each bot's phase is drawn from the step's
-//! multiples ([`TimerStep::phase`]) with its input grid counted from the run's start, so its
-//! slots fall exactly on steps: an input leaves at its own slot (late only by the wake-up's
-//! own delay), and bots sharing a step share a wake-up. What it costs is the load's shape:
-//! the bots' inputs leave in `per_period` bursts per period, evenly filled, instead of spread
-//! over it. Deadlines off the grid (pings, retries, bots of another input rate) are served at
-//! the end of their step, up to one step late.
+//! So a worker serves its deadlines on a grid of steps of about [`FINEST_STEP`], a division
+//! of the input period of most bots (`period / per_period`, counted from the run's start),
+//! and the bots' phases are dealt out over only `phases` of those steps, as many as keep
+//! about [`DATAGRAMS_PER_WAKE_UP`] inputs per worker in each (at least 2 per period). Each
+//! bot's input grid is counted from the run's start ([`TimerStep::phase`], the bots'
+//! `input_epoch`), so its slots fall exactly on its phase's step: an input leaves at its own
+//! slot (late only by the wake-up's own delay), and the bots of one phase share a wake-up.
+//! What it costs is the load's shape: a worker's inputs leave in `phases` bursts per period,
+//! evenly filled, instead of spread over it.
+//!
+//! Other deadlines (pings, retries, a transport's timers, bots of another input rate) are
+//! served at the end of their fine step, up to about 1 ms late, and so mostly on steps
+//! without a burst: a ping sent in the same instant as a worker's burst of inputs would
+//! measure the server's queue behind that burst, which real clients, spread over the tick,
+//! do not build. (Measured: with pings served on 8.3 ms steps beside the bursts, the
+//! quickstart's RTT median read 577 µs against 121-139 µs with 1 ms steps.)
 
 use std::time::Duration;
 
-/// Inputs a step should hold per worker before the grid gets finer: 32 datagrams spread a
-/// wake-up's fixed cost to about a sixth of a `send()`'s (measured, see the module docs).
+/// Inputs a phase's step should hold per worker before the phases get more: 32 datagrams
+/// spread a wake-up's fixed cost to about a sixth of a `send()`'s (measured, see the module
+/// docs).
 pub const DATAGRAMS_PER_WAKE_UP: u64 = 32;
 
-/// The finest default step: at most about a thousand wake-ups a second.
+/// The default step: at most about a thousand wake-ups a second, and a deadline off the
+/// phases' steps waits at most about this long.
 pub const FINEST_STEP: Duration = Duration::from_millis(1);
 
-/// The coarsest default step: half a 60 Hz tick, so a deadline off the grid (a ping, a
-/// handshake retry, a transport's own timer) waits at most that long, and a 60 Hz swarm's
-/// inputs leave in at least two bursts per tick, never one.
-pub const COARSEST_STEP: Duration = Duration::from_nanos(8_333_333);
+/// The widest default spacing of the phases: half a 60 Hz tick, so a 60 Hz swarm's inputs
+/// leave in at least two bursts per tick, never one.
+pub const WIDEST_PHASES: Duration = Duration::from_nanos(8_333_333);
 
 /// Bots per worker from which a run with simulated links gets a step by default. Below it
 /// the links keep exact timers: a link's delayed datagrams are released by the worker's
@@ -37,7 +44,8 @@ pub const COARSEST_STEP: Duration = Duration::from_nanos(8_333_333);
 /// configured delay and bias the RTT ground truth.
 pub const STEPS_WITH_LINKS_FROM_BOTS_PER_WORKER: u64 = 1_000;
 
-/// A worker's timer step: `period / per_period`, counted from the run's start.
+/// A worker's timer step: `period / per_period`, counted from the run's start, and the
+/// `phases` of those steps the bots' inputs are dealt out over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TimerStep {
     /// The input period the steps divide (or the step itself, with `per_period` 1, when no
@@ -45,6 +53,8 @@ pub struct TimerStep {
     pub period: Duration,
     /// Steps per period, at least 1.
     pub per_period: u32,
+    /// Steps per period that hold bots' phases (evenly spaced), 1 to `per_period`.
+    pub phases: u32,
 }
 
 impl TimerStep {
@@ -53,6 +63,7 @@ impl TimerStep {
         (!step.is_zero()).then_some(Self {
             period: step,
             per_period: 1,
+            phases: 1,
         })
     }
 
@@ -62,8 +73,8 @@ impl TimerStep {
     }
 
     /// `engine.timer_coalesce: step` as written: the division of `period` nearest to `step`
-    /// (at least one step per period), so the bots' slots still fall on steps; `step` itself
-    /// without a period. Zero: no step.
+    /// (at least one step per period), each step a phase, so the bots' slots still fall on
+    /// steps; `step` itself without a period. Zero: no step.
     pub fn nearest(step: Duration, period: Option<Duration>) -> Option<Self> {
         if step.is_zero() {
             return None;
@@ -71,9 +82,11 @@ impl TimerStep {
         match period.filter(|p| !p.is_zero()) {
             Some(period) => {
                 let n = (period.as_secs_f64() / step.as_secs_f64()).round();
+                let n = n.clamp(1.0, f64::from(u32::MAX)) as u32;
                 Some(Self {
                     period,
-                    per_period: n.clamp(1.0, f64::from(u32::MAX)) as u32,
+                    per_period: n,
+                    phases: n,
                 })
             }
             None => Self::every(step),
@@ -95,30 +108,34 @@ impl TimerStep {
             return Self::every(FINEST_STEP);
         };
         let steps = |step: Duration| (period.as_secs_f64() / step.as_secs_f64()).round() as u64;
-        let finest = steps(FINEST_STEP).max(1);
-        let coarsest = steps(COARSEST_STEP).clamp(1, finest);
-        // With simulated links (from 1,000 bots per worker on) the finest: a link's delay is
-        // released on the grid, and a coarse step would read as latency.
-        let wanted = if simulated_links {
+        let finest = u32::try_from(steps(FINEST_STEP).max(1)).unwrap_or(u32::MAX);
+        let widest = u32::try_from(steps(WIDEST_PHASES)).unwrap_or(u32::MAX);
+        // With simulated links (from 1,000 bots per worker on) every step a phase, as with
+        // 1 ms steps before: the links' delays are released on the same grid.
+        let phases = if simulated_links {
             finest
         } else {
-            (bots_per_worker / DATAGRAMS_PER_WAKE_UP).clamp(coarsest, finest)
+            let wanted = u32::try_from(bots_per_worker / DATAGRAMS_PER_WAKE_UP).unwrap_or(u32::MAX);
+            wanted.clamp(widest.clamp(1, finest), finest)
         };
         Some(Self {
             period,
-            per_period: u32::try_from(wanted).unwrap_or(u32::MAX),
+            per_period: finest,
+            phases,
         })
     }
 
-    /// The phase offset of a bot at `frac` (0 ≤ frac < 1) of a period `bot_period`: on this
-    /// grid's steps when the bot's period is the one the grid divides (step `floor(frac ×
-    /// per_period)`, in the grid's own nanosecond arithmetic), else `frac` of its period.
+    /// The phase offset of a bot at `frac` (0 ≤ frac < 1) of a period `bot_period`: on one
+    /// of this grid's phase steps when the bot's period is the one the grid divides (phase
+    /// `floor(frac × phases)`, at step `floor(phase × per_period / phases)`, in the grid's
+    /// own nanosecond arithmetic), else `frac` of its period.
     pub fn phase(this: Option<Self>, bot_period: Duration, frac: f64) -> Duration {
         match this {
             Some(s) if s.period == bot_period => {
                 let n = u64::from(s.per_period.max(1));
-                let q = ((frac * n as f64) as u64).min(n - 1);
-                s.instant_ns(q)
+                let m = u64::from(s.phases.clamp(1, s.per_period.max(1)));
+                let q = ((frac * m as f64) as u64).min(m - 1);
+                s.instant_ns(q * n / m)
             }
             _ => bot_period.mul_f64(frac),
         }
@@ -181,15 +198,31 @@ mod tests {
     const TICK: Duration = Duration::from_nanos(16_666_666);
 
     #[test]
-    fn the_default_step_keeps_32_inputs_a_step_between_a_tick_and_a_millisecond() {
-        let d = |bots| TimerStep::default_for(bots, Some(TICK), false).map(|s| s.per_period);
-        // 60 Hz: a 1 ms step is 17 per period, half a tick (2 per period) the coarsest.
-        assert_eq!(d(10), Some(2));
-        assert_eq!(d(50), Some(2));
-        assert_eq!(d(96), Some(3));
-        assert_eq!(d(250), Some(7));
-        assert_eq!(d(544), Some(17));
-        assert_eq!(d(3_000), Some(17));
+    fn the_default_is_1ms_steps_with_phases_for_32_inputs_each_from_two_a_tick_to_every_step() {
+        let d = |bots| {
+            TimerStep::default_for(bots, Some(TICK), false).map(|s| (s.per_period, s.phases))
+        };
+        // 60 Hz: a 1 ms step is 17 per period; half a tick (2 phases) the widest spacing.
+        assert_eq!(d(10), Some((17, 2)));
+        assert_eq!(d(50), Some((17, 2)));
+        assert_eq!(d(96), Some((17, 3)));
+        assert_eq!(d(250), Some((17, 7)));
+        assert_eq!(d(544), Some((17, 17)));
+        assert_eq!(d(3_000), Some((17, 17)));
+    }
+
+    #[test]
+    fn phases_are_spread_evenly_over_the_steps() {
+        let s = TimerStep::default_for(50, Some(TICK), false);
+        let steps: Vec<u64> = [0.0, 0.3, 0.5, 0.9]
+            .iter()
+            .map(|&f| {
+                let phase = TimerStep::phase(s, TICK, f);
+                s.expect("step").step_at_or_after(phase)
+            })
+            .collect();
+        // Two phases of 17 steps: steps 0 and 8.
+        assert_eq!(steps, vec![0, 0, 8, 8]);
     }
 
     #[test]
@@ -199,7 +232,8 @@ mod tests {
             TimerStep::default_for(1_000, Some(TICK), true),
             Some(TimerStep {
                 period: TICK,
-                per_period: 17
+                per_period: 17,
+                phases: 17,
             })
         );
     }
@@ -213,7 +247,7 @@ mod tests {
     #[test]
     fn a_written_step_becomes_the_nearest_division_of_the_period() {
         let s = TimerStep::nearest(Duration::from_millis(10), Some(TICK)).expect("step");
-        assert_eq!(s.per_period, 2);
+        assert_eq!((s.per_period, s.phases), (2, 2));
         assert_eq!(s.duration(), Duration::from_nanos(8_333_333));
         let s = TimerStep::nearest(Duration::from_millis(50), Some(TICK)).expect("step");
         assert_eq!(s.per_period, 1);
@@ -230,6 +264,7 @@ mod tests {
         let s = TimerStep {
             period: TICK,
             per_period: 17,
+            phases: 17,
         };
         for frac in [0.0, 0.05, 0.5, 0.999_999] {
             let phase = TimerStep::phase(Some(s), TICK, frac);
@@ -249,6 +284,7 @@ mod tests {
         let s = TimerStep {
             period: TICK,
             per_period: 2,
+            phases: 2,
         };
         let half = s.instant_ns(1);
         assert_eq!(half, Duration::from_nanos(8_333_333));

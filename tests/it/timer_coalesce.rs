@@ -60,13 +60,19 @@ fn validate_names_the_step_and_the_default_for_the_population() {
         assert_eq!(o.status.code(), Some(0));
         String::from_utf8_lossy(&o.stdout).into_owned()
     };
-    // Steps at every population (issue 40: below 1,000 bots per worker each input used to be
-    // a wake-up of its own), as coarse as about 32 inputs per worker and step need: half a
-    // tick for 10 bots, 1 ms (17 steps of the 60 Hz period) from about 1,100 per worker.
-    for (bots, step) in [("10", "8333us"), ("200", "5555us"), ("2200", "980us")] {
+    // 1 ms steps (17 of the 60 Hz period) at every population (issue 40: below 1,000 bots per
+    // worker each input used to be a wake-up of its own), the bots' phases on as few of them
+    // as keep about 32 inputs per worker each: 2 for 10 bots, 3 for 200, every step from about
+    // 1,100 per worker.
+    for (bots, phases) in [
+        ("10", "on 2 of its 17 steps"),
+        ("200", "on 3 of its 17 steps"),
+        ("2200", "17 per input period"),
+    ] {
         let plan = text(&["--bots", bots, "--workers", "2"]);
         assert!(
-            plan.contains(&format!("timers     served in steps of {step}"))
+            plan.contains("timers     served in steps of 980us")
+                && plan.contains(phases)
                 && plan.contains("the default for this many bots per worker"),
             "{bots} bots: {plan}"
         );
