@@ -71,12 +71,15 @@ fn most_points(fig: &str) -> Option<usize> {
 #[test]
 fn the_dashboard_shows_the_run_live_and_ends_with_the_final_report() {
     let tmp = tempfile::tempdir().unwrap();
+    // Long enough for every look at the live page (the DOM, then screenshots at two widths,
+    // each a Chromium start that takes seconds on two busy cores) to end before the run: at
+    // 14 s the 420 px screenshot sometimes came after the run had ended, and stayed empty.
     let scenario = tmp.path().join("live.yaml");
     std::fs::write(
         &scenario,
         "name: live view\nprotocol:\n  cafe: {}\ntarget: embedded\npopulation:\n  stages:\n    \
-         - ramp_to: 20\n      over: 1s\n    - hold: 13s\nbehaviour:\n  input_rate: 30\n  \
-         ping_interval: 200ms\nduration: 14s\nthresholds:\n  - rtt p99 < 10s\n  \
+         - ramp_to: 20\n      over: 1s\n    - hold: 29s\nbehaviour:\n  input_rate: 30\n  \
+         ping_interval: 200ms\nduration: 30s\nthresholds:\n  - rtt p99 < 10s\n  \
          - downstream_loss < 50%\n",
     )
     .unwrap();
