@@ -23,6 +23,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
 
+use crate::scenario::timer_step::StepGrid;
 use crate::scenario::TimerStep;
 
 /// The time the wheel spans, rounded up to a power of two of steps, at least [`MIN_STEPS`]
@@ -98,12 +99,13 @@ impl TimerQueue {
     }
 }
 
-/// Buckets of entries by step index `k` (served at `epoch + step.instant_ns(k)`), for the steps
+/// Buckets of entries by step index `k` (served at `epoch + grid.instant_ns(k)`), for the steps
 /// `cursor .. cursor + steps`; earlier ones (armed for a step already served) in
 /// `ready`, later ones in `overflow`.
 pub struct Wheel {
     epoch: Instant,
-    step: TimerStep,
+    /// The step's arithmetic, its ratio taken once (every timer armed asks it).
+    grid: StepGrid,
     /// The first step not yet served.
     cursor: u64,
     /// The steps the wheel spans (a power of two, at least 64).
@@ -125,7 +127,7 @@ impl Wheel {
         let steps = span_steps(step.duration());
         Self {
             epoch,
-            step,
+            grid: step.grid(),
             cursor: 0,
             steps,
             buckets: vec![Vec::new(); steps as usize],
@@ -139,20 +141,20 @@ impl Wheel {
     /// The step `at` is served at: the first whose end is at or after it (step 0, the epoch,
     /// for anything before the epoch). The rounding of the tests' `coalesced`.
     fn step_of(&self, at: Instant) -> u64 {
-        self.step
+        self.grid
             .step_at_or_after(at.saturating_duration_since(self.epoch))
     }
 
     /// The last step whose end is at or before `now` (0 before the epoch: the caller checks).
     fn steps_until(&self, now: Instant) -> u64 {
-        self.step
+        self.grid
             .step_at_or_before(now.saturating_duration_since(self.epoch))
     }
 
     /// When step `k` is served.
     fn instant_of(&self, k: u64) -> Instant {
         self.epoch
-            .checked_add(self.step.instant_ns(k))
+            .checked_add(self.grid.instant_ns(k))
             .unwrap_or_else(|| self.epoch + Duration::from_secs(86_400 * 365 * 100))
     }
 
@@ -270,8 +272,8 @@ mod tests {
     /// The specification of the grid, as the heap served it before the wheel (the wheel is
     /// checked against it below):
     /// `deadline` rounded up to the next step of `step` counted from `epoch`: every deadline
-    /// within one step fires at the same instant, never before its own. Zero `step`, or a
-    /// deadline before `epoch`, is left as it is.
+    /// within one step fires at the same instant, never before its own. A deadline before
+    /// `epoch` is left as it is.
     fn coalesced(deadline: Instant, epoch: Instant, step: TimerStep) -> Instant {
         if deadline <= epoch {
             return deadline;

@@ -81,7 +81,7 @@ impl TimerStep {
         }
         match period.filter(|p| !p.is_zero()) {
             Some(period) => {
-                let n = (period.as_secs_f64() / step.as_secs_f64()).round();
+                let n = period.div_duration_f64(step).round();
                 let n = n.clamp(1.0, f64::from(u32::MAX)) as u32;
                 Some(Self {
                     period,
@@ -107,7 +107,7 @@ impl TimerStep {
         let Some(period) = period.filter(|p| !p.is_zero()) else {
             return Self::every(FINEST_STEP);
         };
-        let steps = |step: Duration| (period.as_secs_f64() / step.as_secs_f64()).round() as u64;
+        let steps = |step: Duration| period.div_duration_f64(step).round() as u64;
         let finest = u32::try_from(steps(FINEST_STEP).max(1)).unwrap_or(u32::MAX);
         let widest = u32::try_from(steps(WIDEST_PHASES)).unwrap_or(u32::MAX);
         // With simulated links (from 1,000 bots per worker on) every step a phase, as with
@@ -144,50 +144,74 @@ impl TimerStep {
     /// Where step `k` is served, counted from the grid's start: `floor(k × period /
     /// per_period)` nanoseconds (saturating past 584 years).
     pub fn instant_ns(&self, k: u64) -> Duration {
-        let (num, den) = self.ratio();
-        let ns = match k.checked_mul(num) {
-            Some(x) => x / den,
-            None => {
-                u64::try_from(u128::from(k) * u128::from(num) / u128::from(den)).unwrap_or(u64::MAX)
-            }
-        };
-        Duration::from_nanos(ns)
+        self.grid().instant_ns(k)
     }
 
     /// The first step whose instant is at or after `since` from the grid's start.
     pub fn step_at_or_after(&self, since: Duration) -> u64 {
-        let (num, den) = self.ratio();
-        let since = u64::try_from(since.as_nanos()).unwrap_or(u64::MAX);
-        match since.checked_mul(den) {
-            Some(x) => x.div_ceil(num),
-            None => u64::try_from((u128::from(since) * u128::from(den)).div_ceil(u128::from(num)))
-                .unwrap_or(u64::MAX),
-        }
+        self.grid().step_at_or_after(since)
     }
 
-    /// The last step whose instant is at or before `since` from the grid's start: the
-    /// largest `k` with `floor(k × period / per_period) <= since`, that is `k × period <
-    /// (since + 1) × per_period` (a step's own instant, rounded down, is at its step).
+    /// The last step whose instant is at or before `since` from the grid's start.
     pub fn step_at_or_before(&self, since: Duration) -> u64 {
-        let (num, den) = self.ratio();
-        let since = u64::try_from(since.as_nanos()).unwrap_or(u64::MAX);
-        match since.checked_add(1).and_then(|s| s.checked_mul(den)) {
-            Some(x) => (x - 1) / num,
-            None => {
-                u64::try_from(((u128::from(since) + 1) * u128::from(den) - 1) / u128::from(num))
-                    .unwrap_or(u64::MAX)
-            }
-        }
+        self.grid().step_at_or_before(since)
     }
 
-    /// The step as `period_ns / per_period`, both at least 1.
-    fn ratio(&self) -> (u64, u64) {
-        (
-            u64::try_from(self.period.as_nanos())
+    /// The step's arithmetic, its ratio taken once (what the worker's timer wheel keeps).
+    pub fn grid(&self) -> StepGrid {
+        StepGrid {
+            num: u64::try_from(self.period.as_nanos())
                 .unwrap_or(u64::MAX)
                 .max(1),
-            u64::from(self.per_period.max(1)),
-        )
+            den: u64::from(self.per_period.max(1)),
+        }
+    }
+}
+
+/// A step of `num / den` nanoseconds, exact: step `k` is at `floor(k × num / den)`. In u64
+/// (a u128 product only where u64 would overflow, centuries out), since the timer wheel asks
+/// for every timer armed and a u128 division is a library call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepGrid {
+    num: u64,
+    den: u64,
+}
+
+impl StepGrid {
+    /// Where step `k` is, from the grid's start (saturating past 584 years).
+    pub fn instant_ns(&self, k: u64) -> Duration {
+        let ns = match k.checked_mul(self.num) {
+            Some(x) => x / self.den,
+            None => u64::try_from(u128::from(k) * u128::from(self.num) / u128::from(self.den))
+                .unwrap_or(u64::MAX),
+        };
+        Duration::from_nanos(ns)
+    }
+
+    /// The first step at or after `since`: the smallest `k` with `k × num / den >= since`.
+    pub fn step_at_or_after(&self, since: Duration) -> u64 {
+        let since = u64::try_from(since.as_nanos()).unwrap_or(u64::MAX);
+        match since.checked_mul(self.den) {
+            Some(x) => x.div_ceil(self.num),
+            None => u64::try_from(
+                (u128::from(since) * u128::from(self.den)).div_ceil(u128::from(self.num)),
+            )
+            .unwrap_or(u64::MAX),
+        }
+    }
+
+    /// The last step at or before `since`: the largest `k` with `floor(k × num / den) <=
+    /// since`, that is `k × num < (since + 1) × den` (a step's own instant, rounded down, is
+    /// at its step).
+    pub fn step_at_or_before(&self, since: Duration) -> u64 {
+        let since = u64::try_from(since.as_nanos()).unwrap_or(u64::MAX);
+        match since.checked_add(1).and_then(|s| s.checked_mul(self.den)) {
+            Some(x) => (x - 1) / self.num,
+            None => u64::try_from(
+                ((u128::from(since) + 1) * u128::from(self.den) - 1) / u128::from(self.num),
+            )
+            .unwrap_or(u64::MAX),
+        }
     }
 }
 
