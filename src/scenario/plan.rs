@@ -734,10 +734,39 @@ impl Plan {
         if let Some(period) = p.input_period() {
             // Spread bots evenly across one input period: on the timer's steps when it divides
             // this period, so a step's bots leave together at their own slots.
-            let frac = (f64::from(index) * 0.618_033_988_749_895).fract();
+            let frac = (self.phase_key(index) as f64 * 0.618_033_988_749_895).fract();
             p.phase_offset = super::TimerStep::phase(self.timer_step, period, frac);
         }
         p
+    }
+
+    /// What spreads bot `index` over the input period: the bot itself, or, where bots
+    /// share an ENet host (`bots_per_socket` > 1) and the workers serve timers in steps, the
+    /// host it lands in. A host's flush walks every one of its peers whatever is due
+    /// (rusty_enet's `enet_host_flush`), so a step that finds a few due bots in each of many
+    /// hosts walks every peer of every host for them; with a host's bots on one step, a
+    /// flush finds them all due (docs/measurements/generator.md has the figures). Bots are
+    /// dealt round-robin over the workers, their targets round-robin by index, and a worker
+    /// fills a host of one target before it opens the next, so in a plain ramp the bots of
+    /// one host fall within `bots_per_socket × workers × targets` consecutive indices (times
+    /// the shard count in a shard): one key, or two where a host straddles a boundary.
+    /// Where groups, source addresses or reconnections split hosts otherwise, a host's bots
+    /// sit on a few steps instead of one.
+    fn phase_key(&self, index: u32) -> u64 {
+        let shared = matches!(self.protocol.transport(), TransportNeeds::Enet(_))
+            && self.bots_per_socket > 1
+            && self.timer_step.is_some();
+        if !shared {
+            return u64::from(index);
+        }
+        let targets = match &self.targets {
+            Targets::Addrs(a) => a.len(),
+            Targets::Embedded => self.embedded_instances(),
+        };
+        // A shard runs every `count`-th index: its hosts span as many more.
+        let shards = self.shard.map_or(1, |s| s.count as usize);
+        let span = self.bots_per_socket * self.workers.max(1) * targets.max(1) * shards.max(1);
+        u64::from(index) / span as u64
     }
 
     /// The groups' lines of `validate`: name, bots, size as written, and what is their own.
@@ -1466,6 +1495,47 @@ mod socket_tests {
         assert_eq!(m.bot_sockets, 6);
         assert_eq!(m.per_socket, 50 * 48_000);
         assert_eq!(m.bot_requested(), 6 * 2 * 2_400_000);
+    }
+
+    /// Bots sharing an ENet host share a timer step, so a host's flush finds its peers due
+    /// together; one bot per socket keeps every bot on its own spread phase. City, 300 bots
+    /// on 2 workers against 2 servers (60 Hz inputs, timer steps by default): at 25 bots per
+    /// host a host's bots are within 25 × 2 × 2 = 100 consecutive indices.
+    #[test]
+    fn bots_of_one_enet_host_share_a_phase_and_lone_bots_do_not() {
+        let ov = Overrides {
+            workers: Some(2),
+            target: Some("127.0.0.1:7777,127.0.0.1:7778".into()),
+            ..Overrides::default()
+        };
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/city.yaml");
+        let text = std::fs::read_to_string(&p).unwrap();
+        let phases = |text: &str| -> Vec<Duration> {
+            let plan = Plan::build(parse(text, &p).unwrap(), &p, &ov).unwrap();
+            assert!(plan.timer_step.is_some(), "City at 60 Hz runs on timer steps");
+            (0..300).map(|i| plan.bot_params(i).phase_offset).collect()
+        };
+        let distinct = |v: &[Duration]| {
+            let mut d = v.to_vec();
+            d.sort();
+            d.dedup();
+            d.len()
+        };
+
+        let shared = phases(&text.replace("bots_per_socket: 1 ", "bots_per_socket: 25 "));
+        for block in shared.chunks(100) {
+            assert_eq!(distinct(block), 1, "one host's bots, one phase: {block:?}");
+        }
+        assert!(distinct(&shared) <= 3, "three blocks of hosts: {shared:?}");
+
+        // 150 bots per worker: 4 phase steps (about 32 inputs per worker on each).
+        let lone = phases(&text);
+        assert_eq!(
+            distinct(&lone[..100]),
+            4,
+            "bots with sockets of their own spread over every phase step: {:?}",
+            &lone[..100]
+        );
     }
 
     #[test]
