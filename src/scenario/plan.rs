@@ -1512,7 +1512,10 @@ mod socket_tests {
         let text = std::fs::read_to_string(&p).unwrap();
         let phases = |text: &str| -> Vec<Duration> {
             let plan = Plan::build(parse(text, &p).unwrap(), &p, &ov).unwrap();
-            assert!(plan.timer_step.is_some(), "City at 60 Hz runs on timer steps");
+            assert!(
+                plan.timer_step.is_some(),
+                "City at 60 Hz runs on timer steps"
+            );
             (0..300).map(|i| plan.bot_params(i).phase_offset).collect()
         };
         let distinct = |v: &[Duration]| {
