@@ -30,8 +30,11 @@ pub struct Overrides {
 }
 
 /// `--shard I/N`: this machine runs the bots whose index `i` has `i % N == I`. Every bot keeps
-/// its index, seed, grid phase, target and start time from the unsharded run, so the N shards
-/// together are exactly one run, and each shard's ramp has the whole run's shape.
+/// its index, seed, target and start time from the unsharded run, so the N shards together
+/// are exactly one run, and each shard's ramp has the whole run's shape. Its grid phase too,
+/// except under the default timer steps, whose phase steps follow the shard's own bots per
+/// worker ([`super::TimerStep::default_for`]), and for ENet bots sharing a host, whose phase
+/// is their host's (`Plan::phase_key`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shard {
     pub index: u32,
