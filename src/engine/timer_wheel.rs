@@ -278,8 +278,10 @@ mod tests {
         if deadline <= epoch {
             return deadline;
         }
-        let k = step.step_at_or_after(deadline - epoch);
-        epoch.checked_add(step.instant_ns(k)).unwrap_or(deadline)
+        let k = step.grid().step_at_or_after(deadline - epoch);
+        epoch
+            .checked_add(step.grid().instant_ns(k))
+            .unwrap_or(deadline)
     }
 
     fn ms(epoch: Instant, n: u64) -> Instant {
@@ -450,7 +452,7 @@ mod tests {
             assert_eq!(take(&mut q, slot), vec![(1, k)]);
         }
         let ping = e + period * 216_001 + Duration::from_millis(1);
-        let end = e + period * 216_001 + step.instant_ns(1);
+        let end = e + period * 216_001 + step.grid().instant_ns(1);
         assert_eq!(q.push(ping, (2, 0)), end);
         assert_eq!(take(&mut q, end - Duration::from_nanos(1)), vec![]);
         assert_eq!(take(&mut q, end), vec![(2, 0)]);

@@ -135,26 +135,10 @@ impl TimerStep {
                 let n = u64::from(s.per_period.max(1));
                 let m = u64::from(s.phases.clamp(1, s.per_period.max(1)));
                 let q = ((frac * m as f64) as u64).min(m - 1);
-                s.instant_ns(q * n / m)
+                s.grid().instant_ns(q * n / m)
             }
             _ => bot_period.mul_f64(frac),
         }
-    }
-
-    /// Where step `k` is served, counted from the grid's start: `floor(k × period /
-    /// per_period)` nanoseconds (saturating past 584 years).
-    pub fn instant_ns(&self, k: u64) -> Duration {
-        self.grid().instant_ns(k)
-    }
-
-    /// The first step whose instant is at or after `since` from the grid's start.
-    pub fn step_at_or_after(&self, since: Duration) -> u64 {
-        self.grid().step_at_or_after(since)
-    }
-
-    /// The last step whose instant is at or before `since` from the grid's start.
-    pub fn step_at_or_before(&self, since: Duration) -> u64 {
-        self.grid().step_at_or_before(since)
     }
 
     /// The step's arithmetic, its ratio taken once (what the worker's timer wheel keeps).
@@ -242,7 +226,7 @@ mod tests {
             .iter()
             .map(|&f| {
                 let phase = TimerStep::phase(s, TICK, f);
-                s.expect("step").step_at_or_after(phase)
+                s.expect("step").grid().step_at_or_after(phase)
             })
             .collect();
         // Two phases of 17 steps: steps 0 and 8.
@@ -292,13 +276,13 @@ mod tests {
         };
         for frac in [0.0, 0.05, 0.5, 0.999_999] {
             let phase = TimerStep::phase(Some(s), TICK, frac);
-            let q = s.step_at_or_after(phase);
-            assert_eq!(s.instant_ns(q), phase, "frac {frac}");
+            let q = s.grid().step_at_or_after(phase);
+            assert_eq!(s.grid().instant_ns(q), phase, "frac {frac}");
             for k in [1u64, 60, 216_000, 216_000 * 24] {
                 let slot = phase + TICK * u32::try_from(k).expect("k");
-                let step = s.step_at_or_after(slot);
-                assert_eq!(s.instant_ns(step), slot, "frac {frac}, slot {k}");
-                assert_eq!(s.step_at_or_before(slot), step);
+                let step = s.grid().step_at_or_after(slot);
+                assert_eq!(s.grid().instant_ns(step), slot, "frac {frac}, slot {k}");
+                assert_eq!(s.grid().step_at_or_before(slot), step);
             }
         }
     }
@@ -310,11 +294,11 @@ mod tests {
             per_period: 2,
             phases: 2,
         };
-        let half = s.instant_ns(1);
+        let half = s.grid().instant_ns(1);
         assert_eq!(half, Duration::from_nanos(8_333_333));
-        let k = s.step_at_or_after(Duration::from_millis(1));
-        assert_eq!(s.instant_ns(k), half);
-        assert_eq!(s.step_at_or_before(Duration::from_millis(9)), 1);
+        let k = s.grid().step_at_or_after(Duration::from_millis(1));
+        assert_eq!(s.grid().instant_ns(k), half);
+        assert_eq!(s.grid().step_at_or_before(Duration::from_millis(9)), 1);
     }
 
     #[test]
