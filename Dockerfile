@@ -11,15 +11,7 @@
 
 FROM rust:1-slim-bookworm AS build
 WORKDIR /src
-# The image needs no debug info (the repository's release profile keeps some for profiling):
-# leaving it out and stripping symbols makes the build faster and the binary a quarter the size.
-# Whole-program optimisation (fat LTO, one codegen unit) inlines across crates (tokio,
-# rusty_enet, hdrhistogram): measured 7-9 % less CPU per datagram for ENet bots and 2-7 %
-# for raw-UDP bots (docs/measurements/generator.md), for about two more minutes of build.
-ENV CARGO_PROFILE_RELEASE_DEBUG=0 \
-    CARGO_PROFILE_RELEASE_STRIP=symbols \
-    CARGO_PROFILE_RELEASE_LTO=fat \
-    CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1
+# The `shipped` profile (Cargo.toml): fat LTO, no debug info, symbols stripped.
 # Dependencies first, so a source change does not rebuild them. The stub list below must
 # name every [[bench]] of Cargo.toml (cargo refuses a manifest whose bench file is missing).
 COPY Cargo.toml Cargo.lock ./
@@ -27,7 +19,7 @@ RUN mkdir -p src benches \
     && echo 'fn main() {}' > src/main.rs \
     && echo '' > src/lib.rs \
     && for b in cafe_hot_path darkages_decode netsim send_batch; do echo 'fn main() {}' > "benches/$b.rs"; done \
-    && cargo build --release --locked --bin tickswarm
+    && cargo build --profile shipped --locked --bin tickswarm
 COPY src ./src
 COPY templates ./templates
 # The protocol pages are the protocol modules' rustdoc (include_str!).
@@ -35,7 +27,7 @@ COPY docs/protocols ./docs/protocols
 COPY benches ./benches
 # touch: the placeholder sources built above are older than the real ones, but be sure.
 RUN touch src/main.rs src/lib.rs \
-    && cargo build --release --locked --bin tickswarm
+    && cargo build --profile shipped --locked --bin tickswarm
 
 FROM debian:bookworm-slim AS runtime
 LABEL org.opencontainers.image.title="tickswarm" \
@@ -45,7 +37,7 @@ LABEL org.opencontainers.image.title="tickswarm" \
 RUN useradd --system --uid 10001 --create-home --home-dir /home/tickswarm tickswarm \
     && mkdir -p /reports /scenarios \
     && chown tickswarm /reports
-COPY --from=build /src/target/release/tickswarm /usr/local/bin/tickswarm
+COPY --from=build /src/target/shipped/tickswarm /usr/local/bin/tickswarm
 COPY scenarios /scenarios
 USER 10001
 WORKDIR /reports

@@ -26,14 +26,10 @@ fail() { echo "build_static: FAIL: $*" >&2; exit 1; }
 
 # An explicit --target keeps crt-static off build scripts and proc macros (which are built
 # for the host and cannot be static), and the static build in its own folder.
-# Whole-program optimisation for what users deploy, as the container image has it (see the
-# Dockerfile): 7-9 % less CPU per datagram for ENet bots, about two minutes more to build.
-RUSTFLAGS="-C target-feature=+crt-static" CARGO_PROFILE_RELEASE_LTO=fat \
-    CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 \
-    cargo build --release --locked --target "$TARGET"
+# The `shipped` profile (Cargo.toml), as the container image: fat LTO, symbols stripped.
+RUSTFLAGS="-C target-feature=+crt-static" cargo build --profile shipped --locked --target "$TARGET"
 mkdir -p "$dist"
-cp "target/$TARGET/release/tickswarm" "$dist/$name"
-strip "$dist/$name"
+cp "target/$TARGET/shipped/tickswarm" "$dist/$name"
 (cd "$dist" && sha256sum "$name" >"$name.sha256")
 
 # No dynamic section: nothing for the loader to find on the host.
