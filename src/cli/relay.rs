@@ -544,7 +544,7 @@ impl Relay {
 /// A held datagram left at `now`, due at `due`: how late, in µs (0 when on time).
 fn record_late(h: &mut hdrhistogram::Histogram<u64>, now: Instant, due: Instant) {
     let us = now.saturating_duration_since(due).as_micros();
-    h.saturating_record(u64::try_from(us).unwrap_or(u64::MAX));
+    crate::metrics::record(h, u64::try_from(us).unwrap_or(u64::MAX));
 }
 
 /// The live client a held datagram is for (`None` once its slot was forgotten or reused).

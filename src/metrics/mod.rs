@@ -32,11 +32,64 @@ pub use threshold::{Metric, Threshold};
 pub const HIST_MAX_US: u64 = 60_000_000;
 /// Significant figures kept by every histogram.
 pub const HIST_SIGFIG: u8 = 3;
+/// The highest value the counters of the whole range (1 to [`HIST_MAX_US`]) hold:
+/// HdrHistogram's counters at 3 digits come in buckets of 2,048 sub-buckets doubling in
+/// width, so they end one below the power of two past [`HIST_MAX_US`] (2^26 - 1). A value up
+/// to it is recorded as it is; a larger one as [`HIST_MAX_US`] (the crate's saturating rule).
+pub const HIST_TOP: u64 = {
+    let mut top = 2048;
+    while top <= HIST_MAX_US {
+        top *= 2;
+    }
+    top - 1
+};
 
-/// A histogram with the project's bounds.
+/// The highest value a new histogram's counters cover before they grow: HdrHistogram's
+/// first bucket at [`HIST_SIGFIG`] digits (2,048 counters, 16 KiB).
+const HIST_FIRST_HIGH: u64 = 2;
+
+/// A histogram of the project's layout (1 to [`HIST_MAX_US`], [`HIST_SIGFIG`] digits) whose
+/// counters grow with the largest value recorded, record through [`record`].
+///
+/// Why grow: the whole range is 17,408 counters (136 KiB), written (so resident) when
+/// allocated, and a run holds dozens of histograms (eight per recorder: each worker's, its
+/// once-a-second hand-over, the collector's); most never see a value past a few
+/// milliseconds. Grown, a histogram of RTTs under 2 ms holds 16 KiB, one under 65 ms 56 KiB.
+/// Values, precision and merges are those of the full range: the counters a larger value
+/// needs are appended (at most once per power of two), and adding a larger histogram grows
+/// this one first.
 pub fn new_histogram() -> Histogram<u64> {
     // The bounds are constants known to be valid.
-    Histogram::new_with_bounds(1, HIST_MAX_US, HIST_SIGFIG).expect("valid histogram bounds")
+    let mut h = Histogram::new_with_bounds(1, HIST_FIRST_HIGH, HIST_SIGFIG)
+        .expect("valid histogram bounds");
+    h.auto(true);
+    h
+}
+
+/// Record `value` once: see [`record_n`].
+pub fn record(h: &mut Histogram<u64>, value: u64) {
+    record_n(h, value, 1);
+}
+
+/// Record `value` `count` times, clamped into the project's bounds (0 counts as 1 µs, past
+/// [`HIST_TOP`] as [`HIST_MAX_US`]), growing a [`new_histogram`] when it is the largest value
+/// yet: the counts a histogram of the whole range would have.
+///
+/// The crate's own `saturating_record` would clamp to the counters a growing histogram has
+/// so far, not to the project's bounds, so nothing records through it
+/// (`clippy.toml` refuses it).
+pub fn record_n(h: &mut Histogram<u64>, value: u64, count: u64) {
+    let value = if value > HIST_TOP {
+        HIST_MAX_US
+    } else {
+        value.max(1)
+    };
+    if h.record_n(value, count).is_err() {
+        // A histogram of fixed, smaller bounds (one decoded from a foreign log) cannot grow:
+        // the value saturates to its highest, as the crate adds such histograms.
+        #[allow(clippy::disallowed_methods)]
+        h.saturating_record_n(value, count);
+    }
 }
 
 /// Expected versus received datagrams in one direction.
@@ -271,19 +324,24 @@ impl Recorder {
 
     /// One round trip, in microseconds.
     pub fn record_rtt(&mut self, us: u64) {
-        self.rtt_us.saturating_record(us.max(1));
+        record(&mut self.rtt_us, us);
     }
 
     /// One handshake time, in microseconds.
     pub fn record_handshake(&mut self, us: u64) {
-        self.handshake_us.saturating_record(us.max(1));
+        record(&mut self.handshake_us, us);
         self.connects_ok += 1;
+    }
+
+    /// The time between two snapshots that count for loss, in microseconds.
+    pub fn record_snapshot_interarrival(&mut self, us: u64) {
+        record(&mut self.snapshot_interarrival_us, us);
     }
 
     /// How late one input left against its grid slot, in microseconds.
     pub fn record_lateness(&mut self, us: u64) {
         // Zero lateness is the common case; the histogram's floor is 1 µs.
-        self.send_lateness_us.saturating_record(us.max(1));
+        record(&mut self.send_lateness_us, us);
     }
 
     /// One sample of the protocol's own histogram `name` (listed in `ProtocolInfo::metrics`).
@@ -296,7 +354,7 @@ impl Recorder {
                 &mut self.extra[last].1
             }
         };
-        h.saturating_record(value.max(1));
+        record(h, value);
     }
 
     /// The protocol's own histogram `name`, if it has a sample (what a protocol's tests read).
@@ -318,15 +376,14 @@ impl Recorder {
     pub fn datagram_up(&mut self, bytes: usize) {
         self.packets_up += 1;
         self.bytes_up += bytes as u64;
-        self.packet_size_up.saturating_record((bytes as u64).max(1));
+        record(&mut self.packet_size_up, bytes as u64);
     }
 
     /// One application message received.
     pub fn datagram_down(&mut self, bytes: usize) {
         self.packets_down += 1;
         self.bytes_down += bytes as u64;
-        self.packet_size_down
-            .saturating_record((bytes as u64).max(1));
+        record(&mut self.packet_size_down, bytes as u64);
     }
 
     /// One datagram left a bot socket.
@@ -361,8 +418,8 @@ impl Recorder {
 
     /// A bot's application bytes over the last second, up and down.
     pub fn record_bot_second(&mut self, up: u64, down: u64) {
-        self.bot_up_bytes_per_s.saturating_record(up.max(1));
-        self.bot_down_bytes_per_s.saturating_record(down.max(1));
+        record(&mut self.bot_up_bytes_per_s, up);
+        record(&mut self.bot_down_bytes_per_s, down);
     }
 
     /// Add everything in `o` to `self` (exact).
@@ -451,6 +508,86 @@ impl Recorder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A histogram of the whole range, as every histogram was before they grew.
+    fn whole_range() -> Histogram<u64> {
+        Histogram::new_with_bounds(1, HIST_MAX_US, HIST_SIGFIG).unwrap()
+    }
+
+    /// (counter's value, count) of every non-zero counter.
+    fn counts(h: &Histogram<u64>) -> Vec<(u64, u64)> {
+        h.iter_recorded()
+            .map(|v| (v.value_iterated_to(), v.count_at_value()))
+            .collect()
+    }
+
+    #[test]
+    fn the_whole_range_ends_at_hist_top() {
+        let mut h = whole_range();
+        assert!(h.record(HIST_TOP).is_ok());
+        assert!(h.record(HIST_TOP + 1).is_err());
+        assert_eq!(HIST_TOP, (1 << 26) - 1);
+    }
+
+    #[test]
+    fn a_growing_histogram_counts_what_the_whole_range_counts() {
+        let values = [
+            0,
+            1,
+            2,
+            1_500,
+            2_047,
+            2_048,
+            4_095,
+            70_000,
+            59_999_999,
+            HIST_MAX_US,
+            HIST_MAX_US + 1,
+            HIST_TOP,
+            HIST_TOP + 1,
+            u64::MAX,
+        ];
+        let mut grown = new_histogram();
+        let mut whole = whole_range();
+        for v in values {
+            record(&mut grown, v);
+            #[allow(clippy::disallowed_methods)]
+            whole.saturating_record(v.max(1));
+        }
+        assert_eq!(counts(&grown), counts(&whole));
+        assert_eq!(grown.len(), values.len() as u64);
+        assert_eq!(grown.max(), whole.max());
+        assert_eq!(grown.min_nz(), whole.min_nz());
+        for q in [0.5, 0.9, 0.99, 1.0] {
+            assert_eq!(grown.value_at_quantile(q), whole.value_at_quantile(q));
+        }
+        // Merged either way round, the same counts.
+        let mut small = new_histogram();
+        record(&mut small, 900);
+        small.add(&whole).unwrap();
+        let mut into_whole = whole_range();
+        into_whole.add(&grown).unwrap();
+        record(&mut into_whole, 900);
+        assert_eq!(counts(&small), counts(&into_whole));
+    }
+
+    #[test]
+    fn a_new_histogram_holds_the_counters_its_largest_value_needs() {
+        let mut h = new_histogram();
+        // One bucket of 2,048 counters: 16 KiB.
+        assert_eq!(h.distinct_values(), 2_048);
+        record(&mut h, 1_999);
+        assert_eq!(h.distinct_values(), 2_048);
+        // Each doubling of the largest value adds a half bucket (1,024 counters, 8 KiB).
+        record(&mut h, 3_000);
+        assert_eq!(h.distinct_values(), 3_072);
+        record(&mut h, 60_000);
+        assert_eq!(h.distinct_values(), 2_048 + 5 * 1_024);
+        // At most the whole range's.
+        record(&mut h, u64::MAX);
+        assert_eq!(h.distinct_values(), whole_range().distinct_values());
+        assert_eq!(h.distinct_values(), 17_408);
+    }
 
     #[test]
     fn merge_is_exact() {

@@ -62,7 +62,7 @@ impl Default for TickHistogram {
 impl TickHistogram {
     /// One tick of `us` microseconds (clamped into the histogram's range).
     pub fn record(&mut self, us: u64) {
-        self.0.saturating_record(us.max(1));
+        super::record(&mut self.0, us);
     }
 }
 

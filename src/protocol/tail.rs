@@ -45,8 +45,9 @@ impl SnapshotArrivals {
     /// into `snapshot_interarrival_us`.
     pub fn on_arrival(&mut self, now: Instant, rec: &mut Recorder) {
         if let Some(prev) = self.last {
-            rec.snapshot_interarrival_us
-                .saturating_record(now.saturating_duration_since(prev).as_micros().max(1) as u64);
+            rec.record_snapshot_interarrival(
+                now.saturating_duration_since(prev).as_micros() as u64,
+            );
         }
         self.mark(now);
     }

@@ -13,9 +13,9 @@
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
-use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
 use hdrhistogram::serialization::V2DeflateSerializer;
 use hdrhistogram::Histogram;
 
@@ -33,11 +33,12 @@ pub const FORMAT_VERSION: &str = "1.3";
 /// ([`crate::report::run_dir::Staged`]), renamed into place when the run ends.
 pub struct HlogWriter<W: Write = File> {
     out: BufWriter<W>,
-    ser: V2DeflateSerializer,
     line: Vec<u8>,
     project: Project,
     v2: Vec<u8>,
     compressed: Vec<u8>,
+    /// A histogram's non-zero counters `(index, count)` for the line being written (reused).
+    counters: Vec<(u64, u64)>,
 }
 
 /// HdrHistogram's V2 cookies (the crate keeps them private).
@@ -97,10 +98,6 @@ fn encode_sparse(counters: &[(u64, u64)], v2: &mut Vec<u8>, out: &mut Vec<u8>) -
     Ok(())
 }
 
-fn to_io<E: std::fmt::Debug>(e: E) -> io::Error {
-    io::Error::other(format!("{e:?}"))
-}
-
 impl HlogWriter<File> {
     /// Create the log with its header at `path` (written in place: tests and tools; a run
     /// writes through [`HlogWriter::new`] on a staged file).
@@ -134,11 +131,11 @@ impl<W: Write> HlogWriter<W> {
         out.write_all(b"\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"\n")?;
         Ok(Self {
             out,
-            ser,
             line: Vec::with_capacity(4096),
             project: Project::default(),
             v2: Vec::new(),
             compressed: Vec::new(),
+            counters: Vec::new(),
         })
     }
 
@@ -147,17 +144,48 @@ impl<W: Write> HlogWriter<W> {
         self.out.into_inner().map_err(|e| e.into_error())
     }
 
-    fn write(&mut self, tag: &str, h: &Histogram<u64>, start: Duration) -> io::Result<()> {
+    /// One histogram of second `index` as a line, through the sparse encoder: every line
+    /// carries the project's bounds in its header, whatever counters the histogram has grown
+    /// (see [`crate::metrics::new_histogram`]). Nothing when it is empty.
+    fn write(&mut self, tag: &str, h: &Histogram<u64>, index: u64) -> io::Result<()> {
         if h.is_empty() {
             return Ok(());
         }
+        let mut counters = std::mem::take(&mut self.counters);
+        counters.clear();
+        counters.extend(h.iter_recorded().map(|v| {
+            (
+                self.project.layout.index_of(v.value_iterated_to()),
+                v.count_at_value(),
+            )
+        }));
+        let written = self.write_line(tag, index, h.max(), &counters);
+        self.counters = counters;
+        written
+    }
+
+    /// One line: `tag` (none when empty), second `index`, its max and the encoded counters
+    /// `(index, count)`, as the crate's interval log writer formats a line.
+    fn write_line(
+        &mut self,
+        tag: &str,
+        index: u64,
+        max: u64,
+        counters: &[(u64, u64)],
+    ) -> io::Result<()> {
+        encode_sparse(counters, &mut self.v2, &mut self.compressed)?;
         self.line.clear();
-        {
-            let mut w =
-                IntervalLogWriterBuilder::new().begin_log_with(&mut self.line, &mut self.ser)?;
-            w.write_histogram(h, start, Duration::from_secs(1), Tag::new(tag))
-                .map_err(to_io)?;
+        if !tag.is_empty() {
+            self.line.extend_from_slice(b"Tag=");
+            self.line.extend_from_slice(tag.as_bytes());
+            self.line.push(b',');
         }
+        self.line
+            .extend_from_slice(format!("{index}.000,1.000,{:.3},", max as f64).as_bytes());
+        let mut b64 = String::new();
+        base64::engine::general_purpose::STANDARD.encode_string(&self.compressed, &mut b64);
+        self.line.extend_from_slice(b64.as_bytes());
+        self.line.push(b'\n');
         self.out.write_all(&self.line)
     }
 
@@ -174,21 +202,7 @@ impl<W: Write> HlogWriter<W> {
                 continue;
             }
             let max = h.max(&self.project);
-            encode_sparse(h.counters(), &mut self.v2, &mut self.compressed)?;
-            self.line.clear();
-            if !tag.is_empty() {
-                self.line.extend_from_slice(b"Tag=");
-                self.line.extend_from_slice(tag.as_bytes());
-                self.line.push(b',');
-            }
-            // As the crate's interval log writer formats a line.
-            self.line
-                .extend_from_slice(format!("{index}.000,1.000,{:.3},", max as f64).as_bytes());
-            let mut b64 = String::new();
-            base64::engine::general_purpose::STANDARD.encode_string(&self.compressed, &mut b64);
-            self.line.extend_from_slice(b64.as_bytes());
-            self.line.push(b'\n');
-            self.out.write_all(&self.line)?;
+            self.write_line(tag, index, max, h.counters())?;
         }
         self.out.flush()
     }
@@ -196,27 +210,26 @@ impl<W: Write> HlogWriter<W> {
     /// Append one histogram of second `index` under `tag` (a group's RTT:
     /// [`crate::metrics::groups::rtt_tag`]); nothing when it is empty.
     pub fn histogram(&mut self, index: u64, tag: &str, h: &Histogram<u64>) -> io::Result<()> {
-        self.write(tag, h, Duration::from_secs(index))?;
+        self.write(tag, h, index)?;
         self.out.flush()
     }
 
     /// Append second `index` (starting at `index` seconds after the run start).
     pub fn interval(&mut self, index: u64, rec: &Recorder) -> io::Result<()> {
-        let start = Duration::from_secs(index);
-        self.write("rtt_us", &rec.rtt_us, start)?;
-        self.write("handshake_us", &rec.handshake_us, start)?;
+        self.write("rtt_us", &rec.rtt_us, index)?;
+        self.write("handshake_us", &rec.handshake_us, index)?;
         self.write(
             "snapshot_interarrival_us",
             &rec.snapshot_interarrival_us,
-            start,
+            index,
         )?;
-        self.write("send_lateness_us", &rec.send_lateness_us, start)?;
-        self.write("bot_up_bytes_per_s", &rec.bot_up_bytes_per_s, start)?;
-        self.write("bot_down_bytes_per_s", &rec.bot_down_bytes_per_s, start)?;
-        self.write("packet_size_up_bytes", &rec.packet_size_up, start)?;
-        self.write("packet_size_down_bytes", &rec.packet_size_down, start)?;
+        self.write("send_lateness_us", &rec.send_lateness_us, index)?;
+        self.write("bot_up_bytes_per_s", &rec.bot_up_bytes_per_s, index)?;
+        self.write("bot_down_bytes_per_s", &rec.bot_down_bytes_per_s, index)?;
+        self.write("packet_size_up_bytes", &rec.packet_size_up, index)?;
+        self.write("packet_size_down_bytes", &rec.packet_size_down, index)?;
         for (name, h) in &rec.extra {
-            self.write(name, h, start)?;
+            self.write(name, h, index)?;
         }
         self.out.flush()
     }
@@ -302,7 +315,8 @@ mod tests {
             vec![1, 2, 3, 5, 900, 901, 70_000, 70_000, 59_999_999],
             (1..3000).map(|v| v * 7).collect(),
         ] {
-            let mut h = crate::metrics::new_histogram();
+            // The project's layout over its whole range: what the lines' headers state.
+            let mut h = Histogram::<u64>::new_with_bounds(1, HIST_MAX_US, HIST_SIGFIG).unwrap();
             for v in &values {
                 h.record(*v).unwrap();
             }

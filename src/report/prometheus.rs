@@ -465,7 +465,7 @@ fn histogram_series(
         let n = if h.is_empty() || bound == 0 {
             0
         } else {
-            h.count_between(0, bound.min(h.high()))
+            h.count_between(0, bound)
         };
         let _ = writeln!(o, "{name}_bucket{{{labels}{sep}le=\"{le}\"}} {n}");
     }
@@ -551,6 +551,42 @@ mod tests {
         assert_eq!(value(&t, "tickswarm_rtt_seconds_count"), 3.0);
         let sum = value(&t, "tickswarm_rtt_seconds_sum");
         assert!((sum - 0.0432).abs() < 0.0432 * 0.001, "{sum}");
+    }
+
+    /// Each second's histograms come grown to different sizes (a worker's recorder keeps the
+    /// counters its largest value ever needed; a fresh one has the first bucket only): the
+    /// cumulative buckets still count every sample at or below their bound.
+    #[test]
+    fn buckets_count_every_sample_whatever_size_each_second_grew_to() {
+        let mut e = Exposition::new("s", "cafe", 1);
+        let mut worker = Recorder::new();
+        // One early outlier grows the worker's histogram to 3 s; later seconds are small.
+        let seconds: [&[u64]; 4] = [&[150, 3_000_000], &[90, 120, 2_000], &[80], &[60_000, 70]];
+        for (i, rtts) in seconds.iter().enumerate() {
+            for &us in *rtts {
+                worker.record_rtt(us);
+            }
+            let second = worker.take_interval();
+            e.update(&point(i as f64 + 1.0), 1, &second);
+            // And a fresh recorder's second besides (another worker).
+            let mut fresh = Recorder::new();
+            fresh.record_rtt(100);
+            e.update(&point(i as f64 + 1.0), 1, &fresh);
+        }
+        let t = e.render();
+        let total = value(&t, "tickswarm_rtt_seconds_count");
+        assert_eq!(total, 12.0);
+        assert_eq!(value(&t, "tickswarm_rtt_seconds_bucket{le=\"10\"}"), total);
+        assert_eq!(
+            value(&t, "tickswarm_rtt_seconds_bucket{le=\"+Inf\"}"),
+            total
+        );
+        // 0.1 ms: 90, 80, 70 and the four fresh 100s; 1 s: all but the 3 s outlier.
+        assert_eq!(
+            value(&t, "tickswarm_rtt_seconds_bucket{le=\"0.0001\"}"),
+            7.0
+        );
+        assert_eq!(value(&t, "tickswarm_rtt_seconds_bucket{le=\"1\"}"), 11.0);
     }
 
     #[test]

@@ -364,8 +364,7 @@ impl DarkAgesBot {
             return;
         }
         if let Some((_, at)) = self.newest {
-            rec.snapshot_interarrival_us
-                .saturating_record(now.saturating_duration_since(at).as_micros().max(1) as u64);
+            rec.record_snapshot_interarrival(now.saturating_duration_since(at).as_micros() as u64);
         }
         self.arrivals.mark(now);
         self.newest = Some((s.server_tick, now));

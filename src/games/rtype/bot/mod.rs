@@ -486,8 +486,7 @@ impl RtypeBot {
     fn on_gap(&mut self, now: Instant, prev_at: Instant, ticks: u32, rec: &mut Recorder) {
         let gap = now.saturating_duration_since(prev_at);
         let gap_us = gap.as_micros() as u64;
-        rec.snapshot_interarrival_us
-            .saturating_record(gap_us.max(1));
+        rec.record_snapshot_interarrival(gap_us);
         if self.base_count >= LEARN_SNAPSHOTS {
             if let (Some((btick, bat)), Some((ntick, nat))) = (self.base, self.newest) {
                 let span = ntick.wrapping_sub(btick);

@@ -12,8 +12,7 @@ impl ZergCityBot {
 
     pub(super) fn note_state(&mut self, now: Instant, rec: &mut Recorder) {
         if let Some(prev) = self.last_state_at.replace(now) {
-            rec.snapshot_interarrival_us
-                .saturating_record(now.saturating_duration_since(prev).as_micros().max(1) as u64);
+            rec.record_snapshot_interarrival(now.saturating_duration_since(prev).as_micros() as u64);
         }
         rec.snapshots_applied += 1;
         // No lost snapshot is counted here: the rate reads what arrived.

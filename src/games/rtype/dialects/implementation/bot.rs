@@ -184,7 +184,7 @@ impl ImplementationBot {
     fn on_snapshot(&mut self, now: Instant, s: &codec::Snapshot<'_>, rec: &mut Recorder) {
         if let Some(prev) = self.last_snapshot {
             let gap = now.saturating_duration_since(prev).as_micros() as u64;
-            rec.snapshot_interarrival_us.saturating_record(gap.max(1));
+            rec.record_snapshot_interarrival(gap);
         }
         self.last_snapshot = Some(now);
         self.entities = s.entities().count();
