@@ -465,6 +465,8 @@ fn histogram_series(
         let n = if h.is_empty() || bound == 0 {
             0
         } else {
+            // A bound past the counters a histogram has grown counts up to its last one
+            // (the crate's `count_between`); its `high()` is not the range's top.
             h.count_between(0, bound)
         };
         let _ = writeln!(o, "{name}_bucket{{{labels}{sep}le=\"{le}\"}} {n}");
@@ -587,6 +589,17 @@ mod tests {
             7.0
         );
         assert_eq!(value(&t, "tickswarm_rtt_seconds_bucket{le=\"1\"}"), 11.0);
+
+        // Every value in the first bucket of counters (as on loopback): none ever grew.
+        let mut e = Exposition::new("s", "cafe", 1);
+        let mut sec = Recorder::new();
+        for us in [100, 400, 1_500] {
+            sec.record_rtt(us);
+        }
+        e.update(&point(1.0), 1, &sec);
+        let t = e.render();
+        assert_eq!(value(&t, "tickswarm_rtt_seconds_bucket{le=\"0.001\"}"), 2.0);
+        assert_eq!(value(&t, "tickswarm_rtt_seconds_bucket{le=\"10\"}"), 3.0);
     }
 
     #[test]
