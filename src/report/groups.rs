@@ -11,7 +11,6 @@
 
 use std::collections::BTreeMap;
 
-use hdrhistogram::serialization::{Serializer as _, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 use serde_json::{Map, Value};
 
@@ -153,8 +152,7 @@ pub fn encode_all(rec: &Recorder) -> BTreeMap<String, String> {
 /// Compressed V2, base64 (as one histogram of histograms.hlog).
 pub fn encode(h: &Histogram<u64>) -> Option<String> {
     use base64::Engine as _;
-    let mut bytes = Vec::new();
-    V2DeflateSerializer::new().serialize(h, &mut bytes).ok()?;
+    let bytes = super::hlog::encode_compressed(h).ok()?;
     Some(base64::engine::general_purpose::STANDARD.encode(bytes))
 }
 

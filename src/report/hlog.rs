@@ -98,6 +98,27 @@ fn encode_sparse(counters: &[(u64, u64)], v2: &mut Vec<u8>, out: &mut Vec<u8>) -
     Ok(())
 }
 
+/// `h`'s non-zero counters as `(index in the project's layout, count)`, ascending, into `out`.
+fn counters_of(h: &Histogram<u64>, project: &Project, out: &mut Vec<(u64, u64)>) {
+    out.clear();
+    out.extend(h.iter_recorded().map(|v| {
+        (
+            project.layout.index_of(v.value_iterated_to()),
+            v.count_at_value(),
+        )
+    }));
+}
+
+/// The compressed V2 bytes of a histogram of the project's layout, the project's bounds in
+/// the header whatever counters it has grown: what a line of the hlog carries.
+pub fn encode_compressed(h: &Histogram<u64>) -> io::Result<Vec<u8>> {
+    let mut counters = Vec::new();
+    counters_of(h, &Project::default(), &mut counters);
+    let (mut v2, mut out) = (Vec::new(), Vec::new());
+    encode_sparse(&counters, &mut v2, &mut out)?;
+    Ok(out)
+}
+
 impl HlogWriter<File> {
     /// Create the log with its header at `path` (written in place: tests and tools; a run
     /// writes through [`HlogWriter::new`] on a staged file).
@@ -152,13 +173,7 @@ impl<W: Write> HlogWriter<W> {
             return Ok(());
         }
         let mut counters = std::mem::take(&mut self.counters);
-        counters.clear();
-        counters.extend(h.iter_recorded().map(|v| {
-            (
-                self.project.layout.index_of(v.value_iterated_to()),
-                v.count_at_value(),
-            )
-        }));
+        counters_of(h, &self.project, &mut counters);
         let written = self.write_line(tag, index, h.max(), &counters);
         self.counters = counters;
         written
