@@ -14,7 +14,10 @@
 #      lateness p99, send system calls per second and datagrams per call, and the generator's
 #      CPU per datagram sent (`generator.cpu_ns_per_datagram_sent`: the workers' thread CPU
 #      over the datagrams they sent) beside the naive loop's own (its CPU time over its
-#      datagrams, measured with the ceiling just before): "x naive" is their ratio.
+#      datagrams, measured with the ceiling just before): "x naive" is their ratio. The same
+#      loop again with its sockets registered for reading in an epoll instance, as every bot's
+#      socket is (`send_loop ... watched`): the cheapest loop whose sockets could receive, so
+#      the floor of a generator whose bots do; "x watched" is the ratio to it.
 #   3. The largest population on its 60 Hz grid (0 slots skipped, lateness p99 < one tick,
 #      16,667 us, every bot connected, the target received 99 % or more) for each path.
 #   4. Both paths at about 0.8x the ceiling (bots = 0.8 x ceiling / 61 datagrams per bot per
@@ -87,22 +90,28 @@ echo "== machine: $(nproc) cores, kernel $(uname -r), io_uring_disabled=$(cat /p
 : >"$WORK/ceilings.txt"
 : >"$WORK/naive_cpus.txt"
 measure_ceiling() { # [quiet]
-    "${TARGET_PRIO[@]}" "$WORK/cafe_sink" "$PORT" 8 "$SINK_THREADS" drain >"$WORK/ceiling_sink.txt" &
+    # Long enough for both loops, three times each.
+    "${TARGET_PRIO[@]}" "$WORK/cafe_sink" "$PORT" 14 "$SINK_THREADS" drain >"$WORK/ceiling_sink.txt" &
     local sink=$! line
     sleep 0.3
     CEILINGS=""
     NAIVE_CPUS=""
+    WATCHED_CPUS=""
     SENT=0
     for _ in 1 2 3; do
         line=$(timeout 20 "$WORK/send_loop" "$PORT" "$SOCKETS" 1.5)
         CEILINGS="$CEILINGS $(echo "$line" | sed -n 's/.*rate=\([0-9]*\).*/\1/p')"
         NAIVE_CPUS="$NAIVE_CPUS $(echo "$line" | sed -n 's/.*cpu_ns_per_datagram=\([0-9]*\).*/\1/p')"
         SENT=$((SENT + $(echo "$line" | sed -n 's/.* datagrams=\([0-9]*\).*/\1/p')))
+        line=$(timeout 20 "$WORK/send_loop" "$PORT" "$SOCKETS" 1.5 watched)
+        WATCHED_CPUS="$WATCHED_CPUS $(echo "$line" | sed -n 's/.*cpu_ns_per_datagram=\([0-9]*\).*/\1/p')"
+        SENT=$((SENT + $(echo "$line" | sed -n 's/.* datagrams=\([0-9]*\).*/\1/p')))
     done
     CEILING=$(echo $CEILINGS | tr ' ' '\n' | sort -n | tail -1)
     # The naive loop's CPU per datagram: the cheapest of the three (a busy machine's other
     # load only adds to it, through cache and scheduler).
     NAIVE_CPU=$(echo $NAIVE_CPUS | tr ' ' '\n' | sort -n | head -1)
+    WATCHED_CPU=$(echo $WATCHED_CPUS | tr ' ' '\n' | sort -n | head -1)
     echo "$NAIVE_CPU" >>"$WORK/naive_cpus.txt"
     wait "$sink" 2>/dev/null || true
     echo "$CEILING" >>"$WORK/ceilings.txt"
@@ -111,7 +120,7 @@ measure_ceiling() { # [quiet]
     local got
     got=$(sed -n 's/.*datagrams=\([0-9]*\).*/\1/p' "$WORK/ceiling_sink.txt")
     if [ -z "${1:-}" ]; then
-        echo "== ceiling: plain send() loop over $SOCKETS connected sockets: $CEILING datagrams/s (best of:$CEILINGS), $NAIVE_CPU ns CPU per datagram (least of:$NAIVE_CPUS)"
+        echo "== ceiling: plain send() loop over $SOCKETS connected sockets: $CEILING datagrams/s (best of:$CEILINGS), $NAIVE_CPU ns CPU per datagram (least of:$NAIVE_CPUS); its sockets registered for reading: $WATCHED_CPU ns (least of:$WATCHED_CPUS)"
         echo "== the target received ${got:-?} of $SENT datagrams sent (below all of them: it fell behind, the ceiling is too high)"
     elif [ -n "$got" ] && [ "$got" -lt "$SENT" ]; then
         echo "   (ceiling $CEILING/s: the target received $got of $SENT)"
@@ -173,10 +182,11 @@ swarm() {
     kill -TERM "$sink" 2>/dev/null || true
     wait "$sink" 2>/dev/null || true
     [ -n "$prof" ] && return 0
-    python3 - "$out/summary.json" "$mode" "$bots" "$CEILING" "$WORK/results.tsv" "$out.sink" "$NAIVE_CPU" <<'PY'
+    python3 - "$out/summary.json" "$mode" "$bots" "$CEILING" "$WORK/results.tsv" "$out.sink" "$NAIVE_CPU" "$WATCHED_CPU" <<'PY'
 import json, re, sys
 path, mode, bots, ceiling, results = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
 naive = float(sys.argv[7]) if sys.argv[7] else None
+watched = float(sys.argv[8]) if sys.argv[8] else None
 try:
     m = re.search(r"datagrams=(\d+)", open(sys.argv[6]).read())
     received = int(m.group(1)) if m else None
@@ -211,18 +221,19 @@ on_grid = skipped == 0 and p99 < 16667 and s["bots"]["connected"] == bots and ke
 cpu = g.get("cpu_ns_per_datagram_sent")
 cpu_col = f"{cpu:>7.0f}" if cpu is not None else f"{'-':>7}"
 x_naive = f"{cpu / naive:>6.2f}x" if cpu is not None and naive else f"{'-':>7}"
+x_watched = f"{cpu / watched:>6.2f}x" if cpu is not None and watched else f"{'-':>7}"
 print(f"{bots:>6} {label:<27} {rate:>9.0f} {rate / ceiling:>6.2f}x {skipped:>8} {p99:>9} "
       f"{'yes' if on_grid else 'NO':>7} {io.get('path', '-'):>8} {io.get('syscalls_per_s', 0):>10.0f} "
       f"{io.get('batch_mean') or 0:>6.1f} {g.get('worker_cpu_max', 0):>5.2f} "
-      f"{s['bots']['connected']:>5}/{bots:<5} {target_rx:>9} {cpu_col} {x_naive}")
+      f"{s['bots']['connected']:>5}/{bots:<5} {target_rx:>9} {cpu_col} {x_naive} {x_watched}")
 with open(results, "a") as f:
     f.write(f"{mode}\t{bots}\t{rate}\t{int(on_grid)}\t{p99}\t{skipped}\t{ceiling}\t{cpu or ''}\t{naive or ''}\n")
 PY
 }
 
 header() {
-    printf '%6s %-27s %9s %7s %8s %9s %7s %8s %10s %6s %5s %11s %9s %7s %7s\n' bots path "dgram/s" "x ceil" skipped \
-        "late p99" "on grid" send_io "syscalls/s" "/call" cpu connected "target rx" "ns/dgm" "x naive"
+    printf '%6s %-27s %9s %7s %8s %9s %7s %8s %10s %6s %5s %11s %9s %7s %7s %7s\n' bots path "dgram/s" "x ceil" skipped \
+        "late p99" "on grid" send_io "syscalls/s" "/call" cpu connected "target rx" "ns/dgm" "x naive" "x watch"
 }
 
 # 2. Increasing populations, each path in turn.
@@ -240,7 +251,7 @@ first=1
 for bots in $POPS; do
     [ -z "$first" ] && measure_ceiling quiet
     first=
-    printf '%6s %-27s %9s %s\n' "" "(ceiling just before)" "$CEILING" "(naive loop: $NAIVE_CPU ns CPU per datagram)"
+    printf '%6s %-27s %9s %s\n' "" "(ceiling just before)" "$CEILING" "(naive loop: $NAIVE_CPU ns CPU per datagram; watched: $WATCHED_CPU ns)"
     for mode in $order; do swarm "$mode" "$bots" "$RUN"; done
     # Rotate the order, so a load change on a shared machine does not always fall on one path.
     read -r head rest <<<"$order"

@@ -20,7 +20,9 @@
 # CPU per datagram: `generator.cpu_ns_per_datagram_sent` (the workers' thread CPU over the
 # datagrams their sockets sent, ENet's acks included), beside the naive loop's
 # (scripts/bench/send_loop.c: one thread's send() round-robin over 3,000 sockets into a C
-# sink, measured once before the populations): "x naive" is their ratio.
+# sink, measured once before the populations): "x naive" is their ratio; "x watched" is the
+# ratio to the same loop with its sockets registered for reading, as a bot's are (the floor
+# of a generator whose bots receive; see scripts/bench/send_loop.c).
 #
 # STEP=0s (or another duration) sets engine.timer_coalesce; default: the engine's default.
 #
@@ -99,16 +101,18 @@ cc -O2 -pthread -o "$WORK/cafe_sink" scripts/bench/cafe_sink.c
 cc -O2 -o "$WORK/send_loop" scripts/bench/send_loop.c
 DRAIN_PRIO=()
 if command -v chrt >/dev/null; then DRAIN_PRIO=(chrt --idle 0); fi
-"${DRAIN_PRIO[@]}" "$WORK/cafe_sink" $((PORT + 200)) 8 1 drain >/dev/null &
+"${DRAIN_PRIO[@]}" "$WORK/cafe_sink" $((PORT + 200)) 14 1 drain >/dev/null &
 drain=$!
 sleep 0.3
 NAIVE_CPU=$(for _ in 1 2 3; do timeout 20 "$WORK/send_loop" $((PORT + 200)) 3000 1.5; done |
     sed -n 's/.*cpu_ns_per_datagram=\([0-9]*\).*/\1/p' | sort -n | head -1)
+WATCHED_CPU=$(for _ in 1 2 3; do timeout 20 "$WORK/send_loop" $((PORT + 200)) 3000 1.5 watched; done |
+    sed -n 's/.*cpu_ns_per_datagram=\([0-9]*\).*/\1/p' | sort -n | head -1)
 wait "$drain" 2>/dev/null || true
-echo "naive send() loop over 3,000 sockets: ${NAIVE_CPU:-?} ns CPU per datagram"
+echo "naive send() loop over 3,000 sockets: ${NAIVE_CPU:-?} ns CPU per datagram; its sockets registered for reading: ${WATCHED_CPU:-?} ns"
 
 echo "City (spec, ENet) against serve city --sink ($INSTANCES instances), $PER_SOCKET bots per socket, ${RUN_S} s runs, $(nproc) cores"
-printf '%7s %6s %10s %8s %10s %10s %12s %12s %9s %11s %11s %9s %7s %7s  %s\n' bots io connected skipped "late p99" "late max" "CPU µs/bot/s" "marginal" "KiB/bot" "syscalls/s" "dgrams/call" "sink CPU" "ns/dgm" "x naive" "on 60 Hz grid"
+printf '%7s %6s %10s %8s %10s %10s %12s %12s %9s %11s %11s %9s %7s %7s %7s  %s\n' bots io connected skipped "late p99" "late max" "CPU µs/bot/s" "marginal" "KiB/bot" "syscalls/s" "dgrams/call" "sink CPU" "ns/dgm" "x naive" "x watch" "on 60 Hz grid"
 for n in $POPS; do
   fail=0
   for io in $IO_MODES; do
@@ -119,10 +123,11 @@ for n in $POPS; do
     end=$(date +%s.%N)
     after=$(ticks)
     sink_cpu=$(python3 -c "print(f'{($after - $before) / $HZ / ($end - $start) * 100:.0f} %')")
-    python3 - "$WORK/run-$n-$io/summary.json" "$n" "$sink_cpu" "$RUN_S" "$WORK/verdict" "$WORK/previous-$io" "$io" "${NAIVE_CPU:-}" <<'PY'
+    python3 - "$WORK/run-$n-$io/summary.json" "$n" "$sink_cpu" "$RUN_S" "$WORK/verdict" "$WORK/previous-$io" "$io" "${NAIVE_CPU:-}" "${WATCHED_CPU:-}" <<'PY'
 import json, sys
 path, n, sink_cpu, run_s, verdict_file, prev_file, io = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6], sys.argv[7]
 naive = float(sys.argv[8]) if sys.argv[8] else None
+watched = float(sys.argv[9]) if sys.argv[9] else None
 try:
     s = json.load(open(path))
 except OSError:
@@ -155,7 +160,8 @@ per_call = f"{sio.get('batch_mean') or 0:11.2f}" if sio else f"{'-':>11}"
 cpu = g.get("cpu_ns_per_datagram_sent")
 cpu_col = f"{cpu:>7.0f}" if cpu is not None else f"{'-':>7}"
 x_naive = f"{cpu / naive:>6.2f}x" if cpu is not None and naive else f"{'-':>7}"
-print(f"{n:>7} {io:>6} {conn:>10} {g['inputs_skipped']:>8} {p99 / 1000:>8.1f}ms {mx / 1000:>8.1f}ms {cpu_per_bot:>12.1f} {marginal} {rss / 1024 / max(n, 1):>9.1f} {calls_s} {per_call} {sink_cpu:>9} {cpu_col} {x_naive}  {verdict}")
+x_watched = f"{cpu / watched:>6.2f}x" if cpu is not None and watched else f"{'-':>7}"
+print(f"{n:>7} {io:>6} {conn:>10} {g['inputs_skipped']:>8} {p99 / 1000:>8.1f}ms {mx / 1000:>8.1f}ms {cpu_per_bot:>12.1f} {marginal} {rss / 1024 / max(n, 1):>9.1f} {calls_s} {per_call} {sink_cpu:>9} {cpu_col} {x_naive} {x_watched}  {verdict}")
 open(verdict_file, "w").write("OK" if on_grid else "FAIL")
 PY
     if [ "$(cat "$WORK/verdict")" = FAIL ]; then fail=1; fi

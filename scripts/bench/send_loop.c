@@ -3,11 +3,19 @@
  * (user and system) the loop used per datagram: the cost the generator's
  * `generator.cpu_ns_per_datagram_sent` is set beside (scripts/bench_ceiling.sh).
  *
- *   send_loop PORT SOCKETS SECONDS */
+ * With `watched`, every socket is first registered for reading in an epoll instance (as a
+ * bot's socket is: tokio registers it edge-triggered, readable, to receive its server), and
+ * nothing ever waits on it. The loop is the same; what changes is the kernel's part of each
+ * send: the sent datagram's release (`sock_wfree`) now finds a waiter on the socket's wait
+ * queue and calls into epoll for it. That is the floor of any generator whose bots receive.
+ *
+ *   send_loop PORT SOCKETS SECONDS [watched] */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -26,8 +34,11 @@ static double now(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 4) { fprintf(stderr, "usage: send_loop PORT SOCKETS SECONDS\n"); return 2; }
+    if (argc < 4) { fprintf(stderr, "usage: send_loop PORT SOCKETS SECONDS [watched]\n"); return 2; }
     int port = atoi(argv[1]), n = atoi(argv[2]);
+    int watched = argc > 4 && strcmp(argv[4], "watched") == 0;
+    int ep = watched ? epoll_create1(0) : -1;
+    if (watched && ep < 0) { perror("epoll_create1"); return 2; }
     double secs = atof(argv[3]);
     struct rlimit rl;
     getrlimit(RLIMIT_NOFILE, &rl);
@@ -39,6 +50,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n; i++) {
         fds[i] = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
         if (fds[i] < 0 || connect(fds[i], (struct sockaddr *)&to, sizeof to) != 0) { perror("socket"); return 2; }
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.u32 = (unsigned)i};
+        if (watched && epoll_ctl(ep, EPOLL_CTL_ADD, fds[i], &ev) != 0) { perror("epoll_ctl"); return 2; }
     }
     unsigned char payload[20] = {0xFE, 0xCA, 1, 2};
     unsigned long long sent = 0, errors = 0;
@@ -51,7 +64,7 @@ int main(int argc, char **argv) {
         t = now();
     }
     double cpu = cpu_now() - cpu_start;
-    printf("ceiling sockets=%d datagrams=%llu errors=%llu seconds=%.2f rate=%.0f cpu_ns_per_datagram=%.0f\n",
-           n, sent, errors, t - start, sent / (t - start), sent ? cpu * 1e9 / sent : 0.0);
+    printf("ceiling%s sockets=%d datagrams=%llu errors=%llu seconds=%.2f rate=%.0f cpu_ns_per_datagram=%.0f\n",
+           watched ? " watched" : "", n, sent, errors, t - start, sent / (t - start), sent ? cpu * 1e9 / sent : 0.0);
     return 0;
 }
