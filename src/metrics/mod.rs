@@ -44,8 +44,9 @@ pub const HIST_TOP: u64 = {
     top - 1
 };
 
-/// The highest value a new histogram's counters cover before they grow: HdrHistogram's
-/// first bucket at [`HIST_SIGFIG`] digits (2,048 counters, 16 KiB).
+/// The bound a new histogram is made with: the smallest the crate accepts, which gets it
+/// HdrHistogram's first bucket at [`HIST_SIGFIG`] digits (2,048 counters, 16 KiB, values to
+/// 2,047) before it grows.
 const HIST_FIRST_HIGH: u64 = 2;
 
 /// A histogram of the project's layout (1 to [`HIST_MAX_US`], [`HIST_SIGFIG`] digits) whose
