@@ -590,6 +590,35 @@ mod tests {
         assert_eq!(h.distinct_values(), 17_408);
     }
 
+    /// A recorder is made once per worker, per second handed over and per open second: it
+    /// starts with each histogram's first bucket only (128 KiB of counters in all, where the
+    /// whole range was 1.1 MiB), and a second's hand-over keeps what it grew to.
+    #[test]
+    fn a_new_recorder_starts_with_first_buckets_only() {
+        let counters = |r: &Recorder| -> usize {
+            [
+                &r.rtt_us,
+                &r.handshake_us,
+                &r.snapshot_interarrival_us,
+                &r.send_lateness_us,
+                &r.bot_up_bytes_per_s,
+                &r.bot_down_bytes_per_s,
+                &r.packet_size_up,
+                &r.packet_size_down,
+            ]
+            .iter()
+            .map(|h| h.distinct_values())
+            .sum()
+        };
+        let mut r = Recorder::new();
+        assert_eq!(counters(&r), 8 * 2_048);
+        r.record_rtt(70_000);
+        let second = r.take_interval();
+        assert_eq!(counters(&second), 7 * 2_048 + 2_048 + 6 * 1_024);
+        assert_eq!(second.rtt_us.len(), 1);
+        assert!(r.rtt_us.is_empty());
+    }
+
     #[test]
     fn merge_is_exact() {
         let mut a = Recorder::new();
