@@ -67,6 +67,13 @@ pub fn new_histogram() -> Histogram<u64> {
     h
 }
 
+/// A histogram of the project's layout over the whole range, as every histogram was before
+/// they grew: what tests hold a grown one against.
+#[cfg(test)]
+pub(crate) fn whole_range_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, HIST_MAX_US, HIST_SIGFIG).expect("valid histogram bounds")
+}
+
 /// Record `value` once: see [`record_n`].
 pub fn record(h: &mut Histogram<u64>, value: u64) {
     record_n(h, value, 1);
@@ -86,8 +93,9 @@ pub fn record_n(h: &mut Histogram<u64>, value: u64, count: u64) {
         value.max(1)
     };
     if h.record_n(value, count).is_err() {
-        // A histogram of fixed, smaller bounds (one decoded from a foreign log) cannot grow:
-        // the value saturates to its highest, as the crate adds such histograms.
+        // Only a histogram made with fixed bounds (not by `new_histogram`: none in the crate)
+        // can refuse a value within the whole range: it saturates to its highest rather than
+        // being lost.
         #[allow(clippy::disallowed_methods)]
         h.saturating_record_n(value, count);
     }
@@ -510,11 +518,6 @@ impl Recorder {
 mod tests {
     use super::*;
 
-    /// A histogram of the whole range, as every histogram was before they grew.
-    fn whole_range() -> Histogram<u64> {
-        Histogram::new_with_bounds(1, HIST_MAX_US, HIST_SIGFIG).unwrap()
-    }
-
     /// (counter's value, count) of every non-zero counter.
     fn counts(h: &Histogram<u64>) -> Vec<(u64, u64)> {
         h.iter_recorded()
@@ -524,7 +527,7 @@ mod tests {
 
     #[test]
     fn the_whole_range_ends_at_hist_top() {
-        let mut h = whole_range();
+        let mut h = whole_range_histogram();
         assert!(h.record(HIST_TOP).is_ok());
         assert!(h.record(HIST_TOP + 1).is_err());
         assert_eq!(HIST_TOP, (1 << 26) - 1);
@@ -549,7 +552,7 @@ mod tests {
             u64::MAX,
         ];
         let mut grown = new_histogram();
-        let mut whole = whole_range();
+        let mut whole = whole_range_histogram();
         for v in values {
             record(&mut grown, v);
             #[allow(clippy::disallowed_methods)]
@@ -566,7 +569,7 @@ mod tests {
         let mut small = new_histogram();
         record(&mut small, 900);
         small.add(&whole).unwrap();
-        let mut into_whole = whole_range();
+        let mut into_whole = whole_range_histogram();
         into_whole.add(&grown).unwrap();
         record(&mut into_whole, 900);
         assert_eq!(counts(&small), counts(&into_whole));
@@ -586,7 +589,10 @@ mod tests {
         assert_eq!(h.distinct_values(), 2_048 + 5 * 1_024);
         // At most the whole range's.
         record(&mut h, u64::MAX);
-        assert_eq!(h.distinct_values(), whole_range().distinct_values());
+        assert_eq!(
+            h.distinct_values(),
+            whole_range_histogram().distinct_values()
+        );
         assert_eq!(h.distinct_values(), 17_408);
     }
 

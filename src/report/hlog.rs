@@ -23,7 +23,7 @@ use base64::Engine as _;
 use flate2::write::ZlibEncoder;
 use flate2::Compression;
 
-use super::hlog_read::{Project, Sparse};
+use super::hlog_read::{Layout, Project, Sparse};
 use crate::metrics::{Recorder, HIST_MAX_US, HIST_SIGFIG};
 
 /// The interval log format version written in the header (HdrHistogram's current one).
@@ -98,22 +98,20 @@ fn encode_sparse(counters: &[(u64, u64)], v2: &mut Vec<u8>, out: &mut Vec<u8>) -
     Ok(())
 }
 
-/// `h`'s non-zero counters as `(index in the project's layout, count)`, ascending, into `out`.
-fn counters_of(h: &Histogram<u64>, project: &Project, out: &mut Vec<(u64, u64)>) {
+/// `h`'s non-zero counters as `(index in `layout`, count)`, ascending, into `out`.
+fn counters_of(h: &Histogram<u64>, layout: &Layout, out: &mut Vec<(u64, u64)>) {
     out.clear();
-    out.extend(h.iter_recorded().map(|v| {
-        (
-            project.layout.index_of(v.value_iterated_to()),
-            v.count_at_value(),
-        )
-    }));
+    out.extend(
+        h.iter_recorded()
+            .map(|v| (layout.index_of(v.value_iterated_to()), v.count_at_value())),
+    );
 }
 
 /// The compressed V2 bytes of a histogram of the project's layout, the project's bounds in
 /// the header whatever counters it has grown: what a line of the hlog carries.
 pub fn encode_compressed(h: &Histogram<u64>) -> io::Result<Vec<u8>> {
     let mut counters = Vec::new();
-    counters_of(h, &Project::default(), &mut counters);
+    counters_of(h, &Layout::project(), &mut counters);
     let (mut v2, mut out) = (Vec::new(), Vec::new());
     encode_sparse(&counters, &mut v2, &mut out)?;
     Ok(out)
@@ -172,23 +170,14 @@ impl<W: Write> HlogWriter<W> {
         if h.is_empty() {
             return Ok(());
         }
-        let mut counters = std::mem::take(&mut self.counters);
-        counters_of(h, &self.project, &mut counters);
-        let written = self.write_line(tag, index, h.max(), &counters);
-        self.counters = counters;
-        written
+        counters_of(h, &self.project.layout, &mut self.counters);
+        encode_sparse(&self.counters, &mut self.v2, &mut self.compressed)?;
+        self.write_line(tag, index, h.max())
     }
 
-    /// One line: `tag` (none when empty), second `index`, its max and the encoded counters
-    /// `(index, count)`, as the crate's interval log writer formats a line.
-    fn write_line(
-        &mut self,
-        tag: &str,
-        index: u64,
-        max: u64,
-        counters: &[(u64, u64)],
-    ) -> io::Result<()> {
-        encode_sparse(counters, &mut self.v2, &mut self.compressed)?;
+    /// One line of the histogram just encoded into `compressed`: `tag` (none when empty),
+    /// second `index` and its max, as the crate's interval log writer formats a line.
+    fn write_line(&mut self, tag: &str, index: u64, max: u64) -> io::Result<()> {
         self.line.clear();
         if !tag.is_empty() {
             self.line.extend_from_slice(b"Tag=");
@@ -216,8 +205,8 @@ impl<W: Write> HlogWriter<W> {
             if h.is_empty() {
                 continue;
             }
-            let max = h.max(&self.project);
-            self.write_line(tag, index, max, h.counters())?;
+            encode_sparse(h.counters(), &mut self.v2, &mut self.compressed)?;
+            self.write_line(tag, index, h.max(&self.project))?;
         }
         self.out.flush()
     }
@@ -331,7 +320,7 @@ mod tests {
             (1..3000).map(|v| v * 7).collect(),
         ] {
             // The project's layout over its whole range: what the lines' headers state.
-            let mut h = Histogram::<u64>::new_with_bounds(1, HIST_MAX_US, HIST_SIGFIG).unwrap();
+            let mut h = crate::metrics::whole_range_histogram();
             for v in &values {
                 h.record(*v).unwrap();
             }

@@ -136,6 +136,12 @@ impl Layout {
         }
     }
 
+    /// The project's layout: bounds 1..[`HIST_MAX_US`], [`HIST_SIGFIG`] digits (the counters
+    /// of the whole range; a [`new_histogram`] holds a prefix of them).
+    pub fn project() -> Layout {
+        Layout::new(1, HIST_MAX_US, u32::from(HIST_SIGFIG))
+    }
+
     /// The lowest value counted at `index` (the crate's `value_for`).
     pub fn value_of(&self, index: u64) -> u64 {
         let mut bucket = (index >> self.half_magnitude) as i64 - 1;
@@ -483,17 +489,18 @@ pub fn add_counts(
     Ok(())
 }
 
-/// The project's histogram layout (bounds 1..[`HIST_MAX_US`], [`HIST_SIGFIG`] digits), with
-/// one empty histogram of it: what every log is merged into.
+/// The project's histogram layout (bounds 1..[`HIST_MAX_US`], [`HIST_SIGFIG`] digits): what
+/// every log is merged into.
 pub struct Project {
     pub layout: Layout,
+    /// An empty histogram of the layout, for the crate's value arithmetic.
     template: Histogram<u64>,
     last: u64,
 }
 
 impl Default for Project {
     fn default() -> Self {
-        let layout = Layout::new(1, HIST_MAX_US, u32::from(HIST_SIGFIG));
+        let layout = Layout::project();
         Project {
             last: layout.index_of(HIST_MAX_US),
             layout,
@@ -503,9 +510,9 @@ impl Default for Project {
 }
 
 impl Project {
-    /// An empty histogram of the project's bounds (a copy, not a fresh zeroing).
+    /// An empty histogram of the project's bounds.
     pub fn histogram(&self) -> Histogram<u64> {
-        self.template.clone()
+        new_histogram()
     }
 
     /// The value reported for counter `index` (the highest value it counts, as the crate's
@@ -878,8 +885,7 @@ pub(crate) mod tests {
             add_counts(&mut dense, ours.counts, ours.samples).unwrap();
             // The crate's add into the project's whole range (a grown histogram would take
             // values past it); `dense` on the left: equality walks its counters.
-            let mut by_crate =
-                Histogram::<u64>::new_with_bounds(1, HIST_MAX_US, HIST_SIGFIG).unwrap();
+            let mut by_crate = crate::metrics::whole_range_histogram();
             if by_crate.add(&theirs).is_ok() {
                 prop_assert_eq!(&dense, &by_crate);
             }

@@ -529,16 +529,21 @@ mod tests {
         assert_eq!(value(&t, "tickswarm_elapsed_seconds"), 2.0);
     }
 
-    #[test]
-    fn histogram_buckets_are_cumulative_and_in_seconds() {
+    /// The exposition after one second that recorded these RTTs (µs).
+    fn render_rtts(rtts: &[u64]) -> String {
         let mut e = Exposition::new("s", "cafe", 1);
         let mut sec = Recorder::new();
-        // 3 RTTs: 0.2 ms, 3 ms, 40 ms.
-        for us in [200, 3_000, 40_000] {
+        for &us in rtts {
             sec.record_rtt(us);
         }
         e.update(&point(1.0), 1, &sec);
-        let t = e.render();
+        e.render()
+    }
+
+    #[test]
+    fn histogram_buckets_are_cumulative_and_in_seconds() {
+        // 3 RTTs: 0.2 ms, 3 ms, 40 ms.
+        let t = render_rtts(&[200, 3_000, 40_000]);
         assert_eq!(
             value(&t, "tickswarm_rtt_seconds_bucket{le=\"0.0001\"}"),
             0.0
@@ -591,13 +596,7 @@ mod tests {
         assert_eq!(value(&t, "tickswarm_rtt_seconds_bucket{le=\"1\"}"), 11.0);
 
         // Every value in the first bucket of counters (as on loopback): none ever grew.
-        let mut e = Exposition::new("s", "cafe", 1);
-        let mut sec = Recorder::new();
-        for us in [100, 400, 1_500] {
-            sec.record_rtt(us);
-        }
-        e.update(&point(1.0), 1, &sec);
-        let t = e.render();
+        let t = render_rtts(&[100, 400, 1_500]);
         assert_eq!(value(&t, "tickswarm_rtt_seconds_bucket{le=\"0.001\"}"), 2.0);
         assert_eq!(value(&t, "tickswarm_rtt_seconds_bucket{le=\"10\"}"), 3.0);
     }
