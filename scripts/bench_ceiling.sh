@@ -17,7 +17,9 @@
 #      datagrams, measured with the ceiling just before): "x naive" is their ratio. The same
 #      loop again with its sockets registered for reading in an epoll instance, as every bot's
 #      socket is (`send_loop ... watched`): the cheapest loop whose sockets could receive, so
-#      the floor of a generator whose bots do; "x watched" is the ratio to it.
+#      the floor of a generator whose bots do; "x watched" is the ratio to it. "KiB/bot": the
+#      generator's highest resident memory (`generator.rss_max_bytes`) over the bots, its
+#      fixed part included.
 #   3. The largest population on its 60 Hz grid (0 slots skipped, lateness p99 < one tick,
 #      16,667 us, every bot connected, the target received 99 % or more) for each path.
 #   4. Both paths at about 0.8x the ceiling (bots = 0.8 x ceiling / 61 datagrams per bot per
@@ -98,14 +100,16 @@ measure_ceiling() { # [quiet]
     NAIVE_CPUS=""
     WATCHED_CPUS=""
     SENT=0
+    # field NAME LINE: the number after " NAME=" in send_loop's line.
+    field() { echo "$2" | sed -n "s/.* $1=\([0-9]*\).*/\1/p"; }
     for _ in 1 2 3; do
         line=$(timeout 20 "$WORK/send_loop" "$PORT" "$SOCKETS" 1.5)
-        CEILINGS="$CEILINGS $(echo "$line" | sed -n 's/.*rate=\([0-9]*\).*/\1/p')"
-        NAIVE_CPUS="$NAIVE_CPUS $(echo "$line" | sed -n 's/.*cpu_ns_per_datagram=\([0-9]*\).*/\1/p')"
-        SENT=$((SENT + $(echo "$line" | sed -n 's/.* datagrams=\([0-9]*\).*/\1/p')))
+        CEILINGS="$CEILINGS $(field rate "$line")"
+        NAIVE_CPUS="$NAIVE_CPUS $(field cpu_ns_per_datagram "$line")"
+        SENT=$((SENT + $(field datagrams "$line")))
         line=$(timeout 20 "$WORK/send_loop" "$PORT" "$SOCKETS" 1.5 watched)
-        WATCHED_CPUS="$WATCHED_CPUS $(echo "$line" | sed -n 's/.*cpu_ns_per_datagram=\([0-9]*\).*/\1/p')"
-        SENT=$((SENT + $(echo "$line" | sed -n 's/.* datagrams=\([0-9]*\).*/\1/p')))
+        WATCHED_CPUS="$WATCHED_CPUS $(field cpu_ns_per_datagram "$line")"
+        SENT=$((SENT + $(field datagrams "$line")))
     done
     CEILING=$(echo $CEILINGS | tr ' ' '\n' | sort -n | tail -1)
     # The naive loop's CPU per datagram: the cheapest of the three (a busy machine's other
@@ -222,18 +226,20 @@ cpu = g.get("cpu_ns_per_datagram_sent")
 cpu_col = f"{cpu:>7.0f}" if cpu is not None else f"{'-':>7}"
 x_naive = f"{cpu / naive:>6.2f}x" if cpu is not None and naive else f"{'-':>7}"
 x_watched = f"{cpu / watched:>6.2f}x" if cpu is not None and watched else f"{'-':>7}"
+rss = g.get("rss_max_bytes")
+kib_bot = f"{rss / 1024 / bots:>7.1f}" if rss else f"{'-':>7}"
 print(f"{bots:>6} {label:<27} {rate:>9.0f} {rate / ceiling:>6.2f}x {skipped:>8} {p99:>9} "
       f"{'yes' if on_grid else 'NO':>7} {io.get('path', '-'):>8} {io.get('syscalls_per_s', 0):>10.0f} "
       f"{io.get('batch_mean') or 0:>6.1f} {g.get('worker_cpu_max', 0):>5.2f} "
-      f"{s['bots']['connected']:>5}/{bots:<5} {target_rx:>9} {cpu_col} {x_naive} {x_watched}")
+      f"{s['bots']['connected']:>5}/{bots:<5} {target_rx:>9} {cpu_col} {x_naive} {x_watched} {kib_bot}")
 with open(results, "a") as f:
     f.write(f"{mode}\t{bots}\t{rate}\t{int(on_grid)}\t{p99}\t{skipped}\t{ceiling}\t{cpu or ''}\t{naive or ''}\n")
 PY
 }
 
 header() {
-    printf '%6s %-27s %9s %7s %8s %9s %7s %8s %10s %6s %5s %11s %9s %7s %7s %7s\n' bots path "dgram/s" "x ceil" skipped \
-        "late p99" "on grid" send_io "syscalls/s" "/call" cpu connected "target rx" "ns/dgm" "x naive" "x watch"
+    printf '%6s %-27s %9s %7s %8s %9s %7s %8s %10s %6s %5s %11s %9s %7s %7s %7s %7s\n' bots path "dgram/s" "x ceil" skipped \
+        "late p99" "on grid" send_io "syscalls/s" "/call" cpu connected "target rx" "ns/dgm" "x naive" "x watch" "KiB/bot"
 }
 
 # 2. Increasing populations, each path in turn.
