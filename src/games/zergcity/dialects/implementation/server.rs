@@ -68,6 +68,18 @@ struct PlayerSlot {
     entities: u32,
 }
 
+impl PlayerSlot {
+    /// Whether the session is still held at `now`: on a connection, or dropped less than
+    /// `grace` ago. A grace of 0 forgets it at the drop's own instant (a Reconnect handled in
+    /// the same batch as the old connection's end is refused, as the docs say).
+    fn held(&self, now: Instant, grace: Duration) -> bool {
+        self.conn.is_some()
+            || self
+                .left_at
+                .is_some_and(|t| now.saturating_duration_since(t) < grace)
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Client {
     conn: ConnId,
@@ -262,10 +274,7 @@ impl ImplementationServer {
     }
 
     fn within_grace(&self, slot: usize, now: Instant) -> bool {
-        let s = &self.players[slot];
-        s.conn.is_some()
-            || s.left_at
-                .is_some_and(|t| now.saturating_duration_since(t) <= self.cfg.grace)
+        self.players[slot].held(now, self.cfg.grace)
     }
 
     fn on_reconnect(
@@ -393,11 +402,7 @@ impl ImplementationServer {
             self.leave(now, c);
         }
         let grace = self.cfg.grace;
-        self.players.retain(|s| {
-            s.conn.is_some()
-                || s.left_at
-                    .is_some_and(|t| now.saturating_duration_since(t) <= grace)
-        });
+        self.players.retain(|s| s.held(now, grace));
     }
 
     fn leave(&mut self, now: Instant, conn: ConnId) {
@@ -589,5 +594,38 @@ mod tests {
         assert_eq!(s.poll_close(), Some(c));
         assert_eq!(s.stats().refused, 1);
         assert_eq!(s.stats().accepted, 2);
+    }
+
+    /// A grace of 0 forgets a session at the drop's own instant: a Reconnect handled at the
+    /// same `now` as the old connection's end (one batch: the bot's host superseding its old
+    /// session) is refused `session_expired`, not resumed with nobody kicked.
+    #[test]
+    fn a_zero_grace_refuses_a_reconnect_at_the_drop_s_own_instant() {
+        let t0 = Instant::now();
+        let cfg = ImplementationServerConfig {
+            grace: Duration::ZERO,
+            ..Default::default()
+        };
+        let mut s = ImplementationServer::new(cfg, t0);
+        let (a, b) = (ConnId(1), ConnId(2));
+        s.handle_connect(t0, a);
+        s.handle_datagram(t0, a, &message(|x| codec::encode_join(x, b"bot-1", None)));
+        let out = sent_to(&mut s, a);
+        let accept = out.iter().find(|m| m.0 == ty::JOIN_ACCEPT).unwrap();
+        let token = <[u8; 16]>::try_from(&accept.1[1..17]).unwrap();
+        let t1 = t0 + Duration::from_millis(5);
+        s.handle_disconnect(t1, a);
+        s.handle_connect(t1, b);
+        s.handle_datagram(
+            t1,
+            b,
+            &message(|x| codec::encode_reconnect(x, &token, b"bot-1")),
+        );
+        let out = sent_to(&mut s, b);
+        let reject = out.iter().find(|m| m.0 == ty::JOIN_REJECT).unwrap();
+        assert_eq!(reject.1[0], 5, "session_expired");
+        assert_eq!(s.stats().refused, 1);
+        assert_eq!(s.stats().accepted, 1);
+        assert_eq!(s.stats().events.get("duplicate_session_kicked"), 0);
     }
 }
