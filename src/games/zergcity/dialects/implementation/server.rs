@@ -550,45 +550,56 @@ mod tests {
         buf
     }
 
+    /// A server with `grace` and one player joined on `a` at `t0`: the server, the player's
+    /// id and its session token (from the JoinAccept).
+    fn joined(grace: Duration, t0: Instant, a: ConnId) -> (ImplementationServer, u8, [u8; 16]) {
+        let cfg = ImplementationServerConfig {
+            grace,
+            ..Default::default()
+        };
+        let mut s = ImplementationServer::new(cfg, t0);
+        s.handle_connect(t0, a);
+        s.handle_datagram(t0, a, &message(|x| codec::encode_join(x, b"bot-1", None)));
+        let out = sent_to(&mut s, a);
+        let accept = out.iter().find(|m| m.0 == ty::JOIN_ACCEPT).unwrap();
+        let token = <[u8; 16]>::try_from(&accept.1[1..17]).unwrap();
+        (s, accept.1[0], token)
+    }
+
+    /// A Reconnect with `token` on a new connection `conn` at `t`: what the server sent it.
+    fn reconnect(
+        s: &mut ImplementationServer,
+        t: Instant,
+        conn: ConnId,
+        token: &[u8; 16],
+    ) -> Vec<(u16, Vec<u8>)> {
+        s.handle_connect(t, conn);
+        s.handle_datagram(
+            t,
+            conn,
+            &message(|x| codec::encode_reconnect(x, token, b"bot-1")),
+        );
+        sent_to(s, conn)
+    }
+
     /// Join, drop, then a Reconnect with the token: within the grace the player id comes
     /// back; past it (the session forgotten at the next housekeeping) the token is unknown,
     /// refused `invalid_token`, and the session closed.
     #[test]
     fn reconnect_resumes_within_the_grace_and_is_refused_after() {
         let t0 = Instant::now();
-        let cfg = ImplementationServerConfig {
-            grace: Duration::from_secs(2),
-            ..Default::default()
-        };
-        let mut s = ImplementationServer::new(cfg, t0);
         let (a, b, c) = (ConnId(1), ConnId(2), ConnId(3));
-        s.handle_connect(t0, a);
-        s.handle_datagram(t0, a, &message(|x| codec::encode_join(x, b"bot-1", None)));
-        let out = sent_to(&mut s, a);
-        let accept = out.iter().find(|m| m.0 == ty::JOIN_ACCEPT).unwrap();
-        let (player, token) = (accept.1[0], <[u8; 16]>::try_from(&accept.1[1..17]).unwrap());
+        let (mut s, player, token) = joined(Duration::from_secs(2), t0, a);
         s.handle_disconnect(t0, a);
         let t1 = t0 + Duration::from_secs(1);
-        s.handle_connect(t1, b);
-        s.handle_datagram(
-            t1,
-            b,
-            &message(|x| codec::encode_reconnect(x, &token, b"bot-1")),
-        );
-        let out = sent_to(&mut s, b);
+        let out = reconnect(&mut s, t1, b, &token);
         let again = out.iter().find(|m| m.0 == ty::JOIN_ACCEPT).unwrap();
         assert_eq!((again.1[0], &again.1[1..17]), (player, &token[..]));
         s.handle_disconnect(t1, b);
         // Past the grace, and past a housekeeping: forgotten.
         let t2 = t1 + Duration::from_secs(4);
         s.handle_timeout(t2);
-        s.handle_connect(t2, c);
-        s.handle_datagram(
-            t2,
-            c,
-            &message(|x| codec::encode_reconnect(x, &token, b"bot-1")),
-        );
-        let out = sent_to(&mut s, c);
+        let out = reconnect(&mut s, t2, c, &token);
         let reject = out.iter().find(|m| m.0 == ty::JOIN_REJECT).unwrap();
         assert_eq!(reject.1[0], 4, "invalid_token");
         assert_eq!(s.poll_close(), Some(c));
@@ -602,26 +613,11 @@ mod tests {
     #[test]
     fn a_zero_grace_refuses_a_reconnect_at_the_drop_s_own_instant() {
         let t0 = Instant::now();
-        let cfg = ImplementationServerConfig {
-            grace: Duration::ZERO,
-            ..Default::default()
-        };
-        let mut s = ImplementationServer::new(cfg, t0);
         let (a, b) = (ConnId(1), ConnId(2));
-        s.handle_connect(t0, a);
-        s.handle_datagram(t0, a, &message(|x| codec::encode_join(x, b"bot-1", None)));
-        let out = sent_to(&mut s, a);
-        let accept = out.iter().find(|m| m.0 == ty::JOIN_ACCEPT).unwrap();
-        let token = <[u8; 16]>::try_from(&accept.1[1..17]).unwrap();
+        let (mut s, _, token) = joined(Duration::ZERO, t0, a);
         let t1 = t0 + Duration::from_millis(5);
         s.handle_disconnect(t1, a);
-        s.handle_connect(t1, b);
-        s.handle_datagram(
-            t1,
-            b,
-            &message(|x| codec::encode_reconnect(x, &token, b"bot-1")),
-        );
-        let out = sent_to(&mut s, b);
+        let out = reconnect(&mut s, t1, b, &token);
         let reject = out.iter().find(|m| m.0 == ty::JOIN_REJECT).unwrap();
         assert_eq!(reject.1[0], 5, "session_expired");
         assert_eq!(s.stats().refused, 1);
